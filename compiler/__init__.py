@@ -1,0 +1,1 @@
+"""vta-stack compiler: tensor expressions, schedules, lowering, codegen, graph IR, ONNX frontend."""

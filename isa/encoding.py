@@ -1,0 +1,246 @@
+"""Bit-exact 128-bit instruction and 32-bit micro-op encodings, derived from ``HwConfig``.
+
+Fields are packed from bit 0 upward in the order listed by :func:`layouts`; the
+widths come from the config (scratchpad depths) and the ALU registry.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields as dc_fields
+from functools import lru_cache
+from typing import TYPE_CHECKING, Iterable
+
+import numpy as np
+
+from isa.alu import IMM_BITS, alu_op, alu_opcode_bits, alu_ops
+from isa.errors import ConfigError, EncodingError
+from isa.instructions import Alu, Deps, Finish, Gemm, Instruction, Load, MemType, Opcode, Store, Uop
+
+if TYPE_CHECKING:
+    from isa.config import HwConfig
+
+INSN_BYTES = 16
+UOP_BYTES = 4
+OPCODE_BITS = 3
+MEMTYPE_BITS = 3
+DRAM_ADDR_BITS = 32
+SIZE_BITS = 16
+PAD_BITS = 4
+LOOP_BITS = 14
+DEP_FIELDS = ("pop_prev", "pop_next", "push_prev", "push_next")
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    lo: int
+    width: int
+    signed: bool = False
+
+    @property
+    def hi(self) -> int:
+        """Highest bit (inclusive)."""
+        return self.lo + self.width - 1
+
+    @property
+    def lo_value(self) -> int:
+        return -(1 << (self.width - 1)) if self.signed else 0
+
+    @property
+    def hi_value(self) -> int:
+        return (1 << (self.width - 1)) - 1 if self.signed else (1 << self.width) - 1
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The fields of one format, in bit order, and the word size."""
+
+    name: str
+    fields: tuple[Field, ...]
+    bits: int
+
+    def field(self, name: str) -> Field:
+        for f in self.fields:
+            if f.name == name:
+                return f
+        raise KeyError(name)
+
+    @property
+    def used_bits(self) -> int:
+        return sum(f.width for f in self.fields)
+
+
+def _pack(name: str, spec: list[tuple[str, int] | tuple[str, int, bool]], bits: int, cfg_name: str) -> Layout:
+    out, lo = [], 0
+    for item in spec:
+        fname, width = item[0], item[1]
+        signed = len(item) > 2 and item[2]
+        out.append(Field(fname, lo, width, signed))
+        lo += width
+    if lo > bits:
+        widest = max(out, key=lambda f: f.width)
+        raise ConfigError(
+            f"HwConfig {cfg_name!r}: the {name} format needs {lo} bits but a word has {bits}; "
+            f"its widest field is {widest.name} ({widest.width} bits) - reduce the scratchpad sizes")
+    return Layout(name, tuple(out), bits)
+
+
+def _common() -> list[tuple[str, int]]:
+    return [("opcode", OPCODE_BITS)] + [(d, 1) for d in DEP_FIELDS]
+
+
+def layouts(cfg: "HwConfig") -> dict[str, Layout]:
+    """The formats for ``cfg``: MEM (LOAD/STORE), GEMM, ALU, FINISH and UOP."""
+    return _layouts(cfg, alu_opcode_bits())
+
+
+@lru_cache(maxsize=64)
+def _layouts(cfg: "HwConfig", op_bits: int) -> dict[str, Layout]:
+    loop = [("reset", 1), ("uop_bgn", cfg.uop_idx_bits), ("uop_end", cfg.uop_idx_bits + 1),
+            ("iter_out", LOOP_BITS), ("iter_in", LOOP_BITS)]
+    dst = [("dst_factor_out", cfg.acc_idx_bits), ("dst_factor_in", cfg.acc_idx_bits)]
+    mem = _common() + [("mem", MEMTYPE_BITS), ("sram_base", cfg.sram_idx_bits), ("dram_base", DRAM_ADDR_BITS),
+                       ("y_size", SIZE_BITS), ("x_size", SIZE_BITS), ("x_stride", SIZE_BITS),
+                       ("y_pad0", PAD_BITS), ("y_pad1", PAD_BITS), ("x_pad0", PAD_BITS), ("x_pad1", PAD_BITS)]
+    gemm = _common() + loop + dst + [
+        ("src_factor_out", cfg.inp_idx_bits), ("src_factor_in", cfg.inp_idx_bits),
+        ("wgt_factor_out", cfg.wgt_idx_bits), ("wgt_factor_in", cfg.wgt_idx_bits)]
+    alu = _common() + loop + dst + [
+        ("src_factor_out", cfg.acc_idx_bits), ("src_factor_in", cfg.acc_idx_bits),
+        ("alu_opcode", op_bits), ("use_imm", 1), ("imm", IMM_BITS, True)]
+    uop = [("dst", cfg.uop_dst_bits), ("src", cfg.uop_src_bits), ("wgt", cfg.uop_wgt_bits)]
+    return {
+        "MEM": _pack("MEM", mem, 128, cfg.name),
+        "GEMM": _pack("GEMM", gemm, 128, cfg.name),
+        "ALU": _pack("ALU", alu, 128, cfg.name),
+        "FINISH": _pack("FINISH", _common(), 128, cfg.name),
+        "UOP": _pack("UOP", uop, 32, cfg.name),
+    }
+
+
+def _put(word: int, f: Field, value: int, what: str) -> int:
+    if isinstance(value, bool):
+        value = int(value)
+    if not isinstance(value, (int, np.integer)):
+        raise EncodingError(f"{what} field {f.name} must be an integer, got {value!r}")
+    value = int(value)
+    if not f.lo_value <= value <= f.hi_value:
+        kind = "signed " if f.signed else ""
+        raise EncodingError(
+            f"{what} field {f.name}={value} does not fit its {f.width}-bit {kind}field "
+            f"(allowed {f.lo_value}..{f.hi_value})")
+    return word | ((value & ((1 << f.width) - 1)) << f.lo)
+
+
+def _get(word: int, f: Field) -> int:
+    v = (word >> f.lo) & ((1 << f.width) - 1)
+    if f.signed and v >> (f.width - 1):
+        v -= 1 << f.width
+    return v
+
+
+def _layout_name(insn: Instruction) -> str:
+    if isinstance(insn, (Load, Store)):
+        return "MEM"
+    return type(insn).__name__.upper()
+
+
+def encode(insn: Instruction, cfg: "HwConfig") -> int:
+    """The 128-bit word of ``insn`` as a Python int; raises EncodingError naming a field that does not fit."""
+    name = _layout_name(insn)
+    lay = layouts(cfg)[name]
+    what = type(insn).__name__.upper()
+    values: dict[str, int] = {"opcode": int(insn.opcode)}
+    for d in DEP_FIELDS:
+        values[d] = int(getattr(insn.deps, d))
+    for fld in dc_fields(insn):
+        if fld.name == "deps":
+            continue
+        values[fld.name] = getattr(insn, fld.name)
+    if isinstance(insn, (Load, Store)):
+        values["mem"] = int(MemType(insn.mem))
+    if isinstance(insn, Alu):
+        values["alu_opcode"] = alu_op(insn.op).opcode
+        del values["op"]
+    word = 0
+    for f in lay.fields:
+        word = _put(word, f, values.pop(f.name), what)
+    return word
+
+
+def decode(word: int, cfg: "HwConfig") -> Instruction:
+    """Decode one 128-bit word; raises EncodingError for an unknown opcode, memory type or ALU op."""
+    word = int(word)
+    if not 0 <= word < (1 << 128):
+        raise EncodingError(f"instruction word {word:#x} is not a 128-bit value")
+    lays = layouts(cfg)
+    opcode = word & ((1 << OPCODE_BITS) - 1)
+    try:
+        op = Opcode(opcode)
+    except ValueError:
+        raise EncodingError(f"undecodable instruction {word:#034x}: opcode {opcode} is not one of "
+                            f"{', '.join(f'{o.name}={o.value}' for o in Opcode)}") from None
+    lay = lays["MEM" if op in (Opcode.LOAD, Opcode.STORE) else op.name]
+    v = {f.name: _get(word, f) for f in lay.fields}
+    deps = Deps(**{d: bool(v.pop(d)) for d in DEP_FIELDS})
+    v.pop("opcode")
+    if op in (Opcode.LOAD, Opcode.STORE):
+        try:
+            v["mem"] = MemType(v["mem"])
+        except ValueError:
+            raise EncodingError(f"undecodable {op.name} {word:#034x}: memory type {v['mem']} is not one of "
+                                f"{', '.join(f'{m.name}={m.value}' for m in MemType)}") from None
+        return (Load if op == Opcode.LOAD else Store)(deps=deps, **v)
+    if op == Opcode.GEMM:
+        v["reset"] = bool(v["reset"])
+        return Gemm(deps=deps, **v)
+    if op == Opcode.ALU:
+        v["reset"] = bool(v["reset"])
+        v["use_imm"] = bool(v["use_imm"])
+        v["op"] = alu_op(v.pop("alu_opcode")).name
+        return Alu(deps=deps, **v)
+    return Finish(deps=deps)
+
+
+def encode_uop(uop: Uop, cfg: "HwConfig") -> int:
+    word = 0
+    for f in layouts(cfg)["UOP"].fields:
+        word = _put(word, f, getattr(uop, f.name), "UOP")
+    return word
+
+
+def decode_uop(word: int, cfg: "HwConfig") -> Uop:
+    lay = layouts(cfg)["UOP"]
+    return Uop(**{f.name: _get(int(word), f) for f in lay.fields})
+
+
+def encode_stream(insns: Iterable[Instruction], cfg: "HwConfig") -> np.ndarray:
+    """Instructions as a (N, 16) uint8 array, each word little-endian (as DRAM holds them)."""
+    words = [encode(i, cfg) for i in insns]
+    buf = b"".join(w.to_bytes(INSN_BYTES, "little") for w in words)
+    return np.frombuffer(buf, dtype=np.uint8).reshape(len(words), INSN_BYTES).copy()
+
+
+def decode_stream(data: bytes | np.ndarray, cfg: "HwConfig") -> list[Instruction]:
+    """Inverse of :func:`encode_stream`."""
+    raw = bytes(np.asarray(data, dtype=np.uint8).reshape(-1)) if not isinstance(data, bytes) else data
+    if len(raw) % INSN_BYTES:
+        raise EncodingError(f"instruction stream of {len(raw)} bytes is not a multiple of {INSN_BYTES}")
+    return [decode(int.from_bytes(raw[i:i + INSN_BYTES], "little"), cfg) for i in range(0, len(raw), INSN_BYTES)]
+
+
+def encode_uops(uops: Iterable[Uop], cfg: "HwConfig") -> np.ndarray:
+    """Micro-ops as a uint32 array (little-endian in DRAM)."""
+    return np.array([encode_uop(u, cfg) for u in uops], dtype=np.uint32)
+
+
+def decode_uop_array(words: np.ndarray, cfg: "HwConfig") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Vectorized decode of a uint32 uop array into (dst, src, wgt) int64 index arrays."""
+    w = np.asarray(words, dtype=np.int64)
+    out = []
+    for f in layouts(cfg)["UOP"].fields:
+        out.append((w >> f.lo) & ((1 << f.width) - 1))
+    return tuple(out)  # type: ignore[return-value]
+
+
+def alu_op_names() -> list[str]:
+    return [o.name for o in alu_ops()]

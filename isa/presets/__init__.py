@@ -1,0 +1,1 @@
+"""JSON hardware presets shipped with the package."""

@@ -1,0 +1,72 @@
+"""The timing contract as functions of ``HwConfig``: what every instruction costs, in cycles.
+
+``docs/timing.md`` explains the rules; this module is the one place both the
+simulator and the RTL tests take the numbers from.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from isa.instructions import Alu, Finish, Gemm, Instruction, Load, MemType, Store, Unit, n_iterations
+
+if TYPE_CHECKING:
+    from isa.config import HwConfig
+
+#: Requesters of the single DRAM port, highest priority first.
+PORT_PRIORITY = ("store", "compute", "load", "fetch")
+INSN_BYTES = 16
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def row_beats(cfg: "HwConfig", mem: MemType, x_size: int) -> int:
+    """Bus beats to move one row of ``x_size`` elements of ``mem``."""
+    return ceil_div(x_size * cfg.elem_bytes(MemType(mem).name.lower()), cfg.bus_bytes)
+
+
+def is_nop(insn: Instruction) -> bool:
+    """A LOAD/STORE with an empty block, or a GEMM/ALU with no iterations: takes one cycle, touches nothing."""
+    if isinstance(insn, (Load, Store)):
+        return insn.y_size == 0 or insn.x_size == 0
+    if isinstance(insn, (Gemm, Alu)):
+        return n_iterations(insn) == 0
+    return False
+
+
+def pad_elements(insn: Load) -> int:
+    rows = insn.y_pad0 + insn.y_size + insn.y_pad1
+    cols = insn.x_pad0 + insn.x_size + insn.x_pad1
+    return rows * cols - insn.y_size * insn.x_size
+
+
+def dma_cycles(cfg: "HwConfig", insn: Load | Store) -> int:
+    """Cycles a LOAD/STORE holds the DRAM port once granted: latency + data beats + one per pad element."""
+    beats = insn.y_size * row_beats(cfg, insn.mem, insn.x_size)
+    pads = pad_elements(insn) if isinstance(insn, Load) else 0
+    return cfg.dram_latency + beats + pads
+
+
+def fetch_cycles(cfg: "HwConfig", n_insns: int) -> int:
+    """Cycles a fetch burst of ``n_insns`` instructions holds the DRAM port."""
+    return cfg.dram_latency + ceil_div(n_insns * INSN_BYTES, cfg.bus_bytes)
+
+
+def exec_cycles(cfg: "HwConfig", insn: Instruction) -> int:
+    """Cycles from start to end of a non-DMA instruction (GEMM, ALU, FINISH, or any NOP)."""
+    if is_nop(insn) or isinstance(insn, Finish):
+        return 1
+    if isinstance(insn, Gemm):
+        return n_iterations(insn) + cfg.gemm_pipeline
+    if isinstance(insn, Alu):
+        return n_iterations(insn) + cfg.alu_pipeline
+    raise ValueError(f"{type(insn).__name__} is a DMA instruction: use dma_cycles")
+
+
+def uses_port(insn: Instruction) -> bool:
+    return isinstance(insn, (Load, Store)) and not is_nop(insn)
+
+
+def requester(unit: Unit) -> str:
+    return {Unit.LOAD: "load", Unit.COMPUTE: "compute", Unit.STORE: "store"}[unit]

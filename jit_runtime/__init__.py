@@ -1,0 +1,1 @@
+"""jit_runtime package."""

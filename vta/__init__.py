@@ -1,0 +1,1 @@
+"""The ``vta`` command line: the top of the stack (imports everything, imported by nothing)."""

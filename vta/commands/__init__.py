@@ -1,0 +1,1 @@
+"""Subcommands of ``vta``: each module defines ``register(subparsers)``."""

@@ -1,0 +1,33 @@
+"""``vta config [PRESET|FILE] [--json]``: print a hardware config and its derived quantities."""
+from __future__ import annotations
+
+import argparse
+import json
+
+from isa import make_config, preset_names
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("config", help="print a hardware config and its derived table",
+                       description=f"Presets: {', '.join(preset_names())}, or a JSON file.")
+    p.add_argument("source", nargs="?", default="pynq-z1", help="preset name or JSON file (default pynq-z1)")
+    p.add_argument("--json", action="store_true", help="end with one JSON object (config + derived)")
+    p.add_argument("--save", metavar="FILE", help="also write the config to FILE as JSON")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    cfg = make_config(args.source)
+    print(f"vta-stack hardware config: {cfg.name}")
+    print("  parameters")
+    for k, v in cfg.to_dict().items():
+        print(f"    {k:<16} {v}")
+    print("  derived")
+    for k, v in cfg.derived().items():
+        print(f"    {k:<16} {v}")
+    if args.save:
+        cfg.to_json(args.save)
+        print(f"  saved to {args.save}")
+    if args.json:
+        print(json.dumps({**cfg.to_dict(), **cfg.derived()}))
+    return 0
