@@ -1,1 +1,5 @@
 """vta-stack compiler: tensor expressions, schedules, lowering, codegen, graph IR, ONNX frontend."""
+
+from compiler.executor import build, register_accel_backend  # noqa: E402
+
+__all__ = ["build", "register_accel_backend"]

@@ -1,0 +1,156 @@
+"""The runnable module returned by ``build``: inputs, run, outputs and a per-layer profile."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from compiler.cpu.backend import CpuBackend, NumpyCpuBackend
+from compiler.executor.pipeline import PROGRESS_MIN_NODES, CompiledGraph
+from compiler.frontend.errors import ModelInputError
+from compiler.graph.ir import Node
+from compiler.graph.memory_plan import lifetimes
+from compiler.graph.partition import node_target
+
+
+class Module:
+    """A compiled model bound to an accelerator backend and a CPU backend."""
+
+    def __init__(self, compiled: CompiledGraph, accel, cpu: CpuBackend | None = None, progress: bool | None = None) -> None:
+        self.compiled = compiled
+        self.graph = compiled.graph
+        self.accel = accel
+        self.cpu = cpu or NumpyCpuBackend()
+        self.progress = progress
+        self._inputs: dict[str, np.ndarray] = {}
+        self._outputs: list[np.ndarray] = []
+        self._profile: list[dict] = []
+        life = lifetimes(self.graph)
+        self._free_after: dict[int, list[str]] = {}
+        for t, (_, end) in life.items():
+            self._free_after.setdefault(end, []).append(t)
+
+    # -- inputs / outputs ---------------------------------------------------------------
+    @property
+    def input_names(self) -> list[str]:
+        return list(self.graph.inputs)
+
+    @property
+    def output_names(self) -> list[str]:
+        return list(self.graph.outputs)
+
+    def input_info(self, name: str):
+        return self.graph.tensors[name]
+
+    def set_input(self, name: str, array) -> None:
+        """Bind an input; float inputs accept any float array (cast to float32)."""
+        if name not in self.graph.inputs:
+            raise ModelInputError(f"unknown input {name!r}; the model's inputs are {self.graph.inputs}")
+        info = self.graph.tensors[name]
+        a = np.asarray(array)
+        if a.shape != info.shape:
+            raise ModelInputError(f"input {name!r} has shape {a.shape}; the module was compiled for {info.shape} "
+                                  f"(rebuild with input_shapes={{{name!r}: {a.shape}}} to change it)")
+        same_kind = (np.issubdtype(a.dtype, np.floating) and np.issubdtype(info.dtype, np.floating)) or a.dtype == info.dtype
+        if not same_kind:
+            raise ModelInputError(f"input {name!r} has dtype {a.dtype}; allowed: {info.dtype}"
+                                  + (" (or another float dtype)" if np.issubdtype(info.dtype, np.floating) else ""))
+        self._inputs[name] = a.astype(info.dtype, copy=False)
+
+    def get_output(self, i: int | str = 0) -> np.ndarray:
+        if not self._outputs:
+            raise RuntimeError("no outputs yet: call run() first")
+        if isinstance(i, str):
+            if i not in self.graph.outputs:
+                raise KeyError(f"unknown output {i!r}; outputs are {self.graph.outputs}")
+            i = self.graph.outputs.index(i)
+        if not -len(self._outputs) <= i < len(self._outputs):
+            raise IndexError(f"output index {i} out of range: the model has {len(self._outputs)} output(s)")
+        return self._outputs[i]
+
+    # -- execution ---------------------------------------------------------------------
+    def _run_accel(self, n: Node, ins: list) -> tuple[np.ndarray, dict]:
+        a = n.attrs
+        if n.op == "AccelConv2D":
+            out = self.accel.conv2d(ins[0], ins[1], ins[2], stride=tuple(a["strides"]), padding=tuple(a["pads"]),
+                                    groups=int(a.get("group", 1)), requant=a["requant"])
+        else:
+            out = self.accel.dense(ins[0], ins[1], ins[2], requant=a["requant"])
+        return out, dict(getattr(self.accel, "last_profile", {}) or {})
+
+    def run(self, inputs: dict | None = None, **kw) -> list[np.ndarray]:
+        """Execute once; inputs may be given here (dict or keywords) or earlier with set_input."""
+        for k, v in {**(inputs or {}), **kw}.items():
+            self.set_input(k, v)
+        missing = [i for i in self.graph.inputs if i not in self._inputs]
+        if missing:
+            raise ModelInputError(f"inputs not set: {missing}; use set_input(name, array) or run({{name: array}})")
+        g = self.graph
+        values: dict = dict(g.constants)
+        values.update(self._inputs)
+        rows = []
+        show = self.progress if self.progress is not None else len(g.nodes) >= PROGRESS_MIN_NODES
+        for idx, n in enumerate(tqdm(g.nodes, desc="run", disable=not show, leave=False)):
+            ins = [values[i] if i else None for i in n.inputs]
+            t0 = time.perf_counter()
+            target = node_target(n)
+            if target == "accel":
+                out, prof = self._run_accel(n, ins)
+                outs = [out]
+            else:
+                outs, prof = self.cpu.run_node(n, ins), {}
+            dt = time.perf_counter() - t0
+            for name, v in zip(n.outputs, outs):
+                if name:
+                    values[name] = v
+            rows.append(self._row(n, target, dt, prof))
+            for t in self._free_after.get(idx, ()):
+                if t not in g.outputs:
+                    values.pop(t, None)
+        self._outputs = [values[o] for o in g.outputs]
+        self._profile = rows
+        return list(self._outputs)
+
+    def __call__(self, **inputs):
+        outs = self.run(inputs)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    # -- profiling ---------------------------------------------------------------------
+    def _row(self, n: Node, target: str, dt: float, prof: dict) -> dict:
+        by = prof.get("bytes", {})
+        return {"name": n.name, "op": n.op, "target": target, "group": n.attrs.get("fusion_group"),
+                "cycles": int(prof.get("cycles", 0)) if target == "accel" else None,
+                "utilization": float(prof.get("utilization", 0.0)) if target == "accel" else None,
+                "macs": int(prof.get("macs", 0)),
+                "bytes": int(sum(by.values())) if isinstance(by, dict) else int(by),
+                "time_ms": dt * 1e3}
+
+    def profile(self) -> list[dict]:
+        """Per-layer rows of the last run: name, op, target, group, cycles, utilization, macs, bytes, time_ms."""
+        if not self._profile:
+            raise RuntimeError("no profile yet: call run() first")
+        return [dict(r) for r in self._profile]
+
+    def profile_summary(self) -> dict:
+        rows = self.profile()
+        acc = [r for r in rows if r["target"] == "accel"]
+        clock = float(getattr(self.compiled.config, "clock_mhz", 100.0))
+        cycles = sum(r["cycles"] for r in acc)
+        return {"accel_layers": len(acc), "cpu_layers": len(rows) - len(acc), "accel_cycles": cycles,
+                "accel_time_ms": cycles / (clock * 1e3), "cpu_time_ms": sum(r["time_ms"] for r in rows if r["target"] == "cpu"),
+                "macs": sum(r["macs"] for r in acc), "bytes": sum(r["bytes"] for r in acc)}
+
+    def print_profile(self) -> None:
+        """Pretty-print the profile with rich."""
+        from rich.console import Console
+        from rich.table import Table
+
+        t = Table(title=f"profile: {self.graph.name}")
+        for c in ("name", "op", "target", "cycles", "util", "MACs", "bytes", "ms"):
+            t.add_column(c)
+        for r in self.profile():
+            t.add_row(r["name"], r["op"], r["target"], "" if r["cycles"] is None else str(r["cycles"]),
+                      "" if r["utilization"] is None else f"{r['utilization']:.2f}", str(r["macs"]), str(r["bytes"]),
+                      f"{r['time_ms']:.3f}")
+        Console().print(t)

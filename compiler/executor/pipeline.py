@@ -1,0 +1,71 @@
+"""The compile pipeline: ONNX -> IR -> quantize -> passes -> partitioned, planned graph."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tqdm.auto import tqdm
+
+from compiler.frontend.onnx_import import onnx_to_graph
+from compiler.graph.bn_fold import fold_batchnorm
+from compiler.graph.const_fold import fold_constants
+from compiler.graph.fusion import fuse_operators
+from compiler.graph.ir import Graph
+from compiler.graph.layout import pack_layouts
+from compiler.graph.memory_plan import MemoryPlan, plan_memory
+from compiler.graph.partition import Partition, partition_graph
+from compiler.quant.calibrate import insert_qdq
+from compiler.quant.qdq_lower import lower_qdq
+
+PROGRESS_MIN_NODES = 40
+
+
+@dataclass
+class CompiledGraph:
+    graph: Graph
+    config: object
+    partitions: list[Partition]
+    fusion_groups: list[list[str]]
+    memory_plan: MemoryPlan
+    stats: dict = field(default_factory=dict)
+
+
+def is_qdq(g: Graph) -> bool:
+    return any(n.op in ("QuantizeLinear", "DequantizeLinear") for n in g.nodes)
+
+
+def compile_model(model, config, *, calibration=None, quantize: bool | None = None, input_shapes=None,
+                  progress: bool | None = None) -> CompiledGraph:
+    """Run the whole graph-level pipeline. ``quantize``: None = auto (QDQ models and float models
+    with a calibration set run int8), False = keep float on the CPU, True = require int8."""
+    g = onnx_to_graph(model, input_shapes)
+    show = progress if progress is not None else len(g.nodes) >= PROGRESS_MIN_NODES
+    stats: dict = {"imported_nodes": len(g.nodes)}
+    steps = tqdm(total=7, desc="compile", disable=not show, leave=False)
+
+    def step(name: str, value) -> None:
+        stats[name] = value
+        steps.set_postfix_str(name)
+        steps.update()
+
+    step("const_folded", fold_constants(g))
+    quantized = is_qdq(g)
+    step("bn_folded", 0 if quantized else fold_batchnorm(g))
+    if not quantized and quantize is not False:
+        if calibration is None:
+            if quantize:
+                raise ValueError("quantize=True on a float model needs calibration data (calibration=...)")
+            raise ValueError("this is a float model: pass calibration=<array or list of feed dicts> to quantize it to "
+                             "int8 for the accelerator, or quantize=False to run it in float on the CPU")
+        insert_qdq(g, calibration)
+    step("int8_lowered", lower_qdq(g) if quantize is not False else 0)
+    fold_constants(g, keep_ops=frozenset())  # weights of CPU-fallback QDQ ops become float constants
+    step("layout_transforms", pack_layouts(g, config))
+    groups = fuse_operators(g)
+    step("fusion_groups", len(groups))
+    parts = partition_graph(g)
+    step("partitions", len(parts))
+    plan = plan_memory(g)
+    step("peak_bytes", plan.peak_bytes)
+    steps.close()
+    stats.update(no_reuse_bytes=plan.no_reuse_bytes, nodes=len(g.nodes), ops=g.op_counts())
+    return CompiledGraph(g, config, parts, groups, plan, stats)

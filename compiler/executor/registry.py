@@ -1,0 +1,42 @@
+"""Registry of accelerator backends selected by ``build(..., target=name)``."""
+from __future__ import annotations
+
+from typing import Callable
+
+from compiler.graph.accel_interface import AccelBackend
+
+BackendFactory = Callable[[object], AccelBackend]
+_REGISTRY: dict[str, BackendFactory] = {}
+
+
+def register_accel_backend(name: str, factory: BackendFactory, *, replace: bool = False) -> None:
+    """Register ``factory(config) -> AccelBackend`` under ``name`` (e.g. ``"sim"``)."""
+    if not replace and name in _REGISTRY and _REGISTRY[name] is not factory:
+        raise ValueError(f"accelerator backend {name!r} is already registered (pass replace=True to override)")
+    _REGISTRY[name] = factory
+
+
+def available_accel_backends() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def create_accel_backend(name: str, config) -> AccelBackend:
+    """Instantiate the backend registered as ``name`` for ``config``."""
+    if name not in _REGISTRY:
+        hint = (" The simulator backend registers itself as 'sim' when its module is imported;"
+                " until then use target='ref' (numpy reference).") if name == "sim" else ""
+        raise ValueError(f"no accelerator backend registered as {name!r}; registered: {available_accel_backends()}.{hint}")
+    backend = _REGISTRY[name](config)
+    missing = [m for m in ("conv2d", "dense") if not callable(getattr(backend, m, None))]
+    if missing:
+        raise TypeError(f"backend {name!r} lacks AccelBackend methods {missing}")
+    return backend
+
+
+def _register_builtin() -> None:
+    from compiler.graph.ref_backend import RefAccelBackend
+
+    register_accel_backend("ref", RefAccelBackend)
+
+
+_register_builtin()

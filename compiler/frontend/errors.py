@@ -1,0 +1,17 @@
+"""Errors raised while importing a model."""
+from __future__ import annotations
+
+
+class UnsupportedOperatorError(ValueError):
+    """The model uses operators the compiler cannot run; ``unsupported`` maps op type -> node names."""
+
+    def __init__(self, unsupported: dict[str, list[str]], supported: list[str]) -> None:
+        self.unsupported = unsupported
+        lines = [f"  {op}: used by {len(names)} node(s): {', '.join(names)}" for op, names in sorted(unsupported.items())]
+        super().__init__(
+            f"model uses {len(unsupported)} unsupported operator type(s):\n" + "\n".join(lines)
+            + f"\nsupported operators: {', '.join(sorted(supported))}")
+
+
+class ModelInputError(ValueError):
+    """A user-supplied model input (name, shape or dtype) does not match the model."""

@@ -1,0 +1,148 @@
+"""ONNX -> graph IR: version conversion, input shape fixing, shape inference, op lowering."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import numpy_helper, shape_inference, version_converter
+
+from compiler.frontend.errors import ModelInputError
+from compiler.frontend.expand import expand_qlinear, explicit_pads
+from compiler.frontend.support import check_supported
+from compiler.graph.ir import Graph, Node, TensorInfo
+
+TARGET_OPSET = 13
+
+
+def load_model(model: str | Path | onnx.ModelProto) -> onnx.ModelProto:
+    """Load a model from a path or pass a ModelProto through, with clear errors."""
+    if isinstance(model, onnx.ModelProto):
+        return model
+    if not isinstance(model, (str, Path)):
+        raise TypeError(f"model must be a path or onnx.ModelProto, got {type(model).__name__}")
+    p = Path(model)
+    if not p.is_file():
+        raise FileNotFoundError(f"ONNX model file not found: {p}")
+    try:
+        return onnx.load(str(p))
+    except Exception as exc:  # protobuf decode errors have many types
+        raise ValueError(f"{p} is not a readable ONNX model: {exc}") from exc
+
+
+def _opset(model: onnx.ModelProto) -> int:
+    for o in model.opset_import:
+        if o.domain in ("", "ai.onnx"):
+            return int(o.version)
+    return TARGET_OPSET
+
+
+def _fix_input_shapes(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...]] | None) -> None:
+    inits = {t.name for t in model.graph.initializer}
+    inputs = [i for i in model.graph.input if i.name not in inits]
+    names = [i.name for i in inputs]
+    for k in (input_shapes or {}):
+        if k not in names:
+            raise ModelInputError(f"input_shapes names unknown input {k!r}; model inputs are {names}")
+    for vi in inputs:
+        dims = vi.type.tensor_type.shape.dim
+        given = (input_shapes or {}).get(vi.name)
+        if given is not None:
+            if len(given) != len(dims):
+                raise ModelInputError(f"input {vi.name!r} has rank {len(dims)}, input_shapes gives {tuple(given)}")
+            for d, v in zip(dims, given):
+                if d.HasField("dim_value") and d.dim_value != v:
+                    raise ModelInputError(f"input {vi.name!r} dim is fixed to {d.dim_value} in the model, got {v}")
+                d.Clear()
+                d.dim_value = int(v)
+        for d in dims:
+            if not d.HasField("dim_value") or d.dim_value <= 0:
+                d.Clear()
+                d.dim_value = 1  # symbolic dims (usually batch) default to 1
+
+
+def _tensor_info(vi: onnx.ValueInfoProto) -> TensorInfo | None:
+    tt = vi.type.tensor_type
+    if not tt.HasField("shape") or tt.elem_type == 0:
+        return None
+    dims = [d.dim_value if d.HasField("dim_value") else -1 for d in tt.shape.dim]
+    if any(d < 0 for d in dims):
+        return None
+    return TensorInfo(tuple(dims), onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type))
+
+
+def _attrs(node: onnx.NodeProto) -> dict:
+    out = {}
+    for a in node.attribute:
+        v = onnx.helper.get_attribute_value(a)
+        if isinstance(v, bytes):
+            v = v.decode()
+        elif isinstance(v, onnx.TensorProto):
+            v = numpy_helper.to_array(v)
+        elif isinstance(v, list):
+            v = [x.decode() if isinstance(x, bytes) else x for x in v]
+        out[a.name] = v
+    return out
+
+
+def prepare_model(model: str | Path | onnx.ModelProto, input_shapes=None) -> onnx.ModelProto:
+    """Load, check operator support (first), convert to opset 13+, fix inputs, infer shapes."""
+    proto = load_model(model)
+    check_supported(proto)
+    proto = onnx.ModelProto.FromString(proto.SerializeToString())
+    if _opset(proto) < TARGET_OPSET:
+        proto = version_converter.convert_version(proto, TARGET_OPSET)
+    _fix_input_shapes(proto, input_shapes)
+    return shape_inference.infer_shapes(proto, data_prop=True)
+
+
+def onnx_to_graph(model: str | Path | onnx.ModelProto, input_shapes: dict | None = None) -> Graph:
+    """Import an ONNX model into the graph IR (QLinear ops expanded to DQ -> op -> Q)."""
+    proto = prepare_model(model, input_shapes)
+    g = Graph(proto.graph.name or "model")
+    for t in proto.graph.initializer:
+        g.add_constant(t.name, numpy_helper.to_array(t))
+    for vi in list(proto.graph.input) + list(proto.graph.value_info) + list(proto.graph.output):
+        info = _tensor_info(vi)
+        if info is not None and vi.name not in g.constants:
+            g.tensors[vi.name] = info
+    g.inputs = [i.name for i in proto.graph.input if i.name not in g.constants]
+    g.outputs = [o.name for o in proto.graph.output]
+    for i, n in enumerate(proto.graph.node):
+        attrs = _attrs(n)
+        name = n.name or f"{n.op_type}_{i}"
+        if n.op_type == "Constant":
+            g.add_constant(n.output[0], _constant_value(attrs))
+            continue
+        node = Node(n.op_type, list(n.input), list(n.output), attrs, name)
+        if n.op_type in ("QLinearConv", "QLinearMatMul"):
+            g.nodes.extend(expand_qlinear(g, node))
+        else:
+            g.nodes.append(node)
+    for node in g.nodes:
+        if node.op in ("Conv", "MaxPool", "AveragePool"):
+            explicit_pads(g, node)
+    complete_tensor_infos(g)
+    return g
+
+
+def _constant_value(attrs: dict) -> np.ndarray:
+    for key in ("value", "value_float", "value_int", "value_floats", "value_ints"):
+        if key in attrs:
+            v = attrs[key]
+            return np.asarray(v, dtype=np.float32 if "float" in key else (np.int64 if "int" in key else None))
+    raise ValueError(f"Constant node has no supported value attribute (got {sorted(attrs)})")
+
+
+def complete_tensor_infos(g: Graph) -> None:
+    """Fill missing shapes/dtypes by evaluating the graph on zeros (rarely needed)."""
+    missing = [o for n in g.nodes for o in n.outputs if o and o not in g.tensors]
+    if not missing:
+        return
+    from compiler.graph.evaluate import evaluate_graph
+
+    feeds = {i: np.zeros(g.tensors[i].shape, g.tensors[i].dtype) for i in g.inputs}
+    values = evaluate_graph(g, feeds, keep_all=True)
+    for name in missing:
+        v = values[name]
+        g.tensors[name] = TensorInfo(v.shape, v.dtype)

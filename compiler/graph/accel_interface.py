@@ -1,0 +1,134 @@
+"""The contract between the graph level and an accelerator operator library.
+
+Packed layouts (B = ``config.batch``, BI = ``config.block_in``, BO = ``config.block_out``):
+
+* activation for conv2d: ``(N//B, C//BI, H, W, B, BI)`` int8, from NCHW with N and C
+  zero-padded up to multiples of B and BI (``pack_activation``);
+* activation for dense: ``(N//B, K//BI, B, BI)`` int8, from (N, K);
+* conv weights: ``(O//BO, I//BI, KH, KW, BO, BI)`` int8 from OIHW, O and I zero-padded
+  (``pack_weight``); dense weights ``(M//BO, K//BI, BO, BI)`` from (M, K).
+* outputs: conv2d ``(N//B, O//BO, OH, OW, B, BO)``, dense ``(N//B, M//BO, B, BO)``.
+
+Grouped conv (``groups > 1``): the weight is OIHW with ``I = C / groups`` input channels per
+group; ``C/groups`` must be a multiple of BI and ``O/groups`` a multiple of BO (the graph
+level runs other grouped convs on the CPU). The packed weight is ``pack_weight(w)`` of the
+OIHW weight, i.e. ``(O//BO, (C/groups)//BI, KH, KW, BO, BI)``; output block ``ob`` belongs to
+group ``ob // (O/groups/BO)`` and reads input blocks ``g*(C/groups/BI) ... +(C/groups/BI)-1``.
+
+Per-channel arrays (``bias`` int32, ``requant.multiplier``/``shift`` when arrays) have length
+``O_pad = w.shape[0] * BO`` (shorter arrays are zero-padded by ``pad_channels``). The
+arithmetic: int8 x int8 products summed in int32 (wrapping), then
+``compiler.requant.apply_requant`` on the output-channel axis. Padded input channels and
+padded batch rows may hold anything: padded weights are zero and padded rows are dropped.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from compiler.requant import Requant
+
+
+@runtime_checkable
+class AccelBackend(Protocol):
+    """An accelerator operator library (``"ref"`` = numpy reference, ``"sim"`` = simulator)."""
+
+    config: object
+    last_profile: dict
+
+    def conv2d(self, x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, *, stride: tuple[int, int],
+               padding: tuple[int, int, int, int], groups: int, requant: Requant) -> np.ndarray: ...
+
+    def dense(self, x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, *, requant: Requant) -> np.ndarray: ...
+
+
+@dataclass(frozen=True)
+class BlockConfig:
+    """Minimal stand-in for ``isa.HwConfig``: the only fields the graph level reads."""
+
+    batch: int = 1
+    block_in: int = 16
+    block_out: int = 16
+    clock_mhz: float = 100.0
+
+
+def ceil_to(v: int, m: int) -> int:
+    """Smallest multiple of ``m`` that is >= ``v``."""
+    return -(-int(v) // int(m)) * int(m)
+
+
+def _pad_axes(a: np.ndarray, targets: dict[int, int]) -> np.ndarray:
+    pad = [(0, 0)] * a.ndim
+    for ax, t in targets.items():
+        if a.shape[ax] > t:
+            raise ValueError(f"axis {ax} has {a.shape[ax]} > target {t}")
+        pad[ax] = (0, t - a.shape[ax])
+    return np.pad(a, pad) if any(p[1] for p in pad) else a
+
+
+def pad_channels(v: np.ndarray | int | None, n: int, dtype=np.int64) -> np.ndarray | int | None:
+    """Zero-pad a per-channel array to length ``n``; scalars and None pass through."""
+    if v is None or np.ndim(v) == 0:
+        return v
+    v = np.asarray(v, dtype=dtype)
+    return _pad_axes(v, {0: n})
+
+
+def pack_activation(x: np.ndarray, batch: int, block: int) -> np.ndarray:
+    """NCHW -> (N//B, C//BI, H, W, B, BI), or (N, K) -> (N//B, K//BI, B, BI); zero-pads N and C."""
+    x = np.asarray(x)
+    if x.ndim not in (2, 4):
+        raise ValueError(f"pack_activation expects a 2-D (N,K) or 4-D NCHW array, got shape {x.shape}")
+    n, c = x.shape[:2]
+    x = _pad_axes(x, {0: ceil_to(n, batch), 1: ceil_to(c, block)})
+    np_, cp = x.shape[:2]
+    if x.ndim == 4:
+        h, w = x.shape[2:]
+        return np.ascontiguousarray(x.reshape(np_ // batch, batch, cp // block, block, h, w).transpose(0, 2, 4, 5, 1, 3))
+    return np.ascontiguousarray(x.reshape(np_ // batch, batch, cp // block, block).transpose(0, 2, 1, 3))
+
+
+def unpack_activation(xp: np.ndarray, n: int | None = None, c: int | None = None) -> np.ndarray:
+    """Inverse of ``pack_activation``; ``n``/``c`` crop the padding (default: keep it)."""
+    xp = np.asarray(xp)
+    if xp.ndim == 6:
+        nb, cb, h, w, b, bl = xp.shape
+        x = xp.transpose(0, 4, 1, 5, 2, 3).reshape(nb * b, cb * bl, h, w)
+    elif xp.ndim == 4:
+        nb, cb, b, bl = xp.shape
+        x = xp.transpose(0, 2, 1, 3).reshape(nb * b, cb * bl)
+    else:
+        raise ValueError(f"unpack_activation expects a 4-D or 6-D packed array, got shape {xp.shape}")
+    return np.ascontiguousarray(x[: x.shape[0] if n is None else n, : x.shape[1] if c is None else c])
+
+
+def pack_weight(w: np.ndarray, block_out: int, block_in: int) -> np.ndarray:
+    """OIHW -> (O//BO, I//BI, KH, KW, BO, BI), or (M, K) -> (M//BO, K//BI, BO, BI); zero-pads O and I."""
+    w = np.asarray(w)
+    if w.ndim not in (2, 4):
+        raise ValueError(f"pack_weight expects a 2-D (M,K) or 4-D OIHW array, got shape {w.shape}")
+    w = _pad_axes(w, {0: ceil_to(w.shape[0], block_out), 1: ceil_to(w.shape[1], block_in)})
+    o, i = w.shape[:2]
+    if w.ndim == 4:
+        kh, kw = w.shape[2:]
+        return np.ascontiguousarray(w.reshape(o // block_out, block_out, i // block_in, block_in, kh, kw).transpose(0, 2, 4, 5, 1, 3))
+    return np.ascontiguousarray(w.reshape(o // block_out, block_out, i // block_in, block_in).transpose(0, 2, 1, 3))
+
+
+def unpack_weight(wp: np.ndarray) -> np.ndarray:
+    """Inverse of ``pack_weight`` (keeps the zero padding)."""
+    wp = np.asarray(wp)
+    if wp.ndim == 6:
+        ob, ib, kh, kw, bo, bi = wp.shape
+        return wp.transpose(0, 4, 1, 5, 2, 3).reshape(ob * bo, ib * bi, kh, kw)
+    ob, ib, bo, bi = wp.shape
+    return wp.transpose(0, 2, 1, 3).reshape(ob * bo, ib * bi)
+
+
+def conv_supported_on_accel(c: int, o: int, groups: int, block_in: int, block_out: int) -> bool:
+    """Whether a conv with C inputs, O outputs and ``groups`` fits the packed grouped-conv rule."""
+    if groups == 1:
+        return True
+    return c % groups == 0 and o % groups == 0 and (c // groups) % block_in == 0 and (o // groups) % block_out == 0

@@ -1,0 +1,130 @@
+"""Data-layout packing: accelerator ops get NCHW{B}n{BI}c tensors with few layout transforms.
+
+``QConv2D``/``QDense`` that fit the accelerator become ``AccelConv2D``/``AccelDense`` on packed
+tensors (weights, bias and per-channel requant params are packed/padded at compile time).
+Elementwise ops whose operands are all packed alike (or scalars) stay packed too, so chains
+such as conv -> add -> conv keep one layout. A plain tensor keeps its original name; its
+packed twin is ``name@packed{block}``. Pack/Unpack/Repack nodes are inserted lazily, at most one
+per (tensor, layout).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from compiler.graph.accel_interface import ceil_to, conv_supported_on_accel, pack_weight, pad_channels
+from compiler.graph.ir import Graph, Node
+from compiler.requant import Requant
+
+LAYOUT_OPS = ("PackActivation", "UnpackActivation", "Repack")
+PACKABLE_ELEMWISE = {"Relu", "Clip", "Add", "Mul", "Sub", "Sigmoid", "HardSigmoid", "HardSwish", "LeakyRelu",
+                     "QuantizeLinear", "DequantizeLinear", "Identity"}
+
+
+def _accel_ok(g: Graph, n: Node, cfg) -> bool:
+    if n.op == "QDense":
+        return len(g.tensors[n.inputs[0]].shape) == 2
+    if n.op != "QConv2D" or tuple(n.attrs.get("dilations", (1, 1))) != (1, 1):
+        return False
+    c, o = g.tensors[n.inputs[0]].shape[1], g.tensors[n.inputs[1]].shape[0]
+    return conv_supported_on_accel(c, o, int(n.attrs.get("group", 1)), cfg.block_in, cfg.block_out)
+
+
+class _Layouts:
+    """Tracks packed twins: plain name -> {block: packed name}, packed name -> (plain, block)."""
+
+    def __init__(self, g: Graph, cfg) -> None:
+        self.g, self.cfg = g, cfg
+        self.packed: dict[str, dict[int, str]] = {}
+        self.plain_of: dict[str, tuple[str, int]] = {}
+        self.plain_ready: set[str] = set(g.inputs) | set(g.constants)
+        self.new_nodes: list[Node] = []
+        self.transforms = 0
+
+    def register(self, plain: str, block: int, packed: str, dtype) -> None:
+        n, c, *rest = self.g.tensors[plain].shape
+        b = self.cfg.batch
+        shape = ((ceil_to(n, b) // b, ceil_to(c, block) // block, *rest, b, block))
+        self.g.set_info(packed, shape, dtype)
+        self.packed.setdefault(plain, {})[block] = packed
+        self.plain_of[packed] = (plain, block)
+
+    def get_packed(self, plain: str, block: int) -> str:
+        have = self.packed.get(plain, {})
+        if block in have:
+            return have[block]
+        name = f"{plain}@packed{block}"
+        if have:
+            src = next(iter(have.values()))
+            self._emit("Repack", src, name, {"batch": self.cfg.batch, "block": block})
+        else:
+            self._emit("PackActivation", self.get_plain(plain), name, {"batch": self.cfg.batch, "block": block})
+        self.register(plain, block, name, self.g.tensors[plain].dtype)
+        return name
+
+    def get_plain(self, plain: str) -> str:
+        if plain in self.plain_ready or plain not in self.packed:
+            return plain
+        n, c = self.g.tensors[plain].shape[:2]
+        self._emit("UnpackActivation", next(iter(self.packed[plain].values())), plain, {"n": n, "c": c})
+        self.plain_ready.add(plain)
+        return plain
+
+    def _emit(self, op: str, src: str, dst: str, attrs: dict) -> None:
+        self.new_nodes.append(Node(op, [src], [dst], attrs, f"{op.lower()}:{dst}"))
+        self.transforms += 1
+
+
+def _scalar_operand(g: Graph, name: str) -> bool:
+    return not name or (name in g.constants and np.size(g.constants[name]) == 1)
+
+
+def _to_accel(g: Graph, n: Node, lay: _Layouts, cfg) -> Node:
+    bi, bo = cfg.block_in, cfg.block_out
+    w = g.constants[n.inputs[1]]
+    o_pad = ceil_to(w.shape[0], bo)
+    wp = g.add_constant(g.fresh_name(f"{n.name}/w_packed"), pack_weight(w, bo, bi))
+    bias = g.constants.get(n.inputs[2]) if len(n.inputs) > 2 and n.inputs[2] else None
+    bp = g.add_constant(g.fresh_name(f"{n.name}/b_padded"), pad_channels(bias, o_pad, np.int32)) if bias is not None else ""
+    rq: Requant = n.attrs["requant"]
+    rq_p = Requant(rq.pre_shift, pad_channels(rq.multiplier, o_pad), pad_channels(rq.shift, o_pad), rq.relu,
+                   rq.out_min, rq.out_max, rq.extra)
+    x = lay.get_packed(n.inputs[0], bi)
+    out = f"{n.outputs[0]}@packed{bo}"
+    lay.register(n.outputs[0], bo, out, np.int8)
+    attrs = dict(n.attrs, requant=rq_p, orig_weight_shape=tuple(w.shape))
+    return Node("AccelConv2D" if n.op == "QConv2D" else "AccelDense", [x, wp, bp], [out], attrs, n.name)
+
+
+def pack_layouts(g: Graph, cfg) -> int:
+    """Rewrite ``g`` in place for a config with ``batch``, ``block_in``, ``block_out``; returns #transforms."""
+    lay = _Layouts(g, cfg)
+    for n in g.nodes:
+        if n.op in ("QConv2D", "QDense") and _accel_ok(g, n, cfg):
+            lay.new_nodes.append(_to_accel(g, n, lay, cfg))
+            continue
+        data_ins = [i for i in n.inputs if i and not _scalar_operand(g, i)]
+        blocks = {b for i in data_ins for b in lay.packed.get(i, {})}
+        same = (n.op in PACKABLE_ELEMWISE and data_ins and len(n.outputs) == 1 and len(blocks) == 1
+                and all(i in lay.packed for i in data_ins)
+                and len({g.tensors[i].shape for i in data_ins}) == 1
+                and all(len(g.tensors[i].shape) in (2, 4) for i in data_ins)
+                and (n.op != "QuantizeLinear" and n.op != "DequantizeLinear" or int(n.attrs.get("axis", 1)) == 1))
+        if same:
+            blk = blocks.pop()
+            ins = [lay.packed[i][blk] if i in data_ins else i for i in n.inputs]
+            out = f"{n.outputs[0]}@packed{blk}"
+            lay.register(n.outputs[0], blk, out, g.tensors[n.outputs[0]].dtype)
+            lay.new_nodes.append(Node(n.op, ins, [out], dict(n.attrs), n.name))
+            continue
+        n.inputs = [lay.get_plain(i) if i else i for i in n.inputs]
+        lay.new_nodes.append(n)
+        lay.plain_ready.update(n.outputs)
+    for o in g.outputs:
+        lay.get_plain(o)
+    g.nodes = lay.new_nodes
+    g.remove_dead()
+    return lay.transforms
+
+
+def count_layout_transforms(g: Graph) -> int:
+    return sum(n.op in LAYOUT_OPS for n in g.nodes)

@@ -1,0 +1,210 @@
+"""Lower QDQ patterns to integer operators.
+
+* ``DQ(x) -> Conv/Gemm/MatMul(DQ(w) | float w, bias) [-> Q -> DQ] [-> Relu/Clip] -> Q`` becomes
+  ``QConv2D``/``QDense`` on int8 with an integer :class:`~compiler.requant.Requant` (relu and
+  clip ranges fold into the epilogue). Needs symmetric int8 activations (zero point 0).
+* ``DQ(t) -> MaxPool/Relu/Flatten/Reshape/... -> Q`` with identical scale/zero point runs the
+  op directly on the int8 tensor (these ops commute with monotone quantization).
+Everything else keeps its QDQ float form and runs on the CPU.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from compiler.graph.ir import Graph, Node
+from compiler.quant.requant_params import acc_bound, choose_requant
+
+INT_PASSTHROUGH = {"MaxPool", "Relu", "Flatten", "Reshape", "Transpose", "Identity", "Squeeze", "Unsqueeze", "Resize"}
+
+
+def _const(g: Graph, name: str):
+    return g.constants.get(name) if name else None
+
+
+def _dq_params(g: Graph, node: Node | None):
+    """(int tensor, scale array, axis) of a DequantizeLinear with constant params and zero point 0."""
+    if node is None or node.op != "DequantizeLinear":
+        return None
+    scale = _const(g, node.inputs[1])
+    zp = _const(g, node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] else np.zeros((), np.int8)
+    if scale is None or zp is None or np.any(zp != 0):
+        return None
+    return node.inputs[0], np.asarray(scale, np.float64), int(node.attrs.get("axis", 1))
+
+
+def _q_params(g: Graph, node: Node):
+    """(scale, zero point) of a QuantizeLinear to int8 with zero point 0 and a scalar scale."""
+    if node.op != "QuantizeLinear" or len(node.inputs) < 3 or not node.inputs[2]:
+        return None
+    scale, zp = _const(g, node.inputs[1]), _const(g, node.inputs[2])
+    if scale is None or zp is None or np.size(scale) != 1 or zp.dtype != np.int8 or np.any(zp != 0):
+        return None
+    return float(np.asarray(scale).reshape(())), zp
+
+
+def _single_consumer(cons, name: str, g: Graph) -> Node | None:
+    c = cons.get(name, [])
+    return c[0] if len(c) == 1 and name not in g.outputs else None
+
+
+def _quantize_weight_per_channel(w: np.ndarray, axis: int):
+    red = tuple(i for i in range(w.ndim) if i != axis)
+    amax = np.abs(w).max(axis=red)
+    scale = np.where(amax > 0, amax / 127.0, 1.0)
+    shape = [1] * w.ndim
+    shape[axis] = -1
+    return np.clip(np.rint(w / scale.reshape(shape)), -127, 127).astype(np.int8), scale
+
+
+def _weight(g: Graph, prod, name: str, out_axis: int):
+    """Integer weight and per-output-channel scale (array), from DQ(int8 const) or a float constant."""
+    p = _dq_params(g, prod.get(name))
+    if p is not None:
+        wq = _const(g, p[0])
+        if wq is None or wq.dtype != np.int8:
+            return None
+        scale = p[1].reshape(-1)
+        if scale.size != 1 and p[2] % wq.ndim != out_axis:
+            return None
+        return wq, np.broadcast_to(scale, (wq.shape[out_axis],)).astype(np.float64)
+    w = _const(g, name)
+    if w is None or not np.issubdtype(w.dtype, np.floating):
+        return None
+    return _quantize_weight_per_channel(w.astype(np.float64), out_axis)
+
+
+def _bias_value(g: Graph, prod, name: str):
+    if not name:
+        return None
+    dq = prod.get(name)
+    if dq is not None and dq.op == "DequantizeLinear":
+        q, s = _const(g, dq.inputs[0]), _const(g, dq.inputs[1])
+        if q is None or s is None:
+            return False
+        zp = _const(g, dq.inputs[2]) if len(dq.inputs) > 2 and dq.inputs[2] else 0
+        return (q.astype(np.float64) - np.asarray(zp, np.float64)) * np.asarray(s, np.float64)
+    b = _const(g, name)
+    return False if b is None else b.astype(np.float64)
+
+
+def _epilogue_chain(g: Graph, cons, start: str):
+    """Follow ``[Q -> DQ] -> [Relu|Clip] -> Q`` after ``start``; returns (nodes, final Q, relu, lo, hi)."""
+    chain: list[Node] = []
+    cur = start
+    relu, lo, hi = False, None, None
+    nxt = _single_consumer(cons, cur, g)
+    if nxt is not None and nxt.op == "QuantizeLinear":
+        dq = _single_consumer(cons, nxt.outputs[0], g)
+        act = _single_consumer(cons, dq.outputs[0], g) if dq is not None and dq.op == "DequantizeLinear" else None
+        if act is not None and act.op in ("Relu", "Clip") and _q_params(g, nxt) is not None:
+            chain += [nxt, dq]
+            cur, nxt = dq.outputs[0], act
+        else:
+            return [], nxt, False, None, None
+    if nxt is not None and nxt.op in ("Relu", "Clip"):
+        if nxt.op == "Relu":
+            relu = True
+        else:
+            lo_c = _const(g, nxt.inputs[1]) if len(nxt.inputs) > 1 and nxt.inputs[1] else nxt.attrs.get("min")
+            hi_c = _const(g, nxt.inputs[2]) if len(nxt.inputs) > 2 and nxt.inputs[2] else nxt.attrs.get("max")
+            if (len(nxt.inputs) > 1 and nxt.inputs[1] and lo_c is None) or (len(nxt.inputs) > 2 and nxt.inputs[2] and hi_c is None):
+                return None
+            lo = None if lo_c is None else float(np.asarray(lo_c))
+            hi = None if hi_c is None else float(np.asarray(hi_c))
+        chain.append(nxt)
+        nxt = _single_consumer(cons, nxt.outputs[0], g)
+    if nxt is None or nxt.op != "QuantizeLinear":
+        return None
+    return chain, nxt, relu, lo, hi
+
+
+def _lower_one(g: Graph, n: Node, prod, cons) -> tuple[Node, list[Node]] | None:
+    x = _dq_params(g, prod.get(n.inputs[0]))
+    if x is None or g.tensors.get(x[0]) is None or g.tensors[x[0]].dtype != np.int8 or x[1].size != 1:
+        return None
+    if n.op == "Conv":
+        if len(g.tensors[n.inputs[0]].shape) != 4:
+            return None
+        wt = _weight(g, prod, n.inputs[1], 0)
+    elif n.op == "Gemm":
+        if n.attrs.get("transA", 0) or n.attrs.get("alpha", 1.0) != 1.0 or n.attrs.get("beta", 1.0) != 1.0:
+            return None
+        wt = _weight(g, prod, n.inputs[1], 0 if n.attrs.get("transB", 0) else 1)
+    else:
+        if len(g.tensors[n.inputs[0]].shape) != 2:
+            return None
+        wt = _weight(g, prod, n.inputs[1], 1)
+    if wt is None:
+        return None
+    wq, w_scale = wt
+    if n.op in ("MatMul",) or (n.op == "Gemm" and not n.attrs.get("transB", 0)):
+        wq = np.ascontiguousarray(wq.T)
+    ep = _epilogue_chain(g, cons, n.outputs[0])
+    if ep is None:
+        return None
+    chain, q, relu, lo, hi = ep
+    qp = _q_params(g, q)
+    if qp is None:
+        return None
+    in_scale, out_scale = float(x[1].reshape(())), qp[0]
+    acc_scale = in_scale * w_scale
+    bias = _bias_value(g, prod, n.inputs[2] if len(n.inputs) > 2 else "")
+    if bias is False:
+        return None
+    b_int = None
+    if bias is not None:
+        bias = np.broadcast_to(np.asarray(bias).reshape(-1), (wq.shape[0],))
+        b_int = np.clip(np.rint(bias / acc_scale), -(2 ** 31), 2 ** 31 - 1).astype(np.int32)
+    out_min = -128 if lo is None else max(-128, int(np.rint(lo / out_scale)))
+    out_max = 127 if hi is None else min(127, int(np.rint(hi / out_scale)))
+    rq = choose_requant(acc_scale / out_scale, acc_bound(wq, b_int), relu=relu, out_min=out_min, out_max=out_max)
+    w_name = g.add_constant(g.fresh_name(f"{n.name}/wq"), wq)
+    inputs = [x[0], w_name, g.add_constant(g.fresh_name(f"{n.name}/bq"), b_int) if b_int is not None else ""]
+    attrs = {"requant": rq, "in_scale": in_scale, "w_scale": w_scale, "out_scale": out_scale}
+    if n.op == "Conv":
+        attrs.update({k: n.attrs[k] for k in ("strides", "pads", "dilations")}, group=int(n.attrs.get("group", 1)))
+        op = "QConv2D"
+    else:
+        op = "QDense"
+    return Node(op, inputs, [q.outputs[0]], attrs, n.name), [n, *chain, q]
+
+
+def _lower_passthrough(g: Graph, n: Node, prod, cons) -> tuple[Node, list[Node]] | None:
+    if n.op == "Pad" and not (n.attrs.get("mode", "constant") == "constant" and (len(n.inputs) < 3 or not n.inputs[2]
+                                                                              or np.all(_const(g, n.inputs[2]) == 0))):
+        return None
+    dq = prod.get(n.inputs[0])
+    x = _dq_params(g, dq)
+    q = _single_consumer(cons, n.outputs[0], g)
+    if x is None or q is None or x[1].size != 1 or g.tensors.get(x[0]) is None or g.tensors[x[0]].dtype != np.int8:
+        return None
+    qp = _q_params(g, q)
+    if qp is None or not np.isclose(qp[0], float(x[1].reshape(())), rtol=1e-7, atol=0):
+        return None
+    return Node(n.op, [x[0]] + n.inputs[1:], [q.outputs[0]], dict(n.attrs), n.name), [n, q]
+
+
+def lower_qdq(g: Graph) -> int:
+    """Rewrite QDQ patterns in place; returns the number of nodes lowered to integer form."""
+    count = 0
+    for kinds, fn in ((("Conv", "Gemm", "MatMul"), _lower_one), (tuple(INT_PASSTHROUGH | {"Pad"}), _lower_passthrough)):
+        changed = True
+        while changed:
+            changed = False
+            prod, cons = g.producers(), g.consumers()
+            for n in list(g.nodes):
+                if n.op not in kinds:
+                    continue
+                res = fn(g, n, prod, cons)
+                if res is None:
+                    continue
+                new, removed = res
+                ids = {id(r) for r in removed}
+                pos = g.nodes.index(n)
+                g.nodes = [m for m in g.nodes[:pos] if id(m) not in ids] + [new] + [m for m in g.nodes[pos:] if id(m) not in ids]
+                count += 1
+                changed = True
+                break
+    g.toposort()
+    g.remove_dead()
+    return count

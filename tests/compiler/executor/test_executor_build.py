@@ -1,0 +1,103 @@
+"""build(): backend registry, module API, profile rows, memory plan report."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from compiler.executor import build, register_accel_backend
+from compiler.executor.registry import available_accel_backends, create_accel_backend
+from compiler.graph.accel_interface import BlockConfig
+from compiler.graph.memory_plan import check_plan
+from compiler.graph.ref_backend import RefAccelBackend
+from compiler.zoo.builder import OnnxBuilder
+
+RNG = np.random.default_rng(5)
+
+
+def _model():
+    b = OnnxBuilder(7)
+    y = b.conv_bn("input", 3, 16, 3)
+    y = b.conv_bn(y, 16, 16, 3, stride=2)
+    y = b.op("Flatten", [b.op("GlobalAveragePool", [y])])
+    return b.model("m", "input", (2, 3, 8, 8), b.gemm(y, 16, 4))
+
+
+CALIB = RNG.standard_normal((8, 3, 8, 8)).astype(np.float32)
+
+
+def test_unregistered_sim_target_is_a_clear_error():
+    if "sim" in available_accel_backends():
+        pytest.skip("a 'sim' backend is registered in this environment")
+    with pytest.raises(ValueError, match="no accelerator backend registered as 'sim'.*'ref'"):
+        build(_model(), target="sim", calibration=CALIB)
+
+
+def test_registered_backend_is_used_and_profiled():
+    calls = []
+
+    class Counting(RefAccelBackend):
+        def conv2d(self, *a, **k):
+            out = super().conv2d(*a, **k)
+            calls.append("conv2d")
+            self.last_profile = dict(self.last_profile, cycles=1000, utilization=0.5)
+            return out
+
+    register_accel_backend("counting-test", Counting, replace=True)
+    cfg = BlockConfig(batch=2, block_in=16, block_out=16, clock_mhz=200.0)
+    m = build(_model(), config=cfg, target="counting-test", calibration=CALIB)
+    ref = build(_model(), config=cfg, target="ref", calibration=CALIB)
+    x = RNG.standard_normal((2, 3, 8, 8)).astype(np.float32)
+    m.set_input("input", x)
+    m.run()
+    np.testing.assert_array_equal(m.get_output(0), ref.run({"input": x})[0])
+    assert calls == ["conv2d", "conv2d"]
+    rows = m.profile()
+    conv_rows = [r for r in rows if r["op"] == "AccelConv2D"]
+    assert [r["cycles"] for r in conv_rows] == [1000, 1000] and conv_rows[0]["utilization"] == 0.5
+    assert all(r["bytes"] > 0 and r["macs"] > 0 for r in conv_rows)
+    assert all(r["cycles"] is None and r["time_ms"] >= 0 for r in rows if r["target"] == "cpu")
+    summary = m.profile_summary()
+    assert summary["accel_cycles"] == sum(r["cycles"] for r in rows if r["target"] == "accel")
+    assert summary["accel_time_ms"] == pytest.approx(summary["accel_cycles"] / 200e3)
+
+
+def test_duplicate_registration_needs_replace():
+    register_accel_backend("dup-test", RefAccelBackend)
+    with pytest.raises(ValueError, match="already registered"):
+        register_accel_backend("dup-test", lambda c: RefAccelBackend(c))
+    assert isinstance(create_accel_backend("dup-test", BlockConfig()), RefAccelBackend)
+
+
+def test_module_call_forms_and_errors():
+    m = build(_model(), target="ref", calibration=CALIB)
+    x = RNG.standard_normal((2, 3, 8, 8)).astype(np.float32)
+    a = m(input=x)
+    b = m.run({"input": x})[0]
+    np.testing.assert_array_equal(a, b)
+    assert a.shape == (2, 4) and a.dtype == np.float32
+    with pytest.raises(IndexError):
+        m.get_output(1)
+    np.testing.assert_array_equal(m.get_output(m.output_names[0]), a)
+
+
+def test_float_model_requires_calibration_or_quantize_false():
+    with pytest.raises(ValueError, match="calibration=.*quantize=False"):
+        build(_model(), target="ref")
+    m = build(_model(), target="ref", quantize=False)
+    assert all(r["target"] == "cpu" for r in (m.run({"input": CALIB[:2]}) and m.profile()))
+
+
+def test_config_validation():
+    class Bad:
+        batch, block_in = 1, 16
+
+    with pytest.raises(ValueError, match="block_out"):
+        build(_model(), config=Bad(), target="ref", quantize=False)
+
+
+def test_memory_plan_reported():
+    m = build(_model(), target="ref", calibration=CALIB)
+    plan = m.compiled.memory_plan
+    check_plan(plan)
+    assert plan.peak_bytes < plan.no_reuse_bytes
+    assert m.compiled.stats["peak_bytes"] == plan.peak_bytes
