@@ -1,0 +1,41 @@
+"""Exceptions raised by the JIT runtime.
+
+All are ``ValueError`` subclasses so the ``vta`` command prints them as one clear line.
+"""
+
+
+class RuntimeApiError(ValueError):
+    """Base class: the runtime API was used in a way that cannot work."""
+
+
+class DeviceBufferError(RuntimeApiError):
+    """A DRAM buffer copy or access does not match the buffer (shape, dtype, bounds, alignment)."""
+
+
+class UseAfterFreeError(DeviceBufferError):
+    """A freed DRAM buffer was used."""
+
+
+class OutOfMemoryError(RuntimeApiError):
+    """The DRAM image cannot grow to satisfy an allocation (or a scratchpad range is too small)."""
+
+
+class UopLoopError(RuntimeApiError):
+    """Unbalanced uop loop begin/end, or more than two loop levels."""
+
+
+class KernelError(RuntimeApiError):
+    """A micro-kernel is empty, too big for the uop scratchpad, or recorded outside ``push_gemm``/``push_alu``."""
+
+
+class DependencyError(RuntimeApiError):
+    """A dependency push/pop between units that are not neighbours, or pops without matching pushes."""
+
+
+class UnknownDeviceError(RuntimeApiError):
+    """A device name that is not registered."""
+
+
+class ProgramFileError(RuntimeApiError):
+    """A program file that cannot be read (not a program, wrong format version, corrupt)."""
+

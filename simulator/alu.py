@@ -1,0 +1,110 @@
+"""ALU execution through the ISA's ALU intrinsics (op list from the registry), vectorized per instruction.
+
+Sequential semantics: if an iteration reads (as dst or src) an accumulator written by an
+earlier iteration of the same instruction, iterations are split into waves that are
+free of conflicts (reads of a wave happen before its writes) and run wave by wave.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from isa.alu import alu_op
+from isa.config import HwConfig
+from isa.instructions import Alu
+from isa.intrinsics import alu_intrinsic
+from simulator.loops import check_bound, expand
+from simulator.scratchpads import Scratchpads
+
+
+@dataclass
+class _AluPlan:
+    d: np.ndarray
+    s: np.ndarray | None
+    waves: list[np.ndarray] | None  # None: conflict-free, one vector op
+
+
+def conflict_waves(d: np.ndarray, s: np.ndarray | None) -> list[np.ndarray]:
+    """Split iterations into waves so that running each wave vectorized (read all, then write all) is sequential."""
+    last_write: dict[int, int] = {}
+    last_read: dict[int, int] = {}
+    wave = np.empty(d.size, np.int64)
+    dl = d.tolist()
+    sl = s.tolist() if s is not None else None
+    for i, x in enumerate(dl):
+        wv = max(last_write.get(x, -1) + 1, last_read.get(x, 0))
+        if sl is not None:
+            y = sl[i]
+            wv = max(wv, last_write.get(y, -1) + 1)
+            last_read[y] = max(last_read.get(y, 0), wv)
+        last_write[x] = wv
+        wave[i] = wv
+    order = np.argsort(wave, kind="stable")
+    bounds = np.searchsorted(wave[order], np.arange(int(wave.max()) + 2))
+    return [order[bounds[k]:bounds[k + 1]] for k in range(len(bounds) - 1)]
+
+
+class AluExecutor:
+    """Executes ALU instructions on a :class:`Scratchpads`."""
+
+    def __init__(self, cfg: HwConfig, sp: Scratchpads):
+        self.cfg, self.sp = cfg, sp
+        self._fns: dict[str, object] = {}
+        self._plans: dict = {}
+
+    def _fn(self, name: str):
+        op = alu_op(name)
+        cached = self._fns.get(name)
+        if cached is None or cached[0] is not op:  # re-read if the registry entry changed
+            cached = (op, alu_intrinsic(self.cfg, op).numpy_fn)
+            self._fns[name] = cached
+        return cached[1]
+
+    def _plan(self, i: int, insn: Alu) -> _AluPlan:
+        sp, cfg = self.sp, self.cfg
+        b, e = insn.uop_bgn, insn.uop_end
+        key = (insn.reset, insn.use_imm, b, e, insn.iter_out, insn.iter_in, insn.dst_factor_out,
+               insn.dst_factor_in, insn.src_factor_out, insn.src_factor_in, sp.uop[b:e].tobytes())
+        plan = self._plans.get(key)
+        if plan is not None:
+            return plan
+        where = f"instruction {i} (ALU.{insn.op})"
+        shape = (insn.iter_out, insn.iter_in, e - b)
+        d = expand(sp.uop_dst[b:e], insn.iter_out, insn.dst_factor_out, insn.iter_in, insn.dst_factor_in)
+        check_bound(d, cfg.acc_depth, where, "dst", "acc", shape)
+        s = None
+        if not insn.reset and not insn.use_imm:
+            s = expand(sp.uop_src[b:e], insn.iter_out, insn.src_factor_out, insn.iter_in, insn.src_factor_in)
+            check_bound(s, cfg.acc_depth, where, "src", "acc", shape)
+        waves = None
+        if not insn.reset:
+            dup = np.unique(d).size != d.size
+            conflict = dup
+            if not dup and s is not None:
+                first = np.full(cfg.acc_depth, d.size, np.int64)
+                first[d] = np.arange(d.size)
+                conflict = bool((first[s] < np.arange(d.size)).any())
+            if conflict:
+                waves = conflict_waves(d, s)
+        plan = _AluPlan(d, s, waves)
+        if len(self._plans) > 4096:
+            self._plans.clear()
+        self._plans[key] = plan
+        return plan
+
+    def execute(self, i: int, insn: Alu) -> None:
+        """Run ALU instruction ``i`` (a NOP when it has no iterations)."""
+        if insn.iter_out * insn.iter_in * (insn.uop_end - insn.uop_bgn) <= 0:
+            return
+        fn = self._fn(insn.op)
+        sp = self.sp
+        p = self._plan(i, insn)
+        if insn.reset:
+            sp.write_acc(p.d, np.zeros((p.d.size,) + sp.acc.shape[1:], np.int64))
+            return
+        imm = np.int64(insn.imm)
+        for sel in ([slice(None)] if p.waves is None else p.waves):
+            d = p.d[sel]
+            b = imm if p.s is None else sp.acc[p.s[sel]]
+            sp.write_acc(d, fn(sp.acc[d], b))

@@ -1,0 +1,72 @@
+"""``Simulator``: the four units of a VTA-style core running one instruction stream from DRAM."""
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+
+from isa.config import HwConfig
+from isa.instructions import Alu, Finish, Gemm, Load, Store, n_iterations
+from simulator.alu import AluExecutor
+from simulator.dram import check_image, execute_load, execute_store
+from simulator.functional import run_functional
+from simulator.gemm import GemmExecutor
+from simulator.parallel import single_threaded_blas
+from simulator.program import Decoder
+from simulator.result import SimResult
+from simulator.scratchpads import Scratchpads
+from simulator.timing_engine import run_timed
+
+
+#: programs with at least this many MACs run with a single-threaded BLAS (see simulator.parallel)
+BLAS_LIMIT_MACS = 1 << 24
+
+
+class Simulator:
+    """Cycle-accurate (``timing=True``) or functional model of one core.
+
+    Scratchpad contents persist across :meth:`run` calls (as SRAM does) until :meth:`reset`.
+    """
+
+    def __init__(self, cfg: HwConfig, *, timing: bool = True, trace: bool = False):
+        self.cfg, self.timing, self.trace = cfg, timing, trace
+        self.sp = Scratchpads(cfg)
+        self._decoder = Decoder(cfg)
+        self._gemm = GemmExecutor(cfg, self.sp)
+        self._alu = AluExecutor(cfg, self.sp)
+
+    @property
+    def scratchpads(self) -> dict[str, np.ndarray]:
+        """The scratchpad arrays by memory name (uop, inp, wgt, acc, out)."""
+        return self.sp.as_dict()
+
+    def reset(self) -> None:
+        """Zero every scratchpad."""
+        self.sp.reset()
+
+    def run(self, dram: np.ndarray, insn_addr: int, n_insns: int) -> SimResult:
+        """Run ``n_insns`` instructions at byte ``insn_addr`` of ``dram`` (modified in place)."""
+        check_image(dram)
+        cfg, sp = self.cfg, self.sp
+        infos = self._decoder.program(dram, insn_addr, n_insns)
+        gemm, alu = self._gemm.execute, self._alu.execute
+
+        def execute(i: int) -> None:
+            insn = infos[i].insn
+            if isinstance(insn, Gemm):
+                gemm(i, insn)
+            elif isinstance(insn, Alu):
+                alu(i, insn)
+            elif isinstance(insn, Load):
+                execute_load(sp, dram, insn, cfg)
+            elif isinstance(insn, Store):
+                execute_store(sp, dram, insn, cfg)
+            else:
+                assert isinstance(insn, Finish)
+
+        heavy = sum(n_iterations(f.insn) for f in infos if isinstance(f.insn, Gemm)) * cfg.macs_per_cycle
+        with single_threaded_blas() if heavy >= BLAS_LIMIT_MACS else contextlib.nullcontext():
+            if self.timing:
+                return SimResult(cfg, infos, run_timed(cfg, infos, execute))
+            run_functional(cfg, infos, execute)
+        return SimResult(cfg, infos, None)

@@ -1,0 +1,54 @@
+"""The on-chip scratchpads as numpy arrays, shaped by element.
+
+``inp``: (inp_depth, batch, block_in), ``wgt``: (wgt_depth, block_out, block_in),
+``acc``: (acc_depth, batch, block_out) int64 holding acc_width-bit values,
+``out``: (acc_depth, batch, block_out) int{out_width} (mirrors acc), ``uop``: raw uint32
+words plus the decoded ``uop_dst``/``uop_src``/``uop_wgt`` int64 index arrays.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from isa.config import HwConfig
+from isa.encoding import decode_uop_array
+
+
+def int_dtype(bits: int) -> np.dtype:
+    """Little-endian signed integer dtype of ``bits`` bits."""
+    return np.dtype(f"<i{bits // 8}")
+
+
+class Scratchpads:
+    """All scratchpads of one core; contents persist across runs until :meth:`reset`."""
+
+    def __init__(self, cfg: HwConfig):
+        self.cfg = cfg
+        self.reset()
+
+    def reset(self) -> None:
+        c = self.cfg
+        self.inp = np.zeros((c.inp_depth, c.batch, c.block_in), int_dtype(c.inp_width))
+        self.wgt = np.zeros((c.wgt_depth, c.block_out, c.block_in), int_dtype(c.wgt_width))
+        self.acc = np.zeros((c.acc_depth, c.batch, c.block_out), np.int64)
+        self.out = np.zeros((c.acc_depth, c.batch, c.block_out), int_dtype(c.out_width))
+        self.uop = np.zeros(c.uop_depth, np.uint32)
+        self.uop_dst = np.zeros(c.uop_depth, np.int64)
+        self.uop_src = np.zeros(c.uop_depth, np.int64)
+        self.uop_wgt = np.zeros(c.uop_depth, np.int64)
+
+    def as_dict(self) -> dict[str, np.ndarray]:
+        return {"uop": self.uop, "inp": self.inp, "wgt": self.wgt, "acc": self.acc, "out": self.out}
+
+    # ------------------------------------------------------------------ writes
+    def write_acc(self, idx: np.ndarray | slice, values: np.ndarray) -> None:
+        """acc[idx] = values (already wrapped to acc_width) and the OUT mirror: low out_width bits."""
+        self.acc[idx] = values
+        self.out[idx] = values.astype(self.out.dtype)  # integer narrowing wraps (two's complement)
+
+    def write_uops(self, base: int, words: np.ndarray) -> None:
+        n = words.shape[0]
+        self.uop[base:base + n] = words
+        d, s, w = decode_uop_array(words, self.cfg)
+        self.uop_dst[base:base + n] = d
+        self.uop_src[base:base + n] = s
+        self.uop_wgt[base:base + n] = w

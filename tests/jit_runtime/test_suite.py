@@ -1,0 +1,49 @@
+"""The instruction-level suite on the simulator, bit-exact against numpy (pynq-z1 and tiny)."""
+import numpy as np
+import pytest
+
+from isa import alu_ops, make_config
+from jit_runtime import suite
+
+CONFIGS = {name: make_config(name) for name in ("pynq-z1", "tiny")}
+CASES = [(cfg_name, case) for cfg_name, cfg in CONFIGS.items() for case in suite.suite_cases(cfg)]
+
+
+@pytest.mark.parametrize("cfg_name,case", CASES, ids=[f"{c}-{n}" for c, n in CASES])
+def test_case_is_bit_exact_on_the_simulator(cfg_name, case):
+    program, expected = suite.suite_cases(CONFIGS[cfg_name])[case]()
+    assert expected and set(expected) == set(program.expected)
+    assert any(np.any(v != 0) for v in expected.values()), "a reference that is all zeros proves little"
+    result = program.run("sim")
+    assert result.cycles > 0
+    for name, want in expected.items():
+        got = result.outputs[name]
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got, want, err_msg=f"{case}: buffer {name}")
+
+
+def test_every_registered_alu_op_has_imm_and_tensor_cases():
+    names = set(suite.suite_cases(CONFIGS["tiny"]))
+    for op in alu_ops():
+        assert {f"alu_{op.name.lower()}_imm", f"alu_{op.name.lower()}_tensor"} <= names
+
+
+def test_a_wrong_reference_is_detected():
+    program, expected = suite.relu(CONFIGS["tiny"])
+    outputs = program.run("sim").outputs
+    assert program.mismatches(outputs) == []
+    outputs["y"] = outputs["y"].copy()
+    outputs["y"].reshape(-1)[3] += 1
+    assert program.mismatches(outputs) == ["y"]
+
+
+def test_padded_load_places_zeros_where_the_pads_are():
+    program, expected = suite.padded_load(CONFIGS["pynq-z1"], "x_pad0")
+    y = program.run("sim").outputs["y"]
+    assert not y[:, :2].any() and y[:, 2:].any()
+
+
+def test_functional_simulator_gives_the_same_outputs():
+    program, expected = suite.gemm(CONFIGS["tiny"], virtual_threads=2)
+    res = program.run("sim-functional")
+    np.testing.assert_array_equal(res.outputs["c"], expected["c"])
