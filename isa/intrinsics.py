@@ -56,13 +56,19 @@ def gemm_intrinsic(cfg: "HwConfig") -> TensorIntrinsic:
     """``acc[b, o] += sum_i inp[b, i] * wgt[o, i]`` over BATCH x BLOCK_IN x BLOCK_OUT."""
     acc_bits = cfg.acc_width
 
-    def fn(acc: np.ndarray, inp: np.ndarray, wgt: np.ndarray) -> np.ndarray:
-        """Batched: acc (n,B,BO) int64, inp (n,B,BI), wgt (n,BO,BI) -> new acc (n,B,BO), wrapped.
+    # float64 matmul is exact while every partial sum stays below 2**53; otherwise use int64,
+    # whose wrap-around modulo 2**64 is still exact modulo 2**acc_width.
+    exact_in_float = (cfg.inp_width - 1) + (cfg.wgt_width - 1) + cfg.log_block_in < 53
 
-        float64 matmul is exact while |sum| < 2**53: 2**(inp+wgt bits) * BLOCK_IN is far below that.
-        """
-        prod = np.matmul(inp.astype(np.float64), np.swapaxes(wgt, -1, -2).astype(np.float64))
-        return wrap(acc + prod.astype(np.int64), acc_bits)
+    def fn(acc: np.ndarray, inp: np.ndarray, wgt: np.ndarray) -> np.ndarray:
+        """Batched: acc (n,B,BO) int64, inp (n,B,BI), wgt (n,BO,BI) -> new acc (n,B,BO), wrapped."""
+        if exact_in_float:
+            prod = np.matmul(inp.astype(np.float64), np.swapaxes(wgt, -1, -2).astype(np.float64)).astype(np.int64)
+        else:
+            with np.errstate(over="ignore"):
+                prod = np.matmul(inp.astype(np.int64), np.swapaxes(wgt, -1, -2).astype(np.int64))
+        with np.errstate(over="ignore"):
+            return wrap(acc + prod, acc_bits)
 
     return TensorIntrinsic(
         name="gemm",

@@ -45,7 +45,11 @@ def execute_load(sp: Scratchpads, dram: np.ndarray, insn: Load, cfg: HwConfig) -
     eb = cfg.elem_bytes(mem)
     dtype, shape = elem_layout(cfg, mem)
     y, x = insn.y_size, insn.x_size
-    raw = np.ascontiguousarray(_rows(dram, insn.dram_base * eb, y, x * eb, insn.x_stride * eb))
+    base = insn.dram_base * eb
+    if y == 1 or insn.x_stride == x:
+        raw = dram[base:base + y * x * eb]
+    else:
+        raw = np.ascontiguousarray(_rows(dram, base, y, x * eb, insn.x_stride * eb))
     data = raw.view(dtype).reshape((y, x) + shape)
     rows, cols = insn.y_pad0 + y + insn.y_pad1, insn.x_pad0 + x + insn.x_pad1
     if rows == y and cols == x:
@@ -73,7 +77,9 @@ def execute_store(sp: Scratchpads, dram: np.ndarray, insn: Store, cfg: HwConfig)
     src = np.ascontiguousarray(sp.out[insn.sram_base:insn.sram_base + y * x], dtype=dtype)
     src = src.view(np.uint8).reshape(y, x * eb)
     base = insn.dram_base * eb
-    if y == 1 or insn.x_stride >= x:
+    if y == 1 or insn.x_stride == x:
+        dram[base:base + y * x * eb] = src.reshape(-1)
+    elif insn.x_stride > x:
         _rows(dram, base, y, x * eb, insn.x_stride * eb)[...] = src
     else:  # overlapping rows: later rows win, as the hardware writes them in order
         for r in range(y):

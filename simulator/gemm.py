@@ -49,6 +49,8 @@ class _General:
     s: np.ndarray
     w: np.ndarray
     unique: bool
+    dsts: np.ndarray | None = None  # distinct dst indices and each iteration's position among them
+    inv: np.ndarray | None = None
 
 
 class GemmExecutor:
@@ -92,7 +94,10 @@ class GemmExecutor:
             w = expand(uw, insn.iter_out, insn.wgt_factor_out, insn.iter_in, insn.wgt_factor_in)
             check_bound(s, cfg.inp_depth, where, "src", "inp", shape)
             check_bound(w, cfg.wgt_depth, where, "wgt", "wgt", shape)
-            plan = self._dense(insn, ud, us, uw) or _General(d, s, w, np.unique(d).size == d.size)
+            plan = self._dense(insn, ud, us, uw)
+            if plan is None:
+                dsts, inv = np.unique(d, return_inverse=True)
+                plan = _General(d, s, w, dsts.size == d.size, dsts, inv.reshape(-1))
         if len(self._plans) > 4096:
             self._plans.clear()
         self._plans[key] = plan
@@ -172,7 +177,7 @@ class GemmExecutor:
                 d = p.d[c:c + step]
                 sp.write_acc(d, fn(sp.acc[d], sp.inp[p.s[c:c + step]], sp.wgt[p.w[c:c + step]]))
             return
-        dsts, inv = np.unique(p.d, return_inverse=True)
+        dsts, inv = p.dsts, p.inv
         total = np.zeros((dsts.size,) + sp.acc.shape[1:], np.int64)
         for c in range(0, n, step):
             s = p.s[c:c + step]

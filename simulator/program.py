@@ -14,7 +14,7 @@ from isa import EncodingError, decode
 from isa.alu import alu_opcode_bits
 from isa.asm import disassemble_one
 from isa.config import HwConfig
-from isa.instructions import Alu, Finish, Gemm, Instruction, Load, MemType, Store, Unit, unit_of
+from isa.instructions import Alu, Finish, Gemm, Instruction, Load, MemType, Store, unit_of
 from isa.timing import dma_cycles, exec_cycles, is_nop, uses_port
 from simulator.errors import (DecodeError, DepsError, InvalidInstructionError, MisalignedError, OutOfRangeError,
                               StreamError)

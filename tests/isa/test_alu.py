@@ -60,3 +60,14 @@ def test_gemm_intrinsic_exact():
     ref = (ref + 2**31) % 2**32 - 2**31
     assert np.array_equal(g.numpy_fn(acc, inp, wgt), ref)
     assert g.shape(g.inputs[1]) == (16, 16) and g.reduce_axes == ("i",)
+
+
+def test_gemm_intrinsic_exact_for_wide_operands():
+    cfg = isa.make_config("tiny", inp_width=32, wgt_width=32, acc_width=32)
+    g = isa.intrinsics.gemm_intrinsic(cfg)
+    inp = np.full((1, 1, 4), 2**31 - 1, dtype=np.int64)
+    wgt = np.full((1, 4, 4), -(2**31) + 3, dtype=np.int64)
+    # Python ints are exact: reduce the true sum modulo 2**32 by hand
+    true = 4 * (2**31 - 1) * (-(2**31) + 3)
+    expected = (true + 2**31) % 2**32 - 2**31
+    assert g.numpy_fn(np.zeros((1, 1, 4), dtype=np.int64), inp, wgt).tolist() == [[[expected] * 4]]
