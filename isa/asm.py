@@ -20,7 +20,7 @@ from isa.errors import AsmError, EncodingError
 from isa.instructions import Alu, Deps, Finish, Gemm, Instruction, Load, MemType, Store
 
 _CLASSES = {"LOAD": Load, "STORE": Store, "GEMM": Gemm, "ALU": Alu, "FINISH": Finish}
-_BOOL_FIELDS = {"reset", "use_imm"}
+_BOOL_FIELDS = {"reset", "use_imm", "overwrite"}
 
 
 def disassemble_one(insn: Instruction) -> str:

@@ -103,7 +103,7 @@ def _layouts(cfg: "HwConfig", op_bits: int) -> dict[str, Layout]:
                        ("y_pad0", PAD_BITS), ("y_pad1", PAD_BITS), ("x_pad0", PAD_BITS), ("x_pad1", PAD_BITS)]
     gemm = _common() + loop + dst + [
         ("src_factor_out", cfg.inp_idx_bits), ("src_factor_in", cfg.inp_idx_bits),
-        ("wgt_factor_out", cfg.wgt_idx_bits), ("wgt_factor_in", cfg.wgt_idx_bits)]
+        ("wgt_factor_out", cfg.wgt_idx_bits), ("wgt_factor_in", cfg.wgt_idx_bits), ("overwrite", 1)]
     alu = _common() + loop + dst + [
         ("src_factor_out", cfg.acc_idx_bits), ("src_factor_in", cfg.acc_idx_bits),
         ("alu_opcode", op_bits), ("use_imm", 1), ("imm", IMM_BITS, True)]
@@ -192,6 +192,7 @@ def decode(word: int, cfg: "HwConfig") -> Instruction:
         return (Load if op == Opcode.LOAD else Store)(deps=deps, **v)
     if op == Opcode.GEMM:
         v["reset"] = bool(v["reset"])
+        v["overwrite"] = bool(v["overwrite"])
         return Gemm(deps=deps, **v)
     if op == Opcode.ALU:
         v["reset"] = bool(v["reset"])

@@ -96,6 +96,9 @@ class Gemm:
 
     For ``i0 < iter_out``, ``i1 < iter_in`` and each uop u:
     ``dst = u.dst + i0*dst_factor_out + i1*dst_factor_in`` (likewise src, wgt).
+    With ``overwrite`` the old accumulator is not read: acc[dst] = inp[src] x wgt[wgt]^T, so the first
+    step of a reduction needs no separate reset pass; each dst may then be written at most once per
+    instruction. ``reset`` takes precedence over ``overwrite``.
     """
 
     reset: bool
@@ -110,6 +113,7 @@ class Gemm:
     wgt_factor_out: int = 0
     wgt_factor_in: int = 0
     deps: Deps = NO_DEPS
+    overwrite: bool = False
     opcode = Opcode.GEMM
 
 

@@ -22,6 +22,7 @@ from isa.alu import wrap
 from isa.config import HwConfig
 from isa.instructions import Gemm
 from isa.intrinsics import gemm_intrinsic
+from simulator.errors import InvalidInstructionError
 from simulator.loops import check_bound, expand, factor_uops, loop_dims
 from simulator.parallel import WORKERS, pool
 from simulator.scratchpads import Scratchpads
@@ -98,6 +99,8 @@ class GemmExecutor:
             if plan is None:
                 dsts, inv = np.unique(d, return_inverse=True)
                 plan = _General(d, s, w, dsts.size == d.size, dsts, inv.reshape(-1))
+            if insn.overwrite:
+                _check_written_once(d, where, shape)
         if len(self._plans) > 4096:
             self._plans.clear()
         self._plans[key] = plan
@@ -140,11 +143,11 @@ class GemmExecutor:
         if insn.reset:
             self.sp.write_acc(plan.d, np.zeros((plan.d.size,) + self.sp.acc.shape[1:], np.int64))
         elif isinstance(plan, _Dense):
-            self._run_dense(plan)
+            self._run_dense(plan, insn.overwrite)
         else:
-            self._run_general(plan)
+            self._run_general(plan, insn.overwrite)
 
-    def _run_dense(self, p: _Dense) -> None:
+    def _run_dense(self, p: _Dense, overwrite: bool = False) -> None:
         sp, cfg = self.sp, self.cfg
         B, BI, BO = cfg.batch, cfg.block_in, cfg.block_out
         inp, wgt = sp.inp, sp.wgt
@@ -155,7 +158,8 @@ class GemmExecutor:
                        strides=[dm[3] * wgt.strides[0] for dm in p.n + p.k] + list(wgt.strides[1:]))
         w = np.moveaxis(w, -2, len(p.n)).reshape(1, p.ntot * BO, p.ktot * BI)
         idx = p.dslice if p.dslice is not None else p.dflat
-        acc = sp.acc[idx].reshape(p.mtot, p.ntot, B, BO).transpose(0, 2, 1, 3).reshape(1, p.mtot * B, p.ntot * BO)
+        old = np.zeros((p.dflat.size,) + sp.acc.shape[1:], np.int64) if overwrite else sp.acc[idx]
+        acc = old.reshape(p.mtot, p.ntot, B, BO).transpose(0, 2, 1, 3).reshape(1, p.mtot * B, p.ntot * BO)
         fn = self._product(p.ktot * BI)
         rows = p.ntot * BO
         if WORKERS > 1 and p.mtot * p.ntot * p.ktot * B * BI * BO >= PARALLEL_MACS and p.ntot >= WORKERS:
@@ -167,7 +171,7 @@ class GemmExecutor:
         new = new.reshape(p.mtot, B, p.ntot, BO).transpose(0, 2, 1, 3).reshape(p.mtot * p.ntot, B, BO)
         sp.write_acc(idx, new)
 
-    def _run_general(self, p: _General) -> None:
+    def _run_general(self, p: _General, overwrite: bool = False) -> None:
         sp, cfg = self.sp, self.cfg
         fn = self._product(cfg.block_in)
         step = max(1, _CHUNK_ELEMS // (cfg.block_out * cfg.block_in))
@@ -175,7 +179,8 @@ class GemmExecutor:
         if p.unique:
             for c in range(0, n, step):
                 d = p.d[c:c + step]
-                sp.write_acc(d, fn(sp.acc[d], sp.inp[p.s[c:c + step]], sp.wgt[p.w[c:c + step]]))
+                old = np.zeros((d.size,) + sp.acc.shape[1:], np.int64) if overwrite else sp.acc[d]
+                sp.write_acc(d, fn(old, sp.inp[p.s[c:c + step]], sp.wgt[p.w[c:c + step]]))
             return
         dsts, inv = p.dsts, p.inv
         total = np.zeros((dsts.size,) + sp.acc.shape[1:], np.int64)
@@ -184,3 +189,15 @@ class GemmExecutor:
             zero = np.zeros((s.size,) + sp.acc.shape[1:], np.int64)
             np.add.at(total, inv[c:c + step], fn(zero, sp.inp[s], sp.wgt[p.w[c:c + step]]))
         sp.write_acc(dsts, wrap(sp.acc[dsts] + total, cfg.acc_width))
+
+
+def _check_written_once(d: np.ndarray, where: str, shape: tuple[int, int, int]) -> None:
+    """An overwrite GEMM may write each accumulator once: a second write would discard a product."""
+    order = np.argsort(d, kind="stable")
+    dup = np.nonzero(d[order][1:] == d[order][:-1])[0]
+    if dup.size:
+        first, second = (np.unravel_index(int(order[k]), shape) for k in (dup[0], dup[0] + 1))
+        raise InvalidInstructionError(
+            f"{where}: overwrite GEMM writes acc index {int(d[order[dup[0]]])} twice (iterations "
+            f"i_out={first[0]}, i_in={first[1]}, uop={first[2]} and i_out={second[0]}, i_in={second[1]}, "
+            f"uop={second[2]}); with overwrite each dst may be written once - accumulate the rest without it")

@@ -20,7 +20,7 @@ def mem_insn(cfg, cls):
 def gemm(cfg):
     return st.builds(Gemm, st.booleans(), _u(cfg.uop_idx_bits), _u(cfg.uop_idx_bits + 1), _u(14), _u(14),
                      _u(cfg.acc_idx_bits), _u(cfg.acc_idx_bits), _u(cfg.inp_idx_bits), _u(cfg.inp_idx_bits),
-                     _u(cfg.wgt_idx_bits), _u(cfg.wgt_idx_bits), deps)
+                     _u(cfg.wgt_idx_bits), _u(cfg.wgt_idx_bits), deps, st.booleans())
 
 
 def alu(cfg):

@@ -6,7 +6,7 @@ from isa import Alu, Deps, Finish, Gemm, Load, MemType, Store, Uop
 
 PINNED = {
     "MEM": [("opcode", 0, 3), ("pop_prev", 3, 1), ("pop_next", 4, 1), ("push_prev", 5, 1), ("push_next", 6, 1), ("mem", 7, 3), ("sram_base", 10, 13), ("dram_base", 23, 32), ("y_size", 55, 16), ("x_size", 71, 16), ("x_stride", 87, 16), ("y_pad0", 103, 4), ("y_pad1", 107, 4), ("x_pad0", 111, 4), ("x_pad1", 115, 4)],
-    "GEMM": [("opcode", 0, 3), ("pop_prev", 3, 1), ("pop_next", 4, 1), ("push_prev", 5, 1), ("push_next", 6, 1), ("reset", 7, 1), ("uop_bgn", 8, 13), ("uop_end", 21, 14), ("iter_out", 35, 14), ("iter_in", 49, 14), ("dst_factor_out", 63, 11), ("dst_factor_in", 74, 11), ("src_factor_out", 85, 11), ("src_factor_in", 96, 11), ("wgt_factor_out", 107, 10), ("wgt_factor_in", 117, 10)],
+    "GEMM": [("opcode", 0, 3), ("pop_prev", 3, 1), ("pop_next", 4, 1), ("push_prev", 5, 1), ("push_next", 6, 1), ("reset", 7, 1), ("uop_bgn", 8, 13), ("uop_end", 21, 14), ("iter_out", 35, 14), ("iter_in", 49, 14), ("dst_factor_out", 63, 11), ("dst_factor_in", 74, 11), ("src_factor_out", 85, 11), ("src_factor_in", 96, 11), ("wgt_factor_out", 107, 10), ("wgt_factor_in", 117, 10), ("overwrite", 127, 1)],
     "ALU": [("opcode", 0, 3), ("pop_prev", 3, 1), ("pop_next", 4, 1), ("push_prev", 5, 1), ("push_next", 6, 1), ("reset", 7, 1), ("uop_bgn", 8, 13), ("uop_end", 21, 14), ("iter_out", 35, 14), ("iter_in", 49, 14), ("dst_factor_out", 63, 11), ("dst_factor_in", 74, 11), ("src_factor_out", 85, 11), ("src_factor_in", 96, 11), ("alu_opcode", 107, 3), ("use_imm", 110, 1), ("imm", 111, 16)],
     "FINISH": [("opcode", 0, 3), ("pop_prev", 3, 1), ("pop_next", 4, 1), ("push_prev", 5, 1), ("push_next", 6, 1)],
     "UOP": [("dst", 0, 11), ("src", 11, 11), ("wgt", 22, 10)],
@@ -34,4 +34,5 @@ def test_single_field_words_by_hand():
     # imm = -1 is 16 ones at bit 111; ADD is opcode 2 at bit 107
     assert isa.encode(Alu("ADD", False, 0, 1, 1, 1, use_imm=True, imm=-1), CFG) == (
         4 | (1 << 21) | (1 << 35) | (1 << 49) | (2 << 107) | (1 << 110) | (0xFFFF << 111))
+    assert isa.encode(Gemm(False, 0, 0, 0, 0, overwrite=True), CFG) == 2 | (1 << 127)
     assert isa.encode_uop(Uop(dst=3, src=5, wgt=7), CFG) == 3 | (5 << 11) | (7 << 22)

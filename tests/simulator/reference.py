@@ -19,7 +19,7 @@ def ref_execute(cfg, insn, uops, inp, wgt, acc) -> None:
                 elif isinstance(insn, Gemm):
                     w = u.wgt + i0 * insn.wgt_factor_out + i1 * insn.wgt_factor_in
                     prod = inp[s].astype(np.int64) @ wgt[w].astype(np.int64).T
-                    acc[d] = wrap(acc[d] + prod, cfg.acc_width)
+                    acc[d] = wrap((0 if insn.overwrite else acc[d]) + prod, cfg.acc_width)
                 else:
                     assert isinstance(insn, Alu)
                     b = np.full_like(acc[d], insn.imm) if insn.use_imm else acc[s].copy()

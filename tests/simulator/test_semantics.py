@@ -9,6 +9,7 @@ import isa
 from isa import Alu, Finish, Gemm, Load, MemType, Store, Uop
 from isa.alu import alu_ops, evaluate
 from simulator import Simulator
+from simulator.errors import InvalidInstructionError
 from tests.simulator.helpers import Prog, deps
 from tests.simulator.reference import ref_execute
 
@@ -156,6 +157,32 @@ def test_gemm_repeated_dst_sums_everything():
     ref = acc.copy()
     ref_execute(cfg, insn, uops, inp, wgt, ref)
     assert np.array_equal(sim.scratchpads["acc"][:2], ref)
+
+
+@pytest.mark.parametrize("dense", [True, False])
+def test_gemm_overwrite_ignores_old_accumulators(dense):
+    rng = np.random.default_rng(8)
+    cfg = TINY
+    inp, wgt = rand(rng, (8, 1, 4)), rand(rng, (8, 4, 4))
+    acc = rand(rng, (8, 1, 4), 32)
+    # dense: a regular grid of 2 x 3 outputs; general: a permuted uop table
+    uops = [Uop(n, 0, n) for n in range(3)] if dense else [Uop(2, 1, 0), Uop(0, 3, 5), Uop(1, 0, 2)]
+    insn = Gemm(False, 0, 3, 2, 1, dst_factor_out=3, src_factor_out=1, overwrite=True)
+    sim = run_compute(cfg, [insn], uops, inp, wgt, acc)
+    expect = acc.copy()
+    for i0 in range(2):
+        for u in uops:  # hand-written: acc = product, the old value is dropped
+            expect[u.dst + 3 * i0] = inp[u.src + i0].astype(np.int64) @ wgt[u.wgt].astype(np.int64).T
+    assert np.array_equal(sim.scratchpads["acc"][:8], expect)
+    ref = acc.copy()
+    ref_execute(cfg, insn, uops, inp, wgt, ref)
+    assert np.array_equal(ref, expect)
+
+
+def test_gemm_overwrite_twice_is_an_error():
+    insn = Gemm(False, 0, 2, 1, 1, overwrite=True)
+    with pytest.raises(InvalidInstructionError, match=r"overwrite GEMM writes acc index 0 twice .*uop=0 .*uop=1"):
+        run_compute(TINY, [insn], [Uop(0, 0, 0), Uop(0, 1, 1)])
 
 
 def test_alu_reads_results_of_earlier_iterations():
