@@ -1,0 +1,191 @@
+"""The ``"sim"`` accelerator backend: packed conv2d/dense compiled by the TE stack, run on the simulator.
+
+Compiled kernels (schedule -> loop IR -> operations with dependency tokens) are cached per
+shape and epilogue structure; per call only the DRAM buffers are filled and the operations
+are issued through a fresh ``CommandQueue``. Importing this module registers the backend.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from compiler.codegen.emit import emit
+from compiler.codegen.ops import OpBuilder
+from compiler.lower import lower
+from compiler.requant import Requant
+from compiler.topi.conv2d import ConvShape, conv2d_kernel
+from compiler.topi.knobs import ConvKnobs
+from isa import HwConfig, make_config
+
+
+def as_hw_config(config: Any) -> HwConfig:
+    """An ``isa.HwConfig`` from one, from a preset name, or from an object with batch/block sizes."""
+    if isinstance(config, HwConfig):
+        return config
+    if config is None or isinstance(config, str):
+        return make_config(config or "pynq-z1")
+    b, bi, bo = int(config.batch), int(config.block_in), int(config.block_out)
+    return make_config("pynq-z1", log_batch=b.bit_length() - 1, log_block_in=bi.bit_length() - 1,
+                       log_block_out=bo.bit_length() - 1)
+
+
+@dataclass
+class Compiled:
+    """A compiled kernel: its tensors, constant inputs, operations and MAC count."""
+
+    kernel: Any
+    ops: list
+    consts: list
+    macs: int
+
+
+def _rq_key(bias, rq: Requant | None) -> tuple:
+    if rq is None:
+        return ("none",)
+
+    def k(v):
+        a = np.asarray(v)
+        return ("arr", a.shape) if a.ndim else ("s", int(a))
+    return (bias is not None, k(rq.pre_shift), k(rq.multiplier), k(rq.shift), rq.relu, rq.out_min, rq.out_max)
+
+
+def compile_conv2d(cfg: HwConfig, cs: ConvShape, bias, requant: Requant | None,
+                   knobs: ConvKnobs | None = None) -> Compiled:
+    """Schedule, lower and generate operations for one packed conv2d (values of bias/requant included)."""
+    k = conv2d_kernel(cfg, cs, bias, requant, knobs)
+    func = lower(k.schedule, cfg, name="conv2d")
+    ops = OpBuilder(func, cfg).build()
+    return Compiled(k, ops, k.epilogue.consts, cs.macs(cfg))
+
+
+def run_compiled(cfg: HwConfig, comp: Compiled, inputs: dict, device: str = "sim") -> tuple[np.ndarray, dict]:
+    """Run a compiled kernel: ``inputs`` maps TE placeholders to arrays; returns (output, profile)."""
+    from jit_runtime.command_queue import CommandQueue
+
+    q = CommandQueue(cfg, device)
+    dram = {}
+    for t, arr in list(inputs.items()) + list(comp.consts):
+        buf = q.alloc(t.shape, _np_dtype(t.dtype), name=t.name)
+        buf.copy_from(np.ascontiguousarray(arr, dtype=_np_dtype(t.dtype)))
+        dram[t] = buf
+    out_t = comp.kernel.out
+    out = q.alloc(out_t.shape, _np_dtype(out_t.dtype), name="out")
+    dram[out_t] = out
+    emit(comp.ops, q, dram)
+    res = q.synchronize()
+    result = out.copy_to()
+    cycles = int(res.cycles)
+    util = comp.macs / (cfg.macs_per_cycle * cycles) if cycles else 0.0
+    prof = {"cycles": cycles, "macs": int(comp.macs), "utilization": float(util),
+            "bytes": {"input": int(sum(np.asarray(a).nbytes for a in inputs.values())),
+                      "output": int(result.nbytes)},
+            "device": res.profile}
+    return result, prof
+
+
+def _np_dtype(d: str):
+    return {"int8": np.int8, "int32": np.int32, "int16": np.int16}[d]
+
+
+def _conv_shape_from(cfg: HwConfig, x: np.ndarray, w: np.ndarray, stride, padding, groups: int) -> ConvShape:
+    if x.ndim != 6 or w.ndim != 6:
+        raise ValueError(f"conv2d: x must be 6-D (N//B, C//BI, H, W, B, BI) and w 6-D (O//BO, I//BI, KH, KW, BO, BI); "
+                         f"got {x.shape} and {w.shape}")
+    if x.dtype != np.int8 or w.dtype != np.int8:
+        raise ValueError(f"conv2d: x and w must be int8, got {x.dtype} and {w.dtype}")
+    if x.shape[4:] != (cfg.batch, cfg.block_in) or w.shape[4:] != (cfg.block_out, cfg.block_in):
+        raise ValueError(f"conv2d: packed blocks x{x.shape[4:]} w{w.shape[4:]} do not match config {cfg.name} "
+                         f"(batch={cfg.batch}, block_in={cfg.block_in}, block_out={cfg.block_out})")
+    groups = int(groups)
+    if groups < 1 or x.shape[1] % groups or w.shape[0] % groups:
+        raise ValueError(f"conv2d: groups={groups} must divide the input blocks ({x.shape[1]}) and output blocks "
+                         f"({w.shape[0]}); channels per group must be multiples of the block")
+    if x.shape[1] // groups != w.shape[1]:
+        raise ValueError(f"conv2d: input has {x.shape[1]} channel blocks = {groups} groups x {x.shape[1] // groups}, "
+                         f"but the weight has {w.shape[1]} input blocks per group")
+    if len(stride) != 2 or len(padding) != 4:
+        raise ValueError(f"conv2d: stride must be (sy, sx) and padding (top, left, bottom, right); got {stride}, {padding}")
+    return ConvShape(x.shape[0], groups, x.shape[1] // groups, w.shape[0] // groups, x.shape[2], x.shape[3],
+                     w.shape[2], w.shape[3], tuple(int(s) for s in stride), tuple(int(p) for p in padding))
+
+
+class SimAccelBackend:
+    """``AccelBackend`` on the simulator (``device="sim"``: cycle-accurate; ``"sim-functional"``: no timing)."""
+
+    def __init__(self, config: Any = None, device: str = "sim", vthreads: int | None = None) -> None:
+        self.config = as_hw_config(config)
+        self.device = device
+        self.vthreads = vthreads
+        self.last_profile: dict = {}
+        self._cache: dict = {}
+
+    def _compiled(self, cs: ConvShape, bias, rq: Requant) -> Compiled:
+        key = (cs, _rq_key(bias, rq), self.vthreads)
+        comp = self._cache.get(key)
+        if comp is None:
+            knobs = None
+            if self.vthreads is not None:
+                from compiler.topi.knobs import choose_conv_knobs
+                from compiler.topi.requant import requant_stages  # noqa: F401 - counts constants below
+                n_consts = len(conv2d_kernel(self.config, cs, bias, rq, ConvKnobs(1, 1, 1, 1)).epilogue.consts)
+                knobs = choose_conv_knobs(self.config, cs, n_consts, vthreads=self.vthreads)
+            comp = compile_conv2d(self.config, cs, bias, rq, knobs)
+            self._cache[key] = comp
+        return comp
+
+    def _consts(self, comp: Compiled, cs: ConvShape, bias, rq: Requant) -> list:
+        from compiler.topi.requant import requant_stages
+
+        cfg = self.config
+        ep = requant_stages(comp.kernel.conv, bias, rq, cs.groups * cs.ocb * cfg.block_out,
+                            lambda n, g, oc, y, x, b, o: (g, oc, b, o), (cs.groups, cs.ocb), cfg.block_out, cfg.batch)
+        return [(t, arr) for (t, _), (_, arr) in zip(comp.consts, ep.consts)]
+
+    def conv2d(self, x, w, bias, *, stride, padding, groups, requant: Requant) -> np.ndarray:
+        """Packed int8 conv2d + bias + requant on the accelerator; see ``compiler.graph.accel_interface``."""
+        cfg = self.config
+        x, w = np.asarray(x), np.asarray(w)
+        cs = _conv_shape_from(cfg, x, w, stride, padding, groups)
+        n_out = w.shape[0] * cfg.block_out
+        if bias is not None:
+            bias = _pad_vec(bias, n_out, "bias")
+        requant = _pad_requant(requant, n_out)
+        comp = self._compiled(cs, bias, requant)
+        k = comp.kernel
+        xg = x.reshape(k.data.shape)
+        wg = w.reshape(k.weight.shape)
+        comp_now = Compiled(comp.kernel, comp.ops, self._consts(comp, cs, bias, requant), comp.macs)
+        out, prof = run_compiled(cfg, comp_now, {k.data: xg, k.weight: wg}, self.device)
+        prof["bytes"]["weight"] = int(w.nbytes)
+        prof["bytes"]["bias"] = 0 if bias is None else 4 * int(np.size(bias))
+        self.last_profile = prof
+        return out.reshape(x.shape[0], w.shape[0], cs.oh, cs.ow, cfg.batch, cfg.block_out)
+
+    def dense(self, x, w, bias, *, requant: Requant) -> np.ndarray:
+        """Packed int8 dense: (N//B, K//BI, B, BI) x (M//BO, K//BI, BO, BI) -> (N//B, M//BO, B, BO), as a 1x1 conv."""
+        x, w = np.asarray(x), np.asarray(w)
+        if x.ndim != 4 or w.ndim != 4:
+            raise ValueError(f"dense: x must be (N//B, K//BI, B, BI) and w (M//BO, K//BI, BO, BI); got {x.shape}, {w.shape}")
+        if x.shape[1] != w.shape[1]:
+            raise ValueError(f"dense: x has {x.shape[1]} K blocks but w has {w.shape[1]}")
+        nb = x.shape[0]
+        # rows of the batch become the spatial width of a 1x1 conv (topi.dense_shape): (1, K/BI, 1, N/B, B, BI)
+        x6 = np.ascontiguousarray(x.transpose(1, 0, 2, 3)).reshape(1, x.shape[1], 1, nb, x.shape[2], x.shape[3])
+        w6 = w.reshape(w.shape[0], w.shape[1], 1, 1, w.shape[2], w.shape[3])
+        out = self.conv2d(x6, w6, bias, stride=(1, 1), padding=(0, 0, 0, 0), groups=1, requant=requant)
+        return np.ascontiguousarray(out.reshape(w.shape[0], nb, x.shape[2], w.shape[2]).transpose(1, 0, 2, 3))
+
+
+def _pad_vec(v, n: int, what: str) -> np.ndarray:
+    v = np.asarray(v, dtype=np.int64).reshape(-1)
+    if v.size > n:
+        raise ValueError(f"{what} has {v.size} channels but the weight has {n} (padded) output channels")
+    return np.pad(v, (0, n - v.size))
+
+
+def _pad_requant(rq: Requant, n: int) -> Requant:
+    def pc(v):
+        return v if np.ndim(v) == 0 else _pad_vec(v, n, "requant per-channel array")
+    return Requant(rq.pre_shift, pc(rq.multiplier), pc(rq.shift), rq.relu, rq.out_min, rq.out_max, rq.extra)

@@ -1,0 +1,174 @@
+"""Operation generation: walk the loop IR over the host loops and produce accelerator operations.
+
+Each leaf statement instance becomes operations with concrete scratchpad addresses:
+DMA copies (via :mod:`compiler.lower.dma`) and micro-kernels (loop folding via
+:mod:`compiler.lower.uop_fold`). Virtual threads are generated separately and interleaved;
+dependency tokens are then inserted on the merged program.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from compiler.lower.bounds import EmptyIteration
+from compiler.lower.deps import Op, insert_tokens
+from compiler.lower.dma import region_descs, source_of
+from compiler.lower.errors import LowerError
+from compiler.lower.ir import Buffer, DmaLoad, DmaStore, For, Kernel, LoweredFunc
+from compiler.lower.tensorize import AluMatch, root_of
+from compiler.lower.uop_fold import fold_loops
+from compiler.lower.vthread import interleave
+from compiler.te.expr import Load
+
+if TYPE_CHECKING:
+    from isa import HwConfig
+
+
+def _key(buf: Buffer, thread: int) -> tuple:
+    r = buf.root()
+    return (r.name, thread if r.copies > 1 else 0)
+
+
+class OpBuilder:
+    """Turns a :class:`LoweredFunc` into a list of :class:`Op` with dependency tokens."""
+
+    def __init__(self, func: LoweredFunc, cfg: "HwConfig") -> None:
+        self.func = func
+        self.cfg = cfg
+        self.bounds = func.bounds
+        self._loaded: dict = {}
+
+    def build(self) -> list[Op]:
+        ops = self._walk(self.func.body, {}, 0)
+        self.bounds.clear()
+        insert_tokens(ops)
+        return ops
+
+    # ---------------------------------------------------------------- walk
+    def _walk(self, stmts, env: dict, thread: int) -> list[Op]:
+        out: list[Op] = []
+        for s in stmts:
+            if isinstance(s, For):
+                if s.kind == "vthread":
+                    per = [self._iteration(s.body, {**env, s.var: t}, t) for t in range(s.extent)]
+                    out += interleave(per)
+                else:
+                    for v in range(s.extent):
+                        out += self._iteration(s.body, {**env, s.var: v}, thread)
+            elif isinstance(s, DmaLoad):
+                out += self._load(s, env, thread)
+            elif isinstance(s, DmaStore):
+                out += self._store(s, env, thread)
+            elif isinstance(s, Kernel):
+                out.append(self._kernel(s, env, thread))
+        return out
+
+    def _iteration(self, body, env: dict, thread: int) -> list[Op]:
+        saved = dict(self._loaded)
+        try:
+            return self._walk(body, env, thread)
+        except EmptyIteration:
+            self._loaded = saved
+            return []
+
+    # ----------------------------------------------------------------- DMA
+    def _load(self, s: DmaLoad, env: dict, thread: int) -> list[Op]:
+        region = self.bounds.region(s.stage.tensor, env)
+        key = _key(s.buffer, thread)
+        sig = tuple(region)
+        if self._loaded.get(key) == sig:
+            return []  # the buffer already holds this region: the load is loop-invariant here
+        self._loaded[key] = sig
+        src, offs = source_of(s.stage.op.body)
+        base = s.buffer.copy_base(thread)
+        mem = s.buffer.scope
+        unit = "compute" if mem == "acc" else "load"
+        ops = []
+        for d in region_descs(src, offs, region, s.buffer):
+            ops.append(Op(unit, "load", {"mem": mem, "sram": base + d.sram, "desc": d}, (), (key,)))
+        return ops
+
+    def _store(self, s: DmaStore, env: dict, thread: int) -> list[Op]:
+        root = s.stage
+        nest = self.bounds.nest(root, env)
+        region = [nest.forms[ax].bounds(nest.extents) for ax in root.op.axes]
+        region = [(lo, hi - lo + 1) for lo, hi in region]
+        src_region = self.bounds.region(s.source.tensor, env)
+        if [r for r in region] != [r for r in src_region]:
+            raise LowerError(f"store of {root.name}: region {region} differs from the acc tile {src_region}")
+        key = _key(s.buffer, thread)
+        base = s.buffer.copy_base(thread)
+        ops = []
+        for d in region_descs(root.tensor, [0] * root.tensor.ndim, region, s.buffer, allow_pad=False):
+            ops.append(Op("store", "store", {"sram": base + d.sram, "desc": d}, (key,), ()))
+        return ops
+
+    # -------------------------------------------------------------- kernels
+    def _elem_form(self, ld_indices, tensor, nest, buf: Buffer, loops, env) -> tuple[int, np.ndarray]:
+        """Element index of ``tensor[ld_indices]`` in ``buf`` as const + coef per loop."""
+        region = self.bounds.region(tensor, env)
+        strides = buf.strides
+        const = 0
+        coefs = np.zeros(len(loops), dtype=np.int64)
+        from compiler.lower.affine import to_affine
+
+        for d in range(tensor.ndim - 2):
+            f = to_affine(ld_indices[d], nest.forms)
+            const += (f.const - region[d][0]) * strides[d]
+            for k, lv in enumerate(loops):
+                coefs[k] += f.coef(lv) * strides[d]
+        return const, coefs
+
+    def _kernel(self, s: Kernel, env: dict, thread: int) -> Op:
+        st = s.stage
+        if s.kind == "reset":  # runs before the reduction's host loops: their values do not matter
+            env = {**env, **{lv: 0 for lv in self.bounds.host.get(st, []) if lv not in env}}
+        nest = self.bounds.nest(st, env)
+        m = s.match
+        acc_key = _key(s.buffer, thread)
+        if s.kind in ("gemm", "reset"):
+            t = st.leaf_iter_vars.index(st.tensorized[0])
+            loops = [lv for lv in st.leaf_iter_vars[:t] if lv in nest.extents]
+            if s.kind == "reset":
+                loops = [lv for lv in loops if root_of(st, lv).kind == "data"]
+            ext = [nest.extents[lv] for lv in loops]
+            dc, dk = self._elem_form(st.op.axes, st.tensor, nest, s.buffer, loops, env)
+            dc += s.buffer.copy_base(thread)
+            if s.kind == "reset":
+                coefs = np.stack([dk, np.zeros_like(dk), np.zeros_like(dk)], axis=1) if loops else np.zeros((0, 3), np.int64)
+                const = np.array([dc, 0, 0])
+                reads: tuple = ()
+            else:
+                ib, wb = s.operands["inp"], s.operands["wgt"]
+                sc, sk = self._elem_form(m.inp.indices, m.inp.tensor, nest, ib, loops, env)
+                wc, wk = self._elem_form(m.wgt.indices, m.wgt.tensor, nest, wb, loops, env)
+                coefs = np.stack([dk, sk, wk], axis=1) if loops else np.zeros((0, 3), np.int64)
+                const = np.array([dc, sc + ib.copy_base(thread), wc + wb.copy_base(thread)])
+                reads = (_key(ib, thread), _key(wb, thread))
+            hw, uops = fold_loops(ext, coefs, const, self.cfg.uop_depth)
+            return Op("compute", "gemm", {"reset": s.kind == "reset", "loops": hw, "uops": uops}, reads, (acc_key,))
+        assert isinstance(m, AluMatch)
+        axes = list(st.op.axes)
+        elem = set(axes[-2:])
+        loops = [lv for lv in st.leaf_iter_vars if lv in nest.extents and lv not in elem]
+        ext = [nest.extents[lv] for lv in loops]
+        dc, dk = self._elem_form(axes, st.tensor, nest, s.buffer, loops, env)
+        dc += s.buffer.copy_base(thread)
+        reads = (acc_key,)
+        if isinstance(m.operand, Load):
+            sb = s.operands["src"]
+            sc, sk = self._elem_form(m.operand.indices, m.operand.tensor, nest, sb, loops, env)
+            sc += sb.copy_base(thread)
+            reads = (acc_key, _key(sb, thread))
+            args = {"op": m.op, "use_imm": False, "imm": 0}
+        else:
+            sc, sk = dc, dk
+            if not -(1 << 15) <= m.operand < (1 << 15):
+                raise LowerError(f"stage {st.name}: constant {m.operand} does not fit the ALU's 16-bit immediate; "
+                                 f"read it from an acc tensor instead")
+            args = {"op": m.op, "use_imm": True, "imm": int(m.operand)}
+        coefs = np.stack([dk, sk, np.zeros_like(dk)], axis=1) if loops else np.zeros((0, 3), np.int64)
+        hw, uops = fold_loops(ext, coefs, np.array([dc, sc, 0]), self.cfg.uop_depth)
+        args.update(loops=hw, uops=uops)
+        return Op("compute", "alu", args, reads, (acc_key,))

@@ -1,0 +1,272 @@
+"""Tensorize: prove that the loops under a tensorize point compute an intrinsic's declared computation.
+
+The proof works on the stage's *root* axes: the leaf loops from the tensorize point inward must
+cover whole root axes (any splits of them included, in any order), exactly one per intrinsic
+axis, with the extents the declaration gives; the body must have the declared form
+(``sum(a * b)`` for ``gemm``, ``op(dst, src | imm)`` for an ALU intrinsic); and each operand
+must be indexed by its declared axes in its innermost (element) dimensions. Every mismatch
+is reported in terms of the user's loops.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from compiler.lower.errors import TensorizeError
+from compiler.schedule.relations import Fuse, Split
+from compiler.te.expr import AluCall, Binary, Cast, Const, Expr, IterVar, Load, Reduce
+from compiler.te.tensor import Tensor
+
+if TYPE_CHECKING:
+    from compiler.schedule.stage import Stage
+    from isa.intrinsics import TensorIntrinsic
+
+#: TE binary ops that are built-in ALU ops (``sub`` by a constant becomes ADD of its negation).
+BINARY_TO_ALU = {"add": "ADD", "sub": "ADD", "mul": "MUL", "shr": "SHR", "shl": "SHR", "min": "MIN", "max": "MAX"}
+
+
+@dataclass
+class GemmMatch:
+    """Which root axes play b, o, i and which tensors are inp, wgt."""
+
+    axes: dict[str, IterVar]
+    inp: Load
+    wgt: Load
+
+
+@dataclass
+class AluMatch:
+    """``dst = op(src_load, operand)``: operand is an int (immediate) or a Load (tensor)."""
+
+    op: str
+    src: Load
+    operand: int | Load
+    axes: dict[str, IterVar]
+
+
+def root_of(stage: "Stage", iv: IterVar) -> IterVar:
+    """The root axis a leaf loop was split from (fused loops have no single root)."""
+    for rel in stage.relations:
+        if isinstance(rel, Split) and iv in (rel.outer, rel.inner):
+            return root_of(stage, rel.parent)
+        if isinstance(rel, Fuse) and iv is rel.fused:
+            raise TensorizeError(f"stage {stage.name}: loop {iv.name!r} is a fusion of {rel.outer.name!r} and "
+                                 f"{rel.inner.name!r}; a fused loop cannot be inside a tensorized region")
+    return iv
+
+
+def leaves_of(stage: "Stage", root: IterVar) -> list[IterVar]:
+    return [lv for lv in stage.leaf_iter_vars if _safe_root(stage, lv) is root]
+
+
+def _safe_root(stage: "Stage", iv: IterVar) -> IterVar | None:
+    try:
+        return root_of(stage, iv)
+    except TensorizeError:
+        return None
+
+
+def _strip(e: Expr) -> Expr:
+    while isinstance(e, Cast):
+        e = e.a
+    return e
+
+
+def _region_roots(stage: "Stage", iv: IterVar, intr_name: str, n_axes: int) -> list[IterVar]:
+    k = stage.leaf_iter_vars.index(iv)
+    inside = stage.leaf_iter_vars[k:]
+    roots: list[IterVar] = []
+    for lv in inside:
+        r = root_of(stage, lv)
+        if r not in roots:
+            roots.append(r)
+    for r in roots:
+        outside = [lv for lv in leaves_of(stage, r) if lv not in inside]
+        if outside:
+            part = next(lv for lv in inside if root_of(stage, lv) is r)
+            raise TensorizeError(
+                f"stage {stage.name}: loop {part.name!r} (extent {part.extent}) is only part of axis {r.name!r} "
+                f"(extent {r.extent}); loop {outside[0].name!r} is outside the tensorized region, so the region "
+                f"does not cover whole intrinsic axes. Move {outside[0].name!r} inside the tensorize point or "
+                f"tensorize at an outer loop")
+    if len(roots) < n_axes:
+        raise TensorizeError(f"stage {stage.name}: tensorizing at loop {iv.name!r} covers only "
+                             f"{', '.join(r.name for r in roots)}; intrinsic {intr_name} needs {n_axes} axes: "
+                             f"tensorize at a loop further out")
+    return roots
+
+
+def _index_roles(load: Load, stage: "Stage", roots: list[IterVar]) -> dict[IterVar, int]:
+    """For each region root axis used by ``load``: the index position where it appears (must be one, plain)."""
+    roles: dict[IterVar, int] = {}
+    for pos, idx in enumerate(load.indices):
+        used = [r for r in roots if _uses(idx, r)]
+        for r in used:
+            if _strip(idx) is not r:
+                raise TensorizeError(
+                    f"stage {stage.name}: {load.tensor.name} index {pos} is {idx!r}; loop {_leaf_name(stage, r)!r} "
+                    f"(axis {r.name}) of the tensorized region must index a dimension by itself")
+            if r in roles:
+                raise TensorizeError(f"stage {stage.name}: axis {r.name} indexes {load.tensor.name} twice")
+            roles[r] = pos
+    return roles
+
+
+def _uses(e: Expr, v: IterVar) -> bool:
+    from compiler.te.expr import walk
+
+    return any(n is v for n in walk(e))
+
+
+def _leaf_name(stage: "Stage", root: IterVar) -> str:
+    lv = leaves_of(stage, root)
+    return lv[0].name if lv else root.name
+
+
+def _check_element_dims(stage: "Stage", what: str, tensor: Tensor, roles: dict[IterVar, int],
+                        want: list[tuple[str, IterVar]]) -> None:
+    """``want`` axes must index the last len(want) dims of ``tensor`` in order."""
+    nd = tensor.ndim
+    for k, (axis_name, r) in enumerate(want):
+        pos = nd - len(want) + k
+        got = roles.get(r)
+        if got != pos:
+            where = f"dimension {got}" if got is not None else "no dimension"
+            raise TensorizeError(
+                f"stage {stage.name}: loop {_leaf_name(stage, r)!r} plays intrinsic axis {axis_name} and must index "
+                f"dimension {pos} (element dimension {k}) of the {what} operand {tensor.name}, but it indexes {where}")
+
+
+def _check_extents(stage: "Stage", intr: "TensorIntrinsic", axes: dict[str, IterVar]) -> None:
+    for name, r in axes.items():
+        want = intr.extents[name]
+        if r.extent != want:
+            raise TensorizeError(
+                f"stage {stage.name}: loop {_leaf_name(stage, r)!r} (axis {r.name}, extent {r.extent}) plays intrinsic "
+                f"{intr.name} axis {name}, whose extent is {want}")
+
+
+def match_gemm(stage: "Stage", iv: IterVar, intr: "TensorIntrinsic") -> GemmMatch:
+    body = stage.op.body if stage.op is not None else None
+    form = f"intrinsic {intr.name} computes {intr.expr}"
+    if not isinstance(body, Reduce) or body.op != "sum":
+        raise TensorizeError(f"stage {stage.name}: body {body!r} is not a sum; {form}")
+    prod = _strip(body.body)
+    if not (isinstance(prod, Binary) and prod.op == "mul"):
+        raise TensorizeError(f"stage {stage.name}: summand {body.body!r} is not a product of two tensors; {form}")
+    a, b = _strip(prod.a), _strip(prod.b)
+    if not (isinstance(a, Load) and isinstance(b, Load)):
+        raise TensorizeError(f"stage {stage.name}: summand {body.body!r} must multiply two tensor reads; {form}")
+    roots = _region_roots(stage, iv, intr.name, len(intr.extents))
+    ra, rb = _index_roles(a, stage, roots), _index_roles(b, stage, roots)
+    if _scope(stage, b.tensor) == "inp" or _scope(stage, a.tensor) == "wgt":
+        a, b, ra, rb = b, a, rb, ra
+    inp, wgt, rinp, rwgt = a, b, ra, rb
+    last_i, last_w = inp.tensor.ndim - 1, wgt.tensor.ndim - 1
+    out_pos = {r: k for k, r in enumerate(stage.op.axes) if r in roots}
+    n_out = len(stage.op.axes)
+    role: dict[str, IterVar] = {}
+    for r in roots:
+        if r.kind == "reduce" and rinp.get(r) == last_i and rwgt.get(r) == last_w:
+            role.setdefault("i", r)
+        elif r.kind == "data" and out_pos.get(r) == n_out - 2 and r in rinp and r not in rwgt:
+            role.setdefault("b", r)
+        elif r.kind == "data" and out_pos.get(r) == n_out - 1 and r in rwgt and r not in rinp:
+            role.setdefault("o", r)
+    for r in roots:
+        if r not in role.values():
+            why = ("it is a reduction the intrinsic does not perform" if r.kind == "reduce"
+                   else "it is an output axis that is not one of the intrinsic's")
+            raise TensorizeError(
+                f"stage {stage.name}: loop {_leaf_name(stage, r)!r} (axis {r.name}, extent {r.extent}) is inside the "
+                f"tensorized region but matches no axis of intrinsic {intr.name} ({intr.expr}): {why}. "
+                f"Reorder it outside the tensorize point or tensorize at a loop further in")
+    for name in ("b", "o", "i"):
+        if name not in role:
+            raise TensorizeError(f"stage {stage.name}: no loop in the tensorized region plays intrinsic axis "
+                                 f"{name} of {intr.name} ({intr.expr}); {form}")
+    axes = role
+    i = role["i"]
+    _check_extents(stage, intr, axes)
+    _check_element_dims(stage, "inp", inp.tensor, rinp, [("b", axes["b"]), ("i", i)])
+    _check_element_dims(stage, "wgt", wgt.tensor, rwgt, [("o", axes["o"]), ("i", i)])
+    out_roles = {r: k for k, r in enumerate(stage.op.axes) if r in roots}
+    _check_element_dims(stage, "acc", stage.tensor, out_roles, [("b", axes["b"]), ("o", axes["o"])])
+    for sc, ld, name in (("inp", inp, "inp"), ("wgt", wgt, "wgt")):
+        got = _scope(stage, ld.tensor)
+        if got not in (sc, None):
+            raise TensorizeError(f"stage {stage.name}: {ld.tensor.name} is in scope {got!r} but intrinsic "
+                                 f"{intr.name} reads its {name} operand from {sc!r}; cache_read it into {sc!r}")
+    return GemmMatch(axes, inp, wgt)
+
+
+def _scope(stage: "Stage", t: Tensor) -> str | None:
+    try:
+        return stage.schedule[t].scope if t.op is not None else "global"
+    except Exception:
+        return None
+
+
+def alu_form(body: Expr) -> tuple[str, Expr, Expr]:
+    """``(ALU op name, dst operand, src operand)`` of an elementwise body, or raise."""
+    body = _strip(body)
+    if isinstance(body, AluCall):
+        return body.op, body.a, body.b
+    if isinstance(body, Binary) and body.op in BINARY_TO_ALU:
+        return BINARY_TO_ALU[body.op], body.a, body.b
+    raise TensorizeError(f"body {body!r} is not one ALU operation; the ALU computes dst = op(dst, src | imm) "
+                         f"with op one of the registered ops (add, mul, shr, min, max or te.alu(name, a, b))")
+
+
+def match_alu(stage: "Stage", iv: IterVar, intr: "TensorIntrinsic | None") -> AluMatch:
+    op, a, b = alu_form(stage.op.body)
+    body = _strip(stage.op.body)
+    if intr is not None and intr.alu_op is not None and intr.alu_op.name != op:
+        raise TensorizeError(f"stage {stage.name}: body computes {op} but intrinsic {intr.name} is {intr.alu_op.name}")
+    a, b = _strip(a), _strip(b)
+    if not isinstance(a, Load) and isinstance(b, Load) and isinstance(body, Binary) and body.op in ("add", "mul", "min", "max"):
+        a, b = b, a  # commutative: put the tensor first
+    if not isinstance(a, Load):
+        raise TensorizeError(f"stage {stage.name}: the first operand of {op} must be a tensor read, got {a!r}")
+    axes = list(stage.op.axes)
+    if len(a.indices) != len(axes) or any(_strip(x) is not ax for x, ax in zip(a.indices, axes)):
+        raise TensorizeError(f"stage {stage.name}: {a!r} must read {a.tensor.name} at exactly the stage's axes "
+                             f"({', '.join(x.name for x in axes)}) so the ALU can update it in place")
+    if isinstance(b, Const):
+        val = b.value
+        if isinstance(body, Binary) and body.op == "sub":
+            val = -val
+        if isinstance(body, Binary) and body.op == "shl":
+            val = -val
+        operand: int | Load = val
+    elif isinstance(b, Load):
+        if isinstance(body, Binary) and body.op in ("sub", "shl"):
+            raise TensorizeError(f"stage {stage.name}: {body.op} by a tensor has no ALU op; negate the tensor and add")
+        operand = b
+    else:
+        raise TensorizeError(f"stage {stage.name}: the second operand of {op} must be a constant or a tensor read, "
+                             f"got {b!r}")
+    k = stage.leaf_iter_vars.index(iv)
+    inside = stage.leaf_iter_vars[k:]
+    tail = [ax for ax in axes[-2:]]
+    if intr is not None:
+        names = ("b", "o")
+        amap = dict(zip(names, tail))
+        _check_extents(stage, intr, amap)
+    else:
+        amap = dict(zip(("b", "o"), tail))
+    for ax in tail:
+        if ax not in inside:
+            raise TensorizeError(f"stage {stage.name}: element loop {ax.name!r} must be inside the ALU region")
+    return AluMatch(op, a, operand, amap)
+
+
+def match_intrinsic(stage: "Stage", iv: IterVar, intr: "TensorIntrinsic") -> GemmMatch | AluMatch:
+    """Check that ``stage``'s loops from ``iv`` inward compute ``intr``; raise :class:`TensorizeError` if not."""
+    if stage.op is None:
+        raise TensorizeError(f"stage {stage.name} is a placeholder and computes nothing")
+    if intr.kind == "gemm":
+        return match_gemm(stage, iv, intr)
+    if intr.kind == "alu":
+        return match_alu(stage, iv, intr)
+    raise TensorizeError(f"intrinsic {intr.name}: unknown kind {intr.kind!r}")

@@ -1,0 +1,96 @@
+"""A numpy interpreter for tensor expressions (the reference the tests compare hardware against)."""
+from __future__ import annotations
+
+import numpy as np
+
+from compiler.te.errors import TeError
+from compiler.te.expr import AluCall, Binary, Cast, Const, Expr, IterVar, Load, Reduce, Select, Var
+from compiler.te.tensor import Tensor
+
+_NP = {"int8": np.int8, "int16": np.int16, "int32": np.int32, "int64": np.int64, "bool": np.bool_}
+
+
+def _wrap(v: np.ndarray, dtype: str) -> np.ndarray:
+    if dtype == "bool":
+        return v.astype(bool)
+    return np.asarray(v).astype(np.int64).astype(_NP[dtype]).astype(np.int64)
+
+
+def _eval(e: Expr, env: dict, values: dict) -> np.ndarray:
+    if isinstance(e, Const):
+        return np.int64(e.value)
+    if isinstance(e, Var):
+        if e not in env:
+            raise TeError(f"variable {e.name} is unbound")
+        return env[e]
+    if isinstance(e, Cast):
+        return _wrap(_eval(e.a, env, values), e.dtype)
+    if isinstance(e, Select):
+        return np.where(_eval(e.cond, env, values), _eval(e.a, env, values), _eval(e.b, env, values))
+    if isinstance(e, Load):
+        arr = values[e.tensor]
+        idx = [np.asarray(_eval(i, env, values)) for i in e.indices]
+        shape = np.broadcast_shapes(*[i.shape for i in idx])
+        idx = [np.broadcast_to(i, shape) for i in idx]
+        ok = np.ones(shape, bool)
+        for i, n in zip(idx, arr.shape):
+            ok &= (i >= 0) & (i < n)
+        safe = [np.where(ok, i, 0) for i in idx]
+        return np.where(ok, arr[tuple(safe)].astype(np.int64), 0)
+    if isinstance(e, Binary):
+        a, b = _eval(e.a, env, values), _eval(e.b, env, values)
+        r = {"add": lambda: a + b, "sub": lambda: a - b, "mul": lambda: a * b,
+             "shr": lambda: np.right_shift(a, b), "shl": lambda: np.left_shift(a, b),
+             "min": lambda: np.minimum(a, b), "max": lambda: np.maximum(a, b),
+             "and": lambda: np.logical_and(a, b), "or": lambda: np.logical_or(a, b),
+             "lt": lambda: a < b, "le": lambda: a <= b, "gt": lambda: a > b, "ge": lambda: a >= b,
+             "eq": lambda: a == b}[e.op]()
+        return r if e.dtype == "bool" else _wrap(r, e.dtype)
+    if isinstance(e, AluCall):
+        from isa.alu import evaluate as alu_evaluate
+
+        a, b = _eval(e.a, env, values), _eval(e.b, env, values)
+        a, b = np.broadcast_arrays(np.asarray(a, np.int64), np.asarray(b, np.int64))
+        return alu_evaluate(e.op, a, b, 32)
+    if isinstance(e, Reduce):
+        raise TeError("te.sum is only allowed at the top of a compute body")
+    raise TeError(f"cannot evaluate {e!r}")
+
+
+def _compute(t: Tensor, values: dict) -> np.ndarray:
+    op = t.op
+    n = len(op.axes)
+    grids = np.indices(t.shape, dtype=np.int64)
+    env = {ax: grids[i] for i, ax in enumerate(op.axes)}
+    if isinstance(op.body, Reduce):
+        r = op.body.axes
+        shape = t.shape + tuple(a.extent for a in r)
+        env = {ax: np.arange(ax.extent).reshape([-1 if j == i else 1 for j in range(len(shape))])
+               for i, ax in enumerate(op.axes + r)}
+        v = np.broadcast_to(_eval(op.body.body, env, values), shape)
+        out = v.sum(axis=tuple(range(n, n + len(r))), dtype=np.int64)
+    else:
+        out = np.broadcast_to(_eval(op.body, env, values), t.shape)
+    return _wrap(out, t.dtype).astype(_NP[t.dtype])
+
+
+def evaluate(out: Tensor, inputs: dict[Tensor, np.ndarray]) -> np.ndarray:
+    """Compute ``out`` from placeholder values with exact integer semantics (casts wrap)."""
+    values: dict[Tensor, np.ndarray] = {}
+    for t, v in inputs.items():
+        v = np.asarray(v)
+        if v.shape != t.shape:
+            raise TeError(f"input {t.name}: expected shape {t.shape}, got {v.shape}")
+        values[t] = v
+
+    def visit(t: Tensor) -> None:
+        if t in values:
+            return
+        if t.op is None:
+            raise TeError(f"placeholder {t.name} has no value")
+        for i in t.op.inputs:
+            visit(i)
+        values[t] = _compute(t, values)
+
+    visit(out)
+    return values[out]

@@ -1,0 +1,312 @@
+"""Expression nodes of the tensor expression language.
+
+Expressions are immutable trees: constants, loop variables, tensor reads, binary
+arithmetic (``+ - * >> <<``, ``min``/``max``), casts, comparisons, selects and sums
+over reduce axes. Python operators build them (``a + b``, ``x >> 8``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Union
+
+from compiler.te.errors import TeError
+
+if TYPE_CHECKING:
+    from compiler.te.tensor import Tensor
+
+INT_DTYPES = ("int8", "int16", "int32", "int64", "bool")
+BINARY_OPS = ("add", "sub", "mul", "shr", "shl", "min", "max", "and", "or", "lt", "le", "ge", "gt", "eq")
+_BOOL_OPS = ("and", "or", "lt", "le", "ge", "gt", "eq")
+
+ExprLike = Union["Expr", int]
+
+
+def _bits(dtype: str) -> int:
+    return 1 if dtype == "bool" else int(dtype[3:])
+
+
+def promote(a: str, b: str) -> str:
+    """The wider of two integer dtypes."""
+    return a if _bits(a) >= _bits(b) else b
+
+
+def const(value: int, dtype: str = "int32") -> "Const":
+    """An integer constant."""
+    return Const(int(value), dtype)
+
+
+def as_expr(v: ExprLike) -> "Expr":
+    if isinstance(v, Expr):
+        return v
+    if isinstance(v, bool):
+        return Const(int(v), "bool")
+    if isinstance(v, int) or hasattr(v, "__index__"):
+        return Const(int(v), "int32")
+    raise TeError(f"cannot use {v!r} ({type(v).__name__}) in a tensor expression; use ints, Vars or tensor reads")
+
+
+class Expr:
+    """Base class: an integer-valued expression with a dtype."""
+
+    dtype: str
+
+    def __add__(self, o: ExprLike) -> "Expr":
+        return Binary("add", self, as_expr(o))
+
+    def __radd__(self, o: ExprLike) -> "Expr":
+        return Binary("add", as_expr(o), self)
+
+    def __sub__(self, o: ExprLike) -> "Expr":
+        return Binary("sub", self, as_expr(o))
+
+    def __rsub__(self, o: ExprLike) -> "Expr":
+        return Binary("sub", as_expr(o), self)
+
+    def __mul__(self, o: ExprLike) -> "Expr":
+        return Binary("mul", self, as_expr(o))
+
+    def __rmul__(self, o: ExprLike) -> "Expr":
+        return Binary("mul", as_expr(o), self)
+
+    def __rshift__(self, o: ExprLike) -> "Expr":
+        return Binary("shr", self, as_expr(o))
+
+    def __lshift__(self, o: ExprLike) -> "Expr":
+        return Binary("shl", self, as_expr(o))
+
+    def __neg__(self) -> "Expr":
+        return Binary("sub", Const(0, self.dtype), self)
+
+    def __lt__(self, o: ExprLike) -> "Expr":
+        return Binary("lt", self, as_expr(o))
+
+    def __le__(self, o: ExprLike) -> "Expr":
+        return Binary("le", self, as_expr(o))
+
+    def __gt__(self, o: ExprLike) -> "Expr":
+        return Binary("gt", self, as_expr(o))
+
+    def __ge__(self, o: ExprLike) -> "Expr":
+        return Binary("ge", self, as_expr(o))
+
+    def __and__(self, o: ExprLike) -> "Expr":
+        return Binary("and", self, as_expr(o))
+
+    def __or__(self, o: ExprLike) -> "Expr":
+        return Binary("or", self, as_expr(o))
+
+    def __bool__(self) -> bool:
+        raise TeError("a tensor expression has no truth value; use te.select(cond, a, b) instead of if/and/or")
+
+    def astype(self, dtype: str) -> "Expr":
+        return cast(dtype, self)
+
+    __hash__ = object.__hash__
+
+
+@dataclass(frozen=True, eq=False)
+class Const(Expr):
+    value: int
+    dtype: str = "int32"
+
+    def __repr__(self) -> str:
+        return str(self.value)
+
+
+class Var(Expr):
+    """A named integer variable (loop index)."""
+
+    def __init__(self, name: str, dtype: str = "int32"):
+        self.name = name
+        self.dtype = dtype
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+class IterVar(Var):
+    """A loop axis with an extent: ``kind`` is ``"data"`` (output axis) or ``"reduce"``."""
+
+    def __init__(self, name: str, extent: int, kind: str = "data"):
+        super().__init__(name)
+        if not isinstance(extent, int) or extent <= 0:
+            raise TeError(f"axis {name!r}: extent must be a positive int, got {extent!r}")
+        if kind not in ("data", "reduce"):
+            raise TeError(f"axis {name!r}: kind must be 'data' or 'reduce', got {kind!r}")
+        self.extent = extent
+        self.kind = kind
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True, eq=False)
+class Binary(Expr):
+    op: str
+    a: Expr
+    b: Expr
+
+    def __post_init__(self) -> None:
+        if self.op not in BINARY_OPS:
+            raise TeError(f"unknown binary op {self.op!r}; known: {BINARY_OPS}")
+
+    @property
+    def dtype(self) -> str:  # type: ignore[override]
+        if self.op in _BOOL_OPS:
+            return "bool"
+        if self.op in ("shr", "shl"):
+            return self.a.dtype
+        return promote(self.a.dtype, self.b.dtype)
+
+    def __repr__(self) -> str:
+        sym = {"add": "+", "sub": "-", "mul": "*", "shr": ">>", "shl": "<<", "and": "&", "or": "|",
+               "lt": "<", "le": "<=", "ge": ">=", "gt": ">", "eq": "=="}
+        if self.op in sym:
+            return f"({self.a!r} {sym[self.op]} {self.b!r})"
+        return f"{self.op}({self.a!r}, {self.b!r})"
+
+
+@dataclass(frozen=True, eq=False)
+class Cast(Expr):
+    dtype: str
+    a: Expr
+
+    def __repr__(self) -> str:
+        return f"{self.dtype}({self.a!r})"
+
+
+@dataclass(frozen=True, eq=False)
+class Select(Expr):
+    cond: Expr
+    a: Expr
+    b: Expr
+
+    @property
+    def dtype(self) -> str:  # type: ignore[override]
+        return promote(self.a.dtype, self.b.dtype)
+
+    def __repr__(self) -> str:
+        return f"select({self.cond!r}, {self.a!r}, {self.b!r})"
+
+
+@dataclass(frozen=True, eq=False)
+class Load(Expr):
+    """``tensor[indices]``."""
+
+    tensor: "Tensor"
+    indices: tuple[Expr, ...]
+
+    @property
+    def dtype(self) -> str:  # type: ignore[override]
+        return self.tensor.dtype
+
+    def __repr__(self) -> str:
+        return f"{self.tensor.name}[{', '.join(map(repr, self.indices))}]"
+
+
+@dataclass(frozen=True, eq=False)
+class Reduce(Expr):
+    """``sum(body)`` over ``axes`` (reduce IterVars)."""
+
+    op: str
+    body: Expr
+    axes: tuple[IterVar, ...]
+
+    @property
+    def dtype(self) -> str:  # type: ignore[override]
+        return self.body.dtype
+
+    def __repr__(self) -> str:
+        return f"{self.op}({self.body!r}, axis=[{', '.join(a.name for a in self.axes)}])"
+
+
+@dataclass(frozen=True, eq=False)
+class AluCall(Expr):
+    """A registered accelerator ALU op (``isa.register_alu_op``) applied to ``a`` and ``b`` (int32)."""
+
+    op: str
+    a: Expr
+    b: Expr
+    dtype: str = "int32"
+
+    def __repr__(self) -> str:
+        return f"{self.op}({self.a!r}, {self.b!r})"
+
+
+def alu(op: str, a: ExprLike, b: ExprLike) -> AluCall:
+    """Apply the ALU op registered as ``op`` (looked up in ``isa``'s registry) elementwise."""
+    from isa.alu import alu_op
+
+    try:
+        name = alu_op(op).name
+    except Exception as exc:  # EncodingError lists the known ops
+        raise TeError(str(exc)) from None
+    return AluCall(name, as_expr(a), as_expr(b))
+
+
+def cast(dtype: str, a: ExprLike) -> Cast:
+    """Convert to ``dtype`` (wrapping, like numpy ``astype``)."""
+    if dtype not in INT_DTYPES:
+        raise TeError(f"unsupported dtype {dtype!r}; the accelerator language has {INT_DTYPES}")
+    return Cast(dtype, as_expr(a))
+
+
+def min_(a: ExprLike, b: ExprLike) -> Binary:
+    return Binary("min", as_expr(a), as_expr(b))
+
+
+def max_(a: ExprLike, b: ExprLike) -> Binary:
+    return Binary("max", as_expr(a), as_expr(b))
+
+
+def clip(a: ExprLike, lo: int, hi: int) -> Binary:
+    """``min(max(a, lo), hi)``."""
+    if lo > hi:
+        raise TeError(f"clip: lower bound {lo} > upper bound {hi}")
+    return min_(max_(a, lo), hi)
+
+
+def select(cond: Expr, a: ExprLike, b: ExprLike) -> Select:
+    """``a`` where ``cond`` holds, else ``b``."""
+    return Select(as_expr(cond), as_expr(a), as_expr(b))
+
+
+def reduce_axis(extent: int, name: str = "k") -> IterVar:
+    """A reduction axis ``0 <= name < extent``."""
+    return IterVar(name, extent, "reduce")
+
+
+def sum_(body: Expr, axis: IterVar | list[IterVar] | tuple[IterVar, ...]) -> Reduce:
+    """Sum ``body`` over reduce axes."""
+    axes = tuple(axis) if isinstance(axis, (list, tuple)) else (axis,)
+    for a in axes:
+        if not isinstance(a, IterVar) or a.kind != "reduce":
+            raise TeError(f"sum: {a!r} is not a reduce axis; make one with te.reduce_axis(extent, name)")
+    return Reduce("sum", as_expr(body), axes)
+
+
+def children(e: Expr) -> tuple[Expr, ...]:
+    if isinstance(e, (Binary, AluCall)):
+        return (e.a, e.b)
+    if isinstance(e, Cast):
+        return (e.a,)
+    if isinstance(e, Select):
+        return (e.cond, e.a, e.b)
+    if isinstance(e, Load):
+        return e.indices
+    if isinstance(e, Reduce):
+        return (e.body,)
+    return ()
+
+
+def walk(e: Expr):
+    """All nodes of ``e``, pre-order."""
+    stack = [e]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(reversed(children(n)))
+
+
+def loads(e: Expr) -> list[Load]:
+    return [n for n in walk(e) if isinstance(n, Load)]

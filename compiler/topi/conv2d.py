@@ -1,0 +1,149 @@
+"""Packed (grouped) conv2d: the tensor expression, its requant epilogue and the default schedule.
+
+Layouts carry an explicit group axis so grouped convolutions stay affine:
+activation ``(N/B, G, Cg/BI, H, W, B, BI)``, weight ``(G, Og/BO, Cg/BI, KH, KW, BO, BI)``,
+output ``(N/B, G, Og/BO, OH, OW, B, BO)``. ``G = 1`` is the ordinary conv; a plain packed
+NCHWnc array is the same memory viewed with ``G = 1``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from compiler import te
+from compiler.requant import Requant
+from compiler.schedule import Schedule, create_schedule
+from compiler.topi.knobs import ConvKnobs, choose_conv_knobs
+from compiler.topi.pad import pad_spatial
+from compiler.topi.requant import Epilogue, requant_stages
+from isa import HwConfig
+from isa.intrinsics import gemm_intrinsic
+
+
+@dataclass(frozen=True)
+class ConvShape:
+    """Packed conv2d geometry (block counts, spatial sizes, stride, padding, groups)."""
+
+    nb: int
+    groups: int
+    icb: int   # input channel blocks per group
+    ocb: int   # output channel blocks per group
+    h: int
+    w: int
+    kh: int
+    kw: int
+    stride: tuple[int, int]
+    padding: tuple[int, int, int, int]
+
+    @property
+    def oh(self) -> int:
+        return (self.h + self.padding[0] + self.padding[2] - self.kh) // self.stride[0] + 1
+
+    @property
+    def ow(self) -> int:
+        return (self.w + self.padding[1] + self.padding[3] - self.kw) // self.stride[1] + 1
+
+    def macs(self, cfg: HwConfig) -> int:
+        return (self.nb * self.groups * self.ocb * self.oh * self.ow * self.icb * self.kh * self.kw
+                * cfg.macs_per_cycle)
+
+    def check(self) -> None:
+        if min(self.stride) < 1:
+            raise ValueError(f"conv2d: stride {self.stride} must be >= 1")
+        if min(self.padding) < 0:
+            raise ValueError(f"conv2d: padding {self.padding} must be >= 0")
+        if self.oh < 1 or self.ow < 1:
+            raise ValueError(f"conv2d: kernel {self.kh}x{self.kw} does not fit the padded {self.h}x{self.w} input")
+
+
+@dataclass
+class ConvKernel:
+    """Everything needed to build and run one conv2d: tensors, epilogue constants, schedule."""
+
+    shape: ConvShape
+    data: te.Tensor
+    weight: te.Tensor
+    conv: te.Tensor
+    epilogue: Epilogue
+    out: te.Tensor
+    schedule: Schedule
+    knobs: ConvKnobs
+
+
+def conv2d_compute(cfg: HwConfig, cs: ConvShape) -> tuple[te.Tensor, te.Tensor, te.Tensor, te.Tensor]:
+    """``(data, weight, padded, conv)``: int32 ``conv = sum(pad * weight)`` over ic, kh, kw, i."""
+    cs.check()
+    B, BI, BO = cfg.batch, cfg.block_in, cfg.block_out
+    data = te.placeholder((cs.nb, cs.groups, cs.icb, cs.h, cs.w, B, BI), "int8", "data")
+    weight = te.placeholder((cs.groups, cs.ocb, cs.icb, cs.kh, cs.kw, BO, BI), "int8", "weight")
+    padded = pad_spatial(data, 3, cs.padding, name="data_pad")
+    ic = te.reduce_axis(cs.icb, "ic")
+    ky = te.reduce_axis(cs.kh, "ky")
+    kx = te.reduce_axis(cs.kw, "kx")
+    ii = te.reduce_axis(BI, "ii")
+    sy, sx = cs.stride
+    conv = te.compute(
+        (cs.nb, cs.groups, cs.ocb, cs.oh, cs.ow, B, BO),
+        lambda n, g, oc, y, x, b, o: te.sum(
+            padded[n, g, ic, y * sy + ky, x * sx + kx, b, ii].astype("int32")
+            * weight[g, oc, ic, ky, kx, o, ii].astype("int32"), [ic, ky, kx, ii]),
+        name="conv", dtype="int32")
+    return data, weight, padded, conv
+
+
+def conv2d_kernel(cfg: HwConfig, cs: ConvShape, bias: np.ndarray | None, requant: Requant | None,
+                  knobs: ConvKnobs | None = None) -> ConvKernel:
+    """Build the conv2d (+ requant epilogue, cast to int8) and schedule it with ``knobs`` (default: chosen)."""
+    data, weight, padded, conv = conv2d_compute(cfg, cs)
+    B, BO = cfg.batch, cfg.block_out
+    if requant is None:
+        ep = Epilogue(out=conv)
+    else:
+        ep = requant_stages(conv, bias, requant, cs.groups * cs.ocb * BO,
+                            lambda n, g, oc, y, x, b, o: (g, oc, b, o), (cs.groups, cs.ocb), BO, B)
+    out = te.compute(conv.shape, lambda *i: ep.out[i].astype("int8"), name="out", dtype="int8")
+    knobs = knobs or choose_conv_knobs(cfg, cs, len(ep.consts))
+    s = schedule_conv2d(cfg, cs, data, weight, padded, conv, ep, out, knobs)
+    return ConvKernel(cs, data, weight, conv, ep, out, s, knobs)
+
+
+def schedule_conv2d(cfg: HwConfig, cs: ConvShape, data, weight, padded, conv, ep: Epilogue, out,
+                    knobs: ConvKnobs) -> Schedule:
+    """The default packed conv2d schedule: output tiles (oc x rows x full width), input-channel
+    chunks loaded per tile, a GEMM per chunk, ALU epilogue, one store per tile; optional virtual threads."""
+    knobs.check(cs)
+    s = create_schedule(out)
+    s[padded].compute_inline()
+    inp = s.cache_read(padded, "inp", [conv])
+    wgt = s.cache_read(weight, "wgt", [conv])
+    s[conv].set_scope("acc")
+    for t in ep.stages:
+        s[t].set_scope("acc")
+    for t, _ in ep.consts:
+        s.cache_read(t, "acc", s.readers(t) and [r.tensor for r in s.readers(t)])
+    so = s[out]
+    n, g, oc, y, x, b, o = so.leaf_iter_vars
+    oc_o, oc_i = so.split(oc, knobs.oc_tile)
+    y_o, y_i = so.split(y, knobs.h_tile)
+    so.reorder(n, g, oc_o, y_o, oc_i, y_i, x, b, o)
+    attach = y_o
+    if knobs.vthreads > 1:
+        target = oc_o if knobs.vthread_axis == "oc" else y_o
+        vt, rest = so.split(target, nparts=knobs.vthreads)
+        so.bind_vthread(vt)
+        if target is y_o:
+            attach = rest
+    so.pragma(oc_i, "dma_copy")
+    sc = s[conv]
+    sc.compute_at(so, attach)
+    for t in ep.stages:
+        s[t].compute_at(so, attach)
+        s[t].pragma(s[t].leaf_iter_vars[0], "alu")
+    n_, g_, oc_, y_, x_, b_, o_, ic, ky, kx, ii = sc.leaf_iter_vars
+    ic_o, ic_i = sc.split(ic, knobs.ic_tile)
+    sc.reorder(ic_o, n_, g_, oc_, y_, x_, ic_i, ky, kx, b_, o_, ii)
+    s[inp].compute_at(sc, ic_o)
+    s[wgt].compute_at(sc, ic_o)
+    sc.tensorize(b_, gemm_intrinsic(cfg))
+    return s

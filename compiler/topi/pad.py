@@ -1,0 +1,26 @@
+"""Zero padding of the two spatial dimensions of a packed activation, as an inlinable TE stage."""
+from __future__ import annotations
+
+from compiler import te
+
+
+def pad_spatial(data: te.Tensor, h_axis: int, pads: tuple[int, int, int, int], name: str = "pad") -> te.Tensor:
+    """Pad dims ``h_axis`` and ``h_axis + 1`` by (top, left, bottom, right) zeros; a DMA adds them for free."""
+    top, left, bottom, right = pads
+    if min(pads) < 0:
+        raise te.TeError(f"pad_spatial: paddings must be >= 0, got {pads}")
+    shape = list(data.shape)
+    H, W = shape[h_axis], shape[h_axis + 1]
+    shape[h_axis] += top + bottom
+    shape[h_axis + 1] += left + right
+
+    def f(*idx):
+        h, w = idx[h_axis], idx[h_axis + 1]
+        src = list(idx)
+        src[h_axis] = h - top
+        src[h_axis + 1] = w - left
+        cond = (h >= top) & (h < H + top) & (w >= left) & (w < W + left)
+        return te.select(cond, data[tuple(src)], te.const(0, data.dtype))
+
+    return te.compute(tuple(shape), f, name=name, dtype=data.dtype,
+                      axis_names=tuple(f"p{k}" for k in range(len(shape))))

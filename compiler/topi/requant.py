@@ -1,0 +1,113 @@
+"""The requantization epilogue as elementwise TE stages on the accumulator (each one ALU op).
+
+Reproduces :func:`compiler.requant.apply_requant` bit for bit: bias ADD, rounding shifts as
+ADD 2^(s-1) then SHR s, MUL by the multiplier, MAX 0 for relu, MIN/MAX clip. Per-channel
+values and constants that do not fit the 16-bit immediate are read from acc tensors
+(``const_inputs`` lists them with their values, indexed per output channel).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from compiler import te
+from compiler.requant import Requant
+
+IMM_MIN, IMM_MAX = -(1 << 15), (1 << 15) - 1
+
+
+@dataclass
+class Epilogue:
+    """The epilogue stages (in order) and the per-channel constant tensors they read."""
+
+    stages: list[te.Tensor] = field(default_factory=list)
+    consts: list[tuple[te.Tensor, np.ndarray]] = field(default_factory=list)
+    out: te.Tensor | None = None
+
+
+def _fits(v) -> bool:
+    v = np.asarray(v)
+    return bool(np.all(v >= IMM_MIN) and np.all(v <= IMM_MAX))
+
+
+def requant_stages(acc: te.Tensor, bias: np.ndarray | None, rq: Requant, n_channels: int,
+                   chan_index: Callable[..., tuple], chan_shape: tuple[int, ...], block: int,
+                   batch: int, prefix: str = "rq") -> Epilogue:
+    """Stages computing ``apply_requant(acc + bias)``; ``chan_index(*axes)`` indexes a (chan_shape, batch, block) tensor.
+
+    ``n_channels`` = padded channel count = prod(chan_shape) * block.
+    """
+    ep = Epilogue()
+    cur = acc
+
+    def per_channel(values, name: str) -> te.Tensor:
+        v = np.broadcast_to(np.asarray(values, dtype=np.int64), (n_channels,)).astype(np.int32)
+        arr = np.broadcast_to(v.reshape(chan_shape + (1, block)), chan_shape + (batch, block)).copy()
+        t = te.placeholder(arr.shape, "int32", f"{prefix}_{name}")
+        ep.consts.append((t, arr))
+        return t
+
+    def stage(name: str, fn) -> None:
+        nonlocal cur
+        src = cur
+        cur = te.compute(src.shape, lambda *i: fn(src[i], i), name=f"{prefix}_{name}", dtype="int32",
+                         axis_names=tuple(f"{name}{k}" for k in range(src.ndim)))
+        ep.stages.append(cur)
+
+    def tensor_op(name: str, op: str, values) -> None:
+        t = per_channel(values, name)
+        stage(name, lambda x, i: _apply(op, x, t[chan_index(*i)]))
+
+    def imm_op(name: str, op: str, value: int) -> None:
+        stage(name, lambda x, i: _apply(op, x, te.const(int(value))))
+
+    def op_any(name: str, op: str, values) -> None:
+        v = np.asarray(values)
+        if v.ndim == 0 and _fits(v):
+            imm_op(name, op, int(v))
+        else:
+            tensor_op(name, op, values)
+
+    def round_shift(name: str, s) -> None:
+        s = np.asarray(s, dtype=np.int64)
+        if s.ndim == 0:
+            if int(s) == 0:
+                return
+            op_any(f"{name}_round", "add", np.int64(1) << (int(s) - 1))
+            imm_op(f"{name}_shr", "shr", int(s))
+        else:
+            rnd = np.where(s > 0, np.left_shift(np.int64(1), np.maximum(s - 1, 0)), 0)
+            tensor_op(f"{name}_round", "add", rnd)
+            tensor_op(f"{name}_shr", "shr", s)
+
+    if bias is not None:
+        tensor_op("bias", "add", bias)
+    round_shift("pre", rq.pre_shift)
+    m = np.asarray(rq.multiplier)
+    if not (m.ndim == 0 and int(m) == 1):
+        op_any("mul", "mul", m)
+    round_shift("post", rq.shift)
+    lo = rq.out_min
+    if rq.relu:
+        imm_op("relu", "max", 0)
+    if not (rq.relu and lo <= 0):
+        op_any("clip_lo", "max", lo)
+    op_any("clip_hi", "min", rq.out_max)
+    ep.out = cur
+    return ep
+
+
+def _apply(op: str, x, y):
+    if op == "add":
+        return x + y
+    if op == "mul":
+        return x * y
+    if op == "shr":
+        return x >> y
+    if op == "max":
+        return te.max_(x, y)
+    if op == "min":
+        return te.min_(x, y)
+    raise ValueError(op)
