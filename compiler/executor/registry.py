@@ -7,8 +7,6 @@ from compiler.graph.accel_interface import AccelBackend
 
 BackendFactory = Callable[[object], AccelBackend]
 _REGISTRY: dict[str, BackendFactory] = {}
-_PLUGINS = ("compiler.accel_backend",)  # modules that register backends when imported
-_plugin_errors: dict[str, str] = {}
 
 
 def register_accel_backend(name: str, factory: BackendFactory, *, replace: bool = False) -> None:
@@ -18,33 +16,14 @@ def register_accel_backend(name: str, factory: BackendFactory, *, replace: bool 
     _REGISTRY[name] = factory
 
 
-def _load_plugins() -> None:
-    """Import the known backend modules once (the simulator backend registers "sim" on import)."""
-    import importlib
-
-    for mod in _PLUGINS:
-        if mod in _plugin_errors:
-            continue
-        try:
-            importlib.import_module(mod)
-            _plugin_errors[mod] = ""
-        except ImportError as exc:
-            _plugin_errors[mod] = f"{mod} could not be imported ({exc})"
-
-
 def available_accel_backends() -> list[str]:
-    _load_plugins()
     return sorted(_REGISTRY)
 
 
 def create_accel_backend(name: str, config) -> AccelBackend:
     """Instantiate the backend registered as ``name`` for ``config``."""
-    _load_plugins()
     if name not in _REGISTRY:
-        hint = (" The simulator backend registers itself as 'sim' when its module is imported;"
-                " until then use target='ref' (numpy reference). "
-                + "; ".join(e for e in _plugin_errors.values() if e)) if name == "sim" else ""
-        raise ValueError(f"no accelerator backend registered as {name!r}; registered: {available_accel_backends()}.{hint}")
+        raise ValueError(f"no accelerator backend registered as {name!r}; registered: {available_accel_backends()}")
     backend = _REGISTRY[name](config)
     missing = [m for m in ("conv2d", "dense") if not callable(getattr(backend, m, None))]
     if missing:
