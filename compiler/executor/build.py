@@ -10,6 +10,8 @@ from compiler.executor.config import resolve_config
 from compiler.executor.module import Module
 from compiler.executor.pipeline import compile_model
 from compiler.executor.registry import create_accel_backend
+from compiler.frontend.onnx_import import load_model
+from compiler.frontend.support import check_supported
 
 
 def build(model: str | Path | onnx.ModelProto, config=None, target: str = "sim", *, calibration=None,
@@ -21,6 +23,8 @@ def build(model: str | Path | onnx.ModelProto, config=None, target: str = "sim",
     ``calibration``: data for quantizing float models (array or list of feed dicts).
     ``input_shapes``: fixes symbolic/override input shapes, e.g. ``{"input": (32, 1, 8, 8)}``.
     """
+    model = load_model(model)
+    check_supported(model)  # unsupported operators are rejected before any compilation work
     cfg = resolve_config(config)
     backend = create_accel_backend(target, cfg)  # fail fast on unknown targets
     compiled = compile_model(model, cfg, calibration=calibration, quantize=quantize, input_shapes=input_shapes,

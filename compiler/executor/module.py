@@ -26,6 +26,8 @@ class Module:
         self._inputs: dict[str, np.ndarray] = {}
         self._outputs: list[np.ndarray] = []
         self._profile: list[dict] = []
+        self.keep_details = False  # keep each accel layer's raw backend profile (for traces)
+        self._details: list[dict] = []
         life = lifetimes(self.graph)
         self._free_after: dict[int, list[str]] = {}
         for t, (_, end) in life.items():
@@ -89,7 +91,7 @@ class Module:
         g = self.graph
         values: dict = dict(g.constants)
         values.update(self._inputs)
-        rows = []
+        rows, details = [], []
         show = self.progress if self.progress is not None else len(g.nodes) >= PROGRESS_MIN_NODES
         for idx, n in enumerate(tqdm(g.nodes, desc="run", disable=not show, leave=False)):
             ins = [values[i] if i else None for i in n.inputs]
@@ -98,6 +100,8 @@ class Module:
             if target == "accel":
                 out, prof = self._run_accel(n, ins)
                 outs = [out]
+                if self.keep_details:
+                    details.append(prof)
             else:
                 outs, prof = self.cpu.run_node(n, ins), {}
             dt = time.perf_counter() - t0
@@ -110,6 +114,7 @@ class Module:
                     values.pop(t, None)
         self._outputs = [values[o] for o in g.outputs]
         self._profile = rows
+        self._details = details
         return list(self._outputs)
 
     def __call__(self, **inputs):
@@ -140,6 +145,16 @@ class Module:
         return {"accel_layers": len(acc), "cpu_layers": len(rows) - len(acc), "accel_cycles": cycles,
                 "accel_time_ms": cycles / (clock * 1e3), "cpu_time_ms": sum(r["time_ms"] for r in rows if r["target"] == "cpu"),
                 "macs": sum(r["macs"] for r in acc), "bytes": sum(r["bytes"] for r in acc)}
+
+    def write_trace(self, path) -> str:
+        """Chrome/Perfetto trace of the last run's accelerator layers; returns the timing source.
+
+        Set ``keep_details = True`` before ``run`` to include the backend's simulator results.
+        """
+        from compiler.executor.trace import write_accel_trace
+
+        return write_accel_trace(path, self.profile(), self._details, float(getattr(self.compiled.config, "clock_mhz", 100.0)),
+                                 self.graph.name)
 
     def print_profile(self) -> None:
         """Pretty-print the profile with rich."""

@@ -50,7 +50,8 @@ def _single_consumer(cons, name: str, g: Graph) -> Node | None:
 def _quantize_weight_per_channel(w: np.ndarray, axis: int):
     red = tuple(i for i in range(w.ndim) if i != axis)
     amax = np.abs(w).max(axis=red)
-    scale = np.where(amax > 0, amax / 127.0, 1.0)
+    # float32 scales, as a QDQ ONNX model stores them: the exported model is then bit-identical
+    scale = np.where(amax > 0, amax / 127.0, 1.0).astype(np.float32).astype(np.float64)
     shape = [1] * w.ndim
     shape[axis] = -1
     return np.clip(np.rint(w / scale.reshape(shape)), -127, 127).astype(np.int8), scale

@@ -38,15 +38,17 @@ class OnnxBuilder:
         p = k // 2
         return self.op("Conv", ins, "conv", kernel_shape=[k, k], strides=[stride, stride], pads=[p, p, p, p], group=groups)
 
-    def bn(self, x: str, c: int) -> str:
+    def bn(self, x: str, c: int, gamma_scale: float = 1.0) -> str:
+        """BatchNormalization with random statistics; ``gamma_scale`` damps the output (residual branches)."""
         r = self.rng
-        params = [(1.0 + 0.1 * r.standard_normal(c)), 0.05 * r.standard_normal(c), 0.05 * r.standard_normal(c),
+        params = [(1.0 + 0.1 * r.standard_normal(c)) * gamma_scale, 0.05 * r.standard_normal(c), 0.05 * r.standard_normal(c),
                   0.5 + r.random(c)]
         return self.op("BatchNormalization", [x] + [self.const(p.astype(np.float32), n) for p, n in zip(params, ("g", "beta", "mean", "var"))],
                        "bn", epsilon=1e-5)
 
-    def conv_bn(self, x: str, cin: int, cout: int, k: int, stride: int = 1, groups: int = 1, act: str | None = "Relu") -> str:
-        y = self.bn(self.conv(x, cin, cout, k, stride, groups, bias=False), cout)
+    def conv_bn(self, x: str, cin: int, cout: int, k: int, stride: int = 1, groups: int = 1, act: str | None = "Relu",
+                gamma_scale: float = 1.0) -> str:
+        y = self.bn(self.conv(x, cin, cout, k, stride, groups, bias=False), cout, gamma_scale)
         if act == "Relu":
             return self.op("Relu", [y])
         if act == "Relu6":

@@ -14,11 +14,17 @@ def _divisible(v: float, d: int = 8) -> int:
     return new + d if new < 0.9 * v else new
 
 
+# Random weights make a deep residual stack chaotic (1-LSB rounding differences grow to a few %
+# at the logits, even between onnxruntime's own int8 kernels). Damping the projection BatchNorm, as
+# zero/small residual-branch init does, keeps the random model well-conditioned like a trained one.
+PROJECTION_GAMMA = 0.3
+
+
 def _inverted_residual(b: OnnxBuilder, x: str, cin: int, cout: int, stride: int, t: int) -> str:
     hidden = cin * t
     y = b.conv_bn(x, cin, hidden, 1, act="Relu6") if t != 1 else x
     y = b.conv_bn(y, hidden, hidden, 3, stride, groups=hidden, act="Relu6")
-    y = b.conv_bn(y, hidden, cout, 1, act=None)
+    y = b.conv_bn(y, hidden, cout, 1, act=None, gamma_scale=PROJECTION_GAMMA)
     return b.op("Add", [x, y], "add") if stride == 1 and cin == cout else y
 
 

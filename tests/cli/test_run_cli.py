@@ -1,0 +1,118 @@
+"""``vta run``: outputs, per-layer table, trace, calibration and one-line errors."""
+from __future__ import annotations
+
+import json
+import logging
+
+import numpy as np
+import onnx
+import pytest
+
+from compiler.quant.ort_tools import ort_quantize_static, ort_run
+from compiler.zoo import resnet18_small
+from compiler.zoo.builder import OnnxBuilder
+from compiler.zoo.digits import digits_model_path, load_digits_split
+from vta.cli import main
+
+logging.getLogger().setLevel(logging.ERROR)
+
+
+@pytest.fixture(scope="module")
+def digits_q(tmp_path_factory):
+    d = tmp_path_factory.mktemp("run")
+    xtr, _, xte, _ = load_digits_split()
+    q = ort_quantize_static(digits_model_path(), [{"input": xtr[i:i + 1]} for i in range(0, 200, 4)], reduce_range=True)
+    path = d / "digits_q.onnx"
+    onnx.save(q, str(path))
+    np.save(d / "x.npy", xte[:4])
+    return path, d / "x.npy", q, xte[:4]
+
+
+def test_run_with_input_prints_top5_table_and_ref_note(digits_q, capsys):
+    path, x_path, q, x = digits_q
+    assert main(["run", str(path), "--input", str(x_path), "--target", "ref", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "output 'logits': shape (4, 10)" in out and "random" not in out
+    want = ort_run(q, {"input": x})[0].argmax(1)
+    for r in range(4):
+        assert f"row {r} top-5: {want[r]} (" in out
+    assert "AccelConv2D" in out and "per-layer profile" in out and "no cycle counts" in out
+
+
+def test_run_random_input_on_sim_with_trace(digits_q, capsys, tmp_path):
+    path = digits_q[0]
+    trace = tmp_path / "t.json"
+    assert main(["run", str(path), "--trace", str(trace), "--no-progress"]) == 0  # default target: sim
+    out = capsys.readouterr().out
+    assert "no --input given: using seeded random input (seed 0)" in out
+    assert "timings from simulator" in out
+    data = json.loads(trace.read_text())
+    layers = [e for e in data["traceEvents"] if e.get("ph") == "X" and e["tid"] == 0]
+    assert [e["cat"] for e in layers] == ["AccelConv2D", "AccelConv2D", "AccelDense"]
+    assert data["metadata"]["source"].startswith("simulator")
+    assert data["metadata"]["total"] == sum(e["dur"] for e in layers) > 0
+    assert layers[1]["ts"] == layers[0]["ts"] + layers[0]["dur"]
+
+
+def test_run_ref_trace_says_wall_clock(digits_q, capsys, tmp_path):
+    trace = tmp_path / "t.json"
+    assert main(["run", str(digits_q[0]), "--target", "ref", "--trace", str(trace), "--no-progress"]) == 0
+    assert "wall-clock profile rows" in capsys.readouterr().out
+    assert json.loads(trace.read_text())["metadata"]["source"] == "wall-clock profile rows"
+
+
+def test_float_model_needs_calibrate(tmp_path, capsys):
+    p = tmp_path / "r.onnx"
+    onnx.save(resnet18_small(), str(p))
+    assert main(["run", str(p), "--target", "ref"]) == 2
+    err = capsys.readouterr().err
+    assert "float model" in err and "--calibrate N" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+    assert main(["run", str(p), "--target", "ref", "--calibrate", "2", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "2 calibration sample(s)" in out and "shape (1, 10)" in out
+
+
+def test_calibration_data_file(tmp_path, capsys):
+    p, c = tmp_path / "r.onnx", tmp_path / "c.npy"
+    onnx.save(resnet18_small(), str(p))
+    np.save(c, np.random.default_rng(0).standard_normal((3, 3, 32, 32)).astype(np.float32))
+    assert main(["run", str(p), "--target", "ref", "--calibrate", "2", "--calibration-data", str(c), "--no-progress"]) == 0
+    assert f"from {c}" in capsys.readouterr().out
+    np.save(c, np.zeros((3, 3, 8, 8), np.float32))
+    assert main(["run", str(p), "--target", "ref", "--calibrate", "2", "--calibration-data", str(c)]) == 2
+    assert "needs (3, 32, 32)" in capsys.readouterr().err
+
+
+def _one_line_error(capsys) -> str:
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    return err
+
+
+def test_missing_file(capsys):
+    assert main(["run", "/nonexistent/model.onnx"]) == 2
+    assert "not found" in _one_line_error(capsys)
+
+
+def test_unsupported_operator_named(tmp_path, capsys):
+    b = OnnxBuilder(0)
+    y = b.op("Erf", [b.conv("input", 3, 16, 3)], "weird")
+    p = tmp_path / "bad.onnx"
+    onnx.save(b.model("bad", "input", (1, 3, 8, 8), y), str(p))
+    assert main(["run", str(p), "--calibrate", "1"]) == 2
+    err = _one_line_error(capsys)
+    assert "unsupported operator(s): Erf (1 node(s): weird_" in err
+
+
+def test_bad_input_shape(digits_q, tmp_path, capsys):
+    bad = tmp_path / "bad.npy"
+    np.save(bad, np.zeros((2, 1, 9, 9), np.float32))
+    assert main(["run", str(digits_q[0]), "--input", str(bad), "--target", "ref"]) == 2
+    err = _one_line_error(capsys)
+    assert "input" in err and "9" in err
+
+
+def test_unknown_target(digits_q, capsys):
+    assert main(["run", str(digits_q[0]), "--target", "fpga9"]) == 2
+    assert "unknown --target 'fpga9'" in _one_line_error(capsys)

@@ -1,0 +1,202 @@
+"""``vta run MODEL.onnx``: compile an ONNX model, run it on the accelerator, print outputs and a profile."""
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+
+import numpy as np
+
+DEFAULT_TARGET = "sim"
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("run", help="compile and run an ONNX model on the simulator; print outputs and a per-layer profile")
+    p.add_argument("model", help="ONNX model file (int8 QDQ, or float with --calibrate)")
+    p.add_argument("--config", default="pynq-z1", help="hardware preset or JSON file (default pynq-z1)")
+    p.add_argument("--input", metavar="FILE", help=".npy for a one-input model, or .npz keyed by input name "
+                   "(default: seeded random normal input)")
+    p.add_argument("--trace", metavar="FILE", help="write a Chrome/Perfetto trace JSON of the accelerator layers")
+    p.add_argument("--target", default=DEFAULT_TARGET, help="accelerator backend: sim (simulator) or ref (numpy reference)")
+    p.add_argument("--calibrate", type=int, metavar="N", help="quantize a float model with N calibration samples "
+                   "(random, or the first N of --calibration-data)")
+    p.add_argument("--calibration-data", metavar="FILE", help=".npy calibration samples for --calibrate")
+    p.add_argument("--seed", type=int, default=0, help="seed of random inputs and calibration data")
+    p.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    p.set_defaults(func=run)
+
+
+def is_quantized(model) -> bool:
+    """Whether an ONNX model already carries int8 quantization (QDQ or QLinear operators)."""
+    ops = {n.op_type for n in model.graph.node}
+    return bool(ops & {"QuantizeLinear", "DequantizeLinear", "QLinearConv", "QLinearMatMul"})
+
+
+def model_inputs(model) -> dict[str, tuple[list[int | None], np.dtype]]:
+    """Graph inputs (not initializers): name -> (dims with None for symbolic, numpy dtype)."""
+    from onnx import helper
+
+    inits = {t.name for t in model.graph.initializer}
+    out = {}
+    for vi in model.graph.input:
+        if vi.name in inits:
+            continue
+        tt = vi.type.tensor_type
+        dims = [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None for d in tt.shape.dim]
+        out[vi.name] = (dims, np.dtype(helper.tensor_dtype_to_np_dtype(tt.elem_type)))
+    return out
+
+
+def load_inputs(path: str, inputs: dict) -> dict[str, np.ndarray]:
+    """Read ``--input``: a .npy array (one-input models) or an .npz with one array per input name."""
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"input file not found: {p}")
+    data = np.load(p, allow_pickle=False)
+    if isinstance(data, np.ndarray):
+        if len(inputs) != 1:
+            raise ValueError(f"{p} holds one array but the model has inputs {list(inputs)}: pass an .npz keyed by name")
+        return {next(iter(inputs)): data}
+    feeds = {k: data[k] for k in data.files}
+    missing, extra = set(inputs) - set(feeds), set(feeds) - set(inputs)
+    if missing or extra:
+        raise ValueError(f"{p}: arrays {sorted(feeds)} do not match the model inputs {sorted(inputs)}")
+    return feeds
+
+
+def random_inputs(inputs: dict, seed: int) -> dict[str, np.ndarray]:
+    """Seeded random feeds: normal(0, 1) floats, uniform ints; symbolic dims become 1."""
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for name, (dims, dtype) in inputs.items():
+        shape = tuple(d or 1 for d in dims)
+        if np.issubdtype(dtype, np.floating):
+            feeds[name] = rng.standard_normal(shape).astype(dtype)
+        else:
+            info = np.iinfo(dtype)
+            feeds[name] = rng.integers(max(info.min, -128), min(info.max, 127), shape, endpoint=True).astype(dtype)
+    return feeds
+
+
+def calibration_set(args: argparse.Namespace, inputs: dict, feeds: dict) -> np.ndarray:
+    """``--calibrate N`` samples: the first N of ``--calibration-data`` or seeded random normal data."""
+    if len(inputs) != 1:
+        raise ValueError(f"--calibrate supports one-input models; this one has inputs {list(inputs)}")
+    if args.calibrate < 1:
+        raise ValueError(f"--calibrate N needs N >= 1, got {args.calibrate}")
+    name = next(iter(inputs))
+    shape = feeds[name].shape
+    if args.calibration_data:
+        p = Path(args.calibration_data)
+        if not p.is_file():
+            raise FileNotFoundError(f"calibration data file not found: {p}")
+        data = np.load(p, allow_pickle=False).astype(np.float32)
+        if data.shape[1:] != shape[1:]:
+            raise ValueError(f"calibration data {p} has samples of shape {data.shape[1:]}; the model input "
+                             f"{name!r} needs {shape[1:]}")
+        return data[:args.calibrate]
+    rng = np.random.default_rng(args.seed + 1)
+    return rng.standard_normal((args.calibrate * shape[0],) + shape[1:]).astype(np.float32)
+
+
+def one_line_unsupported(exc) -> str:
+    parts = [f"{op} ({len(names)} node(s): {', '.join(names[:3])}{', ...' if len(names) > 3 else ''})"
+             for op, names in sorted(exc.unsupported.items())]
+    return "unsupported operator(s): " + "; ".join(parts) + " (rejected before compilation; `vta run --help`)"
+
+
+def layer_table(rows: list[dict], clock_mhz: float, title: str):
+    """A rich table of per-layer profile rows (cycles and latency for accelerator layers)."""
+    from rich.table import Table
+
+    t = Table(title=title)
+    for c, j in (("#", "right"), ("layer", "left"), ("op", "left"), ("on", "left"), ("cycles", "right"),
+                 ("us @clk", "right"), ("util", "right"), ("MMACs", "right"), ("KiB", "right"), ("host ms", "right")):
+        t.add_column(c, justify=j, no_wrap=True, overflow="ellipsis", max_width=32 if c == "layer" else None)
+    for i, r in enumerate(rows):
+        accel = r["target"] == "accel"
+        t.add_row(str(i), r["name"], r["op"], r["target"], f"{r['cycles']:,}" if accel else "",
+                  f"{r['cycles'] / clock_mhz:,.1f}" if accel else "", f"{r['utilization']:.2f}" if accel else "",
+                  f"{r['macs'] / 1e6:.2f}" if r["macs"] else "", f"{r['bytes'] / 1024:.1f}" if r["bytes"] else "",
+                  f"{r['time_ms']:.2f}")
+    return t
+
+
+def output_summary(name: str, out: np.ndarray, top: int = 5, max_rows: int = 4) -> list[str]:
+    """Lines describing one output; 2-D (batch, classes) outputs get their top-k classes per row."""
+    a = np.asarray(out)
+    lines = [f"output {name!r}: shape {a.shape} {a.dtype}  min {a.min():.4g}  max {a.max():.4g}  mean {a.mean():.4g}"]
+    if a.ndim == 2 and a.shape[1] > 1:
+        for r in range(min(a.shape[0], max_rows)):
+            idx = np.argsort(-a[r], kind="stable")[:top]
+            lines.append(f"  row {r} top-{len(idx)}: " + ", ".join(f"{int(i)} ({a[r, i]:.4g})" for i in idx))
+        if a.shape[0] > max_rows:
+            lines.append(f"  ... {a.shape[0] - max_rows} more rows")
+    return lines
+
+
+def make_console():
+    """A rich console at least 150 columns wide (pipes default to 80, too narrow for the tables)."""
+    from rich.console import Console
+
+    return Console(highlight=False, width=max(Console().width, 150))
+
+
+def run(args: argparse.Namespace) -> int:
+    from compiler.executor import available_accel_backends, build
+    from compiler.executor.config import resolve_config
+    from compiler.frontend.errors import UnsupportedOperatorError
+    from compiler.frontend.onnx_import import load_model
+    from compiler.frontend.support import check_supported
+
+    logging.getLogger().setLevel(logging.ERROR)
+    console = make_console()
+    model = load_model(args.model)
+    try:
+        check_supported(model)  # before any other work
+    except UnsupportedOperatorError as exc:
+        raise ValueError(one_line_unsupported(exc)) from None
+    if args.target not in available_accel_backends():
+        raise ValueError(f"unknown --target {args.target!r}; available: {', '.join(available_accel_backends())}")
+    cfg = resolve_config(args.config)
+    inputs = model_inputs(model)
+    if args.input:
+        feeds = load_inputs(args.input, inputs)
+        console.print(f"inputs from {args.input}: " + ", ".join(f"{k} {v.shape} {v.dtype}" for k, v in feeds.items()))
+    else:
+        feeds = random_inputs(inputs, args.seed)
+        console.print(f"no --input given: using seeded random input (seed {args.seed}): "
+                      + ", ".join(f"{k} {v.shape} {v.dtype}" for k, v in feeds.items()))
+    calibration = None
+    if not is_quantized(model):
+        if not args.calibrate:
+            raise ValueError(f"{args.model} is a float model: the accelerator runs int8. Pass --calibrate N to quantize "
+                             "it with N calibration samples (seeded random, or --calibration-data FILE.npy)")
+        calibration = calibration_set(args, inputs, feeds)
+        src = args.calibration_data or "seeded random normal data"
+        console.print(f"float model: quantizing to int8 with {len(calibration)} calibration sample(s) from {src}")
+    shapes = {k: tuple(v.shape) for k, v in feeds.items()}
+    show = not args.no_progress
+    console.print(f"compiling {args.model} for {getattr(cfg, 'name', 'config')} (target {args.target}) ...")
+    mod = build(model, cfg, target=args.target, calibration=calibration, input_shapes=shapes, progress=show)
+    mod.keep_details = bool(args.trace)
+    for k, v in feeds.items():
+        mod.set_input(k, v)
+    console.print(f"running on target {args.target} ...")
+    outs = mod.run()
+    clock = float(getattr(cfg, "clock_mhz", 100.0))
+    for name, out in zip(mod.output_names, outs):
+        for line in output_summary(name, out):
+            console.print(line)
+    rows = mod.profile()
+    console.print(layer_table(rows, clock, f"per-layer profile ({args.target}, {getattr(cfg, 'name', '')} @ {clock:g} MHz)"))
+    s = mod.profile_summary()
+    if args.target == "ref":
+        console.print("note: target 'ref' is the numpy reference backend: it has no cycle counts")
+    console.print(f"accelerator: {s['accel_layers']} layers, {s['accel_cycles']:,} cycles = {s['accel_time_ms']:.3f} ms "
+                  f"at {clock:g} MHz, {s['macs'] / 1e6:.1f} MMACs; CPU: {s['cpu_layers']} layers, "
+                  f"{s['cpu_time_ms']:.1f} ms host time")
+    if args.trace:
+        source = mod.write_trace(args.trace)
+        console.print(f"trace written to {args.trace} (timings from {source}); open it in ui.perfetto.dev")
+    return 0
