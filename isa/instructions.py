@@ -50,12 +50,10 @@ NO_DEPS = Deps()
 
 
 @dataclass(frozen=True)
-class Load:
-    """2D DMA from DRAM into a scratchpad, with zero padding around the copied block.
+class _Mem:
+    """Fields shared by LOAD and STORE: a 2D block of ``y_size`` rows of ``x_size`` elements.
 
-    ``dram_base`` and ``x_stride`` count elements of ``mem``; the block written is
-    ``(y_pad0 + y_size + y_pad1)`` rows of ``(x_pad0 + x_size + x_pad1)`` elements,
-    stored contiguously from ``sram_base``.
+    ``dram_base`` and ``x_stride`` count elements of ``mem``.
     """
 
     mem: MemType
@@ -69,24 +67,23 @@ class Load:
     x_pad0: int = 0
     x_pad1: int = 0
     deps: Deps = NO_DEPS
+
+
+@dataclass(frozen=True)
+class Load(_Mem):
+    """2D DMA from DRAM into a scratchpad, with zero padding around the copied block.
+
+    The block written is ``(y_pad0 + y_size + y_pad1)`` rows of ``(x_pad0 + x_size + x_pad1)``
+    elements, stored contiguously from ``sram_base``.
+    """
+
     opcode = Opcode.LOAD
 
 
 @dataclass(frozen=True)
-class Store:
-    """2D DMA from the OUT scratchpad to DRAM (``y_size`` rows of ``x_size`` elements, row pitch ``x_stride``)."""
+class Store(_Mem):
+    """2D DMA from the OUT scratchpad to DRAM (row pitch ``x_stride``); pads must be zero."""
 
-    mem: MemType
-    sram_base: int
-    dram_base: int
-    y_size: int
-    x_size: int
-    x_stride: int
-    y_pad0: int = 0
-    y_pad1: int = 0
-    x_pad0: int = 0
-    x_pad1: int = 0
-    deps: Deps = NO_DEPS
     opcode = Opcode.STORE
 
 
