@@ -1,0 +1,65 @@
+"""Splits a 2D DMA (``rows`` rows of ``row_beats`` beats, ``stride`` bytes apart) into AXI4 bursts.
+
+A burst never crosses a 4 KiB boundary and has at most 256 beats. The first burst is
+offered in the ``start`` cycle itself (combinationally), then at most one per cycle.
+"""
+from __future__ import annotations
+
+from amaranth.hdl import Module, Mux, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from hw.common import log2
+
+ADDR_BITS = 32
+BEAT_BITS = 24
+
+
+class BurstIssuer(wiring.Component):
+    """``valid``/``ready``/``addr``/``len`` (AXI len = beats - 1); ``busy`` while bursts remain after this cycle."""
+
+    def __init__(self, bus_bytes: int):
+        self.bus_bytes = bus_bytes
+        super().__init__({
+            "start": In(1), "base": In(ADDR_BITS), "stride": In(ADDR_BITS), "rows": In(16),
+            "row_beats": In(BEAT_BITS),
+            "valid": Out(1), "ready": In(1), "addr": Out(ADDR_BITS), "len": Out(8), "beats": Out(9),
+            "busy": Out(1),
+        })
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        lb = log2(self.bus_bytes)
+        busy = Signal()
+        addr_r, row_r = Signal(ADDR_BITS), Signal(ADDR_BITS)
+        rem_r, row_beats_r = Signal(BEAT_BITS), Signal(BEAT_BITS)
+        rows_r, stride_r = Signal(16), Signal(ADDR_BITS)
+
+        addr = Mux(self.start, self.base, addr_r)
+        row = Mux(self.start, self.base, row_r)
+        rem = Mux(self.start, self.row_beats, rem_r)
+        rows = Mux(self.start, self.rows, rows_r)
+        stride = Mux(self.start, self.stride, stride_r)
+        rbeats = Mux(self.start, self.row_beats, row_beats_r)
+        to_4k = Signal(range(4096 // self.bus_bytes + 1))
+        m.d.comb += to_4k.eq((4096 - addr[:12]) >> lb)
+        lim = Signal(9)
+        m.d.comb += lim.eq(Mux(to_4k < 256, to_4k, 256))
+        n = Signal(9)
+        m.d.comb += n.eq(Mux(rem < lim, rem, lim))
+        valid = self.start | busy
+        m.d.comb += [self.valid.eq(valid), self.addr.eq(addr), self.len.eq(n - 1), self.beats.eq(n),
+                     self.busy.eq(busy)]
+
+        with m.If(self.start):
+            m.d.sync += [stride_r.eq(self.stride), row_beats_r.eq(self.row_beats), addr_r.eq(self.base),
+                         row_r.eq(self.base), rem_r.eq(self.row_beats), rows_r.eq(self.rows), busy.eq(1)]
+        with m.If(valid & self.ready):
+            left = rem - n
+            with m.If(left == 0):
+                nrow = row + stride
+                m.d.sync += [row_r.eq(nrow), addr_r.eq(nrow), rem_r.eq(rbeats), rows_r.eq(rows - 1)]
+                m.d.sync += busy.eq(rows != 1)
+            with m.Else():
+                m.d.sync += [addr_r.eq(addr + (n << lb)), rem_r.eq(left), rows_r.eq(rows), busy.eq(1)]
+        return m

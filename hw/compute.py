@@ -1,0 +1,221 @@
+"""The compute unit: LOAD.UOP/LOAD.ACC, GEMM, ALU and FINISH.
+
+GEMM/ALU issue one micro-op per cycle from ``s`` through a three-stage pipeline:
+S0 reads the uop, S1 adds the loop offsets and reads inp/wgt/acc, S2 computes and writes
+acc (and the narrowed OUT mirror). The acc read ports are transparent for the acc write
+port, which forwards a result to the next micro-op's read in the same cycle, so no
+hazard is visible. The unit ends at ``e = s + n + pipeline`` (docs/timing.md).
+"""
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Module, Mux, Signal, Value
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from hw.alu import alu_lane
+from hw.common import clog2, field
+from hw.dma_read import DmaRead
+from hw.load import connect_engine, mem_ports, read_master
+from hw.unit import IDLE, WAIT, frontend, push
+from isa.alu import IMM_BITS, alu_opcode_bits
+from isa.config import HwConfig
+from isa.instructions import MemType, Opcode
+from isa.encoding import layouts
+
+REQ, DMA, EXEC, TAIL = 2, 3, 4, 5
+
+
+def tree_sum(values: list[Value]) -> Value:
+    """Balanced adder tree."""
+    while len(values) > 1:
+        nxt = [values[i] + values[i + 1] for i in range(0, len(values) - 1, 2)]
+        if len(values) % 2:
+            nxt.append(values[-1])
+        values = nxt
+    return values[0]
+
+
+def read_port(cfg: HwConfig, mem: str, name: str | None = None) -> dict:
+    eb = cfg.elem_bytes(mem)
+    k = max(1, cfg.bus_bytes // eb)
+    name = name or mem
+    return {f"{name}_r_addr": Out(clog2(cfg.depth(mem))), f"{name}_r_data": In(k * eb * 8)}
+
+
+class ComputeUnit(wiring.Component):
+    """Pops load->compute (pop_prev) and store->compute (pop_next); pushes compute->load and compute->store."""
+
+    def __init__(self, cfg: HwConfig):
+        self.cfg = cfg
+        super().__init__({
+            "q_data": In(128), "q_rdy": In(1), "q_en": Out(1),
+            "prev_avail": In(1), "next_avail": In(1), "pop_prev": Out(1), "pop_next": Out(1),
+            "push_prev": Out(1), "push_next": Out(1),
+            "req": Out(1), "grant": In(1), "port_last": Out(1), "idle": Out(1), "finish": Out(1),
+            **read_master(cfg), **mem_ports(cfg, "uop"), **mem_ports(cfg, "acc"), **mem_ports(cfg, "out"),
+            **read_port(cfg, "uop"), **read_port(cfg, "inp"), **read_port(cfg, "wgt"),
+            **read_port(cfg, "acc", "acc0"), **read_port(cfg, "acc", "acc1"),
+        })
+
+    def elaborate(self, platform) -> Module:  # noqa: C901 - one FSM
+        m = Module()
+        cfg = self.cfg
+        state, insn = Signal(range(6)), Signal(128)
+        cur, start = frontend(m, cfg, self, state, insn, [("pop_prev", self.prev_avail, self.pop_prev),
+                                                          ("pop_next", self.next_avail, self.pop_next)])
+        opcode = cur[:3]
+        is_load = opcode == Opcode.LOAD
+        is_gemm, is_alu, is_fin = opcode == Opcode.GEMM, opcode == Opcode.ALU, opcode == Opcode.FINISH
+        mem = field(cur, cfg, "MEM", "mem")
+        dma_nop = (field(cur, cfg, "MEM", "y_size") == 0) | (field(cur, cfg, "MEM", "x_size") == 0)
+
+        def g(name: str) -> Value:
+            return field(cur, cfg, "GEMM", name)
+
+        def a(name: str) -> Value:
+            return field(cur, cfg, "ALU", name)
+
+        bgn, end, it_out, it_in = g("uop_bgn"), g("uop_end"), g("iter_out"), g("iter_in")
+        loop_nop = (end <= bgn) | (it_out == 0) | (it_in == 0)
+        nop = Mux(is_load, dma_nop, Mux(is_gemm | is_alu, loop_nop, 1))
+
+        # ---------------------------------------------------------------- DMA (LOAD.UOP / LOAD.ACC)
+        last = Signal()
+        engines = {}
+        requesting = (start & is_load & ~nop) | (state == REQ)
+        for name, mt in (("uop", MemType.UOP), ("acc", MemType.ACC)):
+            eng = DmaRead(cfg, cfg.elem_bytes(name), clog2(cfg.depth(name)))
+            m.submodules[f"dma_{name}"] = eng
+            for f in ("sram_base", "dram_base", "y_size", "x_size", "x_stride", "y_pad0", "y_pad1", "x_pad0",
+                      "x_pad1"):
+                m.d.comb += getattr(eng, f).eq(field(cur, cfg, "MEM", f))
+            m.d.comb += [eng.start.eq(requesting & self.grant & (mem == mt)), eng.ar_ready.eq(self.ar_ready),
+                         eng.r_valid.eq(self.r_valid), eng.r_data.eq(self.r_data)]
+            engines[name] = eng
+        eu, ea = engines["uop"], engines["acc"]
+        m.d.comb += [self.ar_valid.eq(eu.ar_valid | ea.ar_valid),
+                     self.ar_addr.eq(Mux(eu.ar_valid, eu.ar_addr, ea.ar_addr)),
+                     self.ar_len.eq(Mux(eu.ar_valid, eu.ar_len, ea.ar_len)),
+                     self.port_last.eq(eu.last | ea.last)]
+        for p in ("w_addr", "w_data", "w_count", "w_en"):
+            m.d.comb += getattr(self, f"uop_{p}").eq(getattr(eu, p))
+
+        # ---------------------------------------------------------------- loop issue (S0)
+        k_r, i1_r, i0_r = Signal(cfg.uop_idx_bits + 1), Signal(14), Signal(14)
+        ab, ib, wb = cfg.acc_idx_bits, cfg.inp_idx_bits, cfg.wgt_idx_bits
+        sb = max(ab, ib)
+        od_r, os_r, ow_r = Signal(ab), Signal(sb), Signal(wb)
+        bd_r, bs_r, bw_r = Signal(ab), Signal(sb), Signal(wb)
+        tail = Signal(5)
+        issue = Signal()
+        in_exec = state == EXEC
+        kk = Mux(in_exec, k_r, bgn)
+        i1 = Mux(in_exec, i1_r, 0)
+        i0 = Mux(in_exec, i0_r, 0)
+        od, os, ow = Mux(in_exec, od_r, 0), Mux(in_exec, os_r, 0), Mux(in_exec, ow_r, 0)
+        bd, bs, bw = Mux(in_exec, bd_r, 0), Mux(in_exec, bs_r, 0), Mux(in_exec, bw_r, 0)
+        sfo = Mux(is_alu, a("src_factor_out"), g("src_factor_out"))
+        sfi = Mux(is_alu, a("src_factor_in"), g("src_factor_in"))
+        dfo, dfi = g("dst_factor_out"), g("dst_factor_in")
+        wfo, wfi = g("wgt_factor_out"), g("wgt_factor_in")
+        m.d.comb += issue.eq((start & (is_gemm | is_alu) & ~nop) | in_exec)
+        final = Signal()
+        with m.If(issue):
+            m.d.sync += [k_r.eq(kk + 1), i1_r.eq(i1), i0_r.eq(i0), od_r.eq(od), os_r.eq(os), ow_r.eq(ow),
+                         bd_r.eq(bd), bs_r.eq(bs), bw_r.eq(bw)]
+            with m.If(kk + 1 == end):
+                m.d.sync += [k_r.eq(bgn), i1_r.eq(i1 + 1), od_r.eq(od + dfi), os_r.eq(os + sfi), ow_r.eq(ow + wfi)]
+                with m.If(i1 + 1 == it_in):
+                    m.d.sync += [i1_r.eq(0), i0_r.eq(i0 + 1), od_r.eq(bd + dfo), os_r.eq(bs + sfo),
+                                 ow_r.eq(bw + wfo), bd_r.eq(bd + dfo), bs_r.eq(bs + sfo), bw_r.eq(bw + wfo)]
+                    m.d.comb += final.eq(i0 + 1 == it_out)
+            m.d.sync += state.eq(EXEC)
+            with m.If(final):
+                m.d.sync += state.eq(TAIL)
+        pipe = Mux(is_alu, cfg.alu_pipeline, cfg.gemm_pipeline)
+        with m.If(issue & final):
+            m.d.sync += tail.eq(pipe)
+        with m.If(state == TAIL):
+            m.d.sync += tail.eq(tail - 1)
+            with m.If(tail == 1):
+                m.d.comb += last.eq(1)
+                m.d.sync += state.eq(IDLE)
+        m.d.comb += self.uop_r_addr.eq(kk)
+
+        # ---------------------------------------------------------------- S1: indices, operand reads
+        op_bits = alu_opcode_bits()
+        v1, od1, os1, ow1 = Signal(), Signal(ab), Signal(sb), Signal(wb)
+        alu1, rst1, op1, ui1, imm1 = Signal(), Signal(), Signal(op_bits), Signal(), Signal(IMM_BITS)
+        m.d.sync += [v1.eq(issue), od1.eq(od), os1.eq(os), ow1.eq(ow), alu1.eq(is_alu), rst1.eq(g("reset")),
+                     op1.eq(a("alu_opcode")), ui1.eq(a("use_imm")), imm1.eq(a("imm"))]
+        ul = layouts(cfg)["UOP"]
+        uword = self.uop_r_data[:32]
+        u_dst = uword[ul.field("dst").lo:][:ul.field("dst").width]
+        u_src = uword[ul.field("src").lo:][:ul.field("src").width]
+        u_wgt = uword[ul.field("wgt").lo:][:ul.field("wgt").width]
+        dst1, src1, wgt1 = Signal(ab), Signal(sb), Signal(wb)
+        m.d.comb += [dst1.eq(u_dst + od1), src1.eq(u_src + os1), wgt1.eq(u_wgt + ow1)]
+        m.d.comb += [self.inp_r_addr.eq(src1), self.wgt_r_addr.eq(wgt1), self.acc0_r_addr.eq(dst1),
+                     self.acc1_r_addr.eq(src1)]
+        v2, dst2, alu2, rst2, op2, ui2 = Signal(), Signal(ab), Signal(), Signal(), Signal(op_bits), Signal()
+        imm2 = Signal(IMM_BITS)
+        m.d.sync += [v2.eq(v1), dst2.eq(dst1), alu2.eq(alu1), rst2.eq(rst1), op2.eq(op1), ui2.eq(ui1),
+                     imm2.eq(imm1)]
+
+        # ---------------------------------------------------------------- S2: compute, write back
+        B, BI, BO = cfg.batch, cfg.block_in, cfg.block_out
+        iw, ww, aw, ow_ = cfg.inp_width, cfg.wgt_width, cfg.acc_width, cfg.out_width
+        inp = self.inp_r_data
+        wgt = self.wgt_r_data
+        acc_d = self.acc0_r_data
+        acc_s = self.acc1_r_data
+        lanes = B * BO
+        gemm_res, alu_res = [], []
+        for b in range(B):
+            for o in range(BO):
+                j = b * BO + o
+                prods = [inp[(b * BI + i) * iw:][:iw].as_signed() * wgt[(o * BI + i) * ww:][:ww].as_signed()
+                         for i in range(BI)]
+                av = acc_d[j * aw:][:aw].as_signed()
+                gemm_res.append((av + tree_sum(prods))[:aw])
+                bv = Mux(ui2, imm2.as_signed(), acc_s[j * aw:][:aw].as_signed())
+                alu_res.append(alu_lane(op2, av, bv, aw)[:aw])
+        res = Signal(lanes * aw)
+        m.d.comb += res.eq(Mux(rst2, 0, Mux(alu2, Cat(*alu_res), Cat(*gemm_res))))
+
+        # acc / out writes: the pipeline (S2) or the acc DMA
+        ka = max(1, cfg.bus_bytes // cfg.acc_elem_bytes)
+        ko = max(1, cfg.bus_bytes // cfg.out_elem_bytes)
+        acc_data = Signal(ka * lanes * aw)
+        with m.If(v2):
+            m.d.comb += [self.acc_w_addr.eq(dst2), acc_data.eq(res), self.acc_w_count.eq(1), self.acc_w_en.eq(1)]
+        with m.Else():
+            m.d.comb += [self.acc_w_addr.eq(ea.w_addr), acc_data.eq(ea.w_data), self.acc_w_count.eq(ea.w_count),
+                         self.acc_w_en.eq(ea.w_en)]
+        m.d.comb += self.acc_w_data.eq(acc_data)
+        narrow = [acc_data[(e * lanes + j) * aw:][:ow_] for e in range(ka) for j in range(lanes)]
+        m.d.comb += [self.out_w_addr.eq(self.acc_w_addr), self.out_w_data.eq(Cat(*narrow)),
+                     self.out_w_count.eq(self.acc_w_count), self.out_w_en.eq(self.acc_w_en)]
+
+        # ---------------------------------------------------------------- control
+        with m.If(start):
+            with m.If(nop):
+                m.d.comb += last.eq(1)
+                m.d.sync += state.eq(IDLE)
+            with m.Elif(is_load):
+                m.d.comb += self.req.eq(1)
+                m.d.sync += state.eq(REQ)
+                with m.If(self.grant):
+                    m.d.sync += state.eq(DMA)
+        with m.If(state == REQ):
+            m.d.comb += self.req.eq(1)
+            with m.If(self.grant):
+                m.d.sync += state.eq(DMA)
+        with m.If(state == DMA):
+            with m.If(self.port_last):
+                m.d.comb += last.eq(1)
+                m.d.sync += state.eq(IDLE)
+        m.d.comb += self.finish.eq(last & is_fin)
+        push(m, cfg, cur, last, [("push_prev", self.push_prev), ("push_next", self.push_next)])
+        m.d.comb += self.idle.eq(state == IDLE)
+        return m

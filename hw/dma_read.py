@@ -1,0 +1,140 @@
+"""2D read DMA into one scratchpad, with zero padding (LOAD of any memory type).
+
+Timing (docs/timing.md): started in the grant cycle ``g``; the first AR goes out in
+cycle ``g``; data beats arrive from the DRAM; then one zero element is written per
+cycle for every pad element. ``last`` is high in the final cycle (``e - 1``).
+"""
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from hw.burst import ADDR_BITS, BurstIssuer
+from hw.common import bpe as _bpe, epb as _epb, log2
+from isa.config import HwConfig
+
+IDLE, RECV, TOP, SIDES, BOTTOM = range(5)
+
+
+class DmaRead(wiring.Component):
+    """Moves ``y_size`` rows of ``x_size`` elements (``elem_bytes`` each) from DRAM to a scratchpad of ``abits`` address bits."""
+
+    def __init__(self, cfg: HwConfig, elem_bytes: int, abits: int):
+        self.cfg, self.eb, self.abits = cfg, elem_bytes, abits
+        self.k = _epb(cfg, elem_bytes)
+        bb = cfg.bus_bytes
+        super().__init__({
+            "start": In(1), "sram_base": In(abits), "dram_base": In(32), "y_size": In(16), "x_size": In(16),
+            "x_stride": In(16), "y_pad0": In(4), "y_pad1": In(4), "x_pad0": In(4), "x_pad1": In(4),
+            "ar_valid": Out(1), "ar_ready": In(1), "ar_addr": Out(ADDR_BITS), "ar_len": Out(8),
+            "r_valid": In(1), "r_data": In(bb * 8),
+            "w_addr": Out(abits), "w_data": Out(self.k * elem_bytes * 8), "w_count": Out(range(self.k + 1)),
+            "w_en": Out(1),
+            "last": Out(1), "busy": Out(1),
+        })
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        cfg, eb, k = self.cfg, self.eb, self.k
+        bb = cfg.bus_bytes
+        nb = _bpe(cfg, eb)
+        A = 32  # internal address arithmetic width (wrapped to abits on use)
+
+        m.submodules.bursts = bi = BurstIssuer(bb)
+        row_beats = (self.x_size << log2(nb)) if k == 1 else ((self.x_size + (k - 1)) >> log2(k))
+        m.d.comb += [bi.start.eq(self.start), bi.base.eq(self.dram_base << log2(eb)),
+                     bi.stride.eq(self.x_stride << log2(eb)), bi.rows.eq(self.y_size), bi.row_beats.eq(row_beats),
+                     self.ar_valid.eq(bi.valid), bi.ready.eq(self.ar_ready), self.ar_addr.eq(bi.addr),
+                     self.ar_len.eq(bi.len)]
+
+        state = Signal(range(5))
+        y, x_size, xp0, xp1 = Signal(16), Signal(16), Signal(4), Signal(4)
+        yp0, yp1 = Signal(4), Signal(4)
+        width = Signal(A)  # padded row length W
+        base = Signal(A)
+        r, x = Signal(16), Signal(16)
+        bcnt = Signal(range(nb)) if nb > 1 else None
+        shbuf = Signal((nb - 1) * bb * 8) if nb > 1 else None
+        row_sram = Signal(A)
+        pa, pcnt = Signal(A), Signal(A)
+        sr, sc = Signal(16), Signal(5)
+
+        w_start = self.x_pad0 + self.x_size + self.x_pad1
+        with m.If(self.start):
+            m.d.sync += [state.eq(RECV), y.eq(self.y_size), x_size.eq(self.x_size), xp0.eq(self.x_pad0),
+                         xp1.eq(self.x_pad1), yp0.eq(self.y_pad0), yp1.eq(self.y_pad1), width.eq(w_start),
+                         base.eq(self.sram_base), r.eq(0), x.eq(0),
+                         row_sram.eq(self.sram_base + self.y_pad0 * w_start + self.x_pad0)]
+            if nb > 1:
+                m.d.sync += bcnt.eq(0)
+        m.d.comb += self.busy.eq(state != IDLE)
+
+        top_ne, side_ne, bot_ne = yp0 != 0, (xp0 + xp1) != 0, yp1 != 0
+        last = self.last
+
+        def enter_top():
+            m.d.sync += [state.eq(TOP), pa.eq(base), pcnt.eq(yp0 * width)]
+
+        def enter_sides():
+            m.d.sync += [state.eq(SIDES), pa.eq(base + yp0 * width), sr.eq(0), sc.eq(0)]
+
+        def enter_bottom():
+            m.d.sync += [state.eq(BOTTOM), pa.eq(base + (yp0 + y) * width), pcnt.eq(yp1 * width)]
+
+        def after(phases):
+            """Go to the first non-empty phase of ``phases`` or finish (``last``) if none."""
+            table = {TOP: (top_ne, enter_top), SIDES: (side_ne, enter_sides), BOTTOM: (bot_ne, enter_bottom)}
+            first = True
+            for ph in phases:
+                cond, fn = table[ph]
+                with (m.If(cond) if first else m.Elif(cond)):
+                    fn()
+                first = False
+            with (m.Else() if phases else m.If(1)):
+                m.d.comb += last.eq(1)
+                m.d.sync += state.eq(IDLE)
+
+        with m.Switch(state):
+            with m.Case(RECV):
+                with m.If(self.r_valid):
+                    row_end = Signal()
+                    if k == 1:
+                        elem_done = (bcnt == nb - 1) if nb > 1 else 1
+                        data = Cat(shbuf, self.r_data) if nb > 1 else self.r_data
+                        if nb > 1:
+                            m.d.sync += [shbuf.eq(Cat(shbuf[bb * 8:], self.r_data)), bcnt.eq(bcnt + 1)]
+                        m.d.comb += [self.w_addr.eq(row_sram + x), self.w_data.eq(data), self.w_count.eq(1),
+                                     self.w_en.eq(elem_done), row_end.eq(elem_done & (x + 1 == x_size))]
+                        with m.If(elem_done):
+                            m.d.sync += x.eq(x + 1)
+                            if nb > 1:
+                                m.d.sync += bcnt.eq(0)
+                    else:
+                        left = x_size - x
+                        m.d.comb += [self.w_addr.eq(row_sram + x), self.w_data.eq(self.r_data),
+                                     self.w_count.eq(Mux(left < k, left, k)), self.w_en.eq(1),
+                                     row_end.eq(left <= k)]
+                        m.d.sync += x.eq(x + k)
+                    with m.If(row_end):
+                        m.d.sync += [x.eq(0), r.eq(r + 1), row_sram.eq(row_sram + width)]
+                        with m.If(r + 1 == y):
+                            after([TOP, SIDES, BOTTOM])
+            with m.Case(TOP, BOTTOM):
+                m.d.comb += [self.w_addr.eq(pa), self.w_data.eq(0), self.w_count.eq(1), self.w_en.eq(1)]
+                m.d.sync += [pa.eq(pa + 1), pcnt.eq(pcnt - 1)]
+                with m.If(pcnt == 1):
+                    with m.If(state == TOP):
+                        after([SIDES, BOTTOM])
+                    with m.Else():
+                        after([])
+            with m.Case(SIDES):
+                xp = xp0 + xp1
+                m.d.comb += [self.w_addr.eq(pa + Mux(sc < xp0, sc, sc + x_size)), self.w_data.eq(0),
+                             self.w_count.eq(1), self.w_en.eq(1)]
+                m.d.sync += sc.eq(sc + 1)
+                with m.If(sc + 1 == xp):
+                    m.d.sync += [sc.eq(0), sr.eq(sr + 1), pa.eq(pa + width)]
+                    with m.If(sr + 1 == y):
+                        after([BOTTOM])
+        return m

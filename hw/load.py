@@ -1,0 +1,93 @@
+"""The load unit: LOAD.INP / LOAD.WGT (2D DMA with zero padding) from its command queue."""
+from __future__ import annotations
+
+from amaranth.hdl import Module, Mux, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from hw.burst import ADDR_BITS
+from hw.common import clog2, field
+from hw.dma_read import DmaRead
+from hw.unit import IDLE, WAIT, frontend, push
+from isa.config import HwConfig
+from isa.instructions import MemType
+
+REQ, DMA = 2, 3
+DMA_FIELDS = ("sram_base", "dram_base", "y_size", "x_size", "x_stride", "y_pad0", "y_pad1", "x_pad0", "x_pad1")
+
+
+def mem_ports(cfg: HwConfig, mem: str) -> dict:
+    """Signature members of a vector write port into scratchpad ``mem``."""
+    eb = cfg.elem_bytes(mem)
+    k = max(1, cfg.bus_bytes // eb)
+    return {f"{mem}_w_addr": Out(clog2(cfg.depth(mem))), f"{mem}_w_data": Out(k * eb * 8),
+            f"{mem}_w_count": Out(range(k + 1)), f"{mem}_w_en": Out(1)}
+
+
+def read_master(cfg: HwConfig) -> dict:
+    return {"ar_valid": Out(1), "ar_ready": In(1), "ar_addr": Out(ADDR_BITS), "ar_len": Out(8),
+            "r_valid": In(1), "r_data": In(cfg.bus_width)}
+
+
+def connect_engine(m: Module, cfg: HwConfig, eng: DmaRead, cur, start, unit, mem: str) -> None:
+    """Drive a DmaRead's instruction fields from ``cur`` and its write port onto ``unit``'s ``mem`` port."""
+    for f in DMA_FIELDS:
+        m.d.comb += getattr(eng, f).eq(field(cur, cfg, "MEM", f))
+    m.d.comb += [eng.start.eq(start), eng.ar_ready.eq(unit.ar_ready), eng.r_valid.eq(unit.r_valid),
+                 eng.r_data.eq(unit.r_data)]
+    for p in ("w_addr", "w_data", "w_count", "w_en"):
+        m.d.comb += getattr(unit, f"{mem}_{p}").eq(getattr(eng, p))
+
+
+class LoadUnit(wiring.Component):
+    """Executes LOAD.INP/LOAD.WGT; pops compute->load (pop_next), pushes load->compute (push_next)."""
+
+    def __init__(self, cfg: HwConfig):
+        self.cfg = cfg
+        super().__init__({
+            "q_data": In(128), "q_rdy": In(1), "q_en": Out(1),
+            "next_avail": In(1), "pop_next": Out(1), "push_next": Out(1),
+            "req": Out(1), "grant": In(1), "port_last": Out(1), "idle": Out(1),
+            **read_master(cfg), **mem_ports(cfg, "inp"), **mem_ports(cfg, "wgt"),
+        })
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        cfg = self.cfg
+        state, insn = Signal(range(4)), Signal(128)
+        cur, start = frontend(m, cfg, self, state, insn, [("pop_next", self.next_avail, self.pop_next)])
+        mem = field(cur, cfg, "MEM", "mem")
+        nop = (field(cur, cfg, "MEM", "y_size") == 0) | (field(cur, cfg, "MEM", "x_size") == 0)
+        engines = {}
+        for name, mt in (("inp", MemType.INP), ("wgt", MemType.WGT)):
+            eng = DmaRead(cfg, cfg.elem_bytes(name), clog2(cfg.depth(name)))
+            m.submodules[f"dma_{name}"] = eng
+            requesting = (start & ~nop) | (state == REQ)
+            connect_engine(m, cfg, eng, cur, requesting & self.grant & (mem == mt), self, name)
+            engines[name] = eng
+        ei, ew = engines["inp"], engines["wgt"]
+        m.d.comb += [self.ar_valid.eq(ei.ar_valid | ew.ar_valid),
+                     self.ar_addr.eq(Mux(ei.ar_valid, ei.ar_addr, ew.ar_addr)),
+                     self.ar_len.eq(Mux(ei.ar_valid, ei.ar_len, ew.ar_len))]
+        last = Signal()
+        m.d.comb += self.port_last.eq(ei.last | ew.last)
+        with m.If(start):
+            with m.If(nop):
+                m.d.comb += last.eq(1)
+                m.d.sync += state.eq(IDLE)
+            with m.Else():
+                m.d.comb += self.req.eq(1)
+                m.d.sync += state.eq(REQ)
+                with m.If(self.grant):
+                    m.d.sync += state.eq(DMA)
+        with m.If(state == REQ):
+            m.d.comb += self.req.eq(1)
+            with m.If(self.grant):
+                m.d.sync += state.eq(DMA)
+        with m.If(state == DMA):
+            with m.If(self.port_last):
+                m.d.comb += last.eq(1)
+                m.d.sync += state.eq(IDLE)
+        push(m, cfg, cur, last, [("push_next", self.push_next)])
+        m.d.comb += self.idle.eq(state == IDLE)
+        return m

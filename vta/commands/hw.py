@@ -1,0 +1,47 @@
+"""``vta hw verilog|synth``: generate the accelerator's Verilog, or synthesize it with yosys for a resource estimate."""
+from __future__ import annotations
+
+import argparse
+import json
+
+from isa import make_config
+import jit_runtime.devices_rtl  # noqa: F401  (registers the "rtl" device for `vta sim --device rtl`)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("hw", help="RTL: write Verilog, synthesize for resource estimates")
+    hs = p.add_subparsers(dest="hw_command", metavar="HW_COMMAND")
+    hs.required = True
+    v = hs.add_parser("verilog", help="write the top-level Verilog (vta_top.v)")
+    v.add_argument("--config", default="pynq-z1", help="preset name or JSON file (default pynq-z1)")
+    v.add_argument("-o", "--out", default=".", help="output directory (default .)")
+    v.set_defaults(func=run_verilog)
+    s = hs.add_parser("synth", help="synthesize with yosys and print LUT/FF/DSP/BRAM next to the device capacity")
+    s.add_argument("--config", default="pynq-z1", help="preset name or JSON file (default pynq-z1)")
+    s.add_argument("--family", choices=("xc7", "ecp5"), help="target family (default: from the config's fpga_part)")
+    s.add_argument("--json", action="store_true", help="end with one JSON object")
+    s.set_defaults(func=run_synth)
+
+
+def run_verilog(args: argparse.Namespace) -> int:
+    from hw.verilog import write
+
+    cfg = make_config(args.config)
+    path = write(cfg, args.out)
+    print(f"wrote {path} ({path.stat().st_size} bytes) for config {cfg.name}")
+    return 0
+
+
+def run_synth(args: argparse.Namespace) -> int:
+    from hw.synth import synthesize
+
+    cfg = make_config(args.config)
+    print(f"synthesizing {cfg.name} with yosys ({args.family or 'auto'}) - this can take minutes for large configs")
+    rep = synthesize(cfg, args.family)
+    print(f"  device {rep['device']}")
+    for k in ("LUT", "FF", "DSP", "BRAM"):
+        print(f"  {k:<5} {rep['counts'][k]:>8} / {rep['capacity'][k]:<8} ({rep['utilization_pct'][k]}%)")
+    print(f"  fits: {rep['fits']}")
+    if args.json:
+        print(json.dumps(rep))
+    return 0
