@@ -20,6 +20,7 @@ from compiler.accel_backend import compile_conv2d, run_compiled
 from compiler.requant import Requant, apply_requant
 from compiler.topi.conv2d import ConvShape
 from compiler.topi.knobs import choose_conv_knobs
+from compiler.topi.tune import tune_conv_knobs
 from isa import make_config
 
 LAYERS = [("C2", 56, 64, 64, 3, 1, 1), ("C3", 56, 64, 64, 1, 1, 0), ("C4", 56, 64, 128, 3, 2, 1),
@@ -36,9 +37,12 @@ def _epilogue(kind: str):
     raise SystemExit(f"unknown epilogue {kind!r}")
 
 
-def _compile(cfg, cs, epi, vthreads):
-    n_consts = 0
-    knobs = choose_conv_knobs(cfg, cs, n_consts, n_alu=0 if epi is None else 4, vthreads=vthreads)
+def _compile(cfg, cs, epi, vthreads, tune: int):
+    n_alu = 0 if epi is None else 4
+    if tune > 1:  # simulate the best `tune` analytic candidates (compiler.topi.tune)
+        knobs = tune_conv_knobs(cfg, cs, None, epi, 0, n_alu, vthreads, top=tune)
+    else:
+        knobs = choose_conv_knobs(cfg, cs, 0, n_alu=n_alu, vthreads=vthreads)
     return compile_conv2d(cfg, cs, None, epi, knobs)
 
 
@@ -49,7 +53,7 @@ def _reference(comp, x, w, epi) -> np.ndarray:
     return apply_requant(acc, None, epi)
 
 
-def run(epilogue: str = "none", layers=None, check: bool = True) -> dict:
+def run(epilogue: str = "none", layers=None, check: bool = True, tune: int = 4) -> dict:
     cfg = make_config("pynq-z1")
     epi = _epilogue(epilogue)
     rng = np.random.default_rng(0)
@@ -62,7 +66,7 @@ def run(epilogue: str = "none", layers=None, check: bool = True) -> dict:
         x = w = None
         for label, vt in (("vthread", 2), ("serial", 1)):
             t0 = time.time()
-            comp = _compile(cfg, cs, epi, vt)
+            comp = _compile(cfg, cs, epi, vt, tune)
             k_ = comp.kernel
             if x is None:
                 x = rng.integers(-128, 128, k_.data.shape).astype(np.int8)
@@ -81,7 +85,7 @@ def run(epilogue: str = "none", layers=None, check: bool = True) -> dict:
               f"serial {row['cycles_serial']:8d}  util vthread {row['utilization_vthread']:.3f} "
               f"serial {row['utilization_serial']:.3f}  GOPS {row['gops_vthread']:.2f}", file=sys.stderr, flush=True)
     return {
-        "config": cfg.name, "clock_mhz": cfg.clock_mhz, "epilogue": epilogue,
+        "config": cfg.name, "clock_mhz": cfg.clock_mhz, "epilogue": epilogue, "tune_candidates": tune,
         "avg_utilization_vthread": round(float(np.mean([r["utilization_vthread"] for r in rows])), 4),
         "avg_utilization_serial": round(float(np.mean([r["utilization_serial"] for r in rows])), 4),
         "layers": rows,
@@ -93,8 +97,10 @@ def main(argv=None) -> None:
     ap.add_argument("--epilogue", default="none", choices=["none", "requant"])
     ap.add_argument("--layers", nargs="*", help="subset, e.g. C2 C9")
     ap.add_argument("--no-check", action="store_true", help="skip the numpy bit-exactness check")
+    ap.add_argument("--tune", type=int, default=4,
+                    help="simulate this many best analytic tilings per layer and keep the fastest (1: analytic only)")
     a = ap.parse_args(argv)
-    res = run(a.epilogue, a.layers, not a.no_check)
+    res = run(a.epilogue, a.layers, not a.no_check, a.tune)
     print(json.dumps(res))
 
 

@@ -1,8 +1,9 @@
 """The ``"sim"`` accelerator backend: packed conv2d/dense compiled by the TE stack, run on the simulator.
 
 Compiled kernels (schedule -> loop IR -> operations with dependency tokens) are cached per
-shape and epilogue structure; per call only the DRAM buffers are filled and the operations
-are issued through a fresh ``CommandQueue``. Importing this module registers the backend.
+shape and epilogue structure and finalized once into a jit_runtime ``Program`` (:class:`Replay`);
+per call only the input, weight and constant bytes are patched into a copy of its DRAM image
+before the device runs. Importing this module registers the backend.
 """
 from __future__ import annotations
 
@@ -60,6 +61,46 @@ def compile_conv2d(cfg: HwConfig, cs: ConvShape, bias, requant: Requant | None,
     return Compiled(k, ops, k.epilogue.consts, cs.macs(cfg))
 
 
+class Replay:
+    """A compiled kernel finalized once into a jit_runtime ``Program``; each run patches the input,
+    weight and constant bytes into a copy of its DRAM image and runs the device on it."""
+
+    def __init__(self, cfg: HwConfig, comp: Compiled, device: str = "sim") -> None:
+        from jit_runtime.command_queue import CommandQueue
+
+        self.cfg, self.comp, self.device = cfg, comp, device
+        q = CommandQueue(cfg, device)
+        self.slots: dict = {}
+        for t in [comp.kernel.data, comp.kernel.weight] + [t for t, _ in comp.consts]:
+            self.slots[t] = q.alloc(t.shape, _np_dtype(t.dtype), name=t.name)
+        out_t = comp.kernel.out
+        dram = dict(self.slots)
+        dram[out_t] = q.alloc(out_t.shape, _np_dtype(out_t.dtype), name="out")
+        emit(comp.ops, q, dram)
+        self.program = q.finalize(name="conv2d")
+        self.where = {t: (b.addr, _np_dtype(t.dtype), b.nbytes) for t, b in self.slots.items()}
+        self.out = self.program.buffers["out"]
+        self._dev = None
+
+    def run(self, inputs: dict) -> tuple[np.ndarray, int, dict, object]:
+        """``inputs`` maps every data/weight/const placeholder to an array.
+
+        Returns (output, cycles, device profile, device result); the result carries the simulator's
+        per-instruction events for traces."""
+        from jit_runtime.device import make_device
+
+        image = self.program.dram.copy()
+        for t, (addr, dt, nbytes) in self.where.items():
+            a = np.ascontiguousarray(inputs[t], dtype=dt)
+            if a.nbytes != nbytes:
+                raise ValueError(f"input {t.name}: {a.nbytes} bytes, expected {nbytes} (shape {t.shape})")
+            image[addr:addr + nbytes] = a.reshape(-1).view(np.uint8)
+        if self._dev is None:
+            self._dev = make_device(self.device, self.cfg)
+        res = self._dev.run(image, self.program.insn_addr, self.program.n_insns)
+        return self.out.read(image), int(res.cycles), dict(res.profile), res
+
+
 def run_compiled(cfg: HwConfig, comp: Compiled, inputs: dict, device: str = "sim") -> tuple[np.ndarray, dict]:
     """Run a compiled kernel: ``inputs`` maps TE placeholders to arrays; returns (output, profile)."""
     from jit_runtime.command_queue import CommandQueue
@@ -114,53 +155,70 @@ def _conv_shape_from(cfg: HwConfig, x: np.ndarray, w: np.ndarray, stride, paddin
 class SimAccelBackend:
     """``AccelBackend`` on the simulator (``device="sim"``: cycle-accurate; ``"sim-functional"``: no timing)."""
 
-    def __init__(self, config: Any = None, device: str = "sim", vthreads: int | None = None) -> None:
+    def __init__(self, config: Any = None, device: str = "sim", vthreads: int | None = None, tune: int = 1) -> None:
         self.config = as_hw_config(config)
         self.device = device
         self.vthreads = vthreads
+        self.tune = tune  # > 1: simulate that many best analytic tilings per shape (compiler.topi.tune)
         self.last_profile: dict = {}
         self._cache: dict = {}
+        self._replays: dict = {}
+
+    def _replay(self, cs: ConvShape, bias, rq: Requant) -> Replay:
+        key = (cs, _rq_key(bias, rq), self.vthreads)
+        rep = self._replays.get(key)
+        if rep is None:
+            rep = Replay(self.config, self._compiled(cs, bias, rq), self.device)
+            self._replays[key] = rep
+        return rep
 
     def _compiled(self, cs: ConvShape, bias, rq: Requant) -> Compiled:
         key = (cs, _rq_key(bias, rq), self.vthreads)
         comp = self._cache.get(key)
         if comp is None:
-            knobs = None
-            if self.vthreads is not None:
-                from compiler.topi.knobs import choose_conv_knobs
-                from compiler.topi.requant import requant_stages  # noqa: F401 - counts constants below
-                n_consts = len(conv2d_kernel(self.config, cs, bias, rq, ConvKnobs(1, 1, 1, 1)).epilogue.consts)
-                knobs = choose_conv_knobs(self.config, cs, n_consts, vthreads=self.vthreads)
+            from compiler.topi.knobs import choose_conv_knobs
+            from compiler.topi.tune import tune_conv_knobs
+
+            ep = conv2d_kernel(self.config, cs, bias, rq, ConvKnobs(1, 1, 1, 1)).epilogue
+            n_consts, n_alu = len(ep.consts), len(ep.stages)
+            if self.tune > 1:
+                knobs = tune_conv_knobs(self.config, cs, bias, rq, n_consts, n_alu, self.vthreads, top=self.tune)
+            else:
+                knobs = choose_conv_knobs(self.config, cs, n_consts, n_alu, vthreads=self.vthreads)
             comp = compile_conv2d(self.config, cs, bias, rq, knobs)
             self._cache[key] = comp
         return comp
 
-    def _consts(self, comp: Compiled, cs: ConvShape, bias, rq: Requant) -> list:
+    def _consts(self, comp: Compiled, cs: ConvShape, bias, rq: Requant) -> dict:
         from compiler.topi.requant import requant_stages
 
         cfg = self.config
         ep = requant_stages(comp.kernel.conv, bias, rq, cs.groups * cs.ocb * cfg.block_out,
                             lambda n, g, oc, y, x, b, o: (g, oc, b, o), (cs.groups, cs.ocb), cfg.block_out, cfg.batch)
-        return [(t, arr) for (t, _), (_, arr) in zip(comp.consts, ep.consts)]
+        return {t: arr for (t, _), (_, arr) in zip(comp.consts, ep.consts)}
 
     def conv2d(self, x, w, bias, *, stride, padding, groups, requant: Requant) -> np.ndarray:
         """Packed int8 conv2d + bias + requant on the accelerator; see ``compiler.graph.accel_interface``."""
         cfg = self.config
         x, w = np.asarray(x), np.asarray(w)
+        if is_depthwise(cfg, x, w, groups):
+            w, groups = block_diagonal(w), x.shape[1]
         cs = _conv_shape_from(cfg, x, w, stride, padding, groups)
         n_out = w.shape[0] * cfg.block_out
         if bias is not None:
             bias = _pad_vec(bias, n_out, "bias")
         requant = _pad_requant(requant, n_out)
-        comp = self._compiled(cs, bias, requant)
+        rep = self._replay(cs, bias, requant)
+        comp = rep.comp
         k = comp.kernel
-        xg = x.reshape(k.data.shape)
-        wg = w.reshape(k.weight.shape)
-        comp_now = Compiled(comp.kernel, comp.ops, self._consts(comp, cs, bias, requant), comp.macs)
-        out, prof = run_compiled(cfg, comp_now, {k.data: xg, k.weight: wg}, self.device)
-        prof["bytes"]["weight"] = int(w.nbytes)
-        prof["bytes"]["bias"] = 0 if bias is None else 4 * int(np.size(bias))
-        self.last_profile = prof
+        inputs = {k.data: x.reshape(k.data.shape), k.weight: w.reshape(k.weight.shape)}
+        inputs.update(self._consts(comp, cs, bias, requant))
+        out, cycles, dev_prof, dev_res = rep.run(inputs)
+        util = comp.macs / (cfg.macs_per_cycle * cycles) if cycles else 0.0
+        self.last_profile = {"cycles": cycles, "macs": int(comp.macs), "utilization": float(util),
+                             "bytes": {"input": int(x.nbytes), "output": int(out.nbytes), "weight": int(w.nbytes),
+                                       "bias": 0 if bias is None else 4 * int(np.size(bias))},
+                             "device": dev_prof, "runtime": rep.program.runtime, "sim_result": dev_res}
         return out.reshape(x.shape[0], w.shape[0], cs.oh, cs.ow, cfg.batch, cfg.block_out)
 
     def dense(self, x, w, bias, *, requant: Requant) -> np.ndarray:
@@ -176,6 +234,21 @@ class SimAccelBackend:
         w6 = w.reshape(w.shape[0], w.shape[1], 1, 1, w.shape[2], w.shape[3])
         out = self.conv2d(x6, w6, bias, stride=(1, 1), padding=(0, 0, 0, 0), groups=1, requant=requant)
         return np.ascontiguousarray(out.reshape(w.shape[0], nb, x.shape[2], w.shape[2]).transpose(1, 0, 2, 3))
+
+
+def is_depthwise(cfg: HwConfig, x: np.ndarray, w: np.ndarray, groups: int) -> bool:
+    """A depthwise conv (one input channel per group, depth multiplier 1) in packed layouts."""
+    return (int(groups) > 1 and w.ndim == 6 and x.ndim == 6 and w.shape[1] == 1 and w.shape[0] == x.shape[1]
+            and int(groups) > x.shape[1] and int(groups) <= x.shape[1] * cfg.block_in
+            and cfg.block_in == cfg.block_out)
+
+
+def block_diagonal(w: np.ndarray) -> np.ndarray:
+    """Packed depthwise weights ``(C//BO, 1, KH, KW, BO, BI)`` (input column 0 used) as a grouped conv
+    of one block per group: ``w'[..., o, i] = w[..., o, 0] if o == i else 0`` (exact: the rest are zero)."""
+    bo = w.shape[4]
+    eye = np.eye(bo, w.shape[5], dtype=w.dtype)
+    return np.ascontiguousarray(w[..., :, :1] * eye)
 
 
 def _pad_vec(v, n: int, what: str) -> np.ndarray:

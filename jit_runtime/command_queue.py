@@ -173,12 +173,15 @@ class CommandQueue:
                 raise KernelError(f"{k.mode} micro-kernel reaches {mem} index {top} through its {idx} indices "
                                   f"and loops; the {mem} scratchpad has {depth} elements")
 
-    def push_gemm(self, finit: Finit, *, signature: Hashable | None = None, reset: bool = False) -> UopKernel:
+    def push_gemm(self, finit: Finit, *, signature: Hashable | None = None, reset: bool = False,
+                  overwrite: bool = False) -> UopKernel:
         """GEMM over the kernel's loops and uops: ``acc[dst] += inp[src] x wgt[wgt]^T``
-        (or ``acc[dst] = 0`` with ``reset``). Loads the uops first on a uop-cache miss."""
+        (``acc[dst] = 0`` with ``reset``; ``acc[dst] = inp x wgt^T`` with ``overwrite``, each dst at most
+        once). Loads the uops first on a uop-cache miss. ``overwrite`` is an instruction flag, so the
+        same recorded kernel serves accumulate and overwrite GEMMs."""
         k = self.kernel("gemm", finit, signature)
         base = self._make_resident(k)
-        self._emit(Gemm(bool(reset), base, base + k.size, **k.loop_fields()))
+        self._emit(Gemm(bool(reset), base, base + k.size, **k.loop_fields(), overwrite=bool(overwrite)))
         return k
 
     def push_alu(self, finit: Finit, *, op: str, use_imm: bool = False, imm: int = 0,

@@ -44,7 +44,8 @@ def emit(ops: list[Op], q: "CommandQueue", dram: dict) -> None:
             d = a["desc"]
             q.store_2d(a["sram"], _buf(dram, d.tensor), d.dram, x_size=d.x, y_size=d.y, x_stride=d.stride)
         elif op.kind == "gemm":
-            q.push_gemm(_finit(a["loops"], a["uops"]), signature=_signature(op), reset=a["reset"])
+            q.push_gemm(_finit(a["loops"], a["uops"]), signature=_signature(op), reset=a["reset"],
+                        overwrite=a.get("overwrite", False))
         elif op.kind == "alu":
             q.push_alu(_finit(a["loops"], a["uops"]), op=a["op"], use_imm=a["use_imm"], imm=a["imm"],
                        signature=_signature(op) + (a["use_imm"], a["imm"]))

@@ -13,7 +13,7 @@ import numpy as np
 
 from compiler.lower.bounds import EmptyIteration
 from compiler.lower.deps import Op, insert_tokens
-from compiler.lower.dma import region_descs, source_of
+from compiler.lower.dma import region_descs, source_map
 from compiler.lower.errors import LowerError
 from compiler.lower.ir import Buffer, DmaLoad, DmaStore, For, Kernel, LoweredFunc
 from compiler.lower.tensorize import AluMatch, root_of
@@ -33,9 +33,10 @@ def _key(buf: Buffer, thread: int) -> tuple:
 class OpBuilder:
     """Turns a :class:`LoweredFunc` into a list of :class:`Op` with dependency tokens."""
 
-    def __init__(self, func: LoweredFunc, cfg: "HwConfig") -> None:
+    def __init__(self, func: LoweredFunc, cfg: "HwConfig", overwrite: bool = True) -> None:
         self.func = func
         self.cfg = cfg
+        self.overwrite = overwrite  # first reduction step as an overwrite GEMM instead of a reset pass
         self.bounds = func.bounds
         self._loaded: dict = {}
 
@@ -61,7 +62,7 @@ class OpBuilder:
             elif isinstance(s, DmaStore):
                 out += self._store(s, env, thread)
             elif isinstance(s, Kernel):
-                out.append(self._kernel(s, env, thread))
+                out += self._kernel(s, env, thread)
         return out
 
     def _iteration(self, body, env: dict, thread: int) -> list[Op]:
@@ -80,12 +81,12 @@ class OpBuilder:
         if self._loaded.get(key) == sig:
             return []  # the buffer already holds this region: the load is loop-invariant here
         self._loaded[key] = sig
-        src, offs = source_of(s.stage.op.body)
+        src, offs, scales = source_map(s.stage.op.body)
         base = s.buffer.copy_base(thread)
         mem = s.buffer.scope
         unit = "compute" if mem == "acc" else "load"
         ops = []
-        for d in region_descs(src, offs, region, s.buffer):
+        for d in region_descs(src, offs, region, s.buffer, scales=scales):
             ops.append(Op(unit, "load", {"mem": mem, "sram": base + d.sram, "desc": d}, (), (key,)))
         return ops
 
@@ -120,8 +121,10 @@ class OpBuilder:
                 coefs[k] += f.coef(lv) * strides[d]
         return const, coefs
 
-    def _kernel(self, s: Kernel, env: dict, thread: int) -> Op:
+    def _kernel(self, s: Kernel, env: dict, thread: int) -> list[Op]:
         st = s.stage
+        if s.kind == "reset" and self.overwrite:
+            return []  # the first reduction step overwrites the accumulator instead
         if s.kind == "reset":  # runs before the reduction's host loops: their values do not matter
             env = {**env, **{lv: 0 for lv in self.bounds.host.get(st, []) if lv not in env}}
         nest = self.bounds.nest(st, env)
@@ -146,8 +149,13 @@ class OpBuilder:
                 coefs = np.stack([dk, sk, wk], axis=1) if loops else np.zeros((0, 3), np.int64)
                 const = np.array([dc, sc + ib.copy_base(thread), wc + wb.copy_base(thread)])
                 reads = (_key(ib, thread), _key(wb, thread))
+            if s.kind == "gemm" and self.overwrite and self._first_step(st, env):
+                red = [k for k, lv in enumerate(loops) if root_of(st, lv).kind == "reduce"]
+                return [Op("compute", "gemm", {"reset": False, "overwrite": ow, "cont": cont, "loops": hw,
+                                                "uops": uops}, reads, (acc_key,))
+                        for ow, cont, (hw, uops) in _overwrite_split(ext, coefs, const, red, self.cfg.uop_depth)]
             hw, uops = fold_loops(ext, coefs, const, self.cfg.uop_depth)
-            return Op("compute", "gemm", {"reset": s.kind == "reset", "loops": hw, "uops": uops}, reads, (acc_key,))
+            return [Op("compute", "gemm", {"reset": s.kind == "reset", "loops": hw, "uops": uops}, reads, (acc_key,))]
         assert isinstance(m, AluMatch)
         axes = list(st.op.axes)
         elem = set(axes[-2:])
@@ -171,4 +179,30 @@ class OpBuilder:
         coefs = np.stack([dk, sk, np.zeros_like(dk)], axis=1) if loops else np.zeros((0, 3), np.int64)
         hw, uops = fold_loops(ext, coefs, np.array([dc, sc, 0]), self.cfg.uop_depth)
         args.update(loops=hw, uops=uops)
-        return Op("compute", "alu", args, reads, (acc_key,))
+        return [Op("compute", "alu", args, reads, (acc_key,))]
+
+    def _first_step(self, st, env: dict) -> bool:
+        """Whether this GEMM instance is the first step of its reduction (all host reduce loops at 0)."""
+        return all(env.get(lv, 0) == 0 for lv in self.bounds.host.get(st, []))
+
+
+def _overwrite_split(ext: list[int], coefs: np.ndarray, const: np.ndarray, red: list[int], max_uops: int) -> list:
+    """The first reduction step as one overwrite GEMM, the rest as accumulate GEMMs over disjoint boxes.
+
+    Box j fixes reduce loops before ``red[j]`` at 0 and runs ``red[j]`` from 1. Returns
+    ``[(overwrite, cont, fold_loops(...))]``; ``cont`` marks all but the last (one vthread segment).
+    """
+    parts = []
+    first = list(ext)
+    for k in red:
+        first[k] = 1
+    parts.append((True, fold_loops(first, coefs, const, max_uops)))
+    for j, k in enumerate(red):
+        if ext[k] <= 1:
+            continue
+        box = list(ext)
+        for kk in red[:j]:
+            box[kk] = 1
+        box[k] = ext[k] - 1
+        parts.append((False, fold_loops(box, coefs, np.asarray(const) + coefs[k], max_uops)))
+    return [(ow, n < len(parts) - 1, f) for n, (ow, f) in enumerate(parts)]

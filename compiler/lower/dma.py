@@ -47,33 +47,54 @@ def _row_major(shape) -> list[int]:
 
 def source_of(cache_body: Load) -> tuple[Tensor, list[int]]:
     """The DRAM tensor a cache copies and the padding offset per dimension (from an inlined pad stage)."""
+    t, offs, scales = source_map(cache_body)
+    if any(k != 1 for k in scales):
+        raise LowerError(f"cache of {t.name}: strided view; use source_map")
+    return t, offs
+
+
+def source_map(cache_body: Load) -> tuple[Tensor, list[int], list[int]]:
+    """The DRAM tensor a cache copies, the padding offset and the stride per dimension.
+
+    The inlined stage between them may pad (``select(in_bounds, data[i - pad], 0)``) or subsample
+    (``data[i * s]``, e.g. a strided 1x1 conv): source index = ``scale * i - offset``.
+    """
     t = cache_body.tensor
     if t.op is None:
-        return t, [0] * t.ndim
+        return t, [0] * t.ndim, [1] * t.ndim
     body = t.op.body
     inner = body.a if isinstance(body, Select) else body
     if not isinstance(inner, Load) or inner.tensor.op is not None:
         raise LowerError(f"cache of {t.name}: an inlined stage feeding a DMA must be a padding "
-                         f"select(in_bounds, data[i - pad], 0) of an input, got {body!r}")
-    offs = []
+                         f"select(in_bounds, data[i - pad], 0) or a subsampling data[i * s] of an input, got {body!r}")
+    offs, scales = [], []
     env = {ax: Affine.var(ax) for ax in t.op.axes}
     for d, (idx, ax) in enumerate(zip(inner.indices, t.op.axes)):
         f = to_affine(idx, env)
-        if f.coefs != {ax: 1}:
-            raise LowerError(f"padding stage {t.name}: index {d} is {idx!r}; it must be axis - constant")
+        k = f.coefs.get(ax, 0)
+        if set(f.coefs) != {ax} or k < 1 or (k > 1 and f.const):
+            raise LowerError(f"inlined stage {t.name}: index {d} is {idx!r}; it must be axis - constant or axis * stride")
         offs.append(-f.const)
-    for d, (a, b) in enumerate(zip(t.shape, inner.tensor.shape)):
-        if a < b:
+        scales.append(k)
+    for d, (a, b, k) in enumerate(zip(t.shape, inner.tensor.shape, scales)):
+        if k == 1 and a < b:
             raise LowerError(f"padding stage {t.name}: dim {d} shrinks {b} -> {a}")
-    return inner.tensor, offs
+        if k > 1 and (a - 1) * k >= b:
+            raise LowerError(f"subsampling stage {t.name}: dim {d} reads past the source ({a} x stride {k} > {b})")
+    return inner.tensor, offs, scales
 
 
 def region_descs(src: Tensor, offs: list[int], region: list[tuple[int, int]], buf: "Buffer",
-                 allow_pad: bool = True) -> list[DmaDesc]:
-    """2D copies moving ``region`` (in padded coordinates, element dims last two) of ``src`` into ``buf``."""
+                 allow_pad: bool = True, scales: list[int] | None = None) -> list[DmaDesc]:
+    """2D copies moving ``region`` (in view coordinates, element dims last two) of ``src`` into ``buf``.
+
+    View index ``i`` of dim ``d`` reads source index ``scales[d] * i - offs[d]`` (padding outside).
+    A strided innermost dimension becomes rows of one element (``x_size=1``, row pitch = stride).
+    """
     D = src.ndim - 2
+    sc = list(scales) if scales is not None else [1] * src.ndim
     for d in range(D, src.ndim):
-        if region[d] != (0, src.shape[d]):
+        if region[d] != (0, src.shape[d]) or sc[d] != 1:
             raise LowerError(f"DMA of {src.name}: element dimension {d} must be copied whole, region {region[d]}")
     shape = src.shape[:D]
     dstr = _row_major(shape)
@@ -81,6 +102,11 @@ def region_descs(src: Tensor, offs: list[int], region: list[tuple[int, int]], bu
     lo, n, p0, p1, vlo, vn = [], [], [], [], [], []
     for d in range(D):
         l, e = region[d]
+        if sc[d] > 1:
+            if l < 0 or (l + e - 1) * sc[d] >= shape[d]:
+                raise LowerError(f"DMA of {src.name}: strided region {region[d]} (stride {sc[d]}) leaves dim {d}")
+            lo.append(l); n.append(e); p0.append(0); p1.append(0); vlo.append(l); vn.append(e)
+            continue
         s = l - offs[d]
         a = max(0, -s)
         b = max(0, s + e - shape[d])
@@ -88,12 +114,27 @@ def region_descs(src: Tensor, offs: list[int], region: list[tuple[int, int]], bu
             raise LowerError(f"DMA of {src.name}: dimension {d} of the region lies entirely in the padding")
         if (a or b) and not allow_pad:
             raise LowerError(f"DMA of {src.name}: region {region[d]} leaves the tensor (dim {d}, size {shape[d]})")
-        lo.append(l); n.append(e); p0.append(a); p1.append(b); vlo.append(s + a); vn.append(e - a - b)
+        lo.append(l); n.append(e); p0.append(a); p1.append(b); vlo.append(l + a); vn.append(e - a - b)
+
+    def src_idx(d: int, v: int) -> int:  # view index -> source index
+        return sc[d] * v - (0 if sc[d] > 1 else offs[d])
+
+    if sc[D - 1] > 1:  # every other element: one-element rows with the stride as pitch
+        outer = list(range(D - 1))
+        for d in outer:
+            if p0[d] or p1[d]:
+                raise LowerError(f"DMA of {src.name}: padding with a strided innermost dimension is not supported")
+        descs = []
+        for pos in product(*[range(vlo[d], vlo[d] + vn[d]) for d in outer]):
+            dram = sum(src_idx(d, p) * dstr[d] for p, d in zip(pos, outer)) + src_idx(D - 1, vlo[D - 1])
+            sram = sum((p - lo[d]) * bstr[d] for p, d in zip(pos, outer)) + (vlo[D - 1] - lo[D - 1])
+            descs.append(DmaDesc(src, sram, dram, vn[D - 1], 1, sc[D - 1] * dstr[D - 1]))
+        return descs
     x_dims = [D - 1]
     while x_dims[0] > 0:
         j = x_dims[0] - 1
         inner_ok = all(p0[d] == 0 and p1[d] == 0 and vn[d] == shape[d] and n[d] == buf.shape[d] for d in x_dims)
-        if not inner_ok or p0[j] or p1[j]:
+        if not inner_ok or p0[j] or p1[j] or sc[j] > 1:
             break
         x_dims.insert(0, j)
     x = 1
@@ -122,13 +163,13 @@ def region_descs(src: Tensor, offs: list[int], region: list[tuple[int, int]], bu
             raise LowerError(f"DMA of {src.name}: padding of {v} elements exceeds the {PAD_MAX} a copy can add")
     descs = []
     for pos in product(*[range(vlo[d], vlo[d] + vn[d]) for d in outer]):
-        dram = sum(p * dstr[d] for p, d in zip(pos, outer))
-        sram = sum((p + offs[d] - lo[d]) * bstr[d] for p, d in zip(pos, outer))
+        dram = sum(src_idx(d, p) * dstr[d] for p, d in zip(pos, outer))
+        sram = sum((p - lo[d]) * bstr[d] for p, d in zip(pos, outer))
         for d in x_dims:
-            dram += vlo[d] * dstr[d]
+            dram += src_idx(d, vlo[d]) * dstr[d]
         if ydim is not None:
-            dram += vlo[ydim] * dstr[ydim]
-            descs.append(DmaDesc(src, sram, dram, vn[ydim], x, dstr[ydim], p0[ydim], p1[ydim], xp0, xp1))
+            dram += src_idx(ydim, vlo[ydim]) * dstr[ydim]
+            descs.append(DmaDesc(src, sram, dram, vn[ydim], x, sc[ydim] * dstr[ydim], p0[ydim], p1[ydim], xp0, xp1))
         else:
             descs.append(DmaDesc(src, sram, dram, 1, x, x, 0, 0, xp0, xp1))
     return descs

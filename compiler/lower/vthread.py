@@ -29,7 +29,7 @@ def segments(ops: list[Op]) -> list[list[Op]]:
     out: list[list[Op]] = [[]]
     for k, op in enumerate(ops):
         out[-1].append(op)
-        if _is_work(op) and not (nxt[k] is not None and nxt[k].kind == "alu"):
+        if _is_work(op) and not op.args.get("cont") and not (nxt[k] is not None and nxt[k].kind == "alu"):
             out.append([])
     return [s for s in out if s]
 

@@ -57,6 +57,11 @@ class ConvShape:
             raise ValueError(f"conv2d: kernel {self.kh}x{self.kw} does not fit the padded {self.h}x{self.w} input")
 
 
+def strided_view(cs: ConvShape) -> bool:
+    """A strided 1x1 conv without padding: its DMA loads only the pixels it reads (strided rows)."""
+    return cs.kh == cs.kw == 1 and cs.stride != (1, 1) and cs.padding == (0, 0, 0, 0)
+
+
 @dataclass
 class ConvKernel:
     """Everything needed to build and run one conv2d: tensors, epilogue constants, schedule."""
@@ -77,12 +82,19 @@ def conv2d_compute(cfg: HwConfig, cs: ConvShape) -> tuple[te.Tensor, te.Tensor, 
     B, BI, BO = cfg.batch, cfg.block_in, cfg.block_out
     data = te.placeholder((cs.nb, cs.groups, cs.icb, cs.h, cs.w, B, BI), "int8", "data")
     weight = te.placeholder((cs.groups, cs.ocb, cs.icb, cs.kh, cs.kw, BO, BI), "int8", "weight")
-    padded = pad_spatial(data, 3, cs.padding, name="data_pad")
+    sy, sx = cs.stride
+    if strided_view(cs):
+        # a strided 1x1 conv reads every sy-th row and sx-th pixel: subsample in the DMA, then stride 1
+        padded = te.compute((cs.nb, cs.groups, cs.icb, cs.oh, cs.ow, B, BI),
+                            lambda n, g, c, y, x, b, i: data[n, g, c, y * sy, x * sx, b, i],
+                            name="data_sub", dtype="int8")
+        sy = sx = 1
+    else:
+        padded = pad_spatial(data, 3, cs.padding, name="data_pad")
     ic = te.reduce_axis(cs.icb, "ic")
     ky = te.reduce_axis(cs.kh, "ky")
     kx = te.reduce_axis(cs.kw, "kx")
     ii = te.reduce_axis(BI, "ii")
-    sy, sx = cs.stride
     conv = te.compute(
         (cs.nb, cs.groups, cs.ocb, cs.oh, cs.ow, B, BO),
         lambda n, g, oc, y, x, b, o: te.sum(

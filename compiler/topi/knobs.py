@@ -2,7 +2,8 @@
 
 The chooser enumerates tile sizes that fit the scratchpads (per virtual thread) and picks
 the one with the lowest estimated cycle count from the timing contract: compute cycles
-(GEMM + reset + ALU), DMA port cycles (latency per copy + beats + pads), the unhidden first
+(GEMM, overwrite split or reset, ALU), DMA port cycles (latency per copy + beats + pads, operands
+resident while their region is unchanged, strided loads), the unhidden first
 load and last store, and per-instruction overheads.
 """
 from __future__ import annotations
@@ -62,42 +63,58 @@ def fits(cfg: HwConfig, cs: "ConvShape", k: ConvKnobs, n_consts: int) -> bool:
     return uops <= min(2048, cfg.uop_depth // 4) and loops[0] < (1 << 14)
 
 
-def estimate_conv(cfg: HwConfig, cs: "ConvShape", k: ConvKnobs, n_alu: int) -> float:
+def estimate_conv(cfg: HwConfig, cs: "ConvShape", k: ConvKnobs, n_alu: int, overwrite: bool = True) -> float:
     """Estimated cycles of the conv with knobs ``k`` (see module docstring)."""
+    from compiler.topi.conv2d import strided_view
+
     L, bus = cfg.dram_latency, cfg.bus_bytes
     beats = {m: max(1, cfg.elem_bytes(m) // bus) for m in ("inp", "wgt", "out")}
+    v = k.vthreads
     oct_n = _cdiv(cs.ocb, k.oc_tile)
     ht_n = _cdiv(cs.oh, k.h_tile)
     chunks = _cdiv(cs.icb, k.ic_tile)
     tiles = cs.nb * cs.groups * oct_n * ht_n
     out_elems = k.oc_tile * k.h_tile * cs.ow
+    n_red = sum(e > 1 for e in (k.ic_tile, cs.kh, cs.kw))
     gemm = out_elems * k.ic_tile * cs.kh * cs.kw + cfg.gemm_pipeline
-    tile_compute = chunks * gemm + (1 + n_alu) * (out_elems + cfg.alu_pipeline)
-    rows = (k.h_tile - 1) * cs.stride[0] + cs.kh
-    cols = (cs.ow - 1) * cs.stride[1] + cs.kw
-    pads = k.ic_tile * (rows * cols - min(rows, cs.h) * min(cols, cs.w))
-    inp_load = k.ic_tile * (L + min(rows, cs.h) * min(cols, cs.w) * beats["inp"]) + max(0, pads)
-    if cs.padding == (0, 0, 0, 0) and cs.kw == 1 and cs.stride[1] == 1:
-        inp_load = L + k.ic_tile * rows * cols * beats["inp"]
+    reset = cfg.gemm_pipeline * n_red if overwrite else out_elems + cfg.gemm_pipeline
+    tile_compute = chunks * gemm + reset + n_alu * (out_elems + cfg.alu_pipeline)
+    if strided_view(cs):  # one strided load per row and input block
+        inp_load = k.ic_tile * k.h_tile * (L + cs.ow * beats["inp"])
+        n_inp = k.ic_tile * k.h_tile
+    else:
+        rows = (k.h_tile - 1) * cs.stride[0] + cs.kh
+        cols = (cs.ow - 1) * cs.stride[1] + cs.kw
+        pads = k.ic_tile * (rows * cols - min(rows, cs.h) * min(cols, cs.w))
+        inp_load = k.ic_tile * (L + min(rows, cs.h) * min(cols, cs.w) * beats["inp"]) + max(0, pads)
+        n_inp = k.ic_tile
+        if cs.padding == (0, 0, 0, 0) and cs.kw == 1 and cs.stride[1] == 1:
+            inp_load, n_inp = L + k.ic_tile * rows * cols * beats["inp"], 1
     wgt_load = L + k.oc_tile * k.ic_tile * cs.kh * cs.kw * beats["wgt"]
-    wgt_per_tile = chunks * wgt_load if chunks > 1 else (wgt_load if k.vthread_axis == "oc" or k.vthreads == 1 else 0)
-    if chunks == 1 and k.vthread_axis == "h":
-        wgt_per_tile = wgt_load * k.vthreads / max(1, ht_n)
-    store = L * k.oc_tile + out_elems * beats["out"]
-    port = tiles * (chunks * inp_load + wgt_per_tile + store)
-    compute = tiles * tile_compute
-    insns = tiles * (chunks * (k.ic_tile + 3) + n_alu + 3)
+    per_thread_oc = oct_n * (v if k.vthread_axis == "h" else 1)
+    if chunks == 1:  # operands stay resident while their region does not change in a thread
+        wgt_total = cs.nb * cs.groups * per_thread_oc * wgt_load
+        inp_total = (cs.nb * cs.groups * v * inp_load if ht_n == 1 and k.vthread_axis == "oc"
+                     else tiles * inp_load)
+    else:
+        wgt_total = tiles * chunks * wgt_load
+        inp_total = tiles * chunks * inp_load
+    n_store = 1 if k.h_tile == cs.oh else k.oc_tile
+    store = L * n_store + out_elems * beats["out"]
+    insns = tiles * (chunks * (n_inp + 2 + n_red) + n_alu + n_store + 2)
     fetch = insns * (16 / bus + L / cfg.fetch_burst)
-    if k.vthreads > 1:
+    port = inp_total + wgt_total + tiles * store + fetch
+    compute = tiles * tile_compute
+    if v > 1:
         first = inp_load + wgt_load
-        return max(compute, port + fetch) + first + store + 0.15 * min(compute, port)
-    return compute + port + fetch * 0.5
+        return max(compute, port) + first + store + 0.1 * min(compute, port) + tile_compute / max(1, chunks) * 0.5
+    return compute + port
 
 
-def choose_conv_knobs(cfg: HwConfig, cs: "ConvShape", n_consts: int = 0, n_alu: int = 3,
-                      vthreads: int | None = None) -> ConvKnobs:
-    """The feasible knobs with the lowest estimate (``vthreads`` pins the thread count)."""
-    best, best_cost = None, None
+def rank_conv_knobs(cfg: HwConfig, cs: "ConvShape", n_consts: int = 0, n_alu: int = 3,
+                    vthreads: int | None = None) -> list[tuple[float, ConvKnobs]]:
+    """Every feasible knob setting with its estimate, cheapest first (``vthreads`` pins the thread count)."""
+    out = []
     vts = (vthreads,) if vthreads is not None else (2, 1)
     for v in vts:
         for axis in (("oc", "h") if v > 1 else ("oc",)):
@@ -111,12 +128,17 @@ def choose_conv_knobs(cfg: HwConfig, cs: "ConvShape", n_consts: int = 0, n_alu: 
                             continue
                         if not fits(cfg, cs, k, n_consts):
                             continue
-                        c = estimate_conv(cfg, cs, k, n_alu)
-                        if best_cost is None or c < best_cost:
-                            best, best_cost = k, c
-    if best is None:
+                        out.append((estimate_conv(cfg, cs, k, n_alu), k))
+    if not out:
         raise ValueError(f"conv2d {cs}: no tiling fits the scratchpads of {cfg.name} (even one row, one block)")
-    return best
+    out.sort(key=lambda ck: ck[0])
+    return out
+
+
+def choose_conv_knobs(cfg: HwConfig, cs: "ConvShape", n_consts: int = 0, n_alu: int = 3,
+                      vthreads: int | None = None) -> ConvKnobs:
+    """The feasible knobs with the lowest estimate (``vthreads`` pins the thread count)."""
+    return rank_conv_knobs(cfg, cs, n_consts, n_alu, vthreads)[0][1]
 
 
 def _divisor_like(n: int) -> list[int]:
