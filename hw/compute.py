@@ -35,6 +35,31 @@ def tree_sum(values: list[Value]) -> Value:
     return values[0]
 
 
+#: Operand widths of one DSP48E1 multiplier (signed A x B); ``pair_products`` packs two products into one.
+DSP_A_BITS, DSP_B_BITS = 25, 18
+
+
+def pair_products(x: Value, w0: Value, w1: Value) -> tuple[Value, Value]:
+    """``(x * w0, x * w1)`` for signed ``x``, ``w0``, ``w1`` from ONE multiplier: ``(w1 << s + w0) * x``.
+
+    With ``s = len(x) + len(w0)`` the low product ``w0 * x`` fits in ``s`` signed bits, so it is the low
+    ``s`` bits of the wide product read as signed, and ``w1 * x`` is the rest plus the borrow the negative
+    low part took from it. For 8-bit operands the wide multiplier is 25 x 8 bits, one DSP48E1 (25 x 18),
+    which halves the DSPs of the GEMM array (the ``int8`` packing trick).
+    """
+    s = len(x) + len(w0)
+    wide = ((w1.as_signed() << s) + w0.as_signed()) * x.as_signed()
+    lo = wide[:s].as_signed()
+    hi = (wide[s:].as_signed() + wide[s - 1])
+    return lo, hi
+
+
+def can_pair(cfg: HwConfig) -> bool:
+    """Whether two GEMM products sharing an input fit one DSP48E1 (``pair_products``)."""
+    s = cfg.inp_width + cfg.wgt_width
+    return cfg.block_out % 2 == 0 and s + cfg.wgt_width + 1 <= DSP_A_BITS and cfg.inp_width <= DSP_B_BITS
+
+
 def read_port(cfg: HwConfig, mem: str, name: str | None = None) -> dict:
     eb = cfg.elem_bytes(mem)
     k = max(1, cfg.bus_bytes // eb)
@@ -146,7 +171,9 @@ class ComputeUnit(wiring.Component):
         op_bits = alu_opcode_bits()
         v1, od1, os1, ow1 = Signal(), Signal(ab), Signal(sb), Signal(wb)
         alu1, rst1, op1, ui1, imm1 = Signal(), Signal(), Signal(op_bits), Signal(), Signal(IMM_BITS)
+        ovw1 = Signal()  # GEMM overwrite: the old accumulator is not added (reset still wins)
         m.d.sync += [v1.eq(issue), od1.eq(od), os1.eq(os), ow1.eq(ow), alu1.eq(is_alu), rst1.eq(g("reset")),
+                     ovw1.eq(is_gemm & g("overwrite")),
                      op1.eq(a("alu_opcode")), ui1.eq(a("use_imm")), imm1.eq(a("imm"))]
         ul = layouts(cfg)["UOP"]
         uword = self.uop_r_data[:32]
@@ -158,9 +185,9 @@ class ComputeUnit(wiring.Component):
         m.d.comb += [self.inp_r_addr.eq(src1), self.wgt_r_addr.eq(wgt1), self.acc0_r_addr.eq(dst1),
                      self.acc1_r_addr.eq(src1)]
         v2, dst2, alu2, rst2, op2, ui2 = Signal(), Signal(ab), Signal(), Signal(), Signal(op_bits), Signal()
-        imm2 = Signal(IMM_BITS)
+        imm2, ovw2 = Signal(IMM_BITS), Signal()
         m.d.sync += [v2.eq(v1), dst2.eq(dst1), alu2.eq(alu1), rst2.eq(rst1), op2.eq(op1), ui2.eq(ui1),
-                     imm2.eq(imm1)]
+                     imm2.eq(imm1), ovw2.eq(ovw1)]
 
         # ---------------------------------------------------------------- S2: compute, write back
         B, BI, BO = cfg.batch, cfg.block_in, cfg.block_out
@@ -171,13 +198,27 @@ class ComputeUnit(wiring.Component):
         acc_s = self.acc1_r_data
         lanes = B * BO
         gemm_res, alu_res = [], []
+        paired = can_pair(cfg)
         for b in range(B):
+            # products[o][i] = inp[b][i] * wgt[o][i]; pairs of outputs share one multiplier per input
+            xs = [inp[(b * BI + i) * iw:][:iw] for i in range(BI)]
+            products: list[list[Value]] = [[] for _ in range(BO)]
+            for i in range(BI):
+                wv = [wgt[(o * BI + i) * ww:][:ww] for o in range(BO)]
+                if paired:
+                    for o in range(0, BO, 2):
+                        lo, hi = pair_products(xs[i], wv[o], wv[o + 1])
+                        products[o].append(lo)
+                        products[o + 1].append(hi)
+                else:
+                    for o in range(BO):
+                        products[o].append(xs[i].as_signed() * wv[o].as_signed())
             for o in range(BO):
                 j = b * BO + o
-                prods = [inp[(b * BI + i) * iw:][:iw].as_signed() * wgt[(o * BI + i) * ww:][:ww].as_signed()
-                         for i in range(BI)]
+                prods = products[o]
                 av = acc_d[j * aw:][:aw].as_signed()
-                gemm_res.append((av + tree_sum(prods))[:aw])
+                gemm_acc = Mux(ovw2, 0, av)  # overwrite: acc[dst] = inp x wgt^T, the old value is not read
+                gemm_res.append((gemm_acc + tree_sum(prods))[:aw])
                 bv = Mux(ui2, imm2.as_signed(), acc_s[j * aw:][:aw].as_signed())
                 alu_res.append(alu_lane(op2, av, bv, aw)[:aw])
         res = Signal(lanes * aw)

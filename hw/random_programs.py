@@ -1,9 +1,10 @@
 """Random valid programs (fixed seeds) for RTL-vs-simulator comparison.
 
 A program is a chain of blocks; each block loads (INP/WGT), computes (LOAD.UOP/ACC,
-GEMM, ALU of every registered op, NOPs) and stores, with tokens that make it race-free:
+GEMM incl. reset and overwrite GEMMs, ALU of every registered op, NOPs) and stores, with tokens that make it race-free:
 block ``b+1``'s loads wait for block ``b``'s compute (compute->load) and its compute waits
-for block ``b``'s store (store->compute). Every index stays inside its scratchpad.
+for block ``b``'s store (store->compute). Every index stays inside its scratchpad, and an overwrite GEMM
+writes each of its dst indices once (the simulator rejects anything else).
 """
 from __future__ import annotations
 
@@ -76,6 +77,20 @@ def random_program(cfg: HwConfig, seed: int, blocks: int | None = None) -> Rando
                 for _ in range(n_u)]
         return dict(iter_out=it_o, iter_in=it_i, fac=fac), uops
 
+    def dsts_distinct(lp: dict, uops: list[Uop]) -> bool:
+        fo, fi = lp["fac"]["dst"]
+        d = [u.dst + i0 * fo + i1 * fi for i0 in range(lp["iter_out"]) for i1 in range(lp["iter_in"]) for u in uops]
+        return len(set(d)) == len(d)
+
+    def distinct_dst(lp: dict, uops: list[Uop]) -> tuple[dict, list[Uop]]:
+        """Re-lay the dst indices as one dense block (uop, then iter_in, then iter_out), so each is written once."""
+        n, it_o, it_i = len(uops), lp["iter_out"], lp["iter_in"]
+        if n * it_o * it_i > cfg.acc_depth:
+            return lp, uops
+        d0 = int(rng.integers(0, cfg.acc_depth - n * it_o * it_i + 1))
+        fac = dict(lp["fac"], dst=(n * it_i, n))
+        return dict(lp, fac=fac), [Uop(d0 + i, u.src, u.wgt) for i, u in enumerate(uops)]
+
     def load_uops(uops: list[Uop], deps: Deps) -> tuple[Load, int, int]:
         start = int(rng.integers(0, cfg.uop_depth - len(uops) + 1))
         daddr = uop_region // 4 + len(uop_words)
@@ -103,13 +118,19 @@ def random_program(cfg: HwConfig, seed: int, blocks: int | None = None) -> Rando
                 cmp.append(Load(MemType.ACC, **dma("acc", cfg.acc_depth, True)))
             elif r < 0.55:
                 lp, uops = loops((cfg.acc_depth, cfg.inp_depth, cfg.wgt_depth))
+                reset = bool(rng.random() < 0.2)
+                overwrite = bool(rng.random() < 0.4)
+                if overwrite and not reset and rng.random() < 0.5:
+                    lp, uops = distinct_dst(lp, uops)
+                if overwrite and not reset and not dsts_distinct(lp, uops):
+                    overwrite = False  # an overwrite GEMM may write each dst once (else the program is invalid)
                 ld, u0, u1 = load_uops(uops, Deps())
                 cmp.append(ld)
-                cmp.append(Gemm(reset=bool(rng.random() < 0.2), uop_bgn=u0, uop_end=u1, iter_out=lp["iter_out"],
+                cmp.append(Gemm(reset=reset, uop_bgn=u0, uop_end=u1, iter_out=lp["iter_out"],
                                 iter_in=lp["iter_in"], dst_factor_out=lp["fac"]["dst"][0],
                                 dst_factor_in=lp["fac"]["dst"][1], src_factor_out=lp["fac"]["src"][0],
                                 src_factor_in=lp["fac"]["src"][1], wgt_factor_out=lp["fac"]["wgt"][0],
-                                wgt_factor_in=lp["fac"]["wgt"][1]))
+                                wgt_factor_in=lp["fac"]["wgt"][1], overwrite=overwrite))
             elif r < 0.95:
                 lp, uops = loops((cfg.acc_depth, cfg.acc_depth, 1))
                 ld, u0, u1 = load_uops(uops, Deps())

@@ -79,8 +79,8 @@ class HwConfig:
             need(getattr(self, f"{mem}_buff_size") >= 2 * elem, f"{mem}_buff_size",
                  f"must hold at least 2 elements of {elem} bytes (>= {2 * elem})")
         need(self.clock_mhz > 0, "clock_mhz", "must be > 0")
-        need(isinstance(self.dram_latency, int) and 1 <= self.dram_latency <= 4096, "dram_latency",
-             "must be an integer number of cycles in 1..4096")
+        need(isinstance(self.dram_latency, int) and 3 <= self.dram_latency <= 4096, "dram_latency",
+             "must be an integer number of cycles in 3..4096 (the RTL's STORE needs >= 3, docs/timing.md)")
         need(isinstance(self.cmd_queue_depth, int) and 1 <= self.cmd_queue_depth <= 1024, "cmd_queue_depth", "must be in 1..1024")
         need(isinstance(self.dep_queue_depth, int) and 1 <= self.dep_queue_depth <= 65535, "dep_queue_depth", "must be in 1..65535")
         need(isinstance(self.fetch_burst, int) and 1 <= self.fetch_burst <= 256, "fetch_burst", "must be in 1..256 instructions")

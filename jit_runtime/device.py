@@ -38,6 +38,8 @@ class Device(Protocol):
 
 DeviceFactory = Callable[..., Device]
 _REGISTRY: dict[str, DeviceFactory] = {}
+#: Devices registered by a module imported on first use (so the runtime does not import ``hw`` eagerly).
+_LAZY: dict[str, str] = {"rtl": "jit_runtime.devices_rtl"}
 
 
 def register_device(name: str, factory: DeviceFactory, *, replace: bool = False) -> None:
@@ -50,7 +52,7 @@ def register_device(name: str, factory: DeviceFactory, *, replace: bool = False)
 
 
 def device_names() -> list[str]:
-    return sorted(_REGISTRY)
+    return sorted(set(_REGISTRY) | set(_LAZY))
 
 
 def make_device(device: "str | Device", cfg: "HwConfig", *, trace: bool = False) -> Device:
@@ -60,6 +62,11 @@ def make_device(device: "str | Device", cfg: "HwConfig", *, trace: bool = False)
             raise RuntimeApiError(f"{device!r} is neither a device name nor an object with run(dram, insn_addr, n_insns)")
         return device
     factory = _REGISTRY.get(device)
+    if factory is None and device in _LAZY:
+        import importlib
+
+        importlib.import_module(_LAZY[device])  # registers the device on import
+        factory = _REGISTRY.get(device)
     if factory is None:
         raise UnknownDeviceError(f"unknown device {device!r}; known devices: {', '.join(device_names())}")
     return factory(cfg, trace=trace)

@@ -5,7 +5,8 @@ depend on the hardware package otherwise.
 """
 from __future__ import annotations
 
-from jit_runtime.device import device_names, register_device
+from jit_runtime.device import register_device
+from jit_runtime.errors import RuntimeApiError
 
 
 def _rtl(cfg, trace: bool = False):
@@ -14,5 +15,7 @@ def _rtl(cfg, trace: bool = False):
     return make_rtl_device(cfg, trace=trace)
 
 
-if "rtl" not in device_names():
+try:
     register_device("rtl", _rtl)
+except RuntimeApiError:  # already registered (this module re-imported, or a user's own "rtl")
+    pass

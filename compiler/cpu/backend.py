@@ -40,3 +40,21 @@ class NumpyCpuBackend:
 def supported_ops() -> frozenset[str]:
     """Op types the numpy CPU backend can execute."""
     return frozenset(KERNELS)
+
+
+CPU_BACKENDS = ("numpy", "llvm")
+
+
+def create_cpu_backend(cpu: "CpuBackend | str | None") -> CpuBackend:
+    """A CPU backend from a name in ``CPU_BACKENDS`` (None = numpy) or an existing backend object."""
+    if cpu is None or cpu == "numpy":
+        return NumpyCpuBackend()
+    if cpu == "llvm":
+        from compiler.codegen.llvm import LlvmCpuBackend  # imported lazily: it pulls in llvmlite
+
+        return LlvmCpuBackend()
+    if isinstance(cpu, str):
+        raise ValueError(f"unknown CPU backend {cpu!r}; available: {', '.join(CPU_BACKENDS)}")
+    if not isinstance(cpu, CpuBackend):
+        raise TypeError(f"cpu={cpu!r} is neither a backend name {CPU_BACKENDS} nor a CpuBackend object")
+    return cpu

@@ -103,7 +103,8 @@ class Module:
                 if self.keep_details:
                     details.append(prof)
             else:
-                outs, prof = self.cpu.run_node(n, ins), {}
+                outs = self.cpu.run_node(n, ins)
+                prof = {"cpu_backend": getattr(self.cpu, "last_backend", self.cpu.name)}
             dt = time.perf_counter() - t0
             for name, v in zip(n.outputs, outs):
                 if name:
@@ -129,10 +130,11 @@ class Module:
                 "utilization": float(prof.get("utilization", 0.0)) if target == "accel" else None,
                 "macs": int(prof.get("macs", 0)),
                 "bytes": int(sum(by.values())) if isinstance(by, dict) else int(by),
-                "time_ms": dt * 1e3}
+                "cpu_backend": prof.get("cpu_backend"), "time_ms": dt * 1e3}
 
     def profile(self) -> list[dict]:
-        """Per-layer rows of the last run: name, op, target, group, cycles, utilization, macs, bytes, time_ms."""
+        """Per-layer rows of the last run: name, op, target, group, cycles, utilization, macs, bytes, time_ms,
+        and ``cpu_backend`` (CPU rows: "numpy", "llvm" or "view" (zero-copy reshape); None on accel rows)."""
         if not self._profile:
             raise RuntimeError("no profile yet: call run() first")
         return [dict(r) for r in self._profile]

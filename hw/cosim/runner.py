@@ -6,12 +6,14 @@ generated Verilog changes.
 """
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import inspect
 import json
 import os
 import shutil
 import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,23 +54,36 @@ def design_key(cfg: HwConfig) -> str:
     return h.hexdigest()[:20]
 
 
+@contextmanager
+def _locked(name: str):
+    """An exclusive file lock in build/rtl/: parallel test workers (pytest -n) build each design once."""
+    BUILD.mkdir(parents=True, exist_ok=True)
+    with open(BUILD / f".{name}.lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
 def verilog_for(cfg: HwConfig) -> Path:
     """Path of the (cached) generated Verilog for ``cfg``."""
     from hw.verilog import generate
 
     path = BUILD / "verilog" / f"{cfg.name}-{design_key(cfg)}.v"
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(generate(cfg))
-        tmp.replace(path)
+    if path.exists():
+        return path
+    with _locked(f"verilog-{cfg.name}"):
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(generate(cfg))
+            tmp.replace(path)
     return path
 
 
 def build(cfg: HwConfig, verbose: bool = False) -> Path:
     """Build (or reuse) the Verilator model; returns its build directory."""
-    from cocotb_tools.runner import get_runner
-
     _env_path()
     vpath = verilog_for(cfg)
     vhash = hashlib.sha256(vpath.read_bytes()).hexdigest()[:16]
@@ -76,6 +91,17 @@ def build(cfg: HwConfig, verbose: bool = False) -> Path:
     stamp = bdir / "built.ok"
     if stamp.exists():
         return bdir
+    with _locked(f"build-{cfg.name}-{vhash}"):
+        if not stamp.exists():  # another worker may have built it while this one waited
+            _build(bdir, vpath, verbose)
+    return bdir
+
+
+def _build(bdir: Path, vpath: Path, verbose: bool) -> None:
+    from cocotb_tools.runner import get_runner
+
+    vhash = bdir.name.rsplit("-", 1)[1]
+    stamp = bdir / "built.ok"
     bdir.mkdir(parents=True, exist_ok=True)
     shutil.copy(vpath, bdir / "vta_top.v")
     runner = get_runner("verilator")
@@ -92,7 +118,6 @@ def build(cfg: HwConfig, verbose: bool = False) -> Path:
         else:
             os.environ["MAKEFLAGS"] = old
     stamp.write_text(vhash)
-    return bdir
 
 
 @dataclass

