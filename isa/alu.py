@@ -72,7 +72,11 @@ class NumpyOps:
 
 def wrap(values: np.ndarray, width: int) -> np.ndarray:
     """Two's-complement wrap of int64 ``values`` to ``width`` bits (result int64)."""
-    mod = np.int64(1) << width if width < 64 else 0
+    if width in (8, 16, 32):  # integer casts wrap (two's complement): much faster than a modulo
+        return np.asarray(values).astype(f"<i{width // 8}").astype(np.int64)
+    if width == 64:
+        return np.asarray(values, dtype=np.int64)
+    mod = np.int64(1) << width
     half = np.int64(1) << (width - 1)
     return ((values + half) % mod) - half
 

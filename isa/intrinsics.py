@@ -63,7 +63,8 @@ def gemm_intrinsic(cfg: "HwConfig") -> TensorIntrinsic:
     def fn(acc: np.ndarray, inp: np.ndarray, wgt: np.ndarray) -> np.ndarray:
         """Batched: acc (n,B,BO) int64, inp (n,B,BI), wgt (n,BO,BI) -> new acc (n,B,BO), wrapped."""
         if exact_in_float:
-            prod = np.matmul(inp.astype(np.float64), np.swapaxes(wgt, -1, -2).astype(np.float64)).astype(np.int64)
+            f64 = lambda a: np.asarray(a, dtype=np.float64)  # noqa: E731 - no copy when already float64
+            prod = np.matmul(f64(inp), np.swapaxes(f64(wgt), -1, -2)).astype(np.int64)
         else:
             with np.errstate(over="ignore"):
                 prod = np.matmul(inp.astype(np.int64), np.swapaxes(wgt, -1, -2).astype(np.int64))

@@ -1,25 +1,21 @@
 """``Simulator``: the four units of a VTA-style core running one instruction stream from DRAM."""
 from __future__ import annotations
 
-import contextlib
 
 import numpy as np
 
 from isa.config import HwConfig
-from isa.instructions import Alu, Finish, Gemm, Load, Store, n_iterations
+from isa.instructions import Alu, Finish, Gemm, Load, Store
 from simulator.alu import AluExecutor
 from simulator.dram import check_image, execute_load, execute_store
 from simulator.functional import run_functional
 from simulator.gemm import GemmExecutor
-from simulator.parallel import single_threaded_blas
 from simulator.program import Decoder
 from simulator.result import SimResult
 from simulator.scratchpads import Scratchpads
 from simulator.timing_engine import run_timed
 
 
-#: programs with at least this many MACs run with a single-threaded BLAS (see simulator.parallel)
-BLAS_LIMIT_MACS = 1 << 24
 
 
 class Simulator:
@@ -48,6 +44,7 @@ class Simulator:
         """Run ``n_insns`` instructions at byte ``insn_addr`` of ``dram`` (modified in place)."""
         check_image(dram)
         cfg, sp = self.cfg, self.sp
+        sp.wgt_version += 1  # the scratchpads may have been written directly since the last run
         infos = self._decoder.program(dram, insn_addr, n_insns)
         gemm, alu = self._gemm.execute, self._alu.execute
 
@@ -64,9 +61,7 @@ class Simulator:
             else:
                 assert isinstance(insn, Finish)
 
-        heavy = sum(n_iterations(f.insn) for f in infos if isinstance(f.insn, Gemm)) * cfg.macs_per_cycle
-        with single_threaded_blas() if heavy >= BLAS_LIMIT_MACS else contextlib.nullcontext():
-            if self.timing:
-                return SimResult(cfg, infos, run_timed(cfg, infos, execute))
-            run_functional(cfg, infos, execute)
+        if self.timing:
+            return SimResult(cfg, infos, run_timed(cfg, infos, execute))
+        run_functional(cfg, infos, execute)
         return SimResult(cfg, infos, None)

@@ -63,6 +63,8 @@ def execute_load(sp: Scratchpads, dram: np.ndarray, insn: Load, cfg: HwConfig) -
         sp.write_uops(base, block)
     elif mem == "acc":
         sp.write_acc(slice(base, base + n), block.astype(np.int64))
+    elif mem == "wgt":
+        sp.write_wgt(base, block)
     else:
         getattr(sp, mem)[base:base + n] = block
 

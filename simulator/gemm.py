@@ -24,10 +24,8 @@ from isa.instructions import Gemm
 from isa.intrinsics import gemm_intrinsic
 from simulator.errors import InvalidInstructionError
 from simulator.loops import check_bound, expand, factor_uops, loop_dims
-from simulator.parallel import WORKERS, pool
 from simulator.scratchpads import Scratchpads
 
-PARALLEL_MACS = 1 << 22  # split products at least this big over the thread pool
 _CHUNK_ELEMS = 1 << 21  # bound on gathered wgt elements per chunk in the general path
 
 
@@ -63,6 +61,7 @@ class GemmExecutor:
         max_prod = 1 << (cfg.inp_width + cfg.wgt_width - 2)  # |(-2^(a-1)) * (-2^(b-1))|
         self.safe_terms = ((1 << 53) - 1) // max_prod  # products per output the float64 path sums exactly
         self._plans: dict = {}
+        self._wmats: dict = {}  # (wgt version, plan weight dims) -> packed float64 weight matrix
 
     # --------------------------------------------------------------- helpers
     def _product(self, terms: int):
@@ -153,21 +152,22 @@ class GemmExecutor:
         inp, wgt = sp.inp, sp.wgt
         a = as_strided(inp[p.base[1]:], shape=[dm[0] for dm in p.m + p.k] + [B, BI],
                        strides=[dm[2] * inp.strides[0] for dm in p.m + p.k] + list(inp.strides[1:]))
-        a = np.moveaxis(a, -2, len(p.m)).reshape(1, p.mtot * B, p.ktot * BI)
-        w = as_strided(wgt[p.base[2]:], shape=[dm[0] for dm in p.n + p.k] + [BO, BI],
-                       strides=[dm[3] * wgt.strides[0] for dm in p.n + p.k] + list(wgt.strides[1:]))
-        w = np.moveaxis(w, -2, len(p.n)).reshape(1, p.ntot * BO, p.ktot * BI)
+        fn = self._product(p.ktot * BI)
+        dt = np.float64 if fn is self.fn else np.int64  # one pass: convert while packing
+        a = np.moveaxis(a, -2, len(p.m)).astype(dt, order="C").reshape(1, p.mtot * B, p.ktot * BI)
+        wkey = (sp.wgt_version, p.base[2], tuple(p.n), tuple(p.k))
+        w = self._wmats.get(wkey)
+        if w is None:  # weights are reused across many GEMMs: pack (and convert) them once per load
+            w = as_strided(wgt[p.base[2]:], shape=[dm[0] for dm in p.n + p.k] + [BO, BI],
+                           strides=[dm[3] * wgt.strides[0] for dm in p.n + p.k] + list(wgt.strides[1:]))
+            w = np.moveaxis(w, -2, len(p.n)).astype(dt, order="C").reshape(1, p.ntot * BO, p.ktot * BI)
+            if len(self._wmats) >= 8:
+                self._wmats.clear()
+            self._wmats[wkey] = w
         idx = p.dslice if p.dslice is not None else p.dflat
         old = np.zeros((p.dflat.size,) + sp.acc.shape[1:], np.int64) if overwrite else sp.acc[idx]
         acc = old.reshape(p.mtot, p.ntot, B, BO).transpose(0, 2, 1, 3).reshape(1, p.mtot * B, p.ntot * BO)
-        fn = self._product(p.ktot * BI)
-        rows = p.ntot * BO
-        if WORKERS > 1 and p.mtot * p.ntot * p.ktot * B * BI * BO >= PARALLEL_MACS and p.ntot >= WORKERS:
-            cut = [rows * c // WORKERS // BO * BO for c in range(WORKERS + 1)]
-            parts = [pool().submit(fn, acc[..., lo:hi], a, w[:, lo:hi]) for lo, hi in zip(cut, cut[1:])]
-            new = np.concatenate([f.result() for f in parts], axis=-1)
-        else:
-            new = fn(acc, a, w)
+        new = fn(acc, a, w)  # one BLAS call; numpy's BLAS threads it
         new = new.reshape(p.mtot, B, p.ntot, BO).transpose(0, 2, 1, 3).reshape(p.mtot * p.ntot, B, BO)
         sp.write_acc(idx, new)
 

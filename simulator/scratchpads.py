@@ -35,6 +35,7 @@ class Scratchpads:
         self.uop_dst = np.zeros(c.uop_depth, np.int64)
         self.uop_src = np.zeros(c.uop_depth, np.int64)
         self.uop_wgt = np.zeros(c.uop_depth, np.int64)
+        self.wgt_version = 0  # bumped by every write to wgt: keys caches derived from its contents
 
     def as_dict(self) -> dict[str, np.ndarray]:
         return {"uop": self.uop, "inp": self.inp, "wgt": self.wgt, "acc": self.acc, "out": self.out}
@@ -44,6 +45,10 @@ class Scratchpads:
         """acc[idx] = values (already wrapped to acc_width) and the OUT mirror: low out_width bits."""
         self.acc[idx] = values
         self.out[idx] = values.astype(self.out.dtype)  # integer narrowing wraps (two's complement)
+
+    def write_wgt(self, base: int, block: np.ndarray) -> None:
+        self.wgt[base:base + block.shape[0]] = block
+        self.wgt_version += 1
 
     def write_uops(self, base: int, words: np.ndarray) -> None:
         n = words.shape[0]
