@@ -128,7 +128,12 @@ def unpack_weight(wp: np.ndarray) -> np.ndarray:
 
 
 def conv_supported_on_accel(c: int, o: int, groups: int, block_in: int, block_out: int) -> bool:
-    """Whether a conv with C inputs, O outputs and ``groups`` fits the packed grouped-conv rule."""
+    """Whether a conv with C inputs, O outputs and ``groups`` fits the packed grouped-conv rule.
+
+    Depthwise convs (``groups == C == O``) qualify too: their packed weight is ``(C//BO, 1, KH, KW, BO, BI)``
+    with input column 0 holding each channel's filter."""
     if groups == 1:
+        return True
+    if groups == c == o and block_in == block_out:  # depthwise: block-diagonal weights, one block per group
         return True
     return c % groups == 0 and o % groups == 0 and (c // groups) % block_in == 0 and (o // groups) % block_out == 0

@@ -40,6 +40,9 @@ class RefAccelBackend:
             raise ValueError(f"packed blocks x{x.shape[4:]} w{w.shape[4:]} do not match config "
                              f"(batch={cfg.batch}, block_in={cfg.block_in}, block_out={cfg.block_out})")
         xs, ws = unpack_activation(x), unpack_weight(w)
+        if groups > 1 and w.shape[1] == 1 and w.shape[0] == x.shape[1] and groups > x.shape[1]:
+            # depthwise (see conv_supported_on_accel): every padded channel is its own group
+            ws, groups = ws[:, :1], xs.shape[1]
         if xs.shape[1] != ws.shape[1] * groups:
             raise ValueError(f"conv2d: input has {xs.shape[1]} padded channels, weight {ws.shape[1]} x groups {groups}")
         o_pad = ws.shape[0]
