@@ -18,6 +18,8 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from isa import make_config
+
 CALIBRATION_STEP = 4     # every 4th of the first 400 training images: 100 calibration images
 CALIBRATION_SPAN = 400
 
@@ -109,6 +111,11 @@ def report(res: DemoResult, console=None) -> None:
     c = console or make_console()
     c.print(f"[bold]vta-stack demo[/bold]: digits CNN (scikit-learn load_digits, {res.test_images} test images), "
             f"int8 on target [bold]{res.target}[/bold], config {res.config} @ {res.clock_mhz:g} MHz")
+    hw = make_config(res.config)
+    c.print(f"  hardware {hw.name}: {hw.batch}x{hw.block_in}x{hw.block_out} GEMM, {hw.macs_per_cycle} MACs/cycle, "
+            f"peak {hw.peak_gops:g} GOPS; scratchpads uop/inp/wgt/acc {hw.uop_buff_size // 1024}/"
+            f"{hw.inp_buff_size // 1024}/{hw.wgt_buff_size // 1024}/{hw.acc_buff_size // 1024} KiB; "
+            f"{hw.bus_width}-bit DRAM bus, latency {hw.dram_latency} cycles")
     if res.target_note:
         c.print(f"[yellow]NOTE: {res.target_note}[/yellow]")
     c.print(f"  onnxruntime float accuracy     {res.float_ort_accuracy:.2%}")
