@@ -32,6 +32,9 @@ class Module:
         self._free_after: dict[int, list[str]] = {}
         for t, (_, end) in life.items():
             self._free_after.setdefault(end, []).append(t)
+        # intermediate tensors live in one arena at the static memory plan's offsets
+        self._plan = compiled.memory_plan
+        self._arena = np.zeros(self._plan.peak_bytes, dtype=np.uint8)
 
     # -- inputs / outputs ---------------------------------------------------------------
     @property
@@ -108,15 +111,33 @@ class Module:
             dt = time.perf_counter() - t0
             for name, v in zip(n.outputs, outs):
                 if name:
-                    values[name] = v
+                    values[name] = self._place(name, v)
             rows.append(self._row(n, target, dt, prof))
             for t in self._free_after.get(idx, ()):
                 if t not in g.outputs:
                     values.pop(t, None)
-        self._outputs = [values[o] for o in g.outputs]
+        self._outputs = [np.array(values[o]) for o in g.outputs]  # copies: the arena is reused next run
         self._profile = rows
         self._details = details
         return list(self._outputs)
+
+    def _place(self, name: str, value) -> np.ndarray:
+        """Copy a node output into its planned arena slot; the view becomes the tensor's value."""
+        alloc = self._plan.allocations.get(name)
+        if alloc is None:
+            return value
+        v = np.asarray(value)
+        if v.nbytes > alloc.size:
+            raise RuntimeError(f"memory plan: tensor {name!r} produced {v.nbytes} bytes {v.shape} {v.dtype} but was "
+                               f"planned {alloc.size} bytes; the graph's shape inference and the kernel disagree")
+        slot = self._arena[alloc.offset:alloc.offset + v.nbytes].view(v.dtype).reshape(v.shape)
+        slot[...] = v
+        return slot
+
+    @property
+    def arena_bytes(self) -> int:
+        """Bytes of the intermediate-tensor arena (the memory plan's peak)."""
+        return int(self._arena.nbytes)
 
     def __call__(self, **inputs):
         outs = self.run(inputs)
