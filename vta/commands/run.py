@@ -200,6 +200,9 @@ def run(args: argparse.Namespace) -> int:
     console.print(f"accelerator: {s['accel_layers']} layers, {s['accel_cycles']:,} cycles = {s['accel_time_ms']:.3f} ms "
                   f"at {clock:g} MHz, {s['macs'] / 1e6:.1f} MMACs; CPU: {s['cpu_layers']} layers, "
                   f"{s['cpu_time_ms']:.1f} ms host time")
+    plan = mod.compiled.memory_plan
+    console.print(f"intermediate tensors: {plan.peak_bytes / 1024:,.1f} KiB arena (static memory plan; "
+                  f"{plan.no_reuse_bytes / 1024:,.1f} KiB without reuse)")
     if args.trace:
         source = mod.write_trace(args.trace)
         console.print(f"trace written to {args.trace} (timings from {source}); open it in ui.perfetto.dev")
