@@ -24,13 +24,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-_I32 = np.int64(1) << 32
+from isa.alu import wrap
 
 
 def wrap_int32(a: np.ndarray) -> np.ndarray:
-    """Two's-complement wrap of an integer array to int32 (returned as int64)."""
-    a = np.asarray(a, dtype=np.int64)
-    return ((a + (1 << 31)) % _I32) - (1 << 31)
+    """Two's-complement wrap of an integer array to int32 (returned as int64): the ALU's wrap."""
+    return wrap(np.asarray(a, dtype=np.int64), 32)
 
 
 def round_shift(a: np.ndarray, s: np.ndarray | int) -> np.ndarray:
