@@ -23,14 +23,18 @@ _CLASSES = {"LOAD": Load, "STORE": Store, "GEMM": Gemm, "ALU": Alu, "FINISH": Fi
 _BOOL_FIELDS = {"reset", "use_imm", "overwrite"}
 
 
-def disassemble_one(insn: Instruction) -> str:
-    cls = type(insn)
-    head = cls.__name__.upper()
+def mnemonic(insn: Instruction) -> str:
+    """The instruction's mnemonic: ``LOAD.INP``, ``STORE.OUT``, ``GEMM``, ``ALU.ADD``, ``FINISH``."""
+    head = type(insn).__name__.upper()
     if isinstance(insn, (Load, Store)):
-        head += "." + MemType(insn.mem).name
+        return f"{head}.{MemType(insn.mem).name}"
     if isinstance(insn, Alu):
-        head += "." + insn.op.upper()
-    parts = [head]
+        return f"{head}.{insn.op.upper()}"
+    return head
+
+
+def disassemble_one(insn: Instruction) -> str:
+    parts = [mnemonic(insn)]
     for f in fields(insn):
         if f.name in ("deps", "mem", "op"):
             continue

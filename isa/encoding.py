@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Iterable
 
 import numpy as np
 
-from isa.alu import IMM_BITS, alu_op, alu_opcode_bits, alu_ops
+from isa.alu import IMM_BITS, alu_op, alu_opcode_bits
 from isa.errors import ConfigError, EncodingError
 from isa.instructions import Alu, Deps, Finish, Gemm, Instruction, Load, MemType, Opcode, Store, Uop
 
@@ -234,6 +234,24 @@ def encode_uops(uops: Iterable[Uop], cfg: "HwConfig") -> np.ndarray:
     return np.array([encode_uop(u, cfg) for u in uops], dtype=np.uint32)
 
 
+def int_dtype(bits: int) -> np.dtype:
+    """Little-endian signed integer dtype of ``bits`` bits."""
+    return np.dtype(f"<i{bits // 8}")
+
+
+def elem_layout(cfg: "HwConfig", mem: str) -> tuple[np.dtype, tuple[int, ...]]:
+    """numpy dtype and per-element shape of memory ``mem`` (uop, inp, wgt, acc, out) in DRAM."""
+    if mem == "uop":
+        return np.dtype("<u4"), ()
+    if mem == "inp":
+        return int_dtype(cfg.inp_width), (cfg.batch, cfg.block_in)
+    if mem == "wgt":
+        return int_dtype(cfg.wgt_width), (cfg.block_out, cfg.block_in)
+    if mem == "acc":
+        return int_dtype(cfg.acc_width), (cfg.batch, cfg.block_out)
+    return int_dtype(cfg.out_width), (cfg.batch, cfg.block_out)
+
+
 def decode_uop_array(words: np.ndarray, cfg: "HwConfig") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Vectorized decode of a uint32 uop array into (dst, src, wgt) int64 index arrays."""
     w = np.asarray(words, dtype=np.int64)
@@ -241,7 +259,3 @@ def decode_uop_array(words: np.ndarray, cfg: "HwConfig") -> tuple[np.ndarray, np
     for f in layouts(cfg)["UOP"].fields:
         out.append((w >> f.lo) & ((1 << f.width) - 1))
     return tuple(out)  # type: ignore[return-value]
-
-
-def alu_op_names() -> list[str]:
-    return [o.name for o in alu_ops()]

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from isa.instructions import Alu, Finish, Gemm, Instruction, Load, MemType, Store, Unit, n_iterations
+from isa.encoding import INSN_BYTES
+from isa.instructions import Alu, Finish, Gemm, Instruction, Load, MemType, Store, n_iterations
 
 if TYPE_CHECKING:
     from isa.config import HwConfig
 
 #: Requesters of the single DRAM port, highest priority first.
 PORT_PRIORITY = ("store", "compute", "load", "fetch")
-INSN_BYTES = 16
 
 
 def ceil_div(a: int, b: int) -> int:
@@ -66,7 +66,3 @@ def exec_cycles(cfg: "HwConfig", insn: Instruction) -> int:
 
 def uses_port(insn: Instruction) -> bool:
     return isinstance(insn, (Load, Store)) and not is_nop(insn)
-
-
-def requester(unit: Unit) -> str:
-    return {Unit.LOAD: "load", Unit.COMPUTE: "compute", Unit.STORE: "store"}[unit]

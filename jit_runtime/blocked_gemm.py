@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from isa import alu_evaluate
+from isa.encoding import int_dtype
 from jit_runtime.command_queue import CommandQueue
 from jit_runtime.layout import pack, unpack
 from jit_runtime.program import Program
@@ -55,7 +56,7 @@ def reference(a: np.ndarray, w: np.ndarray, cfg: "HwConfig", shift: int, relu: b
     hi = (1 << (cfg.out_width - 1)) - 1
     x = alu_evaluate("SHR", acc, shift, cfg.acc_width)
     x = alu_evaluate("MIN", alu_evaluate("MAX", x, lo, cfg.acc_width), hi, cfg.acc_width)
-    return x.astype(np.dtype(f"int{cfg.out_width}"))
+    return x.astype(int_dtype(cfg.out_width))
 
 
 def _check_plan(cfg: "HwConfig", p: GemmPlan, vt: int) -> tuple[int, int, int, int]:

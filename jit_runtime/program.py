@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from isa import Alu, Instruction, Load, MemType, Store, decode_stream, unit_of
+from isa import Instruction, decode_stream, unit_of
+from isa.asm import mnemonic
 from jit_runtime.device import Device, make_device
 
 if TYPE_CHECKING:
@@ -65,12 +66,7 @@ def stream_summary(insns: list[Instruction]) -> dict[str, Any]:
     units: Counter[str] = Counter()
     flags: Counter[str] = Counter()
     for insn in insns:
-        name = type(insn).__name__.upper()
-        if isinstance(insn, (Load, Store)):
-            name += "." + MemType(insn.mem).name
-        elif isinstance(insn, Alu):
-            name += "." + insn.op
-        kinds[name] += 1
+        kinds[mnemonic(insn)] += 1
         units[unit_of(insn).name.lower()] += 1
         flags.update(insn.deps.names())
     return {"n_insns": len(insns), "by_kind": dict(sorted(kinds.items())), "by_unit": dict(sorted(units.items())),

@@ -20,13 +20,13 @@ from pathlib import Path
 import numpy as np
 
 from isa import make_config
+from isa.encoding import INSN_BYTES
 from isa.errors import ConfigError
 from jit_runtime.errors import ProgramFileError
 from jit_runtime.program import BufferInfo, Program
 
 FORMAT = "vta-program"
 VERSION = 1
-INSN_BYTES = 16
 
 
 def save_program(program: Program, path: str | Path) -> Path:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 
 from isa import alu_evaluate, alu_ops
+from isa.encoding import elem_layout
 from jit_runtime.blocked_gemm import GemmPlan, build_blocked_gemm, random_operands
 from jit_runtime.command_queue import CommandQueue
 from jit_runtime.layout import elements
@@ -30,7 +31,7 @@ def _acc_shape(cfg: "HwConfig", n: int) -> tuple[int, int, int]:
 
 
 def _out_dtype(cfg: "HwConfig") -> np.dtype:
-    return np.dtype(f"int{cfg.out_width}")
+    return elem_layout(cfg, "out")[0]
 
 
 def _narrow(cfg: "HwConfig", acc: np.ndarray) -> np.ndarray:

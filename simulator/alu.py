@@ -12,7 +12,7 @@ import numpy as np
 
 from isa.alu import alu_op
 from isa.config import HwConfig
-from isa.instructions import Alu
+from isa.instructions import Alu, n_iterations
 from isa.intrinsics import alu_intrinsic
 from simulator.loops import check_bound, expand
 from simulator.scratchpads import Scratchpads
@@ -95,7 +95,7 @@ class AluExecutor:
 
     def execute(self, i: int, insn: Alu) -> None:
         """Run ALU instruction ``i`` (a NOP when it has no iterations)."""
-        if insn.iter_out * insn.iter_in * (insn.uop_end - insn.uop_bgn) <= 0:
+        if n_iterations(insn) == 0:
             return
         fn = self._fn(insn.op)
         sp = self.sp

@@ -1,7 +1,6 @@
 """``Simulator``: the four units of a VTA-style core running one instruction stream from DRAM."""
 from __future__ import annotations
 
-
 import numpy as np
 
 from isa.config import HwConfig
@@ -14,8 +13,6 @@ from simulator.program import Decoder
 from simulator.result import SimResult
 from simulator.scratchpads import Scratchpads
 from simulator.timing_engine import run_timed
-
-
 
 
 class Simulator:

@@ -5,9 +5,10 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from isa.config import HwConfig
+from isa.encoding import elem_layout
 from isa.instructions import Load, MemType, Store
 from simulator.errors import SimulatorError
-from simulator.scratchpads import Scratchpads, int_dtype
+from simulator.scratchpads import Scratchpads
 
 
 def check_image(dram: np.ndarray) -> None:
@@ -17,19 +18,6 @@ def check_image(dram: np.ndarray) -> None:
                              f"{type(dram).__name__} {getattr(dram, 'dtype', '')} {getattr(dram, 'shape', '')}")
     if not dram.flags.c_contiguous or not dram.flags.writeable:
         raise SimulatorError("dram must be C-contiguous and writeable (it is modified in place)")
-
-
-def elem_layout(cfg: HwConfig, mem: str) -> tuple[np.dtype, tuple[int, ...]]:
-    """numpy dtype and per-element shape of memory ``mem`` in DRAM."""
-    if mem == "uop":
-        return np.dtype("<u4"), ()
-    if mem == "inp":
-        return int_dtype(cfg.inp_width), (cfg.batch, cfg.block_in)
-    if mem == "wgt":
-        return int_dtype(cfg.wgt_width), (cfg.block_out, cfg.block_in)
-    if mem == "acc":
-        return int_dtype(cfg.acc_width), (cfg.batch, cfg.block_out)
-    return int_dtype(cfg.out_width), (cfg.batch, cfg.block_out)
 
 
 def _rows(dram: np.ndarray, byte_base: int, y: int, row_bytes: int, pitch_bytes: int) -> np.ndarray:

@@ -20,7 +20,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from isa.alu import wrap
 from isa.config import HwConfig
-from isa.instructions import Gemm
+from isa.instructions import Gemm, n_iterations
 from isa.intrinsics import gemm_intrinsic
 from simulator.errors import InvalidInstructionError
 from simulator.loops import check_bound, expand, factor_uops, loop_dims
@@ -136,7 +136,7 @@ class GemmExecutor:
     # ------------------------------------------------------------- execution
     def execute(self, i: int, insn: Gemm) -> None:
         """Run GEMM instruction ``i`` (a NOP when it has no iterations)."""
-        if insn.iter_out * insn.iter_in * (insn.uop_end - insn.uop_bgn) <= 0:
+        if n_iterations(insn) == 0:
             return
         plan = self._plan(i, insn)
         if insn.reset:

@@ -5,6 +5,7 @@ from typing import Any
 
 from isa.config import HwConfig
 from isa.instructions import Alu, Gemm, Load, MemType, Store, n_iterations
+from isa.timing import pad_elements
 from simulator.program import INSN_BYTES, UNITS, InsnInfo
 from simulator.timing_engine import Timeline
 
@@ -20,8 +21,7 @@ def counters(cfg: HwConfig, infos: list[InsnInfo]) -> dict[str, Any]:
             mem = MemType(insn.mem).name.lower()
             nbytes[mem] += insn.y_size * insn.x_size * cfg.elem_bytes(mem)
             if isinstance(insn, Load) and not info.nop:
-                rows, cols = insn.y_pad0 + insn.y_size + insn.y_pad1, insn.x_pad0 + insn.x_size + insn.x_pad1
-                pads += rows * cols - insn.y_size * insn.x_size
+                pads += pad_elements(insn)
         elif isinstance(insn, Gemm):
             k = n_iterations(insn)
             gemm_uops += k

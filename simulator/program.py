@@ -12,14 +12,14 @@ import numpy as np
 
 from isa import EncodingError, decode
 from isa.alu import alu_opcode_bits
-from isa.asm import disassemble_one
+from isa.asm import disassemble_one, mnemonic
 from isa.config import HwConfig
+from isa.encoding import INSN_BYTES
 from isa.instructions import Alu, Finish, Gemm, Instruction, Load, MemType, Store, unit_of
 from isa.timing import dma_cycles, exec_cycles, is_nop, uses_port
 from simulator.errors import (DecodeError, DepsError, InvalidInstructionError, MisalignedError, OutOfRangeError,
                               StreamError)
 
-INSN_BYTES = 16
 UNITS = ("load", "compute", "store")
 #: The four dependency-token queues, by id.
 QUEUES = ("load->compute", "compute->load", "compute->store", "store->compute")
@@ -46,16 +46,8 @@ class InsnInfo:
         return disassemble_one(self.insn)
 
 
-def kind_of(insn: Instruction) -> str:
-    if isinstance(insn, (Load, Store)):
-        return f"{type(insn).__name__.upper()}.{MemType(insn.mem).name}"
-    if isinstance(insn, Alu):
-        return f"ALU.{insn.op.upper()}"
-    return type(insn).__name__.upper()
-
-
 def _where(i: int, insn: Instruction) -> str:
-    return f"instruction {i} ({kind_of(insn)})"
+    return f"instruction {i} ({mnemonic(insn)})"
 
 
 def _deps(i: int, insn: Instruction, unit: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -123,7 +115,7 @@ def make_info(i: int, insn: Instruction, cfg: HwConfig) -> InsnInfo:
         _check_loop(i, insn, cfg)
     port = uses_port(insn)
     dur = dma_cycles(cfg, insn) if port else exec_cycles(cfg, insn)
-    return InsnInfo(insn, unit, kind_of(insn), pops, pushes, port, dur, is_nop(insn))
+    return InsnInfo(insn, unit, mnemonic(insn), pops, pushes, port, dur, is_nop(insn))
 
 
 def check_dram(i: int, info: InsnInfo, cfg: HwConfig, dram_bytes: int) -> None:

@@ -10,12 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from isa.config import HwConfig
-from isa.encoding import decode_uop_array
-
-
-def int_dtype(bits: int) -> np.dtype:
-    """Little-endian signed integer dtype of ``bits`` bits."""
-    return np.dtype(f"<i{bits // 8}")
+from isa.encoding import decode_uop_array, int_dtype
 
 
 class Scratchpads:
