@@ -16,7 +16,7 @@ from compiler.codegen.emit import emit
 from compiler.codegen.ops import OpBuilder
 from compiler.lower import lower
 from compiler.requant import Requant
-from compiler.topi.conv2d import ConvShape, conv2d_kernel
+from compiler.topi.conv2d import ConvShape, conv2d_compute, conv2d_epilogue, conv2d_kernel
 from compiler.topi.knobs import ConvKnobs
 from isa import HwConfig, make_config
 
@@ -118,12 +118,16 @@ def run_compiled(cfg: HwConfig, comp: Compiled, inputs: dict, device: str = "sim
     res = q.synchronize()
     result = out.copy_to()
     cycles = int(res.cycles)
-    util = comp.macs / (cfg.macs_per_cycle * cycles) if cycles else 0.0
-    prof = {"cycles": cycles, "macs": int(comp.macs), "utilization": float(util),
+    prof = {"cycles": cycles, "macs": int(comp.macs), "utilization": _utilization(cfg, comp.macs, cycles),
             "bytes": {"input": int(sum(np.asarray(a).nbytes for a in inputs.values())),
                       "output": int(result.nbytes)},
             "device": res.profile}
     return result, prof
+
+
+def _utilization(cfg: HwConfig, macs: int, cycles: int) -> float:
+    """MACs done / MACs the array could do in ``cycles``."""
+    return float(macs / (cfg.macs_per_cycle * cycles)) if cycles else 0.0
 
 
 def _np_dtype(d: str):
@@ -161,40 +165,31 @@ class SimAccelBackend:
         self.vthreads = vthreads
         self.tune = tune  # > 1: simulate that many best analytic tilings per shape (compiler.topi.tune)
         self.last_profile: dict = {}
-        self._cache: dict = {}
         self._replays: dict = {}
 
     def _replay(self, cs: ConvShape, bias, rq: Requant) -> Replay:
         key = (cs, _rq_key(bias, rq), self.vthreads)
         rep = self._replays.get(key)
         if rep is None:
-            rep = Replay(self.config, self._compiled(cs, bias, rq), self.device)
+            rep = Replay(self.config, self._compile(cs, bias, rq), self.device)
             self._replays[key] = rep
         return rep
 
-    def _compiled(self, cs: ConvShape, bias, rq: Requant) -> Compiled:
-        key = (cs, _rq_key(bias, rq), self.vthreads)
-        comp = self._cache.get(key)
-        if comp is None:
-            from compiler.topi.knobs import choose_conv_knobs
-            from compiler.topi.tune import tune_conv_knobs
+    def _compile(self, cs: ConvShape, bias, rq: Requant) -> Compiled:
+        from compiler.topi.knobs import choose_conv_knobs
+        from compiler.topi.tune import tune_conv_knobs
 
-            ep = conv2d_kernel(self.config, cs, bias, rq, ConvKnobs(1, 1, 1, 1)).epilogue
-            n_consts, n_alu = len(ep.consts), len(ep.stages)
-            if self.tune > 1:
-                knobs = tune_conv_knobs(self.config, cs, bias, rq, n_consts, n_alu, self.vthreads, top=self.tune)
-            else:
-                knobs = choose_conv_knobs(self.config, cs, n_consts, n_alu, vthreads=self.vthreads)
-            comp = compile_conv2d(self.config, cs, bias, rq, knobs)
-            self._cache[key] = comp
-        return comp
+        ep = conv2d_epilogue(self.config, cs, conv2d_compute(self.config, cs)[3], bias, rq)
+        n_consts, n_alu = len(ep.consts), len(ep.stages)
+        if self.tune > 1:
+            knobs = tune_conv_knobs(self.config, cs, bias, rq, n_consts, n_alu, self.vthreads, top=self.tune)
+        else:
+            knobs = choose_conv_knobs(self.config, cs, n_consts, n_alu, vthreads=self.vthreads)
+        return compile_conv2d(self.config, cs, bias, rq, knobs)
 
     def _consts(self, comp: Compiled, cs: ConvShape, bias, rq: Requant) -> dict:
-        from compiler.topi.requant import requant_stages
-
-        cfg = self.config
-        ep = requant_stages(comp.kernel.conv, bias, rq, cs.groups * cs.ocb * cfg.block_out,
-                            lambda n, g, oc, y, x, b, o: (g, oc, b, o), (cs.groups, cs.ocb), cfg.block_out, cfg.batch)
+        """This call's values of the kernel's constant inputs (bias/requant may change between calls)."""
+        ep = conv2d_epilogue(self.config, cs, comp.kernel.conv, bias, rq)
         return {t: arr for (t, _), (_, arr) in zip(comp.consts, ep.consts)}
 
     def conv2d(self, x, w, bias, *, stride, padding, groups, requant: Requant) -> np.ndarray:
@@ -214,8 +209,7 @@ class SimAccelBackend:
         inputs = {k.data: x.reshape(k.data.shape), k.weight: w.reshape(k.weight.shape)}
         inputs.update(self._consts(comp, cs, bias, requant))
         out, cycles, dev_prof, dev_res = rep.run(inputs)
-        util = comp.macs / (cfg.macs_per_cycle * cycles) if cycles else 0.0
-        self.last_profile = {"cycles": cycles, "macs": int(comp.macs), "utilization": float(util),
+        self.last_profile = {"cycles": cycles, "macs": int(comp.macs), "utilization": _utilization(cfg, comp.macs, cycles),
                              "bytes": {"input": int(x.nbytes), "output": int(out.nbytes), "weight": int(w.nbytes),
                                        "bias": 0 if bias is None else 4 * int(np.size(bias))},
                              "device": dev_prof, "runtime": rep.program.runtime, "sim_result": dev_res}

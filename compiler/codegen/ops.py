@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from compiler.lower.affine import to_affine
 from compiler.lower.bounds import EmptyIteration
 from compiler.lower.deps import Op, insert_tokens
 from compiler.lower.dma import region_descs, source_map
@@ -96,7 +97,7 @@ class OpBuilder:
         region = [nest.forms[ax].bounds(nest.extents) for ax in root.op.axes]
         region = [(lo, hi - lo + 1) for lo, hi in region]
         src_region = self.bounds.region(s.source.tensor, env)
-        if [r for r in region] != [r for r in src_region]:
+        if region != list(src_region):
             raise LowerError(f"store of {root.name}: region {region} differs from the acc tile {src_region}")
         key = _key(s.buffer, thread)
         base = s.buffer.copy_base(thread)
@@ -112,8 +113,6 @@ class OpBuilder:
         strides = buf.strides
         const = 0
         coefs = np.zeros(len(loops), dtype=np.int64)
-        from compiler.lower.affine import to_affine
-
         for d in range(tensor.ndim - 2):
             f = to_affine(ld_indices[d], nest.forms)
             const += (f.const - region[d][0]) * strides[d]

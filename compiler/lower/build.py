@@ -46,10 +46,6 @@ def _store_source(root: "Stage") -> "Stage":
     return src
 
 
-def _is_pad(st: "Stage") -> bool:
-    return st.inlined
-
-
 def _host_loops(st: "Stage", attached: dict) -> list:
     """Host loops of a non-root stage: its leaves down to the innermost one something is attached at."""
     last = -1
@@ -64,12 +60,12 @@ def lower(sched: "Schedule", cfg: "HwConfig", name: str = "kernel") -> LoweredFu
     root = _root_stage(sched)
     store_src = _store_source(root)
     p = next(k for k, lv in enumerate(root.leaf_iter_vars) if root.pragmas.get(lv) == "dma_copy")
-    stages = [st for st in sched.stages if st.op is not None and st is not root and not _is_pad(st)]
+    stages = [st for st in sched.stages if st.op is not None and st is not root and not st.inlined]
     attached: dict = {}
     for st in stages:
         if st.attach is not None:
             attached.setdefault((id(st.attach[0]), id(st.attach[1])), []).append(st)
-        elif st.op is not None and st.scope == "acc" and not _is_cache(st):
+        elif st.scope == "acc" and not _is_cache(st):
             raise LowerError(f"stage {st.name} (acc) is not attached: compute_at it inside the loops of "
                              f"{root.name} so it computes one tile at a time")
         elif st.scope == "global":
@@ -169,7 +165,7 @@ def lower(sched: "Schedule", cfg: "HwConfig", name: str = "kernel") -> LoweredFu
             buf.shape = buf.root().shape
     from compiler.lower.alloc import allocate  # scratchpad allocation pass
 
-    func = LoweredFunc(name, body, list(buffers.values()), [t for t in _placeholders(sched)], root.tensor, bounds,
+    func = LoweredFunc(name, body, list(buffers.values()), _placeholders(sched), root.tensor, bounds,
                        nthreads)
     allocate(func, cfg)
     bounds.clear()

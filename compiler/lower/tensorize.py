@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from compiler.lower.errors import TensorizeError
 from compiler.schedule.relations import Fuse, Split
-from compiler.te.expr import AluCall, Binary, Cast, Const, Expr, IterVar, Load, Reduce
+from compiler.te.expr import AluCall, Binary, Cast, Const, Expr, IterVar, Load, Reduce, walk
 from compiler.te.tensor import Tensor
 
 if TYPE_CHECKING:
@@ -113,8 +113,6 @@ def _index_roles(load: Load, stage: "Stage", roots: list[IterVar]) -> dict[IterV
 
 
 def _uses(e: Expr, v: IterVar) -> bool:
-    from compiler.te.expr import walk
-
     return any(n is v for n in walk(e))
 
 
@@ -185,19 +183,16 @@ def match_gemm(stage: "Stage", iv: IterVar, intr: "TensorIntrinsic") -> GemmMatc
         if name not in role:
             raise TensorizeError(f"stage {stage.name}: no loop in the tensorized region plays intrinsic axis "
                                  f"{name} of {intr.name} ({intr.expr}); {form}")
-    axes = role
-    i = role["i"]
-    _check_extents(stage, intr, axes)
-    _check_element_dims(stage, "inp", inp.tensor, rinp, [("b", axes["b"]), ("i", i)])
-    _check_element_dims(stage, "wgt", wgt.tensor, rwgt, [("o", axes["o"]), ("i", i)])
-    out_roles = {r: k for k, r in enumerate(stage.op.axes) if r in roots}
-    _check_element_dims(stage, "acc", stage.tensor, out_roles, [("b", axes["b"]), ("o", axes["o"])])
+    _check_extents(stage, intr, role)
+    _check_element_dims(stage, "inp", inp.tensor, rinp, [("b", role["b"]), ("i", role["i"])])
+    _check_element_dims(stage, "wgt", wgt.tensor, rwgt, [("o", role["o"]), ("i", role["i"])])
+    _check_element_dims(stage, "acc", stage.tensor, out_pos, [("b", role["b"]), ("o", role["o"])])
     for sc, ld, name in (("inp", inp, "inp"), ("wgt", wgt, "wgt")):
         got = _scope(stage, ld.tensor)
         if got not in (sc, None):
             raise TensorizeError(f"stage {stage.name}: {ld.tensor.name} is in scope {got!r} but intrinsic "
                                  f"{intr.name} reads its {name} operand from {sc!r}; cache_read it into {sc!r}")
-    return GemmMatch(axes, inp, wgt)
+    return GemmMatch(role, inp, wgt)
 
 
 def _scope(stage: "Stage", t: Tensor) -> str | None:
@@ -248,13 +243,10 @@ def match_alu(stage: "Stage", iv: IterVar, intr: "TensorIntrinsic | None") -> Al
                              f"got {b!r}")
     k = stage.leaf_iter_vars.index(iv)
     inside = stage.leaf_iter_vars[k:]
-    tail = [ax for ax in axes[-2:]]
+    tail = axes[-2:]
+    amap = dict(zip(("b", "o"), tail))
     if intr is not None:
-        names = ("b", "o")
-        amap = dict(zip(names, tail))
         _check_extents(stage, intr, amap)
-    else:
-        amap = dict(zip(("b", "o"), tail))
     for ax in tail:
         if ax not in inside:
             raise TensorizeError(f"stage {stage.name}: element loop {ax.name!r} must be inside the ALU region")

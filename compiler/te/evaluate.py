@@ -4,8 +4,10 @@ from __future__ import annotations
 import numpy as np
 
 from compiler.te.errors import TeError
-from compiler.te.expr import AluCall, Binary, Cast, Const, Expr, IterVar, Load, Reduce, Select, Var
+from compiler.te.expr import AluCall, Binary, Cast, Const, Expr, Load, Reduce, Select, Var, _bits
 from compiler.te.tensor import Tensor
+from isa.alu import evaluate as alu_evaluate
+from isa.alu import wrap
 
 _NP = {"int8": np.int8, "int16": np.int16, "int32": np.int32, "int64": np.int64, "bool": np.bool_}
 
@@ -13,7 +15,7 @@ _NP = {"int8": np.int8, "int16": np.int16, "int32": np.int32, "int64": np.int64,
 def _wrap(v: np.ndarray, dtype: str) -> np.ndarray:
     if dtype == "bool":
         return v.astype(bool)
-    return np.asarray(v).astype(np.int64).astype(_NP[dtype]).astype(np.int64)
+    return wrap(v, _bits(dtype))
 
 
 def _eval(e: Expr, env: dict, values: dict) -> np.ndarray:
@@ -47,8 +49,6 @@ def _eval(e: Expr, env: dict, values: dict) -> np.ndarray:
              "eq": lambda: a == b}[e.op]()
         return r if e.dtype == "bool" else _wrap(r, e.dtype)
     if isinstance(e, AluCall):
-        from isa.alu import evaluate as alu_evaluate
-
         a, b = _eval(e.a, env, values), _eval(e.b, env, values)
         a, b = np.broadcast_arrays(np.asarray(a, np.int64), np.asarray(b, np.int64))
         return alu_evaluate(e.op, a, b, 32)

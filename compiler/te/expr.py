@@ -17,6 +17,8 @@ if TYPE_CHECKING:
 INT_DTYPES = ("int8", "int16", "int32", "int64", "bool")
 BINARY_OPS = ("add", "sub", "mul", "shr", "shl", "min", "max", "and", "or", "lt", "le", "ge", "gt", "eq")
 _BOOL_OPS = ("and", "or", "lt", "le", "ge", "gt", "eq")
+_SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "shr": ">>", "shl": "<<", "and": "&", "or": "|",
+            "lt": "<", "le": "<=", "ge": ">=", "gt": ">", "eq": "=="}
 
 ExprLike = Union["Expr", int]
 
@@ -45,55 +47,31 @@ def as_expr(v: ExprLike) -> "Expr":
     raise TeError(f"cannot use {v!r} ({type(v).__name__}) in a tensor expression; use ints, Vars or tensor reads")
 
 
+def _binop(op: str, reflected: bool = False):
+    """An operator method building ``Binary(op, self, o)`` (``Binary(op, o, self)`` if reflected)."""
+    if reflected:
+        def method(self: "Expr", o: ExprLike) -> "Expr":
+            return Binary(op, as_expr(o), self)
+    else:
+        def method(self: "Expr", o: ExprLike) -> "Expr":
+            return Binary(op, self, as_expr(o))
+    return method
+
+
 class Expr:
     """Base class: an integer-valued expression with a dtype."""
 
     dtype: str
 
-    def __add__(self, o: ExprLike) -> "Expr":
-        return Binary("add", self, as_expr(o))
-
-    def __radd__(self, o: ExprLike) -> "Expr":
-        return Binary("add", as_expr(o), self)
-
-    def __sub__(self, o: ExprLike) -> "Expr":
-        return Binary("sub", self, as_expr(o))
-
-    def __rsub__(self, o: ExprLike) -> "Expr":
-        return Binary("sub", as_expr(o), self)
-
-    def __mul__(self, o: ExprLike) -> "Expr":
-        return Binary("mul", self, as_expr(o))
-
-    def __rmul__(self, o: ExprLike) -> "Expr":
-        return Binary("mul", as_expr(o), self)
-
-    def __rshift__(self, o: ExprLike) -> "Expr":
-        return Binary("shr", self, as_expr(o))
-
-    def __lshift__(self, o: ExprLike) -> "Expr":
-        return Binary("shl", self, as_expr(o))
+    __add__, __radd__ = _binop("add"), _binop("add", True)
+    __sub__, __rsub__ = _binop("sub"), _binop("sub", True)
+    __mul__, __rmul__ = _binop("mul"), _binop("mul", True)
+    __rshift__, __lshift__ = _binop("shr"), _binop("shl")
+    __lt__, __le__, __gt__, __ge__ = _binop("lt"), _binop("le"), _binop("gt"), _binop("ge")
+    __and__, __or__ = _binop("and"), _binop("or")
 
     def __neg__(self) -> "Expr":
         return Binary("sub", Const(0, self.dtype), self)
-
-    def __lt__(self, o: ExprLike) -> "Expr":
-        return Binary("lt", self, as_expr(o))
-
-    def __le__(self, o: ExprLike) -> "Expr":
-        return Binary("le", self, as_expr(o))
-
-    def __gt__(self, o: ExprLike) -> "Expr":
-        return Binary("gt", self, as_expr(o))
-
-    def __ge__(self, o: ExprLike) -> "Expr":
-        return Binary("ge", self, as_expr(o))
-
-    def __and__(self, o: ExprLike) -> "Expr":
-        return Binary("and", self, as_expr(o))
-
-    def __or__(self, o: ExprLike) -> "Expr":
-        return Binary("or", self, as_expr(o))
 
     def __bool__(self) -> bool:
         raise TeError("a tensor expression has no truth value; use te.select(cond, a, b) instead of if/and/or")
@@ -159,10 +137,8 @@ class Binary(Expr):
         return promote(self.a.dtype, self.b.dtype)
 
     def __repr__(self) -> str:
-        sym = {"add": "+", "sub": "-", "mul": "*", "shr": ">>", "shl": "<<", "and": "&", "or": "|",
-               "lt": "<", "le": "<=", "ge": ">=", "gt": ">", "eq": "=="}
-        if self.op in sym:
-            return f"({self.a!r} {sym[self.op]} {self.b!r})"
+        if self.op in _SYMBOLS:
+            return f"({self.a!r} {_SYMBOLS[self.op]} {self.b!r})"
         return f"{self.op}({self.a!r}, {self.b!r})"
 
 

@@ -104,16 +104,20 @@ def conv2d_compute(cfg: HwConfig, cs: ConvShape) -> tuple[te.Tensor, te.Tensor, 
     return data, weight, padded, conv
 
 
+def conv2d_epilogue(cfg: HwConfig, cs: ConvShape, conv: te.Tensor, bias: np.ndarray | None,
+                    requant: Requant | None) -> Epilogue:
+    """The requant epilogue stages (and their per-channel constants) on the packed ``conv`` accumulator."""
+    if requant is None:
+        return Epilogue(out=conv)
+    return requant_stages(conv, bias, requant, cs.groups * cs.ocb * cfg.block_out,
+                          lambda n, g, oc, y, x, b, o: (g, oc, b, o), (cs.groups, cs.ocb), cfg.block_out, cfg.batch)
+
+
 def conv2d_kernel(cfg: HwConfig, cs: ConvShape, bias: np.ndarray | None, requant: Requant | None,
                   knobs: ConvKnobs | None = None) -> ConvKernel:
     """Build the conv2d (+ requant epilogue, cast to int8) and schedule it with ``knobs`` (default: chosen)."""
     data, weight, padded, conv = conv2d_compute(cfg, cs)
-    B, BO = cfg.batch, cfg.block_out
-    if requant is None:
-        ep = Epilogue(out=conv)
-    else:
-        ep = requant_stages(conv, bias, requant, cs.groups * cs.ocb * BO,
-                            lambda n, g, oc, y, x, b, o: (g, oc, b, o), (cs.groups, cs.ocb), BO, B)
+    ep = conv2d_epilogue(cfg, cs, conv, bias, requant)
     out = te.compute(conv.shape, lambda *i: ep.out[i].astype("int8"), name="out", dtype="int8")
     knobs = knobs or choose_conv_knobs(cfg, cs, len(ep.consts))
     s = schedule_conv2d(cfg, cs, data, weight, padded, conv, ep, out, knobs)

@@ -12,13 +12,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from isa import HwConfig
+from isa.timing import ceil_div
 
 if TYPE_CHECKING:
     from compiler.topi.conv2d import ConvShape
-
-
-def _cdiv(a: int, b: int) -> int:
-    return -(-a // b)
 
 
 @dataclass(frozen=True)
@@ -70,9 +67,9 @@ def estimate_conv(cfg: HwConfig, cs: "ConvShape", k: ConvKnobs, n_alu: int, over
     L, bus = cfg.dram_latency, cfg.bus_bytes
     beats = {m: max(1, cfg.elem_bytes(m) // bus) for m in ("inp", "wgt", "out")}
     v = k.vthreads
-    oct_n = _cdiv(cs.ocb, k.oc_tile)
-    ht_n = _cdiv(cs.oh, k.h_tile)
-    chunks = _cdiv(cs.icb, k.ic_tile)
+    oct_n = ceil_div(cs.ocb, k.oc_tile)
+    ht_n = ceil_div(cs.oh, k.h_tile)
+    chunks = ceil_div(cs.icb, k.ic_tile)
     tiles = cs.nb * cs.groups * oct_n * ht_n
     out_elems = k.oc_tile * k.h_tile * cs.ow
     n_red = sum(e > 1 for e in (k.ic_tile, cs.kh, cs.kw))
@@ -122,9 +119,9 @@ def rank_conv_knobs(cfg: HwConfig, cs: "ConvShape", n_consts: int = 0, n_alu: in
                 for ic_t in _divisor_like(cs.icb):
                     for h_t in range(1, cs.oh + 1):
                         k = ConvKnobs(oc_t, h_t, ic_t, v, axis)
-                        if v > 1 and axis == "oc" and _cdiv(cs.ocb, oc_t) < v:
+                        if v > 1 and axis == "oc" and ceil_div(cs.ocb, oc_t) < v:
                             continue
-                        if v > 1 and axis == "h" and _cdiv(cs.oh, h_t) < v:
+                        if v > 1 and axis == "h" and ceil_div(cs.oh, h_t) < v:
                             continue
                         if not fits(cfg, cs, k, n_consts):
                             continue
