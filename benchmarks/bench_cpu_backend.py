@@ -69,12 +69,12 @@ def bench_model(name: str, factory, repeat: int) -> dict:
 
 
 def main() -> None:
+    work = zoo_workloads()
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=20)
-    ap.add_argument("--models", nargs="*", help="subset of: " + ", ".join(zoo_workloads()))
+    ap.add_argument("--models", nargs="*", help="subset of: " + ", ".join(work))
     args = ap.parse_args()
     logging.getLogger().setLevel(logging.ERROR)
-    work = zoo_workloads()
     names = args.models or list(work)
     out = {"repeat": args.repeat, "ratio": "numpy_ms / llvm_ms (>1 = llvm faster)", "models": {}}
     for name in names:

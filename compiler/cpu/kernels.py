@@ -169,16 +169,21 @@ def dequantize_linear(a, x, scale, zp=None):
 
 
 # ---- pooling -----------------------------------------------------------------------------
-def _pool_windows(x, a, pad_value):
-    kh, kw = a["kernel_shape"]
-    sh, sw = a.get("strides", (1, 1))
-    t, l, b, r = a.get("pads", (0, 0, 0, 0))
-    h, w = x.shape[2:]
+def pool_pads(a: dict, h: int, w: int) -> tuple[int, ...]:
+    """(kh, kw, sh, sw, top, left, bottom, right) of a 2-D pool on an h x w input; ``ceil_mode`` grows bottom/right."""
+    kh, kw = (int(v) for v in a["kernel_shape"])
+    sh, sw = (int(v) for v in a.get("strides", (1, 1)))
+    t, l, b, r = (int(v) for v in a.get("pads", (0, 0, 0, 0)))
     if a.get("ceil_mode", 0):
         oh = -(-(h + t + b - kh) // sh) + 1
         ow = -(-(w + l + r - kw) // sw) + 1
         b += max(0, (oh - 1) * sh + kh - (h + t + b))
         r += max(0, (ow - 1) * sw + kw - (w + l + r))
+    return kh, kw, sh, sw, t, l, b, r
+
+
+def _pool_windows(x, a, pad_value):
+    kh, kw, sh, sw, t, l, b, r = pool_pads(a, *x.shape[2:])
     xp = np.pad(x, ((0, 0), (0, 0), (t, b), (l, r)), constant_values=pad_value)
     return np.lib.stride_tricks.sliding_window_view(xp, (kh, kw), axis=(2, 3))[:, :, ::sh, ::sw]
 

@@ -28,10 +28,11 @@ class Module:
         self._profile: list[dict] = []
         self.keep_details = False  # keep each accel layer's raw backend profile (for traces)
         self._details: list[dict] = []
-        life = lifetimes(self.graph)
-        self._free_after: dict[int, list[str]] = {}
-        for t, (_, end) in life.items():
-            self._free_after.setdefault(end, []).append(t)
+        outputs = set(self.graph.outputs)
+        self._free_after: dict[int, list[str]] = {}  # node index -> intermediates dead after it
+        for t, (_, end) in lifetimes(self.graph).items():
+            if t not in outputs:
+                self._free_after.setdefault(end, []).append(t)
         # intermediate tensors live in one arena at the static memory plan's offsets
         self._plan = compiled.memory_plan
         self._arena = np.zeros(self._plan.peak_bytes, dtype=np.uint8)
@@ -114,8 +115,7 @@ class Module:
                     values[name] = self._place(name, v)
             rows.append(self._row(n, target, dt, prof))
             for t in self._free_after.get(idx, ()):
-                if t not in g.outputs:
-                    values.pop(t, None)
+                values.pop(t, None)
         self._outputs = [np.array(values[o]) for o in g.outputs]  # copies: the arena is reused next run
         self._profile = rows
         self._details = details

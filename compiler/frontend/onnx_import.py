@@ -9,7 +9,7 @@ from onnx import numpy_helper, shape_inference, version_converter
 
 from compiler.frontend.errors import ModelInputError
 from compiler.frontend.expand import expand_qlinear, explicit_pads
-from compiler.frontend.support import check_supported
+from compiler.frontend.support import attr_value, check_supported
 from compiler.graph.ir import Graph, Node, TensorInfo
 
 TARGET_OPSET = 13
@@ -72,17 +72,7 @@ def _tensor_info(vi: onnx.ValueInfoProto) -> TensorInfo | None:
 
 
 def _attrs(node: onnx.NodeProto) -> dict:
-    out = {}
-    for a in node.attribute:
-        v = onnx.helper.get_attribute_value(a)
-        if isinstance(v, bytes):
-            v = v.decode()
-        elif isinstance(v, onnx.TensorProto):
-            v = numpy_helper.to_array(v)
-        elif isinstance(v, list):
-            v = [x.decode() if isinstance(x, bytes) else x for x in v]
-        out[a.name] = v
-    return out
+    return {a.name: attr_value(a) for a in node.attribute}
 
 
 def prepare_model(model: str | Path | onnx.ModelProto, input_shapes=None) -> onnx.ModelProto:

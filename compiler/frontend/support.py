@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import onnx
+from onnx import numpy_helper
 
 from compiler.frontend.errors import UnsupportedOperatorError
 
@@ -15,11 +16,22 @@ SUPPORTED_OPS: frozenset[str] = frozenset({
 _DEFAULT_DOMAINS = ("", "ai.onnx")
 
 
+def attr_value(a: onnx.AttributeProto):
+    """Python value of an ONNX attribute: strings decoded, tensors as numpy arrays."""
+    v = onnx.helper.get_attribute_value(a)
+    if isinstance(v, bytes):
+        return v.decode()
+    if isinstance(v, onnx.TensorProto):
+        return numpy_helper.to_array(v)
+    if isinstance(v, list):
+        return [x.decode() if isinstance(x, bytes) else x for x in v]
+    return v
+
+
 def _attr(node: onnx.NodeProto, name: str, default=None):
     for a in node.attribute:
         if a.name == name:
-            v = onnx.helper.get_attribute_value(a)
-            return v.decode() if isinstance(v, bytes) else v
+            return attr_value(a)
     return default
 
 

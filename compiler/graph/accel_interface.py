@@ -76,6 +76,12 @@ def pad_channels(v: np.ndarray | int | None, n: int, dtype=np.int64) -> np.ndarr
     return _pad_axes(v, {0: n})
 
 
+def pad_requant(rq: Requant, n: int) -> Requant:
+    """``rq`` with its per-channel ``multiplier``/``shift`` arrays zero-padded to length ``n``."""
+    return Requant(rq.pre_shift, pad_channels(rq.multiplier, n), pad_channels(rq.shift, n), rq.relu,
+                   rq.out_min, rq.out_max, rq.extra)
+
+
 def pack_activation(x: np.ndarray, batch: int, block: int) -> np.ndarray:
     """NCHW -> (N//B, C//BI, H, W, B, BI), or (N, K) -> (N//B, K//BI, B, BI); zero-pads N and C."""
     x = np.asarray(x)

@@ -82,9 +82,6 @@ class Graph:
                     cons.setdefault(i, []).append(n)
         return cons
 
-    def is_constant(self, name: str) -> bool:
-        return name in self.constants
-
     def op_counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}
         for n in self.nodes:
@@ -123,12 +120,6 @@ class Graph:
         live.update(self.inputs)
         self.constants = {k: v for k, v in self.constants.items() if k in live}
         self.tensors = {k: v for k, v in self.tensors.items() if k in live}
-
-    def rename_uses(self, old: str, new: str) -> None:
-        """Make every consumer (and graph output) of ``old`` read ``new`` instead."""
-        for n in self.nodes:
-            n.inputs = [new if i == old else i for i in n.inputs]
-        self.outputs = [new if o == old else o for o in self.outputs]
 
     def copy(self) -> "Graph":
         g = Graph(self.name)

@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler.graph.accel_interface import ceil_to, conv_supported_on_accel, pack_weight, pad_channels
+from compiler.graph.accel_interface import ceil_to, conv_supported_on_accel, pack_weight, pad_channels, pad_requant
 from compiler.graph.ir import Graph, Node
-from compiler.requant import Requant
 
 LAYOUT_OPS = ("PackActivation", "UnpackActivation", "Repack")
 PACKABLE_ELEMWISE = {"Relu", "Clip", "Add", "Mul", "Sub", "Sigmoid", "HardSigmoid", "HardSwish", "LeakyRelu",
@@ -85,9 +84,7 @@ def _to_accel(g: Graph, n: Node, lay: _Layouts, cfg) -> Node:
     wp = g.add_constant(g.fresh_name(f"{n.name}/w_packed"), pack_weight(w, bo, bi))
     bias = g.constants.get(n.inputs[2]) if len(n.inputs) > 2 and n.inputs[2] else None
     bp = g.add_constant(g.fresh_name(f"{n.name}/b_padded"), pad_channels(bias, o_pad, np.int32)) if bias is not None else ""
-    rq: Requant = n.attrs["requant"]
-    rq_p = Requant(rq.pre_shift, pad_channels(rq.multiplier, o_pad), pad_channels(rq.shift, o_pad), rq.relu,
-                   rq.out_min, rq.out_max, rq.extra)
+    rq_p = pad_requant(n.attrs["requant"], o_pad)
     x = lay.get_packed(n.inputs[0], bi)
     out = f"{n.outputs[0]}@packed{bo}"
     lay.register(n.outputs[0], bo, out, np.int8)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from compiler.graph.accel_interface import ceil_to
 from compiler.graph.ir import Graph
 
 ALIGN = 64
@@ -28,10 +29,6 @@ class MemoryPlan:
         return 1.0 - self.peak_bytes / self.no_reuse_bytes if self.no_reuse_bytes else 0.0
 
 
-def _align(v: int) -> int:
-    return -(-v // ALIGN) * ALIGN
-
-
 def lifetimes(g: Graph) -> dict[str, tuple[int, int]]:
     """[producer index, last use index] of every node-produced tensor."""
     life: dict[str, list[int]] = {}
@@ -51,7 +48,7 @@ def lifetimes(g: Graph) -> dict[str, tuple[int, int]]:
 def plan_memory(g: Graph) -> MemoryPlan:
     """Greedy by size: biggest tensors first, each at the lowest offset free during its lifetime."""
     life = lifetimes(g)
-    sizes = {t: _align(max(g.tensors[t].nbytes, 1)) for t in life}
+    sizes = {t: ceil_to(max(g.tensors[t].nbytes, 1), ALIGN) for t in life}
     placed: list[Allocation] = []
     for t in sorted(life, key=lambda k: (-sizes[k], life[k][0])):
         s, e = life[t]

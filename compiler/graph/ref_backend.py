@@ -4,13 +4,8 @@ from __future__ import annotations
 import numpy as np
 
 from compiler.cpu.conv_kernels import int_conv2d_acc, int_dense_acc
-from compiler.graph.accel_interface import pack_activation, pad_channels, unpack_activation, unpack_weight
+from compiler.graph.accel_interface import pack_activation, pad_channels, pad_requant, unpack_activation, unpack_weight
 from compiler.requant import Requant, apply_requant
-
-
-def _padded_requant(rq: Requant, n: int) -> Requant:
-    return Requant(rq.pre_shift, pad_channels(rq.multiplier, n), pad_channels(rq.shift, n), rq.relu,
-                   rq.out_min, rq.out_max, rq.extra)
 
 
 def _check_int8(name: str, a: np.ndarray, ndim: int) -> None:
@@ -48,7 +43,7 @@ class RefAccelBackend:
         o_pad = ws.shape[0]
         acc = int_conv2d_acc(xs, ws, stride=tuple(stride), pads=tuple(padding), groups=groups)
         b = pad_channels(bias, o_pad)
-        out = apply_requant(acc, b, _padded_requant(requant, o_pad), 1)
+        out = apply_requant(acc, b, pad_requant(requant, o_pad), 1)
         packed = pack_activation(out.astype(np.int8), cfg.batch, cfg.block_out)
         self._profile(acc.size * ws.shape[1] * ws.shape[2] * ws.shape[3], x, w, bias, packed)
         return packed
@@ -61,7 +56,7 @@ class RefAccelBackend:
         if xs.shape[1] != ws.shape[1]:
             raise ValueError(f"dense: input K={xs.shape[1]} but weight K={ws.shape[1]} (padded)")
         acc = int_dense_acc(xs, ws)
-        out = apply_requant(acc, pad_channels(bias, ws.shape[0]), _padded_requant(requant, ws.shape[0]), 1)
+        out = apply_requant(acc, pad_channels(bias, ws.shape[0]), pad_requant(requant, ws.shape[0]), 1)
         packed = pack_activation(out.astype(np.int8), cfg.batch, cfg.block_out)
         self._profile(acc.size * ws.shape[1], x, w, bias, packed)
         return packed

@@ -18,17 +18,9 @@ from compiler.graph.bn_fold import fold_batchnorm
 from compiler.graph.const_fold import fold_constants
 from compiler.graph.ir import Graph, Node
 from compiler.quant.calibrate import QUANT_OPS, insert_qdq
-from compiler.quant.qdq_lower import _quantize_weight_per_channel
+from compiler.quant.qdq_lower import quantize_bias, quantize_weight_per_channel, weight_out_axis
 
 EXPORT_OPSET = 13
-
-
-def _weight_axis(n: Node) -> int:
-    if n.op == "Conv":
-        return 0
-    if n.op == "Gemm":
-        return 0 if n.attrs.get("transB", 0) else 1
-    return 1  # MatMul (K, M)
 
 
 def _add_dq(g: Graph, q_name: str, scale: np.ndarray, axis: int | None, base: str) -> str:
@@ -53,15 +45,15 @@ def quantize_weights_qdq(g: Graph) -> int:
         w = g.constants[n.inputs[1]]
         if not np.issubdtype(w.dtype, np.floating):
             continue
-        axis = _weight_axis(n)
-        wq, w_scale = _quantize_weight_per_channel(w.astype(np.float64), axis)
+        axis = weight_out_axis(n)
+        wq, w_scale = quantize_weight_per_channel(w.astype(np.float64), axis)
         in_scale = float(np.asarray(g.constants[dq.inputs[1]]).reshape(()))
         wq_name = g.add_constant(g.fresh_name(f"{n.name}/wq"), wq)
         n.inputs[1] = _add_dq(g, wq_name, w_scale, axis, f"{n.name}/w")
         if len(n.inputs) > 2 and n.inputs[2] in g.constants:
             acc_scale = in_scale * w_scale  # rounded as lower_qdq rounds it; stored as float32
             b = np.asarray(g.constants[n.inputs[2]], np.float64).reshape(-1)
-            bq = np.clip(np.rint(b / acc_scale), -(2 ** 31), 2 ** 31 - 1).astype(np.int32)
+            bq = quantize_bias(b, acc_scale)
             bq_name = g.add_constant(g.fresh_name(f"{n.name}/bq"), bq)
             n.inputs[2] = _add_dq(g, bq_name, acc_scale.astype(np.float32), 0, f"{n.name}/b")
         count += 1

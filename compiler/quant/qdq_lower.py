@@ -47,7 +47,7 @@ def _single_consumer(cons, name: str, g: Graph) -> Node | None:
     return c[0] if len(c) == 1 and name not in g.outputs else None
 
 
-def _quantize_weight_per_channel(w: np.ndarray, axis: int):
+def quantize_weight_per_channel(w: np.ndarray, axis: int):
     red = tuple(i for i in range(w.ndim) if i != axis)
     amax = np.abs(w).max(axis=red)
     # float32 scales, as a QDQ ONNX model stores them: the exported model is then bit-identical
@@ -55,6 +55,20 @@ def _quantize_weight_per_channel(w: np.ndarray, axis: int):
     shape = [1] * w.ndim
     shape[axis] = -1
     return np.clip(np.rint(w / scale.reshape(shape)), -127, 127).astype(np.int8), scale
+
+
+def weight_out_axis(n: Node) -> int:
+    """Output-channel axis of the weight of a Conv (OIHW), Gemm ((M, K) with transB, else (K, M)) or MatMul ((K, M))."""
+    if n.op == "Conv":
+        return 0
+    if n.op == "Gemm":
+        return 0 if n.attrs.get("transB", 0) else 1
+    return 1
+
+
+def quantize_bias(bias: np.ndarray, acc_scale: np.ndarray) -> np.ndarray:
+    """Float bias -> int32 at the accumulator scale (rounded, saturated)."""
+    return np.clip(np.rint(bias / acc_scale), -(2 ** 31), 2 ** 31 - 1).astype(np.int32)
 
 
 def _weight(g: Graph, prod, name: str, out_axis: int):
@@ -71,7 +85,7 @@ def _weight(g: Graph, prod, name: str, out_axis: int):
     w = _const(g, name)
     if w is None or not np.issubdtype(w.dtype, np.floating):
         return None
-    return _quantize_weight_per_channel(w.astype(np.float64), out_axis)
+    return quantize_weight_per_channel(w.astype(np.float64), out_axis)
 
 
 def _bias_value(g: Graph, prod, name: str):
@@ -126,19 +140,17 @@ def _lower_one(g: Graph, n: Node, prod, cons) -> tuple[Node, list[Node]] | None:
     if n.op == "Conv":
         if len(g.tensors[n.inputs[0]].shape) != 4:
             return None
-        wt = _weight(g, prod, n.inputs[1], 0)
     elif n.op == "Gemm":
         if n.attrs.get("transA", 0) or n.attrs.get("alpha", 1.0) != 1.0 or n.attrs.get("beta", 1.0) != 1.0:
             return None
-        wt = _weight(g, prod, n.inputs[1], 0 if n.attrs.get("transB", 0) else 1)
-    else:
-        if len(g.tensors[n.inputs[0]].shape) != 2:
-            return None
-        wt = _weight(g, prod, n.inputs[1], 1)
+    elif len(g.tensors[n.inputs[0]].shape) != 2:
+        return None
+    out_axis = weight_out_axis(n)
+    wt = _weight(g, prod, n.inputs[1], out_axis)
     if wt is None:
         return None
     wq, w_scale = wt
-    if n.op in ("MatMul",) or (n.op == "Gemm" and not n.attrs.get("transB", 0)):
+    if out_axis == 1:  # (K, M) -> (M, K)
         wq = np.ascontiguousarray(wq.T)
     ep = _epilogue_chain(g, cons, n.outputs[0])
     if ep is None:
@@ -155,7 +167,7 @@ def _lower_one(g: Graph, n: Node, prod, cons) -> tuple[Node, list[Node]] | None:
     b_int = None
     if bias is not None:
         bias = np.broadcast_to(np.asarray(bias).reshape(-1), (wq.shape[0],))
-        b_int = np.clip(np.rint(bias / acc_scale), -(2 ** 31), 2 ** 31 - 1).astype(np.int32)
+        b_int = quantize_bias(bias, acc_scale)
     out_min = -128 if lo is None else max(-128, int(np.rint(lo / out_scale)))
     out_max = 127 if hi is None else min(127, int(np.rint(hi / out_scale)))
     rq = choose_requant(acc_scale / out_scale, acc_bound(wq, b_int), relu=relu, out_min=out_min, out_max=out_max)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 
-from compiler.codegen.llvm.irutil import I32, I64, Kernel, i64
+from compiler.codegen.llvm.irutil import I32, Kernel, i64
 from compiler.codegen.llvm.plan import Plan, contiguous, ptr, sig
 from compiler.codegen.llvm.pool import valid_range
 

@@ -6,7 +6,7 @@ from typing import Sequence
 import numpy as np
 from llvmlite import ir
 
-from compiler.codegen.llvm.irutil import Kernel, llvm_type
+from compiler.codegen.llvm.irutil import Kernel
 from compiler.codegen.llvm.plan import Plan, c_strides, contiguous, ptr, sig
 
 INT = ("int8", "uint8", "int32", "int64")

@@ -92,9 +92,6 @@ class Kernel:
     def smin(self, a, c):
         return self.b.select(self.b.icmp_signed("<", a, c), a, c)
 
-    def smax(self, a, c):
-        return self.b.select(self.b.icmp_signed(">", a, c), a, c)
-
     def madd(self, *terms: tuple) -> ir.Value:
         """Sum of ``value * const`` terms (i64); constants of 0 are skipped."""
         acc = None

@@ -30,52 +30,46 @@ def _blocked_copy(k: Kernel, src, dst, n: int, c: int, hw: int, bsz: int, blk: i
                     k.store(k.load(src, plain(o, q, s, i, j)), dst, packed(o, q, s, i, j))
 
 
-def plan_pack(node, ins) -> Plan | None:
-    x = ins[0]
+def _layout_plan(key: tuple, x: np.ndarray, n: int, c: int, bsz: int, blk: int, nb: int, cb: int,
+                 out_shape: tuple, packed_src: bool, zero_fill: bool) -> Plan:
+    """The plan of one blocked copy of ``x`` (dtype kept) into a fresh ``out_shape`` array."""
     dt = x.dtype.name
-    if x.ndim not in (2, 4) or dt not in LAYOUT_DTYPES:
-        return None
-    bsz, blk = int(node.attrs["batch"]), int(node.attrs["block"])
-    n, c = x.shape[:2]
-    hw = int(np.prod(x.shape[2:]))
-    nb, cb = -(-n // bsz), -(-c // blk)
-    out_shape = (nb, cb) + tuple(x.shape[2:]) + (bsz, blk)
-    padded = nb * bsz != n or cb * blk != c
+    hw = int(np.prod(x.shape[2:-2] if packed_src else x.shape[2:]))
 
     def emit() -> Kernel:
-        k = Kernel("pack", [dt, dt])
-        _blocked_copy(k, k.args[0], k.args[1], n, c, hw, bsz, blk, nb, cb, packed_src=False)
+        k = Kernel("unpack" if packed_src else "pack", [dt, dt])
+        _blocked_copy(k, k.args[0], k.args[1], n, c, hw, bsz, blk, nb, cb, packed_src=packed_src)
         return k
 
     def run(fn, ins):
         xs = contiguous(ins[0])
-        out = (np.zeros if padded else np.empty)(out_shape, xs.dtype)
+        out = (np.zeros if zero_fill else np.empty)(out_shape, xs.dtype)
         fn(ptr(xs), ptr(out))
         return [out]
-    return Plan(("PackActivation", sig(x), bsz, blk), emit, run)
+    return Plan(key, emit, run)
+
+
+def plan_pack(node, ins) -> Plan | None:
+    x = ins[0]
+    if x.ndim not in (2, 4) or x.dtype.name not in LAYOUT_DTYPES:
+        return None
+    bsz, blk = int(node.attrs["batch"]), int(node.attrs["block"])
+    n, c = x.shape[:2]
+    nb, cb = -(-n // bsz), -(-c // blk)
+    out_shape = (nb, cb) + tuple(x.shape[2:]) + (bsz, blk)
+    padded = nb * bsz != n or cb * blk != c
+    return _layout_plan(("PackActivation", sig(x), bsz, blk), x, n, c, bsz, blk, nb, cb, out_shape,
+                        packed_src=False, zero_fill=padded)
 
 
 def plan_unpack(node, ins) -> Plan | None:
     x = ins[0]
-    dt = x.dtype.name
-    if x.ndim not in (4, 6) or dt not in LAYOUT_DTYPES:
+    if x.ndim not in (4, 6) or x.dtype.name not in LAYOUT_DTYPES:
         return None
     nb, cb, bsz, blk = x.shape[0], x.shape[1], x.shape[-2], x.shape[-1]
-    spatial = tuple(x.shape[2:-2])
     n = nb * bsz if node.attrs.get("n") is None else int(node.attrs["n"])
     c = cb * blk if node.attrs.get("c") is None else int(node.attrs["c"])
     if not (0 <= n <= nb * bsz and 0 <= c <= cb * blk):
         return None
-    hw = int(np.prod(spatial))
-
-    def emit() -> Kernel:
-        k = Kernel("unpack", [dt, dt])
-        _blocked_copy(k, k.args[0], k.args[1], n, c, hw, bsz, blk, nb, cb, packed_src=True)
-        return k
-
-    def run(fn, ins):
-        xs = contiguous(ins[0])
-        out = np.empty((n, c) + spatial, xs.dtype)
-        fn(ptr(xs), ptr(out))
-        return [out]
-    return Plan(("UnpackActivation", sig(x), n, c), emit, run)
+    return _layout_plan(("UnpackActivation", sig(x), n, c), x, n, c, bsz, blk, nb, cb, (n, c) + tuple(x.shape[2:-2]),
+                        packed_src=True, zero_fill=False)

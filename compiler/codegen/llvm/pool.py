@@ -7,20 +7,14 @@ from llvmlite import ir
 from compiler.codegen.llvm.irutil import F32, Kernel, i64, llvm_type
 from compiler.codegen.llvm.plan import Plan, contiguous, ptr, sig
 from compiler.codegen.llvm.reduce import pairwise_sum
+from compiler.cpu.kernels import pool_pads
 
 POOL_DTYPES = ("int8", "uint8", "float32")
 
 
 def pool_geometry(a: dict, h: int, w: int) -> tuple:
     """(kh, kw, sh, sw, top, left, oh, ow) exactly as the numpy kernel windows the input."""
-    kh, kw = (int(v) for v in a["kernel_shape"])
-    sh, sw = (int(v) for v in a.get("strides", (1, 1)))
-    t, l, b, r = (int(v) for v in a.get("pads", (0, 0, 0, 0)))
-    if a.get("ceil_mode", 0):
-        oh = -(-(h + t + b - kh) // sh) + 1
-        ow = -(-(w + l + r - kw) // sw) + 1
-        b += max(0, (oh - 1) * sh + kh - (h + t + b))
-        r += max(0, (ow - 1) * sw + kw - (w + l + r))
+    kh, kw, sh, sw, t, l, b, r = pool_pads(a, h, w)
     return kh, kw, sh, sw, t, l, (h + t + b - kh) // sh + 1, (w + l + r - kw) // sw + 1
 
 

@@ -14,6 +14,7 @@ from compiler.quant.ort_tools import ort_run
 from compiler.quant.qdq_export import export_qdq_model, graph_to_onnx
 from compiler.zoo import mobilenet_v2_small, resnet18_small
 from compiler.zoo.builder import OnnxBuilder
+from tests.compiler.helpers import cosine
 
 logging.getLogger().setLevel(logging.ERROR)
 
@@ -38,11 +39,6 @@ def test_unsupported_operator_rejected_before_compilation(monkeypatch):
     with pytest.raises(UnsupportedOperatorError) as ei:
         build(model, target="ref", calibration=np.zeros((1, 3, 8, 8), np.float32))
     assert "Erf" in str(ei.value) and ei.value.unsupported == {"Erf": [erf]}
-
-
-def cosine(a, b) -> float:
-    a, b = np.ravel(a).astype(np.float64), np.ravel(b).astype(np.float64)
-    return float(a @ b / np.linalg.norm(a) / np.linalg.norm(b))
 
 
 @pytest.mark.parametrize("fn", [resnet18_small, mobilenet_v2_small])

@@ -16,17 +16,13 @@ from compiler.executor import available_accel_backends, build
 from compiler.quant.ort_tools import ort_quantize_static, ort_run
 from compiler.quant.qdq_export import export_qdq_model
 from compiler.zoo import mobilenet_v2, resnet18
+from tests.compiler.helpers import cosine
 
 logging.getLogger().setLevel(logging.ERROR)
 pytestmark = pytest.mark.slow
 SHAPE = (1, 3, 224, 224)
 # accelerator layers: ResNet-18 20 convs + fc; MobileNetV2 35 pointwise/full convs + 17 depthwise + fc
 ACCEL_LAYERS = {"resnet18": 21, "mobilenet_v2": 53}
-
-
-def cosine(a, b) -> float:
-    a, b = np.ravel(a).astype(np.float64), np.ravel(b).astype(np.float64)
-    return float(a @ b / np.linalg.norm(a) / np.linalg.norm(b))
 
 
 def _need_sim() -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 import logging
 
-import numpy as np
 import pytest
 
 from compiler.executor import available_accel_backends, build

@@ -11,14 +11,10 @@ from onnx import TensorProto, helper, numpy_helper
 from compiler.executor import build
 from compiler.quant.ort_tools import ort_quantize_static, ort_run
 from compiler.zoo.builder import OnnxBuilder
+from tests.compiler.helpers import cosine
 
 logging.getLogger().setLevel(logging.ERROR)
 RNG = np.random.default_rng(4)
-
-
-def cosine(a, b):
-    a, b = np.ravel(a).astype(np.float64), np.ravel(b).astype(np.float64)
-    return float(a @ b / np.linalg.norm(a) / np.linalg.norm(b))
 
 
 def small_cnn(seed=0, act="Relu"):

@@ -11,14 +11,10 @@ import pytest
 from compiler.executor import build
 from compiler.quant.ort_tools import ort_quantize_static, ort_run
 from compiler.zoo import digits_model_path, get_model, load_digits_split, mobilenet_v2_small, resnet18, resnet18_small
+from tests.compiler.helpers import cosine
 
 logging.getLogger().setLevel(logging.ERROR)
 RNG = np.random.default_rng(6)
-
-
-def cosine(a, b):
-    a, b = np.ravel(a).astype(np.float64), np.ravel(b).astype(np.float64)
-    return float(a @ b / np.linalg.norm(a) / np.linalg.norm(b))
 
 
 @pytest.mark.parametrize("fn", [resnet18_small, mobilenet_v2_small])
