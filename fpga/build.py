@@ -12,20 +12,15 @@ import json
 import os
 import re
 import shutil
-import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
 
+from hw.synth import tool_path as _tool
 from isa import make_config
 from isa.config import HwConfig
 
 BOARDS = {"ulx3s": "ecp5-85f", "pynq-z1": "pynq-z1"}  # board -> default config
-
-
-def _tool(name: str) -> str:
-    exe = shutil.which(name) or str(Path(sys.executable).parent / name)
-    return exe
 
 
 @contextmanager

@@ -26,7 +26,6 @@ class Arbiter(wiring.Component):
         m = Module()
         owner = Signal(range(len(PORT_PRIORITY) + 1))  # 0 = free, i + 1 = PORT_PRIORITY[i]
         m.d.comb += self.free.eq(owner == 0)
-        taken = Signal.like(self.free)
         higher = Const(0, 1)
         for i, n in enumerate(PORT_PRIORITY):
             req = getattr(self, f"{n}_req")
@@ -37,5 +36,4 @@ class Arbiter(wiring.Component):
             with m.If((owner == i + 1) & getattr(self, f"{n}_last")):
                 m.d.sync += owner.eq(0)
             higher = higher | req
-        del taken
         return m

@@ -13,14 +13,13 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from hw.alu import alu_lane
-from hw.common import clog2, field
+from hw.common import clog2, epb, field
 from hw.dma_read import DmaRead
-from hw.load import connect_engine, mem_ports, read_master
+from hw.load import connect_engine, mem_ports, mux_read_masters, read_master, read_port
 from hw.unit import IDLE, REQ, dma_control, frontend, push
 from isa.alu import IMM_BITS, alu_opcode_bits
 from isa.config import HwConfig
 from isa.instructions import MemType, Opcode
-from isa.encoding import layouts
 
 EXEC, TAIL = 4, 5
 
@@ -60,13 +59,6 @@ def can_pair(cfg: HwConfig) -> bool:
     return cfg.block_out % 2 == 0 and s + cfg.wgt_width + 1 <= DSP_A_BITS and cfg.inp_width <= DSP_B_BITS
 
 
-def read_port(cfg: HwConfig, mem: str, name: str | None = None) -> dict:
-    eb = cfg.elem_bytes(mem)
-    k = max(1, cfg.bus_bytes // eb)
-    name = name or mem
-    return {f"{name}_r_addr": Out(clog2(cfg.depth(mem))), f"{name}_r_data": In(k * eb * 8)}
-
-
 class ComputeUnit(wiring.Component):
     """Pops load->compute (pop_prev) and store->compute (pop_next); pushes compute->load and compute->store."""
 
@@ -88,7 +80,7 @@ class ComputeUnit(wiring.Component):
         state, insn = Signal(range(6)), Signal(128)
         cur, start = frontend(m, cfg, self, state, insn, [("pop_prev", self.prev_avail, self.pop_prev),
                                                           ("pop_next", self.next_avail, self.pop_next)])
-        opcode = cur[:3]
+        opcode = field(cur, cfg, "FINISH", "opcode")
         is_load = opcode == Opcode.LOAD
         is_gemm, is_alu, is_fin = opcode == Opcode.GEMM, opcode == Opcode.ALU, opcode == Opcode.FINISH
         mem = field(cur, cfg, "MEM", "mem")
@@ -111,19 +103,12 @@ class ComputeUnit(wiring.Component):
         for name, mt in (("uop", MemType.UOP), ("acc", MemType.ACC)):
             eng = DmaRead(cfg, cfg.elem_bytes(name), clog2(cfg.depth(name)))
             m.submodules[f"dma_{name}"] = eng
-            for f in ("sram_base", "dram_base", "y_size", "x_size", "x_stride", "y_pad0", "y_pad1", "x_pad0",
-                      "x_pad1"):
-                m.d.comb += getattr(eng, f).eq(field(cur, cfg, "MEM", f))
-            m.d.comb += [eng.start.eq(requesting & self.grant & (mem == mt)), eng.ar_ready.eq(self.ar_ready),
-                         eng.r_valid.eq(self.r_valid), eng.r_data.eq(self.r_data)]
+            # the acc engine's write port is muxed with the pipeline's write-back below
+            connect_engine(m, cfg, eng, cur, requesting & self.grant & (mem == mt), self,
+                           "uop" if name == "uop" else None)
             engines[name] = eng
-        eu, ea = engines["uop"], engines["acc"]
-        m.d.comb += [self.ar_valid.eq(eu.ar_valid | ea.ar_valid),
-                     self.ar_addr.eq(Mux(eu.ar_valid, eu.ar_addr, ea.ar_addr)),
-                     self.ar_len.eq(Mux(eu.ar_valid, eu.ar_len, ea.ar_len)),
-                     self.port_last.eq(eu.last | ea.last)]
-        for p in ("w_addr", "w_data", "w_count", "w_en"):
-            m.d.comb += getattr(self, f"uop_{p}").eq(getattr(eu, p))
+        ea = engines["acc"]
+        mux_read_masters(m, self, engines["uop"], ea)
 
         # ---------------------------------------------------------------- loop issue (S0)
         k_r, i1_r, i0_r = Signal(cfg.uop_idx_bits + 1), Signal(14), Signal(14)
@@ -175,11 +160,8 @@ class ComputeUnit(wiring.Component):
         m.d.sync += [v1.eq(issue), od1.eq(od), os1.eq(os), ow1.eq(ow), alu1.eq(is_alu), rst1.eq(g("reset")),
                      ovw1.eq(is_gemm & g("overwrite")),
                      op1.eq(a("alu_opcode")), ui1.eq(a("use_imm")), imm1.eq(a("imm"))]
-        ul = layouts(cfg)["UOP"]
         uword = self.uop_r_data[:32]
-        u_dst = uword[ul.field("dst").lo:][:ul.field("dst").width]
-        u_src = uword[ul.field("src").lo:][:ul.field("src").width]
-        u_wgt = uword[ul.field("wgt").lo:][:ul.field("wgt").width]
+        u_dst, u_src, u_wgt = (field(uword, cfg, "UOP", f) for f in ("dst", "src", "wgt"))
         dst1, src1, wgt1 = Signal(ab), Signal(sb), Signal(wb)
         m.d.comb += [dst1.eq(u_dst + od1), src1.eq(u_src + os1), wgt1.eq(u_wgt + ow1)]
         m.d.comb += [self.inp_r_addr.eq(src1), self.wgt_r_addr.eq(wgt1), self.acc0_r_addr.eq(dst1),
@@ -225,8 +207,7 @@ class ComputeUnit(wiring.Component):
         m.d.comb += res.eq(Mux(rst2, 0, Mux(alu2, Cat(*alu_res), Cat(*gemm_res))))
 
         # acc / out writes: the pipeline (S2) or the acc DMA
-        ka = max(1, cfg.bus_bytes // cfg.acc_elem_bytes)
-        ko = max(1, cfg.bus_bytes // cfg.out_elem_bytes)
+        ka = epb(cfg, cfg.acc_elem_bytes)
         acc_data = Signal(ka * lanes * aw)
         with m.If(v2):
             m.d.comb += [self.acc_w_addr.eq(dst2), acc_data.eq(res), self.acc_w_count.eq(1), self.acc_w_en.eq(1)]

@@ -17,6 +17,21 @@ from isa.config import HwConfig
 IDLE, RECV, TOP, SIDES, BOTTOM = range(5)
 
 
+def dma_members(abits: int, **middle) -> dict:
+    """The signature shared by :class:`DmaRead` and :class:`hw.dma_write.DmaWrite`: the instruction's
+    block fields, then ``middle`` (the engine's own ports), then ``last``/``busy``."""
+    return {"start": In(1), "sram_base": In(abits), "dram_base": In(32), "y_size": In(16), "x_size": In(16),
+            "x_stride": In(16), **middle, "last": Out(1), "busy": Out(1)}
+
+
+def drive_bursts(m: Module, cfg: HwConfig, eng, bi: BurstIssuer) -> None:
+    """Start ``bi`` with ``eng``'s block in DRAM: ``y_size`` rows of ``x_size`` elements, ``x_stride`` apart."""
+    eb, k, nb = eng.eb, eng.k, _bpe(cfg, eng.eb)
+    row_beats = (eng.x_size << log2(nb)) if k == 1 else ((eng.x_size + (k - 1)) >> log2(k))
+    m.d.comb += [bi.start.eq(eng.start), bi.base.eq(eng.dram_base << log2(eb)),
+                 bi.stride.eq(eng.x_stride << log2(eb)), bi.rows.eq(eng.y_size), bi.row_beats.eq(row_beats)]
+
+
 class DmaRead(wiring.Component):
     """Moves ``y_size`` rows of ``x_size`` elements (``elem_bytes`` each) from DRAM to a scratchpad of ``abits`` address bits."""
 
@@ -24,15 +39,11 @@ class DmaRead(wiring.Component):
         self.cfg, self.eb, self.abits = cfg, elem_bytes, abits
         self.k = _epb(cfg, elem_bytes)
         bb = cfg.bus_bytes
-        super().__init__({
-            "start": In(1), "sram_base": In(abits), "dram_base": In(32), "y_size": In(16), "x_size": In(16),
-            "x_stride": In(16), "y_pad0": In(4), "y_pad1": In(4), "x_pad0": In(4), "x_pad1": In(4),
-            "ar_valid": Out(1), "ar_ready": In(1), "ar_addr": Out(ADDR_BITS), "ar_len": Out(8),
-            "r_valid": In(1), "r_data": In(bb * 8),
-            "w_addr": Out(abits), "w_data": Out(self.k * elem_bytes * 8), "w_count": Out(range(self.k + 1)),
-            "w_en": Out(1),
-            "last": Out(1), "busy": Out(1),
-        })
+        super().__init__(dma_members(
+            abits, y_pad0=In(4), y_pad1=In(4), x_pad0=In(4), x_pad1=In(4),
+            ar_valid=Out(1), ar_ready=In(1), ar_addr=Out(ADDR_BITS), ar_len=Out(8),
+            r_valid=In(1), r_data=In(bb * 8),
+            w_addr=Out(abits), w_data=Out(self.k * elem_bytes * 8), w_count=Out(range(self.k + 1)), w_en=Out(1)))
 
     def elaborate(self, platform) -> Module:
         m = Module()
@@ -42,10 +53,8 @@ class DmaRead(wiring.Component):
         A = 32  # internal address arithmetic width (wrapped to abits on use)
 
         m.submodules.bursts = bi = BurstIssuer(bb)
-        row_beats = (self.x_size << log2(nb)) if k == 1 else ((self.x_size + (k - 1)) >> log2(k))
-        m.d.comb += [bi.start.eq(self.start), bi.base.eq(self.dram_base << log2(eb)),
-                     bi.stride.eq(self.x_stride << log2(eb)), bi.rows.eq(self.y_size), bi.row_beats.eq(row_beats),
-                     self.ar_valid.eq(bi.valid), bi.ready.eq(self.ar_ready), self.ar_addr.eq(bi.addr),
+        drive_bursts(m, cfg, self, bi)
+        m.d.comb += [self.ar_valid.eq(bi.valid), bi.ready.eq(self.ar_ready), self.ar_addr.eq(bi.addr),
                      self.ar_len.eq(bi.len)]
 
         state = Signal(range(5))

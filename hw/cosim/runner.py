@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
-import inspect
 import json
 import os
 import shutil
@@ -109,7 +108,7 @@ def _build(bdir: Path, vpath: Path, verbose: bool) -> None:
     old = os.environ.get("MAKEFLAGS")
     os.environ["MAKEFLAGS"] = "CFG_CXXFLAGS_PCH_I=-include -j2"
     try:
-        runner.build(verilog_sources=[bdir / "vta_top.v"], hdl_toplevel="vta_top", build_dir=bdir,
+        runner.build(sources=[bdir / "vta_top.v"], hdl_toplevel="vta_top", build_dir=bdir,
                      build_args=["-Wno-fatal", "-Wno-lint", "-Wno-style"],
                      verbose=verbose, log_file=bdir / "build.log")
     finally:
