@@ -49,7 +49,8 @@ def _rq_key(bias, rq: Requant | None) -> tuple:
     def k(v):
         a = np.asarray(v)
         return ("arr", a.shape) if a.ndim else ("s", int(a))
-    return (bias is not None, k(rq.pre_shift), k(rq.multiplier), k(rq.shift), rq.relu, rq.out_min, rq.out_max)
+    return (bias is not None, k(rq.pre_shift), k(rq.multiplier), k(rq.shift), rq.relu, rq.out_min, rq.out_max,
+            int(rq.zero_point))
 
 
 def compile_conv2d(cfg: HwConfig, cs: ConvShape, bias, requant: Requant | None,
@@ -255,4 +256,4 @@ def _pad_vec(v, n: int, what: str) -> np.ndarray:
 def _pad_requant(rq: Requant, n: int) -> Requant:
     def pc(v):
         return v if np.ndim(v) == 0 else _pad_vec(v, n, "requant per-channel array")
-    return Requant(rq.pre_shift, pc(rq.multiplier), pc(rq.shift), rq.relu, rq.out_min, rq.out_max, rq.extra)
+    return Requant(rq.pre_shift, pc(rq.multiplier), pc(rq.shift), rq.relu, rq.out_min, rq.out_max, rq.extra, rq.zero_point)

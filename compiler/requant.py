@@ -9,7 +9,8 @@ must reproduce :func:`apply_requant` bit for bit using only the ISA's ALU ops
     acc = round_shift(acc, pre_shift)                 (arithmetic, round half up)
     acc = acc * multiplier                            (int32, wraps)
     acc = round_shift(acc, shift)
-    acc = max(acc, 0)                                 (if relu)
+    acc = acc + zero_point                            (output zero point, int32)
+    acc = max(acc, zero_point)                        (if relu: real zero is zero_point)
     acc = clip(acc, out_min, out_max)
     out = int8(acc)
 
@@ -53,6 +54,7 @@ class Requant:
     out_min: int = -128
     out_max: int = 127
     extra: dict = field(default_factory=dict, compare=False)
+    zero_point: int = 0
 
     def __post_init__(self) -> None:
         m = np.asarray(self.multiplier)
@@ -62,6 +64,8 @@ class Requant:
             v = np.asarray(getattr(self, name))
             if np.any(v < 0) or np.any(v > 31):
                 raise ValueError(f"Requant.{name} must be in 0..31, got {v}")
+        if not -(1 << 15) <= int(self.zero_point) < (1 << 15):
+            raise ValueError(f"Requant.zero_point must fit a signed 16-bit immediate, got {self.zero_point}")
         if not -(1 << 31) <= self.out_min <= self.out_max < (1 << 31):
             raise ValueError(f"Requant out range [{self.out_min}, {self.out_max}] is empty or not int32")
 
@@ -86,8 +90,10 @@ def apply_requant(acc: np.ndarray, bias: np.ndarray | None, rq: Requant, channel
     acc = round_shift(acc, rq.pre_shift)
     acc = wrap_int32(acc * per_channel(rq.multiplier))
     acc = round_shift(acc, per_channel(rq.shift))
+    if rq.zero_point:
+        acc = wrap_int32(acc + int(rq.zero_point))
     if rq.relu:
-        acc = np.maximum(acc, 0)
+        acc = np.maximum(acc, int(rq.zero_point))
     acc = np.clip(acc, rq.out_min, rq.out_max)
     if rq.out_min >= -128 and rq.out_max <= 127:
         return acc.astype(np.int8)

@@ -79,7 +79,7 @@ def pad_channels(v: np.ndarray | int | None, n: int, dtype=np.int64) -> np.ndarr
 def pad_requant(rq: Requant, n: int) -> Requant:
     """``rq`` with its per-channel ``multiplier``/``shift`` arrays zero-padded to length ``n``."""
     return Requant(rq.pre_shift, pad_channels(rq.multiplier, n), pad_channels(rq.shift, n), rq.relu,
-                   rq.out_min, rq.out_max, rq.extra)
+                   rq.out_min, rq.out_max, rq.extra, rq.zero_point)
 
 
 def pack_activation(x: np.ndarray, batch: int, block: int) -> np.ndarray:

@@ -89,10 +89,13 @@ def requant_stages(acc: te.Tensor, bias: np.ndarray | None, rq: Requant, n_chann
     if not (m.ndim == 0 and int(m) == 1):
         op_any("mul", "mul", m)
     round_shift("post", rq.shift)
+    zp = int(rq.zero_point)
+    if zp:
+        imm_op("zp", "add", zp)
     lo = rq.out_min
     if rq.relu:
-        imm_op("relu", "max", 0)
-    if not (rq.relu and lo <= 0):
+        imm_op("relu", "max", zp)
+    if not (rq.relu and lo <= zp):
         op_any("clip_lo", "max", lo)
     op_any("clip_hi", "min", rq.out_max)
     ep.out = cur
