@@ -5,7 +5,7 @@ from typing import Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
-from compiler.cpu.kernels import KERNELS
+from compiler.cpu.kernels import KERNELS, TAKES_N_OUTPUTS
 from compiler.graph.ir import Node
 
 
@@ -32,7 +32,11 @@ class NumpyCpuBackend:
         fn = KERNELS.get(node.op)
         if fn is None:
             raise ValueError(f"CPU backend has no kernel for op {node.op!r} (node {node.name!r})")
-        out = fn(node.attrs, *inputs)
+        if fn in TAKES_N_OUTPUTS:
+            used = max((i + 1 for i, o in enumerate(node.outputs) if o), default=1)
+            out = fn(node.attrs, *inputs, n_outputs=used)
+        else:
+            out = fn(node.attrs, *inputs)
         outs = list(out) if isinstance(out, tuple) else [out]
         return [np.asarray(o) for o in outs]
 

@@ -10,17 +10,24 @@ from typing import Callable
 import numpy as np
 import onnx
 
+from compiler.cpu import pooling
 from compiler.cpu.conv_kernels import conv2d_nchw, qconv2d, qdense
+from compiler.cpu.pooling import pool_pads  # noqa: F401  (re-exported: the LLVM pool kernels use it)
+from compiler.cpu.resize import resize
 from compiler.graph.accel_interface import pack_activation, unpack_activation
 
 Kernel = Callable[..., object]
 KERNELS: dict[str, Kernel] = {}
+# kernels of ops with optional extra outputs take ``n_outputs`` (how many outputs the node uses) as a keyword
+TAKES_N_OUTPUTS: set[Kernel] = set()
 
 
-def kernel(*ops: str):
+def kernel(*ops: str, n_outputs: bool = False):
     def deco(fn):
         for op in ops:
             KERNELS[op] = fn
+        if n_outputs:
+            TAKES_N_OUTPUTS.add(fn)
         return fn
     return deco
 
@@ -32,11 +39,17 @@ def _f32(x):
 # ---- convolution / matmul ---------------------------------------------------------------
 @kernel("Conv")
 def conv(a, x, w, b=None):
-    y = conv2d_nchw(_f32(x), _f32(w), stride=tuple(a.get("strides", (1, 1))), pads=tuple(a.get("pads", (0, 0, 0, 0))),
-                    dilations=tuple(a.get("dilations", (1, 1))), groups=int(a.get("group", 1)))
+    """2-D convolution; 1-D runs as 2-D over a unit height."""
+    x, w = _f32(x), _f32(w)
+    strides, pads, dil = list(a.get("strides", (1, 1))), list(a.get("pads", (0, 0, 0, 0))), list(a.get("dilations", (1, 1)))
+    one_d = x.ndim == 3
+    if one_d:
+        x, w = x[:, :, None, :], w[:, :, None, :]
+        strides, dil, pads = [1, strides[0]], [1, dil[0]], [0, pads[0], 0, pads[1]]
+    y = conv2d_nchw(x, w, stride=tuple(strides), pads=tuple(pads), dilations=tuple(dil), groups=int(a.get("group", 1)))
     if b is not None:
         y = y + _f32(b).reshape(1, -1, 1, 1)
-    return y.astype(np.float32)
+    return (y[:, :, 0] if one_d else y).astype(np.float32)
 
 
 @kernel("Gemm")
@@ -96,7 +109,18 @@ def mul(a, x, y):
 
 @kernel("Div")
 def div(a, x, y):
-    return np.divide(x, y) if np.issubdtype(np.result_type(x, y), np.floating) else np.floor_divide(x, y)
+    if np.issubdtype(np.result_type(x, y), np.floating):
+        return np.divide(x, y)
+    q = np.floor_divide(x, y)  # integers: ONNX truncates toward zero (C semantics), numpy floors
+    return q + ((q * y != x) & ((x < 0) != (y < 0))).astype(q.dtype)
+
+
+@kernel("Sum")
+def sum_(a, *xs):
+    out = xs[0]
+    for x in xs[1:]:
+        out = np.add(out, x)
+    return np.array(out, copy=True)
 
 
 @kernel("Sigmoid")
@@ -128,9 +152,20 @@ def prelu(a, x, slope):
     return np.where(x >= 0, x, _f32(slope) * x).astype(np.float32)
 
 
-@kernel("Identity", "Dropout")
-def identity(a, x, *rest):
+@kernel("Identity")
+def identity(a, x):
     return x
+
+
+@kernel("Dropout", n_outputs=True)
+def dropout(a, x, ratio=None, training_mode=None, *, n_outputs=1):
+    """Inference (the default) passes ``x`` through with an all-true mask; training mode drops at ``ratio``
+    with a generator seeded by the ``seed`` attribute and scales the kept values by 1 / (1 - ratio)."""
+    r = 0.5 if ratio is None else float(np.asarray(ratio))
+    if training_mode is None or not bool(np.asarray(training_mode)) or r == 0:
+        return (x, np.ones(x.shape, bool)) if n_outputs > 1 else x
+    mask = np.random.default_rng(a.get("seed")).uniform(size=x.shape) >= r
+    return (x * mask / np.asarray(1 - r, x.dtype)).astype(x.dtype), mask
 
 
 @kernel("Cast")
@@ -139,70 +174,53 @@ def cast(a, x):
 
 
 # ---- quantization ------------------------------------------------------------------------
-def _axis_param(p, x, axis):
+def _axis_param(p, x, axis, block: int = 0):
+    """Broadcastable form of a scale / zero point: scalar, per-axis (1-D) or blocked (``block`` elements each)."""
     p = np.asarray(p)
     if p.ndim == 0 or p.size == 1 and x.ndim == 0:
         return p.reshape(())
+    axis %= x.ndim
+    if block:
+        return np.repeat(p, block, axis=axis)[tuple(slice(0, d) for d in x.shape)]
     shape = [1] * x.ndim
-    shape[axis % x.ndim] = p.size
+    shape[axis] = p.size
     return p.reshape(shape)
 
 
 @kernel("QuantizeLinear")
 def quantize_linear(a, x, scale, zp=None):
-    dt = np.dtype(np.uint8) if zp is None else np.asarray(zp).dtype
-    axis = int(a.get("axis", 1))
-    q = np.rint(_f32(x) / _axis_param(_f32(scale), x, axis))
+    out_t = int(a.get("output_dtype", 0))
+    dt = np.asarray(zp).dtype if zp is not None else np.dtype(
+        onnx.helper.tensor_dtype_to_np_dtype(out_t) if out_t else np.uint8)
+    axis, block = int(a.get("axis", 1)), int(a.get("block_size", 0))
+    xf = np.asarray(x).astype(np.float32)
+    q = np.rint(xf / _axis_param(np.asarray(scale).astype(np.float32), xf, axis, block))
     if zp is not None:
-        q = q + _axis_param(zp, x, axis).astype(np.float32)
+        q = q + _axis_param(zp, xf, axis, block).astype(np.float32)
     info = np.iinfo(dt)
     return np.clip(q, info.min, info.max).astype(dt)
 
 
 @kernel("DequantizeLinear")
 def dequantize_linear(a, x, scale, zp=None):
-    axis = int(a.get("axis", 1))
+    axis, block = int(a.get("axis", 1)), int(a.get("block_size", 0))
     xi = np.asarray(x).astype(np.int64)
     if zp is not None:
-        xi = xi - _axis_param(zp, xi, axis).astype(np.int64)
-    return (xi.astype(np.float32) * _axis_param(_f32(scale), xi, axis)).astype(np.float32)
+        xi = xi - _axis_param(zp, xi, axis, block).astype(np.int64)
+    s = np.asarray(scale)
+    ct = s.dtype if s.dtype in (np.float16, np.float64) else np.float32
+    return (xi.astype(ct) * _axis_param(s.astype(ct), xi, axis, block)).astype(s.dtype if s.dtype.kind == "f" else np.float32)
 
 
 # ---- pooling -----------------------------------------------------------------------------
-def pool_pads(a: dict, h: int, w: int) -> tuple[int, ...]:
-    """(kh, kw, sh, sw, top, left, bottom, right) of a 2-D pool on an h x w input; ``ceil_mode`` grows bottom/right."""
-    kh, kw = (int(v) for v in a["kernel_shape"])
-    sh, sw = (int(v) for v in a.get("strides", (1, 1)))
-    t, l, b, r = (int(v) for v in a.get("pads", (0, 0, 0, 0)))
-    if a.get("ceil_mode", 0):
-        oh = -(-(h + t + b - kh) // sh) + 1
-        ow = -(-(w + l + r - kw) // sw) + 1
-        b += max(0, (oh - 1) * sh + kh - (h + t + b))
-        r += max(0, (ow - 1) * sw + kw - (w + l + r))
-    return kh, kw, sh, sw, t, l, b, r
-
-
-def _pool_windows(x, a, pad_value):
-    kh, kw, sh, sw, t, l, b, r = pool_pads(a, *x.shape[2:])
-    xp = np.pad(x, ((0, 0), (0, 0), (t, b), (l, r)), constant_values=pad_value)
-    return np.lib.stride_tricks.sliding_window_view(xp, (kh, kw), axis=(2, 3))[:, :, ::sh, ::sw]
-
-
-@kernel("MaxPool")
-def max_pool(a, x):
-    low = -np.inf if np.issubdtype(x.dtype, np.floating) else np.iinfo(x.dtype).min
-    return _pool_windows(x, a, low).max(axis=(-2, -1))
+@kernel("MaxPool", n_outputs=True)
+def max_pool(a, x, *, n_outputs=1):
+    return pooling.max_pool(a, x, want_indices=n_outputs > 1)
 
 
 @kernel("AveragePool")
 def avg_pool(a, x):
-    x = _f32(x)
-    s = _pool_windows(x, a, 0).sum(axis=(-2, -1), dtype=np.float32)
-    if a.get("count_include_pad", 0):
-        kh, kw = a["kernel_shape"]
-        return (s / np.float32(kh * kw)).astype(np.float32)
-    cnt = _pool_windows(np.ones((1, 1) + x.shape[2:], np.float32), a, 0).sum(axis=(-2, -1))
-    return (s / cnt).astype(np.float32)
+    return pooling.average_pool(a, x)
 
 
 @kernel("GlobalAveragePool")
@@ -213,9 +231,38 @@ def global_avg_pool(a, x):
 # ---- normalization / softmax -------------------------------------------------------------
 @kernel("BatchNormalization")
 def batch_norm(a, x, scale, bias, mean, var):
+    """Inference form; ``training_mode=1`` normalizes with the batch statistics and also returns the
+    updated running mean and variance (``momentum``-weighted)."""
     shape = (1, -1) + (1,) * (x.ndim - 2)
-    inv = _f32(scale) / np.sqrt(_f32(var) + np.float32(a.get("epsilon", 1e-5)))
-    return ((_f32(x) - _f32(mean).reshape(shape)) * inv.reshape(shape) + _f32(bias).reshape(shape)).astype(np.float32)
+    dt = np.asarray(x).dtype
+    eps = a.get("epsilon", 1e-5)
+    if a.get("training_mode", 0):
+        red = (0,) + tuple(range(2, x.ndim))
+        xf = np.asarray(x, np.float64)
+        bm, bv = xf.mean(axis=red), xf.var(axis=red)
+        y = (xf - bm.reshape(shape)) / np.sqrt(bv.reshape(shape) + eps) * np.asarray(scale, np.float64).reshape(shape) \
+            + np.asarray(bias, np.float64).reshape(shape)
+        mom = float(a.get("momentum", 0.9))
+        return (y.astype(dt), (np.asarray(mean, np.float64) * mom + bm * (1 - mom)).astype(np.asarray(mean).dtype),
+                (np.asarray(var, np.float64) * mom + bv * (1 - mom)).astype(np.asarray(var).dtype))
+    ct = np.float64 if dt == np.float64 else np.float32
+    c = [np.asarray(v, ct) for v in (scale, bias, mean, var)]
+    inv = c[0] / np.sqrt(c[3] + ct(eps))
+    y = (np.asarray(x, ct) - c[2].reshape(shape)) * inv.reshape(shape) + c[1].reshape(shape)
+    return y.astype(dt)
+
+
+@kernel("LRN")
+def lrn(a, x):
+    """Local response normalization across channels: x / (bias + alpha / size * sum of squares) ** beta."""
+    size = int(a["size"])
+    xf = np.asarray(x, np.float64)
+    lo, hi = (size - 1) // 2, size - 1 - (size - 1) // 2
+    sq = np.pad(xf * xf, [(0, 0), (lo, hi)] + [(0, 0)] * (x.ndim - 2))
+    csum = np.concatenate([np.zeros_like(sq[:, :1]), np.cumsum(sq, axis=1)], axis=1)
+    win = csum[:, size:] - csum[:, :-size]
+    y = xf / (float(a.get("bias", 1.0)) + float(a.get("alpha", 1e-4)) / size * win) ** float(a.get("beta", 0.75))
+    return y.astype(np.asarray(x).dtype)
 
 
 @kernel("Softmax")
@@ -266,38 +313,48 @@ def pad(a, x, pads=None, value=None, axes=None):
     return np.pad(x, width, mode={"reflect": "reflect", "edge": "edge", "wrap": "wrap"}[mode])
 
 
-def _nearest_index(out_len, in_len, scale, ctm, nearest_mode):
-    o = np.arange(out_len, dtype=np.float64)
-    if ctm == "asymmetric":
-        c = o / scale
-    elif ctm == "align_corners":
-        c = o * (in_len - 1) / (out_len - 1) if out_len > 1 else np.zeros_like(o)
-    elif ctm == "tf_half_pixel_for_nn":
-        c = (o + 0.5) / scale
-    elif ctm == "pytorch_half_pixel":
-        c = (o + 0.5) / scale - 0.5 if out_len > 1 else np.zeros_like(o)
-    else:  # half_pixel
-        c = (o + 0.5) / scale - 0.5
-    rnd = {"floor": np.floor, "ceil": np.ceil, "round_prefer_ceil": lambda v: np.floor(v + 0.5)}
-    idx = rnd.get(nearest_mode, lambda v: np.ceil(v - 0.5))(c)
-    return np.clip(idx, 0, in_len - 1).astype(np.int64)
-
-
 @kernel("Resize")
-def resize(a, x, roi=None, scales=None, sizes=None):
-    if sizes is not None and np.size(sizes):
-        out_shape = [int(s) for s in np.asarray(sizes)]
-        scl = [o / i for o, i in zip(out_shape, x.shape)]
-    else:
-        scl = [float(s) for s in np.asarray(scales)]
-        out_shape = [int(np.floor(i * s)) for i, s in zip(x.shape, scl)]
-    y = x
-    for ax in range(x.ndim):
-        if out_shape[ax] != x.shape[ax] or scl[ax] != 1.0:
-            idx = _nearest_index(out_shape[ax], x.shape[ax], scl[ax], a.get("coordinate_transformation_mode", "half_pixel"),
-                                 a.get("nearest_mode", "round_prefer_floor"))
-            y = np.take(y, idx, axis=ax)
-    return y
+def resize_k(a, x, roi=None, scales=None, sizes=None):
+    return resize(a, x, roi, scales, sizes)
+
+
+@kernel("Slice")
+def slice_(a, x, starts, ends, axes=None, steps=None):
+    """ONNX Slice: negative starts/ends count from the end, then clamp (per step direction)."""
+    starts, ends = np.asarray(starts, np.int64).ravel(), np.asarray(ends, np.int64).ravel()
+    axes = range(len(starts)) if axes is None else [int(v) % x.ndim for v in np.asarray(axes).ravel()]
+    steps = np.ones(len(starts), np.int64) if steps is None else np.asarray(steps, np.int64).ravel()
+    sl = [slice(None)] * x.ndim
+    for st, en, ax, sp in zip(starts, ends, axes, steps):
+        dim = x.shape[ax]
+        st, en = (int(v) + dim if v < 0 else int(v) for v in (st, en))
+        if sp > 0:
+            st, en = min(max(st, 0), dim), min(max(en, 0), dim)
+        else:
+            st, en = min(max(st, 0), dim - 1), min(max(en, -1), dim - 1)
+        sl[ax] = slice(st, None if en < 0 else en, int(sp))
+    return np.array(x[tuple(sl)], copy=True)
+
+
+@kernel("Split", n_outputs=True)
+def split(a, x, sizes=None, *, n_outputs=1):
+    """ONNX Split along ``axis``: explicit sizes, or ``num_outputs`` parts (ceil-sized, last smaller)."""
+    axis = int(a.get("axis", 0)) % x.ndim
+    if sizes is None:
+        sizes = a.get("split")
+    if sizes is None:
+        parts = int(a.get("num_outputs", n_outputs))
+        step = -(-x.shape[axis] // parts)
+        sizes = [min(step, x.shape[axis] - i * step) for i in range(parts)]
+    bounds = np.cumsum([int(v) for v in np.asarray(sizes).ravel()])[:-1]
+    return tuple(np.array(p, copy=True) for p in np.split(x, bounds, axis=axis))
+
+
+@kernel("ConstantOfShape")
+def constant_of_shape(a, shape):
+    v = a.get("value")
+    v = np.zeros(1, np.float32) if v is None else np.asarray(v).reshape(-1)
+    return np.full([int(d) for d in np.asarray(shape).ravel()], v[0], dtype=v.dtype)
 
 
 @kernel("Shape")

@@ -56,9 +56,9 @@ def _fix_input_shapes(model: onnx.ModelProto, input_shapes: dict[str, tuple[int,
                 d.Clear()
                 d.dim_value = int(v)
         for d in dims:
-            if not d.HasField("dim_value") or d.dim_value <= 0:
+            if not d.HasField("dim_value"):
                 d.Clear()
-                d.dim_value = 1  # symbolic dims (usually batch) default to 1
+                d.dim_value = 1  # symbolic dims (usually batch) default to 1; fixed 0-size dims stay 0
 
 
 def _tensor_info(vi: onnx.ValueInfoProto) -> TensorInfo | None:

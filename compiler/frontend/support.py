@@ -1,19 +1,92 @@
-"""Which ONNX operators the frontend accepts, checked before any other work."""
+"""Which ONNX operators, attributes and tensor types the compiler implements, checked before any other work.
+
+``OP_SPECS`` is the one table of what is implemented: per operator, the attributes it accepts (with
+the values allowed, or ``None`` for every value the ONNX specification allows) and, for window
+operators, the spatial ranks. :func:`check_supported` rejects everything else, naming the node,
+the operator and the attribute, before the model is converted or compiled; model validation reads
+the same table.
+"""
 from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
 
 import onnx
 from onnx import numpy_helper
 
 from compiler.frontend.errors import UnsupportedOperatorError
 
-SUPPORTED_OPS: frozenset[str] = frozenset({
-    "Conv", "Gemm", "MatMul", "Relu", "Clip", "Add", "Sub", "Mul", "Div", "MaxPool", "AveragePool",
-    "GlobalAveragePool", "Flatten", "Reshape", "Concat", "BatchNormalization", "Softmax", "HardSigmoid",
-    "HardSwish", "PRelu", "LeakyRelu", "Sigmoid", "Transpose", "Pad", "Resize", "QuantizeLinear",
-    "DequantizeLinear", "QLinearConv", "QLinearMatMul", "Identity", "Dropout", "Constant", "Shape",
-    "Gather", "Unsqueeze", "Squeeze", "Cast",
-})
+_WINDOW = {"auto_pad": None, "kernel_shape": None, "pads": None, "strides": None, "dilations": None}
+_RESIZE = {
+    "mode": ("nearest", "linear", "cubic"),
+    "coordinate_transformation_mode": ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners",
+                                       "asymmetric", "tf_crop_and_resize"),
+    "nearest_mode": ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil"),
+    "cubic_coeff_a": None, "exclude_outside": (0, 1), "extrapolation_value": None, "antialias": (0, 1), "axes": None,
+    "keep_aspect_ratio_policy": ("stretch", "not_larger", "not_smaller"),
+}
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    """What the compiler implements of one operator."""
+
+    attrs: Mapping[str, tuple | None] = field(default_factory=dict)  # accepted attribute -> allowed values / None
+    spatial: tuple[int, ...] | None = None  # window ops: accepted numbers of spatial axes
+
+
+OP_SPECS: dict[str, OpSpec] = {
+    "Conv": OpSpec({**_WINDOW, "group": None}, spatial=(1, 2)),
+    "QLinearConv": OpSpec({**_WINDOW, "group": None}, spatial=(2,)),
+    "MaxPool": OpSpec({**_WINDOW, "ceil_mode": (0, 1), "storage_order": (0, 1)}, spatial=(1, 2, 3)),
+    "AveragePool": OpSpec({**_WINDOW, "ceil_mode": (0, 1), "count_include_pad": (0, 1)}, spatial=(1, 2, 3)),
+    "GlobalAveragePool": OpSpec(),
+    "Gemm": OpSpec({"alpha": None, "beta": None, "transA": (0, 1), "transB": (0, 1)}),
+    "MatMul": OpSpec(), "QLinearMatMul": OpSpec(),
+    "Relu": OpSpec(), "Sigmoid": OpSpec(), "HardSwish": OpSpec(),
+    "HardSigmoid": OpSpec({"alpha": None, "beta": None}),
+    "LeakyRelu": OpSpec({"alpha": None}),
+    "PRelu": OpSpec(),
+    "Clip": OpSpec({"min": None, "max": None}),
+    "Add": OpSpec(), "Sub": OpSpec(), "Mul": OpSpec(), "Div": OpSpec(), "Sum": OpSpec(),
+    "BatchNormalization": OpSpec({"epsilon": None, "momentum": None, "training_mode": (0, 1), "spatial": (1,)}),
+    "LRN": OpSpec({"alpha": None, "beta": None, "bias": None, "size": None}),
+    "Softmax": OpSpec({"axis": None}),
+    "Flatten": OpSpec({"axis": None}),
+    "Reshape": OpSpec({"allowzero": (0, 1)}),
+    "Concat": OpSpec({"axis": None}),
+    "Split": OpSpec({"axis": None, "split": None, "num_outputs": None}),
+    "Slice": OpSpec(),
+    "Transpose": OpSpec({"perm": None}),
+    "Pad": OpSpec({"mode": ("constant", "reflect", "edge", "wrap"), "pads": None, "value": None}),
+    "Resize": OpSpec(_RESIZE),
+    "Shape": OpSpec({"start": None, "end": None}),
+    "Gather": OpSpec({"axis": None}),
+    "Unsqueeze": OpSpec({"axes": None}),
+    "Squeeze": OpSpec({"axes": None}),
+    "Cast": OpSpec({"to": None, "saturate": None}),
+    "QuantizeLinear": OpSpec({"axis": None, "block_size": None, "output_dtype": None, "saturate": None}),
+    "DequantizeLinear": OpSpec({"axis": None, "block_size": None}),
+    "Identity": OpSpec(),
+    "Dropout": OpSpec({"ratio": None, "seed": None, "is_test": None}),
+    "Constant": OpSpec({"value": None, "value_float": None, "value_int": None, "value_floats": None, "value_ints": None}),
+    "ConstantOfShape": OpSpec({"value": None}),
+}
+SUPPORTED_OPS: frozenset[str] = frozenset(OP_SPECS)
 _DEFAULT_DOMAINS = ("", "ai.onnx")
+
+# Element types the accelerator and the CPU kernels hold. Excluded: 8-, 4- and 2-bit floats and 4-/2-bit
+# integers (no hardware or numpy arithmetic for them), strings and complex numbers.
+TENSOR_TYPES: frozenset[int] = frozenset({
+    onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16,
+    onnx.TensorProto.INT8, onnx.TensorProto.UINT8, onnx.TensorProto.INT16, onnx.TensorProto.UINT16,
+    onnx.TensorProto.INT32, onnx.TensorProto.UINT32, onnx.TensorProto.INT64, onnx.TensorProto.UINT64,
+    onnx.TensorProto.BOOL,
+})
+
+
+def type_name(elem_type: int) -> str:
+    return onnx.TensorProto.DataType.Name(elem_type) if elem_type in onnx.TensorProto.DataType.values() else str(elem_type)
 
 
 def attr_value(a: onnx.AttributeProto):
@@ -35,27 +108,75 @@ def _attr(node: onnx.NodeProto, name: str, default=None):
     return default
 
 
-def node_support_key(node: onnx.NodeProto) -> str | None:
-    """None if the node is supported, else a label like ``'Resize(mode=linear)'`` or ``'com.x.Foo'``."""
+def _spatial_rank(node: onnx.NodeProto, inits: Mapping[str, onnx.TensorProto]) -> int | None:
+    k = _attr(node, "kernel_shape")
+    if k is not None:
+        return len(k)
+    w = node.input[3] if node.op_type == "QLinearConv" else (node.input[1] if len(node.input) > 1 else "")
+    return len(inits[w].dims) - 2 if w in inits else None
+
+
+def node_support_key(node: onnx.NodeProto, inits: Mapping[str, onnx.TensorProto] | None = None) -> str | None:
+    """None if the node is supported, else a label such as ``'MaxPool(storage_order=2)'``,
+    ``'Conv(3-D)'``, ``'Gemm(attribute foo)'`` or ``'com.x.Foo'``."""
     if node.domain not in _DEFAULT_DOMAINS:
         return f"{node.domain}.{node.op_type}"
-    if node.op_type not in SUPPORTED_OPS:
+    spec = OP_SPECS.get(node.op_type)
+    if spec is None:
         return node.op_type
-    if node.op_type == "Resize" and _attr(node, "mode", "nearest") != "nearest":
-        return f"Resize(mode={_attr(node, 'mode')})"
-    if node.op_type in ("MaxPool", "AveragePool") and len(_attr(node, "kernel_shape", [1, 1])) != 2:
-        return f"{node.op_type}({len(_attr(node, 'kernel_shape'))}-D)"
-    if node.op_type == "Pad" and _attr(node, "mode", "constant") not in ("constant", "reflect", "edge", "wrap"):
-        return f"Pad(mode={_attr(node, 'mode')})"
+    for a in node.attribute:
+        if a.name not in spec.attrs:
+            return f"{node.op_type}(attribute {a.name})"
+        allowed = spec.attrs[a.name]
+        if allowed is not None and attr_value(a) not in allowed:
+            return f"{node.op_type}({a.name}={attr_value(a)!r}; allowed {list(allowed)})"
+    if spec.spatial is not None:
+        r = _spatial_rank(node, inits or {})
+        if r is not None and r not in spec.spatial:
+            return f"{node.op_type}({r}-D)"
+    for key in ("to", "output_dtype"):
+        t = _attr(node, key)
+        if t and t not in TENSOR_TYPES:
+            return f"{node.op_type}({key}={type_name(t)})"
+    if node.op_type in ("Constant", "ConstantOfShape"):
+        v = next((a for a in node.attribute if a.name == "value"), None)
+        if v is not None and v.t.data_type not in TENSOR_TYPES:
+            return f"{node.op_type}(value of type {type_name(v.t.data_type)})"
     return None
 
 
-def check_supported(model: onnx.ModelProto) -> None:
-    """Raise :class:`UnsupportedOperatorError` listing every unsupported op type and its nodes."""
+def _value_problem(vi: onnx.ValueInfoProto) -> str | None:
+    t = vi.type
+    kind = t.WhichOneof("value")
+    if kind is None:
+        return None
+    if kind != "tensor_type":
+        return f"{kind.replace('_type', '')} values (tensors only)"
+    if t.tensor_type.elem_type and t.tensor_type.elem_type not in TENSOR_TYPES:
+        return f"tensor type {type_name(t.tensor_type.elem_type)}"
+    return None
+
+
+def unsupported_reasons(model: onnx.ModelProto) -> dict[str, list[str]]:
+    """Unsupported feature label -> names of the nodes / tensors that use it (empty when all is supported)."""
     bad: dict[str, list[str]] = {}
+    inits = {t.name: t for t in model.graph.initializer}
     for i, node in enumerate(model.graph.node):
-        key = node_support_key(node)
+        key = node_support_key(node, inits)
         if key is not None:
             bad.setdefault(key, []).append(node.name or f"<unnamed #{i}>")
+    for vi in list(model.graph.input) + list(model.graph.output) + list(model.graph.value_info):
+        p = _value_problem(vi)
+        if p is not None:
+            bad.setdefault(p, []).append(vi.name)
+    for t in model.graph.initializer:
+        if t.data_type not in TENSOR_TYPES:
+            bad.setdefault(f"tensor type {type_name(t.data_type)}", []).append(t.name)
+    return bad
+
+
+def check_supported(model: onnx.ModelProto) -> None:
+    """Raise :class:`UnsupportedOperatorError` listing every unsupported operator, attribute or type and its users."""
+    bad = unsupported_reasons(model)
     if bad:
         raise UnsupportedOperatorError(bad, sorted(SUPPORTED_OPS))
