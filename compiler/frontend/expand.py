@@ -56,3 +56,33 @@ def explicit_pads(g: Graph, n: Node) -> None:
     else:
         pads = list(n.attrs.get("pads", [0] * (2 * len(k))))
     n.attrs.update(kernel_shape=k, strides=s, dilations=d, pads=pads)
+
+
+def _per_column(shape: tuple[int, ...], n_out: int) -> bool:
+    return len(shape) <= 2 and int(np.prod(shape, dtype=np.int64)) in (1, n_out) and (len(shape) < 2 or shape[0] == 1)
+
+
+def split_gemm_bias(g: Graph, n: Node) -> list[Node]:
+    """``Gemm(A, B, C)`` with a C that is not one value per output column (an (M, N) or (M, 1) matrix, or
+    computed at run time) becomes ``Gemm(A, B) -> Add(beta * C)``, so the matrix product can still be
+    quantized and offloaded; other Gemms are returned unchanged."""
+    if len(n.inputs) < 3 or not n.inputs[2]:
+        return [n]
+    c, y = n.inputs[2], n.outputs[0]
+    y_info = g.tensors.get(y)
+    if c in g.constants and y_info is not None and _per_column(g.constants[c].shape, y_info.shape[-1]):
+        return [n]
+    beta = float(n.attrs.pop("beta", 1.0))
+    prod = g.fresh_name(f"{n.name}/ab")
+    if y_info is not None:
+        g.set_info(prod, y_info.shape, y_info.dtype)
+    nodes = [Node("Gemm", n.inputs[:2], [prod], dict(n.attrs), n.name)]
+    if beta != 1.0:
+        scaled = g.fresh_name(f"{n.name}/beta_c")
+        if c in g.tensors:
+            g.set_info(scaled, g.tensors[c].shape, g.tensors[c].dtype)
+        nodes.append(Node("Mul", [c, g.add_constant(g.fresh_name(f"{n.name}/beta"), np.float32(beta))], [scaled], {},
+                          f"{n.name}/beta"))
+        c = scaled
+    nodes.append(Node("Add", [prod, c], [y], {}, f"{n.name}/bias"))
+    return nodes

@@ -7,9 +7,9 @@ import numpy as np
 import onnx
 from onnx import numpy_helper, shape_inference, version_converter
 
-from compiler.frontend.errors import ModelInputError
-from compiler.frontend.expand import expand_qlinear, explicit_pads
-from compiler.frontend.support import attr_value, check_supported
+from compiler.frontend.errors import ModelInputError, UnsupportedOperatorError
+from compiler.frontend.expand import expand_qlinear, explicit_pads, split_gemm_bias
+from compiler.frontend.support import OP_SPECS, SUPPORTED_OPS, attr_value, check_supported
 from compiler.graph.ir import Graph, Node, TensorInfo
 
 TARGET_OPSET = 13
@@ -107,13 +107,37 @@ def onnx_to_graph(model: str | Path | onnx.ModelProto, input_shapes: dict | None
         node = Node(n.op_type, list(n.input), list(n.output), attrs, name)
         if n.op_type in ("QLinearConv", "QLinearMatMul"):
             g.nodes.extend(expand_qlinear(g, node))
+        elif n.op_type == "Gemm":
+            g.nodes.extend(split_gemm_bias(g, node))
         else:
             g.nodes.append(node)
+    drop_unused_optional_outputs(g)
     for node in g.nodes:
         if node.op in ("Conv", "MaxPool", "AveragePool"):
+            check_spatial_rank(g, node)
             explicit_pads(g, node)
     complete_tensor_infos(g)
     return g
+
+
+# operators whose outputs after the first are optional: an unread one is dropped so it is never computed
+OPTIONAL_OUTPUTS = frozenset({"Dropout", "MaxPool", "BatchNormalization"})
+
+
+def drop_unused_optional_outputs(g: Graph) -> None:
+    """Blank (``""``) the optional outputs that no node reads and that are not graph outputs."""
+    read = {i for n in g.nodes for i in n.inputs if i} | set(g.outputs)
+    for n in g.nodes:
+        if n.op in OPTIONAL_OUTPUTS:
+            n.outputs = [n.outputs[0]] + [o if o in read else "" for o in n.outputs[1:]]
+
+
+def check_spatial_rank(g: Graph, n: Node) -> None:
+    """Window operators on inputs with a spatial rank the kernels do not implement are refused, named."""
+    info = g.tensors.get(n.inputs[0])
+    allowed = OP_SPECS[n.op].spatial
+    if info is not None and allowed is not None and len(info.shape) - 2 not in allowed:
+        raise UnsupportedOperatorError({f"{n.op}({len(info.shape) - 2}-D)": [n.name]}, sorted(SUPPORTED_OPS))
 
 
 def _constant_value(attrs: dict) -> np.ndarray:

@@ -46,8 +46,16 @@ def lifetimes(g: Graph) -> dict[str, tuple[int, int]]:
 
 
 def plan_memory(g: Graph) -> MemoryPlan:
-    """Greedy by size: biggest tensors first, each at the lowest offset free during its lifetime."""
-    life = lifetimes(g)
+    """Greedy by size: biggest tensors first, each at the lowest offset free during its lifetime.
+
+    Outputs that nothing reads and that are not graph outputs (an unused Dropout mask, MaxPool
+    indices) get no slot: the executor drops them right after their node runs.
+    """
+    read = {i for n in g.nodes for i in n.inputs if i} | set(g.outputs)
+    life = {t: v for t, v in lifetimes(g).items() if t in read}
+    missing = sorted(t for t in life if t not in g.tensors)
+    if missing:
+        raise ValueError(f"memory plan: no shape/dtype known for tensors {missing[:10]}; run shape inference first")
     sizes = {t: ceil_to(max(g.tensors[t].nbytes, 1), ALIGN) for t in life}
     placed: list[Allocation] = []
     for t in sorted(life, key=lambda k: (-sizes[k], life[k][0])):

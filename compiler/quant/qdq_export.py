@@ -13,7 +13,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from compiler.frontend.onnx_import import onnx_to_graph
+from compiler.frontend.onnx_import import load_model, onnx_to_graph
 from compiler.graph.bn_fold import fold_batchnorm
 from compiler.graph.const_fold import fold_constants
 from compiler.graph.ir import Graph, Node
@@ -96,6 +96,8 @@ def graph_to_onnx(g: Graph, opset: int = EXPORT_OPSET) -> onnx.ModelProto:
 def export_qdq_model(model: str | Path | onnx.ModelProto, calibration, *,
                      input_shapes: dict | None = None) -> onnx.ModelProto:
     """Quantize a float model with the built-in quantizer and return it as a QDQ ONNX model."""
+    model = load_model(model)
+    opset = max([EXPORT_OPSET] + [int(o.version) for o in model.opset_import if o.domain in ("", "ai.onnx")])
     g = onnx_to_graph(model, input_shapes)
     fold_constants(g)
     fold_batchnorm(g)
@@ -103,4 +105,4 @@ def export_qdq_model(model: str | Path | onnx.ModelProto, calibration, *,
         raise ValueError("export_qdq_model: the model has no Conv/Gemm/MatMul with constant weights to quantize")
     quantize_weights_qdq(g)
     g.remove_dead()
-    return graph_to_onnx(g)
+    return graph_to_onnx(g, opset)
