@@ -55,7 +55,9 @@ def explicit_pads(g: Graph, n: Node) -> None:
         pads = [0] * (2 * len(k))
     else:
         pads = list(n.attrs.get("pads", [0] * (2 * len(k))))
-    n.attrs.update(kernel_shape=k, strides=s, dilations=d, pads=pads)
+    n.attrs.update(kernel_shape=k, strides=s, pads=pads)
+    if n.op != "AveragePool" or "dilations" in n.attrs:  # AveragePool has dilations only from opset 19
+        n.attrs["dilations"] = d
 
 
 def _per_column(shape: tuple[int, ...], n_out: int) -> bool:
