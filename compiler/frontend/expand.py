@@ -65,14 +65,14 @@ def _per_column(shape: tuple[int, ...], n_out: int) -> bool:
 
 
 def split_gemm_bias(g: Graph, n: Node) -> list[Node]:
-    """``Gemm(A, B, C)`` with a C that is not one value per output column (an (M, N) or (M, 1) matrix, or
-    computed at run time) becomes ``Gemm(A, B) -> Add(beta * C)``, so the matrix product can still be
-    quantized and offloaded; other Gemms are returned unchanged."""
+    """``Gemm(A, B, C)`` with a C that is not one value per output column (an (M, N) or (M, 1) matrix)
+    becomes ``Gemm(A, B) -> Add(beta * C)``, so the matrix product can still be quantized and
+    offloaded; other Gemms (and those whose shapes are unknown) are returned unchanged."""
     if len(n.inputs) < 3 or not n.inputs[2]:
         return [n]
     c, y = n.inputs[2], n.outputs[0]
-    y_info = g.tensors.get(y)
-    if c in g.constants and y_info is not None and _per_column(g.constants[c].shape, y_info.shape[-1]):
+    y_info, c_info = g.tensors.get(y), g.tensors.get(c)
+    if y_info is None or c_info is None or _per_column(c_info.shape, y_info.shape[-1]):
         return [n]
     beta = float(n.attrs.pop("beta", 1.0))
     prod = g.fresh_name(f"{n.name}/ab")

@@ -32,11 +32,11 @@ def test_unsupported_ops_all_listed_with_node_names():
     assert "ok_relu" not in msg
 
 
-def test_resize_linear_is_rejected_by_mode():
+def test_resize_unknown_mode_is_rejected_by_value():
     roi = numpy_helper.from_array(np.zeros(0, np.float32), "roi")
     sc = numpy_helper.from_array(np.array([1, 2], np.float32), "sc")
-    nodes = [helper.make_node("Resize", ["x", "roi", "sc"], ["y"], name="up", mode="linear")]
-    with pytest.raises(UnsupportedOperatorError, match=r"Resize\(mode=linear\).*up"):
+    nodes = [helper.make_node("Resize", ["x", "roi", "sc"], ["y"], name="up", mode="bicubic")]
+    with pytest.raises(UnsupportedOperatorError, match=r"Resize\(mode='bicubic'; allowed \['nearest', 'linear', 'cubic'\]\).*up"):
         onnx_to_graph(_model_with(nodes, [roi, sc]))
 
 
