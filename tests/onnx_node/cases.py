@@ -9,6 +9,7 @@ is not run; each entry says why.
 """
 from __future__ import annotations
 
+import os
 import pickle
 import re
 import warnings
@@ -63,9 +64,11 @@ def load_cases(cache_dir: Path | None = None) -> list:
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")
         cases = sorted((c for c in load_node_model_tests() if _supported(c.model)), key=lambda c: c.name)
-    if cache is not None:
+    if cache is not None:  # written atomically: parallel test workers may build it at the same time
         cache.parent.mkdir(parents=True, exist_ok=True)
-        cache.write_bytes(pickle.dumps(cases))
+        tmp = cache.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_bytes(pickle.dumps(cases))
+        os.replace(tmp, cache)
     return cases
 
 
