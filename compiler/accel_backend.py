@@ -193,10 +193,15 @@ class SimAccelBackend:
         ep = conv2d_epilogue(self.config, cs, comp.kernel.conv, bias, rq)
         return {t: arr for (t, _), (_, arr) in zip(comp.consts, ep.consts)}
 
-    def conv2d(self, x, w, bias, *, stride, padding, groups, requant: Requant) -> np.ndarray:
-        """Packed int8 conv2d + bias + requant on the accelerator; see ``compiler.graph.accel_interface``."""
+    def conv2d(self, x, w, bias, *, stride, padding, groups, requant: Requant, pad_value: int = 0) -> np.ndarray:
+        """Packed int8 conv2d + bias + requant on the accelerator; see ``compiler.graph.accel_interface``.
+
+        A non-zero ``pad_value`` (the input zero point) is written into the border by the host before
+        the load (exact; the accelerator then runs the conv without padding)."""
         cfg = self.config
         x, w = np.asarray(x), np.asarray(w)
+        if pad_value and any(padding):
+            x, padding = pad_packed(x, padding, pad_value), (0, 0, 0, 0)
         if is_depthwise(cfg, x, w, groups):
             w, groups = block_diagonal(w), x.shape[1]
         cs = _conv_shape_from(cfg, x, w, stride, padding, groups)
@@ -229,6 +234,12 @@ class SimAccelBackend:
         w6 = w.reshape(w.shape[0], w.shape[1], 1, 1, w.shape[2], w.shape[3])
         out = self.conv2d(x6, w6, bias, stride=(1, 1), padding=(0, 0, 0, 0), groups=1, requant=requant)
         return np.ascontiguousarray(out.reshape(w.shape[0], nb, x.shape[2], w.shape[2]).transpose(1, 0, 2, 3))
+
+
+def pad_packed(x: np.ndarray, padding, value: int) -> np.ndarray:
+    """A packed activation ``(N//B, C//BI, H, W, B, BI)`` with its border (top, left, bottom, right) set to ``value``."""
+    t, l, b, r = (int(p) for p in padding)
+    return np.pad(x, ((0, 0), (0, 0), (t, b), (l, r), (0, 0), (0, 0)), constant_values=np.int8(value))
 
 
 def is_depthwise(cfg: HwConfig, x: np.ndarray, w: np.ndarray, groups: int) -> bool:

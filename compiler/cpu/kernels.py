@@ -12,6 +12,7 @@ import onnx
 
 from compiler.cpu.conv_kernels import conv2d_nchw, qconv2d, qdense
 from compiler.graph.accel_interface import pack_activation, unpack_activation
+from compiler.quant.int_elementwise import qadd, qgap
 
 Kernel = Callable[..., object]
 KERNELS: dict[str, Kernel] = {}
@@ -57,7 +58,18 @@ def matmul(a, x, w):
 @kernel("QConv2D")
 def qconv(a, x, w, b=None):
     return qconv2d(x, w, b, a["requant"], stride=tuple(a["strides"]), pads=tuple(a["pads"]),
-                   groups=int(a.get("group", 1)), dilations=tuple(a.get("dilations", (1, 1))))
+                   groups=int(a.get("group", 1)), dilations=tuple(a.get("dilations", (1, 1))),
+                   pad_value=int(a.get("pad_value", 0)))
+
+
+@kernel("QAdd")
+def qadd_k(a, x, y):
+    return qadd(x, y, a["qadd"])
+
+
+@kernel("QGlobalAveragePool")
+def qgap_k(a, x):
+    return qgap(x, a["qgap"])
 
 
 @kernel("QDense")

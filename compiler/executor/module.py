@@ -79,8 +79,9 @@ class Module:
     def _run_accel(self, n: Node, ins: list) -> tuple[np.ndarray, dict]:
         a = n.attrs
         if n.op == "AccelConv2D":
+            extra = {"pad_value": int(a["pad_value"])} if a.get("pad_value") else {}
             out = self.accel.conv2d(ins[0], ins[1], ins[2], stride=tuple(a["strides"]), padding=tuple(a["pads"]),
-                                    groups=int(a.get("group", 1)), requant=a["requant"])
+                                    groups=int(a.get("group", 1)), requant=a["requant"], **extra)
         else:
             out = self.accel.dense(ins[0], ins[1], ins[2], requant=a["requant"])
         return out, dict(getattr(self.accel, "last_profile", {}) or {})

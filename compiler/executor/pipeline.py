@@ -15,6 +15,7 @@ from compiler.graph.memory_plan import MemoryPlan, plan_memory
 from compiler.graph.partition import Partition, partition_graph
 from compiler.quant.calibrate import insert_qdq
 from compiler.quant.qdq_lower import lower_qdq
+from compiler.quant.rebase import rebase_uint8
 
 PROGRESS_MIN_NODES = 40
 
@@ -57,6 +58,8 @@ def compile_model(model, config, *, calibration=None, quantize: bool | None = No
             raise ValueError("this is a float model: pass calibration=<array or list of feed dicts> to quantize it to "
                              "int8 for the accelerator, or quantize=False to run it in float on the CPU")
         insert_qdq(g, calibration)
+    if quantize is not False:
+        stats["uint8_rebased"] = rebase_uint8(g)
     step("int8_lowered", lower_qdq(g) if quantize is not False else 0)
     fold_constants(g, keep_ops=frozenset())  # weights of CPU-fallback QDQ ops become float constants
     step("layout_transforms", pack_layouts(g, config))

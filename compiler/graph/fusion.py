@@ -25,10 +25,10 @@ class OpPattern(IntEnum):
 _PATTERNS = {
     OpPattern.ELEMWISE: {"Relu", "Clip", "Sigmoid", "HardSigmoid", "HardSwish", "LeakyRelu", "QuantizeLinear",
                          "DequantizeLinear", "Cast", "Identity", "Dropout"},
-    OpPattern.BROADCAST: {"Add", "Sub", "Mul", "Div", "PRelu", "BatchNormalization"},
+    OpPattern.BROADCAST: {"Add", "Sub", "Mul", "Div", "PRelu", "BatchNormalization", "QAdd"},
     OpPattern.INJECTIVE: {"Reshape", "Flatten", "Transpose", "Concat", "Pad", "Resize", "Squeeze", "Unsqueeze",
                           "Gather", "PackActivation", "UnpackActivation", "Repack"},
-    OpPattern.COMM_REDUCE: {"GlobalAveragePool"},
+    OpPattern.COMM_REDUCE: {"GlobalAveragePool", "QGlobalAveragePool"},
     OpPattern.OUT_ELEMWISE_FUSABLE: {"Conv", "Gemm", "MatMul", "QConv2D", "QDense", "AccelConv2D", "AccelDense",
                                      "MaxPool", "AveragePool"},
 }

@@ -2,19 +2,30 @@
 
 * ``DQ(x) -> Conv/Gemm/MatMul(DQ(w) | float w, bias) [-> Q -> DQ] [-> Relu/Clip] -> Q`` becomes
   ``QConv2D``/``QDense`` on int8 with an integer :class:`~compiler.requant.Requant` (relu and
-  clip ranges fold into the epilogue). Needs symmetric int8 activations (zero point 0).
-* ``DQ(t) -> MaxPool/Relu/Flatten/Reshape/... -> Q`` with identical scale/zero point runs the
-  op directly on the int8 tensor (these ops commute with monotone quantization).
-Everything else keeps its QDQ float form and runs on the CPU.
+  clip ranges fold into the epilogue). Zero points are exact: the activation zero point ``zx``
+  folds into the bias (``b - zx * sum(w)``) and becomes the conv's ``pad_value`` (padding holds
+  the real zero); the output zero point is ``Requant.zero_point``. Weight zero points are
+  subtracted at compile time when the result fits int8.
+* ``DQ(a) + DQ(b) [-> Relu] -> Q`` becomes ``QAdd`` and ``DQ(x) -> GlobalAveragePool -> Q``
+  ``QGlobalAveragePool`` (:mod:`compiler.quant.int_elementwise`): integer, no float round trip.
+* ``DQ(t) -> MaxPool/Flatten/Reshape/... -> Q`` with identical scale and zero point runs the
+  op directly on the int8 tensor (these ops commute with monotone quantization; ``Relu`` and
+  ``Pad`` only with zero point 0).
+Everything else keeps its QDQ float form and runs on the CPU. uint8 activations are first
+rebased to int8 (:func:`compiler.quant.rebase.rebase_uint8`).
 """
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 
 from compiler.graph.ir import Graph, Node
+from compiler.quant.int_elementwise import choose_qadd, choose_qgap
 from compiler.quant.requant_params import acc_bound, choose_requant
 
 INT_PASSTHROUGH = {"MaxPool", "Relu", "Flatten", "Reshape", "Transpose", "Identity", "Squeeze", "Unsqueeze", "Resize"}
+ZERO_POINT_FREE = {"Relu", "Pad"}  # ops that treat integer 0 as real zero
 
 
 def _const(g: Graph, name: str):
@@ -22,24 +33,35 @@ def _const(g: Graph, name: str):
 
 
 def _dq_params(g: Graph, node: Node | None):
-    """(int tensor, scale array, axis) of a DequantizeLinear with constant params and zero point 0."""
+    """(int tensor, scale array, axis, zero point array) of a DequantizeLinear with constant params."""
     if node is None or node.op != "DequantizeLinear":
         return None
     scale = _const(g, node.inputs[1])
     zp = _const(g, node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] else np.zeros((), np.int8)
-    if scale is None or zp is None or np.any(zp != 0):
+    if scale is None or zp is None:
         return None
-    return node.inputs[0], np.asarray(scale, np.float64), int(node.attrs.get("axis", 1))
+    return node.inputs[0], np.asarray(scale, np.float64), int(node.attrs.get("axis", 1)), np.asarray(zp)
+
+
+def _act_params(g: Graph, node: Node | None):
+    """(int8 tensor, scale, zero point) of a per-tensor DequantizeLinear of an int8 activation."""
+    p = _dq_params(g, node)
+    if p is None or p[1].size != 1 or p[3].size != 1:
+        return None
+    info = g.tensors.get(p[0])
+    if info is None or info.dtype != np.int8 or p[0] in g.constants:
+        return None
+    return p[0], float(p[1].reshape(())), int(p[3].reshape(()))
 
 
 def _q_params(g: Graph, node: Node):
-    """(scale, zero point) of a QuantizeLinear to int8 with zero point 0 and a scalar scale."""
+    """(scale, zero point) of a per-tensor QuantizeLinear to int8."""
     if node.op != "QuantizeLinear" or len(node.inputs) < 3 or not node.inputs[2]:
         return None
     scale, zp = _const(g, node.inputs[1]), _const(g, node.inputs[2])
-    if scale is None or zp is None or np.size(scale) != 1 or zp.dtype != np.int8 or np.any(zp != 0):
+    if scale is None or zp is None or np.size(scale) != 1 or np.size(zp) != 1 or zp.dtype != np.int8:
         return None
-    return float(np.asarray(scale).reshape(())), zp
+    return float(np.asarray(scale).reshape(())), int(np.asarray(zp).reshape(()))
 
 
 def _single_consumer(cons, name: str, g: Graph) -> Node | None:
@@ -76,11 +98,18 @@ def _weight(g: Graph, prod, name: str, out_axis: int):
     p = _dq_params(g, prod.get(name))
     if p is not None:
         wq = _const(g, p[0])
-        if wq is None or wq.dtype != np.int8:
+        if wq is None or wq.dtype not in (np.int8, np.uint8):
             return None
-        scale = p[1].reshape(-1)
-        if scale.size != 1 and p[2] % wq.ndim != out_axis:
+        scale, zp = p[1].reshape(-1), p[3].reshape(-1).astype(np.int64)
+        if (scale.size != 1 or zp.size != 1) and p[2] % wq.ndim != out_axis:
             return None
+        if np.any(zp != 0) or wq.dtype != np.int8:  # subtract the weight zero point when the result fits int8
+            shape = [1] * wq.ndim
+            shape[out_axis] = -1
+            wz = wq.astype(np.int64) - (zp.reshape(shape) if zp.size > 1 else zp.reshape(()))
+            if wz.min(initial=0) < -128 or wz.max(initial=0) > 127:
+                return None
+            wq = wz.astype(np.int8)
         return wq, np.broadcast_to(scale, (wq.shape[out_axis],)).astype(np.float64)
     w = _const(g, name)
     if w is None or not np.issubdtype(w.dtype, np.floating):
@@ -134,8 +163,8 @@ def _epilogue_chain(g: Graph, cons, start: str):
 
 
 def _lower_one(g: Graph, n: Node, prod, cons) -> tuple[Node, list[Node]] | None:
-    x = _dq_params(g, prod.get(n.inputs[0]))
-    if x is None or g.tensors.get(x[0]) is None or g.tensors[x[0]].dtype != np.int8 or x[1].size != 1:
+    x = _act_params(g, prod.get(n.inputs[0]))
+    if x is None:
         return None
     if n.op == "Conv":
         if len(g.tensors[n.inputs[0]].shape) != 4:
@@ -159,7 +188,7 @@ def _lower_one(g: Graph, n: Node, prod, cons) -> tuple[Node, list[Node]] | None:
     qp = _q_params(g, q)
     if qp is None:
         return None
-    in_scale, out_scale = float(x[1].reshape(())), qp[0]
+    (in_scale, in_zp), (out_scale, out_zp) = x[1:], qp
     acc_scale = in_scale * w_scale
     bias = _bias_value(g, prod, n.inputs[2] if len(n.inputs) > 2 else "")
     if bias is False:
@@ -168,31 +197,80 @@ def _lower_one(g: Graph, n: Node, prod, cons) -> tuple[Node, list[Node]] | None:
     if bias is not None:
         bias = np.broadcast_to(np.asarray(bias).reshape(-1), (wq.shape[0],))
         b_int = quantize_bias(bias, acc_scale)
-    out_min = -128 if lo is None else max(-128, int(np.rint(lo / out_scale)))
-    out_max = 127 if hi is None else min(127, int(np.rint(hi / out_scale)))
+    if in_zp:  # sum(w * (x - zx)) = sum(w * x) - zx * sum(w): the zero point folds into the bias
+        fold = -in_zp * wq.astype(np.int64).reshape(wq.shape[0], -1).sum(axis=1)
+        b_int = np.clip(fold + (0 if b_int is None else b_int.astype(np.int64)), -(2 ** 31), 2 ** 31 - 1).astype(np.int32)
+    out_min = -128 if lo is None else max(-128, int(np.rint(lo / out_scale)) + out_zp)
+    out_max = 127 if hi is None else min(127, int(np.rint(hi / out_scale)) + out_zp)
     rq = choose_requant(acc_scale / out_scale, acc_bound(wq, b_int), relu=relu, out_min=out_min, out_max=out_max)
+    if out_zp:
+        rq = replace(rq, zero_point=out_zp)
     w_name = g.add_constant(g.fresh_name(f"{n.name}/wq"), wq)
     inputs = [x[0], w_name, g.add_constant(g.fresh_name(f"{n.name}/bq"), b_int) if b_int is not None else ""]
-    attrs = {"requant": rq, "in_scale": in_scale, "w_scale": w_scale, "out_scale": out_scale}
+    attrs = {"requant": rq, "in_scale": in_scale, "w_scale": w_scale, "out_scale": out_scale,
+             "in_zero_point": in_zp, "out_zero_point": out_zp}
     if n.op == "Conv":
         attrs.update({k: n.attrs[k] for k in ("strides", "pads", "dilations")}, group=int(n.attrs.get("group", 1)))
+        if in_zp and any(n.attrs["pads"]):
+            attrs["pad_value"] = in_zp  # the border holds the real zero
         op = "QConv2D"
     else:
         op = "QDense"
     return Node(op, inputs, [q.outputs[0]], attrs, n.name), [n, *chain, q]
 
 
+def _clamp_chain(g: Graph, cons, start: str):
+    """``[Relu] -> Q`` after ``start``: (removed nodes, Q node, relu)."""
+    nxt = _single_consumer(cons, start, g)
+    chain, relu = [], False
+    if nxt is not None and nxt.op == "Relu":
+        chain.append(nxt)
+        relu = True
+        nxt = _single_consumer(cons, nxt.outputs[0], g)
+    if nxt is None or nxt.op != "QuantizeLinear" or _q_params(g, nxt) is None:
+        return None
+    return chain, nxt, relu
+
+
+def _lower_add(g: Graph, n: Node, prod, cons) -> tuple[Node, list[Node]] | None:
+    a, b = (_act_params(g, prod.get(i)) for i in n.inputs[:2])
+    if a is None or b is None or g.tensors[a[0]].shape != g.tensors[b[0]].shape:
+        return None
+    ch = _clamp_chain(g, cons, n.outputs[0])
+    if ch is None:
+        return None
+    chain, q, relu = ch
+    sy, zy = _q_params(g, q)
+    p = choose_qadd(a[1], a[2], b[1], b[2], sy, zy, out_min=zy if relu else -128)
+    attrs = {"qadd": p, "in_scales": (a[1], b[1]), "out_scale": sy}
+    return Node("QAdd", [a[0], b[0]], [q.outputs[0]], attrs, n.name), [n, *chain, q]
+
+
+def _lower_gap(g: Graph, n: Node, prod, cons) -> tuple[Node, list[Node]] | None:
+    x = _act_params(g, prod.get(n.inputs[0]))
+    q = _single_consumer(cons, n.outputs[0], g)
+    if x is None or q is None or q.op != "QuantizeLinear" or _q_params(g, q) is None:
+        return None
+    shape = g.tensors[x[0]].shape
+    if len(shape) < 3:
+        return None
+    sy, zy = _q_params(g, q)
+    p = choose_qgap(x[1], x[2], sy, zy, int(np.prod(shape[2:])))
+    return Node("QGlobalAveragePool", [x[0]], [q.outputs[0]], {"qgap": p}, n.name), [n, q]
+
+
 def _lower_passthrough(g: Graph, n: Node, prod, cons) -> tuple[Node, list[Node]] | None:
     if n.op == "Pad" and not (n.attrs.get("mode", "constant") == "constant" and (len(n.inputs) < 3 or not n.inputs[2]
                                                                               or np.all(_const(g, n.inputs[2]) == 0))):
         return None
-    dq = prod.get(n.inputs[0])
-    x = _dq_params(g, dq)
+    x = _act_params(g, prod.get(n.inputs[0]))
     q = _single_consumer(cons, n.outputs[0], g)
-    if x is None or q is None or x[1].size != 1 or g.tensors.get(x[0]) is None or g.tensors[x[0]].dtype != np.int8:
+    if x is None or q is None:
         return None
     qp = _q_params(g, q)
-    if qp is None or not np.isclose(qp[0], float(x[1].reshape(())), rtol=1e-7, atol=0):
+    if qp is None or not np.isclose(qp[0], x[1], rtol=1e-7, atol=0) or qp[1] != x[2]:
+        return None
+    if x[2] and n.op in ZERO_POINT_FREE:
         return None
     return Node(n.op, [x[0]] + n.inputs[1:], [q.outputs[0]], dict(n.attrs), n.name), [n, q]
 
@@ -200,7 +278,8 @@ def _lower_passthrough(g: Graph, n: Node, prod, cons) -> tuple[Node, list[Node]]
 def lower_qdq(g: Graph) -> int:
     """Rewrite QDQ patterns in place; returns the number of nodes lowered to integer form."""
     count = 0
-    for kinds, fn in ((("Conv", "Gemm", "MatMul"), _lower_one), (tuple(INT_PASSTHROUGH | {"Pad"}), _lower_passthrough)):
+    for kinds, fn in ((("Conv", "Gemm", "MatMul"), _lower_one), (tuple(INT_PASSTHROUGH | {"Pad"}), _lower_passthrough),
+                      (("Add",), _lower_add), (("GlobalAveragePool",), _lower_gap)):
         changed = True
         while changed:
             changed = False

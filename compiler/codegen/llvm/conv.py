@@ -41,7 +41,7 @@ def plan_qconv(node, ins) -> Plan | None:
     rq = a.get("requant")
     if rq is None or x.dtype != np.int8 or w.dtype != np.int8 or x.ndim != 4 or w.ndim != 4:
         return None
-    if int(rq.zero_point):  # the kernel implements the zero-point-free epilogue only (numpy handles the rest)
+    if int(rq.zero_point) or int(a.get("pad_value", 0)):  # zero-point-free epilogue and zero padding only (numpy does the rest)
         return None
     if bias is not None and (bias.dtype.kind not in "iu" or bias.size != w.shape[0]):
         return None

@@ -1,0 +1,94 @@
+"""Integer semantics of the quantized elementwise and pooling operators that QDQ lowering produces.
+
+Every operand is int8 with a per-tensor (scale, zero point); results are exact integer functions
+of the inputs (fixed-point multipliers chosen at compile time, no float at run time):
+
+* ``QAdd``:  ``y = clip(zy + round_shift(ma*(a - za) + mb*(b - zb), shift), lo, hi)`` with
+  ``ma/2**shift ~ sa/sy`` and ``mb/2**shift ~ sb/sy`` (15-bit multipliers, so every step fits
+  int32: |a - za| <= 255);
+* ``QGlobalAveragePool``: ``y = clip(zy + round_shift(m*(sum(x) - n*zx), shift), -128, 127)``
+  with ``m/2**shift ~ sx/(sy*n)`` (computed in int64 on the host).
+
+``lo``/``hi`` fold a following Relu/Clip (Relu: ``lo = zy``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from compiler.requant import round_shift
+
+MULT_BITS = 15
+
+
+@dataclass(frozen=True)
+class QAddParams:
+    """Fixed-point parameters of one quantized Add (see the module docstring)."""
+
+    a_mult: int
+    b_mult: int
+    shift: int
+    a_zp: int
+    b_zp: int
+    out_zp: int
+    out_min: int = -128
+    out_max: int = 127
+
+
+def _fixed_point(ratios: list[float], mult_bits: int = MULT_BITS, max_shift: int = 31) -> tuple[list[int], int]:
+    """Largest shift (<= max_shift) such that every ``round(r * 2**shift)`` stays below ``2**mult_bits``."""
+    top = max(max(abs(r) for r in ratios), 1e-300)
+    shift = int(np.clip(np.floor(np.log2((2 ** mult_bits - 1) / top)), 0, max_shift))
+    mults = [int(np.rint(r * 2.0 ** shift)) for r in ratios]
+    while shift > 0 and max(abs(m) for m in mults) >= 2 ** mult_bits:
+        shift -= 1
+        mults = [int(np.rint(r * 2.0 ** shift)) for r in ratios]
+    return mults, shift
+
+
+def choose_qadd(sa: float, za: int, sb: float, zb: int, sy: float, zy: int, *, out_min: int = -128,
+                out_max: int = 127) -> QAddParams:
+    """Parameters of ``Q(DQ(a) + DQ(b))`` for per-tensor scales/zero points."""
+    if min(sa, sb, sy) <= 0 or not np.isfinite([sa, sb, sy]).all():
+        raise ValueError(f"QAdd scales must be finite and > 0, got {sa}, {sb}, {sy}")
+    # |a - za| <= 255 and |m| < 2**15 keep every product and the sum inside int32
+    (ma, mb), shift = _fixed_point([sa / sy, sb / sy], max_shift=22)
+    return QAddParams(ma, mb, shift, int(za), int(zb), int(zy), int(out_min), int(out_max))
+
+
+def qadd(a: np.ndarray, b: np.ndarray, p: QAddParams) -> np.ndarray:
+    """The integer Add of two int8 tensors (numpy broadcasting)."""
+    acc = p.a_mult * (np.asarray(a, np.int64) - p.a_zp) + p.b_mult * (np.asarray(b, np.int64) - p.b_zp)
+    y = round_shift(acc, p.shift) + p.out_zp
+    return np.clip(y, p.out_min, p.out_max).astype(np.int8)
+
+
+@dataclass(frozen=True)
+class QPoolParams:
+    """Fixed-point parameters of one quantized global average pool over ``count`` elements."""
+
+    mult: int
+    shift: int
+    count: int
+    in_zp: int
+    out_zp: int
+
+
+def choose_qgap(sx: float, zx: int, sy: float, zy: int, count: int) -> QPoolParams:
+    """Parameters of ``Q(GlobalAveragePool(DQ(x)))`` over ``count`` spatial elements."""
+    if min(sx, sy) <= 0 or count < 1:
+        raise ValueError(f"QGlobalAveragePool needs scales > 0 and count >= 1, got {sx}, {sy}, {count}")
+    (m,), shift = _fixed_point([sx / (sy * count)], mult_bits=24, max_shift=40)
+    return QPoolParams(m, shift, int(count), int(zx), int(zy))
+
+
+def qgap(x: np.ndarray, p: QPoolParams) -> np.ndarray:
+    """Integer global average pool of an NC... int8 tensor (keeps the reduced dims as 1)."""
+    x = np.asarray(x, np.int64)
+    axes = tuple(range(2, x.ndim))
+    s = x.sum(axis=axes, keepdims=True) - p.count * p.in_zp
+    acc = s * p.mult
+    rnd = (1 << (p.shift - 1)) if p.shift > 0 else 0
+    y = ((acc + rnd) >> p.shift) + p.out_zp
+    return np.clip(y, -128, 127).astype(np.int8)

@@ -1,0 +1,46 @@
+"""Rebase uint8 activations to int8: ``u`` with zero point ``z`` is ``u - 128`` with zero point ``z - 128``.
+
+Both encode the same real value ``(u - z) * s``, and ``QuantizeLinear``'s rounding and saturation
+commute with the shift, so the rewrite is exact. The accelerator computes on int8 only; after this
+pass every internal quantized activation is int8. Graph inputs and outputs keep their dtypes.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from compiler.graph.ir import Graph
+
+
+def _uint8_zp(g: Graph, node) -> bool:
+    zp = g.constants.get(node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] else None
+    return zp is not None and zp.dtype == np.uint8
+
+
+def rebase_uint8(g: Graph) -> int:
+    """Rewrite ``Q(uint8) -> DQ`` pairs on internal tensors to int8 in place; returns how many tensors moved."""
+    cons = g.consumers()
+    moved = 0
+    shifted: dict[str, str] = {}
+
+    def int8_zp(name: str) -> str:
+        if name not in shifted:
+            z = g.constants[name].astype(np.int16) - 128
+            shifted[name] = g.add_constant(g.fresh_name(f"{name}/int8"), z.astype(np.int8))
+        return shifted[name]
+
+    for n in g.nodes:
+        if n.op != "QuantizeLinear" or not _uint8_zp(g, n):
+            continue
+        t = n.outputs[0]
+        users = cons.get(t, [])
+        if t in g.outputs or not users or not all(u.op == "DequantizeLinear" and u.inputs[0] == t and _uint8_zp(g, u)
+                                                   for u in users):
+            continue
+        n.inputs[2] = int8_zp(n.inputs[2])
+        for u in users:
+            u.inputs[2] = int8_zp(u.inputs[2])
+        g.set_info(t, g.tensors[t].shape, np.int8)
+        moved += 1
+    if moved:
+        g.remove_dead()
+    return moved
