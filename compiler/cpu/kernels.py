@@ -12,6 +12,7 @@ import onnx
 
 from compiler.cpu.conv_kernels import conv2d_nchw, qconv2d, qdense
 from compiler.graph.accel_interface import pack_activation, unpack_activation
+from compiler.graph.tap_fold import fold_taps
 from compiler.quant.int_elementwise import qadd, qgap
 
 Kernel = Callable[..., object]
@@ -60,6 +61,12 @@ def qconv(a, x, w, b=None):
     return qconv2d(x, w, b, a["requant"], stride=tuple(a["strides"]), pads=tuple(a["pads"]),
                    groups=int(a.get("group", 1)), dilations=tuple(a.get("dilations", (1, 1))),
                    pad_value=int(a.get("pad_value", 0)))
+
+
+@kernel("FoldTaps")
+def fold_taps_k(a, x):
+    return fold_taps(x, kw=int(a["kw"]), sx=int(a["sx"]), pads=a["pads"], pad_value=int(a.get("pad_value", 0)),
+                     kh=int(a.get("kh", 1)), sy=int(a.get("sy", 1)))
 
 
 @kernel("QAdd")

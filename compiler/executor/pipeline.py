@@ -11,6 +11,7 @@ from compiler.graph.const_fold import fold_constants
 from compiler.graph.fusion import fuse_operators
 from compiler.graph.ir import Graph
 from compiler.graph.layout import pack_layouts
+from compiler.graph.tap_fold import fold_conv_taps
 from compiler.graph.memory_plan import MemoryPlan, plan_memory
 from compiler.graph.partition import Partition, partition_graph
 from compiler.quant.calibrate import insert_qdq
@@ -62,6 +63,7 @@ def compile_model(model, config, *, calibration=None, quantize: bool | None = No
         stats["uint8_rebased"] = rebase_uint8(g)
     step("int8_lowered", lower_qdq(g) if quantize is not False else 0)
     fold_constants(g, keep_ops=frozenset())  # weights of CPU-fallback QDQ ops become float constants
+    stats["taps_folded"] = fold_conv_taps(g, config)
     step("layout_transforms", pack_layouts(g, config))
     groups = fuse_operators(g)
     step("fusion_groups", len(groups))
