@@ -13,7 +13,7 @@ import onnx
 from compiler.cpu.conv_kernels import conv2d_nchw, qconv2d, qdense
 from compiler.graph.accel_interface import pack_activation, unpack_activation
 from compiler.graph.tap_fold import fold_taps
-from compiler.quant.int_elementwise import qadd, qgap
+from compiler.quant.int_elementwise import qadd, qgap, qlookup, qmul
 
 Kernel = Callable[..., object]
 KERNELS: dict[str, Kernel] = {}
@@ -72,6 +72,16 @@ def fold_taps_k(a, x):
 @kernel("QAdd")
 def qadd_k(a, x, y):
     return qadd(x, y, a["qadd"])
+
+
+@kernel("QMul")
+def qmul_k(a, x, y):
+    return qmul(x, y, a["qmul"])
+
+
+@kernel("QLookup")
+def qlookup_k(a, x):
+    return qlookup(x, a["table"])
 
 
 @kernel("QGlobalAveragePool")

@@ -11,6 +11,7 @@ from compiler.executor.pipeline import PROGRESS_MIN_NODES, CompiledGraph
 from compiler.frontend.errors import ModelInputError
 from compiler.graph.ir import Node
 from compiler.graph.memory_plan import lifetimes
+from compiler.graph.offload import mac_split
 from compiler.graph.partition import node_target
 
 
@@ -162,12 +163,24 @@ class Module:
         return [dict(r) for r in self._profile]
 
     def profile_summary(self) -> dict:
+        """Totals of the last run: layers and cycles per target, ``accel_mac_fraction`` (real MACs, no block
+        padding), ``host_ops`` (host nodes by op type), and ``end_to_end_ms`` = accelerator cycles at the clock
+        + measured host time."""
         rows = self.profile()
         acc = [r for r in rows if r["target"] == "accel"]
         clock = float(getattr(self.compiled.config, "clock_mhz", 100.0))
         cycles = sum(r["cycles"] for r in acc)
+        host_ops: dict[str, int] = {}
+        for r in rows:
+            if r["target"] != "accel":
+                host_ops[r["op"]] = host_ops.get(r["op"], 0) + 1
+        acc_macs, host_macs = mac_split(self.graph)
+        accel_ms = cycles / (clock * 1e3)
+        cpu_ms = sum(r["time_ms"] for r in rows if r["target"] == "cpu")
         return {"accel_layers": len(acc), "cpu_layers": len(rows) - len(acc), "accel_cycles": cycles,
-                "accel_time_ms": cycles / (clock * 1e3), "cpu_time_ms": sum(r["time_ms"] for r in rows if r["target"] == "cpu"),
+                "accel_time_ms": accel_ms, "cpu_time_ms": cpu_ms, "end_to_end_ms": accel_ms + cpu_ms,
+                "accel_mac_fraction": acc_macs / (acc_macs + host_macs) if acc_macs + host_macs else 0.0,
+                "host_macs": host_macs, "host_ops": dict(sorted(host_ops.items())),
                 "macs": sum(r["macs"] for r in acc), "bytes": sum(r["bytes"] for r in acc)}
 
     def write_trace(self, path) -> str:

@@ -13,6 +13,7 @@ from compiler.graph.ir import Graph
 from compiler.graph.layout import pack_layouts
 from compiler.graph.tap_fold import fold_conv_taps
 from compiler.graph.memory_plan import MemoryPlan, plan_memory
+from compiler.graph.offload import host_fallbacks, mac_split
 from compiler.graph.partition import Partition, partition_graph
 from compiler.quant.calibrate import insert_qdq
 from compiler.quant.qdq_lower import lower_qdq
@@ -72,5 +73,10 @@ def compile_model(model, config, *, calibration=None, quantize: bool | None = No
     plan = plan_memory(g)
     step("peak_bytes", plan.peak_bytes)
     steps.close()
-    stats.update(no_reuse_bytes=plan.no_reuse_bytes, nodes=len(g.nodes), ops=g.op_counts())
+    if quantize is False:
+        for n in g.nodes:
+            n.attrs.setdefault("host_reason", "quantize=False keeps the model in float on the CPU")
+    acc_macs, host_macs = mac_split(g)
+    stats.update(no_reuse_bytes=plan.no_reuse_bytes, nodes=len(g.nodes), ops=g.op_counts(), accel_macs=acc_macs,
+                 host_macs=host_macs, host_fallbacks=host_fallbacks(g))
     return CompiledGraph(g, config, parts, groups, plan, stats)

@@ -23,9 +23,9 @@ class OpPattern(IntEnum):
 
 
 _PATTERNS = {
-    OpPattern.ELEMWISE: {"Relu", "Clip", "Sigmoid", "HardSigmoid", "HardSwish", "LeakyRelu", "QuantizeLinear",
+    OpPattern.ELEMWISE: {"Relu", "Clip", "Sigmoid", "HardSigmoid", "HardSwish", "LeakyRelu", "QuantizeLinear", "QLookup",
                          "DequantizeLinear", "Cast", "Identity", "Dropout"},
-    OpPattern.BROADCAST: {"Add", "Sub", "Mul", "Div", "PRelu", "BatchNormalization", "QAdd"},
+    OpPattern.BROADCAST: {"Add", "Sub", "Mul", "Div", "PRelu", "BatchNormalization", "QAdd", "QMul"},
     OpPattern.INJECTIVE: {"Reshape", "Flatten", "Transpose", "Concat", "Pad", "Resize", "Squeeze", "Unsqueeze",
                           "Gather", "FoldTaps", "PackActivation", "UnpackActivation", "Repack"},
     OpPattern.COMM_REDUCE: {"GlobalAveragePool", "QGlobalAveragePool"},

@@ -16,16 +16,25 @@ from compiler.graph.ir import Graph, Node
 
 LAYOUT_OPS = ("PackActivation", "UnpackActivation", "Repack")
 PACKABLE_ELEMWISE = {"Relu", "Clip", "Add", "Mul", "Sub", "Sigmoid", "HardSigmoid", "HardSwish", "LeakyRelu",
-                     "QuantizeLinear", "DequantizeLinear", "Identity", "QAdd"}
+                     "QuantizeLinear", "DequantizeLinear", "Identity", "QAdd", "QLookup"}
 
 
 def _accel_ok(g: Graph, n: Node, cfg) -> bool:
+    """Whether a QConv2D/QDense maps onto the accelerator; records ``attrs["host_reason"]`` when not."""
     if n.op == "QDense":
-        return len(g.tensors[n.inputs[0]].shape) == 2
-    if n.op != "QConv2D" or tuple(n.attrs.get("dilations", (1, 1))) != (1, 1):
-        return False
-    c, o = g.tensors[n.inputs[0]].shape[1], g.tensors[n.inputs[1]].shape[0]
-    return conv_supported_on_accel(c, o, int(n.attrs.get("group", 1)), cfg.block_in, cfg.block_out)
+        ok = len(g.tensors[n.inputs[0]].shape) == 2
+        why = "dense input is not 2-D"
+    elif tuple(n.attrs.get("dilations", (1, 1))) != (1, 1):
+        ok, why = False, f"dilations {tuple(n.attrs['dilations'])} (the accelerator conv has dilation 1)"
+    else:
+        c, o = g.tensors[n.inputs[0]].shape[1], g.tensors[n.inputs[1]].shape[0]
+        grp = int(n.attrs.get("group", 1))
+        ok = conv_supported_on_accel(c, o, grp, cfg.block_in, cfg.block_out)
+        why = (f"grouped conv: {c} inputs / {o} outputs in {grp} groups are not multiples of the "
+               f"{cfg.block_in}x{cfg.block_out} block per group (nor depthwise)")
+    if not ok:
+        n.attrs["host_reason"] = why
+    return ok
 
 
 class _Layouts:

@@ -6,8 +6,12 @@ of the inputs (fixed-point multipliers chosen at compile time, no float at run t
 * ``QAdd``:  ``y = clip(zy + round_shift(ma*(a - za) + mb*(b - zb), shift), lo, hi)`` with
   ``ma/2**shift ~ sa/sy`` and ``mb/2**shift ~ sb/sy`` (15-bit multipliers, so every step fits
   int32: |a - za| <= 255);
+* ``QMul``: ``y = clip(zy + round_shift(m*(a - za)*(b - zb), shift), -128, 127)`` with
+  ``m/2**shift ~ sa*sb/sy`` (|(a - za)(b - zb)| < 2**16 and m < 2**15 fit int32);
 * ``QGlobalAveragePool``: ``y = clip(zy + round_shift(m*(sum(x) - n*zx), shift), -128, 127)``
-  with ``m/2**shift ~ sx/(sy*n)`` (computed in int64 on the host).
+  with ``m/2**shift ~ sx/(sy*n)`` (computed in int64 on the host);
+* ``QLookup``: any unary elementwise op between a DQ and a Q (HardSwish, HardSigmoid, Sigmoid, ...)
+  is a 256-entry int8 -> int8 table, computed at compile time exactly as ``Q(op(DQ(v)))``.
 
 ``lo``/``hi`` fold a following Relu/Clip (Relu: ``lo = zy``).
 """
@@ -62,6 +66,45 @@ def qadd(a: np.ndarray, b: np.ndarray, p: QAddParams) -> np.ndarray:
     acc = p.a_mult * (np.asarray(a, np.int64) - p.a_zp) + p.b_mult * (np.asarray(b, np.int64) - p.b_zp)
     y = round_shift(acc, p.shift) + p.out_zp
     return np.clip(y, p.out_min, p.out_max).astype(np.int8)
+
+
+@dataclass(frozen=True)
+class QMulParams:
+    """Fixed-point parameters of one quantized elementwise Mul."""
+
+    mult: int
+    shift: int
+    a_zp: int
+    b_zp: int
+    out_zp: int
+
+
+def choose_qmul(sa: float, za: int, sb: float, zb: int, sy: float, zy: int) -> QMulParams:
+    """Parameters of ``Q(DQ(a) * DQ(b))`` for per-tensor scales/zero points."""
+    if min(sa, sb, sy) <= 0:
+        raise ValueError(f"QMul scales must be > 0, got {sa}, {sb}, {sy}")
+    (m,), shift = _fixed_point([sa * sb / sy])
+    return QMulParams(m, shift, int(za), int(zb), int(zy))
+
+
+def qmul(a: np.ndarray, b: np.ndarray, p: QMulParams) -> np.ndarray:
+    """The integer Mul of two int8 tensors (numpy broadcasting, e.g. a squeeze-excite gate)."""
+    prod = (np.asarray(a, np.int64) - p.a_zp) * (np.asarray(b, np.int64) - p.b_zp)
+    y = round_shift(prod * p.mult, p.shift) + p.out_zp
+    return np.clip(y, -128, 127).astype(np.int8)
+
+
+def lookup_table(fn, sx: float, zx: int, sy: float, zy: int) -> np.ndarray:
+    """The int8 -> int8 table of ``Q(fn(DQ(v)))`` for v = -128..127 (float32 like onnxruntime, round half even)."""
+    v = np.arange(-128, 128, dtype=np.int64)
+    real = ((v - zx).astype(np.float32) * np.float32(sx)).astype(np.float32)
+    y = np.rint(np.asarray(fn(real), np.float32) / np.float32(sy)) + zy
+    return np.clip(y, -128, 127).astype(np.int8)
+
+
+def qlookup(x: np.ndarray, table: np.ndarray) -> np.ndarray:
+    """Apply a 256-entry table to an int8 tensor."""
+    return table[np.asarray(x, np.int8).astype(np.int16) + 128]
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,10 @@
   folds into the bias (``b - zx * sum(w)``) and becomes the conv's ``pad_value`` (padding holds
   the real zero); the output zero point is ``Requant.zero_point``. Weight zero points are
   subtracted at compile time when the result fits int8.
-* ``DQ(a) + DQ(b) [-> Relu] -> Q`` becomes ``QAdd`` and ``DQ(x) -> GlobalAveragePool -> Q``
-  ``QGlobalAveragePool`` (:mod:`compiler.quant.int_elementwise`): integer, no float round trip.
+* ``DQ(a) + DQ(b) [-> Relu] -> Q`` becomes ``QAdd``, ``DQ(a) * DQ(b) -> Q`` ``QMul``,
+  ``DQ(x) -> GlobalAveragePool -> Q`` ``QGlobalAveragePool`` and ``DQ -> unary op -> Q``
+  (HardSwish, HardSigmoid, Sigmoid, ...) a 256-entry ``QLookup`` table
+  (:mod:`compiler.quant.int_elementwise`): integer, no float round trip.
 * ``DQ(t) -> MaxPool/Flatten/Reshape/... -> Q`` with identical scale and zero point runs the
   op directly on the int8 tensor (these ops commute with monotone quantization; ``Relu`` and
   ``Pad`` only with zero point 0).
@@ -21,11 +23,12 @@ from dataclasses import replace
 import numpy as np
 
 from compiler.graph.ir import Graph, Node
-from compiler.quant.int_elementwise import choose_qadd, choose_qgap
+from compiler.quant.int_elementwise import choose_qadd, choose_qgap, choose_qmul, lookup_table
 from compiler.quant.requant_params import acc_bound, choose_requant
 
 INT_PASSTHROUGH = {"MaxPool", "Relu", "Flatten", "Reshape", "Transpose", "Identity", "Squeeze", "Unsqueeze", "Resize"}
 ZERO_POINT_FREE = {"Relu", "Pad"}  # ops that treat integer 0 as real zero
+LOOKUP_OPS = {"HardSwish", "HardSigmoid", "Sigmoid", "Tanh", "LeakyRelu", "Relu", "Clip", "Elu", "Softplus", "Exp"}
 
 
 def _const(g: Graph, name: str):
@@ -162,37 +165,43 @@ def _epilogue_chain(g: Graph, cons, start: str):
     return chain, nxt, relu, lo, hi
 
 
+def _host(n: Node, why: str) -> None:
+    n.attrs["host_reason"] = why
+    return None
+
+
 def _lower_one(g: Graph, n: Node, prod, cons) -> tuple[Node, list[Node]] | None:
     x = _act_params(g, prod.get(n.inputs[0]))
     if x is None:
-        return None
+        return _host(n, "input is not a per-tensor int8/uint8 DequantizeLinear with constant scale and zero point")
     if n.op == "Conv":
         if len(g.tensors[n.inputs[0]].shape) != 4:
-            return None
+            return _host(n, "only 2-D convolutions (NCHW) are lowered")
     elif n.op == "Gemm":
         if n.attrs.get("transA", 0) or n.attrs.get("alpha", 1.0) != 1.0 or n.attrs.get("beta", 1.0) != 1.0:
-            return None
+            return _host(n, "Gemm with transA, alpha != 1 or beta != 1")
     elif len(g.tensors[n.inputs[0]].shape) != 2:
-        return None
+        return _host(n, "MatMul input is not 2-D")
     out_axis = weight_out_axis(n)
     wt = _weight(g, prod, n.inputs[1], out_axis)
     if wt is None:
-        return None
+        return _host(n, "weight is not a constant (DequantizeLinear of int8/uint8 with per-tensor or per-output-channel "
+                        "scale and a zero point that keeps it int8, or float)")
     wq, w_scale = wt
     if out_axis == 1:  # (K, M) -> (M, K)
         wq = np.ascontiguousarray(wq.T)
     ep = _epilogue_chain(g, cons, n.outputs[0])
     if ep is None:
-        return None
+        return _host(n, "output is not followed by [Relu|Clip ->] QuantizeLinear (single consumer)")
     chain, q, relu, lo, hi = ep
     qp = _q_params(g, q)
     if qp is None:
-        return None
+        return _host(n, "output QuantizeLinear is not per-tensor int8/uint8 with constant scale and zero point")
     (in_scale, in_zp), (out_scale, out_zp) = x[1:], qp
     acc_scale = in_scale * w_scale
     bias = _bias_value(g, prod, n.inputs[2] if len(n.inputs) > 2 else "")
     if bias is False:
-        return None
+        return _host(n, "bias is not constant")
     b_int = None
     if bias is not None:
         bias = np.broadcast_to(np.asarray(bias).reshape(-1), (wq.shape[0],))
@@ -246,6 +255,35 @@ def _lower_add(g: Graph, n: Node, prod, cons) -> tuple[Node, list[Node]] | None:
     return Node("QAdd", [a[0], b[0]], [q.outputs[0]], attrs, n.name), [n, *chain, q]
 
 
+def _lower_mul(g: Graph, n: Node, prod, cons) -> tuple[Node, list[Node]] | None:
+    a, b = (_act_params(g, prod.get(i)) for i in n.inputs[:2])
+    q = _single_consumer(cons, n.outputs[0], g)
+    if a is None or b is None or q is None or q.op != "QuantizeLinear" or _q_params(g, q) is None:
+        return None
+    sa, sb = g.tensors[a[0]].shape, g.tensors[b[0]].shape
+    if np.broadcast_shapes(sa, sb) != g.tensors[n.outputs[0]].shape:
+        return None
+    sy, zy = _q_params(g, q)
+    p = choose_qmul(a[1], a[2], b[1], b[2], sy, zy)
+    return Node("QMul", [a[0], b[0]], [q.outputs[0]], {"qmul": p}, n.name), [n, q]
+
+
+def _lower_unary(g: Graph, n: Node, prod, cons) -> tuple[Node, list[Node]] | None:
+    """``DQ -> unary op -> Q``: a 256-entry table built with the CPU kernel of the op."""
+    from compiler.cpu.kernels import KERNELS  # the float kernels define the op once
+
+    x = _act_params(g, prod.get(n.inputs[0]))
+    q = _single_consumer(cons, n.outputs[0], g)
+    if x is None or q is None or q.op != "QuantizeLinear" or _q_params(g, q) is None or n.op not in KERNELS:
+        return None
+    extra = [_const(g, i) if i else None for i in n.inputs[1:]]
+    if any(i and e is None for i, e in zip(n.inputs[1:], extra)):
+        return None
+    sy, zy = _q_params(g, q)
+    table = lookup_table(lambda v: KERNELS[n.op](n.attrs, v, *extra), x[1], x[2], sy, zy)
+    return Node("QLookup", [x[0]], [q.outputs[0]], {"table": table, "fn": n.op}, n.name), [n, q]
+
+
 def _lower_gap(g: Graph, n: Node, prod, cons) -> tuple[Node, list[Node]] | None:
     x = _act_params(g, prod.get(n.inputs[0]))
     q = _single_consumer(cons, n.outputs[0], g)
@@ -279,7 +317,8 @@ def lower_qdq(g: Graph) -> int:
     """Rewrite QDQ patterns in place; returns the number of nodes lowered to integer form."""
     count = 0
     for kinds, fn in ((("Conv", "Gemm", "MatMul"), _lower_one), (tuple(INT_PASSTHROUGH | {"Pad"}), _lower_passthrough),
-                      (("Add",), _lower_add), (("GlobalAveragePool",), _lower_gap)):
+                      (("Add",), _lower_add), (("Mul",), _lower_mul), (("GlobalAveragePool",), _lower_gap),
+                      (tuple(LOOKUP_OPS), _lower_unary)):
         changed = True
         while changed:
             changed = False

@@ -200,6 +200,9 @@ def run(args: argparse.Namespace) -> int:
     console.print(f"accelerator: {s['accel_layers']} layers, {s['accel_cycles']:,} cycles = {s['accel_time_ms']:.3f} ms "
                   f"at {clock:g} MHz, {s['macs'] / 1e6:.1f} MMACs; CPU: {s['cpu_layers']} layers, "
                   f"{s['cpu_time_ms']:.1f} ms host time")
+    host_ops = ", ".join(f"{op} x{k}" for op, k in s["host_ops"].items()) or "none"
+    console.print(f"where the time goes: {s['accel_mac_fraction']:.1%} of the MACs on the accelerator; end to end "
+                  f"{s['end_to_end_ms']:.1f} ms (accelerator at {clock:g} MHz + measured host); host ops: {host_ops}")
     plan = mod.compiled.memory_plan
     console.print(f"intermediate tensors: {plan.peak_bytes / 1024:,.1f} KiB arena (static memory plan; "
                   f"{plan.no_reuse_bytes / 1024:,.1f} KiB without reuse)")
