@@ -16,7 +16,7 @@ from compiler.graph.ir import Graph, Node
 
 LAYOUT_OPS = ("PackActivation", "UnpackActivation", "Repack")
 PACKABLE_ELEMWISE = {"Relu", "Clip", "Add", "Mul", "Sub", "Sigmoid", "HardSigmoid", "HardSwish", "LeakyRelu",
-                     "QuantizeLinear", "DequantizeLinear", "Identity", "QAdd", "QLookup"}
+                     "QuantizeLinear", "DequantizeLinear", "Identity", "QAdd"}
 
 
 def _accel_ok(g: Graph, n: Node, cfg) -> bool:
