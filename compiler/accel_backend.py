@@ -14,6 +14,7 @@ import numpy as np
 
 from compiler.codegen.emit import emit
 from compiler.codegen.ops import OpBuilder
+from compiler.conv_stripes import conv2d_in_stripes, stripe_rows
 from compiler.lower import lower
 from compiler.requant import Requant
 from compiler.topi.conv2d import ConvShape, conv2d_compute, conv2d_epilogue, conv2d_kernel
@@ -200,6 +201,21 @@ class SimAccelBackend:
         the load (exact; the accelerator then runs the conv without padding)."""
         cfg = self.config
         x, w = np.asarray(x), np.asarray(w)
+        rows = stripe_rows(x.shape[2], x.shape[3], w.shape[2], w.shape[3], stride, padding) if x.ndim == 6 else None
+        if rows is not None:  # planes too large for the DMA fields: horizontal stripes
+            profs: list[dict] = []
+
+            def stripe(*a, **k):
+                out = self.conv2d(*a, **k)
+                profs.append(self.last_profile)
+                return out
+            out = conv2d_in_stripes(stripe, x, w, bias, stride=stride, padding=padding, rows=rows, groups=groups,
+                                    requant=requant, pad_value=pad_value)
+            cycles, macs = sum(p["cycles"] for p in profs), sum(p["macs"] for p in profs)
+            by = {k: sum(p["bytes"][k] for p in profs) for k in profs[0]["bytes"]}
+            self.last_profile = {"cycles": cycles, "macs": macs, "utilization": _utilization(cfg, macs, cycles),
+                                 "bytes": by, "device": profs[-1]["device"], "stripes": len(profs)}
+            return out
         if pad_value and any(padding):
             x, padding = pad_packed(x, padding, pad_value), (0, 0, 0, 0)
         if is_depthwise(cfg, x, w, groups):

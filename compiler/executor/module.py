@@ -15,6 +15,15 @@ from compiler.graph.offload import mac_split
 from compiler.graph.partition import node_target
 
 
+def _with_layer(exc: Exception, n: Node) -> Exception:
+    """``exc`` re-made with the layer's name in front of its message (RuntimeError if its type needs more args)."""
+    msg = f"layer {n.name!r} ({n.op}): {exc}"
+    try:
+        return type(exc)(msg)
+    except TypeError:
+        return RuntimeError(msg)
+
+
 class Module:
     """A compiled model bound to an accelerator backend and a CPU backend."""
 
@@ -104,7 +113,10 @@ class Module:
             t0 = time.perf_counter()
             target = node_target(n)
             if target == "accel":
-                out, prof = self._run_accel(n, ins)
+                try:
+                    out, prof = self._run_accel(n, ins)
+                except (ValueError, RuntimeError) as exc:  # name the layer: the backend only sees arrays
+                    raise _with_layer(exc, n) from exc
                 outs = [out]
                 if self.keep_details:
                     details.append(prof)

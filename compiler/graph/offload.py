@@ -84,3 +84,32 @@ def warn_host_fallbacks(g: Graph, stacklevel: int = 3) -> list[tuple[str, str, s
         warnings.warn(f"{g.name}: {len(fb)} layer(s) run on the host, accelerator MAC fraction {frac:.3f}: {shown}{more}",
                       HostFallbackWarning, stacklevel=stacklevel)
     return fb
+
+
+def float_host_ops_between_accel(g: Graph) -> list[str]:
+    """Host nodes touching a float tensor that lie on a path from one accelerator node to another."""
+    prod = g.producers()
+    cons = g.consumers()
+    accel = [n for n in g.nodes if node_target(n) == "accel"]
+
+    def reach(starts, step) -> set[int]:
+        seen: set[int] = set()
+        todo = list(starts)
+        while todo:
+            n = todo.pop()
+            for m in step(n):
+                if id(m) not in seen:
+                    seen.add(id(m))
+                    todo.append(m)
+        return seen
+
+    after = reach(accel, lambda n: [c for o in n.outputs for c in cons.get(o, [])])
+    before = reach(accel, lambda n: [prod[i] for i in n.inputs if i in prod])
+    out = []
+    for n in g.nodes:
+        if node_target(n) == "accel" or id(n) not in after or id(n) not in before:
+            continue
+        names = [t for t in list(n.inputs) + list(n.outputs) if t and t not in g.constants and t in g.tensors]
+        if any(np.issubdtype(g.tensors[t].dtype, np.floating) for t in names):
+            out.append(n.name)
+    return out
