@@ -12,6 +12,7 @@ import onnx
 
 from compiler.cpu.conv_kernels import conv2d_nchw, qconv2d, qdense
 from compiler.graph.accel_interface import pack_activation, unpack_activation
+from compiler.cpu.pool_kernels import packed_max_pool
 from compiler.graph.tap_fold import fold_taps
 from compiler.quant.int_elementwise import qadd, qgap, qlookup, qmul
 
@@ -61,6 +62,9 @@ def qconv(a, x, w, b=None):
     return qconv2d(x, w, b, a["requant"], stride=tuple(a["strides"]), pads=tuple(a["pads"]),
                    groups=int(a.get("group", 1)), dilations=tuple(a.get("dilations", (1, 1))),
                    pad_value=int(a.get("pad_value", 0)))
+
+
+kernel("PackedMaxPool")(packed_max_pool)
 
 
 @kernel("FoldTaps")

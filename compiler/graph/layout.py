@@ -3,7 +3,8 @@
 ``QConv2D``/``QDense`` that fit the accelerator become ``AccelConv2D``/``AccelDense`` on packed
 tensors (weights, bias and per-channel requant params are packed/padded at compile time).
 Elementwise ops whose operands are all packed alike (or scalars) stay packed too, so chains
-such as conv -> add -> conv keep one layout. A plain tensor keeps its original name; its
+such as conv -> add -> conv keep one layout; an int8 ``MaxPool`` on a packed tensor becomes
+``PackedMaxPool`` (pools over axes 2, 3 of the packed layout). A plain tensor keeps its original name; its
 packed twin is ``name@packed{block}``. Pack/Unpack/Repack nodes are inserted lazily, at most one
 per (tensor, layout).
 """
@@ -107,6 +108,14 @@ def pack_layouts(g: Graph, cfg) -> int:
     for n in g.nodes:
         if n.op in ("QConv2D", "QDense") and _accel_ok(g, n, cfg):
             lay.new_nodes.append(_to_accel(g, n, lay, cfg))
+            continue
+        if (n.op == "MaxPool" and n.inputs[0] in lay.packed and g.tensors[n.inputs[0]].dtype == np.int8
+                and len(g.tensors[n.inputs[0]].shape) == 4 and len(n.outputs) == 1
+                and tuple(n.attrs.get("dilations", (1, 1))) == (1, 1)):
+            blk, src = next(iter(lay.packed[n.inputs[0]].items()))
+            out = f"{n.outputs[0]}@packed{blk}"
+            lay.register(n.outputs[0], blk, out, np.int8)
+            lay.new_nodes.append(Node("PackedMaxPool", [src], [out], dict(n.attrs), n.name))
             continue
         data_ins = [i for i in n.inputs if i and not _scalar_operand(g, i)]
         blocks = {b for i in data_ins for b in lay.packed.get(i, {})}
