@@ -62,10 +62,15 @@ def choose_qadd(sa: float, za: int, sb: float, zb: int, sy: float, zy: int, *, o
 
 
 def qadd(a: np.ndarray, b: np.ndarray, p: QAddParams) -> np.ndarray:
-    """The integer Add of two int8 tensors (numpy broadcasting)."""
-    acc = p.a_mult * (np.asarray(a, np.int64) - p.a_zp) + p.b_mult * (np.asarray(b, np.int64) - p.b_zp)
-    y = round_shift(acc, p.shift) + p.out_zp
-    return np.clip(y, p.out_min, p.out_max).astype(np.int8)
+    """The integer Add of two int8 tensors (numpy broadcasting); int32 throughout (|acc| < 2**24)."""
+    acc = np.asarray(a, np.int32) - np.int32(p.a_zp)
+    acc *= np.int32(p.a_mult)
+    acc += (np.asarray(b, np.int32) - np.int32(p.b_zp)) * np.int32(p.b_mult)
+    if p.shift:
+        acc += np.int32(1 << (p.shift - 1))
+        acc >>= np.int32(p.shift)
+    acc += np.int32(p.out_zp)
+    return np.clip(acc, p.out_min, p.out_max).astype(np.int8)
 
 
 @dataclass(frozen=True)
