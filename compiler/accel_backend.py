@@ -135,7 +135,8 @@ def _np_dtype(d: str):
     return {"int8": np.int8, "int32": np.int32, "int16": np.int16}[d]
 
 
-def _conv_shape_from(cfg: HwConfig, x: np.ndarray, w: np.ndarray, stride, padding, groups: int) -> ConvShape:
+def _conv_shape_from(cfg: HwConfig, x: np.ndarray, w: np.ndarray, stride, padding, groups: int,
+                     pad_value: int = 0) -> ConvShape:
     if x.ndim != 6 or w.ndim != 6:
         raise ValueError(f"conv2d: x must be 6-D (N//B, C//BI, H, W, B, BI) and w 6-D (O//BO, I//BI, KH, KW, BO, BI); "
                          f"got {x.shape} and {w.shape}")
@@ -154,7 +155,8 @@ def _conv_shape_from(cfg: HwConfig, x: np.ndarray, w: np.ndarray, stride, paddin
     if len(stride) != 2 or len(padding) != 4:
         raise ValueError(f"conv2d: stride must be (sy, sx) and padding (top, left, bottom, right); got {stride}, {padding}")
     return ConvShape(x.shape[0], groups, x.shape[1] // groups, w.shape[0] // groups, x.shape[2], x.shape[3],
-                     w.shape[2], w.shape[3], tuple(int(s) for s in stride), tuple(int(p) for p in padding))
+                     w.shape[2], w.shape[3], tuple(int(s) for s in stride), tuple(int(p) for p in padding),
+                     int(pad_value))
 
 
 class SimAccelBackend:
@@ -193,13 +195,15 @@ class SimAccelBackend:
         ep = conv2d_epilogue(self.config, cs, comp.kernel.conv, bias, rq)
         return {t: arr for (t, _), (_, arr) in zip(comp.consts, ep.consts)}
 
-    def conv2d(self, x, w, bias, *, stride, padding, groups, requant: Requant) -> np.ndarray:
-        """Packed int8 conv2d + bias + requant on the accelerator; see ``compiler.graph.accel_interface``."""
+    def conv2d(self, x, w, bias, *, stride, padding, groups, requant: Requant, pad_value: int = 0) -> np.ndarray:
+        """Packed int8 conv2d + bias + requant on the accelerator; see ``compiler.graph.accel_interface``.
+
+        ``pad_value`` (int8) fills the spatial padding (the activation zero point; LOAD ``pad_value``)."""
         cfg = self.config
         x, w = np.asarray(x), np.asarray(w)
         if is_depthwise(cfg, x, w, groups):
             w, groups = block_diagonal(w), x.shape[1]
-        cs = _conv_shape_from(cfg, x, w, stride, padding, groups)
+        cs = _conv_shape_from(cfg, x, w, stride, padding, groups, pad_value)
         n_out = w.shape[0] * cfg.block_out
         if bias is not None:
             bias = _pad_vec(bias, n_out, "bias")
