@@ -136,7 +136,8 @@ def _np_dtype(d: str):
     return {"int8": np.int8, "int32": np.int32, "int16": np.int16}[d]
 
 
-def _conv_shape_from(cfg: HwConfig, x: np.ndarray, w: np.ndarray, stride, padding, groups: int) -> ConvShape:
+def _conv_shape_from(cfg: HwConfig, x: np.ndarray, w: np.ndarray, stride, padding, groups: int,
+                     pad_value: int = 0) -> ConvShape:
     if x.ndim != 6 or w.ndim != 6:
         raise ValueError(f"conv2d: x must be 6-D (N//B, C//BI, H, W, B, BI) and w 6-D (O//BO, I//BI, KH, KW, BO, BI); "
                          f"got {x.shape} and {w.shape}")
@@ -155,7 +156,8 @@ def _conv_shape_from(cfg: HwConfig, x: np.ndarray, w: np.ndarray, stride, paddin
     if len(stride) != 2 or len(padding) != 4:
         raise ValueError(f"conv2d: stride must be (sy, sx) and padding (top, left, bottom, right); got {stride}, {padding}")
     return ConvShape(x.shape[0], groups, x.shape[1] // groups, w.shape[0] // groups, x.shape[2], x.shape[3],
-                     w.shape[2], w.shape[3], tuple(int(s) for s in stride), tuple(int(p) for p in padding))
+                     w.shape[2], w.shape[3], tuple(int(s) for s in stride), tuple(int(p) for p in padding),
+                     int(pad_value))
 
 
 class SimAccelBackend:
@@ -197,8 +199,8 @@ class SimAccelBackend:
     def conv2d(self, x, w, bias, *, stride, padding, groups, requant: Requant, pad_value: int = 0) -> np.ndarray:
         """Packed int8 conv2d + bias + requant on the accelerator; see ``compiler.graph.accel_interface``.
 
-        A non-zero ``pad_value`` (the input zero point) is written into the border by the host before
-        the load (exact; the accelerator then runs the conv without padding)."""
+        ``pad_value`` (int8) fills the spatial padding (the activation zero point; LOAD ``pad_value``).
+        Planes too large for the DMA fields run as row stripes (``compiler.conv_stripes``)."""
         cfg = self.config
         x, w = np.asarray(x), np.asarray(w)
         rows = stripe_rows(x.shape[2], x.shape[3], w.shape[2], w.shape[3], stride, padding) if x.ndim == 6 else None
@@ -216,11 +218,9 @@ class SimAccelBackend:
             self.last_profile = {"cycles": cycles, "macs": macs, "utilization": _utilization(cfg, macs, cycles),
                                  "bytes": by, "device": profs[-1]["device"], "stripes": len(profs)}
             return out
-        if pad_value and any(padding):
-            x, padding = pad_packed(x, padding, pad_value), (0, 0, 0, 0)
         if is_depthwise(cfg, x, w, groups):
             w, groups = block_diagonal(w), x.shape[1]
-        cs = _conv_shape_from(cfg, x, w, stride, padding, groups)
+        cs = _conv_shape_from(cfg, x, w, stride, padding, groups, pad_value)
         n_out = w.shape[0] * cfg.block_out
         if bias is not None:
             bias = _pad_vec(bias, n_out, "bias")
@@ -250,12 +250,6 @@ class SimAccelBackend:
         w6 = w.reshape(w.shape[0], w.shape[1], 1, 1, w.shape[2], w.shape[3])
         out = self.conv2d(x6, w6, bias, stride=(1, 1), padding=(0, 0, 0, 0), groups=1, requant=requant)
         return np.ascontiguousarray(out.reshape(w.shape[0], nb, x.shape[2], w.shape[2]).transpose(1, 0, 2, 3))
-
-
-def pad_packed(x: np.ndarray, padding, value: int) -> np.ndarray:
-    """A packed activation ``(N//B, C//BI, H, W, B, BI)`` with its border (top, left, bottom, right) set to ``value``."""
-    t, l, b, r = (int(p) for p in padding)
-    return np.pad(x, ((0, 0), (0, 0), (t, b), (l, r), (0, 0), (0, 0)), constant_values=np.int8(value))
 
 
 def is_depthwise(cfg: HwConfig, x: np.ndarray, w: np.ndarray, groups: int) -> bool:

@@ -57,8 +57,9 @@ def random_program(cfg: HwConfig, seed: int, blocks: int | None = None) -> Rando
         sram = int(rng.integers(0, depth - rows * cols + 1))
         dram_elems = n_elems[mem]
         dbase = int(rng.integers(0, dram_elems - (y - 1) * stride - x + 1))
+        pad_value = int(rng.integers(-128, 128)) if mem == "inp" and any(pads) and rng.random() < 0.5 else 0
         return dict(sram_base=sram, dram_base=base[mem] // eb[mem] + dbase, y_size=y, x_size=x, x_stride=stride,
-                    y_pad0=pads[0], y_pad1=pads[1], x_pad0=pads[2], x_pad1=pads[3])
+                    y_pad0=pads[0], y_pad1=pads[1], x_pad0=pads[2], x_pad1=pads[3], pad_value=pad_value)
 
     def loops(depths: tuple[int, int, int]) -> tuple[dict, list[Uop]]:
         """Loop extents/factors and uops whose every index stays below ``depths`` (dst, src, wgt)."""

@@ -44,6 +44,17 @@ FINISH) -> store (STORE). Load has no *prev*, store has no *next*.
 
 `imm` is a {imm}-bit signed immediate, sign-extended to the accumulator width. ALU results wrap to
 `acc_width` bits.
+
+## LOAD padding (`pad_value`)
+
+A LOAD writes `(y_pad0 + y_size + y_pad1) x (x_pad0 + x_size + x_pad1)` elements; every lane of a
+pad element holds `pad_value`, signed and sign-extended to the lane width. Only LOAD.INP may use a
+non-zero value (e.g. the activation zero point, so that padding is real zero for asymmetric
+activations); other memories pad with 0 and a STORE's `pad_value` must be 0. The field takes the
+spare bits at the top of the MEM format: `inp_width` bits when they fit, else what is left, which
+must be at least 8 bits (an int8 zero point) or the config is rejected with a ConfigError naming
+the MEM format. Every shipped preset has room for the full `inp_width` (8 bits). Writing a pad
+element costs the same one cycle whatever its value (docs/timing.md).
 """
 
 

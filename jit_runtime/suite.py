@@ -99,8 +99,9 @@ def padded_load(cfg: "HwConfig", side: str = "all", seed: int = 0) -> Case:
     return _finish(q, f"padded_load_{side}", {"y": _narrow(cfg, want)})
 
 
-def padded_load_inp(cfg: "HwConfig", seed: int = 0) -> Case:
-    """LOAD INP padded on every side, multiplied by one weight element: zero rows come out of the pads."""
+def padded_load_inp(cfg: "HwConfig", seed: int = 0, pad_value: int = 0) -> Case:
+    """LOAD INP padded on every side with ``pad_value`` (in every lane), multiplied by one weight element:
+    the pads' rows are ``pad_value`` times the weight row sums."""
     rng = np.random.default_rng(seed)
     rows, cols, pad = 2, 3, 1
     x = rng.integers(-128, 128, size=(rows, cols, cfg.batch, cfg.block_in), dtype=np.int8)
@@ -113,7 +114,7 @@ def padded_load_inp(cfg: "HwConfig", seed: int = 0) -> Case:
     xb.copy_from(x)
     wb.copy_from(w)
     q.load_2d("inp", 0, xb, 0, x_size=cols, y_size=rows, x_stride=cols, x_pad0=pad, x_pad1=pad, y_pad0=pad,
-              y_pad1=pad)
+              y_pad1=pad, pad_value=pad_value)
     q.load_2d("wgt", 0, wb, 0, x_size=1, y_size=1, x_stride=1)
     q.dep_push("load", "compute")
     q.dep_pop("load", "compute")
@@ -126,9 +127,11 @@ def padded_load_inp(cfg: "HwConfig", seed: int = 0) -> Case:
     q.push_gemm(gemm)
     _to_store(q)
     q.store_2d(0, yb, 0, x_size=n, y_size=1, x_stride=n)
-    xp = np.pad(x, ((pad, pad), (pad, pad), (0, 0), (0, 0))).reshape(n, cfg.batch, cfg.block_in)
+    xp = np.pad(x, ((pad, pad), (pad, pad), (0, 0), (0, 0)), constant_values=pad_value)
+    xp = xp.reshape(n, cfg.batch, cfg.block_in)
     acc = np.einsum("nbi,oi->nbo", xp.astype(np.int64), w[0].astype(np.int64))
-    return _finish(q, "padded_load_inp", {"y": _narrow(cfg, alu_evaluate("ADD", acc, 0, cfg.acc_width))})
+    name = "padded_load_inp" + (f"_value{pad_value}" if pad_value else "")  # the suite_cases key
+    return _finish(q, name, {"y": _narrow(cfg, alu_evaluate("ADD", acc, 0, cfg.acc_width))})
 
 
 def alu(cfg: "HwConfig", op: str, use_imm: bool, imm: int = 3, seed: int = 0) -> Case:
@@ -225,6 +228,7 @@ def suite_cases(cfg: "HwConfig") -> dict[str, Callable[[], Case]]:
     cases: dict[str, Callable[[], Case]] = {
         "save_load_acc": lambda: save_load_acc(cfg),
         "padded_load_inp": lambda: padded_load_inp(cfg),
+        "padded_load_inp_value-7": lambda: padded_load_inp(cfg, pad_value=-7),
         "relu": lambda: relu(cfg),
         "shift_and_scale": lambda: shift_and_scale(cfg),
         "array_round_trip": lambda: array_round_trip(cfg),

@@ -67,10 +67,13 @@ def _check_dma(i: int, insn: Load | Store, cfg: HwConfig) -> None:
     if isinstance(insn, Store):
         if insn.mem != MemType.OUT:
             raise InvalidInstructionError(f"{_where(i, insn)}: STORE only stores from OUT, not {MemType(insn.mem).name}")
-        pads = {p: getattr(insn, p) for p in ("y_pad0", "y_pad1", "x_pad0", "x_pad1") if getattr(insn, p)}
+        pads = {p: getattr(insn, p) for p in ("y_pad0", "y_pad1", "x_pad0", "x_pad1", "pad_value") if getattr(insn, p)}
         if pads:
             raise InvalidInstructionError(f"{_where(i, insn)}: a STORE cannot pad, but has "
                                           + ", ".join(f"{k}={v}" for k, v in pads.items()))
+    elif insn.pad_value and insn.mem != MemType.INP:
+        raise InvalidInstructionError(f"{_where(i, insn)}: pad_value={insn.pad_value}, but only LOAD.INP pads with a "
+                                      f"value (other memories pad with 0)")
     elif insn.mem == MemType.OUT:
         raise InvalidInstructionError(f"{_where(i, insn)}: LOAD cannot write the OUT scratchpad "
                                       f"(it mirrors ACC); load UOP, WGT, INP or ACC")

@@ -35,6 +35,7 @@ class ConvShape:
     kw: int
     stride: tuple[int, int]
     padding: tuple[int, int, int, int]
+    pad_value: int = 0  # what the padding holds (the activation zero point: padding is real zero)
 
     @property
     def oh(self) -> int:
@@ -53,6 +54,8 @@ class ConvShape:
             raise ValueError(f"conv2d: stride {self.stride} must be >= 1")
         if min(self.padding) < 0:
             raise ValueError(f"conv2d: padding {self.padding} must be >= 0")
+        if not -128 <= self.pad_value <= 127:
+            raise ValueError(f"conv2d: pad_value {self.pad_value} must be an int8 (-128..127)")
         if self.oh < 1 or self.ow < 1:
             raise ValueError(f"conv2d: kernel {self.kh}x{self.kw} does not fit the padded {self.h}x{self.w} input")
 
@@ -90,7 +93,7 @@ def conv2d_compute(cfg: HwConfig, cs: ConvShape) -> tuple[te.Tensor, te.Tensor, 
                             name="data_sub", dtype="int8")
         sy = sx = 1
     else:
-        padded = pad_spatial(data, 3, cs.padding, name="data_pad")
+        padded = pad_spatial(data, 3, cs.padding, name="data_pad", value=cs.pad_value)
     ic = te.reduce_axis(cs.icb, "ic")
     ky = te.reduce_axis(cs.kh, "ky")
     kx = te.reduce_axis(cs.kw, "kx")
