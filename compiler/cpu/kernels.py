@@ -15,6 +15,7 @@ from compiler.graph.accel_interface import pack_activation, unpack_activation
 from compiler.cpu.pool_kernels import packed_max_pool
 from compiler.graph.tap_fold import fold_taps
 from compiler.quant.int_elementwise import qadd, qgap, qlookup, qmul
+from compiler.quant.rebase import rebase_uint8_array
 
 Kernel = Callable[..., object]
 KERNELS: dict[str, Kernel] = {}
@@ -71,6 +72,11 @@ kernel("PackedMaxPool")(packed_max_pool)
 def fold_taps_k(a, x):
     return fold_taps(x, kw=int(a["kw"]), sx=int(a["sx"]), pads=a["pads"], pad_value=int(a.get("pad_value", 0)),
                      kh=int(a.get("kh", 1)), sy=int(a.get("sy", 1)))
+
+
+@kernel("RebaseUint8")
+def rebase_uint8_k(a, x):
+    return rebase_uint8_array(x)
 
 
 @kernel("QAdd")

@@ -11,8 +11,9 @@
   (HardSwish, HardSigmoid, Sigmoid, ...) a 256-entry ``QLookup`` table
   (:mod:`compiler.quant.int_elementwise`): integer, no float round trip.
 * ``DQ(t) -> MaxPool/Flatten/Reshape/... -> Q`` with identical scale and zero point runs the
-  op directly on the int8 tensor (these ops commute with monotone quantization; ``Relu`` and
-  ``Pad`` only with zero point 0).
+  op directly on the int8 tensor (these ops commute with monotone quantization; ``Relu`` only
+  with zero point 0; a constant ``Pad`` pads with the quantized pad value). ``Concat`` moves int8
+  data, requantizing inputs with other scales through identity ``QLookup`` tables.
 Everything else keeps its QDQ float form and runs on the CPU. uint8 activations are first
 rebased to int8 (:func:`compiler.quant.rebase.rebase_uint8`).
 """
@@ -298,9 +299,6 @@ def _lower_gap(g: Graph, n: Node, prod, cons) -> tuple[Node, list[Node]] | None:
 
 
 def _lower_passthrough(g: Graph, n: Node, prod, cons) -> tuple[Node, list[Node]] | None:
-    if n.op == "Pad" and not (n.attrs.get("mode", "constant") == "constant" and (len(n.inputs) < 3 or not n.inputs[2]
-                                                                              or np.all(_const(g, n.inputs[2]) == 0))):
-        return None
     x = _act_params(g, prod.get(n.inputs[0]))
     q = _single_consumer(cons, n.outputs[0], g)
     if x is None or q is None:
@@ -308,9 +306,40 @@ def _lower_passthrough(g: Graph, n: Node, prod, cons) -> tuple[Node, list[Node]]
     qp = _q_params(g, q)
     if qp is None or not np.isclose(qp[0], x[1], rtol=1e-7, atol=0) or qp[1] != x[2]:
         return None
-    if x[2] and n.op in ZERO_POINT_FREE:
+    inputs = [x[0]] + n.inputs[1:]
+    if n.op == "Pad" and n.attrs.get("mode", "constant") == "constant":
+        if len(n.inputs) < 2 or not n.inputs[1]:
+            return None  # opset < 11 (pads as an attribute): stays float
+        value = _const(g, n.inputs[2]) if len(n.inputs) > 2 and n.inputs[2] else np.zeros(())
+        if value is None:
+            return None
+        qv = int(np.clip(np.rint(float(np.asarray(value).reshape(())) / x[1]) + x[2], -128, 127))  # Q(pad value)
+        inputs = [x[0], n.inputs[1], g.add_constant(g.fresh_name(f"{n.name}/qpad"), np.int8(qv)), *n.inputs[3:]]
+    elif x[2] and n.op in ZERO_POINT_FREE:
         return None
-    return Node(n.op, [x[0]] + n.inputs[1:], [q.outputs[0]], dict(n.attrs), n.name), [n, q]
+    return Node(n.op, inputs, [q.outputs[0]], dict(n.attrs), n.name), [n, q]
+
+
+def _lower_concat(g: Graph, n: Node, prod, cons) -> tuple[Node, list[Node]] | None:
+    """``Concat`` of DQ inputs -> Q: inputs whose (scale, zero point) differ from the output's are requantized
+    by an identity ``QLookup`` table first; the concat itself moves int8 data."""
+    xs = [_act_params(g, prod.get(i)) for i in n.inputs]
+    q = _single_consumer(cons, n.outputs[0], g)
+    if any(x is None for x in xs) or q is None or q.op != "QuantizeLinear" or _q_params(g, q) is None:
+        return None
+    sy, zy = _q_params(g, q)
+    ins, extra = [], []
+    for x in xs:
+        if np.isclose(x[1], sy, rtol=1e-7, atol=0) and x[2] == zy:
+            ins.append(x[0])
+            continue
+        t = g.fresh_name(f"{x[0]}/requant")
+        g.set_info(t, g.tensors[x[0]].shape, np.int8)
+        table = lookup_table(lambda v: v, x[1], x[2], sy, zy)
+        extra.append(Node("QLookup", [x[0]], [t], {"table": table, "fn": "Identity"}, f"{n.name}/{t}"))
+        ins.append(t)
+    g.nodes[g.nodes.index(n):g.nodes.index(n)] = extra
+    return Node("Concat", ins, [q.outputs[0]], dict(n.attrs), n.name), [n, q]
 
 
 def lower_qdq(g: Graph) -> int:
@@ -318,6 +347,7 @@ def lower_qdq(g: Graph) -> int:
     count = 0
     for kinds, fn in ((("Conv", "Gemm", "MatMul"), _lower_one), (tuple(INT_PASSTHROUGH | {"Pad"}), _lower_passthrough),
                       (("Add",), _lower_add), (("Mul",), _lower_mul), (("GlobalAveragePool",), _lower_gap),
+                      (("Concat",), _lower_concat),
                       (tuple(LOOKUP_OPS), _lower_unary)):
         changed = True
         while changed:

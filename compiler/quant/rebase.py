@@ -2,13 +2,14 @@
 
 Both encode the same real value ``(u - z) * s``, and ``QuantizeLinear``'s rounding and saturation
 commute with the shift, so the rewrite is exact. The accelerator computes on int8 only; after this
-pass every internal quantized activation is int8. Graph inputs and outputs keep their dtypes.
+pass every internal quantized activation is int8. Graph inputs and outputs keep their dtypes: a
+uint8 graph input read by DequantizeLinear gets a host ``RebaseUint8`` node (``u - 128``) in front.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from compiler.graph.ir import Graph
+from compiler.graph.ir import Graph, Node
 
 
 def _uint8_zp(g: Graph, node) -> bool:
@@ -41,6 +42,22 @@ def rebase_uint8(g: Graph) -> int:
             u.inputs[2] = int8_zp(u.inputs[2])
         g.set_info(t, g.tensors[t].shape, np.int8)
         moved += 1
+    for inp in list(g.inputs):
+        users = cons.get(inp, [])
+        if g.tensors[inp].dtype != np.uint8 or not users or not all(
+                u.op == "DequantizeLinear" and u.inputs[0] == inp and _uint8_zp(g, u) for u in users):
+            continue
+        t = g.fresh_name(f"{inp}/int8")
+        g.set_info(t, g.tensors[inp].shape, np.int8)
+        g.nodes.insert(0, Node("RebaseUint8", [inp], [t], {}, f"rebase:{inp}"))
+        for u in users:
+            u.inputs[0], u.inputs[2] = t, int8_zp(u.inputs[2])
+        moved += 1
     if moved:
         g.remove_dead()
     return moved
+
+
+def rebase_uint8_array(x: np.ndarray) -> np.ndarray:
+    """``RebaseUint8``: uint8 ``u`` -> int8 ``u - 128``."""
+    return (np.asarray(x, np.uint8).astype(np.int16) - 128).astype(np.int8)
