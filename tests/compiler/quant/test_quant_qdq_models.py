@@ -59,7 +59,7 @@ def test_builtin_quantizer_close_to_float():
     calib = np.concatenate([c["input"] for c in _calib(16)])
     m = build(model, target="ref", calibration=calib)
     ops = m.compiled.stats["ops"]
-    assert ops["AccelConv2D"] == 3 and ops["AccelDense"] == 1 and "Relu" in ops  # the post-Add relu stays on CPU
+    assert ops["AccelConv2D"] == 3 and ops["AccelDense"] == 1 and ops["QAdd"] == 1 and "Relu" not in ops  # relu in QAdd
     conv_relu = next(n for n in m.graph.nodes if n.op == "AccelConv2D")
     assert conv_relu.attrs["requant"].relu  # relu folded into the first conv's epilogue
     relu6 = [n for n in m.graph.nodes if n.op == "AccelConv2D"][1].attrs["requant"]
