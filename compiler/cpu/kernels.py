@@ -96,7 +96,7 @@ def qlookup_k(a, x):
 
 @kernel("QGlobalAveragePool")
 def qgap_k(a, x):
-    return qgap(x, a["qgap"])
+    return qgap(x, a["qgap"], packed=bool(a.get("packed")))
 
 
 @kernel("QDense")

@@ -102,6 +102,25 @@ def _to_accel(g: Graph, n: Node, lay: _Layouts, cfg) -> Node:
     return Node("AccelConv2D" if n.op == "QConv2D" else "AccelDense", [x, wp, bp], [out], attrs, n.name)
 
 
+PACKED_INT_OPS = ("QLookup", "QMul", "QGlobalAveragePool")
+
+
+def _packed_int_op(g: Graph, n: Node, lay: _Layouts) -> bool:
+    """Integer host ops that run on packed 4-D activations already packed alike: ``QLookup`` (elementwise),
+    ``QGlobalAveragePool`` (sums axes 2, 3) and ``QMul`` whose operands differ only by H/W broadcasting
+    (the squeeze-excite gate ``(N, C, 1, 1)``: packed, it broadcasts the same way)."""
+    if n.op not in PACKED_INT_OPS or len(n.outputs) != 1 or not all(i in lay.packed for i in n.inputs):
+        return False
+    shapes = [g.tensors[i].shape for i in n.inputs]
+    if any(len(sh) != 4 for sh in shapes) or len({b for i in n.inputs for b in lay.packed[i]} & set(
+            lay.packed[n.inputs[0]])) != 1 or any(set(lay.packed[i]) != set(lay.packed[n.inputs[0]]) for i in n.inputs):
+        return False
+    if n.op == "QMul":
+        a, b = shapes
+        return a[:2] == b[:2] and all(x == y or 1 in (x, y) for x, y in zip(a[2:], b[2:]))
+    return True
+
+
 def pack_layouts(g: Graph, cfg) -> int:
     """Rewrite ``g`` in place for a config with ``batch``, ``block_in``, ``block_out``; returns #transforms."""
     lay = _Layouts(g, cfg)
@@ -116,6 +135,13 @@ def pack_layouts(g: Graph, cfg) -> int:
             out = f"{n.outputs[0]}@packed{blk}"
             lay.register(n.outputs[0], blk, out, np.int8)
             lay.new_nodes.append(Node("PackedMaxPool", [src], [out], dict(n.attrs), n.name))
+            continue
+        if _packed_int_op(g, n, lay):
+            blk = next(iter(lay.packed[n.inputs[0]]))
+            out = f"{n.outputs[0]}@packed{blk}"
+            lay.register(n.outputs[0], blk, out, np.int8)
+            attrs = dict(n.attrs, packed=True) if n.op == "QGlobalAveragePool" else dict(n.attrs)
+            lay.new_nodes.append(Node(n.op, [lay.packed[i][blk] for i in n.inputs], [out], attrs, n.name))
             continue
         data_ins = [i for i in n.inputs if i and not _scalar_operand(g, i)]
         blocks = {b for i in data_ins for b in lay.packed.get(i, {})}

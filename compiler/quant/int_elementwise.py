@@ -131,10 +131,11 @@ def choose_qgap(sx: float, zx: int, sy: float, zy: int, count: int) -> QPoolPara
     return QPoolParams(m, shift, int(count), int(zx), int(zy))
 
 
-def qgap(x: np.ndarray, p: QPoolParams) -> np.ndarray:
-    """Integer global average pool of an NC... int8 tensor (keeps the reduced dims as 1)."""
+def qgap(x: np.ndarray, p: QPoolParams, packed: bool = False) -> np.ndarray:
+    """Integer global average pool of an NC... int8 tensor (keeps the reduced dims as 1); ``packed``: a packed
+    activation ``(N//B, C//BI, H, W, B, BI)``, reduced over H and W."""
     x = np.asarray(x, np.int64)
-    axes = tuple(range(2, x.ndim))
+    axes = (2, 3) if packed else tuple(range(2, x.ndim))
     s = x.sum(axis=axes, keepdims=True) - p.count * p.in_zp
     acc = s * p.mult
     rnd = (1 << (p.shift - 1)) if p.shift > 0 else 0
