@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -151,6 +152,7 @@ def run(args: argparse.Namespace) -> int:
     from compiler.frontend.errors import UnsupportedOperatorError
     from compiler.frontend.onnx_import import load_model
     from compiler.frontend.support import check_supported
+    from compiler.graph.offload import HostFallbackWarning
 
     logging.getLogger().setLevel(logging.ERROR)
     console = make_console()
@@ -181,8 +183,15 @@ def run(args: argparse.Namespace) -> int:
     shapes = {k: tuple(v.shape) for k, v in feeds.items()}
     show = not args.no_progress
     console.print(f"compiling {args.model} for {getattr(cfg, 'name', 'config')} (target {args.target}) ...")
-    mod = build(model, cfg, target=args.target, calibration=calibration, input_shapes=shapes, progress=show,
-                cpu=getattr(args, "cpu", "numpy"))
+    with warnings.catch_warnings(record=True) as caught:  # printed once, in the console's words
+        warnings.simplefilter("always", HostFallbackWarning)
+        mod = build(model, cfg, target=args.target, calibration=calibration, input_shapes=shapes, progress=show,
+                    cpu=getattr(args, "cpu", "numpy"))
+    for w in caught:
+        if issubclass(w.category, HostFallbackWarning):
+            console.print(f"warning: {w.message}")
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     mod.keep_details = bool(args.trace)
     for k, v in feeds.items():
         mod.set_input(k, v)
