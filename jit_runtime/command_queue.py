@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, Hashable
 import numpy as np
 
 from isa import Alu, Finish, Gemm, Instruction, Load, MemType, Store, Unit, alu_op, encode, encode_stream, unit_of
+from isa.alu import op_supported, unsupported_reason
 from isa.encoding import layouts
 from jit_runtime.buffers import DeviceBuffer, buffer_alignment
 from jit_runtime.deps import TOKEN_QUEUES, add_flags, as_unit, nop, pop_flag, push_flag, queue_name
@@ -197,8 +198,15 @@ class CommandQueue:
 
     def push_alu(self, finit: Finit, *, op: str, use_imm: bool = False, imm: int = 0,
                  signature: Hashable | None = None, reset: bool = False) -> UopKernel:
-        """ALU ``acc[dst] = op(acc[dst], imm if use_imm else acc[src])`` over the kernel's loops and uops."""
-        name = alu_op(op).name  # raises with the list of known ops
+        """ALU ``acc[dst] = op(acc[dst], imm if use_imm else acc[src])`` over the kernel's loops and uops.
+
+        A record op (REQUANT) reads its per-channel parameters from ``wgt[src]`` and has no immediate."""
+        aop = alu_op(op)  # raises with the list of known ops
+        name = aop.name
+        if not op_supported(aop, self.cfg):
+            raise RuntimeApiError(f"push_alu: {unsupported_reason(aop, self.cfg)}")
+        if aop.operand == "wgt" and use_imm:
+            raise RuntimeApiError(f"push_alu: ALU.{name} reads its parameter records from wgt[src]; use_imm must be False")
         k = self.kernel("alu", finit, signature)
         base = self._make_resident(k)
         self._emit(Alu(name, bool(reset), base, base + k.size, use_imm=bool(use_imm), imm=int(imm),

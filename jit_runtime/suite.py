@@ -153,6 +153,42 @@ def alu(cfg: "HwConfig", op: str, use_imm: bool, imm: int = 3, seed: int = 0) ->
     return _finish(q, f"alu_{op.lower()}_{kind}", {"y": _narrow(cfg, res)})
 
 
+def requant(cfg: "HwConfig", seed: int = 0) -> Case:
+    """The fused REQUANT op: accumulators of two channel blocks, records loaded into WGT, one ALU pass."""
+    from isa.intrinsics import record_lanes
+    from isa.requant import pack_records
+
+    rng = np.random.default_rng(seed)
+    n, nch = 8, 2 * cfg.block_out
+    a = rng.integers(-(1 << 31), 1 << 31, size=_acc_shape(cfg, n), dtype=np.int64).astype(np.int32)
+    hi = (1 << (cfg.out_width - 1)) - 1
+    rec = pack_records(cfg, bias=rng.integers(-(1 << 31), 1 << 31, nch), mult=rng.integers(1 << 30, 1 << 31, nch),
+                       shift=rng.integers(28, 40, nch), zp=rng.integers(-20, 20, nch), lo=rng.integers(-hi - 1, 0, nch),
+                       hi=hi, n_channels=nch)
+    q = CommandQueue(cfg)
+    xb = q.alloc(a.shape, np.int32, name="x")
+    wb = q.alloc(rec.shape, rec.dtype, name="rec")
+    yb = q.alloc(_acc_shape(cfg, n), _out_dtype(cfg), name="y")
+    xb.copy_from(a)
+    wb.copy_from(rec)
+    q.load_2d("wgt", 3, wb, 0, x_size=2, y_size=1, x_stride=2)
+    q.dep_push("load", "compute")
+    q.dep_pop("load", "compute")
+    q.load_2d("acc", 0, xb, 0, x_size=n, y_size=1, x_stride=n)
+
+    def finit(k):  # rows 0..3 use channel block 0 (wgt element 3), rows 4..7 block 1 (element 4)
+        k.loop_begin(n // 2, dst_factor=1, src_factor=0)
+        k.push(0, 3)
+        k.push(n // 2, 4)
+        k.loop_end()
+    q.push_alu(finit, op="REQUANT")
+    _to_store(q)
+    q.store_2d(0, yb, 0, x_size=n, y_size=1, x_stride=n)
+    blocks = np.repeat(np.arange(2), n // 2)
+    res = alu_evaluate("REQUANT", a, record_lanes(rec[blocks], cfg.wgt_width), cfg.acc_width)
+    return _finish(q, "alu_requant", {"y": _narrow(cfg, res)})
+
+
 def relu(cfg: "HwConfig", seed: int = 0) -> Case:
     """relu then clip to the output range: MAX 0, MIN 2**(out_width-1)-1."""
     rng = np.random.default_rng(seed)
@@ -237,7 +273,10 @@ def suite_cases(cfg: "HwConfig") -> dict[str, Callable[[], Case]]:
     }
     for side in PAD_SIDES:
         cases[f"padded_load_{side}"] = lambda side=side: padded_load(cfg, side)
-    for op in alu_ops():
+    for op in alu_ops(cfg):
+        if op.operand == "wgt":  # a record op (REQUANT) has its own case
+            cases[f"alu_{op.name.lower()}"] = lambda: requant(cfg)
+            continue
         for use_imm in (True, False):
             kind = "imm" if use_imm else "tensor"
             cases[f"alu_{op.name.lower()}_{kind}"] = lambda op=op.name, u=use_imm: alu(cfg, op, u)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from isa import EncodingError, decode
-from isa.alu import alu_opcode_bits
+from isa.alu import alu_op, alu_opcode_bits, op_supported, unsupported_reason
 from isa.asm import disassemble_one, mnemonic
 from isa.config import HwConfig
 from isa.encoding import INSN_BYTES
@@ -101,6 +101,13 @@ def _check_dma(i: int, insn: Load | Store, cfg: HwConfig) -> None:
 
 
 def _check_loop(i: int, insn: Gemm | Alu, cfg: HwConfig) -> None:
+    if isinstance(insn, Alu):
+        op = alu_op(insn.op)
+        if not op_supported(op, cfg):
+            raise InvalidInstructionError(f"{_where(i, insn)}: {unsupported_reason(op, cfg)}")
+        if op.operand == "wgt" and insn.use_imm and not insn.reset:
+            raise InvalidInstructionError(f"{_where(i, insn)}: ALU.{op.name} reads its parameter record from "
+                                          f"wgt[src] and has no immediate form (use_imm must be 0)")
     if is_nop(insn):
         return
     if insn.uop_end > cfg.uop_depth:

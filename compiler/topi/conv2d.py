@@ -113,7 +113,8 @@ def conv2d_epilogue(cfg: HwConfig, cs: ConvShape, conv: te.Tensor, bias: np.ndar
     if requant is None:
         return Epilogue(out=conv)
     return requant_stages(conv, bias, requant, cs.groups * cs.ocb * cfg.block_out,
-                          lambda n, g, oc, y, x, b, o: (g, oc, b, o), (cs.groups, cs.ocb), cfg.block_out, cfg.batch)
+                          lambda n, g, oc, y, x, b, o: (g, oc, b, o), (cs.groups, cs.ocb), cfg.block_out, cfg.batch,
+                          cfg=cfg)
 
 
 def conv2d_kernel(cfg: HwConfig, cs: ConvShape, bias: np.ndarray | None, requant: Requant | None,
@@ -139,8 +140,9 @@ def schedule_conv2d(cfg: HwConfig, cs: ConvShape, data, weight, padded, conv, ep
     s[conv].set_scope("acc")
     for t in ep.stages:
         s[t].set_scope("acc")
-    for t, _ in ep.consts:
-        s.cache_read(t, "acc", s.readers(t) and [r.tensor for r in s.readers(t)])
+    for t, _ in ep.consts:  # int32 per-channel constants in acc; REQUANT records (int8 elements) in wgt
+        scope = "acc" if t.dtype == "int32" else "wgt"
+        s.cache_read(t, scope, s.readers(t) and [r.tensor for r in s.readers(t)])
     so = s[out]
     n, g, oc, y, x, b, o = so.leaf_iter_vars
     oc_o, oc_i = so.split(oc, knobs.oc_tile)

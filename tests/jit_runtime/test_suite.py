@@ -23,9 +23,13 @@ def test_case_is_bit_exact_on_the_simulator(cfg_name, case):
 
 
 def test_every_registered_alu_op_has_imm_and_tensor_cases():
-    names = set(suite.suite_cases(CONFIGS["tiny"]))
-    for op in alu_ops():
-        assert {f"alu_{op.name.lower()}_imm", f"alu_{op.name.lower()}_tensor"} <= names
+    for cfg in CONFIGS.values():
+        names = set(suite.suite_cases(cfg))
+        for op in alu_ops(cfg):
+            want = {f"alu_{op.name.lower()}"} if op.operand == "wgt" else \
+                {f"alu_{op.name.lower()}_imm", f"alu_{op.name.lower()}_tensor"}
+            assert want <= names
+    assert "alu_requant" in suite.suite_cases(CONFIGS["pynq-z1"])
 
 
 def test_a_wrong_reference_is_detected():
