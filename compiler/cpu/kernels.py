@@ -68,10 +68,17 @@ def qconv(a, x, w, b=None):
 kernel("PackedMaxPool")(packed_max_pool)
 
 
+@kernel("PackedSqueezeHW")
+def packed_squeeze_hw(a, x):
+    """Packed (N//B, C//BI, 1, 1, B, BI) -> packed (N//B, C//BI, B, BI): Flatten of a pooled tensor."""
+    return x.reshape(x.shape[0], x.shape[1], x.shape[4], x.shape[5])
+
+
 @kernel("FoldTaps")
 def fold_taps_k(a, x):
     return fold_taps(x, kw=int(a["kw"]), sx=int(a["sx"]), pads=a["pads"], pad_value=int(a.get("pad_value", 0)),
-                     kh=int(a.get("kh", 1)), sy=int(a.get("sy", 1)))
+                     kh=int(a.get("kh", 1)), sy=int(a.get("sy", 1)), batch=int(a.get("batch", 0)),
+                     block=int(a.get("block", 0)))
 
 
 @kernel("RebaseUint8")

@@ -27,7 +27,7 @@ _PATTERNS = {
                          "DequantizeLinear", "Cast", "Identity", "Dropout"},
     OpPattern.BROADCAST: {"Add", "Sub", "Mul", "Div", "PRelu", "BatchNormalization", "QAdd", "QMul"},
     OpPattern.INJECTIVE: {"Reshape", "Flatten", "Transpose", "Concat", "Pad", "Resize", "Squeeze", "Unsqueeze",
-                          "Gather", "FoldTaps", "PackActivation", "UnpackActivation", "Repack"},
+                          "Gather", "FoldTaps", "PackedSqueezeHW", "PackActivation", "UnpackActivation", "Repack"},
     OpPattern.COMM_REDUCE: {"GlobalAveragePool", "QGlobalAveragePool"},
     OpPattern.OUT_ELEMWISE_FUSABLE: {"Conv", "Gemm", "MatMul", "QConv2D", "QDense", "AccelConv2D", "AccelDense",
                                      "MaxPool", "AveragePool", "PackedMaxPool"},

@@ -136,6 +136,20 @@ def pack_layouts(g: Graph, cfg) -> int:
             lay.register(n.outputs[0], blk, out, np.int8)
             lay.new_nodes.append(Node("PackedMaxPool", [src], [out], dict(n.attrs), n.name))
             continue
+        if n.op == "FoldTaps":  # its consumer is an accelerator conv: produce the packed layout directly
+            out = f"{n.outputs[0]}@packed{cfg.block_in}"
+            lay.register(n.outputs[0], cfg.block_in, out, g.tensors[n.outputs[0]].dtype)
+            attrs = dict(n.attrs, batch=cfg.batch, block=cfg.block_in)
+            lay.new_nodes.append(Node(n.op, [lay.get_plain(n.inputs[0])], [out], attrs, n.name))
+            continue
+        if (n.op in ("Flatten", "Reshape") and n.inputs[0] in lay.packed and len(g.tensors[n.inputs[0]].shape) == 4
+                and g.tensors[n.inputs[0]].shape[2:] == (1, 1)
+                and g.tensors[n.outputs[0]].shape == g.tensors[n.inputs[0]].shape[:2]):
+            blk, src = next(iter(lay.packed[n.inputs[0]].items()))  # (N, C, 1, 1) -> (N, C): a packed reshape
+            out = f"{n.outputs[0]}@packed{blk}"
+            lay.register(n.outputs[0], blk, out, g.tensors[n.outputs[0]].dtype)
+            lay.new_nodes.append(Node("PackedSqueezeHW", [src], [out], {}, n.name))
+            continue
         if _packed_int_op(g, n, lay):
             blk = next(iter(lay.packed[n.inputs[0]]))
             out = f"{n.outputs[0]}@packed{blk}"

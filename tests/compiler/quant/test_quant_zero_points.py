@@ -114,3 +114,11 @@ def test_fold_plan_picks_the_fewest_padded_macs():
     assert fold_plan(3, 3, 3, 16) == 3    # 32 < 48 = 16*3 (KW only) < 144
     assert fold_plan(16, 3, 3, 16) == 0   # a full block: nothing to gain
     assert fold_plan(3, 1, 1, 16) == 0
+
+
+def test_fold_taps_packed_equals_pack_of_plain():
+    from compiler.graph.accel_interface import pack_activation
+
+    x = RNG.integers(-128, 128, (1, 3, 10, 12)).astype(np.int8)
+    kw = dict(kw=7, sx=2, pads=(3, 3, 3, 3), pad_value=4, kh=7, sy=2)
+    np.testing.assert_array_equal(fold_taps(x, **kw, batch=1, block=16), pack_activation(fold_taps(x, **kw), 1, 16))
