@@ -50,7 +50,7 @@ def test_qdq_export_small_models(fn):
     exported = export_qdq_model(model, calib)
     ours = build(model, target="ref", calibration=calib)(input=x)
     np.testing.assert_array_equal(ours, build(exported, target="ref")(input=x))
-    assert cosine(ours, ort_run(exported, {"input": x})[0]) >= 0.999
+    assert cosine(ours, ort_run(exported, {"input": x}, basic=True)[0]) >= 0.999  # DQ -> float op -> Q reference
     # the export quantizes: weights are int8 initializers, biases int32
     dtypes = {onnx.helper.tensor_dtype_to_np_dtype(t.data_type) for t in exported.graph.initializer}
     assert np.dtype(np.int8) in dtypes and np.dtype(np.int32) in dtypes
