@@ -21,8 +21,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from compiler.requant import round_shift
-
 MULT_BITS = 15
 
 
@@ -94,9 +92,15 @@ def choose_qmul(sa: float, za: int, sb: float, zb: int, sy: float, zy: int) -> Q
 
 def qmul(a: np.ndarray, b: np.ndarray, p: QMulParams) -> np.ndarray:
     """The integer Mul of two int8 tensors (numpy broadcasting, e.g. a squeeze-excite gate)."""
-    prod = (np.asarray(a, np.int64) - p.a_zp) * (np.asarray(b, np.int64) - p.b_zp)
-    y = round_shift(prod * p.mult, p.shift) + p.out_zp
-    return np.clip(y, -128, 127).astype(np.int8)
+    dt = np.int32 if p.shift <= 24 else np.int64  # 255*255*(2**15 - 1) + 2**23 < 2**31
+    acc = np.asarray(a, dt) - dt(p.a_zp)
+    acc = acc * (np.asarray(b, dt) - dt(p.b_zp))  # |.| <= 255 * 255 < 2**16
+    acc *= dt(p.mult)
+    if p.shift:
+        acc += dt(1 << (p.shift - 1))
+        acc >>= dt(p.shift)
+    acc += dt(p.out_zp)
+    return np.clip(acc, -128, 127).astype(np.int8)
 
 
 def lookup_table(fn, sx: float, zx: int, sy: float, zy: int) -> np.ndarray:
@@ -109,7 +113,7 @@ def lookup_table(fn, sx: float, zx: int, sy: float, zy: int) -> np.ndarray:
 
 def qlookup(x: np.ndarray, table: np.ndarray) -> np.ndarray:
     """Apply a 256-entry table to an int8 tensor."""
-    return table[np.asarray(x, np.int8).astype(np.int16) + 128]
+    return table[np.ascontiguousarray(x, np.int8).view(np.uint8) ^ np.uint8(0x80)]  # index v + 128
 
 
 @dataclass(frozen=True)

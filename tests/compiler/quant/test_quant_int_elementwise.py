@@ -133,3 +133,11 @@ def test_uint8_input_pad_and_concat_stay_integer():
     x = RNG.integers(0, 256, (1, 16, 6, 6)).astype(np.uint8)
     # the conv may be one of its steps (0.05) off float: up to two output steps (0.03) after the concat's requant
     assert np.abs(m(x=x) - sess.run(None, {"x": x})[0]).max() <= 0.06 + 1e-6
+
+
+def test_qmul_extreme_operands_do_not_overflow():
+    # the largest product (255 * 255) with a 15-bit multiplier and the largest shifts: int64 fallback keeps it exact
+    for sa, sy in ((0.5, 1.0), (1e-4, 1.0), (1e-6, 1.0)):
+        p = choose_qmul(sa, -128, 1.0, -128, sy, 0)
+        got = qmul(np.array([127], np.int8), np.array([127], np.int8), p)
+        assert int(got[0]) == int(np.clip(np.floor(255 * 255 * sa / sy + 0.5), -128, 127)), (sa, p)
