@@ -13,8 +13,18 @@ from compiler.graph.ir import Graph, Node
 
 
 def _uint8_zp(g: Graph, node) -> bool:
-    zp = g.constants.get(node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] else None
+    """A constant uint8 zero point, or none at all (ONNX's default: uint8 zero)."""
+    if len(node.inputs) < 3 or not node.inputs[2]:
+        return len(node.inputs) >= 2 and node.inputs[1] in g.constants
+    zp = g.constants.get(node.inputs[2])
     return zp is not None and zp.dtype == np.uint8
+
+
+def _zp_input(g: Graph, node) -> str:
+    """The node's zero-point input, made explicit (a uint8 0 constant) when omitted."""
+    if len(node.inputs) < 3 or not node.inputs[2]:
+        node.inputs[2:] = [g.add_constant(g.fresh_name(f"{node.name}/zp"), np.uint8(0))]
+    return node.inputs[2]
 
 
 def rebase_uint8(g: Graph) -> int:
@@ -37,9 +47,9 @@ def rebase_uint8(g: Graph) -> int:
         if t in g.outputs or not users or not all(u.op == "DequantizeLinear" and u.inputs[0] == t and _uint8_zp(g, u)
                                                    for u in users):
             continue
-        n.inputs[2] = int8_zp(n.inputs[2])
+        n.inputs[2] = int8_zp(_zp_input(g, n))
         for u in users:
-            u.inputs[2] = int8_zp(u.inputs[2])
+            u.inputs[2] = int8_zp(_zp_input(g, u))
         g.set_info(t, g.tensors[t].shape, np.int8)
         moved += 1
     for inp in list(g.inputs):
@@ -51,7 +61,8 @@ def rebase_uint8(g: Graph) -> int:
         g.set_info(t, g.tensors[inp].shape, np.int8)
         g.nodes.insert(0, Node("RebaseUint8", [inp], [t], {}, f"rebase:{inp}"))
         for u in users:
-            u.inputs[0], u.inputs[2] = t, int8_zp(u.inputs[2])
+            u.inputs[0] = t
+            u.inputs[2] = int8_zp(_zp_input(g, u))
         moved += 1
     if moved:
         g.remove_dead()

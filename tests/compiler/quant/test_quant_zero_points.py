@@ -122,3 +122,18 @@ def test_fold_taps_packed_equals_pack_of_plain():
     x = RNG.integers(-128, 128, (1, 3, 10, 12)).astype(np.int8)
     kw = dict(kw=7, sx=2, pads=(3, 3, 3, 3), pad_value=4, kh=7, sy=2)
     np.testing.assert_array_equal(fold_taps(x, **kw, batch=1, block=16), pack_activation(fold_taps(x, **kw), 1, 16))
+
+
+def test_omitted_zero_points_are_uint8_zero():
+    model, _, _ = qdq_conv_model(20, 20, 3, 1, 1, np.uint8, 0, 0, False)
+    for n in model.graph.node:  # QuantizeLinear/DequantizeLinear without a zero point: uint8, zero point 0
+        if n.input[0] in ("x", "xq", "yf", "yq"):
+            del n.input[2:]
+    m = build(model, "pynq-z1", target="ref")
+    conv = next(n for n in m.graph.nodes if n.op == "AccelConv2D")
+    assert conv.attrs["pad_value"] == -128 and conv.attrs["requant"].zero_point == -128
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    x = RNG.standard_normal((1, 20, 9, 9)).astype(np.float32)
+    ort_y = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    assert np.abs(m(x=x) - ort_y).max() <= 0.5 + 1e-6
