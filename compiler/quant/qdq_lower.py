@@ -58,6 +58,25 @@ def _act_params(g: Graph, node: Node | None):
     return p[0], float(p[1].reshape(())), int(p[3].reshape(()))
 
 
+def _operand_params(g: Graph, node: Node | None):
+    """Like :func:`_act_params`, also accepting a per-tensor DQ of an int8/uint8 constant (uint8 constants are
+    rebased to int8 with their zero point), for elementwise ops with a constant operand (``x + b``, ``x * s``)."""
+    a = _act_params(g, node)
+    if a is not None:
+        return a
+    p = _dq_params(g, node)
+    if p is None or p[1].size != 1 or p[3].size != 1 or p[0] not in g.constants:
+        return None
+    c, zp, name = g.constants[p[0]], int(p[3].reshape(())), p[0]
+    if c.dtype == np.uint8:
+        name, zp = f"{p[0]}/int8", zp - 128
+        if name not in g.constants:
+            g.add_constant(name, (c.astype(np.int16) - 128).astype(np.int8))
+    elif c.dtype != np.int8:
+        return None
+    return name, float(p[1].reshape(())), zp
+
+
 def _q_params(g: Graph, node: Node):
     """(scale, zero point) of a per-tensor QuantizeLinear to int8."""
     if node.op != "QuantizeLinear" or len(node.inputs) < 3 or not node.inputs[2]:
@@ -243,8 +262,10 @@ def _clamp_chain(g: Graph, cons, start: str):
 
 
 def _lower_add(g: Graph, n: Node, prod, cons) -> tuple[Node, list[Node]] | None:
-    a, b = (_act_params(g, prod.get(i)) for i in n.inputs[:2])
-    if a is None or b is None or g.tensors[a[0]].shape != g.tensors[b[0]].shape:
+    a, b = (_operand_params(g, prod.get(i)) for i in n.inputs[:2])
+    if a is None or b is None or a[0] in g.constants and b[0] in g.constants:
+        return None
+    if np.broadcast_shapes(g.tensors[a[0]].shape, g.tensors[b[0]].shape) != g.tensors[n.outputs[0]].shape:
         return None
     ch = _clamp_chain(g, cons, n.outputs[0])
     if ch is None:
@@ -257,9 +278,11 @@ def _lower_add(g: Graph, n: Node, prod, cons) -> tuple[Node, list[Node]] | None:
 
 
 def _lower_mul(g: Graph, n: Node, prod, cons) -> tuple[Node, list[Node]] | None:
-    a, b = (_act_params(g, prod.get(i)) for i in n.inputs[:2])
+    a, b = (_operand_params(g, prod.get(i)) for i in n.inputs[:2])
     q = _single_consumer(cons, n.outputs[0], g)
     if a is None or b is None or q is None or q.op != "QuantizeLinear" or _q_params(g, q) is None:
+        return None
+    if a[0] in g.constants and b[0] in g.constants:
         return None
     sa, sb = g.tensors[a[0]].shape, g.tensors[b[0]].shape
     if np.broadcast_shapes(sa, sb) != g.tensors[n.outputs[0]].shape:

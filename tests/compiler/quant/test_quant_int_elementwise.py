@@ -11,6 +11,7 @@ from onnx import TensorProto, helper, numpy_helper
 from compiler.executor import build
 from compiler.graph.offload import HostFallbackWarning
 from compiler.quant.int_elementwise import choose_qadd, choose_qgap, choose_qmul, lookup_table, qadd, qgap, qlookup, qmul
+from tests.compiler.helpers import cosine
 
 RNG = np.random.default_rng(5)
 
@@ -141,3 +142,33 @@ def test_qmul_extreme_operands_do_not_overflow():
         p = choose_qmul(sa, -128, 1.0, -128, sy, 0)
         got = qmul(np.array([127], np.int8), np.array([127], np.int8), p)
         assert int(got[0]) == int(np.clip(np.floor(255 * 255 * sa / sy + 0.5), -128, 127)), (sa, p)
+
+
+def test_add_and_mul_with_quantized_constants_stay_integer():
+    """x -> Q -> DQ -> Add(DQ(uint8 const bias)) -> Q -> DQ -> Mul(DQ(int8 const)) -> Q -> DQ."""
+    r = np.random.default_rng(4)
+    inits = {"s": np.float32(0.05), "z": np.int8(3), "bq": r.integers(0, 256, (1, 8, 1, 1)).astype(np.uint8),
+             "bs": np.float32(0.02), "bz": np.uint8(130), "mq": r.integers(-128, 128, (8, 1, 1)).astype(np.int8),
+             "ms": np.float32(0.01), "mz": np.int8(0), "s2": np.float32(0.06), "z2": np.int8(-4),
+             "s3": np.float32(0.004), "z3": np.int8(1)}
+    q, dq = "QuantizeLinear", "DequantizeLinear"
+    nodes = [helper.make_node(q, ["x", "s", "z"], ["xq"]), helper.make_node(dq, ["xq", "s", "z"], ["xf"]),
+             helper.make_node(dq, ["bq", "bs", "bz"], ["bf"]), helper.make_node(dq, ["mq", "ms", "mz"], ["mf"]),
+             helper.make_node("Add", ["xf", "bf"], ["a"]),
+             helper.make_node(q, ["a", "s2", "z2"], ["aq"]), helper.make_node(dq, ["aq", "s2", "z2"], ["af"]),
+             helper.make_node("Mul", ["mf", "af"], ["m"]),
+             helper.make_node(q, ["m", "s3", "z3"], ["mq2"]), helper.make_node(dq, ["mq2", "s3", "z3"], ["y"])]
+    graph = helper.make_graph(nodes, "consts", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 4, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(np.asarray(v), k) for k, v in inits.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    m = build(model, "pynq-z1", target="ref")
+    ops = m.compiled.stats["ops"]
+    assert ops.get("QAdd") == 1 and ops.get("QMul") == 1 and "Add" not in ops and "Mul" not in ops
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    x = RNG.standard_normal((1, 8, 4, 4)).astype(np.float32) * 3
+    # the Add may be one step (0.06) off, scaled by |const| <= 1.28 into the Mul's steps (0.004): 20 steps + 1
+    ours, ref = m(x=x), sess.run(None, {"x": x})[0]
+    assert np.abs(ours - ref).max() <= 0.06 * 1.28 + 0.004 + 1e-6 and cosine(ours, ref) >= 0.999
