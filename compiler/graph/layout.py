@@ -4,7 +4,8 @@
 tensors (weights, bias and per-channel requant params are packed/padded at compile time).
 Elementwise ops whose operands are all packed alike (or scalars) stay packed too, so chains
 such as conv -> add -> conv keep one layout; an int8 ``MaxPool`` on a packed tensor becomes
-``PackedMaxPool`` (pools over axes 2, 3 of the packed layout). A plain tensor keeps its original name; its
+``PackedMaxPool`` (pools over axes 2, 3 of the packed layout), and a channel ``Concat`` whose
+inputs fill whole blocks concatenates the packed block axis. A plain tensor keeps its original name; its
 packed twin is ``name@packed{block}``. Pack/Unpack/Repack nodes are inserted lazily, at most one
 per (tensor, layout).
 """
@@ -121,6 +122,21 @@ def _packed_int_op(g: Graph, n: Node, lay: _Layouts) -> bool:
     return True
 
 
+def _packed_channel_concat(g: Graph, n: Node, lay: _Layouts) -> bool:
+    """A channel ``Concat`` of 4-D tensors packed alike whose channel counts (all but the last) fill whole blocks:
+    the packed result is the concatenation of the packed inputs along the block axis."""
+    if n.op != "Concat" or len(n.outputs) != 1 or not n.inputs or not all(i and i in lay.packed for i in n.inputs):
+        return False
+    shapes = [g.tensors[i].shape for i in n.inputs]
+    if any(len(sh) != 4 for sh in shapes) or int(n.attrs.get("axis", 1)) % 4 != 1:
+        return False
+    common = set.intersection(*(set(lay.packed[i]) for i in n.inputs))
+    if len(common) != 1 or set(lay.packed[n.inputs[0]]) != common:
+        return False
+    blk = next(iter(common))
+    return all(sh[1] % blk == 0 for sh in shapes[:-1]) and len({(sh[0], *sh[2:]) for sh in shapes}) == 1
+
+
 def pack_layouts(g: Graph, cfg) -> int:
     """Rewrite ``g`` in place for a config with ``batch``, ``block_in``, ``block_out``; returns #transforms."""
     lay = _Layouts(g, cfg)
@@ -149,6 +165,12 @@ def pack_layouts(g: Graph, cfg) -> int:
             out = f"{n.outputs[0]}@packed{blk}"
             lay.register(n.outputs[0], blk, out, g.tensors[n.outputs[0]].dtype)
             lay.new_nodes.append(Node("PackedSqueezeHW", [src], [out], {}, n.name))
+            continue
+        if _packed_channel_concat(g, n, lay):  # block-aligned channel concat: concatenate the packed block axis
+            blk = next(iter(lay.packed[n.inputs[0]]))
+            out = f"{n.outputs[0]}@packed{blk}"
+            lay.register(n.outputs[0], blk, out, g.tensors[n.outputs[0]].dtype)
+            lay.new_nodes.append(Node("Concat", [lay.packed[i][blk] for i in n.inputs], [out], {"axis": 1}, n.name))
             continue
         if _packed_int_op(g, n, lay):
             blk = next(iter(lay.packed[n.inputs[0]]))
