@@ -14,7 +14,7 @@ from compiler.cpu.conv_kernels import conv2d_nchw, qconv2d, qdense
 from compiler.graph.accel_interface import pack_activation, unpack_activation
 from compiler.cpu.pool_kernels import packed_max_pool
 from compiler.graph.tap_fold import fold_taps
-from compiler.quant.int_elementwise import qadd, qgap, qlookup, qmul
+from compiler.quant.int_elementwise import qadd, qavgpool, qgap, qlookup, qmul
 from compiler.quant.rebase import rebase_uint8_array
 
 Kernel = Callable[..., object]
@@ -99,6 +99,11 @@ def qmul_k(a, x, y):
 @kernel("QLookup")
 def qlookup_k(a, x):
     return qlookup(x, a["table"])
+
+
+@kernel("QAveragePool")
+def qavgpool_k(a, x):
+    return qavgpool(x, a["qavgpool"])
 
 
 @kernel("QGlobalAveragePool")

@@ -30,7 +30,7 @@ _PATTERNS = {
                           "Gather", "FoldTaps", "PackedSqueezeHW", "PackActivation", "UnpackActivation", "Repack"},
     OpPattern.COMM_REDUCE: {"GlobalAveragePool", "QGlobalAveragePool"},
     OpPattern.OUT_ELEMWISE_FUSABLE: {"Conv", "Gemm", "MatMul", "QConv2D", "QDense", "AccelConv2D", "AccelDense",
-                                     "MaxPool", "AveragePool", "PackedMaxPool"},
+                                     "MaxPool", "AveragePool", "PackedMaxPool", "QAveragePool"},
 }
 OP_PATTERN: dict[str, OpPattern] = {op: p for p, ops in _PATTERNS.items() for op in ops}
 

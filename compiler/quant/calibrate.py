@@ -36,8 +36,8 @@ UNARY_INT_OPS = ("HardSwish", "HardSigmoid", "Sigmoid", "LeakyRelu")
 def _residual_add(g: Graph, n: Node) -> bool:
     """Ops quantized around so that they lower to integer host ops: an ``Add`` of two same-shaped
     activations (``QAdd``), a ``Mul`` of two activations (the squeeze-excite gate, ``QMul``),
-    ``GlobalAveragePool`` and unary activations (``QLookup`` tables)."""
-    if n.op == "GlobalAveragePool":
+    ``GlobalAveragePool``/``AveragePool`` and unary activations (``QLookup`` tables)."""
+    if n.op in ("GlobalAveragePool", "AveragePool"):
         return len(g.tensors[n.inputs[0]].shape) == 4
     if n.op in UNARY_INT_OPS:
         return all(not i or i in g.constants for i in n.inputs[1:])
@@ -136,7 +136,7 @@ def insert_qdq(g: Graph, calibration) -> int:
         if n in targets and n.inputs[0] not in dq_of.values():
             n.inputs[0] = qdq(n.inputs[0])
         if n in adds:
-            k = 1 if n.op in UNARY_INT_OPS or n.op == "GlobalAveragePool" else 2
+            k = 1 if n.op in UNARY_INT_OPS or n.op in ("GlobalAveragePool", "AveragePool") else 2
             n.inputs = [i if j >= k or i in dq_of.values() else qdq(i) for j, i in enumerate(n.inputs)]
         new_nodes.append(n)
         for o in n.outputs:

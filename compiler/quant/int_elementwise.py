@@ -10,6 +10,9 @@ of the inputs (fixed-point multipliers chosen at compile time, no float at run t
   ``m/2**shift ~ sa*sb/sy`` (|(a - za)(b - zb)| < 2**16 and m < 2**15 fit int32);
 * ``QGlobalAveragePool``: ``y = clip(zy + round_shift(m*(sum(x) - n*zx), shift), -128, 127)``
   with ``m/2**shift ~ sx/(sy*n)`` (computed in int64 on the host);
+* ``QAveragePool``: the window sums of ``x - zx`` (padding is real zero) times a per-output-position
+  multiplier ``m[oy, ox]/2**shift ~ sx/(sy*count)`` (count: the window's elements, with or without
+  padding per ``count_include_pad``), rounded, plus ``zy``;
 * ``QLookup``: any unary elementwise op between a DQ and a Q (HardSwish, HardSigmoid, Sigmoid, ...)
   is a 256-entry int8 -> int8 table, computed at compile time exactly as ``Q(op(DQ(v)))``.
 
@@ -144,4 +147,52 @@ def qgap(x: np.ndarray, p: QPoolParams, packed: bool = False) -> np.ndarray:
     acc = s * p.mult
     rnd = (1 << (p.shift - 1)) if p.shift > 0 else 0
     y = ((acc + rnd) >> p.shift) + p.out_zp
+    return np.clip(y, -128, 127).astype(np.int8)
+
+
+@dataclass(frozen=True)
+class QAvgPoolParams:
+    """A quantized 2-D average pool: window geometry, zero points and per-position fixed-point multipliers."""
+
+    kernel: tuple[int, int]
+    strides: tuple[int, int]
+    pads: tuple[int, int, int, int]
+    mult: np.ndarray  # (OH, OW) int64
+    shift: int
+    in_zp: int
+    out_zp: int
+
+
+def _window_sums(x: np.ndarray, kernel, strides, pads) -> np.ndarray:
+    kh, kw = kernel
+    sh, sw = strides
+    t, l, b, r = pads
+    xp = np.pad(x, ((0, 0), (0, 0), (t, b), (l, r)))
+    win = np.lib.stride_tricks.sliding_window_view(xp, (kh, kw), axis=(2, 3))[:, :, ::sh, ::sw]
+    return win.sum(axis=(-2, -1))
+
+
+def choose_qavgpool(sx: float, zx: int, sy: float, zy: int, h: int, w: int, kernel, strides, pads,
+                    count_include_pad: bool) -> QAvgPoolParams:
+    """Parameters of ``Q(AveragePool(DQ(x)))`` on an ``h x w`` input (``pads`` already resolved for ceil_mode)."""
+    if min(sx, sy) <= 0:
+        raise ValueError(f"QAveragePool scales must be > 0, got {sx}, {sy}")
+    kernel, strides, pads = tuple(int(v) for v in kernel), tuple(int(v) for v in strides), tuple(int(v) for v in pads)
+    if count_include_pad:
+        t, l, b, r = pads
+        cnt = _window_sums(np.pad(np.ones((1, 1, h, w), np.int64), ((0, 0), (0, 0), (t, b), (l, r)), constant_values=1),
+                           kernel, strides, (0, 0, 0, 0))[0, 0]
+    else:
+        cnt = _window_sums(np.ones((1, 1, h, w), np.int64), kernel, strides, pads)[0, 0]
+    ratios = sx / (sy * np.maximum(cnt, 1).astype(np.float64))
+    (_,), shift = _fixed_point([float(ratios.max())], mult_bits=24, max_shift=40)
+    mult = np.rint(ratios * 2.0 ** shift).astype(np.int64)
+    return QAvgPoolParams(kernel, strides, pads, mult, shift, int(zx), int(zy))
+
+
+def qavgpool(x: np.ndarray, p: QAvgPoolParams) -> np.ndarray:
+    """Integer average pool of an NCHW int8 tensor."""
+    s = _window_sums(np.asarray(x, np.int64) - p.in_zp, p.kernel, p.strides, p.pads)
+    rnd = (1 << (p.shift - 1)) if p.shift > 0 else 0
+    y = ((s * p.mult + rnd) >> p.shift) + p.out_zp
     return np.clip(y, -128, 127).astype(np.int8)

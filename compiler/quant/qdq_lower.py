@@ -7,7 +7,7 @@
   the real zero); the output zero point is ``Requant.zero_point``. Weight zero points are
   subtracted at compile time when the result fits int8.
 * ``DQ(a) + DQ(b) [-> Relu] -> Q`` becomes ``QAdd``, ``DQ(a) * DQ(b) -> Q`` ``QMul``,
-  ``DQ(x) -> GlobalAveragePool -> Q`` ``QGlobalAveragePool`` and ``DQ -> unary op -> Q``
+  ``DQ(x) -> GlobalAveragePool/AveragePool -> Q`` ``QGlobalAveragePool``/``QAveragePool`` and ``DQ -> unary op -> Q``
   (HardSwish, HardSigmoid, Sigmoid, ...) a 256-entry ``QLookup`` table
   (:mod:`compiler.quant.int_elementwise`): integer, no float round trip.
 * ``DQ(t) -> MaxPool/Flatten/Reshape/... -> Q`` with identical scale and zero point runs the
@@ -24,7 +24,7 @@ from dataclasses import replace
 import numpy as np
 
 from compiler.graph.ir import Graph, Node
-from compiler.quant.int_elementwise import choose_qadd, choose_qgap, choose_qmul, lookup_table
+from compiler.quant.int_elementwise import choose_qadd, choose_qavgpool, choose_qgap, choose_qmul, lookup_table
 from compiler.quant.requant_params import acc_bound, choose_requant
 
 INT_PASSTHROUGH = {"MaxPool", "Relu", "Flatten", "Reshape", "Transpose", "Identity", "Squeeze", "Unsqueeze", "Resize"}
@@ -308,6 +308,25 @@ def _lower_unary(g: Graph, n: Node, prod, cons) -> tuple[Node, list[Node]] | Non
     return Node("QLookup", [x[0]], [q.outputs[0]], {"table": table, "fn": n.op}, n.name), [n, q]
 
 
+def _lower_avgpool(g: Graph, n: Node, prod, cons) -> tuple[Node, list[Node]] | None:
+    from compiler.cpu.kernels import pool_pads  # the one pool padding rule (ceil_mode included)
+
+    x = _act_params(g, prod.get(n.inputs[0]))
+    q = _single_consumer(cons, n.outputs[0], g)
+    if x is None or q is None or q.op != "QuantizeLinear" or _q_params(g, q) is None:
+        return None
+    shape = g.tensors[x[0]].shape
+    if len(shape) != 4 or any(int(d) != 1 for d in n.attrs.get("dilations", (1, 1))):
+        return None
+    kh, kw, sh, sw, t, l, b, r = pool_pads(n.attrs, shape[2], shape[3])
+    sy, zy = _q_params(g, q)
+    p = choose_qavgpool(x[1], x[2], sy, zy, shape[2], shape[3], (kh, kw), (sh, sw), (t, l, b, r),
+                        bool(n.attrs.get("count_include_pad", 0)))
+    if p.mult.shape != tuple(g.tensors[q.outputs[0]].shape[2:]):
+        return None
+    return Node("QAveragePool", [x[0]], [q.outputs[0]], {"qavgpool": p}, n.name), [n, q]
+
+
 def _lower_gap(g: Graph, n: Node, prod, cons) -> tuple[Node, list[Node]] | None:
     x = _act_params(g, prod.get(n.inputs[0]))
     q = _single_consumer(cons, n.outputs[0], g)
@@ -370,7 +389,7 @@ def lower_qdq(g: Graph) -> int:
     count = 0
     for kinds, fn in ((("Conv", "Gemm", "MatMul"), _lower_one), (tuple(INT_PASSTHROUGH | {"Pad"}), _lower_passthrough),
                       (("Add",), _lower_add), (("Mul",), _lower_mul), (("GlobalAveragePool",), _lower_gap),
-                      (("Concat",), _lower_concat),
+                      (("Concat",), _lower_concat), (("AveragePool",), _lower_avgpool),
                       (tuple(LOOKUP_OPS), _lower_unary)):
         changed = True
         while changed:
