@@ -45,6 +45,18 @@ FINISH) -> store (STORE). Load has no *prev*, store has no *next*.
 `imm` is a {imm}-bit signed immediate, sign-extended to the accumulator width. ALU results wrap to
 `acc_width` bits.
 
+## The fused requant op (`ALU.REQUANT`)
+
+`REQUANT` is a *record* op: the micro-op's src index (plus the loop's src offsets) names a WGT
+element instead of an ACC element, and lane `(b, o)` reads a 128-bit parameter record from the first
+128 bits of that element's row `o` (little-endian: bias int32 at bit 0, mult int32 at 32, shift at 64
+(6 bits, 0..63), zp int16 at 80, lo int16 at 96, hi int16 at 112). It computes
+`min(max(round_shift(wrap32(acc + bias) * mult, shift) + zp, lo), hi)` with the exact 64-bit product and
+`round_shift(p, s) = ((p >> (s - 1)) + 1) >> 1` (round half up; `p` for `s = 0`): a whole requant
+epilogue in one ALU pass. It has no immediate form (`use_imm` must be 0) and exists where a WGT row
+holds a record per channel, `block_in * wgt_width >= 128` (pynq-z1, ultra96; not tiny or ecp5-85f,
+where the simulator rejects it). The record index must fit the micro-op's src field.
+
 ## LOAD padding (`pad_value`)
 
 A LOAD writes `(y_pad0 + y_size + y_pad1) x (x_pad0 + x_size + x_pad1)` elements; every lane of a

@@ -162,8 +162,9 @@ def requant(cfg: "HwConfig", seed: int = 0) -> Case:
     n, nch = 8, 2 * cfg.block_out
     a = rng.integers(-(1 << 31), 1 << 31, size=_acc_shape(cfg, n), dtype=np.int64).astype(np.int32)
     hi = (1 << (cfg.out_width - 1)) - 1
-    rec = pack_records(cfg, bias=rng.integers(-(1 << 31), 1 << 31, nch), mult=rng.integers(1 << 30, 1 << 31, nch),
-                       shift=rng.integers(28, 40, nch), zp=rng.integers(-20, 20, nch), lo=rng.integers(-hi - 1, 0, nch),
+    # signed 32-bit multipliers and shifts 20..63: outputs inside the clip range, at its bounds, and rounded to 0
+    rec = pack_records(cfg, bias=rng.integers(-(1 << 31), 1 << 31, nch), mult=rng.integers(-(1 << 31), 1 << 31, nch),
+                       shift=rng.integers(20, 64, nch), zp=rng.integers(-20, 20, nch), lo=rng.integers(-hi - 1, 0, nch),
                        hi=hi, n_channels=nch)
     q = CommandQueue(cfg)
     xb = q.alloc(a.shape, np.int32, name="x")
