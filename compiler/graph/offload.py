@@ -21,6 +21,10 @@ class HostFallbackWarning(UserWarning):
     """Some MAC-doing layers of a model run on the host instead of the accelerator."""
 
 
+class LossyWeightsWarning(UserWarning):
+    """Some layers' weights could not be used as given (a weight zero point leaves int8) and were re-quantized."""
+
+
 def node_macs(g: Graph, n: Node) -> int:
     """Real multiply-accumulates of one node (0 for ops without a reduction over weights)."""
     if n.op not in MAC_OPS or not n.outputs or n.outputs[0] not in g.tensors:
@@ -71,6 +75,17 @@ def _default_reason(n: Node) -> str:
     if n.op in ("QConv2D", "QDense"):
         return "integer layer outside the accelerator's conv/dense forms"
     return "float layer: not in a quantized (QDQ) pattern the compiler lowers"
+
+
+def warn_lossy_weights(g: Graph, stacklevel: int = 3) -> list[str]:
+    """Warn once when layers run with re-quantized (not bit-exact) weights."""
+    names = [n.name for n in g.nodes if n.attrs.get("weights_requantized")]
+    if names:
+        shown = ", ".join(names[:8]) + (f", ... {len(names) - 8} more" if len(names) > 8 else "")
+        warnings.warn(f"{g.name}: {len(names)} layer(s) have weight zero points that leave int8 (e.g. asymmetric uint8 "
+                      f"weights); their weights were re-quantized to symmetric int8, so results are close to but not "
+                      f"bit-exact with the model's QDQ semantics: {shown}", LossyWeightsWarning, stacklevel=stacklevel)
+    return names
 
 
 def warn_host_fallbacks(g: Graph, stacklevel: int = 3) -> list[tuple[str, str, str]]:

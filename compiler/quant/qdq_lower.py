@@ -117,7 +117,10 @@ def quantize_bias(bias: np.ndarray, acc_scale: np.ndarray) -> np.ndarray:
 
 
 def _weight(g: Graph, prod, name: str, out_axis: int):
-    """Integer weight and per-output-channel scale (array), from DQ(int8 const) or a float constant."""
+    """(int8 weight, per-output-channel scale array, re-quantized?) from DQ(int8/uint8 const) or a float constant.
+
+    Weight zero points are subtracted exactly when the result fits int8; otherwise (e.g. asymmetric uint8
+    weights) the weights are re-quantized to symmetric per-channel int8, which is lossy and flagged."""
     p = _dq_params(g, prod.get(name))
     if p is not None:
         wq = _const(g, p[0])
@@ -130,14 +133,15 @@ def _weight(g: Graph, prod, name: str, out_axis: int):
             shape = [1] * wq.ndim
             shape[out_axis] = -1
             wz = wq.astype(np.int64) - (zp.reshape(shape) if zp.size > 1 else zp.reshape(()))
-            if wz.min(initial=0) < -128 or wz.max(initial=0) > 127:
-                return None
+            scale = np.broadcast_to(scale, (wq.shape[out_axis],)).astype(np.float64)
+            if wz.min(initial=0) < -128 or wz.max(initial=0) > 127:  # e.g. uint8 weights: re-quantize (lossy)
+                return (*quantize_weight_per_channel(wz * scale.reshape(shape), out_axis), True)
             wq = wz.astype(np.int8)
-        return wq, np.broadcast_to(scale, (wq.shape[out_axis],)).astype(np.float64)
+        return wq, np.broadcast_to(scale, (wq.shape[out_axis],)).astype(np.float64), False
     w = _const(g, name)
     if w is None or not np.issubdtype(w.dtype, np.floating):
         return None
-    return quantize_weight_per_channel(w.astype(np.float64), out_axis)
+    return (*quantize_weight_per_channel(w.astype(np.float64), out_axis), False)
 
 
 def _bias_value(g: Graph, prod, name: str):
@@ -207,7 +211,7 @@ def _lower_one(g: Graph, n: Node, prod, cons) -> tuple[Node, list[Node]] | None:
     if wt is None:
         return _host(n, "weight is not a constant (DequantizeLinear of int8/uint8 with per-tensor or per-output-channel "
                         "scale and a zero point that keeps it int8, or float)")
-    wq, w_scale = wt
+    wq, w_scale, requantized = wt
     if out_axis == 1:  # (K, M) -> (M, K)
         wq = np.ascontiguousarray(wq.T)
     ep = _epilogue_chain(g, cons, n.outputs[0])
@@ -238,6 +242,8 @@ def _lower_one(g: Graph, n: Node, prod, cons) -> tuple[Node, list[Node]] | None:
     inputs = [x[0], w_name, g.add_constant(g.fresh_name(f"{n.name}/bq"), b_int) if b_int is not None else ""]
     attrs = {"requant": rq, "in_scale": in_scale, "w_scale": w_scale, "out_scale": out_scale,
              "in_zero_point": in_zp, "out_zero_point": out_zp}
+    if requantized:
+        attrs["weights_requantized"] = "weight zero point leaves int8: weights re-quantized to symmetric int8 (lossy)"
     if n.op == "Conv":
         attrs.update({k: n.attrs[k] for k in ("strides", "pads", "dilations")}, group=int(n.attrs.get("group", 1)))
         if in_zp and any(n.attrs["pads"]):
@@ -384,6 +390,25 @@ def _lower_concat(g: Graph, n: Node, prod, cons) -> tuple[Node, list[Node]] | No
     return Node("Concat", ins, [q.outputs[0]], dict(n.attrs), n.name), [n, q]
 
 
+def _fold_int_relus(g: Graph) -> int:
+    """``QAdd -> Relu`` (an int8 Relu left by a ``Q -> DQ -> Relu -> Q`` chain, zero point 0): the Relu becomes
+    the QAdd's lower clip."""
+    prod, cons = g.producers(), g.consumers()
+    folded = 0
+    for n in list(g.nodes):
+        src = prod.get(n.inputs[0]) if n.op == "Relu" else None
+        if src is None or src.op != "QAdd" or len(cons.get(n.inputs[0], [])) != 1 or n.inputs[0] in g.outputs:
+            continue
+        p = src.attrs["qadd"]
+        if p.out_zp != 0 or g.tensors[n.inputs[0]].dtype != np.int8:
+            continue
+        src.attrs["qadd"] = replace(p, out_min=max(p.out_min, 0))
+        src.outputs[0] = n.outputs[0]
+        g.nodes.remove(n)
+        folded += 1
+    return folded
+
+
 def lower_qdq(g: Graph) -> int:
     """Rewrite QDQ patterns in place; returns the number of nodes lowered to integer form."""
     count = 0
@@ -408,6 +433,8 @@ def lower_qdq(g: Graph) -> int:
                 count += 1
                 changed = True
                 break
+    g.remove_dead()
+    count += _fold_int_relus(g)
     g.toposort()
     g.remove_dead()
     return count

@@ -44,6 +44,17 @@ def test_ort_qdq_model_matches_onnxruntime_int8(seed):
         assert cosine(m(input=x), ort_run(q, {"input": x})[0]) >= 0.999
 
 
+def test_symmetric_model_folds_the_post_add_relu_into_qadd():
+    q = ort_quantize_static(small_cnn(1), _calib())  # symmetric activations: ORT keeps Add -> Q -> DQ -> Relu -> Q
+    m = build(q, target="ref")
+    ops = m.compiled.stats["ops"]
+    assert ops.get("QAdd") == 1 and "Relu" not in ops
+    qadd = next(n for n in m.graph.nodes if n.op == "QAdd").attrs["qadd"]
+    assert qadd.out_zp == 0 and qadd.out_min == 0
+    x = RNG.standard_normal((1, 3, 12, 12)).astype(np.float32)
+    assert cosine(m(input=x), _ort_basic(q).run(None, {"input": x})[0]) >= 0.999
+
+
 def test_ort_qdq_8bit_weights_match_qdq_reference_semantics():
     q = ort_quantize_static(small_cnn(2), _calib())
     so = ort.SessionOptions()

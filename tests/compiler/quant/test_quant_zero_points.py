@@ -137,3 +137,25 @@ def test_omitted_zero_points_are_uint8_zero():
     x = RNG.standard_normal((1, 20, 9, 9)).astype(np.float32)
     ort_y = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     assert np.abs(m(x=x) - ort_y).max() <= 0.5 + 1e-6
+
+
+def test_uint8_weights_with_zero_point_are_requantized_and_flagged():
+    from onnx import numpy_helper as nh
+
+    from compiler.graph.offload import LossyWeightsWarning
+
+    model, w, _ = qdq_conv_model(20, 20, 3, 1, 1, np.uint8, 120, 100, False)
+    inits = {i.name: i for i in model.graph.initializer}
+    w_u8 = (w.astype(np.int16) + 128).astype(np.uint8)  # uint8 weights with zero point 100: w - 100 spans -99..155
+    inits["w"].CopyFrom(nh.from_array(w_u8, "w"))
+    inits["wz"].CopyFrom(nh.from_array(np.uint8(100), "wz"))
+    with pytest.warns(LossyWeightsWarning, match="re-quantized"):
+        m = build(model, "pynq-z1", target="ref")
+    conv = next(n for n in m.graph.nodes if n.op == "AccelConv2D")
+    assert conv.attrs["weights_requantized"] and "Conv" not in m.compiled.stats["ops"]
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    x = RNG.standard_normal((1, 20, 9, 9)).astype(np.float32)
+    ort_y = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    ours = m(x=x)
+    assert np.abs(ours - ort_y).max() <= 2 * 0.5 + 1e-6  # lossy, but within two output steps
