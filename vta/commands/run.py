@@ -152,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
     from compiler.frontend.errors import UnsupportedOperatorError
     from compiler.frontend.onnx_import import load_model
     from compiler.frontend.support import check_supported
-    from compiler.graph.offload import HostFallbackWarning
+    from compiler.graph.offload import HostFallbackWarning, LossyWeightsWarning
 
     logging.getLogger().setLevel(logging.ERROR)
     console = make_console()
@@ -185,10 +185,11 @@ def run(args: argparse.Namespace) -> int:
     console.print(f"compiling {args.model} for {getattr(cfg, 'name', 'config')} (target {args.target}) ...")
     with warnings.catch_warnings(record=True) as caught:  # printed once, in the console's words
         warnings.simplefilter("always", HostFallbackWarning)
+        warnings.simplefilter("always", LossyWeightsWarning)
         mod = build(model, cfg, target=args.target, calibration=calibration, input_shapes=shapes, progress=show,
                     cpu=getattr(args, "cpu", "numpy"))
     for w in caught:
-        if issubclass(w.category, HostFallbackWarning):
+        if issubclass(w.category, (HostFallbackWarning, LossyWeightsWarning)):
             console.print(f"warning: {w.message}")
         else:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
