@@ -28,7 +28,7 @@ from compiler.quant.int_elementwise import choose_qadd, choose_qavgpool, choose_
 from compiler.quant.requant_params import acc_bound, choose_requant
 
 INT_PASSTHROUGH = {"MaxPool", "Relu", "Flatten", "Reshape", "Transpose", "Identity", "Squeeze", "Unsqueeze", "Resize"}
-ZERO_POINT_FREE = {"Relu", "Pad"}  # ops that treat integer 0 as real zero
+ZERO_POINT_FREE = {"Relu"}  # ops that treat integer 0 as real zero (constant Pad is handled apart)
 LOOKUP_OPS = {"HardSwish", "HardSigmoid", "Sigmoid", "Tanh", "LeakyRelu", "Relu", "Clip", "Elu", "Softplus", "Exp"}
 
 
