@@ -159,3 +159,17 @@ def test_uint8_weights_with_zero_point_are_requantized_and_flagged():
     ort_y = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     ours = m(x=x)
     assert np.abs(ours - ort_y).max() <= 2 * 0.5 + 1e-6  # lossy, but within two output steps
+
+
+def test_ort_default_resnet_small_is_bit_equal_on_sim_and_ref():
+    """onnxruntime's default quantization (asymmetric int8 activations): the simulator equals the numpy reference."""
+    from compiler.quant.ort_tools import ort_quantize_static
+    from compiler.zoo import resnet18_small
+
+    calib = [{"input": RNG.standard_normal((1, 3, 32, 32)).astype(np.float32)} for _ in range(2)]
+    q = ort_quantize_static(resnet18_small(), calib, per_channel=False, symmetric_activations=False)
+    x = RNG.standard_normal((1, 3, 32, 32)).astype(np.float32)
+    sim, ref = build(q, "pynq-z1", target="sim"), build(q, "pynq-z1", target="ref")
+    np.testing.assert_array_equal(sim(input=x), ref(input=x))
+    s = sim.profile_summary()
+    assert s["accel_mac_fraction"] == 1.0 and s["accel_cycles"] > 0 and "Conv" not in s["host_ops"]
