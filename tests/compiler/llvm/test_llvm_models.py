@@ -12,8 +12,8 @@ from compiler.executor import build
 logging.getLogger().setLevel(logging.ERROR)
 WORK = zoo_workloads()
 # integer host ops of the offload path (compiler.quant.int_elementwise, tap folding, packed pools): numpy only so far
-# (QAdd has an LLVM kernel)
-NUMPY_INT_OPS = {"QMul", "QLookup", "QGlobalAveragePool", "FoldTaps", "PackedMaxPool", "PackedSqueezeHW",
+# (QAdd, QMul and QLookup have LLVM kernels)
+NUMPY_INT_OPS = {"QGlobalAveragePool", "FoldTaps", "PackedMaxPool", "PackedSqueezeHW",
                  "RebaseUint8"}
 
 
