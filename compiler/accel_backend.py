@@ -14,6 +14,7 @@ import numpy as np
 
 from compiler.codegen.emit import emit
 from compiler.codegen.ops import OpBuilder
+from compiler.conv_stripes import conv2d_in_stripes, stripe_rows
 from compiler.lower import lower
 from compiler.requant import Requant
 from compiler.topi.conv2d import ConvShape, conv2d_compute, conv2d_epilogue, conv2d_kernel
@@ -135,7 +136,8 @@ def _np_dtype(d: str):
     return {"int8": np.int8, "int32": np.int32, "int16": np.int16}[d]
 
 
-def _conv_shape_from(cfg: HwConfig, x: np.ndarray, w: np.ndarray, stride, padding, groups: int) -> ConvShape:
+def _conv_shape_from(cfg: HwConfig, x: np.ndarray, w: np.ndarray, stride, padding, groups: int,
+                     pad_value: int = 0) -> ConvShape:
     if x.ndim != 6 or w.ndim != 6:
         raise ValueError(f"conv2d: x must be 6-D (N//B, C//BI, H, W, B, BI) and w 6-D (O//BO, I//BI, KH, KW, BO, BI); "
                          f"got {x.shape} and {w.shape}")
@@ -154,7 +156,8 @@ def _conv_shape_from(cfg: HwConfig, x: np.ndarray, w: np.ndarray, stride, paddin
     if len(stride) != 2 or len(padding) != 4:
         raise ValueError(f"conv2d: stride must be (sy, sx) and padding (top, left, bottom, right); got {stride}, {padding}")
     return ConvShape(x.shape[0], groups, x.shape[1] // groups, w.shape[0] // groups, x.shape[2], x.shape[3],
-                     w.shape[2], w.shape[3], tuple(int(s) for s in stride), tuple(int(p) for p in padding))
+                     w.shape[2], w.shape[3], tuple(int(s) for s in stride), tuple(int(p) for p in padding),
+                     int(pad_value))
 
 
 class SimAccelBackend:
@@ -193,13 +196,31 @@ class SimAccelBackend:
         ep = conv2d_epilogue(self.config, cs, comp.kernel.conv, bias, rq)
         return {t: arr for (t, _), (_, arr) in zip(comp.consts, ep.consts)}
 
-    def conv2d(self, x, w, bias, *, stride, padding, groups, requant: Requant) -> np.ndarray:
-        """Packed int8 conv2d + bias + requant on the accelerator; see ``compiler.graph.accel_interface``."""
+    def conv2d(self, x, w, bias, *, stride, padding, groups, requant: Requant, pad_value: int = 0) -> np.ndarray:
+        """Packed int8 conv2d + bias + requant on the accelerator; see ``compiler.graph.accel_interface``.
+
+        ``pad_value`` (int8) fills the spatial padding (the activation zero point; LOAD ``pad_value``).
+        Planes too large for the DMA fields run as row stripes (``compiler.conv_stripes``)."""
         cfg = self.config
         x, w = np.asarray(x), np.asarray(w)
+        rows = stripe_rows(x.shape[2], x.shape[3], w.shape[2], w.shape[3], stride, padding) if x.ndim == 6 else None
+        if rows is not None:  # planes too large for the DMA fields: horizontal stripes
+            profs: list[dict] = []
+
+            def stripe(*a, **k):
+                out = self.conv2d(*a, **k)
+                profs.append(self.last_profile)
+                return out
+            out = conv2d_in_stripes(stripe, x, w, bias, stride=stride, padding=padding, rows=rows, groups=groups,
+                                    requant=requant, pad_value=pad_value)
+            cycles, macs = sum(p["cycles"] for p in profs), sum(p["macs"] for p in profs)
+            by = {k: sum(p["bytes"][k] for p in profs) for k in profs[0]["bytes"]}
+            self.last_profile = {"cycles": cycles, "macs": macs, "utilization": _utilization(cfg, macs, cycles),
+                                 "bytes": by, "device": profs[-1]["device"], "stripes": len(profs)}
+            return out
         if is_depthwise(cfg, x, w, groups):
             w, groups = block_diagonal(w), x.shape[1]
-        cs = _conv_shape_from(cfg, x, w, stride, padding, groups)
+        cs = _conv_shape_from(cfg, x, w, stride, padding, groups, pad_value)
         n_out = w.shape[0] * cfg.block_out
         if bias is not None:
             bias = _pad_vec(bias, n_out, "bias")

@@ -1,15 +1,20 @@
 """The ALU datapath, generated from the ISA's ALU registry (:func:`isa.alu.alu_ops`).
 
 :class:`AmaranthOps` implements the same primitives as :class:`isa.alu.NumpyOps` on
-Amaranth values, so every registered op's ``fn(ops, a, b)`` elaborates to gates.
+Amaranth values, so every registered op's ``fn(ops, a, b)`` elaborates to gates. Each lane
+has ONE multiplier (full ``width x width`` signed product) that every op shares: ``mul``
+hands out the product and :func:`alu_lane` drives its operands from the selected op. A
+record op (REQUANT, ``operand="wgt"``) takes its parameters from the lane's record
+(:mod:`isa.requant`) instead of ``b``.
 """
 from __future__ import annotations
 
-from amaranth.hdl import Mux, Value, signed, Signal, Module
+from amaranth.hdl import Module, Mux, Signal, Value, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from isa.alu import alu_opcode_bits, alu_ops
+from isa.requant import RECORD_BITS, RECORD_FIELDS, Record
 
 
 class AmaranthOps:
@@ -17,6 +22,7 @@ class AmaranthOps:
 
     def __init__(self, width: int):
         self.width = width
+        self.products: list[tuple[Value, Value, Signal]] = []
 
     def add(self, a, b):
         return a + b
@@ -25,7 +31,19 @@ class AmaranthOps:
         return a - b
 
     def mul(self, a, b):
-        return a * b
+        """The lane multiplier's product for operands ``a``, ``b`` (``width``-bit signed)."""
+        p = Signal(signed(2 * self.width), name=f"product{len(self.products)}")
+        self.products.append((a, b, p))
+        return p
+
+    def wrap(self, a):
+        return Value.cast(a)[:self.width].as_signed()
+
+    def round_shift(self, a, s):
+        """``((a >> (s - 1)) + 1) >> 1`` for ``s > 0``, ``a`` for ``s == 0`` (``s`` unsigned)."""
+        amount = Mux(s == 0, 0, s - 1)[:len(s)]
+        t = a >> amount
+        return Mux(s == 0, a, (t + 1) >> 1)
 
     def min(self, a, b):
         return Mux(a < b, a, b)
@@ -48,13 +66,42 @@ class AmaranthOps:
         return Mux(s >= 0, a >> right, (a << left)[:self.width].as_signed())
 
 
-def alu_lane(op_code: Value, a: Value, b: Value, width: int) -> Value:
-    """One lane: ``op(a, b)`` wrapped to ``width`` bits, selected by ``op_code`` over every registered op."""
+def record_of(bits: Value) -> Record:
+    """The REQUANT record fields sliced out of ``RECORD_BITS`` bits (signed where the record says)."""
+    out = {}
+    for f in RECORD_FIELDS:
+        v = bits[f.lo:f.lo + f.width]
+        out[f.name] = v.as_signed() if f.signed else v
+    return Record(**out)
+
+
+def alu_lane(m: Module, op_code: Value, a: Value, b: Value, width: int, rec: Record | None = None) -> Value:
+    """One lane: ``op(a, b)`` wrapped to ``width`` bits, selected by ``op_code`` over every registered op.
+
+    ``rec`` is the lane's REQUANT record; without it record ops are not built (their result is 0)."""
     ops = AmaranthOps(width)
-    result = Signal(signed(width))
-    cases = {}
+    cases, mul_of = {}, {}
     for op in alu_ops():
-        cases[op.opcode] = Value.cast(op.fn(ops, a, b))[:width].as_signed()
+        if op.operand == "wgt" and rec is None:
+            continue
+        n0 = len(ops.products)
+        val = op.fn(ops, a, rec if op.operand == "wgt" else b)
+        if len(ops.products) - n0 > 1:
+            raise ValueError(f"ALU op {op.name} multiplies {len(ops.products) - n0} times; the lane has one multiplier")
+        if len(ops.products) > n0:
+            mul_of[op.opcode] = ops.products[-1]
+        cases[op.opcode] = Value.cast(val)[:width].as_signed()
+    if mul_of:  # the one multiplier, its operands chosen by the op
+        x, y = Signal(signed(width)), Signal(signed(width))
+        xv: Value = Value.cast(0)
+        yv: Value = Value.cast(0)
+        for code, (pa, pb, _) in mul_of.items():
+            xv = Mux(op_code == code, pa, xv)
+            yv = Mux(op_code == code, pb, yv)
+        prod = Signal(signed(2 * width))
+        m.d.comb += [x.eq(xv), y.eq(yv), prod.eq(x * y)]
+        for _, _, p in mul_of.values():
+            m.d.comb += p.eq(prod)
     out: Value = Value.cast(0)
     for code, val in cases.items():
         out = Mux(op_code == code, val, out)
@@ -62,7 +109,9 @@ def alu_lane(op_code: Value, a: Value, b: Value, width: int) -> Value:
 
 
 class Alu(wiring.Component):
-    """A vector ALU of ``lanes`` lanes of ``width``-bit signed values (combinational)."""
+    """A vector ALU of ``lanes`` lanes of ``width``-bit signed values (combinational).
+
+    ``rec`` holds one REQUANT record (``RECORD_BITS`` bits) per lane."""
 
     def __init__(self, lanes: int, width: int):
         self.lanes, self.width = lanes, width
@@ -70,6 +119,7 @@ class Alu(wiring.Component):
             "op": In(alu_opcode_bits()),
             "a": In(lanes * width),
             "b": In(lanes * width),
+            "rec": In(lanes * RECORD_BITS),
             "y": Out(lanes * width),
         })
 
@@ -79,5 +129,6 @@ class Alu(wiring.Component):
         for j in range(self.lanes):
             a = self.a[j * w:(j + 1) * w].as_signed()
             b = self.b[j * w:(j + 1) * w].as_signed()
-            m.d.comb += self.y[j * w:(j + 1) * w].eq(alu_lane(self.op, a, b, w))
+            rec = record_of(self.rec[j * RECORD_BITS:(j + 1) * RECORD_BITS])
+            m.d.comb += self.y[j * w:(j + 1) * w].eq(alu_lane(m, self.op, a, b, w, rec))
         return m

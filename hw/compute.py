@@ -2,7 +2,9 @@
 
 GEMM/ALU issue one micro-op per cycle from ``s`` through a three-stage pipeline:
 S0 reads the uop, S1 adds the loop offsets and reads inp/wgt/acc, S2 computes and writes
-acc (and the narrowed OUT mirror). The acc read ports are transparent for the acc write
+acc (and the narrowed OUT mirror). A record ALU op (REQUANT) reads WGT at the src index in S1
+(the WGT port is otherwise idle during ALU instructions); lane ``(b, o)`` takes its record from
+the first ``RECORD_BITS`` bits of the element's row ``o``. The acc read ports are transparent for the acc write
 port, which forwards a result to the next micro-op's read in the same cycle, so no
 hazard is visible. The unit ends at ``e = s + n + pipeline`` (docs/timing.md).
 """
@@ -12,12 +14,13 @@ from amaranth.hdl import Cat, Module, Mux, Signal, Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from hw.alu import alu_lane
+from hw.alu import alu_lane, record_of
 from hw.common import clog2, epb, field
 from hw.dma_read import DmaRead
 from hw.load import connect_engine, mem_ports, mux_read_masters, read_master, read_port
 from hw.unit import IDLE, REQ, dma_control, frontend, push
-from isa.alu import IMM_BITS, alu_opcode_bits
+from isa.alu import IMM_BITS, alu_opcode_bits, alu_ops
+from isa.requant import RECORD_BITS, record_supported
 from isa.config import HwConfig
 from isa.instructions import MemType, Opcode
 
@@ -164,7 +167,12 @@ class ComputeUnit(wiring.Component):
         u_dst, u_src, u_wgt = (field(uword, cfg, "UOP", f) for f in ("dst", "src", "wgt"))
         dst1, src1, wgt1 = Signal(ab), Signal(sb), Signal(wb)
         m.d.comb += [dst1.eq(u_dst + od1), src1.eq(u_src + os1), wgt1.eq(u_wgt + ow1)]
-        m.d.comb += [self.inp_r_addr.eq(src1), self.wgt_r_addr.eq(wgt1), self.acc0_r_addr.eq(dst1),
+        records = record_supported(cfg)
+        rec_codes = [o.opcode for o in alu_ops(cfg) if o.operand == "wgt"]
+        rec1 = Signal()  # a record op: WGT is read at the src index
+        if rec_codes:
+            m.d.comb += rec1.eq(alu1 & Cat(*[op1 == c for c in rec_codes]).any())
+        m.d.comb += [self.inp_r_addr.eq(src1), self.wgt_r_addr.eq(Mux(rec1, src1, wgt1)), self.acc0_r_addr.eq(dst1),
                      self.acc1_r_addr.eq(src1)]
         v2, dst2, alu2, rst2, op2, ui2 = Signal(), Signal(ab), Signal(), Signal(), Signal(op_bits), Signal()
         imm2, ovw2 = Signal(IMM_BITS), Signal()
@@ -202,7 +210,8 @@ class ComputeUnit(wiring.Component):
                 gemm_acc = Mux(ovw2, 0, av)  # overwrite: acc[dst] = inp x wgt^T, the old value is not read
                 gemm_res.append((gemm_acc + tree_sum(prods))[:aw])
                 bv = Mux(ui2, imm2.as_signed(), acc_s[j * aw:][:aw].as_signed())
-                alu_res.append(alu_lane(op2, av, bv, aw)[:aw])
+                rec = record_of(wgt[o * BI * ww:][:RECORD_BITS]) if records else None
+                alu_res.append(alu_lane(m, op2, av, bv, aw, rec)[:aw])
         res = Signal(lanes * aw)
         m.d.comb += res.eq(Mux(rst2, 0, Mux(alu2, Cat(*alu_res), Cat(*gemm_res))))
 

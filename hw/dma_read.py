@@ -1,18 +1,20 @@
-"""2D read DMA into one scratchpad, with zero padding (LOAD of any memory type).
+"""2D read DMA into one scratchpad, with padding (LOAD of any memory type).
 
 Timing (docs/timing.md): started in the grant cycle ``g``; the first AR goes out in
-cycle ``g``; data beats arrive from the DRAM; then one zero element is written per
-cycle for every pad element. ``last`` is high in the final cycle (``e - 1``).
+cycle ``g``; data beats arrive from the DRAM; then one pad element is written per
+cycle for every pad element (zero, or ``pad_value`` in every lane for an engine built
+with ``pad_lane_bits``: LOAD.INP). ``last`` is high in the final cycle (``e - 1``).
 """
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.hdl import Cat, Module, Mux, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from hw.burst import ADDR_BITS, BurstIssuer
 from hw.common import bpe as _bpe, epb as _epb, log2
 from isa.config import HwConfig
+from isa.encoding import layouts
 
 IDLE, RECV, TOP, SIDES, BOTTOM = range(5)
 
@@ -33,14 +35,20 @@ def drive_bursts(m: Module, cfg: HwConfig, eng, bi: BurstIssuer) -> None:
 
 
 class DmaRead(wiring.Component):
-    """Moves ``y_size`` rows of ``x_size`` elements (``elem_bytes`` each) from DRAM to a scratchpad of ``abits`` address bits."""
+    """Moves ``y_size`` rows of ``x_size`` elements (``elem_bytes`` each) from DRAM to a scratchpad of ``abits`` address bits.
 
-    def __init__(self, cfg: HwConfig, elem_bytes: int, abits: int):
+    With ``pad_lane_bits`` the engine has a signed ``pad_value`` input (the MEM format's field) and writes it,
+    sign-extended, into every ``pad_lane_bits``-bit lane of a pad element; otherwise pads are zero.
+    """
+
+    def __init__(self, cfg: HwConfig, elem_bytes: int, abits: int, pad_lane_bits: int = 0):
         self.cfg, self.eb, self.abits = cfg, elem_bytes, abits
         self.k = _epb(cfg, elem_bytes)
+        self.pad_lane_bits = pad_lane_bits
         bb = cfg.bus_bytes
+        pad_port = {"pad_value": In(signed(layouts(cfg)["MEM"].field("pad_value").width))} if pad_lane_bits else {}
         super().__init__(dma_members(
-            abits, y_pad0=In(4), y_pad1=In(4), x_pad0=In(4), x_pad1=In(4),
+            abits, y_pad0=In(4), y_pad1=In(4), x_pad0=In(4), x_pad1=In(4), **pad_port,
             ar_valid=Out(1), ar_ready=In(1), ar_addr=Out(ADDR_BITS), ar_len=Out(8),
             r_valid=In(1), r_data=In(bb * 8),
             w_addr=Out(abits), w_data=Out(self.k * elem_bytes * 8), w_count=Out(range(self.k + 1)), w_en=Out(1)))
@@ -68,6 +76,15 @@ class DmaRead(wiring.Component):
         row_sram = Signal(A)
         pa, pcnt = Signal(A), Signal(A)
         sr, sc = Signal(16), Signal(5)
+        wbits = k * eb * 8
+        if self.pad_lane_bits:  # the pad word: pad_value (latched at start) sign-extended into every lane
+            lane = self.pad_lane_bits
+            pv = Signal(signed(len(self.pad_value)))
+            m.d.sync += pv.eq(Mux(self.start, self.pad_value, pv))
+            pad_word = Cat(*[pv.as_signed()[:lane] if len(pv) >= lane else
+                             Cat(pv, pv[-1].replicate(lane - len(pv))) for _ in range(wbits // lane)])
+        else:
+            pad_word = 0
 
         w_start = self.x_pad0 + self.x_size + self.x_pad1
         with m.If(self.start):
@@ -130,7 +147,7 @@ class DmaRead(wiring.Component):
                         with m.If(r + 1 == y):
                             after([TOP, SIDES, BOTTOM])
             with m.Case(TOP, BOTTOM):
-                m.d.comb += [self.w_addr.eq(pa), self.w_data.eq(0), self.w_count.eq(1), self.w_en.eq(1)]
+                m.d.comb += [self.w_addr.eq(pa), self.w_data.eq(pad_word), self.w_count.eq(1), self.w_en.eq(1)]
                 m.d.sync += [pa.eq(pa + 1), pcnt.eq(pcnt - 1)]
                 with m.If(pcnt == 1):
                     with m.If(state == TOP):
@@ -139,7 +156,7 @@ class DmaRead(wiring.Component):
                         after([])
             with m.Case(SIDES):
                 xp = xp0 + xp1
-                m.d.comb += [self.w_addr.eq(pa + Mux(sc < xp0, sc, sc + x_size)), self.w_data.eq(0),
+                m.d.comb += [self.w_addr.eq(pa + Mux(sc < xp0, sc, sc + x_size)), self.w_data.eq(pad_word),
                              self.w_count.eq(1), self.w_en.eq(1)]
                 m.d.sync += sc.eq(sc + 1)
                 with m.If(sc + 1 == xp):

@@ -1,4 +1,4 @@
-"""The load unit: LOAD.INP / LOAD.WGT (2D DMA with zero padding) from its command queue."""
+"""The load unit: LOAD.INP (2D DMA, padding with the instruction's pad value) / LOAD.WGT (zero padding)."""
 from __future__ import annotations
 
 from amaranth.hdl import Module, Mux, Signal
@@ -39,7 +39,7 @@ def read_master(cfg: HwConfig) -> dict:
 def connect_engine(m: Module, cfg: HwConfig, eng: DmaRead, cur, start, unit, mem: str | None) -> None:
     """Drive a DmaRead's instruction fields from ``cur`` and its write port onto ``unit``'s ``mem`` port
     (``mem=None``: the caller routes the write port itself)."""
-    for f in DMA_FIELDS:
+    for f in DMA_FIELDS + (("pad_value",) if getattr(eng, "pad_lane_bits", 0) else ()):
         m.d.comb += getattr(eng, f).eq(field(cur, cfg, "MEM", f))
     m.d.comb += [eng.start.eq(start), eng.ar_ready.eq(unit.ar_ready), eng.r_valid.eq(unit.r_valid),
                  eng.r_data.eq(unit.r_data)]
@@ -75,7 +75,8 @@ class LoadUnit(wiring.Component):
         nop = (field(cur, cfg, "MEM", "y_size") == 0) | (field(cur, cfg, "MEM", "x_size") == 0)
         engines = {}
         for name, mt in (("inp", MemType.INP), ("wgt", MemType.WGT)):
-            eng = DmaRead(cfg, cfg.elem_bytes(name), clog2(cfg.depth(name)))
+            eng = DmaRead(cfg, cfg.elem_bytes(name), clog2(cfg.depth(name)),
+                          pad_lane_bits=cfg.inp_width if mt == MemType.INP else 0)
             m.submodules[f"dma_{name}"] = eng
             requesting = (start & ~nop) | (state == REQ)
             connect_engine(m, cfg, eng, cur, requesting & self.grant & (mem == mt), self, name)

@@ -57,8 +57,9 @@ def random_program(cfg: HwConfig, seed: int, blocks: int | None = None) -> Rando
         sram = int(rng.integers(0, depth - rows * cols + 1))
         dram_elems = n_elems[mem]
         dbase = int(rng.integers(0, dram_elems - (y - 1) * stride - x + 1))
+        pad_value = int(rng.integers(-128, 128)) if mem == "inp" and any(pads) and rng.random() < 0.5 else 0
         return dict(sram_base=sram, dram_base=base[mem] // eb[mem] + dbase, y_size=y, x_size=x, x_stride=stride,
-                    y_pad0=pads[0], y_pad1=pads[1], x_pad0=pads[2], x_pad1=pads[3])
+                    y_pad0=pads[0], y_pad1=pads[1], x_pad0=pads[2], x_pad1=pads[3], pad_value=pad_value)
 
     def loops(depths: tuple[int, int, int]) -> tuple[dict, list[Uop]]:
         """Loop extents/factors and uops whose every index stays below ``depths`` (dst, src, wgt)."""
@@ -132,10 +133,11 @@ def random_program(cfg: HwConfig, seed: int, blocks: int | None = None) -> Rando
                                 src_factor_in=lp["fac"]["src"][1], wgt_factor_out=lp["fac"]["wgt"][0],
                                 wgt_factor_in=lp["fac"]["wgt"][1], overwrite=overwrite))
             elif r < 0.95:
-                lp, uops = loops((cfg.acc_depth, cfg.acc_depth, 1))
-                ld, u0, u1 = load_uops(uops, Deps())
-                ops = alu_ops()
+                ops = alu_ops(cfg)
                 op = ops[int(rng.integers(0, len(ops)))]
+                record = op.operand == "wgt"  # REQUANT: src indexes WGT (random bytes: random records)
+                lp, uops = loops((cfg.acc_depth, min(cfg.wgt_depth, 1 << cfg.uop_src_bits) if record else cfg.acc_depth, 1))
+                ld, u0, u1 = load_uops(uops, Deps())
                 imm = int(rng.integers(-(1 << (IMM_BITS - 1)), 1 << (IMM_BITS - 1)))
                 if rng.random() < 0.5:
                     imm = int(rng.integers(-40, 40))
@@ -143,7 +145,8 @@ def random_program(cfg: HwConfig, seed: int, blocks: int | None = None) -> Rando
                 cmp.append(Alu(op=op.name, reset=bool(rng.random() < 0.1), uop_bgn=u0, uop_end=u1,
                                iter_out=lp["iter_out"], iter_in=lp["iter_in"], dst_factor_out=lp["fac"]["dst"][0],
                                dst_factor_in=lp["fac"]["dst"][1], src_factor_out=lp["fac"]["src"][0],
-                               src_factor_in=lp["fac"]["src"][1], use_imm=bool(rng.random() < 0.5), imm=imm))
+                               src_factor_in=lp["fac"]["src"][1], use_imm=not record and bool(rng.random() < 0.5),
+                               imm=imm))
             else:
                 cmp.append(Gemm(reset=False, uop_bgn=0, uop_end=0, iter_out=1, iter_in=1))  # NOP
         cmp[0] = _with(cmp[0], pop_prev=True, pop_next=b > 0)

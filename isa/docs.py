@@ -44,6 +44,29 @@ FINISH) -> store (STORE). Load has no *prev*, store has no *next*.
 
 `imm` is a {imm}-bit signed immediate, sign-extended to the accumulator width. ALU results wrap to
 `acc_width` bits.
+
+## The fused requant op (`ALU.REQUANT`)
+
+`REQUANT` is a *record* op: the micro-op's src index (plus the loop's src offsets) names a WGT
+element instead of an ACC element, and lane `(b, o)` reads a 128-bit parameter record from the first
+128 bits of that element's row `o` (little-endian: bias int32 at bit 0, mult int32 at 32, shift at 64
+(6 bits, 0..63), zp int16 at 80, lo int16 at 96, hi int16 at 112). It computes
+`min(max(round_shift(wrap32(acc + bias) * mult, shift) + zp, lo), hi)` with the exact 64-bit product and
+`round_shift(p, s) = ((p >> (s - 1)) + 1) >> 1` (round half up; `p` for `s = 0`): a whole requant
+epilogue in one ALU pass. It has no immediate form (`use_imm` must be 0) and exists where a WGT row
+holds a record per channel, `block_in * wgt_width >= 128` (pynq-z1, ultra96; not tiny or ecp5-85f,
+where the simulator rejects it). The record index must fit the micro-op's src field.
+
+## LOAD padding (`pad_value`)
+
+A LOAD writes `(y_pad0 + y_size + y_pad1) x (x_pad0 + x_size + x_pad1)` elements; every lane of a
+pad element holds `pad_value`, signed and sign-extended to the lane width. Only LOAD.INP may use a
+non-zero value (e.g. the activation zero point, so that padding is real zero for asymmetric
+activations); other memories pad with 0 and a STORE's `pad_value` must be 0. The field takes the
+spare bits at the top of the MEM format: `inp_width` bits when they fit, else what is left, which
+must be at least 8 bits (an int8 zero point) or the config is rejected with a ConfigError naming
+the MEM format. Every shipped preset has room for the full `inp_width` (8 bits). Writing a pad
+element costs the same one cycle whatever its value (docs/timing.md).
 """
 
 

@@ -26,6 +26,8 @@ DRAM_ADDR_BITS = 32
 SIZE_BITS = 16
 PAD_BITS = 4
 LOOP_BITS = 14
+#: The LOAD pad value needs at least an int8 (an activation zero point).
+PAD_VALUE_MIN_BITS = 8
 DEP_FIELDS = ("pop_prev", "pop_next", "push_prev", "push_next")
 
 
@@ -108,13 +110,26 @@ def _layouts(cfg: "HwConfig", op_bits: int) -> dict[str, Layout]:
         ("src_factor_out", cfg.acc_idx_bits), ("src_factor_in", cfg.acc_idx_bits),
         ("alu_opcode", op_bits), ("use_imm", 1), ("imm", IMM_BITS, True)]
     uop = [("dst", cfg.uop_dst_bits), ("src", cfg.uop_src_bits), ("wgt", cfg.uop_wgt_bits)]
-    return {
-        "MEM": _pack("MEM", mem, 128, cfg.name),
+    out = {
         "GEMM": _pack("GEMM", gemm, 128, cfg.name),
         "ALU": _pack("ALU", alu, 128, cfg.name),
         "FINISH": _pack("FINISH", _common(), 128, cfg.name),
         "UOP": _pack("UOP", uop, 32, cfg.name),
     }
+    mem.append(("pad_value", pad_value_bits(cfg, sum(f[1] for f in mem), 128), True))
+    return {"MEM": _pack("MEM", mem, 128, cfg.name), **out}
+
+
+def pad_value_bits(cfg: "HwConfig", used: int, bits: int) -> int:
+    """Width of the MEM format's signed ``pad_value`` field: ``inp_width`` bits when they fit the word after
+    the other ``used`` bits, else the spare bits, which must hold at least an int8 (ConfigError otherwise)."""
+    spare = bits - used
+    if spare < PAD_VALUE_MIN_BITS:
+        raise ConfigError(
+            f"HwConfig {cfg.name!r}: the MEM format needs {used} bits before its pad_value field, leaving {spare} of "
+            f"{bits}; pad_value needs >= {PAD_VALUE_MIN_BITS} - reduce the scratchpad sizes (sram_base is "
+            f"{cfg.sram_idx_bits} bits)")
+    return min(cfg.inp_width, spare)
 
 
 def _put(word: int, f: Field, value: int, what: str) -> int:

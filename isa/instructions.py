@@ -67,14 +67,17 @@ class _Mem:
     x_pad0: int = 0
     x_pad1: int = 0
     deps: Deps = NO_DEPS
+    pad_value: int = 0
 
 
 @dataclass(frozen=True)
 class Load(_Mem):
-    """2D DMA from DRAM into a scratchpad, with zero padding around the copied block.
+    """2D DMA from DRAM into a scratchpad, with padding around the copied block.
 
     The block written is ``(y_pad0 + y_size + y_pad1)`` rows of ``(x_pad0 + x_size + x_pad1)``
-    elements, stored contiguously from ``sram_base``.
+    elements, stored contiguously from ``sram_base``. Every lane of a pad element holds
+    ``pad_value`` (signed, sign-extended to the lane width; non-zero only for LOAD.INP, e.g. an
+    activation zero point so that padding represents real zero); otherwise pads are zero.
     """
 
     opcode = Opcode.LOAD
@@ -82,7 +85,7 @@ class Load(_Mem):
 
 @dataclass(frozen=True)
 class Store(_Mem):
-    """2D DMA from the OUT scratchpad to DRAM (row pitch ``x_stride``); pads must be zero."""
+    """2D DMA from the OUT scratchpad to DRAM (row pitch ``x_stride``); pads and ``pad_value`` must be zero."""
 
     opcode = Opcode.STORE
 

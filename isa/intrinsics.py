@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 
 from isa.alu import AluOp, alu_ops, evaluate, wrap
+from isa.requant import Record, unpack_records
 
 if TYPE_CHECKING:
     from isa.config import HwConfig
@@ -83,9 +84,26 @@ def gemm_intrinsic(cfg: "HwConfig") -> TensorIntrinsic:
     )
 
 
+def record_lanes(rows: np.ndarray, wgt_width: int) -> Record:
+    """Records of WGT elements ``(n, block_out, block_in)`` as fields of shape ``(n, 1, block_out)`` (every batch lane)."""
+    r = unpack_records(rows, wgt_width)
+    return Record(**{k: v[:, None, :] for k, v in vars(r).items()})
+
+
 def alu_intrinsic(cfg: "HwConfig", op: AluOp) -> TensorIntrinsic:
-    """``acc[b, o] = op(acc[b, o], src[b, o] or imm)`` for one registered ALU op."""
+    """``acc[b, o] = op(acc[b, o], src[b, o] or imm)`` for one registered ALU op; for a record op (REQUANT)
+    ``acc[b, o] = op(acc[b, o], record(wgt[src][o]))``."""
     width = cfg.acc_width
+    if op.operand == "wgt":
+        def rfn(dst: np.ndarray, rows: np.ndarray) -> np.ndarray:
+            """dst (n, B, BO) int64, rows (n, BO, BI) WGT elements -> new acc (n, B, BO)."""
+            return evaluate(op, dst, record_lanes(rows, cfg.wgt_width), width)
+
+        return TensorIntrinsic(
+            name=f"alu_{op.name.lower()}", kind="alu", extents={"b": cfg.batch, "o": cfg.block_out, "i": cfg.block_in},
+            inputs=(Operand("rec", "wgt", ("o", "i"), cfg.wgt_width),),
+            output=Operand("acc", "acc", ("b", "o"), width), reduce_axes=(),
+            expr=f"acc[b, o] = {op.name}(acc[b, o], record(wgt[src][o, :]))", numpy_fn=rfn, alu_op=op)
 
     def fn(dst: np.ndarray, src: np.ndarray) -> np.ndarray:
         return evaluate(op, dst, src, width)
@@ -104,9 +122,9 @@ def alu_intrinsic(cfg: "HwConfig", op: AluOp) -> TensorIntrinsic:
 
 
 def intrinsics(cfg: "HwConfig") -> dict[str, TensorIntrinsic]:
-    """Every intrinsic of ``cfg``: the GEMM and one ALU intrinsic per registered op."""
+    """Every intrinsic of ``cfg``: the GEMM and one ALU intrinsic per registered op that ``cfg`` supports."""
     out = {"gemm": gemm_intrinsic(cfg)}
-    for op in alu_ops():
+    for op in alu_ops(cfg):
         intr = alu_intrinsic(cfg, op)
         out[intr.name] = intr
     return out

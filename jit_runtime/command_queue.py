@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any, Callable, Hashable
 import numpy as np
 
 from isa import Alu, Finish, Gemm, Instruction, Load, MemType, Store, Unit, alu_op, encode, encode_stream, unit_of
+from isa.alu import op_supported, unsupported_reason
+from isa.encoding import layouts
 from jit_runtime.buffers import DeviceBuffer, buffer_alignment
 from jit_runtime.deps import TOKEN_QUEUES, add_flags, as_unit, nop, pop_flag, push_flag, queue_name
 from jit_runtime.device import Device, make_device
@@ -75,18 +77,28 @@ class CommandQueue:
 
     # ============================================================ DMA: 2-D
     def load_2d(self, mem: str, sram_base: int, buf: DeviceBuffer, elem_offset: int, x_size: int, y_size: int,
-                x_stride: int, *, x_pad0: int = 0, y_pad0: int = 0, x_pad1: int = 0, y_pad1: int = 0) -> Load:
+                x_stride: int, *, x_pad0: int = 0, y_pad0: int = 0, x_pad1: int = 0, y_pad1: int = 0,
+                pad_value: int = 0) -> Load:
         """LOAD ``y_size`` rows of ``x_size`` ``mem`` elements (row pitch ``x_stride``) from ``buf`` at
         element ``elem_offset`` into scratchpad ``mem`` ("inp", "wgt" or "acc") from ``sram_base``,
-        surrounded by zero padding. INP/WGT run on the load unit, ACC on the compute unit."""
+        surrounded by padding: every lane of a pad element is ``pad_value`` (INP only, e.g. the activation
+        zero point; WGT/ACC pad with 0). INP/WGT run on the load unit, ACC on the compute unit."""
         key = str(mem).lower()
         if key not in LOADABLE:
             raise RuntimeApiError(f"load_2d: memory {mem!r} must be one of {', '.join(LOADABLE)} "
                                   f"(micro-ops are loaded by push_gemm/push_alu)")
+        pad_value = int(pad_value)
+        if pad_value and key != "inp":
+            raise RuntimeApiError(f"load_2d: pad_value={pad_value} is only allowed for mem='inp' ({key} pads with 0)")
+        pv = layouts(self.cfg)["MEM"].field("pad_value")
+        if not pv.lo_value <= pad_value <= pv.hi_value:
+            raise RuntimeApiError(f"load_2d: pad_value={pad_value} does not fit the {pv.width}-bit signed pad_value "
+                                  f"field (allowed {pv.lo_value}..{pv.hi_value})")
         rows, cols = y_pad0 + y_size + y_pad1, x_pad0 + x_size + x_pad1
         self._check_sram("load_2d", key, sram_base, rows * cols)
         dram_base = self._dram_base("load_2d", key, buf, elem_offset, x_size, y_size, x_stride)
-        insn = Load(LOADABLE[key], sram_base, dram_base, y_size, x_size, x_stride, y_pad0, y_pad1, x_pad0, x_pad1)
+        insn = Load(LOADABLE[key], sram_base, dram_base, y_size, x_size, x_stride, y_pad0, y_pad1, x_pad0, x_pad1,
+                    pad_value=pad_value)
         return self._emit(insn)  # type: ignore[return-value]
 
     def store_2d(self, sram_base: int, buf: DeviceBuffer, elem_offset: int, x_size: int, y_size: int,
@@ -186,8 +198,15 @@ class CommandQueue:
 
     def push_alu(self, finit: Finit, *, op: str, use_imm: bool = False, imm: int = 0,
                  signature: Hashable | None = None, reset: bool = False) -> UopKernel:
-        """ALU ``acc[dst] = op(acc[dst], imm if use_imm else acc[src])`` over the kernel's loops and uops."""
-        name = alu_op(op).name  # raises with the list of known ops
+        """ALU ``acc[dst] = op(acc[dst], imm if use_imm else acc[src])`` over the kernel's loops and uops.
+
+        A record op (REQUANT) reads its per-channel parameters from ``wgt[src]`` and has no immediate."""
+        aop = alu_op(op)  # raises with the list of known ops
+        name = aop.name
+        if not op_supported(aop, self.cfg):
+            raise RuntimeApiError(f"push_alu: {unsupported_reason(aop, self.cfg)}")
+        if aop.operand == "wgt" and use_imm:
+            raise RuntimeApiError(f"push_alu: ALU.{name} reads its parameter records from wgt[src]; use_imm must be False")
         k = self.kernel("alu", finit, signature)
         base = self._make_resident(k)
         self._emit(Alu(name, bool(reset), base, base + k.size, use_imm=bool(use_imm), imm=int(imm),

@@ -99,8 +99,9 @@ def padded_load(cfg: "HwConfig", side: str = "all", seed: int = 0) -> Case:
     return _finish(q, f"padded_load_{side}", {"y": _narrow(cfg, want)})
 
 
-def padded_load_inp(cfg: "HwConfig", seed: int = 0) -> Case:
-    """LOAD INP padded on every side, multiplied by one weight element: zero rows come out of the pads."""
+def padded_load_inp(cfg: "HwConfig", seed: int = 0, pad_value: int = 0) -> Case:
+    """LOAD INP padded on every side with ``pad_value`` (in every lane), multiplied by one weight element:
+    the pads' rows are ``pad_value`` times the weight row sums."""
     rng = np.random.default_rng(seed)
     rows, cols, pad = 2, 3, 1
     x = rng.integers(-128, 128, size=(rows, cols, cfg.batch, cfg.block_in), dtype=np.int8)
@@ -113,7 +114,7 @@ def padded_load_inp(cfg: "HwConfig", seed: int = 0) -> Case:
     xb.copy_from(x)
     wb.copy_from(w)
     q.load_2d("inp", 0, xb, 0, x_size=cols, y_size=rows, x_stride=cols, x_pad0=pad, x_pad1=pad, y_pad0=pad,
-              y_pad1=pad)
+              y_pad1=pad, pad_value=pad_value)
     q.load_2d("wgt", 0, wb, 0, x_size=1, y_size=1, x_stride=1)
     q.dep_push("load", "compute")
     q.dep_pop("load", "compute")
@@ -126,9 +127,11 @@ def padded_load_inp(cfg: "HwConfig", seed: int = 0) -> Case:
     q.push_gemm(gemm)
     _to_store(q)
     q.store_2d(0, yb, 0, x_size=n, y_size=1, x_stride=n)
-    xp = np.pad(x, ((pad, pad), (pad, pad), (0, 0), (0, 0))).reshape(n, cfg.batch, cfg.block_in)
+    xp = np.pad(x, ((pad, pad), (pad, pad), (0, 0), (0, 0)), constant_values=pad_value)
+    xp = xp.reshape(n, cfg.batch, cfg.block_in)
     acc = np.einsum("nbi,oi->nbo", xp.astype(np.int64), w[0].astype(np.int64))
-    return _finish(q, "padded_load_inp", {"y": _narrow(cfg, alu_evaluate("ADD", acc, 0, cfg.acc_width))})
+    name = "padded_load_inp" + (f"_value{pad_value}" if pad_value else "")  # the suite_cases key
+    return _finish(q, name, {"y": _narrow(cfg, alu_evaluate("ADD", acc, 0, cfg.acc_width))})
 
 
 def alu(cfg: "HwConfig", op: str, use_imm: bool, imm: int = 3, seed: int = 0) -> Case:
@@ -148,6 +151,43 @@ def alu(cfg: "HwConfig", op: str, use_imm: bool, imm: int = 3, seed: int = 0) ->
     res = alu_evaluate(op, a, imm if use_imm else b, cfg.acc_width)
     kind = "imm" if use_imm else "tensor"
     return _finish(q, f"alu_{op.lower()}_{kind}", {"y": _narrow(cfg, res)})
+
+
+def requant(cfg: "HwConfig", seed: int = 0) -> Case:
+    """The fused REQUANT op: accumulators of two channel blocks, records loaded into WGT, one ALU pass."""
+    from isa.intrinsics import record_lanes
+    from isa.requant import pack_records
+
+    rng = np.random.default_rng(seed)
+    n, nch = 8, 2 * cfg.block_out
+    a = rng.integers(-(1 << 31), 1 << 31, size=_acc_shape(cfg, n), dtype=np.int64).astype(np.int32)
+    hi = (1 << (cfg.out_width - 1)) - 1
+    # signed 32-bit multipliers and shifts 20..63: outputs inside the clip range, at its bounds, and rounded to 0
+    rec = pack_records(cfg, bias=rng.integers(-(1 << 31), 1 << 31, nch), mult=rng.integers(-(1 << 31), 1 << 31, nch),
+                       shift=rng.integers(20, 64, nch), zp=rng.integers(-20, 20, nch), lo=rng.integers(-hi - 1, 0, nch),
+                       hi=hi, n_channels=nch)
+    q = CommandQueue(cfg)
+    xb = q.alloc(a.shape, np.int32, name="x")
+    wb = q.alloc(rec.shape, rec.dtype, name="rec")
+    yb = q.alloc(_acc_shape(cfg, n), _out_dtype(cfg), name="y")
+    xb.copy_from(a)
+    wb.copy_from(rec)
+    q.load_2d("wgt", 3, wb, 0, x_size=2, y_size=1, x_stride=2)
+    q.dep_push("load", "compute")
+    q.dep_pop("load", "compute")
+    q.load_2d("acc", 0, xb, 0, x_size=n, y_size=1, x_stride=n)
+
+    def finit(k):  # rows 0..3 use channel block 0 (wgt element 3), rows 4..7 block 1 (element 4)
+        k.loop_begin(n // 2, dst_factor=1, src_factor=0)
+        k.push(0, 3)
+        k.push(n // 2, 4)
+        k.loop_end()
+    q.push_alu(finit, op="REQUANT")
+    _to_store(q)
+    q.store_2d(0, yb, 0, x_size=n, y_size=1, x_stride=n)
+    blocks = np.repeat(np.arange(2), n // 2)
+    res = alu_evaluate("REQUANT", a, record_lanes(rec[blocks], cfg.wgt_width), cfg.acc_width)
+    return _finish(q, "alu_requant", {"y": _narrow(cfg, res)})
 
 
 def relu(cfg: "HwConfig", seed: int = 0) -> Case:
@@ -225,6 +265,7 @@ def suite_cases(cfg: "HwConfig") -> dict[str, Callable[[], Case]]:
     cases: dict[str, Callable[[], Case]] = {
         "save_load_acc": lambda: save_load_acc(cfg),
         "padded_load_inp": lambda: padded_load_inp(cfg),
+        "padded_load_inp_value-7": lambda: padded_load_inp(cfg, pad_value=-7),
         "relu": lambda: relu(cfg),
         "shift_and_scale": lambda: shift_and_scale(cfg),
         "array_round_trip": lambda: array_round_trip(cfg),
@@ -233,7 +274,10 @@ def suite_cases(cfg: "HwConfig") -> dict[str, Callable[[], Case]]:
     }
     for side in PAD_SIDES:
         cases[f"padded_load_{side}"] = lambda side=side: padded_load(cfg, side)
-    for op in alu_ops():
+    for op in alu_ops(cfg):
+        if op.operand == "wgt":  # a record op (REQUANT) has its own case
+            cases[f"alu_{op.name.lower()}"] = lambda: requant(cfg)
+            continue
         for use_imm in (True, False):
             kind = "imm" if use_imm else "tensor"
             cases[f"alu_{op.name.lower()}_{kind}"] = lambda op=op.name, u=use_imm: alu(cfg, op, u)

@@ -1,5 +1,8 @@
 """ALU execution through the ISA's ALU intrinsics (op list from the registry), vectorized per instruction.
 
+A record op (REQUANT) reads its operand from the WGT scratchpad at the src index; WGT is not
+written by compute, so only the dst indices can conflict.
+
 Sequential semantics: if an iteration reads (as dst or src) an accumulator written by an
 earlier iteration of the same instruction, iterations are split into waves that are
 free of conflicts (reads of a wave happen before its writes) and run wave by wave.
@@ -23,6 +26,7 @@ class _AluPlan:
     d: np.ndarray
     s: np.ndarray | None
     waves: list[np.ndarray] | None  # None: conflict-free, one vector op
+    wgt_src: bool = False  # s indexes WGT (a record op)
 
 
 def conflict_waves(d: np.ndarray, s: np.ndarray | None) -> list[np.ndarray]:
@@ -64,7 +68,8 @@ class AluExecutor:
     def _plan(self, i: int, insn: Alu) -> _AluPlan:
         sp, cfg = self.sp, self.cfg
         b, e = insn.uop_bgn, insn.uop_end
-        key = (insn.reset, insn.use_imm, b, e, insn.iter_out, insn.iter_in, insn.dst_factor_out,
+        wgt_src = alu_op(insn.op).operand == "wgt"
+        key = (insn.reset, insn.use_imm, wgt_src, b, e, insn.iter_out, insn.iter_in, insn.dst_factor_out,
                insn.dst_factor_in, insn.src_factor_out, insn.src_factor_in, sp.uop[b:e].tobytes())
         plan = self._plans.get(key)
         if plan is not None:
@@ -76,18 +81,21 @@ class AluExecutor:
         s = None
         if not insn.reset and not insn.use_imm:
             s = expand(sp.uop_src[b:e], insn.iter_out, insn.src_factor_out, insn.iter_in, insn.src_factor_in)
-            check_bound(s, cfg.acc_depth, where, "src", "acc", shape)
+            if wgt_src:
+                check_bound(s, cfg.wgt_depth, where, "src", "wgt", shape)
+            else:
+                check_bound(s, cfg.acc_depth, where, "src", "acc", shape)
         waves = None
         if not insn.reset:
             dup = np.unique(d).size != d.size
             conflict = dup
-            if not dup and s is not None:
+            if not dup and s is not None and not wgt_src:
                 first = np.full(cfg.acc_depth, d.size, np.int64)
                 first[d] = np.arange(d.size)
                 conflict = bool((first[s] < np.arange(d.size)).any())
             if conflict:
-                waves = conflict_waves(d, s)
-        plan = _AluPlan(d, s, waves)
+                waves = conflict_waves(d, None if wgt_src else s)
+        plan = _AluPlan(d, s, waves, wgt_src)
         if len(self._plans) > 4096:
             self._plans.clear()
         self._plans[key] = plan
@@ -106,5 +114,5 @@ class AluExecutor:
         imm = np.int64(insn.imm)
         for sel in ([slice(None)] if p.waves is None else p.waves):
             d = p.d[sel]
-            b = imm if p.s is None else sp.acc[p.s[sel]]
+            b = imm if p.s is None else (sp.wgt[p.s[sel]] if p.wgt_src else sp.acc[p.s[sel]])
             sp.write_acc(d, fn(sp.acc[d], b))

@@ -1,4 +1,4 @@
-"""The DRAM image and the 2D DMA engines (LOAD with zero padding, strided STORE)."""
+"""The DRAM image and the 2D DMA engines (LOAD with padding, strided STORE)."""
 from __future__ import annotations
 
 import numpy as np
@@ -26,7 +26,7 @@ def _rows(dram: np.ndarray, byte_base: int, y: int, row_bytes: int, pitch_bytes:
 
 
 def execute_load(sp: Scratchpads, dram: np.ndarray, insn: Load, cfg: HwConfig) -> None:
-    """Copy the block into the scratchpad with its zero padding (a NOP block writes nothing)."""
+    """Copy the block into the scratchpad with its padding, every pad lane ``pad_value`` (a NOP block writes nothing)."""
     if insn.y_size == 0 or insn.x_size == 0:
         return
     mem = MemType(insn.mem).name.lower()
@@ -43,7 +43,7 @@ def execute_load(sp: Scratchpads, dram: np.ndarray, insn: Load, cfg: HwConfig) -
     if rows == y and cols == x:
         block = data.reshape((y * x,) + shape)
     else:
-        full = np.zeros((rows, cols) + shape, dtype)
+        full = np.full((rows, cols) + shape, insn.pad_value, dtype)
         full[insn.y_pad0:insn.y_pad0 + y, insn.x_pad0:insn.x_pad0 + x] = data
         block = full.reshape((rows * cols,) + shape)
     base, n = insn.sram_base, block.shape[0]

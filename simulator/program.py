@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from isa import EncodingError, decode
-from isa.alu import alu_opcode_bits
+from isa.alu import alu_op, alu_opcode_bits, op_supported, unsupported_reason
 from isa.asm import disassemble_one, mnemonic
 from isa.config import HwConfig
 from isa.encoding import INSN_BYTES
@@ -67,10 +67,13 @@ def _check_dma(i: int, insn: Load | Store, cfg: HwConfig) -> None:
     if isinstance(insn, Store):
         if insn.mem != MemType.OUT:
             raise InvalidInstructionError(f"{_where(i, insn)}: STORE only stores from OUT, not {MemType(insn.mem).name}")
-        pads = {p: getattr(insn, p) for p in ("y_pad0", "y_pad1", "x_pad0", "x_pad1") if getattr(insn, p)}
+        pads = {p: getattr(insn, p) for p in ("y_pad0", "y_pad1", "x_pad0", "x_pad1", "pad_value") if getattr(insn, p)}
         if pads:
             raise InvalidInstructionError(f"{_where(i, insn)}: a STORE cannot pad, but has "
                                           + ", ".join(f"{k}={v}" for k, v in pads.items()))
+    elif insn.pad_value and insn.mem != MemType.INP:
+        raise InvalidInstructionError(f"{_where(i, insn)}: pad_value={insn.pad_value}, but only LOAD.INP pads with a "
+                                      f"value (other memories pad with 0)")
     elif insn.mem == MemType.OUT:
         raise InvalidInstructionError(f"{_where(i, insn)}: LOAD cannot write the OUT scratchpad "
                                       f"(it mirrors ACC); load UOP, WGT, INP or ACC")
@@ -98,6 +101,13 @@ def _check_dma(i: int, insn: Load | Store, cfg: HwConfig) -> None:
 
 
 def _check_loop(i: int, insn: Gemm | Alu, cfg: HwConfig) -> None:
+    if isinstance(insn, Alu):
+        op = alu_op(insn.op)
+        if not op_supported(op, cfg):
+            raise InvalidInstructionError(f"{_where(i, insn)}: {unsupported_reason(op, cfg)}")
+        if op.operand == "wgt" and insn.use_imm and not insn.reset:
+            raise InvalidInstructionError(f"{_where(i, insn)}: ALU.{op.name} reads its parameter record from "
+                                          f"wgt[src] and has no immediate form (use_imm must be 0)")
     if is_nop(insn):
         return
     if insn.uop_end > cfg.uop_depth:

@@ -39,7 +39,7 @@ def emit(ops: list[Op], q: "CommandQueue", dram: dict) -> None:
             d = a["desc"]
             buf = _buf(dram, d.tensor)
             q.load_2d(a["mem"], a["sram"], buf, d.dram, x_size=d.x, y_size=d.y, x_stride=d.stride,
-                      x_pad0=d.x_pad0, x_pad1=d.x_pad1, y_pad0=d.y_pad0, y_pad1=d.y_pad1)
+                      x_pad0=d.x_pad0, x_pad1=d.x_pad1, y_pad0=d.y_pad0, y_pad1=d.y_pad1, pad_value=d.pad_value)
         elif op.kind == "store":
             d = a["desc"]
             q.store_2d(a["sram"], _buf(dram, d.tensor), d.dram, x_size=d.x, y_size=d.y, x_stride=d.stride)

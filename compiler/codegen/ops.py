@@ -14,7 +14,7 @@ import numpy as np
 from compiler.lower.affine import to_affine
 from compiler.lower.bounds import EmptyIteration
 from compiler.lower.deps import Op, insert_tokens
-from compiler.lower.dma import region_descs, source_map
+from compiler.lower.dma import pad_value_of, region_descs, source_map
 from compiler.lower.errors import LowerError
 from compiler.lower.ir import Buffer, DmaLoad, DmaStore, For, Kernel, LoweredFunc
 from compiler.lower.tensorize import AluMatch, root_of
@@ -87,7 +87,7 @@ class OpBuilder:
         mem = s.buffer.scope
         unit = "compute" if mem == "acc" else "load"
         ops = []
-        for d in region_descs(src, offs, region, s.buffer, scales=scales):
+        for d in region_descs(src, offs, region, s.buffer, scales=scales, pad_value=pad_value_of(s.stage.op.body)):
             ops.append(Op(unit, "load", {"mem": mem, "sram": base + d.sram, "desc": d}, (), (key,)))
         return ops
 

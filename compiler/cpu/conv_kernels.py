@@ -30,9 +30,11 @@ def conv2d_nchw(x: np.ndarray, w: np.ndarray, *, stride=(1, 1), pads=(0, 0, 0, 0
     return out.transpose(0, 1, 3, 2).reshape(n, o, oh, ow)
 
 
-def int_conv2d_acc(x: np.ndarray, w: np.ndarray, *, stride, pads, groups: int = 1, dilations=(1, 1)) -> np.ndarray:
-    """int8 NCHW x int8 OIHW -> int32 accumulators (wrapping), exact (float64 matmul)."""
-    acc = conv2d_nchw(x, w, stride=stride, pads=pads, groups=groups, dilations=dilations, dtype=np.float64)
+def int_conv2d_acc(x: np.ndarray, w: np.ndarray, *, stride, pads, groups: int = 1, dilations=(1, 1),
+                   pad_value: int = 0) -> np.ndarray:
+    """int8 NCHW x int8 OIHW -> int32 accumulators (wrapping), exact (float64 matmul); the border holds ``pad_value``."""
+    acc = conv2d_nchw(x, w, stride=stride, pads=pads, groups=groups, dilations=dilations, dtype=np.float64,
+                      pad_value=pad_value)
     return wrap_int32(acc.astype(np.int64))
 
 
@@ -42,9 +44,10 @@ def int_dense_acc(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     return wrap_int32(acc.astype(np.int64))
 
 
-def qconv2d(x, w, bias, rq: Requant, *, stride, pads, groups=1, dilations=(1, 1)) -> np.ndarray:
-    """Integer conv + requant epilogue on plain NCHW int8 data."""
-    return apply_requant(int_conv2d_acc(x, w, stride=stride, pads=pads, groups=groups, dilations=dilations), bias, rq, 1)
+def qconv2d(x, w, bias, rq: Requant, *, stride, pads, groups=1, dilations=(1, 1), pad_value: int = 0) -> np.ndarray:
+    """Integer conv + requant epilogue on plain NCHW int8 data (padding filled with ``pad_value``)."""
+    acc = int_conv2d_acc(x, w, stride=stride, pads=pads, groups=groups, dilations=dilations, pad_value=pad_value)
+    return apply_requant(acc, bias, rq, 1)
 
 
 def qdense(x, w, bias, rq: Requant) -> np.ndarray:

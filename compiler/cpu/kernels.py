@@ -15,6 +15,10 @@ from compiler.cpu.conv_kernels import conv2d_nchw, qconv2d, qdense
 from compiler.cpu.pooling import pool_pads  # noqa: F401  (re-exported: the LLVM pool kernels use it)
 from compiler.cpu.resize import resize
 from compiler.graph.accel_interface import pack_activation, unpack_activation
+from compiler.cpu.pool_kernels import packed_max_pool
+from compiler.graph.tap_fold import fold_taps
+from compiler.quant.int_elementwise import qadd, qavgpool, qgap, qlookup, qmul
+from compiler.quant.rebase import rebase_uint8_array
 
 Kernel = Callable[..., object]
 KERNELS: dict[str, Kernel] = {}
@@ -70,7 +74,54 @@ def matmul(a, x, w):
 @kernel("QConv2D")
 def qconv(a, x, w, b=None):
     return qconv2d(x, w, b, a["requant"], stride=tuple(a["strides"]), pads=tuple(a["pads"]),
-                   groups=int(a.get("group", 1)), dilations=tuple(a.get("dilations", (1, 1))))
+                   groups=int(a.get("group", 1)), dilations=tuple(a.get("dilations", (1, 1))),
+                   pad_value=int(a.get("pad_value", 0)))
+
+
+kernel("PackedMaxPool")(packed_max_pool)
+
+
+@kernel("PackedSqueezeHW")
+def packed_squeeze_hw(a, x):
+    """Packed (N//B, C//BI, 1, 1, B, BI) -> packed (N//B, C//BI, B, BI): Flatten of a pooled tensor."""
+    return x.reshape(x.shape[0], x.shape[1], x.shape[4], x.shape[5])
+
+
+@kernel("FoldTaps")
+def fold_taps_k(a, x):
+    return fold_taps(x, kw=int(a["kw"]), sx=int(a["sx"]), pads=a["pads"], pad_value=int(a.get("pad_value", 0)),
+                     kh=int(a.get("kh", 1)), sy=int(a.get("sy", 1)), batch=int(a.get("batch", 0)),
+                     block=int(a.get("block", 0)))
+
+
+@kernel("RebaseUint8")
+def rebase_uint8_k(a, x):
+    return rebase_uint8_array(x)
+
+
+@kernel("QAdd")
+def qadd_k(a, x, y):
+    return qadd(x, y, a["qadd"])
+
+
+@kernel("QMul")
+def qmul_k(a, x, y):
+    return qmul(x, y, a["qmul"])
+
+
+@kernel("QLookup")
+def qlookup_k(a, x):
+    return qlookup(x, a["table"])
+
+
+@kernel("QAveragePool")
+def qavgpool_k(a, x):
+    return qavgpool(x, a["qavgpool"])
+
+
+@kernel("QGlobalAveragePool")
+def qgap_k(a, x):
+    return qgap(x, a["qgap"], packed=bool(a.get("packed")))
 
 
 @kernel("QDense")

@@ -12,6 +12,7 @@ from compiler.executor.pipeline import compile_model
 from compiler.executor.registry import create_accel_backend
 from compiler.frontend.onnx_import import load_model
 from compiler.frontend.support import check_supported
+from compiler.graph.offload import warn_host_fallbacks, warn_lossy_weights
 
 
 def build(model: str | Path | onnx.ModelProto, config=None, target: str = "sim", *, calibration=None,
@@ -31,4 +32,7 @@ def build(model: str | Path | onnx.ModelProto, config=None, target: str = "sim",
     cpu = create_cpu_backend(cpu)
     compiled = compile_model(model, cfg, calibration=calibration, quantize=quantize, input_shapes=input_shapes,
                              progress=progress)
+    if quantize is not False:  # one warning naming the layers that fall back to the host, and why
+        warn_host_fallbacks(compiled.graph)
+        warn_lossy_weights(compiled.graph)
     return Module(compiled, backend, cpu, progress)

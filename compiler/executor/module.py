@@ -11,7 +11,17 @@ from compiler.executor.pipeline import PROGRESS_MIN_NODES, CompiledGraph
 from compiler.frontend.errors import ModelInputError
 from compiler.graph.ir import Node
 from compiler.graph.memory_plan import lifetimes
+from compiler.graph.offload import mac_split
 from compiler.graph.partition import node_target
+
+
+def _with_layer(exc: Exception, n: Node) -> Exception:
+    """``exc`` re-made with the layer's name in front of its message (RuntimeError if its type needs more args)."""
+    msg = f"layer {n.name!r} ({n.op}): {exc}"
+    try:
+        return type(exc)(msg)
+    except TypeError:
+        return RuntimeError(msg)
 
 
 class Module:
@@ -79,8 +89,9 @@ class Module:
     def _run_accel(self, n: Node, ins: list) -> tuple[np.ndarray, dict]:
         a = n.attrs
         if n.op == "AccelConv2D":
+            extra = {"pad_value": int(a["pad_value"])} if a.get("pad_value") else {}
             out = self.accel.conv2d(ins[0], ins[1], ins[2], stride=tuple(a["strides"]), padding=tuple(a["pads"]),
-                                    groups=int(a.get("group", 1)), requant=a["requant"])
+                                    groups=int(a.get("group", 1)), requant=a["requant"], **extra)
         else:
             out = self.accel.dense(ins[0], ins[1], ins[2], requant=a["requant"])
         return out, dict(getattr(self.accel, "last_profile", {}) or {})
@@ -102,7 +113,10 @@ class Module:
             t0 = time.perf_counter()
             target = node_target(n)
             if target == "accel":
-                out, prof = self._run_accel(n, ins)
+                try:
+                    out, prof = self._run_accel(n, ins)
+                except (ValueError, RuntimeError) as exc:  # name the layer: the backend only sees arrays
+                    raise _with_layer(exc, n) from exc
                 outs = [out]
                 if self.keep_details:
                     details.append(prof)
@@ -161,12 +175,24 @@ class Module:
         return [dict(r) for r in self._profile]
 
     def profile_summary(self) -> dict:
+        """Totals of the last run: layers and cycles per target, ``accel_mac_fraction`` (real MACs, no block
+        padding), ``host_ops`` (host nodes by op type), and ``end_to_end_ms`` = accelerator cycles at the clock
+        + measured host time."""
         rows = self.profile()
         acc = [r for r in rows if r["target"] == "accel"]
         clock = float(getattr(self.compiled.config, "clock_mhz", 100.0))
         cycles = sum(r["cycles"] for r in acc)
+        host_ops: dict[str, int] = {}
+        for r in rows:
+            if r["target"] != "accel":
+                host_ops[r["op"]] = host_ops.get(r["op"], 0) + 1
+        acc_macs, host_macs = mac_split(self.graph)
+        accel_ms = cycles / (clock * 1e3)
+        cpu_ms = sum(r["time_ms"] for r in rows if r["target"] == "cpu")
         return {"accel_layers": len(acc), "cpu_layers": len(rows) - len(acc), "accel_cycles": cycles,
-                "accel_time_ms": cycles / (clock * 1e3), "cpu_time_ms": sum(r["time_ms"] for r in rows if r["target"] == "cpu"),
+                "accel_time_ms": accel_ms, "cpu_time_ms": cpu_ms, "end_to_end_ms": accel_ms + cpu_ms,
+                "accel_mac_fraction": acc_macs / (acc_macs + host_macs) if acc_macs + host_macs else 0.0,
+                "host_macs": host_macs, "host_ops": dict(sorted(host_ops.items())),
                 "macs": sum(r["macs"] for r in acc), "bytes": sum(r["bytes"] for r in acc)}
 
     def write_trace(self, path) -> str:

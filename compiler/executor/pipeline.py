@@ -11,10 +11,13 @@ from compiler.graph.const_fold import fold_constants
 from compiler.graph.fusion import fuse_operators
 from compiler.graph.ir import Graph
 from compiler.graph.layout import pack_layouts
+from compiler.graph.tap_fold import fold_conv_taps
 from compiler.graph.memory_plan import MemoryPlan, plan_memory
+from compiler.graph.offload import host_fallbacks, mac_split
 from compiler.graph.partition import Partition, partition_graph
 from compiler.quant.calibrate import insert_qdq
 from compiler.quant.qdq_lower import lower_qdq
+from compiler.quant.rebase import rebase_uint8
 
 PROGRESS_MIN_NODES = 40
 
@@ -57,8 +60,11 @@ def compile_model(model, config, *, calibration=None, quantize: bool | None = No
             raise ValueError("this is a float model: pass calibration=<array or list of feed dicts> to quantize it to "
                              "int8 for the accelerator, or quantize=False to run it in float on the CPU")
         insert_qdq(g, calibration)
+    if quantize is not False:
+        stats["uint8_rebased"] = rebase_uint8(g)
     step("int8_lowered", lower_qdq(g) if quantize is not False else 0)
     fold_constants(g, keep_ops=frozenset())  # weights of CPU-fallback QDQ ops become float constants
+    stats["taps_folded"] = fold_conv_taps(g, config)
     step("layout_transforms", pack_layouts(g, config))
     groups = fuse_operators(g)
     step("fusion_groups", len(groups))
@@ -67,5 +73,10 @@ def compile_model(model, config, *, calibration=None, quantize: bool | None = No
     plan = plan_memory(g)
     step("peak_bytes", plan.peak_bytes)
     steps.close()
-    stats.update(no_reuse_bytes=plan.no_reuse_bytes, nodes=len(g.nodes), ops=g.op_counts())
+    if quantize is False:
+        for n in g.nodes:
+            n.attrs.setdefault("host_reason", "quantize=False keeps the model in float on the CPU")
+    acc_macs, host_macs = mac_split(g)
+    stats.update(no_reuse_bytes=plan.no_reuse_bytes, nodes=len(g.nodes), ops=g.op_counts(), accel_macs=acc_macs,
+                 host_macs=host_macs, host_fallbacks=host_fallbacks(g))
     return CompiledGraph(g, config, parts, groups, plan, stats)

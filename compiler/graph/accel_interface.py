@@ -18,7 +18,8 @@ group ``ob // (O/groups/BO)`` and reads input blocks ``g*(C/groups/BI) ... +(C/g
 Per-channel arrays (``bias`` int32, ``requant.multiplier``/``shift`` when arrays) have length
 ``O_pad = w.shape[0] * BO`` (shorter arrays are zero-padded by ``pad_channels``). The
 arithmetic: int8 x int8 products summed in int32 (wrapping), then
-``compiler.requant.apply_requant`` on the output-channel axis. Padded input channels and
+``compiler.requant.apply_requant`` on the output-channel axis. Spatial padding holds
+``pad_value`` (the input's zero point; only passed when non-zero). Padded input channels and
 padded batch rows may hold anything: padded weights are zero and padded rows are dropped.
 """
 from __future__ import annotations
@@ -39,7 +40,7 @@ class AccelBackend(Protocol):
     last_profile: dict
 
     def conv2d(self, x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, *, stride: tuple[int, int],
-               padding: tuple[int, int, int, int], groups: int, requant: Requant) -> np.ndarray: ...
+               padding: tuple[int, int, int, int], groups: int, requant: Requant, pad_value: int = 0) -> np.ndarray: ...
 
     def dense(self, x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, *, requant: Requant) -> np.ndarray: ...
 

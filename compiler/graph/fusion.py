@@ -23,14 +23,14 @@ class OpPattern(IntEnum):
 
 
 _PATTERNS = {
-    OpPattern.ELEMWISE: {"Relu", "Clip", "Sigmoid", "HardSigmoid", "HardSwish", "LeakyRelu", "QuantizeLinear",
+    OpPattern.ELEMWISE: {"Relu", "Clip", "Sigmoid", "HardSigmoid", "HardSwish", "LeakyRelu", "QuantizeLinear", "QLookup",
                          "DequantizeLinear", "Cast", "Identity", "Dropout"},
-    OpPattern.BROADCAST: {"Add", "Sub", "Mul", "Div", "PRelu", "BatchNormalization"},
+    OpPattern.BROADCAST: {"Add", "Sub", "Mul", "Div", "PRelu", "BatchNormalization", "QAdd", "QMul"},
     OpPattern.INJECTIVE: {"Reshape", "Flatten", "Transpose", "Concat", "Pad", "Resize", "Squeeze", "Unsqueeze",
-                          "Gather", "PackActivation", "UnpackActivation", "Repack"},
-    OpPattern.COMM_REDUCE: {"GlobalAveragePool"},
+                          "Gather", "FoldTaps", "PackedSqueezeHW", "PackActivation", "UnpackActivation", "Repack"},
+    OpPattern.COMM_REDUCE: {"GlobalAveragePool", "QGlobalAveragePool"},
     OpPattern.OUT_ELEMWISE_FUSABLE: {"Conv", "Gemm", "MatMul", "QConv2D", "QDense", "AccelConv2D", "AccelDense",
-                                     "MaxPool", "AveragePool"},
+                                     "MaxPool", "AveragePool", "PackedMaxPool", "QAveragePool"},
 }
 OP_PATTERN: dict[str, OpPattern] = {op: p for p, ops in _PATTERNS.items() for op in ops}
 

@@ -3,7 +3,9 @@
 ``QConv2D``/``QDense`` that fit the accelerator become ``AccelConv2D``/``AccelDense`` on packed
 tensors (weights, bias and per-channel requant params are packed/padded at compile time).
 Elementwise ops whose operands are all packed alike (or scalars) stay packed too, so chains
-such as conv -> add -> conv keep one layout. A plain tensor keeps its original name; its
+such as conv -> add -> conv keep one layout; an int8 ``MaxPool`` on a packed tensor becomes
+``PackedMaxPool`` (pools over axes 2, 3 of the packed layout), and a channel ``Concat`` whose
+inputs fill whole blocks concatenates the packed block axis. A plain tensor keeps its original name; its
 packed twin is ``name@packed{block}``. Pack/Unpack/Repack nodes are inserted lazily, at most one
 per (tensor, layout).
 """
@@ -16,16 +18,25 @@ from compiler.graph.ir import Graph, Node
 
 LAYOUT_OPS = ("PackActivation", "UnpackActivation", "Repack")
 PACKABLE_ELEMWISE = {"Relu", "Clip", "Add", "Mul", "Sub", "Sigmoid", "HardSigmoid", "HardSwish", "LeakyRelu",
-                     "QuantizeLinear", "DequantizeLinear", "Identity"}
+                     "QuantizeLinear", "DequantizeLinear", "Identity", "QAdd"}
 
 
 def _accel_ok(g: Graph, n: Node, cfg) -> bool:
+    """Whether a QConv2D/QDense maps onto the accelerator; records ``attrs["host_reason"]`` when not."""
     if n.op == "QDense":
-        return len(g.tensors[n.inputs[0]].shape) == 2
-    if n.op != "QConv2D" or tuple(n.attrs.get("dilations", (1, 1))) != (1, 1):
-        return False
-    c, o = g.tensors[n.inputs[0]].shape[1], g.tensors[n.inputs[1]].shape[0]
-    return conv_supported_on_accel(c, o, int(n.attrs.get("group", 1)), cfg.block_in, cfg.block_out)
+        ok = len(g.tensors[n.inputs[0]].shape) == 2
+        why = "dense input is not 2-D"
+    elif tuple(n.attrs.get("dilations", (1, 1))) != (1, 1):
+        ok, why = False, f"dilations {tuple(n.attrs['dilations'])} (the accelerator conv has dilation 1)"
+    else:
+        c, o = g.tensors[n.inputs[0]].shape[1], g.tensors[n.inputs[1]].shape[0]
+        grp = int(n.attrs.get("group", 1))
+        ok = conv_supported_on_accel(c, o, grp, cfg.block_in, cfg.block_out)
+        why = (f"grouped conv: {c} inputs / {o} outputs in {grp} groups are not multiples of the "
+               f"{cfg.block_in}x{cfg.block_out} block per group (nor depthwise)")
+    if not ok:
+        n.attrs["host_reason"] = why
+    return ok
 
 
 class _Layouts:
@@ -92,12 +103,81 @@ def _to_accel(g: Graph, n: Node, lay: _Layouts, cfg) -> Node:
     return Node("AccelConv2D" if n.op == "QConv2D" else "AccelDense", [x, wp, bp], [out], attrs, n.name)
 
 
+PACKED_INT_OPS = ("QLookup", "QMul", "QGlobalAveragePool")
+
+
+def _packed_int_op(g: Graph, n: Node, lay: _Layouts) -> bool:
+    """Integer host ops that run on packed 4-D activations already packed alike: ``QLookup`` (elementwise),
+    ``QGlobalAveragePool`` (sums axes 2, 3) and ``QMul`` whose operands differ only by H/W broadcasting
+    (the squeeze-excite gate ``(N, C, 1, 1)``: packed, it broadcasts the same way)."""
+    if n.op not in PACKED_INT_OPS or len(n.outputs) != 1 or not all(i in lay.packed for i in n.inputs):
+        return False
+    shapes = [g.tensors[i].shape for i in n.inputs]
+    if any(len(sh) != 4 for sh in shapes) or len({b for i in n.inputs for b in lay.packed[i]} & set(
+            lay.packed[n.inputs[0]])) != 1 or any(set(lay.packed[i]) != set(lay.packed[n.inputs[0]]) for i in n.inputs):
+        return False
+    if n.op == "QMul":
+        a, b = shapes
+        return a[:2] == b[:2] and all(x == y or 1 in (x, y) for x, y in zip(a[2:], b[2:]))
+    return True
+
+
+def _packed_channel_concat(g: Graph, n: Node, lay: _Layouts) -> bool:
+    """A channel ``Concat`` of 4-D tensors packed alike whose channel counts (all but the last) fill whole blocks:
+    the packed result is the concatenation of the packed inputs along the block axis."""
+    if n.op != "Concat" or len(n.outputs) != 1 or not n.inputs or not all(i and i in lay.packed for i in n.inputs):
+        return False
+    shapes = [g.tensors[i].shape for i in n.inputs]
+    if any(len(sh) != 4 for sh in shapes) or int(n.attrs.get("axis", 1)) % 4 != 1:
+        return False
+    common = set.intersection(*(set(lay.packed[i]) for i in n.inputs))
+    if len(common) != 1 or set(lay.packed[n.inputs[0]]) != common:
+        return False
+    blk = next(iter(common))
+    return all(sh[1] % blk == 0 for sh in shapes[:-1]) and len({(sh[0], *sh[2:]) for sh in shapes}) == 1
+
+
 def pack_layouts(g: Graph, cfg) -> int:
     """Rewrite ``g`` in place for a config with ``batch``, ``block_in``, ``block_out``; returns #transforms."""
     lay = _Layouts(g, cfg)
     for n in g.nodes:
         if n.op in ("QConv2D", "QDense") and _accel_ok(g, n, cfg):
             lay.new_nodes.append(_to_accel(g, n, lay, cfg))
+            continue
+        if (n.op == "MaxPool" and n.inputs[0] in lay.packed and g.tensors[n.inputs[0]].dtype == np.int8
+                and len(g.tensors[n.inputs[0]].shape) == 4 and len(n.outputs) == 1
+                and tuple(n.attrs.get("dilations", (1, 1))) == (1, 1)):
+            blk, src = next(iter(lay.packed[n.inputs[0]].items()))
+            out = f"{n.outputs[0]}@packed{blk}"
+            lay.register(n.outputs[0], blk, out, np.int8)
+            lay.new_nodes.append(Node("PackedMaxPool", [src], [out], dict(n.attrs), n.name))
+            continue
+        if n.op == "FoldTaps":  # its consumer is an accelerator conv: produce the packed layout directly
+            out = f"{n.outputs[0]}@packed{cfg.block_in}"
+            lay.register(n.outputs[0], cfg.block_in, out, g.tensors[n.outputs[0]].dtype)
+            attrs = dict(n.attrs, batch=cfg.batch, block=cfg.block_in)
+            lay.new_nodes.append(Node(n.op, [lay.get_plain(n.inputs[0])], [out], attrs, n.name))
+            continue
+        if (n.op in ("Flatten", "Reshape") and n.inputs[0] in lay.packed and len(g.tensors[n.inputs[0]].shape) == 4
+                and g.tensors[n.inputs[0]].shape[2:] == (1, 1)
+                and g.tensors[n.outputs[0]].shape == g.tensors[n.inputs[0]].shape[:2]):
+            blk, src = next(iter(lay.packed[n.inputs[0]].items()))  # (N, C, 1, 1) -> (N, C): a packed reshape
+            out = f"{n.outputs[0]}@packed{blk}"
+            lay.register(n.outputs[0], blk, out, g.tensors[n.outputs[0]].dtype)
+            lay.new_nodes.append(Node("PackedSqueezeHW", [src], [out], {}, n.name))
+            continue
+        if _packed_channel_concat(g, n, lay):  # block-aligned channel concat: concatenate the packed block axis
+            blk = next(iter(lay.packed[n.inputs[0]]))
+            out = f"{n.outputs[0]}@packed{blk}"
+            lay.register(n.outputs[0], blk, out, g.tensors[n.outputs[0]].dtype)
+            lay.new_nodes.append(Node("Concat", [lay.packed[i][blk] for i in n.inputs], [out], {"axis": 1}, n.name))
+            continue
+        if _packed_int_op(g, n, lay):
+            blk = next(iter(lay.packed[n.inputs[0]]))
+            out = f"{n.outputs[0]}@packed{blk}"
+            lay.register(n.outputs[0], blk, out, np.int8)
+            attrs = dict(n.attrs, packed=True) if n.op == "QGlobalAveragePool" else dict(n.attrs)
+            lay.new_nodes.append(Node(n.op, [lay.packed[i][blk] for i in n.inputs], [out], attrs, n.name))
             continue
         data_ins = [i for i in n.inputs if i and not _scalar_operand(g, i)]
         blocks = {b for i in data_ins for b in lay.packed.get(i, {})}

@@ -27,7 +27,7 @@ class RefAccelBackend:
                       "bias": 0 if bias is None else 4 * int(np.size(bias)), "output": int(out.nbytes)},
         }
 
-    def conv2d(self, x, w, bias, *, stride, padding, groups, requant: Requant) -> np.ndarray:
+    def conv2d(self, x, w, bias, *, stride, padding, groups, requant: Requant, pad_value: int = 0) -> np.ndarray:
         _check_int8("conv2d x", x, 6)
         _check_int8("conv2d w", w, 6)
         cfg = self.config
@@ -41,7 +41,7 @@ class RefAccelBackend:
         if xs.shape[1] != ws.shape[1] * groups:
             raise ValueError(f"conv2d: input has {xs.shape[1]} padded channels, weight {ws.shape[1]} x groups {groups}")
         o_pad = ws.shape[0]
-        acc = int_conv2d_acc(xs, ws, stride=tuple(stride), pads=tuple(padding), groups=groups)
+        acc = int_conv2d_acc(xs, ws, stride=tuple(stride), pads=tuple(padding), groups=groups, pad_value=int(pad_value))
         b = pad_channels(bias, o_pad)
         out = apply_requant(acc, b, pad_requant(requant, o_pad), 1)
         packed = pack_activation(out.astype(np.int8), cfg.batch, cfg.block_out)

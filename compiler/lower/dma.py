@@ -2,7 +2,8 @@
 
 Contiguous inner dimensions fold into the row (``x``); the next dimension becomes the row
 count (``y``) with its stride; dimensions further out become separate copies. Padding
-(from an inlined padding stage) becomes the copy's ``x_pad``/``y_pad`` fields.
+(from an inlined padding stage) becomes the copy's ``x_pad``/``y_pad`` fields and its constant
+value the copy's ``pad_value``.
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from compiler.lower.affine import Affine, to_affine
 from compiler.lower.errors import LowerError
-from compiler.te.expr import Load, Select
+from compiler.te.expr import Const, Load, Select
 from compiler.te.tensor import Tensor
 
 if TYPE_CHECKING:
@@ -35,6 +36,7 @@ class DmaDesc:
     y_pad1: int = 0
     x_pad0: int = 0
     x_pad1: int = 0
+    pad_value: int = 0
 
 
 def _row_major(shape) -> list[int]:
@@ -84,8 +86,20 @@ def source_map(cache_body: Load) -> tuple[Tensor, list[int], list[int]]:
     return inner.tensor, offs, scales
 
 
+def pad_value_of(cache_body: Load) -> int:
+    """The constant a padding stage inlined into a DMA fills with (0 without one); LowerError if not constant."""
+    t = cache_body.tensor
+    if t.op is None or not isinstance(t.op.body, Select):
+        return 0
+    fill = t.op.body.b
+    if not isinstance(fill, Const) or int(fill.value) != fill.value:
+        raise LowerError(f"padding stage {t.name}: the pad value must be an integer constant (a LOAD's pad_value), "
+                         f"got {fill!r}")
+    return int(fill.value)
+
+
 def region_descs(src: Tensor, offs: list[int], region: list[tuple[int, int]], buf: "Buffer",
-                 allow_pad: bool = True, scales: list[int] | None = None) -> list[DmaDesc]:
+                 allow_pad: bool = True, scales: list[int] | None = None, pad_value: int = 0) -> list[DmaDesc]:
     """2D copies moving ``region`` (in view coordinates, element dims last two) of ``src`` into ``buf``.
 
     View index ``i`` of dim ``d`` reads source index ``scales[d] * i - offs[d]`` (padding outside).
@@ -169,7 +183,9 @@ def region_descs(src: Tensor, offs: list[int], region: list[tuple[int, int]], bu
             dram += src_idx(d, vlo[d]) * dstr[d]
         if ydim is not None:
             dram += src_idx(ydim, vlo[ydim]) * dstr[ydim]
-            descs.append(DmaDesc(src, sram, dram, vn[ydim], x, sc[ydim] * dstr[ydim], p0[ydim], p1[ydim], xp0, xp1))
+            pads = (p0[ydim], p1[ydim], xp0, xp1)
+            descs.append(DmaDesc(src, sram, dram, vn[ydim], x, sc[ydim] * dstr[ydim], *pads,
+                                 pad_value=pad_value if any(pads) else 0))
         else:
-            descs.append(DmaDesc(src, sram, dram, 1, x, x, 0, 0, xp0, xp1))
+            descs.append(DmaDesc(src, sram, dram, 1, x, x, 0, 0, xp0, xp1, pad_value=pad_value if xp0 or xp1 else 0))
     return descs

@@ -3,7 +3,8 @@
 Calibration runs the float graph on user data and records max |x| per activation tensor;
 activations get symmetric per-tensor int8 scales (``max|x| / 127``). The pass inserts
 ``QuantizeLinear -> DequantizeLinear`` pairs around every Conv/Gemm/MatMul (after a following
-Relu/Clip, so they fold), leaving float weights and biases in place: :func:`lower_qdq` then
+Relu/Clip, so they fold) and around residual ``Add``s, squeeze-excite ``Mul``s, ``GlobalAveragePool``s and unary
+activations (so they lower to integer host ops), leaving float weights and biases in place: :func:`lower_qdq` then
 quantizes weights per output channel (symmetric int8) and biases to int32 at
 ``in_scale * w_scale``, exactly as for ORT-made QDQ models.
 """
@@ -27,6 +28,22 @@ def _quantizable(g: Graph, n: Node) -> bool:
     if n.op == "MatMul":
         return len(g.tensors[n.inputs[0]].shape) == 2 and g.constants[n.inputs[1]].ndim == 2
     return len(g.tensors[n.inputs[0]].shape) == 4
+
+
+UNARY_INT_OPS = ("HardSwish", "HardSigmoid", "Sigmoid", "LeakyRelu")
+
+
+def _residual_add(g: Graph, n: Node) -> bool:
+    """Ops quantized around so that they lower to integer host ops: an ``Add`` of two same-shaped
+    activations (``QAdd``), a ``Mul`` of two activations (the squeeze-excite gate, ``QMul``),
+    ``GlobalAveragePool``/``AveragePool`` and unary activations (``QLookup`` tables)."""
+    if n.op in ("GlobalAveragePool", "AveragePool"):
+        return len(g.tensors[n.inputs[0]].shape) == 4
+    if n.op in UNARY_INT_OPS:
+        return all(not i or i in g.constants for i in n.inputs[1:])
+    if n.op not in ("Add", "Mul") or len(n.inputs) != 2 or not all(i and i not in g.constants for i in n.inputs):
+        return False
+    return n.op == "Mul" or g.tensors[n.inputs[0]].shape == g.tensors[n.inputs[1]].shape
 
 
 def _output_tensor(g: Graph, n: Node, cons) -> str:
@@ -81,8 +98,9 @@ def insert_qdq(g: Graph, calibration) -> int:
     targets = [n for n in g.nodes if _quantizable(g, n)]
     if not targets:
         return 0
-    act_in = {n.inputs[0] for n in targets}
-    act_out = {_output_tensor(g, n, cons) for n in targets}
+    adds = [n for n in g.nodes if _residual_add(g, n)]
+    act_in = {n.inputs[0] for n in targets} | {i for n in adds for i in n.inputs[:1 if n.op in UNARY_INT_OPS else 2]}
+    act_out = {_output_tensor(g, n, cons) for n in targets + adds}
     forced: dict[str, str] = {}  # graph outputs keep their name: producer -> raw -> Q -> DQ -> name
     for t in sorted(act_out & set(g.outputs)):
         raw = g.fresh_name(f"{t}/float")
@@ -117,6 +135,9 @@ def insert_qdq(g: Graph, calibration) -> int:
     for n in g.nodes:
         if n in targets and n.inputs[0] not in dq_of.values():
             n.inputs[0] = qdq(n.inputs[0])
+        if n in adds:
+            k = 1 if n.op in UNARY_INT_OPS or n.op in ("GlobalAveragePool", "AveragePool") else 2
+            n.inputs = [i if j >= k or i in dq_of.values() else qdq(i) for j, i in enumerate(n.inputs)]
         new_nodes.append(n)
         for o in n.outputs:
             if o in act_out:

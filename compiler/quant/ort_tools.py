@@ -8,15 +8,20 @@ import numpy as np
 import onnx
 
 
-def ort_session(model: onnx.ModelProto | str | Path):
+def ort_session(model: onnx.ModelProto | str | Path, *, basic: bool = False):
+    """An onnxruntime CPU session; ``basic``: ORT_ENABLE_BASIC, where QDQ models run as DQ -> float op -> Q
+    (the reference semantics; the fused int8 kernels of the default level may saturate)."""
     import onnxruntime as ort
 
     data = model.SerializeToString() if isinstance(model, onnx.ModelProto) else str(model)
-    return ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+    so = ort.SessionOptions()
+    if basic:
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    return ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
 
 
-def ort_run(model, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-    return ort_session(model).run(None, feeds)
+def ort_run(model, feeds: dict[str, np.ndarray], *, basic: bool = False) -> list[np.ndarray]:
+    return ort_session(model, basic=basic).run(None, feeds)
 
 
 def ort_quantize_static(model: onnx.ModelProto | str | Path, calibration: list[dict[str, np.ndarray]], *,

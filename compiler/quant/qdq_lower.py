@@ -2,19 +2,34 @@
 
 * ``DQ(x) -> Conv/Gemm/MatMul(DQ(w) | float w, bias) [-> Q -> DQ] [-> Relu/Clip] -> Q`` becomes
   ``QConv2D``/``QDense`` on int8 with an integer :class:`~compiler.requant.Requant` (relu and
-  clip ranges fold into the epilogue). Needs symmetric int8 activations (zero point 0).
-* ``DQ(t) -> MaxPool/Relu/Flatten/Reshape/... -> Q`` with identical scale/zero point runs the
-  op directly on the int8 tensor (these ops commute with monotone quantization).
-Everything else keeps its QDQ float form and runs on the CPU.
+  clip ranges fold into the epilogue). Zero points are exact: the activation zero point ``zx``
+  folds into the bias (``b - zx * sum(w)``) and becomes the conv's ``pad_value`` (padding holds
+  the real zero); the output zero point is ``Requant.zero_point``. Weight zero points are
+  subtracted at compile time when the result fits int8.
+* ``DQ(a) + DQ(b) [-> Relu] -> Q`` becomes ``QAdd``, ``DQ(a) * DQ(b) -> Q`` ``QMul``,
+  ``DQ(x) -> GlobalAveragePool/AveragePool -> Q`` ``QGlobalAveragePool``/``QAveragePool`` and ``DQ -> unary op -> Q``
+  (HardSwish, HardSigmoid, Sigmoid, ...) a 256-entry ``QLookup`` table
+  (:mod:`compiler.quant.int_elementwise`): integer, no float round trip.
+* ``DQ(t) -> MaxPool/Flatten/Reshape/... -> Q`` with identical scale and zero point runs the
+  op directly on the int8 tensor (these ops commute with monotone quantization; ``Relu`` only
+  with zero point 0; a constant ``Pad`` pads with the quantized pad value). ``Concat`` moves int8
+  data, requantizing inputs with other scales through identity ``QLookup`` tables.
+Everything else keeps its QDQ float form and runs on the CPU. uint8 activations are first
+rebased to int8 (:func:`compiler.quant.rebase.rebase_uint8`).
 """
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 
 from compiler.graph.ir import Graph, Node
+from compiler.quant.int_elementwise import choose_qadd, choose_qavgpool, choose_qgap, choose_qmul, lookup_table
 from compiler.quant.requant_params import acc_bound, choose_requant
 
 INT_PASSTHROUGH = {"MaxPool", "Relu", "Flatten", "Reshape", "Transpose", "Identity", "Squeeze", "Unsqueeze", "Resize"}
+ZERO_POINT_FREE = {"Relu"}  # ops that treat integer 0 as real zero (constant Pad is handled apart)
+LOOKUP_OPS = {"HardSwish", "HardSigmoid", "Sigmoid", "Tanh", "LeakyRelu", "Relu", "Clip", "Elu", "Softplus", "Exp"}
 
 
 def _const(g: Graph, name: str):
@@ -22,24 +37,54 @@ def _const(g: Graph, name: str):
 
 
 def _dq_params(g: Graph, node: Node | None):
-    """(int tensor, scale array, axis) of a DequantizeLinear with constant params and zero point 0."""
+    """(int tensor, scale array, axis, zero point array) of a DequantizeLinear with constant params."""
     if node is None or node.op != "DequantizeLinear":
         return None
     scale = _const(g, node.inputs[1])
     zp = _const(g, node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] else np.zeros((), np.int8)
-    if scale is None or zp is None or np.any(zp != 0):
+    if scale is None or zp is None:
         return None
-    return node.inputs[0], np.asarray(scale, np.float64), int(node.attrs.get("axis", 1))
+    return node.inputs[0], np.asarray(scale, np.float64), int(node.attrs.get("axis", 1)), np.asarray(zp)
+
+
+def _act_params(g: Graph, node: Node | None):
+    """(int8 tensor, scale, zero point) of a per-tensor DequantizeLinear of an int8 activation."""
+    p = _dq_params(g, node)
+    if p is None or p[1].size != 1 or p[3].size != 1:
+        return None
+    info = g.tensors.get(p[0])
+    if info is None or info.dtype != np.int8 or p[0] in g.constants:
+        return None
+    return p[0], float(p[1].reshape(())), int(p[3].reshape(()))
+
+
+def _operand_params(g: Graph, node: Node | None):
+    """Like :func:`_act_params`, also accepting a per-tensor DQ of an int8/uint8 constant (uint8 constants are
+    rebased to int8 with their zero point), for elementwise ops with a constant operand (``x + b``, ``x * s``)."""
+    a = _act_params(g, node)
+    if a is not None:
+        return a
+    p = _dq_params(g, node)
+    if p is None or p[1].size != 1 or p[3].size != 1 or p[0] not in g.constants:
+        return None
+    c, zp, name = g.constants[p[0]], int(p[3].reshape(())), p[0]
+    if c.dtype == np.uint8:
+        name, zp = f"{p[0]}/int8", zp - 128
+        if name not in g.constants:
+            g.add_constant(name, (c.astype(np.int16) - 128).astype(np.int8))
+    elif c.dtype != np.int8:
+        return None
+    return name, float(p[1].reshape(())), zp
 
 
 def _q_params(g: Graph, node: Node):
-    """(scale, zero point) of a QuantizeLinear to int8 with zero point 0 and a scalar scale."""
+    """(scale, zero point) of a per-tensor QuantizeLinear to int8."""
     if node.op != "QuantizeLinear" or len(node.inputs) < 3 or not node.inputs[2]:
         return None
     scale, zp = _const(g, node.inputs[1]), _const(g, node.inputs[2])
-    if scale is None or zp is None or np.size(scale) != 1 or zp.dtype != np.int8 or np.any(zp != 0):
+    if scale is None or zp is None or np.size(scale) != 1 or np.size(zp) != 1 or zp.dtype != np.int8:
         return None
-    return float(np.asarray(scale).reshape(())), zp
+    return float(np.asarray(scale).reshape(())), int(np.asarray(zp).reshape(()))
 
 
 def _single_consumer(cons, name: str, g: Graph) -> Node | None:
@@ -72,20 +117,31 @@ def quantize_bias(bias: np.ndarray, acc_scale: np.ndarray) -> np.ndarray:
 
 
 def _weight(g: Graph, prod, name: str, out_axis: int):
-    """Integer weight and per-output-channel scale (array), from DQ(int8 const) or a float constant."""
+    """(int8 weight, per-output-channel scale array, re-quantized?) from DQ(int8/uint8 const) or a float constant.
+
+    Weight zero points are subtracted exactly when the result fits int8; otherwise (e.g. asymmetric uint8
+    weights) the weights are re-quantized to symmetric per-channel int8, which is lossy and flagged."""
     p = _dq_params(g, prod.get(name))
     if p is not None:
         wq = _const(g, p[0])
-        if wq is None or wq.dtype != np.int8:
+        if wq is None or wq.dtype not in (np.int8, np.uint8):
             return None
-        scale = p[1].reshape(-1)
-        if scale.size != 1 and p[2] % wq.ndim != out_axis:
+        scale, zp = p[1].reshape(-1), p[3].reshape(-1).astype(np.int64)
+        if (scale.size != 1 or zp.size != 1) and p[2] % wq.ndim != out_axis:
             return None
-        return wq, np.broadcast_to(scale, (wq.shape[out_axis],)).astype(np.float64)
+        if np.any(zp != 0) or wq.dtype != np.int8:  # subtract the weight zero point when the result fits int8
+            shape = [1] * wq.ndim
+            shape[out_axis] = -1
+            wz = wq.astype(np.int64) - (zp.reshape(shape) if zp.size > 1 else zp.reshape(()))
+            scale = np.broadcast_to(scale, (wq.shape[out_axis],)).astype(np.float64)
+            if wz.min(initial=0) < -128 or wz.max(initial=0) > 127:  # e.g. uint8 weights: re-quantize (lossy)
+                return (*quantize_weight_per_channel(wz * scale.reshape(shape), out_axis), True)
+            wq = wz.astype(np.int8)
+        return wq, np.broadcast_to(scale, (wq.shape[out_axis],)).astype(np.float64), False
     w = _const(g, name)
     if w is None or not np.issubdtype(w.dtype, np.floating):
         return None
-    return quantize_weight_per_channel(w.astype(np.float64), out_axis)
+    return (*quantize_weight_per_channel(w.astype(np.float64), out_axis), False)
 
 
 def _bias_value(g: Graph, prod, name: str):
@@ -133,74 +189,233 @@ def _epilogue_chain(g: Graph, cons, start: str):
     return chain, nxt, relu, lo, hi
 
 
+def _host(n: Node, why: str) -> None:
+    n.attrs["host_reason"] = why
+    return None
+
+
 def _lower_one(g: Graph, n: Node, prod, cons) -> tuple[Node, list[Node]] | None:
-    x = _dq_params(g, prod.get(n.inputs[0]))
-    if x is None or g.tensors.get(x[0]) is None or g.tensors[x[0]].dtype != np.int8 or x[1].size != 1:
-        return None
+    x = _act_params(g, prod.get(n.inputs[0]))
+    if x is None:
+        return _host(n, "input is not a per-tensor int8/uint8 DequantizeLinear with constant scale and zero point")
     if n.op == "Conv":
         if len(g.tensors[n.inputs[0]].shape) != 4:
-            return None
+            return _host(n, "only 2-D convolutions (NCHW) are lowered")
     elif n.op == "Gemm":
         if n.attrs.get("transA", 0) or n.attrs.get("alpha", 1.0) != 1.0 or n.attrs.get("beta", 1.0) != 1.0:
-            return None
+            return _host(n, "Gemm with transA, alpha != 1 or beta != 1")
     elif len(g.tensors[n.inputs[0]].shape) != 2:
-        return None
+        return _host(n, "MatMul input is not 2-D")
     out_axis = weight_out_axis(n)
     wt = _weight(g, prod, n.inputs[1], out_axis)
     if wt is None:
-        return None
-    wq, w_scale = wt
+        return _host(n, "weight is not a constant (DequantizeLinear of int8/uint8 with per-tensor or per-output-channel "
+                        "scale and a zero point that keeps it int8, or float)")
+    wq, w_scale, requantized = wt
     if out_axis == 1:  # (K, M) -> (M, K)
         wq = np.ascontiguousarray(wq.T)
     ep = _epilogue_chain(g, cons, n.outputs[0])
     if ep is None:
-        return None
+        return _host(n, "output is not followed by [Relu|Clip ->] QuantizeLinear (single consumer)")
     chain, q, relu, lo, hi = ep
     qp = _q_params(g, q)
     if qp is None:
-        return None
-    in_scale, out_scale = float(x[1].reshape(())), qp[0]
+        return _host(n, "output QuantizeLinear is not per-tensor int8/uint8 with constant scale and zero point")
+    (in_scale, in_zp), (out_scale, out_zp) = x[1:], qp
     acc_scale = in_scale * w_scale
     bias = _bias_value(g, prod, n.inputs[2] if len(n.inputs) > 2 else "")
     if bias is False:
-        return None
+        return _host(n, "bias is not constant")
     b_int = None
     if bias is not None:
         bias = np.broadcast_to(np.asarray(bias).reshape(-1), (wq.shape[0],))
         b_int = quantize_bias(bias, acc_scale)
-    out_min = -128 if lo is None else max(-128, int(np.rint(lo / out_scale)))
-    out_max = 127 if hi is None else min(127, int(np.rint(hi / out_scale)))
+    if in_zp:  # sum(w * (x - zx)) = sum(w * x) - zx * sum(w): the zero point folds into the bias
+        fold = -in_zp * wq.astype(np.int64).reshape(wq.shape[0], -1).sum(axis=1)
+        b_int = np.clip(fold + (0 if b_int is None else b_int.astype(np.int64)), -(2 ** 31), 2 ** 31 - 1).astype(np.int32)
+    out_min = -128 if lo is None else max(-128, int(np.rint(lo / out_scale)) + out_zp)
+    out_max = 127 if hi is None else min(127, int(np.rint(hi / out_scale)) + out_zp)
     rq = choose_requant(acc_scale / out_scale, acc_bound(wq, b_int), relu=relu, out_min=out_min, out_max=out_max)
+    if out_zp:
+        rq = replace(rq, zero_point=out_zp)
     w_name = g.add_constant(g.fresh_name(f"{n.name}/wq"), wq)
     inputs = [x[0], w_name, g.add_constant(g.fresh_name(f"{n.name}/bq"), b_int) if b_int is not None else ""]
-    attrs = {"requant": rq, "in_scale": in_scale, "w_scale": w_scale, "out_scale": out_scale}
+    attrs = {"requant": rq, "in_scale": in_scale, "w_scale": w_scale, "out_scale": out_scale,
+             "in_zero_point": in_zp, "out_zero_point": out_zp}
+    if requantized:
+        attrs["weights_requantized"] = "weight zero point leaves int8: weights re-quantized to symmetric int8 (lossy)"
     if n.op == "Conv":
         attrs.update({k: n.attrs[k] for k in ("strides", "pads", "dilations")}, group=int(n.attrs.get("group", 1)))
+        if in_zp and any(n.attrs["pads"]):
+            attrs["pad_value"] = in_zp  # the border holds the real zero
         op = "QConv2D"
     else:
         op = "QDense"
     return Node(op, inputs, [q.outputs[0]], attrs, n.name), [n, *chain, q]
 
 
-def _lower_passthrough(g: Graph, n: Node, prod, cons) -> tuple[Node, list[Node]] | None:
-    if n.op == "Pad" and not (n.attrs.get("mode", "constant") == "constant" and (len(n.inputs) < 3 or not n.inputs[2]
-                                                                              or np.all(_const(g, n.inputs[2]) == 0))):
+def _clamp_chain(g: Graph, cons, start: str):
+    """``[Relu] -> Q`` after ``start``: (removed nodes, Q node, relu)."""
+    nxt = _single_consumer(cons, start, g)
+    chain, relu = [], False
+    if nxt is not None and nxt.op == "Relu":
+        chain.append(nxt)
+        relu = True
+        nxt = _single_consumer(cons, nxt.outputs[0], g)
+    if nxt is None or nxt.op != "QuantizeLinear" or _q_params(g, nxt) is None:
         return None
-    dq = prod.get(n.inputs[0])
-    x = _dq_params(g, dq)
+    return chain, nxt, relu
+
+
+def _lower_add(g: Graph, n: Node, prod, cons) -> tuple[Node, list[Node]] | None:
+    a, b = (_operand_params(g, prod.get(i)) for i in n.inputs[:2])
+    if a is None or b is None or a[0] in g.constants and b[0] in g.constants:
+        return None
+    if np.broadcast_shapes(g.tensors[a[0]].shape, g.tensors[b[0]].shape) != g.tensors[n.outputs[0]].shape:
+        return None
+    ch = _clamp_chain(g, cons, n.outputs[0])
+    if ch is None:
+        return None
+    chain, q, relu = ch
+    sy, zy = _q_params(g, q)
+    p = choose_qadd(a[1], a[2], b[1], b[2], sy, zy, out_min=zy if relu else -128)
+    attrs = {"qadd": p, "in_scales": (a[1], b[1]), "out_scale": sy}
+    return Node("QAdd", [a[0], b[0]], [q.outputs[0]], attrs, n.name), [n, *chain, q]
+
+
+def _lower_mul(g: Graph, n: Node, prod, cons) -> tuple[Node, list[Node]] | None:
+    a, b = (_operand_params(g, prod.get(i)) for i in n.inputs[:2])
     q = _single_consumer(cons, n.outputs[0], g)
-    if x is None or q is None or x[1].size != 1 or g.tensors.get(x[0]) is None or g.tensors[x[0]].dtype != np.int8:
+    if a is None or b is None or q is None or q.op != "QuantizeLinear" or _q_params(g, q) is None:
+        return None
+    if a[0] in g.constants and b[0] in g.constants:
+        return None
+    sa, sb = g.tensors[a[0]].shape, g.tensors[b[0]].shape
+    if np.broadcast_shapes(sa, sb) != g.tensors[n.outputs[0]].shape:
+        return None
+    sy, zy = _q_params(g, q)
+    p = choose_qmul(a[1], a[2], b[1], b[2], sy, zy)
+    return Node("QMul", [a[0], b[0]], [q.outputs[0]], {"qmul": p}, n.name), [n, q]
+
+
+def _lower_unary(g: Graph, n: Node, prod, cons) -> tuple[Node, list[Node]] | None:
+    """``DQ -> unary op -> Q``: a 256-entry table built with the CPU kernel of the op."""
+    from compiler.cpu.kernels import KERNELS  # the float kernels define the op once
+
+    x = _act_params(g, prod.get(n.inputs[0]))
+    q = _single_consumer(cons, n.outputs[0], g)
+    if x is None or q is None or q.op != "QuantizeLinear" or _q_params(g, q) is None or n.op not in KERNELS:
+        return None
+    extra = [_const(g, i) if i else None for i in n.inputs[1:]]
+    if any(i and e is None for i, e in zip(n.inputs[1:], extra)):
+        return None
+    sy, zy = _q_params(g, q)
+    table = lookup_table(lambda v: KERNELS[n.op](n.attrs, v, *extra), x[1], x[2], sy, zy)
+    return Node("QLookup", [x[0]], [q.outputs[0]], {"table": table, "fn": n.op}, n.name), [n, q]
+
+
+def _lower_avgpool(g: Graph, n: Node, prod, cons) -> tuple[Node, list[Node]] | None:
+    from compiler.cpu.kernels import pool_pads  # the one pool padding rule (ceil_mode included)
+
+    x = _act_params(g, prod.get(n.inputs[0]))
+    q = _single_consumer(cons, n.outputs[0], g)
+    if x is None or q is None or q.op != "QuantizeLinear" or _q_params(g, q) is None:
+        return None
+    shape = g.tensors[x[0]].shape
+    if len(shape) != 4 or any(int(d) != 1 for d in n.attrs.get("dilations", (1, 1))):
+        return None
+    kh, kw, sh, sw, t, l, b, r = pool_pads(n.attrs, shape[2], shape[3])
+    sy, zy = _q_params(g, q)
+    p = choose_qavgpool(x[1], x[2], sy, zy, shape[2], shape[3], (kh, kw), (sh, sw), (t, l, b, r),
+                        bool(n.attrs.get("count_include_pad", 0)))
+    if p.mult.shape != tuple(g.tensors[q.outputs[0]].shape[2:]):
+        return None
+    return Node("QAveragePool", [x[0]], [q.outputs[0]], {"qavgpool": p}, n.name), [n, q]
+
+
+def _lower_gap(g: Graph, n: Node, prod, cons) -> tuple[Node, list[Node]] | None:
+    x = _act_params(g, prod.get(n.inputs[0]))
+    q = _single_consumer(cons, n.outputs[0], g)
+    if x is None or q is None or q.op != "QuantizeLinear" or _q_params(g, q) is None:
+        return None
+    shape = g.tensors[x[0]].shape
+    if len(shape) < 3:
+        return None
+    sy, zy = _q_params(g, q)
+    p = choose_qgap(x[1], x[2], sy, zy, int(np.prod(shape[2:])))
+    return Node("QGlobalAveragePool", [x[0]], [q.outputs[0]], {"qgap": p}, n.name), [n, q]
+
+
+def _lower_passthrough(g: Graph, n: Node, prod, cons) -> tuple[Node, list[Node]] | None:
+    x = _act_params(g, prod.get(n.inputs[0]))
+    q = _single_consumer(cons, n.outputs[0], g)
+    if x is None or q is None:
         return None
     qp = _q_params(g, q)
-    if qp is None or not np.isclose(qp[0], float(x[1].reshape(())), rtol=1e-7, atol=0):
+    if qp is None or not np.isclose(qp[0], x[1], rtol=1e-7, atol=0) or qp[1] != x[2]:
         return None
-    return Node(n.op, [x[0]] + n.inputs[1:], [q.outputs[0]], dict(n.attrs), n.name), [n, q]
+    inputs = [x[0]] + n.inputs[1:]
+    if n.op == "Pad" and n.attrs.get("mode", "constant") == "constant":
+        if len(n.inputs) < 2 or not n.inputs[1]:
+            return None  # opset < 11 (pads as an attribute): stays float
+        value = _const(g, n.inputs[2]) if len(n.inputs) > 2 and n.inputs[2] else np.zeros(())
+        if value is None:
+            return None
+        qv = int(np.clip(np.rint(float(np.asarray(value).reshape(())) / x[1]) + x[2], -128, 127))  # Q(pad value)
+        inputs = [x[0], n.inputs[1], g.add_constant(g.fresh_name(f"{n.name}/qpad"), np.int8(qv)), *n.inputs[3:]]
+    elif x[2] and n.op in ZERO_POINT_FREE:
+        return None
+    return Node(n.op, inputs, [q.outputs[0]], dict(n.attrs), n.name), [n, q]
+
+
+def _lower_concat(g: Graph, n: Node, prod, cons) -> tuple[Node, list[Node]] | None:
+    """``Concat`` of DQ inputs -> Q: inputs whose (scale, zero point) differ from the output's are requantized
+    by an identity ``QLookup`` table first; the concat itself moves int8 data."""
+    xs = [_act_params(g, prod.get(i)) for i in n.inputs]
+    q = _single_consumer(cons, n.outputs[0], g)
+    if any(x is None for x in xs) or q is None or q.op != "QuantizeLinear" or _q_params(g, q) is None:
+        return None
+    sy, zy = _q_params(g, q)
+    ins, extra = [], []
+    for x in xs:
+        if np.isclose(x[1], sy, rtol=1e-7, atol=0) and x[2] == zy:
+            ins.append(x[0])
+            continue
+        t = g.fresh_name(f"{x[0]}/requant")
+        g.set_info(t, g.tensors[x[0]].shape, np.int8)
+        table = lookup_table(lambda v: v, x[1], x[2], sy, zy)
+        extra.append(Node("QLookup", [x[0]], [t], {"table": table, "fn": "Identity"}, f"{n.name}/{t}"))
+        ins.append(t)
+    g.nodes[g.nodes.index(n):g.nodes.index(n)] = extra
+    return Node("Concat", ins, [q.outputs[0]], dict(n.attrs), n.name), [n, q]
+
+
+def _fold_int_relus(g: Graph) -> int:
+    """``QAdd -> Relu`` (an int8 Relu left by a ``Q -> DQ -> Relu -> Q`` chain, zero point 0): the Relu becomes
+    the QAdd's lower clip."""
+    prod, cons = g.producers(), g.consumers()
+    folded = 0
+    for n in list(g.nodes):
+        src = prod.get(n.inputs[0]) if n.op == "Relu" else None
+        if src is None or src.op != "QAdd" or len(cons.get(n.inputs[0], [])) != 1 or n.inputs[0] in g.outputs:
+            continue
+        p = src.attrs["qadd"]
+        if p.out_zp != 0 or g.tensors[n.inputs[0]].dtype != np.int8:
+            continue
+        src.attrs["qadd"] = replace(p, out_min=max(p.out_min, 0))
+        src.outputs[0] = n.outputs[0]
+        g.nodes.remove(n)
+        folded += 1
+    return folded
 
 
 def lower_qdq(g: Graph) -> int:
     """Rewrite QDQ patterns in place; returns the number of nodes lowered to integer form."""
     count = 0
-    for kinds, fn in ((("Conv", "Gemm", "MatMul"), _lower_one), (tuple(INT_PASSTHROUGH | {"Pad"}), _lower_passthrough)):
+    for kinds, fn in ((("Conv", "Gemm", "MatMul"), _lower_one), (tuple(INT_PASSTHROUGH | {"Pad"}), _lower_passthrough),
+                      (("Add",), _lower_add), (("Mul",), _lower_mul), (("GlobalAveragePool",), _lower_gap),
+                      (("Concat",), _lower_concat), (("AveragePool",), _lower_avgpool),
+                      (tuple(LOOKUP_OPS), _lower_unary)):
         changed = True
         while changed:
             changed = False
@@ -218,6 +433,8 @@ def lower_qdq(g: Graph) -> int:
                 count += 1
                 changed = True
                 break
+    g.remove_dead()
+    count += _fold_int_relus(g)
     g.toposort()
     g.remove_dead()
     return count

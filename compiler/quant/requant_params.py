@@ -1,34 +1,49 @@
-"""Choose integer Requant parameters (pre_shift, 16-bit multiplier, shift) for real scales."""
+"""Choose integer Requant parameters (multiplier, shift; legacy: pre_shift) for real scales."""
 from __future__ import annotations
 
 import numpy as np
 
 from compiler.requant import Requant
 
-MULT_BITS = 15  # multiplier magnitude < 2**15 (signed 16-bit immediate)
+#: Multiplier magnitude bits: 31 (int32, the fused REQUANT op's 32 x 32 -> 64-bit product) by default;
+#: 15 for the legacy multi-pass ALU epilogue (signed 16-bit immediate, product within int32).
+MULT_BITS = 31
+LEGACY_MULT_BITS = 15
+MAX_SHIFT = 63
 
 
 def choose_requant(real_scale: np.ndarray | float, acc_bound: int, *, relu: bool = False,
-                   out_min: int = -128, out_max: int = 127) -> Requant:
-    """Fixed-point approximation of ``acc * real_scale`` that can never overflow int32.
+                   out_min: int = -128, out_max: int = 127, mult_bits: int = MULT_BITS) -> Requant:
+    """Fixed-point approximation of ``acc * real_scale``: ``round_shift(acc * multiplier, shift)``.
 
-    ``acc_bound`` bounds |acc + bias| over all channels. ``pre_shift`` makes
-    |acc >> pre_shift| < 2**16 so the product with a multiplier < 2**15 fits int32; then per
-    channel the largest ``shift`` (<= 31) keeps ``round(real_scale * 2**(pre_shift+shift))``
-    below 2**15, which maximizes precision.
+    Default (``mult_bits=31``): no pre-shift; per channel the largest ``shift`` (<= 63) keeps
+    ``multiplier = round(real_scale * 2**shift)`` below 2**31, so the multiplier carries 31 significant
+    bits and the result equals ``round(acc * real_scale)`` except within ``2**-31`` relative of a tie; the
+    product of an int32 accumulator and the multiplier is exact in 64 bits (``acc_bound`` is not needed).
+
+    ``mult_bits=15`` is the legacy scheme for configs without the fused op: ``pre_shift`` makes
+    ``|acc >> pre_shift| < 2**16`` for ``|acc + bias| <= acc_bound`` so the product with a multiplier
+    below 2**15 fits int32, and ``shift <= 31``.
     """
+    if mult_bits not in (MULT_BITS, LEGACY_MULT_BITS):
+        raise ValueError(f"mult_bits must be {MULT_BITS} (fused REQUANT) or {LEGACY_MULT_BITS} (legacy), got {mult_bits}")
     s = np.atleast_1d(np.asarray(real_scale, dtype=np.float64))
     if np.any(s < 0) or not np.all(np.isfinite(s)):
         raise ValueError("requant scales must be finite and >= 0")
-    pre = max(0, int(np.ceil(np.log2(max(int(acc_bound), 1) + 1))) - 16)
+    legacy = mult_bits == LEGACY_MULT_BITS
+    pre = max(0, int(np.ceil(np.log2(max(int(acc_bound), 1) + 1))) - 16) if legacy else 0
+    max_shift = 31 if legacy else MAX_SHIFT
+    top = 2 ** mult_bits - 1
     eff = s * float(2 ** pre)
+    if np.any(np.rint(eff) > top):
+        raise ValueError(f"requant scale {float(eff.max())} needs a multiplier above {top}")
     with np.errstate(divide="ignore"):
-        shift = np.where(eff > 0, np.floor(np.log2((2 ** MULT_BITS - 1) / np.maximum(eff, 1e-300))), 31)
-    shift = np.clip(shift, 0, 31).astype(np.int64)
+        shift = np.where(eff > 0, np.floor(np.log2(top / np.maximum(eff, 1e-300))), max_shift)
+    shift = np.clip(shift, 0, max_shift).astype(np.int64)
     mult = np.rint(eff * np.exp2(shift)).astype(np.int64)
-    over = mult >= 2 ** MULT_BITS  # rounding up to 2**15 at the boundary
+    over = mult > top  # rounding up to 2**mult_bits at the boundary
     shift = np.where(over & (shift > 0), shift - 1, shift)
-    mult = np.minimum(np.rint(eff * np.exp2(shift)).astype(np.int64), 2 ** MULT_BITS - 1)
+    mult = np.minimum(np.rint(eff * np.exp2(shift)).astype(np.int64), top)
     if np.ndim(real_scale) == 0:
         mult, shift = int(mult[0]), int(shift[0])
     return Requant(pre_shift=pre, multiplier=mult, shift=shift, relu=relu, out_min=int(out_min), out_max=int(out_max),

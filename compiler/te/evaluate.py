@@ -6,7 +6,8 @@ import numpy as np
 from compiler.te.errors import TeError
 from compiler.te.expr import AluCall, Binary, Cast, Const, Expr, Load, Reduce, Select, Var, _bits
 from compiler.te.tensor import Tensor
-from isa.alu import evaluate as alu_evaluate
+from isa.alu import alu_op, evaluate as alu_evaluate
+from isa.requant import Record, unpack_records
 from isa.alu import wrap
 
 _NP = {"int8": np.int8, "int16": np.int16, "int32": np.int32, "int64": np.int64, "bool": np.bool_}
@@ -48,6 +49,19 @@ def _eval(e: Expr, env: dict, values: dict) -> np.ndarray:
              "lt": lambda: a < b, "le": lambda: a <= b, "gt": lambda: a > b, "ge": lambda: a >= b,
              "eq": lambda: a == b}[e.op]()
         return r if e.dtype == "bool" else _wrap(r, e.dtype)
+    if isinstance(e, AluCall) and alu_op(e.op).operand == "wgt":
+        # a record op: b = rec[..., o, 0] names WGT row o of an element; the op reads that whole row
+        if not isinstance(e.b, Load):
+            raise TeError(f"{e.op} reads a parameter record: its second operand must be a tensor read, got {e.b!r}")
+        arr = values[e.b.tensor]
+        idx = [np.asarray(_eval(i, env, values)) for i in e.b.indices[:-1]]
+        shape = np.broadcast_shapes(*[i.shape for i in idx])
+        rows = arr[tuple(np.broadcast_to(i, shape) for i in idx)]
+        rec = unpack_records(rows, _bits(e.b.tensor.dtype))
+        a = np.asarray(_eval(e.a, env, values), np.int64)
+        shape = np.broadcast_shapes(a.shape, shape)
+        rec = Record(**{k: np.broadcast_to(v, shape) for k, v in vars(rec).items()})
+        return alu_evaluate(e.op, np.broadcast_to(a, shape), rec, 32)
     if isinstance(e, AluCall):
         a, b = _eval(e.a, env, values), _eval(e.b, env, values)
         a, b = np.broadcast_arrays(np.asarray(a, np.int64), np.asarray(b, np.int64))

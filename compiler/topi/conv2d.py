@@ -35,6 +35,7 @@ class ConvShape:
     kw: int
     stride: tuple[int, int]
     padding: tuple[int, int, int, int]
+    pad_value: int = 0  # what the padding holds (the activation zero point: padding is real zero)
 
     @property
     def oh(self) -> int:
@@ -53,6 +54,8 @@ class ConvShape:
             raise ValueError(f"conv2d: stride {self.stride} must be >= 1")
         if min(self.padding) < 0:
             raise ValueError(f"conv2d: padding {self.padding} must be >= 0")
+        if not -128 <= self.pad_value <= 127:
+            raise ValueError(f"conv2d: pad_value {self.pad_value} must be an int8 (-128..127)")
         if self.oh < 1 or self.ow < 1:
             raise ValueError(f"conv2d: kernel {self.kh}x{self.kw} does not fit the padded {self.h}x{self.w} input")
 
@@ -90,7 +93,7 @@ def conv2d_compute(cfg: HwConfig, cs: ConvShape) -> tuple[te.Tensor, te.Tensor, 
                             name="data_sub", dtype="int8")
         sy = sx = 1
     else:
-        padded = pad_spatial(data, 3, cs.padding, name="data_pad")
+        padded = pad_spatial(data, 3, cs.padding, name="data_pad", value=cs.pad_value)
     ic = te.reduce_axis(cs.icb, "ic")
     ky = te.reduce_axis(cs.kh, "ky")
     kx = te.reduce_axis(cs.kw, "kx")
@@ -110,7 +113,8 @@ def conv2d_epilogue(cfg: HwConfig, cs: ConvShape, conv: te.Tensor, bias: np.ndar
     if requant is None:
         return Epilogue(out=conv)
     return requant_stages(conv, bias, requant, cs.groups * cs.ocb * cfg.block_out,
-                          lambda n, g, oc, y, x, b, o: (g, oc, b, o), (cs.groups, cs.ocb), cfg.block_out, cfg.batch)
+                          lambda n, g, oc, y, x, b, o: (g, oc, b, o), (cs.groups, cs.ocb), cfg.block_out, cfg.batch,
+                          cfg=cfg)
 
 
 def conv2d_kernel(cfg: HwConfig, cs: ConvShape, bias: np.ndarray | None, requant: Requant | None,
@@ -136,8 +140,9 @@ def schedule_conv2d(cfg: HwConfig, cs: ConvShape, data, weight, padded, conv, ep
     s[conv].set_scope("acc")
     for t in ep.stages:
         s[t].set_scope("acc")
-    for t, _ in ep.consts:
-        s.cache_read(t, "acc", s.readers(t) and [r.tensor for r in s.readers(t)])
+    for t, _ in ep.consts:  # int32 per-channel constants in acc; REQUANT records (int8 elements) in wgt
+        scope = "acc" if t.dtype == "int32" else "wgt"
+        s.cache_read(t, scope, s.readers(t) and [r.tensor for r in s.readers(t)])
     so = s[out]
     n, g, oc, y, x, b, o = so.leaf_iter_vars
     oc_o, oc_i = so.split(oc, knobs.oc_tile)

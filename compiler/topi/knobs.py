@@ -40,12 +40,14 @@ class ConvKnobs:
 
 
 def conv_footprint(cfg: HwConfig, cs: "ConvShape", k: ConvKnobs, n_consts: int) -> dict[str, int]:
-    """Scratchpad elements the schedule needs with knobs ``k``."""
+    """Scratchpad elements the schedule needs with knobs ``k``. Each of the ``n_consts`` per-channel constants
+    takes one element per channel block in acc (int32 constants) or in wgt (the fused REQUANT's records): both
+    are reserved."""
     rows = (k.h_tile - 1) * cs.stride[0] + cs.kh
     cols = (cs.ow - 1) * cs.stride[1] + cs.kw
     v = k.vthreads
     return {"inp": v * k.ic_tile * rows * cols,
-            "wgt": v * k.oc_tile * k.ic_tile * cs.kh * cs.kw,
+            "wgt": v * k.oc_tile * k.ic_tile * cs.kh * cs.kw + n_consts * cs.groups * cs.ocb,
             "acc": v * k.oc_tile * k.h_tile * cs.ow + n_consts * cs.groups * cs.ocb}
 
 

@@ -1,11 +1,13 @@
-"""Zero padding of the two spatial dimensions of a packed activation, as an inlinable TE stage."""
+"""Padding of the two spatial dimensions of a packed activation (with zeros or a constant), as an inlinable TE stage."""
 from __future__ import annotations
 
 from compiler import te
 
 
-def pad_spatial(data: te.Tensor, h_axis: int, pads: tuple[int, int, int, int], name: str = "pad") -> te.Tensor:
-    """Pad dims ``h_axis`` and ``h_axis + 1`` by (top, left, bottom, right) zeros; a DMA adds them for free."""
+def pad_spatial(data: te.Tensor, h_axis: int, pads: tuple[int, int, int, int], name: str = "pad",
+                value: int = 0) -> te.Tensor:
+    """Pad dims ``h_axis`` and ``h_axis + 1`` by (top, left, bottom, right) elements equal to ``value``
+    (e.g. the activation zero point, so padding is real zero); a DMA adds them for free (LOAD ``pad_value``)."""
     top, left, bottom, right = pads
     if min(pads) < 0:
         raise te.TeError(f"pad_spatial: paddings must be >= 0, got {pads}")
@@ -20,7 +22,7 @@ def pad_spatial(data: te.Tensor, h_axis: int, pads: tuple[int, int, int, int], n
         src[h_axis] = h - top
         src[h_axis + 1] = w - left
         cond = (h >= top) & (h < H + top) & (w >= left) & (w < W + left)
-        return te.select(cond, data[tuple(src)], te.const(0, data.dtype))
+        return te.select(cond, data[tuple(src)], te.const(int(value), data.dtype))
 
     return te.compute(tuple(shape), f, name=name, dtype=data.dtype,
                       axis_names=tuple(f"p{k}" for k in range(len(shape))))

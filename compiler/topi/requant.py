@@ -1,19 +1,27 @@
-"""The requantization epilogue as elementwise TE stages on the accumulator (each one ALU op).
+"""The requantization epilogue as elementwise TE stages on the accumulator.
 
-Reproduces :func:`compiler.requant.apply_requant` bit for bit: bias ADD, rounding shifts as
-ADD 2^(s-1) then SHR s, MUL by the multiplier, MAX 0 for relu, MIN/MAX clip. Per-channel
-values and constants that do not fit the 16-bit immediate are read from acc tensors
-(``const_inputs`` lists them with their values, indexed per output channel).
+Reproduces :func:`compiler.requant.apply_requant` bit for bit. Where the config has the fused
+``REQUANT`` ALU op (:mod:`isa.requant`) and the Requant has no pre-shift and int16 bounds, the
+whole epilogue is ONE stage (one ALU pass) reading a per-channel parameter record from a WGT
+tensor. Otherwise it is one stage per ALU op: bias ADD, rounding shifts as ADD 2^(s-1) then SHR
+s, MUL by the multiplier, ADD zero point, MAX for relu, MIN/MAX clip; per-channel values and
+constants that do not fit the 16-bit immediate are read from acc tensors. ``Epilogue.consts``
+lists the constant tensors with their values, indexed per output channel.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
 from compiler import te
 from compiler.requant import Requant
+from isa.alu import alu_op, op_supported
+from isa.requant import pack_records
+
+if TYPE_CHECKING:
+    from isa.config import HwConfig
 
 IMM_MIN, IMM_MAX = -(1 << 15), (1 << 15) - 1
 
@@ -32,13 +40,50 @@ def _fits(v) -> bool:
     return bool(np.all(v >= IMM_MIN) and np.all(v <= IMM_MAX))
 
 
+I16_MIN, I16_MAX = -(1 << 15), (1 << 15) - 1
+
+
+def fused_ok(cfg: "HwConfig | None", rq: Requant) -> bool:
+    """Whether ``rq`` runs as the one-pass REQUANT op on ``cfg`` (no pre-shift, int16 zero point and bounds)."""
+    return (cfg is not None and op_supported(alu_op("REQUANT"), cfg) and int(np.max(rq.pre_shift)) == 0
+            and all(I16_MIN <= v <= I16_MAX for v in (int(rq.zero_point), rq.clip_low, int(rq.out_max))))
+
+
 def requant_stages(acc: te.Tensor, bias: np.ndarray | None, rq: Requant, n_channels: int,
                    chan_index: Callable[..., tuple], chan_shape: tuple[int, ...], block: int,
-                   batch: int, prefix: str = "rq") -> Epilogue:
+                   batch: int, prefix: str = "rq", cfg: "HwConfig | None" = None) -> Epilogue:
     """Stages computing ``apply_requant(acc + bias)``; ``chan_index(*axes)`` indexes a (chan_shape, batch, block) tensor.
 
-    ``n_channels`` = padded channel count = prod(chan_shape) * block.
+    ``n_channels`` = padded channel count = prod(chan_shape) * block. With ``cfg`` (and :func:`fused_ok`) the
+    epilogue is one REQUANT stage whose records live in a (chan_shape, block_out, block_in) WGT tensor.
     """
+    if fused_ok(cfg, rq):
+        return _fused(acc, bias, rq, n_channels, chan_index, chan_shape, cfg, prefix)
+    return _multi_pass(acc, bias, rq, n_channels, chan_index, chan_shape, block, batch, prefix)
+
+
+def _fused(acc: te.Tensor, bias, rq: Requant, n_channels: int, chan_index, chan_shape, cfg: "HwConfig",
+           prefix: str) -> Epilogue:
+    ep = Epilogue()
+    recs = pack_records(cfg, bias=0 if bias is None else bias, mult=rq.multiplier, shift=rq.shift,
+                        zp=int(rq.zero_point), lo=rq.clip_low, hi=int(rq.out_max), n_channels=n_channels)
+    recs = recs.reshape(chan_shape + (cfg.block_out, cfg.block_in))
+    rec = te.placeholder(recs.shape, f"int{cfg.wgt_width}", f"{prefix}_rec")
+    ep.consts.append((rec, recs))
+    nc = len(chan_shape)
+
+    def body(*i):
+        ci = chan_index(*i)  # (chan..., b, o): the record of lane o is row o of the channel block's element
+        return te.alu("REQUANT", acc[i], rec[tuple(ci[:nc]) + (ci[-1], 0)])
+
+    ep.out = te.compute(acc.shape, body, name=f"{prefix}_requant", dtype="int32",
+                        axis_names=tuple(f"requant{k}" for k in range(acc.ndim)))
+    ep.stages.append(ep.out)
+    return ep
+
+
+def _multi_pass(acc: te.Tensor, bias, rq: Requant, n_channels: int, chan_index, chan_shape, block: int, batch: int,
+                prefix: str) -> Epilogue:
     ep = Epilogue()
     cur = acc
 
@@ -82,6 +127,10 @@ def requant_stages(acc: te.Tensor, bias: np.ndarray | None, rq: Requant, n_chann
             tensor_op(f"{name}_round", "add", rnd)
             tensor_op(f"{name}_shr", "shr", s)
 
+    if np.any(np.asarray(rq.shift) > 31):
+        raise ValueError(f"requant shift {int(np.max(rq.shift))} > 31 needs the fused REQUANT op (a config with "
+                         f"block_in * wgt_width >= 128, pre_shift 0, int16 bounds); for the multi-pass ALU epilogue "
+                         f"choose parameters with choose_requant(..., mult_bits=15)")
     if bias is not None:
         tensor_op("bias", "add", bias)
     round_shift("pre", rq.pre_shift)

@@ -14,13 +14,13 @@ import numpy as np
 from isa.config import HwConfig
 
 
-def ref_conv2d(x, w, bias, pad, rq):
-    """int64 reference of a stride-1 NCHW conv2d with symmetric ``pad``, then ``apply_requant``."""
+def ref_conv2d(x, w, bias, pad, rq, pad_value: int = 0):
+    """int64 reference of a stride-1 NCHW conv2d with symmetric ``pad`` (of ``pad_value``), then ``apply_requant``."""
     from compiler.requant import apply_requant
 
     n, c, h, wd = x.shape
     o, _, kh, kw = w.shape
-    xp = np.pad(x.astype(np.int64), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    xp = np.pad(x.astype(np.int64), ((0, 0), (0, 0), (pad, pad), (pad, pad)), constant_values=pad_value)
     oh, ow = h + 2 * pad - kh + 1, wd + 2 * pad - kw + 1
     acc = np.zeros((n, o, oh, ow), np.int64)
     for ky in range(kh):
@@ -57,7 +57,8 @@ class ConvJob:
 
 
 def compiled_conv2d(cfg: HwConfig, c: int = 16, o: int = 32, hw: int = 8, k: int = 3, pad: int = 1,
-                    seed: int = 7) -> ConvJob:
+                    seed: int = 7, pad_value: int = 0, requant=None) -> ConvJob:
+    """The layer with ``requant`` (default: rounding shift by 10 + relu) and padding of ``pad_value``."""
     from compiler.accel_backend import SimAccelBackend
     from compiler.graph.accel_interface import pack_activation, pack_weight
     from compiler.requant import Requant
@@ -67,12 +68,12 @@ def compiled_conv2d(cfg: HwConfig, c: int = 16, o: int = 32, hw: int = 8, k: int
     x = rng.integers(-128, 128, (1, c, hw, hw)).astype(np.int8)
     w = rng.integers(-128, 128, (o, c, k, k)).astype(np.int8)
     bias = rng.integers(-5000, 5000, o).astype(np.int32)
-    rq = Requant(shift=10, relu=True, out_min=0, out_max=127)
+    rq = requant or Requant(shift=10, relu=True, out_min=0, out_max=127)
     dev = RecordingSim(cfg)
     be = SimAccelBackend(cfg, device=dev)
     got = be.conv2d(pack_activation(x, cfg.batch, cfg.block_in), pack_weight(w, cfg.block_out, cfg.block_in), bias,
-                    stride=(1, 1), padding=(pad,) * 4, groups=1, requant=rq)
-    expected = pack_activation(ref_conv2d(x, w, bias, pad, rq), cfg.batch, cfg.block_out)
+                    stride=(1, 1), padding=(pad,) * 4, groups=1, requant=rq, pad_value=pad_value)
+    expected = pack_activation(ref_conv2d(x, w, bias, pad, rq, pad_value), cfg.batch, cfg.block_out)
     assert len(dev.runs) == 1, "the backend ran the device more than once"
     img_in, addr, n, sim_img, cycles = dev.runs[0]
     rep = next(iter(be._replays.values()))

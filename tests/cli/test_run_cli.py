@@ -116,3 +116,14 @@ def test_bad_input_shape(digits_q, tmp_path, capsys):
 def test_unknown_target(digits_q, capsys):
     assert main(["run", str(digits_q[0]), "--target", "fpga9"]) == 2
     assert "unknown --target 'fpga9'" in _one_line_error(capsys)
+
+
+def test_run_reports_offload_and_warns_about_host_layers(tmp_path, capsys):
+    from tests.compiler.quant.test_quant_int_elementwise import _qdq_residual_model
+
+    path = tmp_path / "residual.onnx"
+    onnx.save(_qdq_residual_model(dilation=2), str(path))
+    assert main(["run", str(path), "--target", "ref", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "warning:" in out and "dilated (QConv2D): dilations (2, 2)" in out
+    assert "50.0% of the MACs on the accelerator" in out and "QAdd x1" in out and "end to end" in out

@@ -7,6 +7,7 @@ from amaranth.sim import Simulator
 
 from hw.alu import Alu
 from isa.alu import alu_op, alu_ops, evaluate, register_alu_op, unregister_alu_op
+from isa.requant import RECORD_BITS, RECORD_FIELDS, Record
 
 WIDTH, LANES = 32, 4
 
@@ -20,7 +21,16 @@ def _unpack(word: int) -> np.ndarray:
     return np.array([v - (1 << 32) if v >> 31 else v for v in out], np.int64)
 
 
-def run_alu(cases: list[tuple[int, np.ndarray, np.ndarray]]) -> list[np.ndarray]:
+def _pack_records(r: Record) -> int:
+    word = 0
+    for j in range(LANES):
+        for f in RECORD_FIELDS:
+            v = int(np.asarray(getattr(r, f.name))[j]) & ((1 << f.width) - 1)
+            word |= v << (j * RECORD_BITS + f.lo)
+    return word
+
+
+def run_alu(cases: list[tuple]) -> list[np.ndarray]:
     dut = Alu(LANES, WIDTH)
     got = []
 
@@ -28,7 +38,10 @@ def run_alu(cases: list[tuple[int, np.ndarray, np.ndarray]]) -> list[np.ndarray]
         for code, a, b in cases:
             ctx.set(dut.op, code)
             ctx.set(dut.a, _pack(a))
-            ctx.set(dut.b, _pack(b))
+            if isinstance(b, Record):
+                ctx.set(dut.rec, _pack_records(b))
+            else:
+                ctx.set(dut.b, _pack(b))
             await ctx.delay(1e-9)
             got.append(_unpack(ctx.get(dut.y)))
 
@@ -38,8 +51,17 @@ def run_alu(cases: list[tuple[int, np.ndarray, np.ndarray]]) -> list[np.ndarray]
     return got
 
 
+def _record(rng) -> Record:
+    """Random REQUANT records, one per lane: every field over its whole range."""
+    return Record(bias=rng.integers(-(1 << 31), 1 << 31, LANES), mult=rng.integers(-(1 << 31), 1 << 31, LANES),
+                  shift=rng.integers(0, 64, LANES), zp=rng.integers(-(1 << 15), 1 << 15, LANES),
+                  lo=rng.integers(-(1 << 15), 0, LANES), hi=rng.integers(0, 1 << 15, LANES))
+
+
 def _operands(rng, name: str):
     a = rng.integers(-(1 << 31), 1 << 31, LANES)
+    if name in {o.name for o in alu_ops() if o.operand == "wgt"}:
+        return a, _record(rng)
     b = rng.integers(-(1 << 31), 1 << 31, LANES)
     if name == "SHR":
         b = rng.integers(-40, 40, LANES)
@@ -54,6 +76,11 @@ def test_every_registered_op_matches_numpy():
             a, b = _operands(rng, op.name)
             cases.append((op.opcode, a, b))
     cases.append((alu_op("SHR").opcode, np.array([-5, 7, -(1 << 31), 1]), np.array([31, -31, 40, -40])))
+    # REQUANT corners: exact ties round up, shift 0 and 63, the wrap of acc + bias, the clip bounds
+    cases.append((alu_op("REQUANT").opcode, np.array([3, -3, (1 << 31) - 1, -(1 << 31)]),
+                  Record(bias=np.array([0, 0, 1, -1]), mult=np.array([1, 1, -(1 << 31), (1 << 31) - 1]),
+                         shift=np.array([1, 1, 0, 63]), zp=np.array([0, 0, 5, -5]),
+                         lo=np.array([-100, -100, -(1 << 15), -(1 << 15)]), hi=np.array([100, 100, (1 << 15) - 1, 7]))))
     for (code, a, b), y in zip(cases, run_alu(cases)):
         want = evaluate(code, a, b, WIDTH)
         assert np.array_equal(y, want), (alu_op(code).name, a, b, y, want)

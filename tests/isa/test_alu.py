@@ -8,7 +8,8 @@ from isa.alu import alu_opcode_bits, evaluate, register_alu_op, unregister_alu_o
 
 
 def test_builtin_ops_and_opcodes():
-    assert [(o.name, o.opcode) for o in isa.alu_ops()] == [("MIN", 0), ("MAX", 1), ("ADD", 2), ("SHR", 3), ("MUL", 4)]
+    assert [(o.name, o.opcode) for o in isa.alu_ops()] == [("MIN", 0), ("MAX", 1), ("ADD", 2), ("SHR", 3), ("MUL", 4),
+                                                                   ("REQUANT", 5)]
 
 
 @pytest.mark.parametrize("op, a, b, expected", [

@@ -75,6 +75,10 @@ def test_invalid_memory_types_and_store_pads():
     expect(TINY, [Load(MemType.OUT, 0, 0, 1, 1, 1), Finish()], InvalidInstructionError, "LOAD cannot write the OUT")
     expect(TINY, [Store(MemType.OUT, 0, 64, 1, 1, 1, x_pad0=1), Finish()], InvalidInstructionError,
            "a STORE cannot pad", "x_pad0=1")
+    expect(TINY, [Store(MemType.OUT, 0, 64, 1, 1, 1, pad_value=3), Finish()], InvalidInstructionError,
+           "a STORE cannot pad", "pad_value=3")
+    expect(TINY, [Load(MemType.WGT, 0, 0, 1, 1, 1, x_pad0=1, pad_value=-2), Finish()], InvalidInstructionError,
+           "instruction 0 (LOAD.WGT)", "pad_value=-2, but only LOAD.INP pads with a value")
 
 
 def test_out_of_range_scratchpad_and_dram():

@@ -116,7 +116,7 @@ def test_gemm_program_all_units_with_tokens():
         assert np.array_equal(p.get("out", o, M * NB).reshape(M, NB, 1, BO), ((ref + 128) % 256) - 128)
 
 
-@pytest.mark.parametrize("op", [o.name for o in alu_ops()])
+@pytest.mark.parametrize("op", [o.name for o in alu_ops(TINY)])
 @pytest.mark.parametrize("use_imm", [True, False])
 def test_every_alu_op(op, use_imm):
     rng = np.random.default_rng(4)
@@ -131,6 +131,43 @@ def test_every_alu_op(op, use_imm):
         assert np.array_equal(sim.scratchpads["acc"][:8], expect)
         assert np.array_equal(sim.scratchpads["acc"][8:16], acc[8:16])
         assert np.array_equal(sim.scratchpads["out"][:8].astype(np.int64), ((expect + 128) % 256) - 128)
+
+
+@pytest.mark.parametrize("timing", [True, False])
+def test_requant_reads_its_records_from_wgt_at_src(timing):
+    """REQUANT: acc row d uses the records of WGT element src(d); lane o reads row o of that element."""
+    from isa.requant import pack_records
+
+    rng = np.random.default_rng(7)
+    cfg = PYNQ
+    n, BO = 6, cfg.block_out
+    acc = rng.integers(-(1 << 31), 1 << 31, (n, 1, BO))
+    bias, mult = rng.integers(-(1 << 20), 1 << 20, 2 * BO), rng.integers(1 << 29, 1 << 31, 2 * BO)
+    shift, zp = rng.integers(20, 50, 2 * BO), rng.integers(-100, 100, 2 * BO)
+    wgt = pack_records(cfg, bias=bias, mult=mult, shift=shift, zp=zp, lo=-128, hi=127, n_channels=2 * BO)
+    # uops: acc rows 0..2 use wgt element 5, rows 3..5 element 6 (loop over rows, src fixed per uop)
+    uops = [Uop(0, 5), Uop(3, 6)]
+    insn = Alu("REQUANT", False, 0, 2, 3, 1, dst_factor_out=1, src_factor_out=0)
+    full = np.zeros((7, BO, cfg.block_in), np.int8)
+    full[5:7] = wgt
+    sim = run_compute(cfg, [insn], uops, wgt=full, acc=acc, timing=timing)
+    ch = np.concatenate([np.zeros(3, int), np.ones(3, int)])[:, None] * BO + np.arange(BO)[None, :]
+    x = (acc[:, 0] + bias[ch] + (1 << 31)) % (1 << 32) - (1 << 31)
+    p = [[int(x[i, o]) * int(mult[ch[i, o]]) for o in range(BO)] for i in range(n)]
+    want = np.array([[min(max(((p[i][o] + (1 << (int(shift[ch[i, o]]) - 1))) >> int(shift[ch[i, o]]))
+                              + int(zp[ch[i, o]]), -128), 127) for o in range(BO)] for i in range(n)])
+    assert np.array_equal(sim.scratchpads["acc"][:n, 0], want)
+
+
+def test_requant_is_rejected_where_it_cannot_run():
+    from simulator.errors import OutOfRangeError
+
+    with pytest.raises(InvalidInstructionError, match="ALU.REQUANT reads a 128-bit parameter record .* 'tiny'"):
+        run_compute(TINY, [Alu("REQUANT", False, 0, 1, 1, 1)], [Uop(0, 0)])
+    with pytest.raises(InvalidInstructionError, match="has no immediate form"):
+        run_compute(PYNQ, [Alu("REQUANT", False, 0, 1, 1, 1, use_imm=True)], [Uop(0, 0)])
+    with pytest.raises(OutOfRangeError, match="src index 1024 .* wgt scratchpad"):
+        run_compute(PYNQ, [Alu("REQUANT", False, 0, 1, 1, 1)], [Uop(0, 1024)])
 
 
 def test_alu_builtin_values_pinned():
@@ -243,7 +280,7 @@ def loop_insn(draw):
                   dst_factor_in=draw(f), src_factor_out=draw(f), src_factor_in=draw(f))
     if kind == "gemm":
         return Gemm(wgt_factor_out=draw(f), wgt_factor_in=draw(f), **common)
-    return Alu(op=draw(st.sampled_from([o.name for o in alu_ops()])), use_imm=draw(st.booleans()),
+    return Alu(op=draw(st.sampled_from([o.name for o in alu_ops(TINY)])), use_imm=draw(st.booleans()),
                imm=draw(st.integers(-(1 << 15), (1 << 15) - 1)), **common)
 
 

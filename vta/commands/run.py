@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -151,6 +152,7 @@ def run(args: argparse.Namespace) -> int:
     from compiler.frontend.errors import UnsupportedOperatorError
     from compiler.frontend.onnx_import import load_model
     from compiler.frontend.support import check_supported
+    from compiler.graph.offload import HostFallbackWarning, LossyWeightsWarning
 
     logging.getLogger().setLevel(logging.ERROR)
     console = make_console()
@@ -181,8 +183,16 @@ def run(args: argparse.Namespace) -> int:
     shapes = {k: tuple(v.shape) for k, v in feeds.items()}
     show = not args.no_progress
     console.print(f"compiling {args.model} for {getattr(cfg, 'name', 'config')} (target {args.target}) ...")
-    mod = build(model, cfg, target=args.target, calibration=calibration, input_shapes=shapes, progress=show,
-                cpu=getattr(args, "cpu", "numpy"))
+    with warnings.catch_warnings(record=True) as caught:  # printed once, in the console's words
+        warnings.simplefilter("always", HostFallbackWarning)
+        warnings.simplefilter("always", LossyWeightsWarning)
+        mod = build(model, cfg, target=args.target, calibration=calibration, input_shapes=shapes, progress=show,
+                    cpu=getattr(args, "cpu", "numpy"))
+    for w in caught:
+        if issubclass(w.category, (HostFallbackWarning, LossyWeightsWarning)):
+            console.print(f"warning: {w.message}")
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     mod.keep_details = bool(args.trace)
     for k, v in feeds.items():
         mod.set_input(k, v)
@@ -200,6 +210,9 @@ def run(args: argparse.Namespace) -> int:
     console.print(f"accelerator: {s['accel_layers']} layers, {s['accel_cycles']:,} cycles = {s['accel_time_ms']:.3f} ms "
                   f"at {clock:g} MHz, {s['macs'] / 1e6:.1f} MMACs; CPU: {s['cpu_layers']} layers, "
                   f"{s['cpu_time_ms']:.1f} ms host time")
+    host_ops = ", ".join(f"{op} x{k}" for op, k in s["host_ops"].items()) or "none"
+    console.print(f"where the time goes: {s['accel_mac_fraction']:.1%} of the MACs on the accelerator; end to end "
+                  f"{s['end_to_end_ms']:.1f} ms (accelerator at {clock:g} MHz + measured host); host ops: {host_ops}")
     plan = mod.compiled.memory_plan
     console.print(f"intermediate tensors: {plan.peak_bytes / 1024:,.1f} KiB arena (static memory plan; "
                   f"{plan.no_reuse_bytes / 1024:,.1f} KiB without reuse)")

@@ -1,14 +1,15 @@
 """QConv2D: int8 NCHW x int8 OIHW direct convolution (any groups/stride/pad/dilation) + requant epilogue.
 
-Accumulation and the epilogue are int32 with wrap-around, which is exactly
-``compiler.requant.apply_requant`` (wrap_int32 after every step, round-half-up shifts).
+Accumulation, the bias add and the legacy pre-shift are int32 with wrap-around; the multiply is
+the exact 64-bit product and the shift, zero point and clip work on it, which is exactly
+``compiler.requant.apply_requant`` (and the accelerator's fused REQUANT op).
 """
 from __future__ import annotations
 
 import numpy as np
 from llvmlite import ir
 
-from compiler.codegen.llvm.irutil import I32, Kernel, i64
+from compiler.codegen.llvm.irutil import I32, I64, Kernel, i64
 from compiler.codegen.llvm.plan import Plan, contiguous, ptr, sig
 from compiler.codegen.llvm.pool import valid_range
 
@@ -22,16 +23,26 @@ def _round_shift(k: Kernel, v, s):
     return b.ashr(b.add(v, rnd), s)
 
 
-def _epilogue(k: Kernel, acc, bias, mult, shift, pre_shift: int, bounds: tuple[int, int], out_t):
-    """bias add, rounding shifts, multiply, then clamp to ``bounds`` (relu already folded into the low bound)."""
+def _round_shift_wide(k: Kernel, p, s):
+    """((p >> (s-1)) + 1) >> 1 for s > 0, p for s == 0 (p, s i64): round half up without overflow."""
+    b = k.b
+    pos = b.icmp_signed(">", s, i64(0))
+    t = b.ashr(p, b.select(pos, b.sub(s, i64(1)), i64(0)))
+    return b.select(pos, b.ashr(b.add(t, i64(1)), i64(1)), p)
+
+
+def _epilogue(k: Kernel, acc, bias, mult, shift, pre_shift: int, zp: int, bounds: tuple[int, int], out_t):
+    """bias add and pre-shift (int32), 64-bit multiply and rounding shift, + zero point, clamp to ``bounds``
+    (relu already folded into the low bound)."""
     b = k.b
     v = acc if bias is None else b.add(acc, bias)
     v = _round_shift(k, v, ir.Constant(I32, int(pre_shift)))
-    v = _round_shift(k, b.mul(v, mult), shift)
-    lo_c, hi_c = ir.Constant(I32, bounds[0]), ir.Constant(I32, bounds[1])
-    v = b.select(b.icmp_signed("<", v, lo_c), lo_c, v)  # numpy: minimum(maximum(v, lo), hi)
-    v = b.select(b.icmp_signed(">", v, hi_c), hi_c, v)
-    return v if out_t == I32 else b.trunc(v, out_t)
+    y = _round_shift_wide(k, b.mul(b.sext(v, I64), b.sext(mult, I64)), b.sext(shift, I64))
+    y = b.add(y, i64(zp))
+    lo_c, hi_c = i64(bounds[0]), i64(bounds[1])
+    y = b.select(b.icmp_signed("<", y, lo_c), lo_c, y)  # numpy: clip(y, lo, hi)
+    y = b.select(b.icmp_signed(">", y, hi_c), hi_c, y)
+    return b.trunc(y, out_t)
 
 
 def plan_qconv(node, ins) -> Plan | None:
@@ -41,7 +52,7 @@ def plan_qconv(node, ins) -> Plan | None:
     rq = a.get("requant")
     if rq is None or x.dtype != np.int8 or w.dtype != np.int8 or x.ndim != 4 or w.ndim != 4:
         return None
-    if int(rq.zero_point):  # the kernel implements the zero-point-free epilogue only (numpy handles the rest)
+    if int(a.get("pad_value", 0)):  # the kernel pads with zero: zero-point borders run in numpy
         return None
     if bias is not None and (bias.dtype.kind not in "iu" or bias.size != w.shape[0]):
         return None
@@ -58,7 +69,7 @@ def plan_qconv(node, ins) -> Plan | None:
         return None
     og = o // g
     out_dt = np.dtype(np.int8) if rq.out_min >= -128 and rq.out_max <= 127 else np.dtype(np.int32)
-    bounds = (max(int(rq.out_min), 0) if rq.relu else int(rq.out_min), int(rq.out_max))
+    bounds = (rq.clip_low, int(rq.out_max))
 
     def emit() -> Kernel:
         k = Kernel("qconv2d", ["int8", "int8", "int32", "int32", "int32", out_dt])
@@ -92,7 +103,8 @@ def plan_qconv(node, ins) -> Plan | None:
             mult, shift = k.load(pm, oc), k.load(ps, oc)
             ob = k.madd((ni, o * oh * ow), (oc, oh * ow))
             with k.loop(oh * ow) as i:
-                v = _epilogue(k, k.load(accp, i), bias_v, mult, shift, int(rq.pre_shift), bounds, out_t)
+                v = _epilogue(k, k.load(accp, i), bias_v, mult, shift, int(rq.pre_shift), int(rq.zero_point), bounds,
+                              out_t)
                 k.store(v, dst, b.add(ob, i))
         return k
 
@@ -105,5 +117,6 @@ def plan_qconv(node, ins) -> Plan | None:
     zero_bias = np.zeros(1, np.int32)
     mult_arr = np.ascontiguousarray(np.broadcast_to(np.asarray(rq.multiplier, np.int64), (o,)), dtype=np.int32)
     shift_arr = np.ascontiguousarray(np.broadcast_to(np.asarray(rq.shift, np.int64), (o,)), dtype=np.int32)
-    key = ("QConv2D", sig(x), sig(w), bias is not None, g, sh, sw, t, l, bt, r, dh, dw, int(rq.pre_shift), bounds)
+    key = ("QConv2D", sig(x), sig(w), bias is not None, g, sh, sw, t, l, bt, r, dh, dw, int(rq.pre_shift),
+           int(rq.zero_point), bounds)
     return Plan(key, emit, run)

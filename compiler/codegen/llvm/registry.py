@@ -7,6 +7,7 @@ from compiler.codegen.llvm.conv import plan_qconv
 from compiler.codegen.llvm.elementwise import plan_binary, plan_clip
 from compiler.codegen.llvm.layout import plan_pack, plan_unpack
 from compiler.codegen.llvm.pool import plan_global_avg_pool, plan_maxpool
+from compiler.codegen.llvm.qelementwise import plan_qadd, plan_qlookup, plan_qmul
 from compiler.codegen.llvm.quant import plan_dequantize, plan_quantize
 from compiler.codegen.llvm.softmax import plan_softmax
 
@@ -16,7 +17,8 @@ PLANNERS: dict[str, Callable] = {
     "MaxPool": plan_maxpool, "GlobalAveragePool": plan_global_avg_pool,
     "QuantizeLinear": plan_quantize, "DequantizeLinear": plan_dequantize,
     "PackActivation": plan_pack, "UnpackActivation": plan_unpack,
-    "QConv2D": plan_qconv, "Softmax": plan_softmax,
+    "QConv2D": plan_qconv, "Softmax": plan_softmax, "QAdd": plan_qadd,
+    "QMul": plan_qmul, "QLookup": plan_qlookup,
 }
 
 # metadata-only reshapes: the numpy kernel returns a view of the input, no data moves

@@ -123,6 +123,19 @@ def test_qconv2d_requant(case):
     same(Node("QConv2D", ["x", "w", "b" if bias is not None else ""], ["y"], attrs), [x, w, bias])
 
 
+@pytest.mark.parametrize("zp,relu", [(0, False), (-9, True), (17, False)])
+def test_qconv2d_wide_requant_with_zero_point(zp, relu):
+    """The 31-bit multiplier contract (64-bit product, shifts up to 63, zero point) is bit-exact with numpy."""
+    o, c = 8, 16
+    rq = Requant(multiplier=RNG.integers(1 << 30, 1 << 31, o), shift=RNG.integers(30, 64, o), relu=relu,
+                 zero_point=zp)
+    attrs = {"requant": rq, "strides": [1, 1], "pads": [1, 1, 1, 1], "group": 1, "dilations": [1, 1]}
+    bias = RNG.integers(-2 ** 20, 2 ** 20, o).astype(np.int32)
+    x, w = i8(1, c, 7, 7), i8(o, c, 3, 3)
+    same(Node("QConv2D", ["x", "w", "b"], ["y"], attrs), [x, w, bias])
+    assert LL.last_backend == "llvm"
+
+
 def test_views_and_fallback_are_labelled():
     x = i8(2, 3, 4, 4)
     y = LL.run_node(Node("Flatten", ["x"], ["y"], {"axis": 1}), [x])[0]

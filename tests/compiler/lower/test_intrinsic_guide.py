@@ -12,7 +12,7 @@ from isa.intrinsics import alu_intrinsic, intrinsics
 
 @pytest.fixture
 def absdiff():
-    op = isa.register_alu_op("ABSDIFF", 5, lambda ops, a, b: ops.select(ops.lt(a, b), ops.sub(b, a), ops.sub(a, b)),
+    op = isa.register_alu_op("ABSDIFF", 6, lambda ops, a, b: ops.select(ops.lt(a, b), ops.sub(b, a), ops.sub(a, b)),
                              "dst = |dst - src|")
     yield op
     unregister_alu_op("ABSDIFF")

@@ -50,7 +50,9 @@ def test_qdq_export_small_models(fn):
     exported = export_qdq_model(model, calib)
     ours = build(model, target="ref", calibration=calib)(input=x)
     np.testing.assert_array_equal(ours, build(exported, target="ref")(input=x))
-    assert cosine(ours, ort_run(exported, {"input": x})[0]) >= 0.999
+    # onnxruntime at ORT_ENABLE_BASIC runs the export as DQ -> float op -> Q (its fused int8 kernels of the default
+    # level vary 0.998..0.9995 with the seed on these 10 logits); the exact check is the line above
+    assert cosine(ours, ort_run(exported, {"input": x}, basic=True)[0]) >= 0.999
     # the export quantizes: weights are int8 initializers, biases int32
     dtypes = {onnx.helper.tensor_dtype_to_np_dtype(t.data_type) for t in exported.graph.initializer}
     assert np.dtype(np.int8) in dtypes and np.dtype(np.int32) in dtypes

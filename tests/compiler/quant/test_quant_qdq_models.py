@@ -44,6 +44,17 @@ def test_ort_qdq_model_matches_onnxruntime_int8(seed):
         assert cosine(m(input=x), ort_run(q, {"input": x})[0]) >= 0.999
 
 
+def test_symmetric_model_folds_the_post_add_relu_into_qadd():
+    q = ort_quantize_static(small_cnn(1), _calib())  # symmetric activations: ORT keeps Add -> Q -> DQ -> Relu -> Q
+    m = build(q, target="ref")
+    ops = m.compiled.stats["ops"]
+    assert ops.get("QAdd") == 1 and "Relu" not in ops
+    qadd = next(n for n in m.graph.nodes if n.op == "QAdd").attrs["qadd"]
+    assert qadd.out_zp == 0 and qadd.out_min == 0
+    x = RNG.standard_normal((1, 3, 12, 12)).astype(np.float32)
+    assert cosine(m(input=x), _ort_basic(q).run(None, {"input": x})[0]) >= 0.999
+
+
 def test_ort_qdq_8bit_weights_match_qdq_reference_semantics():
     q = ort_quantize_static(small_cnn(2), _calib())
     so = ort.SessionOptions()
@@ -59,7 +70,7 @@ def test_builtin_quantizer_close_to_float():
     calib = np.concatenate([c["input"] for c in _calib(16)])
     m = build(model, target="ref", calibration=calib)
     ops = m.compiled.stats["ops"]
-    assert ops["AccelConv2D"] == 3 and ops["AccelDense"] == 1 and "Relu" in ops  # the post-Add relu stays on CPU
+    assert ops["AccelConv2D"] == 3 and ops["AccelDense"] == 1 and ops["QAdd"] == 1 and "Relu" not in ops  # relu in QAdd
     conv_relu = next(n for n in m.graph.nodes if n.op == "AccelConv2D")
     assert conv_relu.attrs["requant"].relu  # relu folded into the first conv's epilogue
     relu6 = [n for n in m.graph.nodes if n.op == "AccelConv2D"][1].attrs["requant"]
@@ -94,15 +105,21 @@ def test_qlinearconv_and_qlinearmatmul_models():
     assert cosine(ours, ref) >= 0.999
 
 
-def test_asymmetric_activation_model_falls_back_to_exact_cpu_qdq():
-    q = ort_quantize_static(small_cnn(5), _calib(4), symmetric_activations=False)
+def _ort_basic(q):
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC  # DQ -> float op -> Q
+    return ort.InferenceSession(q.SerializeToString(), so, providers=["CPUExecutionProvider"])
+
+
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_asymmetric_activation_model_runs_on_the_accelerator(per_channel):
+    q = ort_quantize_static(small_cnn(5), _calib(4), symmetric_activations=False, per_channel=per_channel)
     m = build(q, target="ref")
     ops = m.compiled.stats["ops"]
-    assert "AccelConv2D" not in ops and ops["Conv"] == 3  # nonzero zero points: no integer lowering
-    assert "DequantizeLinear" in ops and all(not n.inputs[0] in m.graph.constants
-                                              for n in m.graph.nodes if n.op == "DequantizeLinear")
-    so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
-    sess = ort.InferenceSession(q.SerializeToString(), so, providers=["CPUExecutionProvider"])
-    x = RNG.standard_normal((1, 3, 12, 12)).astype(np.float32)
-    np.testing.assert_allclose(m(input=x), sess.run(None, {"input": x})[0], atol=1e-5)
+    assert ops.get("AccelConv2D") == 3 and ops.get("AccelDense") == 1 and "Conv" not in ops
+    assert ops.get("QAdd") == 1 and "Add" not in ops  # the residual add stays integer
+    assert any(n.attrs.get("pad_value") for n in m.graph.nodes if n.op == "AccelConv2D")
+    sess = _ort_basic(q)
+    for _ in range(3):
+        x = RNG.standard_normal((1, 3, 12, 12)).astype(np.float32)
+        assert cosine(m(input=x), sess.run(None, {"input": x})[0]) >= 0.999

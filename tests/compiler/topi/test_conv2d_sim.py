@@ -10,10 +10,11 @@ from isa import make_config
 CFG = make_config("pynq-z1")
 
 
-def _ref_conv(x, w, bias, stride, pads, groups, rq):
+def _ref_conv(x, w, bias, stride, pads, groups, rq, pad_value=0):
     n, c, h, wd = x.shape
     o, cg, kh, kw = w.shape
-    xp = np.pad(x.astype(np.int64), ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])))
+    xp = np.pad(x.astype(np.int64), ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])),
+                constant_values=pad_value)
     oh = (h + pads[0] + pads[2] - kh) // stride[0] + 1
     ow = (wd + pads[1] + pads[3] - kw) // stride[1] + 1
     acc = np.zeros((n, o, oh, ow), np.int64)
@@ -27,7 +28,7 @@ def _ref_conv(x, w, bias, stride, pads, groups, rq):
     return apply_requant(acc, bias, rq)
 
 
-def _run(be, n, c, o, h, k, s, p, groups=1, rq=None, bias=True, seed=0):
+def _run(be, n, c, o, h, k, s, p, groups=1, rq=None, bias=True, seed=0, pad_value=0):
     rng = np.random.default_rng(seed)
     x = rng.integers(-128, 128, (n, c, h, h)).astype(np.int8)
     w = rng.integers(-128, 128, (o, c // groups, k, k)).astype(np.int8)
@@ -39,8 +40,8 @@ def _run(be, n, c, o, h, k, s, p, groups=1, rq=None, bias=True, seed=0):
     else:
         xp = pack_activation(x, CFG.batch, CFG.block_in)
         wp = pack_weight(w, CFG.block_out, CFG.block_in)
-    got = be.conv2d(xp, wp, b, stride=(s, s), padding=pads, groups=groups, requant=rq)
-    exp = pack_activation(_ref_conv(x, w, b, (s, s), pads, groups, rq), CFG.batch, CFG.block_out)
+    got = be.conv2d(xp, wp, b, stride=(s, s), padding=pads, groups=groups, requant=rq, pad_value=pad_value)
+    exp = pack_activation(_ref_conv(x, w, b, (s, s), pads, groups, rq, pad_value), CFG.batch, CFG.block_out)
     assert got.dtype == np.int8 and got.shape == exp.shape
     assert np.array_equal(got, exp)
     return be.last_profile
@@ -75,6 +76,28 @@ def test_awkward_shapes(be, n, c, o, h, k, s, p):
 def test_asymmetric_padding_and_per_channel_requant(be):
     rq = Requant(pre_shift=2, multiplier=np.arange(1, 33) * 37, shift=np.arange(32) % 20 + 3, relu=False)
     _run(be, 1, 32, 32, 9, 3, 1, (1, 0, 2, 1), rq=rq)
+
+
+@pytest.mark.parametrize("c,s,p,pad_value", [(16, 1, 1, -128), (3, 2, (1, 0, 2, 1), 37), (24, 1, 2, 5)])
+def test_pad_value_fills_the_padding(be, c, s, p, pad_value):
+    # the padding holds pad_value (an activation zero point), added by the LOADs' pad_value field
+    _run(be, 1, c, 32, 9, 3, s, p, pad_value=pad_value)
+
+
+def test_pad_value_reaches_the_load_instructions():
+    from compiler.topi.conv2d import ConvShape
+    from compiler.accel_backend import Replay, compile_conv2d
+
+    cs = ConvShape(1, 1, 1, 1, 6, 6, 3, 3, (1, 1), (1, 1, 1, 1), pad_value=-9)
+    prog = Replay(CFG, compile_conv2d(CFG, cs, None, None), "sim-functional").program
+    from isa import decode_stream
+
+    insns = decode_stream(prog.dram[prog.insn_addr:prog.insn_addr + 16 * prog.n_insns], CFG)
+    loads = [i for i in insns if type(i).__name__ == "Load" and i.mem.name == "INP"]
+    assert loads and all(i.pad_value == -9 for i in loads if i.x_pad0 or i.x_pad1 or i.y_pad0 or i.y_pad1)
+    assert any(i.pad_value == -9 for i in loads)
+    with pytest.raises(ValueError, match="pad_value 200 must be an int8"):
+        ConvShape(1, 1, 1, 1, 6, 6, 3, 3, (1, 1), (1, 1, 1, 1), pad_value=200).check()
 
 
 def test_grouped_conv(be):
