@@ -98,6 +98,9 @@ def _check_dma(i: int, insn: Load | Store, cfg: HwConfig) -> None:
 
 
 def _check_loop(i: int, insn: Gemm | Alu, cfg: HwConfig) -> None:
+    if insn.uop_bgn > insn.uop_end:
+        raise InvalidInstructionError(f"{_where(i, insn)}: uop_bgn={insn.uop_bgn} > uop_end={insn.uop_end}; the "
+                                      f"micro-op range [uop_bgn, uop_end) needs uop_bgn <= uop_end")
     if is_nop(insn):
         return
     if insn.uop_end > cfg.uop_depth:
