@@ -212,11 +212,13 @@ def _gemm(v: NodeView) -> Iterator[str]:
     if v.has_input(2) and v.shapes[2] is not None:
         m = a[1] if v.attrs.get("transA", 0) else a[0]
         n = b[0] if v.attrs.get("transB", 0) else b[1]
-        c = v.shapes[2]
+        c, out = v.shapes[2], (m or 1, n or 1)
         try:
-            np.broadcast_shapes(tuple(1 if d is None else d for d in c), (m or 1, n or 1))
+            fits = np.broadcast_shapes(tuple(1 if d is None else d for d in c), out) == out
         except ValueError:
-            yield f"{v.inp(2)} (C) has shape {c}; it must broadcast to the output ({m}, {n})"
+            fits = False
+        if not fits:
+            yield f"{v.inp(2)} (C) has shape {c}; it must broadcast to the output shape ({m}, {n})"
 
 
 @rule("Flatten")

@@ -43,8 +43,9 @@ def node_support_key(node: onnx.NodeProto) -> str | None:
         return node.op_type
     if node.op_type == "Resize" and _attr(node, "mode", "nearest") != "nearest":
         return f"Resize(mode={_attr(node, 'mode')})"
-    if node.op_type in ("MaxPool", "AveragePool") and len(_attr(node, "kernel_shape", [1, 1])) != 2:
-        return f"{node.op_type}({len(_attr(node, 'kernel_shape'))}-D)"
+    kernel = _attr(node, "kernel_shape", [1, 1])
+    if node.op_type in ("MaxPool", "AveragePool") and isinstance(kernel, list) and len(kernel) != 2:
+        return f"{node.op_type}({len(kernel)}-D)"  # a kernel_shape that is not a list is left to the validator
     if node.op_type == "Pad" and _attr(node, "mode", "constant") not in ("constant", "reflect", "edge", "wrap"):
         return f"Pad(mode={_attr(node, 'mode')})"
     return None
