@@ -13,8 +13,10 @@ from typing import Callable
 from simulator.errors import BudgetError
 from simulator.program import UNITS, InsnInfo
 
-#: Default cycle budget: 2^30 cycles (~10.7 s of hardware time at 100 MHz), far beyond any compiled layer.
-DEFAULT_MAX_CYCLES = 1 << 30
+#: Default cycle budget: 2^27 cycles (~1.3 s of hardware time at 100 MHz; a full-size ResNet-50 layer at batch 32
+#: on pynq-z1 needs ~30M). One ALU instruction of 16383 x 16383 iterations (~268M cycles, ~27 minutes of host
+#: time) is over it.
+DEFAULT_MAX_CYCLES = 1 << 27
 #: Programs with at least this many cycles (floor) show progress when progress is automatic.
 PROGRESS_MIN_CYCLES = 50_000_000
 

@@ -279,14 +279,43 @@ def _bn(v: NodeView) -> Iterator[str]:
 @rule("QuantizeLinear", "DequantizeLinear")
 def _qdq(v: NodeView) -> Iterator[str]:
     yield from _axis(v, "axis", v.rank(0), 1)
+    x, ax = v.shapes[0], v.attrs.get("axis", 1)
+    n = x[ax] if x is not None and _is_int(ax) and -len(x) <= ax < len(x) else None
+    scale_shape = v.shapes[1] if len(v.shapes) > 1 else None
+    if scale_shape is not None:
+        size = int(np.prod(scale_shape)) if None not in scale_shape else None
+        if len(scale_shape) > 1:
+            yield f"{v.inp(1)} (scale) has shape {scale_shape}; allowed: a scalar (per tensor) or 1-D (per axis)"
+        elif size == 0:
+            yield f"{v.inp(1)} (scale) is empty; allowed: a scalar (per tensor) or 1-D (per axis)"
+        elif len(scale_shape) == 1 and None not in (size, n) and size not in (1, n):
+            yield (f"{v.inp(1)} (scale) has {size} values; per-axis scales need one per element of axis {ax} "
+                   f"({n}) of input {v.node.input[0]!r} {x}")
+        zp = v.shapes[2] if len(v.shapes) > 2 and v.has_input(2) else None
+        if zp is not None and None not in zp and tuple(zp) != tuple(scale_shape) \
+                and not (int(np.prod(zp)) == 1 and size == 1):
+            yield f"{v.inp(2)} (zero point) has shape {zp}; it must match the scale's shape {scale_shape}"
     scale = v.consts[1] if len(v.consts) > 1 else None
-    if scale is not None and scale.size and (not np.all(np.isfinite(scale)) or np.any(scale <= 0)):
+    if scale is not None and scale.size and (scale.dtype.kind not in "f" or not np.all(np.isfinite(scale))
+                                             or np.any(scale <= 0)):
         yield f"{v.inp(1)} (scale) must be finite and > 0, got values in [{scale.min()}, {scale.max()}]"
-    ax = v.attrs.get("axis", 1)
-    x = v.shapes[0]
-    if scale is not None and scale.ndim == 1 and scale.size > 1 and x is not None and _is_int(ax) \
-            and -len(x) <= ax < len(x) and x[ax] is not None and scale.size != x[ax]:
-        yield f"{v.inp(1)} (scale) has {scale.size} values; per-axis scales need one per element of axis {ax} ({x[ax]})"
+
+
+@rule("Reshape")
+def _reshape(v: NodeView) -> Iterator[str]:
+    shape, x = (v.consts[1] if len(v.consts) > 1 else None), v.shapes[0]
+    if shape is None or x is None or None in x:
+        return
+    want = [int(d) for d in np.asarray(shape).reshape(-1)]
+    allowzero = v.attrs.get("allowzero", 0)
+    dims = [x[i] if d == 0 and not allowzero and i < len(x) else d for i, d in enumerate(want)]
+    size = int(np.prod(x))
+    if sum(d == -1 for d in dims) > 1 or any(d < -1 for d in dims):
+        yield f"{v.inp(1)} (shape) = {want}: at most one -1, other values >= 0"
+        return
+    known = int(np.prod([d for d in dims if d != -1]))
+    if (-1 in dims and (known == 0 or size % known)) or (-1 not in dims and known != size):
+        yield f"{v.inp(1)} (shape) = {want} does not hold the {size} elements of input {v.node.input[0]!r} {x}"
 
 
 @rule("Cast")

@@ -6,9 +6,10 @@ errors for that input; anything else is a *foreign* exception, a bug. The bytes 
 choice through :class:`Choices`, so a coverage-guided fuzzer (atheris) and hypothesis
 (``st.binary()``) share the targets.
 
-* ``onnx``: a small valid model (Conv, Relu, MaxPool, Flatten, Gemm) with one mutation: an
-  attribute, an input dimension, an initializer, a node input, an op type or the opset;
-  compiled for the simulator with calibration data and run.
+* ``onnx``: a small valid model (Conv, Relu, MaxPool, Flatten, Gemm; its onnxruntime-quantized
+  QDQ form; or Conv, BatchNormalization, pools, Reshape, MatMul, Add, Softmax) with one mutation:
+  an attribute, an input dimension, an initializer, a node input, an op type or the opset;
+  compiled for the simulator (float models with calibration data) and run.
 * ``vtaprog``: a saved program with damaged bytes (flips, truncation, insertion) or a damaged
   member (header fields, member dtypes/shapes), loaded and run with a small cycle budget.
 * ``decode``: one 128-bit instruction word, decoded, then run before a FINISH.
@@ -51,7 +52,9 @@ class Choices:
         self.data, self.pos = data, 0
 
     def int(self, lo: int, hi: int) -> int:
-        """An integer in [lo, hi]."""
+        """An integer in [lo, hi] (``lo`` when the range is empty)."""
+        if hi <= lo:
+            return lo
         span = hi - lo + 1
         nbytes = max(1, (span.bit_length() + 7) // 8)
         chunk = self.data[self.pos:self.pos + nbytes]
@@ -90,6 +93,47 @@ def base_model(seed: int = 0) -> onnx.ModelProto:
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])], inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
 
+
+def second_model(seed: int = 1) -> onnx.ModelProto:
+    """Conv -> BatchNormalization -> Relu -> AveragePool -> GlobalAveragePool -> Reshape -> MatMul -> Add -> Softmax."""
+    rng = np.random.default_rng(seed)
+    f = lambda *shape: (rng.standard_normal(shape) * 0.3).astype(np.float32)  # noqa: E731
+    inits = [numpy_helper.from_array(f(4, 1, 3, 3), "w"), numpy_helper.from_array(1 + f(4), "g"),
+             numpy_helper.from_array(f(4), "beta"), numpy_helper.from_array(f(4), "mean"),
+             numpy_helper.from_array(1 + np.abs(f(4)), "var"), numpy_helper.from_array(f(4, 5), "mw"),
+             numpy_helper.from_array(f(5), "mb")]
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", kernel_shape=[3, 3], auto_pad="SAME_UPPER"),
+             helper.make_node("BatchNormalization", ["c", "g", "beta", "mean", "var"], ["n"], name="bn", epsilon=1e-5),
+             helper.make_node("Relu", ["n"], ["r"], name="relu"),
+             helper.make_node("AveragePool", ["r"], ["a"], name="avg", kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("GlobalAveragePool", ["a"], ["gp"], name="gap"),
+             helper.make_node("Constant", [], ["shape"], name="shape_const",
+                              value=numpy_helper.from_array(np.array([1, 4], np.int64))),
+             helper.make_node("Reshape", ["gp", "shape"], ["v"], name="reshape"),
+             helper.make_node("MatMul", ["v", "mw"], ["mm"], name="matmul"),
+             helper.make_node("Add", ["mm", "mb"], ["logits"], name="add"),
+             helper.make_node("Softmax", ["logits"], ["y"], name="softmax", axis=-1)]
+    graph = helper.make_graph(nodes, "fuzz2", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(IN_SHAPE))],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 5])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+
+
+_QDQ: bytes | None = None
+
+
+def qdq_model() -> onnx.ModelProto:
+    """:func:`base_model` quantized by onnxruntime's static quantizer (QDQ, as real int8 models come)."""
+    global _QDQ
+    if _QDQ is None:
+        from compiler.quant.ort_tools import ort_quantize_static
+
+        rng = np.random.default_rng(2)
+        cal = [{"x": rng.standard_normal(IN_SHAPE).astype(np.float32)} for _ in range(4)]
+        _QDQ = ort_quantize_static(base_model(), cal).SerializeToString()
+    return onnx.ModelProto.FromString(_QDQ)
+
+
+BASE_MODELS = {"cnn": base_model, "cnn2": second_model, "qdq": qdq_model}
 
 _ATTR_NAMES = ("kernel_shape", "strides", "pads", "dilations", "group", "axis", "transA", "transB", "alpha", "beta",
                "ceil_mode", "auto_pad", "perm", "storage_order", "count_include_pad", "epsilon", "to")
@@ -162,8 +206,8 @@ def _mutate_initializer(m: onnx.ModelProto, c: Choices) -> None:
         a = np.ones(tuple(c.int(1, 8) for _ in range(c.int(0, 5))), np.float32)
     elif action == 2:
         a = a.astype(c.pick([np.int64, np.int8, np.float64, np.int32, np.bool_]))
-    elif action == 3:
-        a = a.copy()
+    elif action == 3 and a.size:
+        a = a.astype(np.float32)
         a.reshape(-1)[c.int(0, a.size - 1)] = c.pick([np.nan, np.inf, -np.inf])
     elif action == 4:
         del inits[k]
@@ -207,7 +251,7 @@ MUTATIONS = {"attribute": _mutate_attribute, "input_dim": _mutate_input_dim, "in
 def mutated_model(data: bytes) -> tuple[onnx.ModelProto, str]:
     """The base model with one mutation chosen by ``data``; returns the model and the mutation's class."""
     c = Choices(data)
-    m = base_model()
+    m = BASE_MODELS[c.pick(sorted(BASE_MODELS))]()
     kind = c.pick(sorted(MUTATIONS))
     MUTATIONS[kind](m, c)
     return m, kind
