@@ -248,11 +248,11 @@ MUTATIONS = {"attribute": _mutate_attribute, "input_dim": _mutate_input_dim, "in
              "node_input": _mutate_node_input, "op_type": _mutate_op_type, "opset": _mutate_opset}
 
 
-def mutated_model(data: bytes) -> tuple[onnx.ModelProto, str]:
-    """The base model with one mutation chosen by ``data``; returns the model and the mutation's class."""
+def mutated_model(data: bytes, kind: str | None = None) -> tuple[onnx.ModelProto, str]:
+    """A base model with one mutation chosen by ``data`` (of class ``kind`` if given); returns it and the class."""
     c = Choices(data)
     m = BASE_MODELS[c.pick(sorted(BASE_MODELS))]()
-    kind = c.pick(sorted(MUTATIONS))
+    kind = c.pick(sorted(MUTATIONS)) if kind is None else kind
     MUTATIONS[kind](m, c)
     return m, kind
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
 import pytest
 
 import isa
@@ -63,3 +64,41 @@ def test_uop_bgn_after_uop_end_is_rejected(insn):
         with pytest.raises(InvalidInstructionError) as ei:
             Prog(TINY).add(insn, Finish()).run(timing=timing)
         assert "instruction 0" in str(ei.value) and "uop_bgn=5 > uop_end=2" in str(ei.value)
+
+
+# ------------------------------------------- repeated ALU loops (zero factors) match the per-uop reference
+from isa import Uop  # noqa: E402
+from tests.simulator.reference import ref_execute  # noqa: E402
+from tests.simulator.test_semantics import run_compute  # noqa: E402
+
+
+@pytest.mark.parametrize("op,uops,iters", [
+    ("ADD", [Uop(0, 0)], (50, 1)),             # doubling: wraps to 0 and settles
+    ("ADD", [Uop(0, 1)], (7, 3)),              # acc[0] += acc[1]: never settles, every repetition counts
+    ("MAX", [Uop(2, 3), Uop(3, 2)], (4, 5)),   # settles after one repetition
+    ("SHR", [Uop(1, 0), Uop(0, 1)], (6, 1)),
+])
+def test_repeated_alu_loops_match_the_reference(op, uops, iters):
+    rng = np.random.default_rng(0)
+    acc = rng.integers(-50, 50, (8, 1, 4))
+    insn = Alu(op, False, 0, len(uops), *iters)
+    sim = run_compute(TINY, [insn], uops, acc=acc)
+    ref = acc.copy()
+    ref_execute(TINY, insn, uops, None, None, ref)
+    assert np.array_equal(sim.scratchpads["acc"][:8], ref)
+
+
+def test_long_unsettling_chain_stops_at_the_host_budget(monkeypatch):
+    import simulator.alu
+
+    monkeypatch.setattr(simulator.alu, "MAX_SEQUENTIAL_STEPS", 100)
+    with pytest.raises(BudgetError, match="instruction 0 .*sequential"):
+        run_compute(TINY, [Alu("ADD", False, 0, 1, 500, 1)], [Uop(0, 1)], acc=np.ones((8, 1, 4), np.int64))
+
+
+def test_settling_chain_of_a_million_iterations_is_fast():
+    """MIN of an accumulator with itself over 1024 x 1024 iterations: settles after one step."""
+    t0 = time.perf_counter()
+    sim = run_compute(TINY, [Alu("MIN", False, 0, 1, 1024, 1024)], [Uop(0, 0)], acc=np.full((8, 1, 4), 7))
+    assert time.perf_counter() - t0 < 5.0
+    assert (sim.scratchpads["acc"][0] == 7).all()
