@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -111,8 +110,6 @@ def worker(target: str, seconds: float, engine: str, out: Path, hang_s: float) -
         pass
     rec.write()
     if engine == "atheris":
-        import atheris
-
         def one(data: bytes) -> None:
             rec.run(fn, data)
         # -timeout=0: libFuzzer's own SIGALRM timer is off, the recorder's per-case alarm finds hangs

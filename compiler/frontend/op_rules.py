@@ -115,7 +115,6 @@ def _window(v: NodeView, spatial: Shape, k: list[int]) -> Iterator[str]:
     """Output size of a 2-D window op is at least 1 on every spatial axis."""
     if v.attrs.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
         return
-    s = v.attrs.get("strides", [1] * len(k))
     d = v.attrs.get("dilations", [1] * len(k))
     p = v.attrs.get("pads", [0] * (2 * len(k)))
     for a, size in enumerate(spatial):
