@@ -114,7 +114,7 @@ def worker(target: str, seconds: float, engine: str, out: Path, hang_s: float) -
             rec.run(fn, data)
         # -timeout=0: libFuzzer's own SIGALRM timer is off, the recorder's per-case alarm finds hangs
         atheris.Setup([sys.argv[0], f"-max_total_time={max(1, int(seconds))}", "-timeout=0", "-rss_limit_mb=8192",
-                       "-max_len=256", "-print_final_stats=0"], one)
+                       "-max_len=256", "-print_final_stats=0", f"-artifact_prefix={out.parent}/"], one)
         try:
             atheris.Fuzz()
         finally:
