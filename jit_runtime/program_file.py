@@ -14,6 +14,7 @@ See ``docs/runtime.md``.
 from __future__ import annotations
 
 import json
+import math
 import zipfile
 from pathlib import Path
 
@@ -99,8 +100,9 @@ def _buffers(header: dict, dram_size: int, path: Path) -> dict[str, BufferInfo]:
             raise _fail(path, f"corrupt header: {where} dtype {b['dtype']!r:.40} must be a dtype string")
         _numeric_dtype(b["dtype"], where, path)
         info = BufferInfo(addr, tuple(shape), b["dtype"])
-        if addr + info.nbytes > dram_size:
-            raise _fail(path, f"corrupt header: {where} [{addr}, {addr + info.nbytes}) lies outside the DRAM image "
+        nbytes = math.prod(shape) * np.dtype(b["dtype"]).itemsize  # Python ints: no int64 overflow
+        if addr + nbytes > dram_size:
+            raise _fail(path, f"corrupt header: {where} [{addr}, {addr + nbytes}) lies outside the DRAM image "
                               f"of {dram_size} bytes")
         out[str(name)] = info
     return out

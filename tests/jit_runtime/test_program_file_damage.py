@@ -148,3 +148,9 @@ def test_single_npy_is_not_a_program(tmp_path):
     path.write_bytes(buf.getvalue())
     with pytest.raises(ProgramFileError, match="not an .npz archive"):
         load_program(path)
+
+
+def test_buffer_shape_that_overflows_int64(tmp_path, good_bytes):
+    h = _header(good_bytes)
+    h["buffers"]["y"]["shape"] = [1 << 62, 1 << 62]
+    _expect(tmp_path, _pack(_members(good_bytes), h), "buffer 'y'", "outside the DRAM image")
