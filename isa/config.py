@@ -21,8 +21,33 @@ UOP_BITS = 32
 ALLOWED_DATA_WIDTHS = (8, 16, 32)
 
 
+#: Highest accepted clock (MHz): far above any FPGA, low enough to catch unit mistakes (Hz for MHz).
+MAX_CLOCK_MHZ = 10_000.0
+#: The key of a config JSON file naming the preset its missing fields come from.
+BASE_KEY = "base"
+
+
 def _is_pow2(n: int) -> bool:
     return n > 0 and (n & (n - 1)) == 0
+
+
+def check_field_types(cfg: "HwConfig") -> None:
+    """Every field has its declared type: ints are ints (not bools or 8.0), ``clock_mhz`` a finite number,
+    strings are strings. Raises :class:`ConfigError` listing every field of the wrong type."""
+    bad = []
+    for f in fields(cfg):
+        v = getattr(cfg, f.name)
+        if f.type == "int":
+            ok, want = isinstance(v, int) and not isinstance(v, bool), "an integer"
+        elif f.type == "float":
+            ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+            want = "a finite number"
+        else:
+            ok, want = isinstance(v, str), "a string"
+        if not ok:
+            bad.append(f"{f.name} = {v!r} ({type(v).__name__}) must be {want}")
+    if bad:
+        raise ConfigError("HwConfig: " + "; ".join(bad))
 
 
 @dataclass(frozen=True)
@@ -60,6 +85,8 @@ class HwConfig:
             if not cond:
                 raise ConfigError(f"HwConfig.{field} = {getattr(self, field)!r}: {msg}")
 
+        check_field_types(self)
+
         for f in ("log_batch", "log_block_in", "log_block_out"):
             v = getattr(self, f)
             need(isinstance(v, int) and 0 <= v <= 6, f, "must be an integer in 0..6 (1..64 lanes)")
@@ -78,7 +105,7 @@ class HwConfig:
                           ("wgt", self.wgt_elem_bytes), ("acc", self.acc_elem_bytes)):
             need(getattr(self, f"{mem}_buff_size") >= 2 * elem, f"{mem}_buff_size",
                  f"must hold at least 2 elements of {elem} bytes (>= {2 * elem})")
-        need(self.clock_mhz > 0, "clock_mhz", "must be > 0")
+        need(0 < self.clock_mhz <= MAX_CLOCK_MHZ, "clock_mhz", f"must be a finite number of MHz in (0, {MAX_CLOCK_MHZ:g}]")
         need(isinstance(self.dram_latency, int) and 3 <= self.dram_latency <= 4096, "dram_latency",
              "must be an integer number of cycles in 3..4096 (the RTL's STORE needs >= 3, docs/timing.md)")
         need(isinstance(self.cmd_queue_depth, int) and 1 <= self.cmd_queue_depth <= 1024, "cmd_queue_depth", "must be in 1..1024")
@@ -260,13 +287,50 @@ def _from_dict(data: dict[str, Any], origin: str) -> HwConfig:
     unknown = sorted(set(data) - _FIELDS)
     if unknown:
         raise ConfigError(f"{origin}: unknown HwConfig field(s) {unknown}; allowed: {sorted(_FIELDS)}")
-    return HwConfig(**data)
+    try:
+        return HwConfig(**data)
+    except ConfigError as exc:
+        raise ConfigError(f"{origin}: {exc}") from None
+
+
+def _preset_data(name: str) -> dict[str, Any]:
+    return json.loads(resources.files("isa.presets").joinpath(f"{name}.json").read_text())
+
+
+def _file_data(path: Path, text: str) -> dict[str, Any]:
+    """A config file's fields: a JSON object listing every field, or naming a ``"base"`` preset for the rest."""
+    if not path.is_file():
+        raise ConfigError(f"config file {text!r} does not exist")
+    try:
+        data = json.loads(path.read_text(), parse_constant=_reject_constant)
+    except (json.JSONDecodeError, UnicodeDecodeError, ValueError) as exc:
+        raise ConfigError(f"config file {text!r} is not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {text!r} must hold a JSON object of HwConfig fields, got {type(data).__name__}")
+    base = data.pop(BASE_KEY, None)
+    if base is not None:
+        if not isinstance(base, str) or base not in preset_names():
+            raise ConfigError(f"config file {text!r}: {BASE_KEY!r} = {base!r} must name a preset: "
+                              f"{', '.join(preset_names())}")
+        return {**_preset_data(base), **data}
+    missing = [f.name for f in fields(HwConfig) if f.name not in data]
+    if missing:
+        raise ConfigError(f"config file {text!r} lacks field(s) {missing}: list every field, or add "
+                          f'"{BASE_KEY}": "<preset>" to take the missing ones from a preset ({", ".join(preset_names())})')
+    return data
+
+
+def _reject_constant(name: str) -> None:
+    raise ValueError(f"{name} is not a number a config may hold (JSON has no NaN/Infinity)")
 
 
 def make_config(source: "HwConfig | str | Path | dict | None" = None, **overrides: Any) -> HwConfig:
     """Build a config from a preset name, a JSON file, a dict or another config, plus keyword overrides."""
     if source is None:
         source = "pynq-z1"
+    if not isinstance(source, (HwConfig, dict, str, Path)):
+        raise ConfigError(f"a config source must be a preset name, a JSON file path, a dict or an HwConfig; "
+                          f"got {type(source).__name__}")
     if isinstance(source, HwConfig):
         data, origin = source.to_dict(), f"config {source.name!r}"
     elif isinstance(source, dict):
@@ -275,15 +339,10 @@ def make_config(source: "HwConfig | str | Path | dict | None" = None, **override
         text = str(source)
         path = Path(text)
         if text in preset_names():
-            data = json.loads(resources.files("isa.presets").joinpath(f"{text}.json").read_text())
+            data = _preset_data(text)
             origin = f"preset {text!r}"
         elif path.suffix == ".json" or path.exists():
-            if not path.exists():
-                raise ConfigError(f"config file {text!r} does not exist")
-            try:
-                data = json.loads(path.read_text())
-            except json.JSONDecodeError as exc:
-                raise ConfigError(f"config file {text!r} is not valid JSON: {exc}") from None
+            data = _file_data(path, text)
             origin = f"file {text!r}"
         else:
             raise ConfigError(f"unknown preset {text!r}; presets: {', '.join(preset_names())} (or give a .json file)")

@@ -9,7 +9,7 @@ free of conflicts (reads of a wave happen before its writes) and run wave by wav
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -17,8 +17,13 @@ from isa.alu import alu_op
 from isa.config import HwConfig
 from isa.instructions import Alu, n_iterations
 from isa.intrinsics import alu_intrinsic
+from simulator.errors import BudgetError
 from simulator.loops import check_bound, expand
 from simulator.scratchpads import Scratchpads
+
+
+#: Most sequential steps (dependent iteration waves) one ALU instruction may take on the host (~seconds).
+MAX_SEQUENTIAL_STEPS = 1 << 20
 
 
 @dataclass
@@ -94,6 +99,10 @@ class AluExecutor:
                 first[d] = np.arange(d.size)
                 conflict = bool((first[s] < np.arange(d.size)).any())
             if conflict:
+                if d.size > MAX_SEQUENTIAL_STEPS:
+                    raise BudgetError(
+                        f"{where}: {d.size:,} iterations that update the same accumulators in sequence; more than "
+                        f"{MAX_SEQUENTIAL_STEPS:,} is over the simulator's host-time budget")
                 waves = conflict_waves(d, None if wgt_src else s)
         plan = _AluPlan(d, s, waves, wgt_src)
         if len(self._plans) > 4096:
@@ -102,17 +111,49 @@ class AluExecutor:
         return plan
 
     def execute(self, i: int, insn: Alu) -> None:
-        """Run ALU instruction ``i`` (a NOP when it has no iterations)."""
+        """Run ALU instruction ``i`` (a NOP when it has no iterations).
+
+        Loops whose indices do not move (zero factors) repeat one shorter sequence: it is planned once and
+        applied until the accumulators it touches stop changing (a fixed point) or the repetitions run out.
+        """
         if n_iterations(insn) == 0:
             return
-        fn = self._fn(insn.op)
-        sp = self.sp
-        p = self._plan(i, insn)
-        if insn.reset:
-            sp.write_acc(p.d, np.zeros((p.d.size,) + sp.acc.shape[1:], np.int64))
+        unit, reps = repeated_unit(insn)
+        p = self._plan(i, unit)
+        if insn.reset:  # idempotent: one repetition is the whole effect
+            self.sp.write_acc(p.d, np.zeros((p.d.size,) + self.sp.acc.shape[1:], np.int64))
             return
+        if reps == 1:
+            self._apply(insn, p)
+            return
+        rows = np.unique(p.d if p.s is None or p.wgt_src else np.concatenate([p.d, p.s]))  # wgt_src: s indexes WGT
+        steps = 0
+        for _ in range(reps):
+            before = self.sp.acc[rows].copy()
+            self._apply(insn, p)
+            if np.array_equal(self.sp.acc[rows], before):
+                return
+            steps += 1 if p.waves is None else len(p.waves)
+            if steps > MAX_SEQUENTIAL_STEPS:
+                raise BudgetError(
+                    f"instruction {i} (ALU.{insn.op}): its {n_iterations(insn):,} iterations update the same "
+                    f"accumulators one after another without settling; more than {MAX_SEQUENTIAL_STEPS:,} sequential "
+                    f"steps is over the simulator's host-time budget")
+
+    def _apply(self, insn: Alu, p: _AluPlan) -> None:
+        fn, sp = self._fn(insn.op), self.sp
         imm = np.int64(insn.imm)
         for sel in ([slice(None)] if p.waves is None else p.waves):
             d = p.d[sel]
             b = imm if p.s is None else (sp.wgt[p.s[sel]] if p.wgt_src else sp.acc[p.s[sel]])
             sp.write_acc(d, fn(sp.acc[d], b))
+
+
+def repeated_unit(insn: Alu) -> tuple[Alu, int]:
+    """``(unit, reps)``: the instruction's iterations are ``unit``'s iterations repeated ``reps`` times."""
+    src_moves = not (insn.reset or insn.use_imm)
+    if insn.dst_factor_out or (src_moves and insn.src_factor_out) or insn.iter_out == 1:
+        return insn, 1
+    if insn.dst_factor_in or (src_moves and insn.src_factor_in) or insn.iter_in == 1:
+        return replace(insn, iter_out=1), insn.iter_out
+    return replace(insn, iter_out=1, iter_in=1), insn.iter_out * insn.iter_in

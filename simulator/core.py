@@ -6,6 +6,7 @@ import numpy as np
 from isa.config import HwConfig
 from isa.instructions import Alu, Finish, Gemm, Load, Store
 from simulator.alu import AluExecutor
+from simulator.budget import DEFAULT_MAX_CYCLES, check_budget, with_progress
 from simulator.dram import check_image, execute_load, execute_store
 from simulator.functional import run_functional
 from simulator.gemm import GemmExecutor
@@ -21,8 +22,14 @@ class Simulator:
     Scratchpad contents persist across :meth:`run` calls (as SRAM does) until :meth:`reset`.
     """
 
-    def __init__(self, cfg: HwConfig, *, timing: bool = True, trace: bool = False):
+    def __init__(self, cfg: HwConfig, *, timing: bool = True, trace: bool = False,
+                 max_cycles: int | None = DEFAULT_MAX_CYCLES, progress: bool | None = None):
+        """``max_cycles``: the cycle budget (None: none), see :mod:`simulator.budget`; ``progress``: a progress
+        bar (None: only for programs of at least ``budget.PROGRESS_MIN_CYCLES`` cycles)."""
+        if max_cycles is not None and (not isinstance(max_cycles, int) or max_cycles < 1):
+            raise ValueError(f"max_cycles must be a positive integer or None, got {max_cycles!r}")
         self.cfg, self.timing, self.trace = cfg, timing, trace
+        self.max_cycles, self.progress = max_cycles, progress
         self.sp = Scratchpads(cfg)
         self._decoder = Decoder(cfg)
         self._gemm = GemmExecutor(cfg, self.sp)
@@ -58,7 +65,12 @@ class Simulator:
             else:
                 assert isinstance(insn, Finish)
 
-        if self.timing:
-            return SimResult(cfg, infos, run_timed(cfg, infos, execute))
-        run_functional(cfg, infos, execute)
-        return SimResult(cfg, infos, None)
+        floor = check_budget(infos, self.max_cycles)
+        execute, close = with_progress(execute, infos, floor, self.progress)
+        try:
+            if self.timing:
+                return SimResult(cfg, infos, run_timed(cfg, infos, execute, self.max_cycles))
+            run_functional(cfg, infos, execute)
+            return SimResult(cfg, infos, None)
+        finally:
+            close()

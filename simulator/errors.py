@@ -36,3 +36,7 @@ class TokenOverflowError(SimulatorError):
 
 class DeadlockError(SimulatorError):
     """Some unit waits for a token (or queue space) that will never arrive."""
+
+
+class BudgetError(SimulatorError):
+    """A program that needs more cycles than the simulator's budget (``Simulator(max_cycles=...)``)."""

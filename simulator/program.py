@@ -101,6 +101,9 @@ def _check_dma(i: int, insn: Load | Store, cfg: HwConfig) -> None:
 
 
 def _check_loop(i: int, insn: Gemm | Alu, cfg: HwConfig) -> None:
+    if insn.uop_bgn > insn.uop_end:
+        raise InvalidInstructionError(f"{_where(i, insn)}: uop_bgn={insn.uop_bgn} > uop_end={insn.uop_end}; the "
+                                      f"micro-op range [uop_bgn, uop_end) needs uop_bgn <= uop_end")
     if isinstance(insn, Alu):
         op = alu_op(insn.op)
         if not op_supported(op, cfg):

@@ -19,6 +19,7 @@ from typing import Callable
 
 from isa.config import HwConfig
 from isa.timing import fetch_cycles
+from simulator.budget import past_budget
 from simulator.errors import DeadlockError, TokenOverflowError
 from simulator.program import QUEUES, UNITS, InsnInfo
 
@@ -47,8 +48,14 @@ def _overflow(info: InsnInfo, idx: int, q: int, t: int, depth: int) -> TokenOver
         f"holds {depth} tokens (dep_queue_depth={depth}); the consumer must pop before more are pushed")
 
 
-def run_timed(cfg: HwConfig, infos: list[InsnInfo], execute: Callable[[int], None]) -> Timeline:
-    """Simulate the program's timing; ``execute(i)`` applies instruction ``i``'s effect at its start (DMA: grant)."""
+def run_timed(cfg: HwConfig, infos: list[InsnInfo], execute: Callable[[int], None],
+              max_cycles: int | None = None) -> Timeline:
+    """Simulate the program's timing; ``execute(i)`` applies instruction ``i``'s effect at its start (DMA: grant).
+
+    Raises :class:`BudgetError` when simulated time passes ``max_cycles`` (None: no limit)."""
+    limit = float("inf")
+    if max_cycles is not None:
+        limit = max_cycles
     n = len(infos)
     Q, F, depth = cfg.cmd_queue_depth, cfg.fetch_burst, cfg.dep_queue_depth
     tl = Timeline([-1] * n, [-1] * n, [-1] * n, [-1] * n, [-1] * n)
@@ -164,6 +171,8 @@ def run_timed(cfg: HwConfig, infos: list[InsnInfo], execute: Callable[[int], Non
                 nt = min(nt, max(disp_ready, takes[u][j - Q] + 1))
         if nt == inf:
             raise _deadlock(t, infos, phase, cur, tok, burst, ndisp, Q)
+        if nt > limit:
+            raise past_budget(int(nt), max_cycles)
         t = int(nt)
     tl.fetch_stall_queue = stall_q
     tl.cycles = max(end)

@@ -72,6 +72,9 @@ class Module:
         if not same_kind:
             raise ModelInputError(f"input {name!r} has dtype {a.dtype}; allowed: {info.dtype}"
                                   + (" (or another float dtype)" if np.issubdtype(info.dtype, np.floating) else ""))
+        if a.dtype.kind == "f" and not np.all(np.isfinite(a)):
+            raise ModelInputError(f"input {name!r} holds {int(np.sum(~np.isfinite(a)))} NaN/Inf value(s); "
+                                  f"inputs must be finite")
         self._inputs[name] = a.astype(info.dtype, copy=False)
 
     def get_output(self, i: int | str = 0) -> np.ndarray:

@@ -15,3 +15,16 @@ class UnsupportedOperatorError(ValueError):
 
 class ModelInputError(ValueError):
     """A user-supplied model input (name, shape or dtype) does not match the model."""
+
+
+class ModelError(ValueError):
+    """A model that is malformed or outside what the compiler accepts; ``problems`` lists every finding.
+
+    Each problem names the node and operator (or the graph-level tensor), the attribute or input
+    at fault and what is allowed.
+    """
+
+    def __init__(self, problems: list[str], origin: str = "model") -> None:
+        self.problems = list(problems)
+        head = f"{origin} is invalid ({len(self.problems)} problem(s)):"
+        super().__init__(head + "".join(f"\n  {p}" for p in self.problems))

@@ -5,11 +5,12 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-from onnx import numpy_helper, shape_inference, version_converter
+from onnx import numpy_helper
 
 from compiler.frontend.errors import ModelInputError, UnsupportedOperatorError
 from compiler.frontend.expand import expand_qlinear, explicit_pads, split_gemm_bias
 from compiler.frontend.support import OP_SPECS, SUPPORTED_OPS, attr_value, check_supported
+from compiler.frontend.validate import check_structure, convert_opset, validate_model
 from compiler.graph.ir import Graph, Node, TensorInfo
 
 TARGET_OPSET = 13
@@ -28,13 +29,6 @@ def load_model(model: str | Path | onnx.ModelProto) -> onnx.ModelProto:
         return onnx.load(str(p))
     except Exception as exc:  # protobuf decode errors have many types
         raise ValueError(f"{p} is not a readable ONNX model: {exc}") from exc
-
-
-def _opset(model: onnx.ModelProto) -> int:
-    for o in model.opset_import:
-        if o.domain in ("", "ai.onnx"):
-            return int(o.version)
-    return TARGET_OPSET
 
 
 def _fix_input_shapes(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...]] | None) -> None:
@@ -76,14 +70,13 @@ def _attrs(node: onnx.NodeProto) -> dict:
 
 
 def prepare_model(model: str | Path | onnx.ModelProto, input_shapes=None) -> onnx.ModelProto:
-    """Load, check operator support (first), convert to opset 13+, fix inputs, infer shapes."""
+    """Load, check operator support (first), validate, convert to opset 13+, fix inputs, infer shapes."""
     proto = load_model(model)
     check_supported(proto)
-    proto = onnx.ModelProto.FromString(proto.SerializeToString())
-    if _opset(proto) < TARGET_OPSET:
-        proto = version_converter.convert_version(proto, TARGET_OPSET)
+    check_structure(proto)
+    proto = convert_opset(onnx.ModelProto.FromString(proto.SerializeToString()), TARGET_OPSET)
     _fix_input_shapes(proto, input_shapes)
-    return shape_inference.infer_shapes(proto, data_prop=True)
+    return validate_model(proto)
 
 
 def onnx_to_graph(model: str | Path | onnx.ModelProto, input_shapes: dict | None = None) -> Graph:

@@ -111,7 +111,7 @@ def _attr(node: onnx.NodeProto, name: str, default=None):
 def _spatial_rank(node: onnx.NodeProto, inits: Mapping[str, onnx.TensorProto]) -> int | None:
     k = _attr(node, "kernel_shape")
     if k is not None:
-        return len(k)
+        return len(k) if isinstance(k, list) else None  # a malformed kernel_shape is the validator's to report
     w = node.input[3] if node.op_type == "QLinearConv" else (node.input[1] if len(node.input) > 1 else "")
     return len(inits[w].dims) - 2 if w in inits else None
 

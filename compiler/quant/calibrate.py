@@ -14,6 +14,7 @@ from typing import Iterable, Mapping
 
 import numpy as np
 
+from compiler.frontend.errors import ModelInputError
 from compiler.graph.evaluate import evaluate_graph
 from compiler.graph.ir import Graph, Node
 
@@ -62,22 +63,27 @@ def calibration_batches(g: Graph, data) -> list[dict[str, np.ndarray]]:
         data = [data]
     if isinstance(data, np.ndarray):
         if len(g.inputs) != 1:
-            raise ValueError(f"an array calibration set needs a 1-input model; inputs are {g.inputs}; pass feed dicts")
+            raise ModelInputError(f"an array calibration set needs a 1-input model; inputs are {g.inputs}; pass feed dicts")
         name = g.inputs[0]
         n = g.tensors[name].shape[0]
         if data.shape[1:] != g.tensors[name].shape[1:] or len(data) == 0:
-            raise ValueError(f"calibration array shape {data.shape} does not fit input {name!r} {g.tensors[name].shape}")
+            raise ModelInputError(f"calibration array shape {data.shape} does not fit input {name!r} {g.tensors[name].shape}")
         if len(data) % n == 0:
             data = [{name: data[i:i + n]} for i in range(0, len(data), n)]
         else:  # one batch of another size: fine for batch-agnostic graphs (no hard-coded Reshape)
             data = [{name: data}]
     batches = [dict(b) for b in data]
     if not batches:
-        raise ValueError("calibration set is empty")
+        raise ModelInputError("calibration set is empty")
     for b in batches:
         missing = set(g.inputs) - set(b)
         if missing:
-            raise ValueError(f"calibration feed lacks inputs {sorted(missing)}")
+            raise ModelInputError(f"calibration feed lacks inputs {sorted(missing)}")
+        for name, v in b.items():
+            a = np.asarray(v)
+            if a.dtype.kind == "f" and not np.all(np.isfinite(a)):
+                raise ModelInputError(f"calibration data for input {name!r} holds {int(np.sum(~np.isfinite(a)))} "
+                                      f"NaN/Inf value(s); calibration data must be finite")
     return batches
 
 

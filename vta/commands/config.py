@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
 from isa import make_config, preset_names
+from vta.checks import check_output_path
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -17,6 +19,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.save:
+        check_output_path(args.save, "--save", {"config file": args.source if Path(args.source).is_file() else None})
     cfg = make_config(args.source)
     print(f"vta-stack hardware config: {cfg.name}")
     print("  parameters")

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
+from vta.checks import check_output_path, load_arrays
+
 DEFAULT_TARGET = "sim"
 
 
@@ -53,14 +55,12 @@ def model_inputs(model) -> dict[str, tuple[list[int | None], np.dtype]]:
 def load_inputs(path: str, inputs: dict) -> dict[str, np.ndarray]:
     """Read ``--input``: a .npy array (one-input models) or an .npz with one array per input name."""
     p = Path(path)
-    if not p.is_file():
-        raise FileNotFoundError(f"input file not found: {p}")
-    data = np.load(p, allow_pickle=False)
+    data = load_arrays(p, "--input")
     if isinstance(data, np.ndarray):
         if len(inputs) != 1:
             raise ValueError(f"{p} holds one array but the model has inputs {list(inputs)}: pass an .npz keyed by name")
         return {next(iter(inputs)): data}
-    feeds = {k: data[k] for k in data.files}
+    feeds = data
     missing, extra = set(inputs) - set(feeds), set(feeds) - set(inputs)
     if missing or extra:
         raise ValueError(f"{p}: arrays {sorted(feeds)} do not match the model inputs {sorted(inputs)}")
@@ -91,9 +91,10 @@ def calibration_set(args: argparse.Namespace, inputs: dict, feeds: dict) -> np.n
     shape = feeds[name].shape
     if args.calibration_data:
         p = Path(args.calibration_data)
-        if not p.is_file():
-            raise FileNotFoundError(f"calibration data file not found: {p}")
-        data = np.load(p, allow_pickle=False).astype(np.float32)
+        data = load_arrays(p, "--calibration-data")
+        if not isinstance(data, np.ndarray):
+            raise ValueError(f"--calibration-data {p} must be one .npy array of samples, not an .npz archive")
+        data = data.astype(np.float32)
         if data.shape[1:] != shape[1:]:
             raise ValueError(f"calibration data {p} has samples of shape {data.shape[1:]}; the model input "
                              f"{name!r} needs {shape[1:]}")
@@ -153,14 +154,20 @@ def run(args: argparse.Namespace) -> int:
     from compiler.frontend.onnx_import import load_model
     from compiler.frontend.support import check_supported
     from compiler.graph.offload import HostFallbackWarning, LossyWeightsWarning
+    from compiler.frontend.validate import check_structure
 
     logging.getLogger().setLevel(logging.ERROR)
     console = make_console()
+    if args.trace:  # before any work, and never one of the inputs
+        check_output_path(args.trace, "--trace", {"model": args.model, "--input": args.input,
+                                                  "--calibration-data": args.calibration_data,
+                                                  "--config file": args.config if Path(args.config).is_file() else None})
     model = load_model(args.model)
     try:
         check_supported(model)  # before any other work
     except UnsupportedOperatorError as exc:
         raise ValueError(one_line_unsupported(exc)) from None
+    check_structure(model, str(args.model))
     if args.target not in available_accel_backends():
         raise ValueError(f"unknown --target {args.target!r}; available: {', '.join(available_accel_backends())}")
     cfg = resolve_config(args.config)

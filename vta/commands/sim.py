@@ -3,9 +3,12 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
 from jit_runtime.device import device_names
 from jit_runtime.program_file import load_program
+from simulator.budget import DEFAULT_MAX_CYCLES
+from vta.checks import check_output_path
 
 UNIT_COLUMNS = ("busy", "stall_token", "stall_port", "stall_queue", "idle", "insns")
 
@@ -20,6 +23,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--trace", metavar="OUT.json", help="write a Chrome/Perfetto trace")
     p.add_argument("--timeline", metavar="OUT.png", help="write a timeline plot")
     p.add_argument("--json", action="store_true", help="end with one JSON line (cycles, utilization, profile)")
+    p.add_argument("--max-cycles", type=int, metavar="N", help="cycle budget of the simulator devices: stop with an "
+                   f"error past N cycles (default {DEFAULT_MAX_CYCLES:,}; 0: no limit)")
     p.set_defaults(func=run)
 
 
@@ -28,8 +33,19 @@ def _pct(x: float) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    for option, out in (("--trace", args.trace), ("--timeline", args.timeline)):
+        if out:
+            check_output_path(out, option, {"program file": args.file})
+    if args.trace and args.timeline and Path(args.trace).resolve() == Path(args.timeline).resolve():
+        raise ValueError(f"--trace and --timeline name the same file {args.trace}")
     prog = load_program(args.file)
-    res = prog.run(args.device, trace=bool(args.trace or args.timeline))
+    device = args.device
+    if args.max_cycles is not None and device in ("sim", "sim-functional"):
+        from simulator import Simulator
+
+        device = Simulator(prog.cfg, timing=device == "sim", trace=bool(args.trace or args.timeline),
+                           max_cycles=args.max_cycles or None)
+    res = prog.run(device, trace=bool(args.trace or args.timeline))
     prof = res.profile
     print(f"program {prog.name!r} on {args.device} (config {prog.cfg.name}): {prog.n_insns} instructions")
     print(f"cycles: {res.cycles} ({res.cycles / prog.cfg.clock_mhz:.2f} us at {prog.cfg.clock_mhz:g} MHz)")

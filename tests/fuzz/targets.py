@@ -1,0 +1,418 @@
+"""Fuzz targets shared by the property tests (tests/fuzz) and ``benchmarks/fuzz.py``.
+
+Each target turns a byte string into one case and runs it: ``run_<target>(data)`` returns
+normally (the input was fine) or raises one of ``ALLOWED[target]``, the project's documented
+errors for that input; anything else is a *foreign* exception, a bug. The bytes drive every
+choice through :class:`Choices`, so a coverage-guided fuzzer (atheris) and hypothesis
+(``st.binary()``) share the targets.
+
+* ``onnx``: a small valid model (Conv, Relu, MaxPool, Flatten, Gemm; its onnxruntime-quantized
+  QDQ form; or Conv, BatchNormalization, pools, Reshape, MatMul, Add, Softmax) with one mutation:
+  an attribute, an input dimension, an initializer, a node input, an op type or the opset;
+  compiled for the simulator (float models with calibration data) and run.
+* ``vtaprog``: a saved program with damaged bytes (flips, truncation, insertion) or a damaged
+  member (header fields, member dtypes/shapes), loaded and run with a small cycle budget.
+* ``decode``: one 128-bit instruction word, decoded, then run before a FINISH.
+* ``config``: a config JSON file with one field set to an arbitrary JSON value, removed or
+  added, the top level replaced, or the text damaged.
+"""
+from __future__ import annotations
+
+import io
+import json
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from compiler.frontend.errors import ModelError, ModelInputError, UnsupportedOperatorError
+from compiler.frontend.support import SUPPORTED_OPS
+from isa.config import HwConfig, make_config
+from isa.errors import ConfigError, EncodingError
+from jit_runtime.errors import ProgramFileError
+from simulator.errors import SimulatorError
+
+#: Simulator budget of fuzzed programs: enough for the base program, small enough to stay fast.
+FUZZ_MAX_CYCLES = 2_000_000
+
+ALLOWED: dict[str, tuple[type[BaseException], ...]] = {
+    "onnx": (ModelError, UnsupportedOperatorError, ModelInputError),
+    "vtaprog": (ProgramFileError, SimulatorError),
+    "decode": (EncodingError, SimulatorError),
+    "config": (ConfigError,),
+}
+
+
+class Choices:
+    """Decisions drawn from a byte string (zeros once it runs out), deterministic for a given input."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data, self.pos = data, 0
+
+    def int(self, lo: int, hi: int) -> int:
+        """An integer in [lo, hi] (``lo`` when the range is empty)."""
+        if hi <= lo:
+            return lo
+        span = hi - lo + 1
+        nbytes = max(1, (span.bit_length() + 7) // 8)
+        chunk = self.data[self.pos:self.pos + nbytes]
+        self.pos += nbytes
+        return lo + int.from_bytes(chunk.ljust(nbytes, b"\0"), "little") % span
+
+    def pick(self, seq):
+        seq = list(seq)
+        return seq[self.int(0, len(seq) - 1)]
+
+    def bool(self) -> bool:
+        return self.int(0, 1) == 1
+
+    def rest(self) -> bytes:
+        return self.data[self.pos:]
+
+
+# ------------------------------------------------------------------------------------ onnx
+IN_SHAPE = (1, 1, 6, 6)
+
+
+def base_model(seed: int = 0) -> onnx.ModelProto:
+    """Conv(3x3, pad 1) -> Relu -> MaxPool(2x2/2) -> Flatten -> Gemm(72 -> 10), seeded weights."""
+    rng = np.random.default_rng(seed)
+    inits = [numpy_helper.from_array((rng.standard_normal((8, 1, 3, 3)) * 0.5).astype(np.float32), "w"),
+             numpy_helper.from_array((rng.standard_normal(8) * 0.1).astype(np.float32), "b"),
+             numpy_helper.from_array((rng.standard_normal((10, 72)) * 0.1).astype(np.float32), "fw"),
+             numpy_helper.from_array((rng.standard_normal(10) * 0.1).astype(np.float32), "fb")]
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv", kernel_shape=[3, 3], pads=[1, 1, 1, 1],
+                              strides=[1, 1]),
+             helper.make_node("Relu", ["c"], ["r"], name="relu"),
+             helper.make_node("MaxPool", ["r"], ["p"], name="pool", kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("Flatten", ["p"], ["f"], name="flat", axis=1),
+             helper.make_node("Gemm", ["f", "fw", "fb"], ["y"], name="fc", transB=1)]
+    graph = helper.make_graph(nodes, "fuzz", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(IN_SHAPE))],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+
+
+def second_model(seed: int = 1) -> onnx.ModelProto:
+    """Conv -> BatchNormalization -> Relu -> AveragePool -> GlobalAveragePool -> Reshape -> MatMul -> Add -> Softmax."""
+    rng = np.random.default_rng(seed)
+    f = lambda *shape: (rng.standard_normal(shape) * 0.3).astype(np.float32)  # noqa: E731
+    inits = [numpy_helper.from_array(f(4, 1, 3, 3), "w"), numpy_helper.from_array(1 + f(4), "g"),
+             numpy_helper.from_array(f(4), "beta"), numpy_helper.from_array(f(4), "mean"),
+             numpy_helper.from_array(1 + np.abs(f(4)), "var"), numpy_helper.from_array(f(4, 5), "mw"),
+             numpy_helper.from_array(f(5), "mb")]
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", kernel_shape=[3, 3], auto_pad="SAME_UPPER"),
+             helper.make_node("BatchNormalization", ["c", "g", "beta", "mean", "var"], ["n"], name="bn", epsilon=1e-5),
+             helper.make_node("Relu", ["n"], ["r"], name="relu"),
+             helper.make_node("AveragePool", ["r"], ["a"], name="avg", kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("GlobalAveragePool", ["a"], ["gp"], name="gap"),
+             helper.make_node("Constant", [], ["shape"], name="shape_const",
+                              value=numpy_helper.from_array(np.array([1, 4], np.int64))),
+             helper.make_node("Reshape", ["gp", "shape"], ["v"], name="reshape"),
+             helper.make_node("MatMul", ["v", "mw"], ["mm"], name="matmul"),
+             helper.make_node("Add", ["mm", "mb"], ["logits"], name="add"),
+             helper.make_node("Softmax", ["logits"], ["y"], name="softmax", axis=-1)]
+    graph = helper.make_graph(nodes, "fuzz2", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(IN_SHAPE))],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 5])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+
+
+_QDQ: bytes | None = None
+
+
+def qdq_model() -> onnx.ModelProto:
+    """:func:`base_model` quantized by onnxruntime's static quantizer (QDQ, as real int8 models come)."""
+    global _QDQ
+    if _QDQ is None:
+        from compiler.quant.ort_tools import ort_quantize_static
+
+        rng = np.random.default_rng(2)
+        cal = [{"x": rng.standard_normal(IN_SHAPE).astype(np.float32)} for _ in range(4)]
+        _QDQ = ort_quantize_static(base_model(), cal).SerializeToString()
+    return onnx.ModelProto.FromString(_QDQ)
+
+
+BASE_MODELS = {"cnn": base_model, "cnn2": second_model, "qdq": qdq_model}
+
+_ATTR_NAMES = ("kernel_shape", "strides", "pads", "dilations", "group", "axis", "transA", "transB", "alpha", "beta",
+               "ceil_mode", "auto_pad", "perm", "storage_order", "count_include_pad", "epsilon", "to")
+_ODD_OPS = ("Erf", "Tanh", "LSTM", "Foo")
+
+
+def _random_value(c: Choices):
+    kind = c.int(0, 7)
+    if kind == 0:
+        return c.int(-3, 9)
+    if kind == 1:
+        return [c.int(-2, 8) for _ in range(c.int(0, 5))]
+    if kind == 2:
+        return c.pick([0.0, -1.5, 2.5, float("nan"), float("inf"), 1e30])
+    if kind == 3:
+        return c.pick(["", "NOTSET", "SAME_UPPER", "VALID", "linear", "bogus"])
+    if kind == 4:
+        return [c.pick([0.5, -1.0, float("nan")]) for _ in range(c.int(0, 3))]
+    if kind == 5:
+        return c.int(-(1 << 40), 1 << 40)
+    if kind == 6:
+        return [c.int(0, 3)] * c.int(1, 4)
+    return c.int(0, 1)
+
+
+def _mutate_attribute(m: onnx.ModelProto, c: Choices) -> None:
+    node = c.pick(m.graph.node)
+    action = c.int(0, 2)
+    if action == 0 and node.attribute:
+        del node.attribute[c.int(0, len(node.attribute) - 1)]
+        return
+    if action == 1 and node.attribute:
+        name = node.attribute[c.int(0, len(node.attribute) - 1)].name
+    else:
+        name = c.pick(_ATTR_NAMES)
+    value = _random_value(c)
+    kept = [a for a in node.attribute if a.name != name]
+    del node.attribute[:]
+    node.attribute.extend(kept)
+    try:
+        node.attribute.append(helper.make_attribute(name, value))
+    except (ValueError, TypeError):  # a value make_attribute cannot encode (empty list): leave the attribute out
+        pass
+
+
+def _mutate_input_dim(m: onnx.ModelProto, c: Choices) -> None:
+    dims = m.graph.input[0].type.tensor_type.shape.dim
+    action = c.int(0, 3)
+    if action == 0:
+        dims[c.int(0, len(dims) - 1)].dim_value = c.int(0, 12)
+    elif action == 1:
+        d = dims[c.int(0, len(dims) - 1)]
+        d.Clear()
+        d.dim_param = "n"
+    elif action == 2 and len(dims) > 1:
+        del dims[c.int(0, len(dims) - 1)]
+    else:
+        dims.add().dim_value = c.int(1, 4)
+
+
+def _mutate_initializer(m: onnx.ModelProto, c: Choices) -> None:
+    inits = m.graph.initializer
+    k = c.int(0, len(inits) - 1)
+    t = inits[k]
+    a = numpy_helper.to_array(t)
+    action = c.int(0, 6)
+    if action == 0:  # another shape, same rank
+        a = np.ones(tuple(c.int(0, 12) for _ in a.shape), np.float32)
+    elif action == 1:  # another rank
+        a = np.ones(tuple(c.int(1, 8) for _ in range(c.int(0, 5))), np.float32)
+    elif action == 2:
+        a = a.astype(c.pick([np.int64, np.int8, np.float64, np.int32, np.bool_]))
+    elif action == 3 and a.size:
+        a = a.astype(np.float32)
+        a.reshape(-1)[c.int(0, a.size - 1)] = c.pick([np.nan, np.inf, -np.inf])
+    elif action == 4:
+        del inits[k]
+        return
+    elif action == 5:  # raw bytes that do not match the dims
+        t.raw_data = t.raw_data[:c.int(0, max(0, len(t.raw_data) - 1))]
+        return
+    else:
+        a = a.reshape(-1)[:c.int(0, a.size)].copy()
+    inits[k].CopyFrom(numpy_helper.from_array(a, t.name))
+
+
+def _mutate_node_input(m: onnx.ModelProto, c: Choices) -> None:
+    node = c.pick(m.graph.node)
+    names = [i.name for i in m.graph.input] + [t.name for t in m.graph.initializer] + \
+            [o for n in m.graph.node for o in n.output]
+    action = c.int(0, 3)
+    if action == 0 and node.input:
+        node.input[c.int(0, len(node.input) - 1)] = c.pick(["dangling", ""] + names)
+    elif action == 1 and node.input:
+        del node.input[c.int(0, len(node.input) - 1)]
+    elif action == 2:
+        node.input.append(c.pick(names + ["dangling"]))
+    else:
+        node.output[0] = c.pick(names + ["y2"])
+
+
+def _mutate_op_type(m: onnx.ModelProto, c: Choices) -> None:
+    node = c.pick(m.graph.node)
+    node.op_type = c.pick(sorted(SUPPORTED_OPS) + list(_ODD_OPS))
+
+
+def _mutate_opset(m: onnx.ModelProto, c: Choices) -> None:
+    m.opset_import[0].version = c.pick([1, 6, 7, 11, 12, 17, 21, 99])
+
+
+MUTATIONS = {"attribute": _mutate_attribute, "input_dim": _mutate_input_dim, "initializer": _mutate_initializer,
+             "node_input": _mutate_node_input, "op_type": _mutate_op_type, "opset": _mutate_opset}
+
+
+def mutated_model(data: bytes, kind: str | None = None) -> tuple[onnx.ModelProto, str]:
+    """A base model with one mutation chosen by ``data`` (of class ``kind`` if given); returns it and the class."""
+    c = Choices(data)
+    m = BASE_MODELS[c.pick(sorted(BASE_MODELS))]()
+    kind = c.pick(sorted(MUTATIONS)) if kind is None else kind
+    MUTATIONS[kind](m, c)
+    return m, kind
+
+
+def run_model(model: onnx.ModelProto, target: str = "sim") -> None:
+    """Compile ``model`` for the tiny config with calibration data, then run it on a seeded input."""
+    from compiler.executor import build
+
+    rng = np.random.default_rng(0)
+    dims = model.graph.input[0].type.tensor_type.shape.dim
+    shape = tuple(d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else 1 for d in dims)
+    calibration = rng.standard_normal((2 * shape[0],) + shape[1:]).astype(np.float32) if shape else None
+    mod = build(model, "tiny", target=target, calibration=calibration, progress=False)
+    feeds = {}
+    for name in mod.graph.inputs:
+        info = mod.graph.tensors[name]
+        feeds[name] = rng.standard_normal(info.shape).astype(info.dtype)
+    mod(**feeds)
+
+
+def run_onnx(data: bytes) -> None:
+    model, _ = mutated_model(data)
+    run_model(model)
+
+
+# --------------------------------------------------------------------------------- vtaprog
+_BASE_PROGRAM: bytes | None = None
+
+
+def base_program() -> bytes:
+    """The bytes of a saved program (the runtime suite's ReLU case on the tiny config)."""
+    global _BASE_PROGRAM
+    if _BASE_PROGRAM is None:
+        from jit_runtime import suite
+
+        program, _ = suite.relu(make_config("tiny"))
+        with tempfile.TemporaryDirectory() as d:
+            _BASE_PROGRAM = program.save(Path(d) / "p.vtaprog").read_bytes()
+    return _BASE_PROGRAM
+
+
+_HEADER_KEYS = ("format", "version", "name", "config", "insn_addr", "n_insns", "dram_bytes", "buffers", "expected",
+                "runtime")
+
+
+def _json_value(c: Choices):
+    return c.pick([None, True, -1, 0, 7, 1 << 62, 2.5, "x", "O", [], [1, 2], {}, {"a": 1}, [[0]], "int8"])
+
+
+def _mutate_members(raw: bytes, c: Choices) -> bytes:
+    with np.load(io.BytesIO(raw), allow_pickle=False) as data:
+        arrays = {k: data[k] for k in data.files}
+    header = json.loads(arrays["header"].tobytes().decode())
+    action = c.int(0, 5)
+    if action == 0:
+        header[c.pick(_HEADER_KEYS)] = _json_value(c)
+    elif action == 1:
+        header.pop(c.pick(_HEADER_KEYS), None)
+    elif action == 2:  # a buffer's addr/shape/dtype
+        b = header["buffers"][c.pick(sorted(header["buffers"]))]
+        b[c.pick(["addr", "shape", "dtype"])] = _json_value(c)
+    elif action == 3:  # a member's dtype or shape
+        key = c.pick(sorted(arrays))
+        a = arrays[key]
+        arrays[key] = c.pick([a.astype(np.float32), a.reshape(1, -1), a[: c.int(0, a.size)], a.astype(np.int64)])
+    elif action == 4:
+        arrays.pop(c.pick(sorted(arrays)))
+    else:  # the whole header replaced by another JSON value
+        header = _json_value(c)
+    arrays["header"] = np.frombuffer(json.dumps(header).encode(), np.uint8)
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **arrays)
+    return buf.getvalue()
+
+
+def mutated_program(data: bytes) -> bytes:
+    """The base program file damaged as ``data`` chooses (bytes or members)."""
+    c = Choices(data)
+    raw = bytearray(base_program())
+    action = c.int(0, 4)
+    if action == 0:  # flip bytes
+        for _ in range(c.int(1, 8)):
+            raw[c.int(0, len(raw) - 1)] ^= c.int(1, 255)
+    elif action == 1:
+        del raw[c.int(0, len(raw) - 1):]
+    elif action == 2:
+        i = c.int(0, len(raw))
+        raw[i:i] = c.rest()[:64] or b"\x00"
+    elif action == 3:
+        i = c.int(0, len(raw) - 1)
+        del raw[i:i + c.int(1, 64)]
+    else:
+        return _mutate_members(bytes(raw), c)
+    return bytes(raw)
+
+
+def run_program_file(path: Path) -> None:
+    from jit_runtime.program_file import load_program
+    from simulator import Simulator
+
+    prog = load_program(path)
+    prog.run(Simulator(prog.cfg, max_cycles=FUZZ_MAX_CYCLES))
+
+
+def run_vtaprog(data: bytes) -> None:
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "fuzz.vtaprog"
+        path.write_bytes(mutated_program(data))
+        run_program_file(path)
+
+
+# ---------------------------------------------------------------------------------- decode
+_TINY: HwConfig | None = None
+
+
+def run_decode(data: bytes) -> None:
+    """Decode one 128-bit word; if it decodes, run it before a FINISH on a 64 KiB zero DRAM image."""
+    global _TINY
+    from isa import Finish, decode, encode
+    from simulator import Simulator
+
+    cfg = _TINY = _TINY or make_config("tiny")
+    word = int.from_bytes(data[:16].ljust(16, b"\0"), "little")
+    decode(word, cfg)
+    dram = np.zeros(1 << 16, np.uint8)
+    dram[:16] = np.frombuffer(word.to_bytes(16, "little"), np.uint8)
+    dram[16:32] = np.frombuffer(encode(Finish(), cfg).to_bytes(16, "little"), np.uint8)
+    Simulator(cfg, max_cycles=FUZZ_MAX_CYCLES).run(dram, 0, 2)
+
+
+# ---------------------------------------------------------------------------------- config
+def mutated_config_text(data: bytes) -> str:
+    c = Choices(data)
+    cfg = json.loads(make_config("tiny").to_json())
+    action = c.int(0, 5)
+    if action == 0:
+        cfg[c.pick(sorted(cfg))] = c.pick([None, True, 8.0, "8", -1, 0, 3, 1 << 40, float("inf"), float("nan"),
+                                            [], {}, 1e-9, 5])
+    elif action == 1:
+        cfg.pop(c.pick(sorted(cfg)))
+    elif action == 2:
+        cfg[c.pick(["base", "extra", "Name"])] = c.pick(["pynq-z1", "tiny", "nope", 3, None])
+    elif action == 3:
+        return json.dumps(c.pick([None, [], 3, "pynq-z1", [cfg]]))
+    elif action == 4:
+        text = bytearray(json.dumps(cfg).encode())
+        for _ in range(c.int(1, 4)):
+            text[c.int(0, len(text) - 1)] = c.int(0, 255)
+        return text.decode("utf-8", errors="replace")
+    else:
+        key = c.pick([k for k in sorted(cfg) if isinstance(cfg[k], int) and not isinstance(cfg[k], bool)])
+        cfg[key] = c.int(-4, 1 << 20)
+    return json.dumps(cfg)
+
+
+def run_config(data: bytes) -> None:
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "fuzz.json"
+        path.write_text(mutated_config_text(data))
+        make_config(path)
+
+
+TARGETS = {"onnx": run_onnx, "vtaprog": run_vtaprog, "decode": run_decode, "config": run_config}
