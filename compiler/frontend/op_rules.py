@@ -112,7 +112,7 @@ def _need_rank(v: NodeView, i: int, ranks: tuple[int, ...], what: str) -> Iterat
 
 
 def _window(v: NodeView, spatial: Shape, k: list[int]) -> Iterator[str]:
-    """Output size of a 2-D window op is at least 1 on every spatial axis."""
+    """Output size of an N-D window op is at least 1 on every spatial axis."""
     if v.attrs.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
         return
     d = v.attrs.get("dilations", [1] * len(k))
@@ -127,62 +127,68 @@ def _window(v: NodeView, spatial: Shape, k: list[int]) -> Iterator[str]:
                    f"with pads {p}: the output would be empty (need input + pads >= {span})")
 
 
-def _window_attrs(v: NodeView, n: int) -> Iterator[str]:
-    yield from _ints(v, "kernel_shape", n, 1, f"{n} kernel sizes >= 1")
-    yield from _ints(v, "strides", n, 1, f"{n} strides >= 1")
-    yield from _ints(v, "dilations", n, 1, f"{n} dilations >= 1")
-    yield from _ints(v, "pads", 2 * n, 0, f"{2 * n} pads >= 0: begins then ends")
+def _window_attrs(v: NodeView, n: int | None) -> Iterator[str]:
+    """Window attributes of an op with ``n`` spatial axes (``n`` None: lengths unchecked)."""
+    per = f"{n}" if n is not None else "one per spatial axis:"
+    yield from _ints(v, "kernel_shape", n, 1, f"{per} kernel sizes >= 1")
+    yield from _ints(v, "strides", n, 1, f"{per} strides >= 1")
+    yield from _ints(v, "dilations", n, 1, f"{per} dilations >= 1")
+    yield from _ints(v, "pads", None if n is None else 2 * n, 0,
+                     f"{2 * n if n is not None else 'two per spatial axis:'} pads >= 0: begins then ends")
     yield from _choice(v, "auto_pad", ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"))
 
 
 # ------------------------------------------------------------------------------------ rules
 @rule("Conv")
 def _conv(v: NodeView) -> Iterator[str]:
-    yield from _need_rank(v, 0, (4,), "N, C, H, W: 2-D convolution")
-    yield from _need_rank(v, 1, (4,), "M, C/group, kH, kW")
-    problems = list(_window_attrs(v, 2))
+    x, w = v.shapes[0], (v.shapes[1] if len(v.shapes) > 1 else None)
+    for i, s, what in ((0, x, "N, C, spatial..."), (1, w, "M, C/group, kernel...")):
+        if s is not None and len(s) < 3:
+            yield f"{v.inp(i)} has shape {s} (rank {len(s)}); Conv needs rank >= 3 ({what})"
+            return
+    if x is not None and w is not None and len(x) != len(w):
+        yield (f"{v.label}: input {v.node.input[0]!r} {x} (rank {len(x)}) and weight {v.node.input[1]!r} {w} "
+               f"(rank {len(w)}) must have the same rank")
+        return
+    n = len(w) - 2 if w is not None else (len(x) - 2 if x is not None else None)
+    problems = list(_window_attrs(v, n))
     yield from problems
     g = v.attrs.get("group", 1)
     if not _is_int(g) or g < 1:
         yield f"{v.attr('group')}: must be an integer >= 1"
         return
-    w = v.shapes[1] if len(v.shapes) > 1 else None
-    x = v.shapes[0]
-    if w is not None and len(w) == 4:
+    if w is not None:
         k = v.attrs.get("kernel_shape")
         if k is not None and not problems and list(k) != list(w[2:]):
             yield f"{v.attr('kernel_shape')}: must equal the weight's spatial shape {list(w[2:])} (weight shape {w})"
-        if x is not None and len(x) == 4 and None not in (x[1], w[1]) and x[1] != w[1] * g:
+        if x is not None and None not in (x[1], w[1]) and x[1] != w[1] * g:
             yield (f"{v.label}: input channels {x[1]} (input {v.node.input[0]!r}, shape {x}) must equal weight "
                    f"channels {w[1]} x group {g} = {w[1] * g} (weight {v.node.input[1]!r}, shape {w})")
         if w[0] is not None and w[0] % g:
             yield f"{v.attr('group')}: must divide the {w[0]} output channels of weight {v.node.input[1]!r}"
         if v.has_input(2) and v.shapes[2] is not None and tuple(v.shapes[2]) != (w[0],):
             yield f"{v.inp(2)} (bias) has shape {v.shapes[2]}; it must be ({w[0]},), one value per output channel"
-        if not problems and x is not None and len(x) == 4:
+        if not problems and x is not None and None not in w[2:]:
             yield from _window(v, x[2:], list(k) if k is not None else list(w[2:]))
 
 
 @rule("MaxPool", "AveragePool")
 def _pool(v: NodeView) -> Iterator[str]:
-    yield from _need_rank(v, 0, (4,), "N, C, H, W: 2-D pooling")
-    if "kernel_shape" not in v.attrs:
-        yield f"{v.label}: required attribute 'kernel_shape' is missing (2 kernel sizes >= 1)"
-        return
-    problems = list(_window_attrs(v, 2))
-    yield from problems
-    if v.attrs.get("dilations") not in (None, [1, 1]):
-        yield f"{v.attr('dilations')}: pooling supports only dilations [1, 1]"
-    yield from _choice(v, "ceil_mode", (0, 1))
-    yield from _choice(v, "count_include_pad", (0, 1))
-    yield from _choice(v, "storage_order", (0,))
-    if len(v.node.output) > 1 and v.node.output[1]:
-        yield f"{v.label}: the second output (indices) is not supported; allowed: one output"
+    """Malformed pooling only: which ranks, attributes and outputs are implemented is ``support.OP_SPECS``'s."""
     x = v.shapes[0]
-    if not problems and x is not None and len(x) == 4:
-        k = v.attrs["kernel_shape"]
-        p = v.attrs.get("pads", [0, 0, 0, 0])
-        if any(p[a] >= k[a % 2] for a in range(4)):
+    if x is not None and len(x) < 3:
+        yield f"{v.inp(0)} has shape {x} (rank {len(x)}); {v.node.op_type} needs rank >= 3 (N, C, spatial...)"
+        return
+    if "kernel_shape" not in v.attrs:
+        yield f"{v.label}: required attribute 'kernel_shape' is missing (one kernel size >= 1 per spatial axis)"
+        return
+    k = v.attrs["kernel_shape"]
+    n = len(x) - 2 if x is not None else (len(k) if isinstance(k, list) else None)
+    problems = list(_window_attrs(v, n))
+    yield from problems
+    if not problems and x is not None:
+        p = v.attrs.get("pads", [0] * (2 * n))
+        if any(p[a] >= k[a % n] for a in range(2 * n)):
             yield f"{v.attr('pads')}: every pad must be smaller than the kernel {k}"
         yield from _window(v, x[2:], k)
 
@@ -271,22 +277,42 @@ def _bn(v: NodeView) -> Iterator[str]:
         s = v.shapes[i] if i < len(v.shapes) else None
         if c is not None and s is not None and tuple(s) != (c,):
             yield f"{v.inp(i)} ({what}) has shape {s}; it must be ({c},), one value per channel"
-    if len(v.node.output) > 1 and any(v.node.output[1:]):
-        yield f"{v.label}: training-mode outputs (running mean/var) are not supported; allowed: one output"
 
 
 @rule("QuantizeLinear", "DequantizeLinear")
 def _qdq(v: NodeView) -> Iterator[str]:
-    yield from _axis(v, "axis", v.rank(0), 1)
+    """Scale (and zero point) shapes: per tensor (one value, axis unused), per axis (1-D) or blocked
+    (``block_size`` > 0: the input's rank, ceil(size / block_size) along ``axis``)."""
     x, ax = v.shapes[0], v.attrs.get("axis", 1)
-    n = x[ax] if x is not None and _is_int(ax) and -len(x) <= ax < len(x) else None
+    block = v.attrs.get("block_size", 0)
     scale_shape = v.shapes[1] if len(v.shapes) > 1 else None
+    size = int(np.prod(scale_shape)) if scale_shape is not None and None not in scale_shape else None
+    per_tensor = scale_shape is not None and (len(scale_shape) == 0 or size == 1) and not block
+    if not _is_int(block) or block < 0:
+        yield f"{v.attr('block_size')}: must be an integer >= 0 (0: per tensor / per axis)"
+        return
+    if not per_tensor:
+        problems = list(_axis(v, "axis", v.rank(0), 1))
+        yield from problems
+        if problems:
+            return
+    n = x[ax] if x is not None and not per_tensor and -len(x) <= ax < len(x) else None
     if scale_shape is not None:
-        size = int(np.prod(scale_shape)) if None not in scale_shape else None
-        if len(scale_shape) > 1:
-            yield f"{v.inp(1)} (scale) has shape {scale_shape}; allowed: a scalar (per tensor) or 1-D (per axis)"
-        elif size == 0:
-            yield f"{v.inp(1)} (scale) is empty; allowed: a scalar (per tensor) or 1-D (per axis)"
+        if size == 0:
+            yield f"{v.inp(1)} (scale) is empty; allowed: a scalar (per tensor), 1-D (per axis) or blocked"
+        elif block:
+            if x is not None and len(scale_shape) != len(x):
+                yield (f"{v.inp(1)} (scale) has shape {scale_shape}; blocked quantization (block_size {block}) needs "
+                       f"the input's rank {len(x)}")
+            elif x is not None and None not in x and None not in scale_shape:
+                a = ax % len(x)
+                want = tuple(-(-d // block) if i == a else d for i, d in enumerate(x))
+                if tuple(scale_shape) != want:
+                    yield (f"{v.inp(1)} (scale) has shape {scale_shape}; blocks of {block} along axis {ax} of input "
+                           f"{v.node.input[0]!r} {x} need {want}")
+        elif len(scale_shape) > 1:
+            yield (f"{v.inp(1)} (scale) has shape {scale_shape}; allowed: a scalar (per tensor) or 1-D (per axis), "
+                   f"or the input's rank with attribute block_size (blocked)")
         elif len(scale_shape) == 1 and None not in (size, n) and size not in (1, n):
             yield (f"{v.inp(1)} (scale) has {size} values; per-axis scales need one per element of axis {ax} "
                    f"({n}) of input {v.node.input[0]!r} {x}")
@@ -295,9 +321,10 @@ def _qdq(v: NodeView) -> Iterator[str]:
                 and not (int(np.prod(zp)) == 1 and size == 1):
             yield f"{v.inp(2)} (zero point) has shape {zp}; it must match the scale's shape {scale_shape}"
     scale = v.consts[1] if len(v.consts) > 1 else None
-    if scale is not None and scale.size and (scale.dtype.kind not in "f" or not np.all(np.isfinite(scale))
-                                             or np.any(scale <= 0)):
-        yield f"{v.inp(1)} (scale) must be finite and > 0, got values in [{scale.min()}, {scale.max()}]"
+    if scale is not None and scale.size:
+        sc = scale.astype(np.float64) if scale.dtype.kind != "b" else None
+        if sc is None or not np.all(np.isfinite(sc)) or np.any(sc <= 0):
+            yield f"{v.inp(1)} (scale) must be finite and > 0, got values in [{scale.min()}, {scale.max()}]"
 
 
 @rule("Reshape")
@@ -319,16 +346,12 @@ def _reshape(v: NodeView) -> Iterator[str]:
 
 @rule("Cast")
 def _cast(v: NodeView) -> Iterator[str]:
+    """``to`` is present and names an ONNX tensor type; which types are implemented is ``support.TENSOR_TYPES``'s."""
     to = v.attrs.get("to")
     if to is None:
         yield f"{v.label}: required attribute 'to' is missing"
-        return
-    try:
-        dt = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(int(to)))
-    except (KeyError, TypeError, ValueError):
-        dt = None
-    if dt is None or dt.kind not in "biuf":
-        yield f"{v.attr('to')}: must be a numeric tensor type (bool, int*, uint*, float*)"
+    elif not _is_int(to) or to == onnx.TensorProto.UNDEFINED or to not in onnx.TensorProto.DataType.values():
+        yield f"{v.attr('to')}: must be an ONNX TensorProto data type (e.g. {onnx.TensorProto.FLOAT} = FLOAT)"
 
 
 @rule("Pad")

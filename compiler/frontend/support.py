@@ -8,6 +8,7 @@ the same table.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Mapping
 
@@ -116,6 +117,16 @@ def _spatial_rank(node: onnx.NodeProto, inits: Mapping[str, onnx.TensorProto]) -
     return len(inits[w].dims) - 2 if w in inits else None
 
 
+@functools.lru_cache(maxsize=None)
+def _schema_attrs(op_type: str) -> frozenset[str]:
+    """Every attribute name any opset of the ONNX specification gives ``op_type``."""
+    names: set[str] = set()
+    for schema in onnx.defs.get_all_schemas_with_history():
+        if schema.name == op_type and schema.domain in _DEFAULT_DOMAINS:
+            names.update(schema.attributes)
+    return frozenset(names)
+
+
 def node_support_key(node: onnx.NodeProto, inits: Mapping[str, onnx.TensorProto] | None = None) -> str | None:
     """None if the node is supported, else a label such as ``'MaxPool(storage_order=2)'``,
     ``'Conv(3-D)'``, ``'Gemm(attribute foo)'`` or ``'com.x.Foo'``."""
@@ -126,6 +137,8 @@ def node_support_key(node: onnx.NodeProto, inits: Mapping[str, onnx.TensorProto]
         return node.op_type
     for a in node.attribute:
         if a.name not in spec.attrs:
+            if a.name not in _schema_attrs(node.op_type):
+                continue  # not an attribute of this operator at all: a malformed node, the validator's to report
             return f"{node.op_type}(attribute {a.name})"
         allowed = spec.attrs[a.name]
         if allowed is not None and attr_value(a) not in allowed:
