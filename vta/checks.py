@@ -2,7 +2,8 @@
 
 Output paths must be writable files in existing folders and never one of the command's
 inputs (``vta run --trace model.onnx`` would otherwise overwrite the model); arrays read
-from ``.npy``/``.npz`` files must be numeric, at least 1-D and finite.
+from ``.npy``/``.npz`` files must be numeric and at least 1-D; calibration data must also be finite
+(model inputs with NaN/Inf are reported by ``Module.set_input`` with a ``NonFiniteInputWarning``).
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ class OutputPathError(ValueError):
 
 
 class InputArrayError(ValueError):
-    """An input array file that is unreadable, not numeric, 0-d, or holds NaN/Inf."""
+    """An array file that is unreadable, not numeric, 0-d, or (where finite values are required) holds NaN/Inf."""
 
 
 def _same(a: Path, b: Path) -> bool:
@@ -47,31 +48,32 @@ def check_output_path(path: str | Path, option: str, inputs: dict[str, str | Pat
     return p
 
 
-def check_array(a: np.ndarray, what: str) -> np.ndarray:
-    """``a`` is a numeric array of rank >= 1 with only finite values; raises :class:`InputArrayError`."""
+def check_array(a: np.ndarray, what: str, finite: bool = True) -> np.ndarray:
+    """``a`` is a numeric array of rank >= 1 (with only finite values if ``finite``); raises :class:`InputArrayError`."""
     if a.dtype.kind not in "biuf":
         raise InputArrayError(f"{what} has dtype {a.dtype}; allowed: numeric arrays (bool, int*, uint*, float*)")
     if a.ndim == 0:
         raise InputArrayError(f"{what} is a 0-d array (a scalar); save the array with its full shape")
-    if a.dtype.kind == "f" and not np.all(np.isfinite(a)):
+    if finite and a.dtype.kind == "f" and not np.all(np.isfinite(a)):
         bad = ~np.isfinite(a)
         first = tuple(int(i) for i in np.argwhere(bad)[0])
         raise InputArrayError(f"{what} holds {int(bad.sum())} NaN/Inf value(s) (first at index {first}); "
-                              f"inputs must be finite")
+                              f"this data must be finite")
     return a
 
 
-def load_arrays(path: str | Path, what: str) -> np.ndarray | dict[str, np.ndarray]:
-    """Read a ``.npy`` (one array) or ``.npz`` (name -> array) file without pickles; every array is checked."""
+def load_arrays(path: str | Path, what: str, finite: bool = True) -> np.ndarray | dict[str, np.ndarray]:
+    """Read a ``.npy`` (one array) or ``.npz`` (name -> array) file without pickles; every array is checked
+    (NaN/Inf refused if ``finite``)."""
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"{what} file not found: {p}")
     try:
         data = np.load(p, allow_pickle=False)
         if isinstance(data, np.ndarray):
-            return check_array(data, f"{what} {p}")
+            return check_array(data, f"{what} {p}", finite)
         with data:
-            return {k: check_array(data[k], f"{what} {p} array {k!r}") for k in data.files}
+            return {k: check_array(data[k], f"{what} {p} array {k!r}", finite) for k in data.files}
     except InputArrayError:
         raise
     except Exception as exc:  # truncated files, pickled object arrays, bad zip members: many exception types

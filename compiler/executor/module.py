@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 import time
+import warnings
 
 import numpy as np
 from tqdm.auto import tqdm
 
 from compiler.cpu.backend import CpuBackend, NumpyCpuBackend
 from compiler.executor.pipeline import PROGRESS_MIN_NODES, CompiledGraph
-from compiler.frontend.errors import ModelInputError
+from compiler.frontend.errors import ModelInputError, NonFiniteInputWarning, non_finite_report
 from compiler.graph.ir import Node
 from compiler.graph.memory_plan import lifetimes
 from compiler.graph.offload import mac_split
@@ -60,7 +61,10 @@ class Module:
         return self.graph.tensors[name]
 
     def set_input(self, name: str, array) -> None:
-        """Bind an input; float inputs accept any float array (cast to float32)."""
+        """Bind an input; float inputs accept any float array (cast to float32).
+
+        NaN/Inf values are reported with a :class:`NonFiniteInputWarning`, not refused.
+        """
         if name not in self.graph.inputs:
             raise ModelInputError(f"unknown input {name!r}; the model's inputs are {self.graph.inputs}")
         info = self.graph.tensors[name]
@@ -72,9 +76,9 @@ class Module:
         if not same_kind:
             raise ModelInputError(f"input {name!r} has dtype {a.dtype}; allowed: {info.dtype}"
                                   + (" (or another float dtype)" if np.issubdtype(info.dtype, np.floating) else ""))
-        if a.dtype.kind == "f" and not np.all(np.isfinite(a)):
-            raise ModelInputError(f"input {name!r} holds {int(np.sum(~np.isfinite(a)))} NaN/Inf value(s); "
-                                  f"inputs must be finite")
+        report = non_finite_report(a, f"input {name!r}")
+        if report is not None:  # legitimate for some ONNX operators: reported, not refused
+            warnings.warn(NonFiniteInputWarning(f"{report}; outputs that depend on them may be NaN/Inf"), stacklevel=2)
         self._inputs[name] = a.astype(info.dtype, copy=False)
 
     def get_output(self, i: int | str = 0) -> np.ndarray:

@@ -28,3 +28,21 @@ class ModelError(ValueError):
         self.problems = list(problems)
         head = f"{origin} is invalid ({len(self.problems)} problem(s)):"
         super().__init__(head + "".join(f"\n  {p}" for p in self.problems))
+
+
+class NonFiniteInputWarning(UserWarning):
+    """A model input holds NaN or Inf values: reported, not refused (ONNX operators such as Cast, IsNaN
+    or Max take them); calibration data with NaN/Inf is refused instead (it would poison the ranges)."""
+
+
+def non_finite_report(a, what: str) -> str | None:
+    """``'<what> holds N NaN/Inf value(s) (first at index (...))'`` for a float array with any, else None."""
+    import numpy as np
+
+    if a.dtype.kind != "f" or a.size == 0:
+        return None
+    bad = ~np.isfinite(a)
+    if not bad.any():
+        return None
+    first = tuple(int(i) for i in np.argwhere(bad)[0])
+    return f"{what} holds {int(bad.sum())} NaN/Inf value(s) (first at index {first})"

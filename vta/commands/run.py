@@ -55,7 +55,7 @@ def model_inputs(model) -> dict[str, tuple[list[int | None], np.dtype]]:
 def load_inputs(path: str, inputs: dict) -> dict[str, np.ndarray]:
     """Read ``--input``: a .npy array (one-input models) or an .npz with one array per input name."""
     p = Path(path)
-    data = load_arrays(p, "--input")
+    data = load_arrays(p, "--input", finite=False)  # NaN/Inf: a warning from Module.set_input
     if isinstance(data, np.ndarray):
         if len(inputs) != 1:
             raise ValueError(f"{p} holds one array but the model has inputs {list(inputs)}: pass an .npz keyed by name")
@@ -150,7 +150,7 @@ def make_console():
 def run(args: argparse.Namespace) -> int:
     from compiler.executor import available_accel_backends, build
     from compiler.executor.config import resolve_config
-    from compiler.frontend.errors import UnsupportedOperatorError
+    from compiler.frontend.errors import NonFiniteInputWarning, UnsupportedOperatorError
     from compiler.frontend.onnx_import import load_model
     from compiler.frontend.support import check_supported
     from compiler.graph.offload import HostFallbackWarning, LossyWeightsWarning
@@ -201,8 +201,15 @@ def run(args: argparse.Namespace) -> int:
         else:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     mod.keep_details = bool(args.trace)
-    for k, v in feeds.items():
-        mod.set_input(k, v)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", NonFiniteInputWarning)
+        for k, v in feeds.items():
+            mod.set_input(k, v)
+    for w in caught:
+        if issubclass(w.category, NonFiniteInputWarning):
+            console.print(f"warning: {w.message}")
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     console.print(f"running on target {args.target} ...")
     outs = mod.run()
     clock = float(getattr(cfg, "clock_mhz", 100.0))

@@ -221,3 +221,31 @@ def test_build_from_a_file_raises_model_error_and_leaves_the_file_untouched(tmp_
     with pytest.raises(ModelError, match="strides"):
         build(path, "tiny", calibration=np.zeros((2, 1, 6, 6), np.float32))
     assert path.read_bytes() == before
+
+
+# ------------------------------------------------------------------------- non-finite inputs
+def _relu_model() -> onnx.ModelProto:
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "relu",
+                          [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 4])],
+                          [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 4])])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_non_finite_model_input_is_reported_with_a_warning_and_runs():
+    from compiler.frontend.errors import NonFiniteInputWarning
+
+    mod = build(_relu_model(), target="ref", quantize=False)
+    x = np.array([[np.nan, -np.inf, np.inf, -2.0]], np.float32)
+    with pytest.warns(NonFiniteInputWarning, match=r"input 'x' holds 3 NaN/Inf value\(s\) \(first at index \(0, 0\)\)"):
+        mod.set_input("x", x)
+    np.testing.assert_array_equal(mod.run()[0], np.array([[np.nan, 0.0, np.inf, 0.0]], np.float32))
+
+
+def test_non_finite_calibration_data_is_refused():
+    from compiler.frontend.errors import ModelInputError
+
+    m = base_model()
+    cal = np.zeros((2,) + tuple(d.dim_value for d in m.graph.input[0].type.tensor_type.shape.dim)[1:], np.float32)
+    cal[1, 0, 0, 0] = np.inf
+    with pytest.raises(ModelInputError, match="calibration data .* NaN/Inf"):
+        build(m, "tiny", target="ref", calibration=cal)
