@@ -62,7 +62,7 @@ def compile_model(model, config, *, calibration=None, quantize: bool | None = No
         insert_qdq(g, calibration)
     if quantize is not False:
         stats["uint8_rebased"] = rebase_uint8(g)
-    step("int8_lowered", lower_qdq(g) if quantize is not False else 0)
+    step("int8_lowered", lower_qdq(g, config) if quantize is not False else 0)
     fold_constants(g, keep_ops=frozenset())  # weights of CPU-fallback QDQ ops become float constants
     stats["taps_folded"] = fold_conv_taps(g, config)
     step("layout_transforms", pack_layouts(g, config))

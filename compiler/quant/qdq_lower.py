@@ -20,12 +20,13 @@ rebased to int8 (:func:`compiler.quant.rebase.rebase_uint8`).
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import partial
 
 import numpy as np
 
 from compiler.graph.ir import Graph, Node
 from compiler.quant.int_elementwise import choose_qadd, choose_qavgpool, choose_qgap, choose_qmul, lookup_table
-from compiler.quant.requant_params import acc_bound, choose_requant
+from compiler.quant.requant_params import MULT_BITS, acc_bound, choose_requant, mult_bits_for
 
 INT_PASSTHROUGH = {"MaxPool", "Relu", "Flatten", "Reshape", "Transpose", "Identity", "Squeeze", "Unsqueeze", "Resize"}
 ZERO_POINT_FREE = {"Relu"}  # ops that treat integer 0 as real zero (constant Pad is handled apart)
@@ -194,7 +195,7 @@ def _host(n: Node, why: str) -> None:
     return None
 
 
-def _lower_one(g: Graph, n: Node, prod, cons) -> tuple[Node, list[Node]] | None:
+def _lower_one(g: Graph, n: Node, prod, cons, mult_bits: int = MULT_BITS) -> tuple[Node, list[Node]] | None:
     x = _act_params(g, prod.get(n.inputs[0]))
     if x is None:
         return _host(n, "input is not a per-tensor int8/uint8 DequantizeLinear with constant scale and zero point")
@@ -235,7 +236,8 @@ def _lower_one(g: Graph, n: Node, prod, cons) -> tuple[Node, list[Node]] | None:
         b_int = np.clip(fold + (0 if b_int is None else b_int.astype(np.int64)), -(2 ** 31), 2 ** 31 - 1).astype(np.int32)
     out_min = -128 if lo is None else max(-128, int(np.rint(lo / out_scale)) + out_zp)
     out_max = 127 if hi is None else min(127, int(np.rint(hi / out_scale)) + out_zp)
-    rq = choose_requant(acc_scale / out_scale, acc_bound(wq, b_int), relu=relu, out_min=out_min, out_max=out_max)
+    rq = choose_requant(acc_scale / out_scale, acc_bound(wq, b_int), relu=relu, out_min=out_min, out_max=out_max,
+                        mult_bits=mult_bits)
     if out_zp:
         rq = replace(rq, zero_point=out_zp)
     w_name = g.add_constant(g.fresh_name(f"{n.name}/wq"), wq)
@@ -409,10 +411,16 @@ def _fold_int_relus(g: Graph) -> int:
     return folded
 
 
-def lower_qdq(g: Graph) -> int:
-    """Rewrite QDQ patterns in place; returns the number of nodes lowered to integer form."""
+def lower_qdq(g: Graph, config=None) -> int:
+    """Rewrite QDQ patterns in place; returns the number of nodes lowered to integer form.
+
+    ``config`` (an ``isa.HwConfig``) picks the accelerator layers' requant parameters: 31-bit multipliers for
+    the fused REQUANT op where the config has it (and for None), the multi-pass ones (pre-shift, 15-bit
+    multiplier, shift <= 31) elsewhere.
+    """
     count = 0
-    for kinds, fn in ((("Conv", "Gemm", "MatMul"), _lower_one), (tuple(INT_PASSTHROUGH | {"Pad"}), _lower_passthrough),
+    lower_mac = partial(_lower_one, mult_bits=mult_bits_for(config))
+    for kinds, fn in ((("Conv", "Gemm", "MatMul"), lower_mac), (tuple(INT_PASSTHROUGH | {"Pad"}), _lower_passthrough),
                       (("Add",), _lower_add), (("Mul",), _lower_mul), (("GlobalAveragePool",), _lower_gap),
                       (("Concat",), _lower_concat), (("AveragePool",), _lower_avgpool),
                       (tuple(LOOKUP_OPS), _lower_unary)):

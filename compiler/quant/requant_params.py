@@ -12,6 +12,17 @@ LEGACY_MULT_BITS = 15
 MAX_SHIFT = 63
 
 
+def mult_bits_for(cfg) -> int:
+    """Multiplier width the accelerator layers of ``cfg`` need: :data:`MULT_BITS` (31, no pre-shift) when ``cfg``
+    has the fused REQUANT op (ISA registry ``op_supported``) or is None, else :data:`LEGACY_MULT_BITS` (15, pre-shift,
+    shift <= 31: the multi-pass ALU epilogue)."""
+    if cfg is None:
+        return MULT_BITS
+    from isa.alu import alu_op, op_supported
+
+    return MULT_BITS if op_supported(alu_op("REQUANT"), cfg) else LEGACY_MULT_BITS
+
+
 def choose_requant(real_scale: np.ndarray | float, acc_bound: int, *, relu: bool = False,
                    out_min: int = -128, out_max: int = 127, mult_bits: int = MULT_BITS) -> Requant:
     """Fixed-point approximation of ``acc * real_scale``: ``round_shift(acc * multiplier, shift)``.
