@@ -118,13 +118,18 @@ def _spatial_rank(node: onnx.NodeProto, inits: Mapping[str, onnx.TensorProto]) -
 
 
 @functools.lru_cache(maxsize=None)
-def _schema_attrs(op_type: str) -> frozenset[str]:
-    """Every attribute name any opset of the ONNX specification gives ``op_type``."""
-    names: set[str] = set()
-    for schema in onnx.defs.get_all_schemas_with_history():
-        if schema.name == op_type and schema.domain in _DEFAULT_DOMAINS:
-            names.update(schema.attributes)
-    return frozenset(names)
+def _arity(op_type: str) -> tuple[int, int, int, int] | None:
+    """(min inputs, max inputs, min outputs, max outputs) over every opset of ``op_type``, None if unknown."""
+    schemas = [s for s in onnx.defs.get_all_schemas_with_history() if s.name == op_type and s.domain in _DEFAULT_DOMAINS]
+    if not schemas:
+        return None
+    return (min(s.min_input for s in schemas), max(s.max_input for s in schemas),
+            min(s.min_output for s in schemas), max(s.max_output for s in schemas))
+
+
+def _wrong_arity(node: onnx.NodeProto) -> bool:
+    a = _arity(node.op_type)
+    return a is not None and not (a[0] <= len(node.input) <= a[1] and a[2] <= len(node.output) <= a[3])
 
 
 def node_support_key(node: onnx.NodeProto, inits: Mapping[str, onnx.TensorProto] | None = None) -> str | None:
@@ -135,10 +140,10 @@ def node_support_key(node: onnx.NodeProto, inits: Mapping[str, onnx.TensorProto]
     spec = OP_SPECS.get(node.op_type)
     if spec is None:
         return node.op_type
+    if _wrong_arity(node):
+        return None  # a malformed node (input/output count outside the schema): the validator names it
     for a in node.attribute:
         if a.name not in spec.attrs:
-            if a.name not in _schema_attrs(node.op_type):
-                continue  # not an attribute of this operator at all: a malformed node, the validator's to report
             return f"{node.op_type}(attribute {a.name})"
         allowed = spec.attrs[a.name]
         if allowed is not None and attr_value(a) not in allowed:

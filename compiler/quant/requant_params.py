@@ -14,9 +14,10 @@ MAX_SHIFT = 63
 
 def mult_bits_for(cfg) -> int:
     """Multiplier width the accelerator layers of ``cfg`` need: :data:`MULT_BITS` (31, no pre-shift) when ``cfg``
-    has the fused REQUANT op (ISA registry ``op_supported``) or is None, else :data:`LEGACY_MULT_BITS` (15, pre-shift,
-    shift <= 31: the multi-pass ALU epilogue)."""
-    if cfg is None:
+    has the fused REQUANT op (ISA registry ``op_supported``) or is no hardware config (None, the graph level's
+    ``BlockConfig``: the default 16x16 blocks of 8-bit weights have it), else :data:`LEGACY_MULT_BITS` (15,
+    pre-shift, shift <= 31: the multi-pass ALU epilogue)."""
+    if cfg is None or not hasattr(cfg, "wgt_width"):
         return MULT_BITS
     from isa.alu import alu_op, op_supported
 
