@@ -250,3 +250,31 @@ def test_non_finite_calibration_data_is_refused():
     cal[1, 0, 0, 0] = np.inf
     with pytest.raises(ModelInputError, match="calibration data .* NaN/Inf"):
         build(m, "tiny", target="ref", calibration=cal)
+
+
+# ------------------------------------------------------- N-D windows and blocked Q/DQ (malformed vs implemented)
+def _one_node(node: onnx.NodeProto, x_shape, inits=(), x_type=onnx.TensorProto.FLOAT, y_shape=None) -> onnx.ModelProto:
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", x_type, list(x_shape))],
+                          [helper.make_tensor_value_info(node.output[0], onnx.TensorProto.FLOAT, y_shape)],
+                          [numpy_helper.from_array(a, n) for n, a in inits])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
+
+
+def test_3d_pool_with_dilations_and_indices_is_accepted():
+    node = helper.make_node("MaxPool", ["x"], ["y", "i"], name="p3", kernel_shape=[2, 2, 2], dilations=[2, 1, 1],
+                            ceil_mode=1, storage_order=1)
+    onnx_to_graph(_one_node(node, (1, 2, 6, 5, 4)))  # no error: implemented (support.OP_SPECS)
+
+
+def test_window_attributes_must_match_the_inputs_spatial_rank():
+    node = helper.make_node("AveragePool", ["x"], ["y"], name="p3", kernel_shape=[2, 2, 2], strides=[1, 1])
+    msg = _problems(_one_node(node, (1, 2, 6, 5, 4), y_shape=[1, 2, 5, 4, 3]))
+    assert "'p3'" in msg and "strides" in msg and "3 values" in msg
+
+
+def test_blocked_dequantize_scale_shape_is_checked():
+    x = np.zeros((2, 8), np.int8)
+    good = helper.make_node("DequantizeLinear", ["x", "s"], ["y"], name="dq", axis=1, block_size=4)
+    onnx_to_graph(_one_node(good, x.shape, [("s", np.ones((2, 2), np.float32))], onnx.TensorProto.INT8))
+    msg = _problems(_one_node(good, x.shape, [("s", np.ones((2, 3), np.float32))], onnx.TensorProto.INT8))
+    assert "'dq'" in msg and "(2, 2)" in msg
