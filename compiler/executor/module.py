@@ -12,6 +12,7 @@ from compiler.frontend.errors import ModelInputError
 from compiler.graph.ir import Node
 from compiler.graph.memory_plan import lifetimes
 from compiler.graph.partition import node_target
+from jit_runtime.errors import DeviceMismatchError
 
 
 class Module:
@@ -78,11 +79,14 @@ class Module:
     # -- execution ---------------------------------------------------------------------
     def _run_accel(self, n: Node, ins: list) -> tuple[np.ndarray, dict]:
         a = n.attrs
-        if n.op == "AccelConv2D":
-            out = self.accel.conv2d(ins[0], ins[1], ins[2], stride=tuple(a["strides"]), padding=tuple(a["pads"]),
-                                    groups=int(a.get("group", 1)), requant=a["requant"])
-        else:
-            out = self.accel.dense(ins[0], ins[1], ins[2], requant=a["requant"])
+        try:
+            if n.op == "AccelConv2D":
+                out = self.accel.conv2d(ins[0], ins[1], ins[2], stride=tuple(a["strides"]), padding=tuple(a["pads"]),
+                                        groups=int(a.get("group", 1)), requant=a["requant"])
+            else:
+                out = self.accel.dense(ins[0], ins[1], ins[2], requant=a["requant"])
+        except DeviceMismatchError as exc:  # rtl-check: name the first layer whose bytes or cycles differ
+            raise DeviceMismatchError(f"layer {n.name!r} ({n.op}): {exc}") from None
         return out, dict(getattr(self.accel, "last_profile", {}) or {})
 
     def run(self, inputs: dict | None = None, **kw) -> list[np.ndarray]:
