@@ -12,8 +12,10 @@ Two paths, same results:
   duplicate dst indices are summed by segment (``np.add.reduceat``), never scattered
   element by element.
 
-float64 products are exact only while every sum stays below 2**53; otherwise an
-int64 matmul (exact modulo 2**64, hence modulo 2**acc_width) is used instead.
+Exactness: the dense path multiplies in float32 while every partial sum of an output stays
+within 2**24 (e.g. 1024 products of int8 x int8), in float64 while it stays below 2**53, and in
+int64 otherwise (exact modulo 2**64, hence modulo 2**acc_width); integers in those ranges are
+represented exactly, in any summation order. The general path uses the intrinsic's own function.
 """
 from __future__ import annotations
 
@@ -63,6 +65,7 @@ class GemmExecutor:
         self.fn = gemm_intrinsic(cfg).numpy_fn
         max_prod = 1 << (cfg.inp_width + cfg.wgt_width - 2)  # |(-2^(a-1)) * (-2^(b-1))|
         self.safe_terms = ((1 << 53) - 1) // max_prod  # products per output the float64 path sums exactly
+        self.f32_terms = (1 << 24) // max_prod  # ... and the float32 path (integers up to 2**24 are exact)
         self._plans: dict = {}
         self._wmats: dict = {}  # (wgt version, plan weight dims) -> packed float64 weight matrix
 
@@ -154,26 +157,32 @@ class GemmExecutor:
             self._run_general(plan, insn.overwrite)
 
     def _run_dense(self, p: _Dense, overwrite: bool = False) -> None:
+        """``acc[M x N] (+)= inp[M x K] @ wgt[N x K]^T``: the gemm intrinsic's expression over the whole
+        instruction, one matrix product in the narrowest exact number type."""
         sp, cfg = self.sp, self.cfg
         B, BI, BO = cfg.batch, cfg.block_in, cfg.block_out
         M, N, K = p.mtot, p.ntot, p.ktot
-        fn = self._product(K * BI)
-        dt = np.float64 if fn is self.fn else np.int64  # convert while gathering: fn then copies nothing
+        terms = K * BI
+        dt = np.float32 if terms <= self.f32_terms else np.float64 if terms <= self.safe_terms else np.int64
         a = sp.inp[p.a_idx].astype(dt)  # (M*K, B, BI): the input rows, gathered once
-        a = a.reshape(1, M, K * BI) if B == 1 else a.reshape(M, K, B, BI).transpose(0, 2, 1, 3).reshape(1, M * B, K * BI)
+        a = a.reshape(M, K * BI) if B == 1 else a.reshape(M, K, B, BI).transpose(0, 2, 1, 3).reshape(M * B, K * BI)
         wkey = (sp.wgt_version, dt, p.key)
         w = self._wmats.get(wkey)
         if w is None:  # weights are reused across many GEMMs: pack (and convert) them once per load
-            w = sp.wgt[p.w_idx].astype(dt).reshape(N, K, BO, BI).transpose(0, 2, 1, 3).reshape(1, N * BO, K * BI)
+            w = sp.wgt[p.w_idx].astype(dt).reshape(N, K, BO, BI).transpose(1, 3, 0, 2).reshape(K * BI, N * BO)
             if len(self._wmats) >= 8:
                 self._wmats.clear()
             self._wmats[wkey] = w
+        with np.errstate(over="ignore"):
+            prod = np.matmul(a, w)  # one BLAS call (int64: wraps modulo 2**64, still exact modulo 2**acc_width)
+        prod = prod.astype(np.int64, copy=False)
+        prod = prod.reshape(M * N, B, BO) if B == 1 else prod.reshape(M, B, N, BO).transpose(0, 2, 1, 3).reshape(M * N, B, BO)
         idx = p.dslice if p.dslice is not None else p.dflat
-        old = np.zeros((M * N, B, BO), np.int64) if overwrite else sp.acc[idx]
-        acc = old.reshape(1, M, N * BO) if B == 1 else old.reshape(M, N, B, BO).transpose(0, 2, 1, 3).reshape(1, M * B, N * BO)
-        new = fn(acc, a, w)  # the gemm intrinsic over the whole instruction: one BLAS call
-        new = new.reshape(M * N, B, BO) if B == 1 else new.reshape(M, B, N, BO).transpose(0, 2, 1, 3).reshape(M * N, B, BO)
-        sp.write_acc(idx, new)
+        if not overwrite:
+            with np.errstate(over="ignore"):
+                prod += sp.acc[idx]
+        w = cfg.acc_width
+        sp.write_acc(idx, prod.astype(f"<i{w // 8}") if w in (8, 16, 32) else wrap(prod, w))  # a narrowing cast wraps
 
     def _run_general(self, p: _General, overwrite: bool = False) -> None:
         sp, cfg = self.sp, self.cfg

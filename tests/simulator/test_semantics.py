@@ -245,6 +245,23 @@ def test_conv_shaped_gemm_takes_dense_path(overwrite):
     assert [type(p).__name__ for p in sim._gemm._plans.values()] == ["_Dense"]
 
 
+@pytest.mark.parametrize("kblocks", [64, 65])
+def test_dense_gemm_exact_at_the_float32_bound(kblocks):
+    """64 k-blocks x 16 = 1024 products of (-128)(-128): sums of exactly 2**24 (the float32 limit); 65 k-blocks
+    go past it (float64). Both exact, checked against Python integers."""
+    cfg = PYNQ
+    inp = np.full((kblocks, 1, 16), -128)
+    wgt = np.full((kblocks, 16, 16), -128)
+    wgt[-1, 3, 5] = 127  # one different product in one column
+    acc = np.full((1, 1, 16), -5)
+    uops = [Uop(0, k, k) for k in range(kblocks)]
+    sim = run_compute(cfg, [Gemm(False, 0, kblocks, 1, 1)], uops, inp, wgt, acc)
+    expect = [-5 + 16 * kblocks * 16384] * 16
+    expect[3] += -128 * 127 - 16384
+    expect = [((v + 2**31) % 2**32) - 2**31 for v in expect]
+    assert sim.scratchpads["acc"][0, 0].tolist() == expect
+
+
 def test_factor_uops_mixed_radix():
     from simulator.loops import factor_uops
 
