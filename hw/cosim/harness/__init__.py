@@ -133,6 +133,14 @@ class Harness:
         with self._lock:
             return self._ask(f"step {int(n)}")[0] == "1"
 
+    def cpu_seconds(self) -> float:
+        """CPU time (user + system) the harness process has used so far (Linux ``/proc``; 0.0 elsewhere)."""
+        try:
+            fields = Path(f"/proc/{self._proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def close(self) -> None:
         p = self._proc
         if p.poll() is None:
