@@ -262,6 +262,24 @@ def test_dense_gemm_exact_at_the_float32_bound(kblocks):
     assert sim.scratchpads["acc"][0, 0].tolist() == expect
 
 
+@pytest.mark.parametrize("overwrite", [False, True])
+def test_dense_gemm_with_batch_two(overwrite):
+    """batch > 1: the dense path moves the batch rows next to the M rows and back."""
+    cfg = isa.make_config("tiny", log_batch=1)
+    rng = np.random.default_rng(3)
+    M, K, N = 5, 3, 2
+    inp, wgt = rand(rng, (M * K, 2, 4)), rand(rng, (N * K, 4, 4))
+    acc = rand(rng, (M * N, 2, 4), 32)
+    uops = ([Uop(n, 0, n * K) for n in range(N)] if overwrite
+            else [Uop(n, k, n * K + k) for n in range(N) for k in range(K)])
+    insn = Gemm(False, 0, len(uops), M, 1, dst_factor_out=N, src_factor_out=K, overwrite=overwrite)
+    sim = run_compute(cfg, [insn], uops, inp, wgt, acc)
+    ref = np.zeros_like(acc) if overwrite else acc.copy()
+    ref_execute(cfg, insn, uops, inp, wgt, ref)
+    assert np.array_equal(sim.scratchpads["acc"][:M * N], ref)
+    assert [type(p).__name__ for p in sim._gemm._plans.values()] == ["_Dense"]
+
+
 def test_factor_uops_mixed_radix():
     from simulator.loops import factor_uops
 
