@@ -1,10 +1,17 @@
-"""Random valid programs (fixed seeds) for RTL-vs-simulator comparison.
+"""Random valid programs (fixed seeds) for RTL-vs-simulator comparison, for any config.
 
 A program is a chain of blocks; each block loads (INP/WGT), computes (LOAD.UOP/ACC,
 GEMM incl. reset and overwrite GEMMs, ALU of every registered op, NOPs) and stores, with tokens that make it race-free:
 block ``b+1``'s loads wait for block ``b``'s compute (compute->load) and its compute waits
 for block ``b``'s store (store->compute). Every index stays inside its scratchpad, and an overwrite GEMM
 writes each of its dst indices once (the simulator rejects anything else).
+
+Besides small 2D transfers with padding, the DMAs include whole-scratchpad transfers, rows longer
+than 256 beats (split into several AXI bursts) and rows that cross a 4 KiB boundary (split there).
+Some blocks fill the load->compute token queue to its depth: ``dep_queue_depth - 1`` token-only NOP
+loads run ahead while compute still waits for the previous block's (long) store, then the real loads;
+compute pops them with as many token-only NOP GEMMs. Those runs of NOPs also fill the load and compute
+command queues, so fetch stalls on a full queue.
 """
 from __future__ import annotations
 
@@ -17,7 +24,7 @@ from isa.alu import IMM_BITS, alu_ops
 from isa.config import HwConfig
 from isa.encoding import LOOP_BITS
 
-REGION = 2048  # bytes per data region (multiple of every element size used)
+REGION = 2048  # smallest data region in bytes (multiple of every element size used)
 
 
 @dataclass
@@ -34,32 +41,80 @@ def _deps(**kw: bool) -> Deps:
 
 def random_program(cfg: HwConfig, seed: int, blocks: int | None = None) -> RandomProgram:  # noqa: C901
     rng = np.random.default_rng(seed)
-    eb = {m: cfg.elem_bytes(m) for m in ("inp", "wgt", "acc", "out", "uop")}
-    region = max(REGION, *(8 * v for v in eb.values()))
-    region = -(-region // 64) * 64
-    base = {"inp": 0, "wgt": region, "acc": 2 * region, "out": 3 * region, "uop": 4 * region}
-    uop_region = 4 * region
-    insn_base = 6 * region
-    dram = np.zeros(insn_base + 16 * 4096, np.uint8)
-    dram[:3 * region] = rng.integers(0, 256, 3 * region, dtype=np.uint8)
-    acc_vals = rng.integers(-(1 << 12), 1 << 12, (region // 4,), dtype=np.int32)
-    dram[base["acc"]:base["acc"] + region] = acc_vals.view(np.uint8)
+    mems = ("inp", "wgt", "acc", "out")
+    eb = {m: cfg.elem_bytes(m) for m in mems + ("uop",)}
+    # one 4 KiB-aligned region per memory, large enough for a whole-scratchpad transfer plus a 4 KiB crossing
+    size = {m: _round(max(REGION, 8 * eb[m], cfg.depth(m) * eb[m] + 4096), 4096) for m in mems}
+    base, top = {}, 0
+    for m in mems:
+        base[m], top = top, top + size[m]
+    uop_region = top
+    insn_base = uop_region + _round(8 * cfg.uop_depth + 4096, 4096)
+    dram = np.zeros(insn_base + 16 * 8192, np.uint8)
+    for m in ("inp", "wgt"):
+        dram[base[m]:base[m] + size[m]] = rng.integers(0, 256, size[m], dtype=np.uint8)
+    acc_vals = rng.integers(-(1 << 12), 1 << 12, (size["acc"] // 4,), dtype=np.int32)
+    dram[base["acc"]:base["acc"] + size["acc"]] = acc_vals.view(np.uint8)
     uop_words: list[int] = []
-    n_elems = {m: region // eb[m] for m in ("inp", "wgt", "acc", "out")}
+    n_elems = {m: size[m] // eb[m] for m in mems}
+    beat = cfg.bus_bytes
     insns = []
     blocks = blocks or int(rng.integers(1, 4))
+    fill = [b > 0 and rng.random() < 0.15 for b in range(blocks)] + [False]  # blocks that fill l2c to depth
 
-    def dma(mem: str, depth: int, load: bool) -> dict:
+    def small(mem: str, depth: int, load: bool) -> dict:
         y, x = int(rng.integers(1, 4)), int(rng.integers(1, 5))
         pads = [int(rng.integers(0, 3)) if (load and rng.random() < 0.4) else 0 for _ in range(4)]
         rows, cols = pads[0] + y + pads[1], pads[2] + x + pads[3]
+        if rows * cols > depth:
+            pads, rows, cols = [0, 0, 0, 0], y, x
         stride = x + int(rng.integers(0, 3))
         sram = int(rng.integers(0, depth - rows * cols + 1))
-        dram_elems = n_elems[mem]
-        dbase = int(rng.integers(0, dram_elems - (y - 1) * stride - x + 1))
+        dbase = int(rng.integers(0, n_elems[mem] - (y - 1) * stride - x + 1))
         pad_value = int(rng.integers(-128, 128)) if mem == "inp" and any(pads) and rng.random() < 0.5 else 0
         return dict(sram_base=sram, dram_base=base[mem] // eb[mem] + dbase, y_size=y, x_size=x, x_stride=stride,
                     y_pad0=pads[0], y_pad1=pads[1], x_pad0=pads[2], x_pad1=pads[3], pad_value=pad_value)
+
+    def big(mem: str, depth: int, kind: str) -> dict:
+        """``whole``: the whole scratchpad in one row; ``long``: rows of more than 256 beats; ``cross``: a row
+        across a 4 KiB boundary. Rows start on element (and beat) boundaries."""
+        e = eb[mem]
+        if depth < 2:
+            return small(mem, depth, False)
+        if kind == "whole":
+            y, x = 1, depth
+        elif kind == "long":
+            lo = 256 * beat // e + 1  # elements in 257 beats
+            if lo > depth:
+                return small(mem, depth, False)
+            x = int(rng.integers(lo, min(depth, 2 * lo) + 1))
+            y = 1 if 2 * x > depth else int(rng.integers(1, 3))
+        else:
+            x = int(rng.integers(2, max(3, min(depth, 8192 // e)) + 1))  # at least two elements: one each side
+            y = 1 if 2 * x > depth else int(rng.integers(1, 3))
+        stride = x + int(rng.integers(0, 3))
+        sram = int(rng.integers(0, depth - y * x + 1))
+        span = (y - 1) * stride + x  # elements the block covers in DRAM
+        if kind == "cross":  # the first row starts before a 4 KiB line and ends after it
+            line = base[mem] + 4096 * int(rng.integers(1, size[mem] // 4096))
+            lo_b = max(base[mem], line - x * e + e)
+            first = int(rng.integers(-(-lo_b // e), (line - 1) // e + 1))
+            dbase = first - base[mem] // e
+            if dbase < 0 or dbase + span > n_elems[mem]:
+                dbase = 0
+        else:
+            dbase = int(rng.integers(0, n_elems[mem] - span + 1))
+        return dict(sram_base=sram, dram_base=base[mem] // e + dbase, y_size=y, x_size=x, x_stride=stride)
+
+    def dma(mem: str, depth: int, load: bool) -> dict:
+        r = rng.random()
+        if r < 0.06:
+            return big(mem, depth, "whole")
+        if r < 0.12:
+            return big(mem, depth, "long")
+        if r < 0.2:
+            return big(mem, depth, "cross")
+        return small(mem, depth, load)
 
     def loops(depths: tuple[int, int, int]) -> tuple[dict, list[Uop]]:
         """Loop extents/factors and uops whose every index stays below ``depths`` (dst, src, wgt)."""
@@ -94,20 +149,27 @@ def random_program(cfg: HwConfig, seed: int, blocks: int | None = None) -> Rando
 
     def load_uops(uops: list[Uop], deps: Deps) -> tuple[Load, int, int]:
         start = int(rng.integers(0, cfg.uop_depth - len(uops) + 1))
+        while (4 * len(uop_words)) % beat:  # a uop row starts on a beat boundary
+            uop_words.append(0)
         daddr = uop_region // 4 + len(uop_words)
         for u in uops:
             uop_words.append(int(encode_uops([u], cfg)[0]))
         return Load(MemType.UOP, start, daddr, 1, len(uops), len(uops), deps=deps), start, start + len(uops)
 
+    nop_load = Load(MemType.INP, 0, 0, 0, 0, 0)
+    nop_gemm = Gemm(reset=False, uop_bgn=0, uop_end=0, iter_out=1, iter_in=1)
+    n_fill = cfg.dep_queue_depth - 1
     for b in range(blocks):
         # ---- load
         lds = []
         for _ in range(int(rng.integers(1, 4))):
             mem = "inp" if rng.random() < 0.5 else "wgt"
             if rng.random() < 0.1:
-                lds.append(Load(MemType.INP, 0, 0, 0, 0, 0))  # NOP
+                lds.append(nop_load)
             else:
                 lds.append(Load(MemType[mem.upper()], **dma(mem, cfg.depth(mem), True)))
+        if fill[b]:  # token-only loads run ahead and fill load->compute; the real loads push the last token
+            lds = [_with(nop_load, push_next=True) for _ in range(n_fill)] + lds
         lds[0] = _with(lds[0], pop_next=b > 0)
         lds[-1] = _with(lds[-1], push_next=True)
         insns += lds
@@ -148,12 +210,17 @@ def random_program(cfg: HwConfig, seed: int, blocks: int | None = None) -> Rando
                                src_factor_in=lp["fac"]["src"][1], use_imm=not record and bool(rng.random() < 0.5),
                                imm=imm))
             else:
-                cmp.append(Gemm(reset=False, uop_bgn=0, uop_end=0, iter_out=1, iter_in=1))  # NOP
-        cmp[0] = _with(cmp[0], pop_prev=True, pop_next=b > 0)
+                cmp.append(nop_gemm)
+        cmp[0] = _with(cmp[0], pop_prev=True)
+        if fill[b]:  # one pop per token-only load; the real work pops the last token (pushed after the real loads)
+            cmp = [_with(nop_gemm, pop_prev=True) for _ in range(n_fill)] + cmp
+        cmp[0] = _with(cmp[0], pop_next=b > 0)
         cmp[-1] = _with(cmp[-1], push_prev=True, push_next=True)
         insns += cmp
-        # ---- store
+        # ---- store (a whole-OUT store before a filling block keeps compute waiting while the loads run ahead)
         sts = [Store(MemType.OUT, **dma("out", cfg.out_depth, False)) for _ in range(int(rng.integers(1, 3)))]
+        if fill[b + 1]:
+            sts.append(Store(MemType.OUT, **big("out", cfg.out_depth, "whole")))
         sts[0] = _with(sts[0], pop_prev=True)
         sts[-1] = _with(sts[-1], push_prev=True)
         insns += sts
@@ -164,6 +231,10 @@ def random_program(cfg: HwConfig, seed: int, blocks: int | None = None) -> Rando
     dram[insn_base:insn_base + stream.size] = stream
     dram = dram[:insn_base + stream.size + 64].copy()
     return RandomProgram(f"random_{seed}", dram, insn_base, len(insns))
+
+
+def _round(n: int, align: int) -> int:
+    return -(-n // align) * align
 
 
 def _with(insn, **flags: bool):

@@ -39,3 +39,8 @@ class UnknownDeviceError(RuntimeApiError):
 class ProgramFileError(RuntimeApiError):
     """A program file that cannot be read (not a program, wrong format version, corrupt)."""
 
+
+
+class DeviceMismatchError(ValueError):
+    """Two devices that must agree (the RTL and the simulator under ``rtl-check``) returned different DRAM
+    bytes or cycle counts for the same program. The model executor re-raises it naming the layer."""

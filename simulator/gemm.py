@@ -2,21 +2,26 @@
 
 Two paths, same results:
 
-* dense: when the loop nest (outer loop, inner loop and the uop range factored as one or
-  two affine dims) splits into M dims (dst and src move), N dims (dst and wgt move) and
-  K dims (dst fixed: a reduction), the whole instruction is one matrix product
-  ``acc[M x N] += inp[M x K] @ wgt[N x K]^T`` on strided views of the scratchpads;
-* general: gather every iteration's operands; duplicate dst indices are summed.
+* dense: when the loop nest (outer loop, inner loop and the uop range factored as a
+  mixed-radix affine grid, e.g. a convolution's kernel row x kernel column x output block)
+  splits into M dims (dst and src move), N dims (dst and wgt move) and K dims (dst fixed:
+  a reduction), the whole instruction is one matrix product
+  ``acc[M x N] += inp[M x K] @ wgt[N x K]^T``: the input rows are gathered once from a
+  strided view of the scratchpad and multiplied in one BLAS call;
+* general: gather every iteration's operands; iterations are pre-sorted by dst so that
+  duplicate dst indices are summed by segment (``np.add.reduceat``), never scattered
+  element by element.
 
-float64 products are exact only while every sum stays below 2**53; otherwise an
-int64 matmul (exact modulo 2**64, hence modulo 2**acc_width) is used instead.
+Exactness: the dense path multiplies in float32 while every partial sum of an output stays
+within 2**24 (e.g. 1024 products of int8 x int8), in float64 while it stays below 2**53, and in
+int64 otherwise (exact modulo 2**64, hence modulo 2**acc_width); integers in those ranges are
+represented exactly, in any summation order. The general path uses the intrinsic's own function.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
-from numpy.lib.stride_tricks import as_strided
 
 from isa.alu import wrap
 from isa.config import HwConfig
@@ -31,11 +36,10 @@ _CHUNK_ELEMS = 1 << 21  # bound on gathered wgt elements per chunk in the genera
 
 @dataclass
 class _Dense:
-    base: tuple[int, int, int]
-    m: list  # dims (ext, d, s, w)
-    n: list
-    k: list
-    dflat: np.ndarray
+    key: tuple  # (wgt base, N dims, K dims): which packed weight matrix the plan uses
+    a_idx: np.ndarray  # inp rows, M-major then K: gathered once per instruction
+    w_idx: np.ndarray  # wgt rows, N-major then K
+    dflat: np.ndarray  # acc rows, M-major then N
     dslice: slice | None
     mtot: int
     ntot: int
@@ -48,8 +52,9 @@ class _General:
     s: np.ndarray
     w: np.ndarray
     unique: bool
-    dsts: np.ndarray | None = None  # distinct dst indices and each iteration's position among them
-    inv: np.ndarray | None = None
+    dsts: np.ndarray | None = None  # distinct dst indices (sorted)
+    order: np.ndarray | None = None  # iterations sorted by dst (stable)
+    seg: np.ndarray | None = None  # each sorted iteration's dst position (non-decreasing)
 
 
 class GemmExecutor:
@@ -60,6 +65,7 @@ class GemmExecutor:
         self.fn = gemm_intrinsic(cfg).numpy_fn
         max_prod = 1 << (cfg.inp_width + cfg.wgt_width - 2)  # |(-2^(a-1)) * (-2^(b-1))|
         self.safe_terms = ((1 << 53) - 1) // max_prod  # products per output the float64 path sums exactly
+        self.f32_terms = (1 << 24) // max_prod  # ... and the float32 path (integers up to 2**24 are exact)
         self._plans: dict = {}
         self._wmats: dict = {}  # (wgt version, plan weight dims) -> packed float64 weight matrix
 
@@ -96,8 +102,14 @@ class GemmExecutor:
             check_bound(w, cfg.wgt_depth, where, "wgt", "wgt", shape)
             plan = self._dense(insn, ud, us, uw)
             if plan is None:
-                dsts, inv = np.unique(d, return_inverse=True)
-                plan = _General(d, s, w, dsts.size == d.size, dsts, inv.reshape(-1))
+                order = np.argsort(d, kind="stable")
+                sd = d[order]
+                new = np.empty(sd.size, bool)
+                new[:1] = True
+                new[1:] = sd[1:] != sd[:-1]
+                unique = bool(new.all())
+                plan = _General(d, s, w, unique, sd[new], None if unique else order,
+                                None if unique else np.cumsum(new) - 1)
             if insn.overwrite:
                 _check_written_once(d, where, shape)
         if len(self._plans) > 4096:
@@ -121,17 +133,15 @@ class GemmExecutor:
                 n.append(dim)
             else:
                 return None
-        grid = np.array(base[0], dtype=np.int64).reshape(())
-        for dim in m + n:
-            grid = grid[..., None] + np.arange(dim[0], dtype=np.int64) * dim[1]
-        dflat = grid.reshape(-1)
+        dflat = _grid(base[0], m + n, 1)
         if np.unique(dflat).size != dflat.size:
             return None
         dslice = None
         if np.array_equal(dflat, np.arange(dflat[0], dflat[0] + dflat.size)):
             dslice = slice(int(dflat[0]), int(dflat[0]) + dflat.size)
         prod = lambda dims: int(np.prod([dm[0] for dm in dims], dtype=np.int64))  # noqa: E731
-        return _Dense(base, m, n, k, dflat, dslice, prod(m), prod(n), prod(k))
+        return _Dense((base[2], tuple(n), tuple(k)), _grid(base[1], m + k, 2), _grid(base[2], n + k, 3), dflat,
+                      dslice, prod(m), prod(n), prod(k))
 
     # ------------------------------------------------------------- execution
     def execute(self, i: int, insn: Gemm) -> None:
@@ -147,29 +157,32 @@ class GemmExecutor:
             self._run_general(plan, insn.overwrite)
 
     def _run_dense(self, p: _Dense, overwrite: bool = False) -> None:
+        """``acc[M x N] (+)= inp[M x K] @ wgt[N x K]^T``: the gemm intrinsic's expression over the whole
+        instruction, one matrix product in the narrowest exact number type."""
         sp, cfg = self.sp, self.cfg
         B, BI, BO = cfg.batch, cfg.block_in, cfg.block_out
-        inp, wgt = sp.inp, sp.wgt
-        a = as_strided(inp[p.base[1]:], shape=[dm[0] for dm in p.m + p.k] + [B, BI],
-                       strides=[dm[2] * inp.strides[0] for dm in p.m + p.k] + list(inp.strides[1:]))
-        fn = self._product(p.ktot * BI)
-        dt = np.float64 if fn is self.fn else np.int64  # one pass: convert while packing
-        a = np.moveaxis(a, -2, len(p.m)).astype(dt, order="C").reshape(1, p.mtot * B, p.ktot * BI)
-        wkey = (sp.wgt_version, p.base[2], tuple(p.n), tuple(p.k))
+        M, N, K = p.mtot, p.ntot, p.ktot
+        terms = K * BI
+        dt = np.float32 if terms <= self.f32_terms else np.float64 if terms <= self.safe_terms else np.int64
+        a = sp.inp[p.a_idx].astype(dt)  # (M*K, B, BI): the input rows, gathered once
+        a = a.reshape(M, K * BI) if B == 1 else a.reshape(M, K, B, BI).transpose(0, 2, 1, 3).reshape(M * B, K * BI)
+        wkey = (sp.wgt_version, dt, p.key)
         w = self._wmats.get(wkey)
         if w is None:  # weights are reused across many GEMMs: pack (and convert) them once per load
-            w = as_strided(wgt[p.base[2]:], shape=[dm[0] for dm in p.n + p.k] + [BO, BI],
-                           strides=[dm[3] * wgt.strides[0] for dm in p.n + p.k] + list(wgt.strides[1:]))
-            w = np.moveaxis(w, -2, len(p.n)).astype(dt, order="C").reshape(1, p.ntot * BO, p.ktot * BI)
+            w = sp.wgt[p.w_idx].astype(dt).reshape(N, K, BO, BI).transpose(1, 3, 0, 2).reshape(K * BI, N * BO)
             if len(self._wmats) >= 8:
                 self._wmats.clear()
             self._wmats[wkey] = w
+        with np.errstate(over="ignore"):
+            prod = np.matmul(a, w)  # one BLAS call (int64: wraps modulo 2**64, still exact modulo 2**acc_width)
+        prod = prod.astype(np.int64, copy=False)
+        prod = prod.reshape(M * N, B, BO) if B == 1 else prod.reshape(M, B, N, BO).transpose(0, 2, 1, 3).reshape(M * N, B, BO)
         idx = p.dslice if p.dslice is not None else p.dflat
-        old = np.zeros((p.dflat.size,) + sp.acc.shape[1:], np.int64) if overwrite else sp.acc[idx]
-        acc = old.reshape(p.mtot, p.ntot, B, BO).transpose(0, 2, 1, 3).reshape(1, p.mtot * B, p.ntot * BO)
-        new = fn(acc, a, w)  # one BLAS call; numpy's BLAS threads it
-        new = new.reshape(p.mtot, B, p.ntot, BO).transpose(0, 2, 1, 3).reshape(p.mtot * p.ntot, B, BO)
-        sp.write_acc(idx, new)
+        if not overwrite:
+            with np.errstate(over="ignore"):
+                prod += sp.acc[idx]
+        w = cfg.acc_width
+        sp.write_acc(idx, prod.astype(f"<i{w // 8}") if w in (8, 16, 32) else wrap(prod, w))  # a narrowing cast wraps
 
     def _run_general(self, p: _General, overwrite: bool = False) -> None:
         sp, cfg = self.sp, self.cfg
@@ -182,13 +195,23 @@ class GemmExecutor:
                 old = np.zeros((d.size,) + sp.acc.shape[1:], np.int64) if overwrite else sp.acc[d]
                 sp.write_acc(d, fn(old, sp.inp[p.s[c:c + step]], sp.wgt[p.w[c:c + step]]))
             return
-        dsts, inv = p.dsts, p.inv
-        total = np.zeros((dsts.size,) + sp.acc.shape[1:], np.int64)
+        total = np.zeros((p.dsts.size,) + sp.acc.shape[1:], np.int64)
         for c in range(0, n, step):
-            s = p.s[c:c + step]
-            zero = np.zeros((s.size,) + sp.acc.shape[1:], np.int64)
-            np.add.at(total, inv[c:c + step], fn(zero, sp.inp[s], sp.wgt[p.w[c:c + step]]))
-        sp.write_acc(dsts, wrap(sp.acc[dsts] + total, cfg.acc_width))
+            it = p.order[c:c + step]
+            seg = p.seg[c:c + step]
+            zero = np.zeros((it.size,) + sp.acc.shape[1:], np.int64)
+            prods = fn(zero, sp.inp[p.s[it]], sp.wgt[p.w[it]])
+            starts = np.flatnonzero(np.r_[True, seg[1:] != seg[:-1]])
+            total[seg[starts]] += np.add.reduceat(prods, starts, axis=0)  # distinct segments: no scatter
+        sp.write_acc(p.dsts, wrap(sp.acc[p.dsts] + total, cfg.acc_width))
+
+
+def _grid(base: int, dims: list, which: int) -> np.ndarray:
+    """Flat indices ``base + sum_j i_j * dims[j][which]`` over the dims' extents (first dim outermost)."""
+    g = np.array([base], dtype=np.int64)
+    for dm in dims:
+        g = (g[:, None] + np.arange(dm[0], dtype=np.int64) * dm[which]).reshape(-1)
+    return g
 
 
 def _check_written_once(d: np.ndarray, where: str, shape: tuple[int, int, int]) -> None:

@@ -28,27 +28,34 @@ def check_bound(idx: np.ndarray, depth: int, where: str, field: str, mem: str, s
 
 
 def factor_uops(d: np.ndarray, s: np.ndarray, w: np.ndarray) -> tuple[tuple[int, int, int], list[Dim]] | None:
-    """Write a uop range as ``base + a*A + b*B`` (one or two dims, non-negative steps), or None."""
-    arr = np.stack([d, s, w])
-    n = arr.shape[1]
+    """Write a uop range as a mixed-radix affine grid ``base + sum_j i_j * step_j`` (outermost dim first,
+    non-negative steps, any number of dims), or None when it is not one.
+
+    Dims are peeled from the innermost: the longest run of equal steps whose length divides the
+    remaining count and repeats exactly across the table becomes one dim. A convolution's uop
+    table (kernel row x kernel column x output block) factors into three dims this way."""
+    arr = np.stack([np.asarray(d, np.int64), np.asarray(s, np.int64), np.asarray(w, np.int64)])
     base = (int(arr[0, 0]), int(arr[1, 0]), int(arr[2, 0]))
-    if n == 1:
-        return base, []
-    step = arr[:, 1] - arr[:, 0]
-    if (step >= 0).all() and np.array_equal(arr, arr[:, :1] + step[:, None] * np.arange(n)):
-        return base, [(n, *map(int, step))]
-    for a in range(2, n // 2 + 1):
-        if n % a:
-            continue
-        b = n // a
-        grid = arr.reshape(3, a, b)
-        fa, fb = grid[:, 1, 0] - grid[:, 0, 0], grid[:, 0, 1] - grid[:, 0, 0]
-        if (fa < 0).any() or (fb < 0).any():
-            continue
-        model = arr[:, :1, None] + fa[:, None, None] * np.arange(a)[None, :, None] + fb[:, None, None] * np.arange(b)
-        if np.array_equal(grid, model):
-            return base, [(a, *map(int, fa)), (b, *map(int, fb))]
-    return None
+    dims: list[Dim] = []
+    while arr.shape[1] > 1:
+        n = arr.shape[1]
+        step = arr[:, 1] - arr[:, 0]
+        if (step < 0).any():
+            return None
+        diffs = np.diff(arr, axis=1)
+        same = np.all(diffs == step[:, None], axis=0)
+        run = n if same.all() else int(np.argmin(same)) + 1  # elements in the leading run of equal steps
+        for a in range(run, 1, -1):
+            if n % a:
+                continue
+            grid = arr.reshape(3, n // a, a)
+            if np.array_equal(grid, grid[:, :, :1] + step[:, None, None] * np.arange(a)):
+                dims.append((a, *map(int, step)))
+                arr = grid[:, :, 0]
+                break
+        else:
+            return None
+    return base, dims[::-1]
 
 
 def loop_dims(insn: Gemm | Alu, uop_dims: list[Dim]) -> list[Dim]:

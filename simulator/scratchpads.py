@@ -37,9 +37,10 @@ class Scratchpads:
 
     # ------------------------------------------------------------------ writes
     def write_acc(self, idx: np.ndarray | slice, values: np.ndarray) -> None:
-        """acc[idx] = values (already wrapped to acc_width) and the OUT mirror: low out_width bits."""
+        """acc[idx] = values (integers of any dtype, already wrapped to acc_width) and the OUT mirror: the low
+        out_width bits (numpy's assignment narrows integers by two's complement, with no temporary)."""
         self.acc[idx] = values
-        self.out[idx] = values.astype(self.out.dtype)  # integer narrowing wraps (two's complement)
+        self.out[idx] = values
 
     def write_wgt(self, base: int, block: np.ndarray) -> None:
         self.wgt[base:base + block.shape[0]] = block

@@ -14,6 +14,7 @@ from compiler.graph.ir import Node
 from compiler.graph.memory_plan import lifetimes
 from compiler.graph.offload import mac_split
 from compiler.graph.partition import node_target
+from jit_runtime.errors import DeviceMismatchError
 
 
 def _with_layer(exc: Exception, n: Node) -> Exception:
@@ -95,12 +96,15 @@ class Module:
     # -- execution ---------------------------------------------------------------------
     def _run_accel(self, n: Node, ins: list) -> tuple[np.ndarray, dict]:
         a = n.attrs
-        if n.op == "AccelConv2D":
-            extra = {"pad_value": int(a["pad_value"])} if a.get("pad_value") else {}
-            out = self.accel.conv2d(ins[0], ins[1], ins[2], stride=tuple(a["strides"]), padding=tuple(a["pads"]),
-                                    groups=int(a.get("group", 1)), requant=a["requant"], **extra)
-        else:
-            out = self.accel.dense(ins[0], ins[1], ins[2], requant=a["requant"])
+        try:
+            if n.op == "AccelConv2D":
+                extra = {"pad_value": int(a["pad_value"])} if a.get("pad_value") else {}
+                out = self.accel.conv2d(ins[0], ins[1], ins[2], stride=tuple(a["strides"]), padding=tuple(a["pads"]),
+                                        groups=int(a.get("group", 1)), requant=a["requant"], **extra)
+            else:
+                out = self.accel.dense(ins[0], ins[1], ins[2], requant=a["requant"])
+        except DeviceMismatchError as exc:  # rtl-check: name the first layer whose bytes or cycles differ
+            raise DeviceMismatchError(f"layer {n.name!r} ({n.op}): {exc}") from None
         return out, dict(getattr(self.accel, "last_profile", {}) or {})
 
     def run(self, inputs: dict | None = None, **kw) -> list[np.ndarray]:

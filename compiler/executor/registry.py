@@ -36,6 +36,8 @@ def _register_builtin() -> None:
 
     register_accel_backend("ref", RefAccelBackend)
     register_accel_backend("sim", _sim_backend)
+    register_accel_backend("rtl", _rtl_backend)
+    register_accel_backend("rtl-check", _rtl_check_backend)
 
 
 def _sim_backend(config):
@@ -43,6 +45,21 @@ def _sim_backend(config):
     from compiler.accel_backend import SimAccelBackend
 
     return SimAccelBackend(config)
+
+
+def _rtl_backend(config):
+    """The same compiled layers run on the RTL (Verilator, compiled harness): the hardware's bytes and cycles."""
+    from compiler.accel_backend import SimAccelBackend
+
+    return SimAccelBackend(config, device="rtl")
+
+
+def _rtl_check_backend(config):
+    """Every layer on the RTL and on the simulator; the first layer whose bytes or cycles differ raises
+    ``jit_runtime.errors.DeviceMismatchError`` naming it."""
+    from compiler.accel_backend import SimAccelBackend
+
+    return SimAccelBackend(config, device="rtl-check")
 
 
 _register_builtin()

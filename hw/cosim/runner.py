@@ -1,8 +1,10 @@
 """Build the Verilator model once per generated Verilog and run many programs in one simulator process.
 
-The Verilog is cached by a key over the config, the ``hw`` sources and the ALU registry;
-the Verilator build lives in ``build/rtl/<verilog-hash>/`` and is rebuilt only when the
-generated Verilog changes.
+The Verilog is cached by a key over the config, the ``hw`` sources, every file of ``isa/`` (encodings,
+timing, intrinsics: the RTL is elaborated from them), the Amaranth version and the ALU registry; the
+Verilator build lives in ``build/rtl/<verilog-hash>/`` and is rebuilt only when the generated Verilog
+changes. This is the cocotb path (unit tests, :mod:`hw.cosim.bench`); the ``rtl`` device runs the
+compiled harness (:mod:`hw.cosim.harness`), which keys its binary on the same Verilog.
 """
 from __future__ import annotations
 
@@ -41,11 +43,24 @@ def _env_path() -> None:
         os.environ["PATH"] = vb + os.pathsep + os.environ.get("PATH", "")
 
 
+def isa_files() -> list[Path]:
+    """Every source and preset file of the ``isa`` package (the design is elaborated from them)."""
+    import isa
+
+    root = Path(isa.__file__).resolve().parent
+    return sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc")
+
+
 def design_key(cfg: HwConfig) -> str:
-    """Hash of everything the generated Verilog depends on."""
+    """Hash of everything the generated Verilog depends on: config, hw sources, isa/, Amaranth, ALU registry."""
+    import amaranth
+
     h = hashlib.sha256(json.dumps(cfg.to_dict(), sort_keys=True).encode())
+    h.update(getattr(amaranth, "__version__", "").encode())
     for name in RTL_SOURCES:
         h.update((Path(hw.__file__).parent / f"{name}.py").read_bytes())
+    for path in isa_files():  # name + depth + bytes: a moved or renamed file changes the key
+        h.update(path.name.encode() + str(len(path.parts)).encode() + path.read_bytes())
     for op in alu_ops():
         code = op.fn.__code__
         h.update(f"{op.name}:{op.opcode}:".encode() + code.co_code + repr(code.co_consts).encode()

@@ -250,6 +250,98 @@ def test_large_dense_gemm_matches_reference():
     assert sim._gemm._plans and type(next(iter(sim._gemm._plans.values()))).__name__ == "_Dense"
 
 
+@pytest.mark.parametrize("overwrite", [False, True])
+def test_conv_shaped_gemm_takes_dense_path(overwrite):
+    """A convolution's GEMM: pixels in the loops, uops over kernel row x kernel column x output block
+    (a three-dim uop table), extreme int8 values; equals the per-uop reference and runs as one product."""
+    rng = np.random.default_rng(11)
+    cfg = PYNQ
+    OH, OW, KH, KW, NB, W = 3, 4, 2, 3, 2, 6  # input rows are W wide; output block n at dst offset n*OH*OW
+    inp = rand(rng, (64, 1, 16))
+    inp[:5] = -128  # the largest products: (-128) * (-128)
+    wgt = rand(rng, (NB * KH * KW, 16, 16))
+    wgt[0] = -128
+    acc = rand(rng, (NB * OH * OW, 1, 16), 32)
+    uops = [Uop(n * OH * OW, ky * W + kx, n * KH * KW + ky * KW + kx)
+            for ky in range(KH) for kx in range(KW) for n in range(NB)]
+    insn = Gemm(False, 0, len(uops), OH, OW, dst_factor_out=OW, dst_factor_in=1, src_factor_out=W, src_factor_in=1,
+                overwrite=False)
+    if overwrite:  # each dst once: one kernel position only
+        uops = [Uop(n * OH * OW, 1, n) for n in range(NB)]
+        insn = Gemm(False, 0, len(uops), OH, OW, dst_factor_out=OW, dst_factor_in=1, src_factor_out=W,
+                    src_factor_in=1, overwrite=True)
+    sim = run_compute(cfg, [insn], uops, inp, wgt, acc)
+    ref = acc.copy()
+    if overwrite:
+        ref[:] = 0
+    ref_execute(cfg, insn, uops, inp, wgt, ref)
+    if overwrite:  # untouched rows keep their old values
+        ref[NB * OH * OW:] = acc[NB * OH * OW:]
+    assert np.array_equal(sim.scratchpads["acc"][:len(acc)], ref)
+    assert np.array_equal(sim.scratchpads["out"][:len(acc)], ref.astype(np.int8))
+    assert [type(p).__name__ for p in sim._gemm._plans.values()] == ["_Dense"]
+
+
+@pytest.mark.parametrize("kblocks", [64, 65])
+def test_dense_gemm_exact_at_the_float32_bound(kblocks):
+    """64 k-blocks x 16 = 1024 products of (-128)(-128): sums of exactly 2**24 (the float32 limit); 65 k-blocks
+    go past it (float64). Both exact, checked against Python integers."""
+    cfg = PYNQ
+    inp = np.full((kblocks, 1, 16), -128)
+    wgt = np.full((kblocks, 16, 16), -128)
+    wgt[-1, 3, 5] = 127  # one different product in one column
+    acc = np.full((1, 1, 16), -5)
+    uops = [Uop(0, k, k) for k in range(kblocks)]
+    sim = run_compute(cfg, [Gemm(False, 0, kblocks, 1, 1)], uops, inp, wgt, acc)
+    expect = [-5 + 16 * kblocks * 16384] * 16
+    expect[3] += -128 * 127 - 16384
+    expect = [((v + 2**31) % 2**32) - 2**31 for v in expect]
+    assert sim.scratchpads["acc"][0, 0].tolist() == expect
+
+
+@pytest.mark.parametrize("overwrite", [False, True])
+def test_dense_gemm_with_batch_two(overwrite):
+    """batch > 1: the dense path moves the batch rows next to the M rows and back."""
+    cfg = isa.make_config("tiny", log_batch=1)
+    rng = np.random.default_rng(3)
+    M, K, N = 5, 3, 2
+    inp, wgt = rand(rng, (M * K, 2, 4)), rand(rng, (N * K, 4, 4))
+    acc = rand(rng, (M * N, 2, 4), 32)
+    uops = ([Uop(n, 0, n * K) for n in range(N)] if overwrite
+            else [Uop(n, k, n * K + k) for n in range(N) for k in range(K)])
+    insn = Gemm(False, 0, len(uops), M, 1, dst_factor_out=N, src_factor_out=K, overwrite=overwrite)
+    sim = run_compute(cfg, [insn], uops, inp, wgt, acc)
+    ref = np.zeros_like(acc) if overwrite else acc.copy()
+    ref_execute(cfg, insn, uops, inp, wgt, ref)
+    assert np.array_equal(sim.scratchpads["acc"][:M * N], ref)
+    assert [type(p).__name__ for p in sim._gemm._plans.values()] == ["_Dense"]
+
+
+def test_factor_uops_mixed_radix():
+    from simulator.loops import factor_uops
+
+    d = np.array([16, 408] * 6)
+    s = np.array([58, 58, 116, 116, 59, 59, 117, 117, 60, 60, 118, 118])
+    w = np.array([3, 12, 6, 15, 4, 13, 7, 16, 5, 14, 8, 17])
+    assert factor_uops(d, s, w) == ((16, 58, 3), [(3, 0, 1, 1), (2, 0, 58, 3), (2, 392, 0, 9)])
+    assert factor_uops(np.array([0, 2, 1]), np.zeros(3, int), np.zeros(3, int)) is None  # not a grid
+    assert factor_uops(np.array([3, 1]), np.zeros(2, int), np.zeros(2, int)) is None  # negative step
+
+
+def test_general_gemm_sums_repeated_dsts_by_segment():
+    """A permuted uop table with repeated dsts (no affine grid): the general path's per-dst sums."""
+    rng = np.random.default_rng(12)
+    cfg = TINY
+    inp, wgt, acc = rand(rng, (16, 1, 4)), rand(rng, (16, 4, 4)), rand(rng, (8, 1, 4), 32)
+    uops = [Uop(3, 1, 2), Uop(0, 5, 1), Uop(3, 2, 7), Uop(1, 0, 0), Uop(0, 4, 4), Uop(3, 9, 3)]
+    insn = Gemm(False, 0, len(uops), 2, 1, dst_factor_out=4, src_factor_out=1, wgt_factor_out=1)
+    sim = run_compute(cfg, [insn], uops, inp, wgt, acc)
+    ref = acc.copy()
+    ref_execute(cfg, insn, uops, inp, wgt, ref)
+    assert np.array_equal(sim.scratchpads["acc"][:8], ref)
+    assert [type(p).__name__ for p in sim._gemm._plans.values()] == ["_General"]
+
+
 def test_wide_operands_stay_exact():
     """32-bit inp/wgt: products overflow float64's 53 bits, so the int64 path must be taken."""
     cfg = isa.make_config("tiny", inp_width=32, wgt_width=32, acc_width=32, out_width=32, bus_width=128,

@@ -20,7 +20,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--input", metavar="FILE", help=".npy for a one-input model, or .npz keyed by input name "
                    "(default: seeded random normal input)")
     p.add_argument("--trace", metavar="FILE", help="write a Chrome/Perfetto trace JSON of the accelerator layers")
-    p.add_argument("--target", default=DEFAULT_TARGET, help="accelerator backend: sim (simulator) or ref (numpy reference)")
+    p.add_argument("--target", default=DEFAULT_TARGET,
+                   help="accelerator backend: sim (simulator), rtl (the RTL under Verilator) or ref (numpy reference)")
+    p.add_argument("--check", action="store_true",
+                   help="with --target rtl: also run every layer on the simulator and stop at the first layer whose "
+                        "bytes or cycles differ, naming it")
     p.add_argument("--cpu", default="numpy", choices=("numpy", "llvm"),
                    help="backend of the CPU layers: numpy kernels or JIT-compiled LLVM kernels (default numpy)")
     p.add_argument("--calibrate", type=int, metavar="N", help="quantize a float model with N calibration samples "
@@ -168,6 +172,10 @@ def run(args: argparse.Namespace) -> int:
     except UnsupportedOperatorError as exc:
         raise ValueError(one_line_unsupported(exc)) from None
     check_structure(model, str(args.model))
+    if getattr(args, "check", False):
+        if args.target != "rtl":
+            raise ValueError(f"--check compares the RTL with the simulator: it needs --target rtl, not {args.target!r}")
+        args.target = "rtl-check"
     if args.target not in available_accel_backends():
         raise ValueError(f"unknown --target {args.target!r}; available: {', '.join(available_accel_backends())}")
     cfg = resolve_config(args.config)

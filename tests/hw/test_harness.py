@@ -1,0 +1,151 @@
+"""The compiled RTL harness (hw/cosim/harness): agrees with the cocotb bench and the simulator, register access,
+the design hash, models on the RTL (``build(..., target="rtl")``, ``vta run --target rtl --check``)."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from hw.cosim.harness import Harness, HarnessError, shared_harness
+from hw.random_programs import random_program
+from hw.regfile import CYCLES, INSN_ADDR, INSN_COUNT
+from isa import make_config
+
+TINY = make_config("tiny")
+
+
+def _suite(cfg):
+    from jit_runtime.suite import suite_cases
+
+    return [(name, *(lambda p: (p.dram, p.insn_addr, p.n_insns))(b()[0])) for name, b in suite_cases(cfg).items()]
+
+
+@pytest.mark.slow
+def test_harness_agrees_with_cocotb_on_every_suite_program():
+    """Same bytes and cycles from the compiled harness and the cocotb bench (both against the simulator too)."""
+    from hw.cosim.runner import run_programs
+    from simulator import Simulator
+
+    progs = _suite(TINY)
+    cocotb = run_programs(TINY, [(d, a, n) for _, d, a, n in progs])
+    h = shared_harness(TINY)
+    sim = Simulator(TINY)
+    for (name, d, a, n), c in zip(progs, cocotb):
+        r = h.run(d, a, n)
+        img = d.copy()
+        s = sim.run(img, a, n)
+        assert not r.timeout and not c.timeout, name
+        assert r.cycles == c.cycles == int(s.cycles), (name, r.cycles, c.cycles, s.cycles)
+        assert np.array_equal(r.dram, c.dram) and np.array_equal(r.dram, img), name
+        assert r.out_of_image == 0
+
+
+def test_random_programs_match_simulator():
+    """Random programs with whole-scratchpad, >256-beat and 4 KiB-crossing transfers and filled token queues."""
+    from simulator import Simulator
+
+    with Harness(TINY) as h:  # fresh scratchpads on both sides: random programs may read what they did not load
+        sim = Simulator(TINY)
+        for seed in range(60):
+            p = random_program(TINY, 10_000 + seed)
+            img = p.dram.copy()
+            s = sim.run(img, p.insn_addr, p.n_insns)
+            r = h.run(p.dram, p.insn_addr, p.n_insns)
+            assert (r.cycles, r.timeout) == (int(s.cycles), False), p.name
+            assert np.array_equal(r.dram, img), p.name
+
+
+def test_registers_and_errors():
+    from jit_runtime.suite import suite_cases
+
+    h = shared_harness(TINY)
+    prog, _ = suite_cases(TINY)["relu"]()
+    r = h.run(prog.dram, prog.insn_addr, prog.n_insns)
+    assert h.read_reg(CYCLES) == r.cycles  # the register of the last run, read over AXI4-Lite
+    assert h.read_reg(INSN_COUNT) == prog.n_insns
+    h.write_reg(INSN_ADDR, 0x1234)
+    assert h.read_reg(INSN_ADDR) == 0x1234
+    assert h.step(3) is True  # still done: irq stays high until the next start
+    with pytest.raises(ValueError, match="outside"):
+        h.run(prog.dram, prog.dram.size, 1)
+    # a program that never finishes within the limit is reported as a timeout, not a hang
+    t = h.run(prog.dram, prog.insn_addr, prog.n_insns, max_cycles=5)
+    assert t.timeout and t.cycles == -1
+
+
+def test_dead_process_is_a_clear_error():
+    h = Harness(TINY)
+    h._proc.kill()
+    h._proc.wait()
+    with pytest.raises(HarnessError, match="exited"):
+        h.read_reg(CYCLES)
+    h.close()
+
+
+def test_design_key_covers_isa(tmp_path, monkeypatch):
+    """An edit anywhere in isa/ changes the Verilog cache key (and so the harness key built on it)."""
+    import hw.cosim.runner as runner
+
+    files = runner.isa_files()
+    assert any(f.name == "timing.py" for f in files) and any(f.name == "encoding.py" for f in files)
+    before = runner.design_key(TINY)
+    edited = tmp_path / files[0].name
+    edited.write_bytes(files[0].read_bytes() + b"\n# edited\n")
+    monkeypatch.setattr(runner, "isa_files", lambda: [edited] + files[1:])
+    assert runner.design_key(TINY) != before
+
+
+def _model():
+    from compiler.zoo.builder import OnnxBuilder
+
+    b = OnnxBuilder(3)
+    y = b.conv_bn("input", 3, 8, 3)
+    y = b.conv_bn(y, 8, 8, 3, stride=2)
+    return b.model("m", "input", (1, 3, 6, 6), y)
+
+
+def test_model_on_rtl_equals_simulator():
+    from compiler.executor import build
+
+    rng = np.random.default_rng(2)
+    calib = rng.standard_normal((4, 3, 6, 6)).astype(np.float32)
+    x = rng.standard_normal((1, 3, 6, 6)).astype(np.float32)
+    rtl = build(_model(), TINY, target="rtl", calibration=calib, progress=False)
+    sim = build(_model(), TINY, target="sim", calibration=calib, progress=False)
+    np.testing.assert_array_equal(rtl(input=x), sim(input=x))
+    rows_r = [r for r in rtl.profile() if r["target"] == "accel"]
+    rows_s = [r for r in sim.profile() if r["target"] == "accel"]
+    assert len(rows_r) == 2 and [r["cycles"] for r in rows_r] == [r["cycles"] for r in rows_s]
+    assert all(r["cycles"] > 0 for r in rows_r)
+
+
+def test_vta_run_check_names_the_first_differing_layer(tmp_path, capsys, monkeypatch):
+    import onnx
+
+    from hw.device import RtlDevice
+    from vta.cli import main
+
+    path = tmp_path / "m.onnx"
+    onnx.save(_model(), path)
+    assert main(["run", str(path), "--config", "tiny", "--calibrate", "2", "--target", "rtl", "--check",
+                 "--no-progress"]) == 0
+    assert "rtl-check" in capsys.readouterr().out
+    runs = []
+    orig = RtlDevice.run_many
+
+    def off_by_one_later(self, jobs):  # the second layer's RTL run reports one cycle more
+        out = orig(self, jobs)
+        runs.append(1)
+        if len(runs) == 2:
+            out[0].cycles += 1
+        return out
+
+    monkeypatch.setattr(RtlDevice, "run_many", off_by_one_later)
+    assert main(["run", str(path), "--config", "tiny", "--calibrate", "2", "--target", "rtl", "--check",
+                 "--no-progress"]) == 2
+    err = capsys.readouterr()
+    msg = err.err + err.out
+    assert "cycles: simulator" in msg and "layer '" in msg
+    assert main(["run", str(path), "--config", "tiny", "--calibrate", "2", "--check"]) == 2
+    assert "needs --target rtl" in "".join(capsys.readouterr())
