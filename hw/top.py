@@ -20,6 +20,7 @@ from hw.scratchpad import Scratchpad
 from hw.store import StoreUnit
 from hw.tokens import TokenQueue
 from isa.config import HwConfig
+from isa.signature import config_signature
 
 
 def axi_master(cfg: HwConfig) -> dict:
@@ -62,7 +63,7 @@ class Accelerator(wiring.Component):
     def elaborate(self, platform) -> Module:  # noqa: C901 - wiring only
         m = Module()
         cfg = self.cfg
-        m.submodules.regs = regs = RegFile()
+        m.submodules.regs = regs = RegFile(config_signature(cfg))
         m.submodules.fetch = fetch = FetchUnit(cfg)
         m.submodules.load = load = LoadUnit(cfg)
         m.submodules.compute = comp = ComputeUnit(cfg)

@@ -39,3 +39,16 @@ class UnknownDeviceError(RuntimeApiError):
 class ProgramFileError(RuntimeApiError):
     """A program file that cannot be read (not a program, wrong format version, corrupt)."""
 
+
+
+class BitstreamError(RuntimeApiError):
+    """A PYNQ bitstream that cannot be used: missing ``.bit``/``.hwh``, no accelerator in its design, or the
+    ``pynq`` package is not installed."""
+
+
+class ConfigMismatchError(BitstreamError):
+    """The bitstream's config signature register differs from the host config's signature."""
+
+
+class ContiguousMemoryError(DeviceBufferError):
+    """A buffer or DMA range outside the physically contiguous memory the accelerator can reach."""

@@ -27,6 +27,8 @@ BUILD = ROOT / "build" / "rtl"
 #: The hw modules the generated Verilog depends on.
 RTL_SOURCES = ("alu", "arbiter", "burst", "common", "compute", "dma_read", "dma_write", "fetch", "load", "regfile",
                "scratchpad", "store", "tokens", "top", "unit", "verilog")
+#: The isa modules the generated Verilog reads besides the config (the register map and the signature).
+ISA_SOURCES = ("registers", "signature")
 
 
 def verilator_bin() -> Path:
@@ -46,6 +48,8 @@ def design_key(cfg: HwConfig) -> str:
     h = hashlib.sha256(json.dumps(cfg.to_dict(), sort_keys=True).encode())
     for name in RTL_SOURCES:
         h.update((Path(hw.__file__).parent / f"{name}.py").read_bytes())
+    for name in ISA_SOURCES:
+        h.update((ROOT / "isa" / f"{name}.py").read_bytes())
     for op in alu_ops():
         code = op.fn.__code__
         h.update(f"{op.name}:{op.opcode}:".encode() + code.co_code + repr(code.co_consts).encode()
