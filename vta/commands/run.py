@@ -17,7 +17,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--input", metavar="FILE", help=".npy for a one-input model, or .npz keyed by input name "
                    "(default: seeded random normal input)")
     p.add_argument("--trace", metavar="FILE", help="write a Chrome/Perfetto trace JSON of the accelerator layers")
-    p.add_argument("--target", default=DEFAULT_TARGET, help="accelerator backend: sim (simulator) or ref (numpy reference)")
+    p.add_argument("--target", default=DEFAULT_TARGET,
+                   help="accelerator backend: sim (simulator), ref (numpy reference) or pynq (a PYNQ board: --bitstream)")
+    p.add_argument("--bitstream", metavar="FILE", help="--target pynq: the overlay's .bit (its .hwh beside it), "
+                   "built by `vta hw build --board BOARD` for the same --config")
     p.add_argument("--cpu", default="numpy", choices=("numpy", "llvm"),
                    help="backend of the CPU layers: numpy kernels or JIT-compiled LLVM kernels (default numpy)")
     p.add_argument("--calibrate", type=int, metavar="N", help="quantize a float model with N calibration samples "
@@ -161,6 +164,9 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(one_line_unsupported(exc)) from None
     if args.target not in available_accel_backends():
         raise ValueError(f"unknown --target {args.target!r}; available: {', '.join(available_accel_backends())}")
+    if args.target == "pynq" and not getattr(args, "bitstream", None):
+        raise ValueError("--target pynq needs --bitstream FILE.bit (written by `vta hw build --board BOARD`)")
+    target_options = {"bitstream": args.bitstream} if args.target == "pynq" else None
     cfg = resolve_config(args.config)
     inputs = model_inputs(model)
     if args.input:
@@ -182,7 +188,7 @@ def run(args: argparse.Namespace) -> int:
     show = not args.no_progress
     console.print(f"compiling {args.model} for {getattr(cfg, 'name', 'config')} (target {args.target}) ...")
     mod = build(model, cfg, target=args.target, calibration=calibration, input_shapes=shapes, progress=show,
-                cpu=getattr(args, "cpu", "numpy"))
+                cpu=getattr(args, "cpu", "numpy"), target_options=target_options)
     mod.keep_details = bool(args.trace)
     for k, v in feeds.items():
         mod.set_input(k, v)
