@@ -78,7 +78,8 @@ class Accelerator(wiring.Component):
         counter, cycles = Signal(32), Signal(32)
         start = regs.start
         m.d.comb += [fetch.start.eq(start), fetch.insn_addr.eq(regs.insn_addr), fetch.insn_count.eq(regs.insn_count),
-                     regs.running.eq(running), regs.done.eq(done), regs.cycles.eq(cycles),
+                     # CTRL reads "running, not done" already in the start cycle (done drops one cycle later)
+                     regs.running.eq(running | start), regs.done.eq(done & ~start), regs.cycles.eq(cycles),
                      regs.cycles_now.eq(counter), self.irq.eq(done)]
 
         # ---- command queues

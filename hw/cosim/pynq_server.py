@@ -65,7 +65,9 @@ async def serve(dut):
         op = req["op"]
         if op == "write":
             await axil_write(dut, req["off"], req["val"])
-            if req["off"] == CTRL and req["val"] & 1 and (run is None or run.done()):
+            if req["off"] == CTRL and req["val"] & 1:
+                if run is not None and not run.done():  # a start while running: the new run's port timeline
+                    run.cancel()
                 run = cocotb.start_soon(dram.run(dut.clk, limit=limit))
             reply(ok=True)
         elif op == "read":
