@@ -116,3 +116,16 @@ def test_bad_input_shape(digits_q, tmp_path, capsys):
 def test_unknown_target(digits_q, capsys):
     assert main(["run", str(digits_q[0]), "--target", "fpga9"]) == 2
     assert "unknown --target 'fpga9'" in _one_line_error(capsys)
+
+
+def test_pynq_target_needs_a_usable_bitstream(digits_q, capsys, tmp_path):
+    """``--target pynq``: no --bitstream, a missing file and a .bit without its .hwh are one-line errors."""
+    path = str(digits_q[0])
+    assert main(["run", path, "--target", "pynq", "--no-progress"]) == 2
+    assert "--target pynq needs --bitstream" in capsys.readouterr().err
+    assert main(["run", path, "--target", "pynq", "--bitstream", str(tmp_path / "none.bit"), "--no-progress"]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    (tmp_path / "vta.bit").write_bytes(b"\0")
+    assert main(["run", path, "--target", "pynq", "--bitstream", str(tmp_path / "vta.bit"), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "vta.hwh is missing beside" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
