@@ -37,7 +37,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--config", default="tiny")
     ap.add_argument("--board", default="pynq-z1")
-    ap.add_argument("--random", type=int, default=60, help="random programs (seeds 0..N-1)")
+    ap.add_argument("--random", type=int, default=60,
+                    help="random programs (seeds 0..N-1; hw.random_programs targets the tiny preset: use 0 for others)")
     args = ap.parse_args()
 
     from compiler.accel_backend import SimAccelBackend
