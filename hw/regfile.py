@@ -1,27 +1,23 @@
-"""The AXI4-Lite control register file.
-
-| offset | register | access |
-|---|---|---|
-| 0x00 | CTRL: write bit 0 = start; read bit 0 = running, bit 1 = done | R/W |
-| 0x04 | INSN_ADDR (byte address of the first instruction) | R/W |
-| 0x08 | INSN_COUNT | R/W |
-| 0x0C | CYCLES: the cycle count ``T`` of the last finished run | R |
-| 0x10 | CYCLES_NOW: the running cycle counter | R |
-"""
+"""The AXI4-Lite control register file; the register map is :mod:`isa.registers` (CTRL, INSN_ADDR,
+INSN_COUNT, CYCLES, CYCLES_NOW and the read-only config SIGNATURE)."""
 from __future__ import annotations
 
 from amaranth.hdl import Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-CTRL, INSN_ADDR, INSN_COUNT, CYCLES, CYCLES_NOW = 0x00, 0x04, 0x08, 0x0C, 0x10
-ADDR_BITS = 8
+from isa.registers import ADDR_BITS, CTRL, CYCLES, CYCLES_NOW, INSN_ADDR, INSN_COUNT, SIGNATURE
+
+__all__ = ["RegFile", "ADDR_BITS", "CTRL", "CYCLES", "CYCLES_NOW", "INSN_ADDR", "INSN_COUNT", "SIGNATURE"]
 
 
 class RegFile(wiring.Component):
-    """AXI4-Lite slave (``s_axil_*``) driving ``start``/``insn_addr``/``insn_count`` and reading status."""
+    """AXI4-Lite slave (``s_axil_*``) driving ``start``/``insn_addr``/``insn_count`` and reading status.
 
-    def __init__(self):
+    ``signature`` is the constant read at SIGNATURE (:func:`isa.signature.config_signature`)."""
+
+    def __init__(self, signature: int = 0):
+        self.sig_value = signature & 0xFFFF_FFFF
         super().__init__({
             "s_axil_awaddr": In(ADDR_BITS), "s_axil_awvalid": In(1), "s_axil_awready": Out(1),
             "s_axil_wdata": In(32), "s_axil_wstrb": In(4), "s_axil_wvalid": In(1), "s_axil_wready": Out(1),
@@ -63,6 +59,8 @@ class RegFile(wiring.Component):
                     m.d.sync += self.s_axil_rdata.eq(self.cycles)
                 with m.Case(CYCLES_NOW):
                     m.d.sync += self.s_axil_rdata.eq(self.cycles_now)
+                with m.Case(SIGNATURE):
+                    m.d.sync += self.s_axil_rdata.eq(self.sig_value)
                 with m.Default():
                     m.d.sync += self.s_axil_rdata.eq(0)
         with m.If(self.s_axil_rvalid & self.s_axil_rready):

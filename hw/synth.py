@@ -14,7 +14,11 @@ from isa.config import HwConfig
 CAPACITY = {
     "xc7": {"device": "Zynq-7020 (xc7z020)", "LUT": 53200, "FF": 106400, "DSP": 220, "BRAM": 140},
     "ecp5": {"device": "LFE5U-85F", "LUT": 83640, "FF": 83640, "DSP": 156, "BRAM": 208},
+    "xczu3eg": {"device": "Zynq UltraScale+ ZU3EG", "LUT": 70560, "FF": 141120, "DSP": 360, "BRAM": 216},
+    "xczu7ev": {"device": "Zynq UltraScale+ ZU7EV", "LUT": 230400, "FF": 460800, "DSP": 1728, "BRAM": 312},
 }
+#: yosys family of each capacity entry
+FAMILY_OF = {"xc7": "xc7", "ecp5": "ecp5", "xczu3eg": "xcup", "xczu7ev": "xcup"}
 
 
 def family_for(cfg: HwConfig) -> str:
@@ -38,13 +42,15 @@ def parse_stat(text: str, family: str) -> dict[str, int]:
         cells[m.group(2)] = cells.get(m.group(2), 0) + int(m.group(1))
     for m in re.finditer(r"^\s+([A-Za-z_][\w$]*)\s+(\d+)\s*$", block, re.M):
         cells[m.group(1)] = cells.get(m.group(1), 0) + int(m.group(2))
-    if family == "xc7":
+    if family in ("xc7", "xcup"):
         lut = sum(v for k, v in cells.items() if re.fullmatch(r"LUT[1-6]", k))
         lutram = sum(v for k, v in cells.items() if k.startswith("RAM") and "RAMB" not in k)
         ff = sum(v for k, v in cells.items() if re.fullmatch(r"FD[A-Z]*", k))
-        dsp = cells.get("DSP48E1", 0)
-        bram = cells.get("RAMB36E1", 0) + (cells.get("RAMB18E1", 0) + 1) // 2
-        return {"LUT": lut, "LUTRAM": lutram, "FF": ff, "DSP": dsp, "BRAM": bram, "CARRY4": cells.get("CARRY4", 0)}
+        dsp = cells.get("DSP48E1", 0) + cells.get("DSP48E2", 0)
+        bram = (cells.get("RAMB36E1", 0) + cells.get("RAMB36E2", 0)
+                + (cells.get("RAMB18E1", 0) + cells.get("RAMB18E2", 0) + 1) // 2)
+        carry = "CARRY4" if family == "xc7" else "CARRY8"
+        return {"LUT": lut, "LUTRAM": lutram, "FF": ff, "DSP": dsp, "BRAM": bram, carry: cells.get(carry, 0)}
     lut = cells.get("LUT4", 0)
     ff = cells.get("TRELLIS_FF", 0)
     dsp = cells.get("MULT18X18D", 0)
@@ -54,26 +60,37 @@ def parse_stat(text: str, family: str) -> dict[str, int]:
 
 
 def synthesize(cfg: HwConfig, family: str | None = None, workdir: str | Path | None = None,
-               verilog: Path | None = None) -> dict:
-    """Run yosys on the generated Verilog; returns counts, capacities and utilisation (%)."""
+               verilog: Path | None = None, wrapper: str | None = None, top: str = "vta_top",
+               device: str | None = None) -> dict:
+    """Run yosys on the generated Verilog; returns counts, capacities and utilisation (%).
+
+    ``wrapper``: Verilog text of a module around ``vta_top`` (e.g. a board shell's module reference), synthesized
+    as ``top``; ``device``: a :data:`CAPACITY` key to compare against (default: the family's)."""
     from hw.cosim.runner import verilog_for
 
-    family = family or family_for(cfg)
+    device = device or family or family_for(cfg)
+    family = FAMILY_OF[device]
     vpath = Path(verilog) if verilog else verilog_for(cfg)
-    script = {"xc7": "synth_xilinx -family xc7 -top vta_top", "ecp5": "synth_ecp5 -top vta_top"}[family]
+    flat = " -flatten" if wrapper else ""  # one stat block for the wrapper and the accelerator
+    script = {"xc7": f"synth_xilinx -family xc7 -top {top}{flat}", "xcup": f"synth_xilinx -family xcup -top {top}{flat}",
+              "ecp5": f"synth_ecp5 -top {top}"}[family]
     with tempfile.TemporaryDirectory(prefix="vta-synth-") as td:
         wd = Path(workdir) if workdir else Path(td)
         wd.mkdir(parents=True, exist_ok=True)
         log = wd / "yosys.log"
         shutil.copy(vpath, wd / "vta_top.v")  # yowasp tools only see the working directory
-        cmd = yosys_cmd() + ["-q", "-l", "yosys.log", "-p", f"read_verilog vta_top.v; {script}; stat"]
+        files = "vta_top.v"
+        if wrapper:
+            (wd / "wrapper.v").write_text(wrapper)
+            files += " wrapper.v"
+        cmd = yosys_cmd() + ["-q", "-l", "yosys.log", "-p", f"read_verilog {files}; {script}; stat"]
         proc = subprocess.run(cmd, capture_output=True, text=True, cwd=wd)
         text = log.read_text() if log.exists() else proc.stdout
         if proc.returncode != 0:
             raise RuntimeError(f"yosys failed ({proc.returncode}): {proc.stderr[-2000:]}")
     counts = parse_stat(text, family)
-    cap = CAPACITY[family]
+    cap = CAPACITY[device]
     util = {k: round(100.0 * counts[k] / cap[k], 1) for k in ("LUT", "FF", "DSP", "BRAM")}
     fits = all(counts[k] <= cap[k] for k in ("LUT", "FF", "DSP", "BRAM"))
-    return {"config": cfg.name, "family": family, "device": cap["device"], "counts": counts,
+    return {"config": cfg.name, "family": family, "top": top, "device": cap["device"], "counts": counts,
             "capacity": {k: cap[k] for k in ("LUT", "FF", "DSP", "BRAM")}, "utilization_pct": util, "fits": fits}

@@ -20,6 +20,7 @@ from hw.scratchpad import Scratchpad
 from hw.store import StoreUnit
 from hw.tokens import TokenQueue
 from isa.config import HwConfig
+from isa.signature import config_signature
 
 
 def axi_master(cfg: HwConfig) -> dict:
@@ -62,7 +63,7 @@ class Accelerator(wiring.Component):
     def elaborate(self, platform) -> Module:  # noqa: C901 - wiring only
         m = Module()
         cfg = self.cfg
-        m.submodules.regs = regs = RegFile()
+        m.submodules.regs = regs = RegFile(config_signature(cfg))
         m.submodules.fetch = fetch = FetchUnit(cfg)
         m.submodules.load = load = LoadUnit(cfg)
         m.submodules.compute = comp = ComputeUnit(cfg)
@@ -77,7 +78,8 @@ class Accelerator(wiring.Component):
         counter, cycles = Signal(32), Signal(32)
         start = regs.start
         m.d.comb += [fetch.start.eq(start), fetch.insn_addr.eq(regs.insn_addr), fetch.insn_count.eq(regs.insn_count),
-                     regs.running.eq(running), regs.done.eq(done), regs.cycles.eq(cycles),
+                     # CTRL reads "running, not done" already in the start cycle (done drops one cycle later)
+                     regs.running.eq(running | start), regs.done.eq(done & ~start), regs.cycles.eq(cycles),
                      regs.cycles_now.eq(counter), self.irq.eq(done)]
 
         # ---- command queues

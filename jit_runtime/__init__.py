@@ -15,7 +15,7 @@ from jit_runtime.command_queue import CommandQueue
 from jit_runtime.deps import TOKEN_QUEUES
 from jit_runtime.device import Device, DeviceResult, device_names, make_device, register_device
 from jit_runtime.dram import Dram
-from jit_runtime.errors import (DependencyError, DeviceBufferError, KernelError, OutOfMemoryError,
+from jit_runtime.errors import (BitstreamError, ConfigMismatchError, ContiguousMemoryError, DependencyError, DeviceBufferError, KernelError, OutOfMemoryError,
                                 ProgramFileError, RuntimeApiError, UnknownDeviceError, UopLoopError,
                                 UseAfterFreeError)
 from jit_runtime.program import BufferInfo, Program, RunResult
@@ -26,5 +26,6 @@ __all__ = [
     "CommandQueue", "DeviceBuffer", "Dram", "Device", "DeviceResult", "device_names", "make_device",
     "register_device", "Program", "RunResult", "BufferInfo", "load_program", "save_program", "KernelBuilder",
     "UopKernel", "TOKEN_QUEUES", "RuntimeApiError", "DeviceBufferError", "UseAfterFreeError", "OutOfMemoryError",
-    "UopLoopError", "KernelError", "DependencyError", "UnknownDeviceError", "ProgramFileError",
+    "UopLoopError", "KernelError", "DependencyError", "UnknownDeviceError", "ProgramFileError", "BitstreamError",
+    "ConfigMismatchError", "ContiguousMemoryError",
 ]

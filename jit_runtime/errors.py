@@ -44,3 +44,16 @@ class ProgramFileError(RuntimeApiError):
 class DeviceMismatchError(ValueError):
     """Two devices that must agree (the RTL and the simulator under ``rtl-check``) returned different DRAM
     bytes or cycle counts for the same program. The model executor re-raises it naming the layer."""
+
+
+class BitstreamError(RuntimeApiError):
+    """A PYNQ bitstream that cannot be used: missing ``.bit``/``.hwh``, no accelerator in its design, or the
+    ``pynq`` package is not installed."""
+
+
+class ConfigMismatchError(BitstreamError):
+    """The bitstream's config signature register differs from the host config's signature."""
+
+
+class ContiguousMemoryError(DeviceBufferError):
+    """A buffer or DMA range outside the physically contiguous memory the accelerator can reach."""

@@ -17,18 +17,21 @@ from compiler.graph.offload import warn_host_fallbacks, warn_lossy_weights
 
 def build(model: str | Path | onnx.ModelProto, config=None, target: str = "sim", *, calibration=None,
           quantize: bool | None = None, input_shapes: dict[str, tuple[int, ...]] | None = None,
-          cpu: CpuBackend | str | None = None, progress: bool | None = None) -> Module:
+          cpu: CpuBackend | str | None = None, progress: bool | None = None,
+          target_options: dict | None = None) -> Module:
     """Compile ``model`` and bind it to accelerator backend ``target`` ("ref", "sim", ...).
 
     ``config``: an ``isa.HwConfig``, a preset name or None (batch 1, 16x16 blocks).
     ``calibration``: data for quantizing float models (array or list of feed dicts).
     ``input_shapes``: fixes symbolic/override input shapes, e.g. ``{"input": (32, 1, 8, 8)}``.
     ``cpu``: the backend of non-accelerator ops: ``"numpy"`` (default), ``"llvm"`` or a CpuBackend object.
+    ``target_options``: passed to the target's backend, e.g. ``{"bitstream": "vta.bit"}`` for ``target="pynq"``
+    (on the board; ``"pynq": PynqShim(...)`` runs the same driver on the RTL).
     """
     model = load_model(model)
     check_supported(model)  # unsupported operators are rejected before any compilation work
     cfg = resolve_config(config)
-    backend = create_accel_backend(target, cfg)  # fail fast on unknown targets
+    backend = create_accel_backend(target, cfg, **(target_options or {}))  # fail fast on unknown targets
     cpu = create_cpu_backend(cpu)
     compiled = compile_model(model, cfg, calibration=calibration, quantize=quantize, input_shapes=input_shapes,
                              progress=progress)

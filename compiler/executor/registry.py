@@ -20,11 +20,12 @@ def available_accel_backends() -> list[str]:
     return sorted(_REGISTRY)
 
 
-def create_accel_backend(name: str, config) -> AccelBackend:
-    """Instantiate the backend registered as ``name`` for ``config``."""
+def create_accel_backend(name: str, config, **options) -> AccelBackend:
+    """Instantiate the backend registered as ``name`` for ``config`` (``options``: backend-specific, e.g. the
+    ``pynq`` target's ``bitstream``)."""
     if name not in _REGISTRY:
         raise ValueError(f"no accelerator backend registered as {name!r}; registered: {available_accel_backends()}")
-    backend = _REGISTRY[name](config)
+    backend = _REGISTRY[name](config, **options)
     missing = [m for m in ("conv2d", "dense") if not callable(getattr(backend, m, None))]
     if missing:
         raise TypeError(f"backend {name!r} lacks AccelBackend methods {missing}")
@@ -38,6 +39,7 @@ def _register_builtin() -> None:
     register_accel_backend("sim", _sim_backend)
     register_accel_backend("rtl", _rtl_backend)
     register_accel_backend("rtl-check", _rtl_check_backend)
+    register_accel_backend("pynq", _pynq_backend)
 
 
 def _sim_backend(config):
@@ -60,6 +62,17 @@ def _rtl_check_backend(config):
     from compiler.accel_backend import SimAccelBackend
 
     return SimAccelBackend(config, device="rtl-check")
+
+
+def _pynq_backend(config, bitstream=None, pynq=None, **device_options):
+    """The accelerator layers on a PYNQ board (``jit_runtime.devices_pynq``): the compiled programs of the
+    ``sim`` backend, run by one pynq device (the overlay is loaded once). ``bitstream`` defaults to
+    ``$VTA_BITSTREAM``; ``pynq`` is the pynq module or a compatible shim (``hw.cosim.pynq_shim.PynqShim``)."""
+    from compiler.accel_backend import SimAccelBackend, as_hw_config
+    from jit_runtime.devices_pynq import make_pynq_device
+
+    cfg = as_hw_config(config)
+    return SimAccelBackend(cfg, device=make_pynq_device(cfg, bitstream=bitstream, pynq=pynq, **device_options))
 
 
 _register_builtin()

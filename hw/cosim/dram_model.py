@@ -18,8 +18,9 @@ from cocotb.triggers import ClockCycles, First, ReadOnly, RisingEdge
 class DramModel:
     """Serves ``dut.m_axi_*`` from ``self.mem`` (a uint8 array) until :meth:`stop`."""
 
-    def __init__(self, dut, latency: int, bus_bytes: int):
+    def __init__(self, dut, latency: int, bus_bytes: int, base: int = 0):
         self.dut, self.L, self.B = dut, latency, bus_bytes
+        self.base = base  # bus address of mem[0] (a DDR-like physical address for the pynq shim)
         self.mem = np.zeros(0, np.uint8)
         self.cycle = 0
         self.busy_until = 0  # first cycle the port's data timeline is free
@@ -33,10 +34,12 @@ class DramModel:
 
     # ---------------------------------------------------------------- helpers
     def _read_beat(self, addr: int) -> int:
+        addr -= self.base
         return int.from_bytes(self.mem[addr:addr + self.B].tobytes(), "little")
 
     def _write_beat(self, addr: int, data: int, strb: int) -> None:
         raw = np.frombuffer(data.to_bytes(self.B, "little"), np.uint8)
+        addr -= self.base
         if strb == (1 << self.B) - 1:
             self.mem[addr:addr + self.B] = raw
         else:
@@ -92,7 +95,7 @@ class DramModel:
                 if w[2] == w[1]:
                     self.writes.popleft()
                     self.bq.append(max(w[3], k + 1))
-            if int(d.irq.value):
+            if int(d.irq.value) and k > 1:  # k <= 1 (up to the start cycle) still shows the previous run's done
                 break
             if k >= limit:
                 self.cycle = k

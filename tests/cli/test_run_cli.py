@@ -127,3 +127,16 @@ def test_run_reports_offload_and_warns_about_host_layers(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "warning:" in out and "dilated (QConv2D): dilations (2, 2)" in out
     assert "50.0% of the MACs on the accelerator" in out and "QAdd x1" in out and "end to end" in out
+
+
+def test_pynq_target_needs_a_usable_bitstream(digits_q, capsys, tmp_path):
+    """``--target pynq``: no --bitstream, a missing file and a .bit without its .hwh are one-line errors."""
+    path = str(digits_q[0])
+    assert main(["run", path, "--target", "pynq", "--no-progress"]) == 2
+    assert "--target pynq needs --bitstream" in capsys.readouterr().err
+    assert main(["run", path, "--target", "pynq", "--bitstream", str(tmp_path / "none.bit"), "--no-progress"]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    (tmp_path / "vta.bit").write_bytes(b"\0")
+    assert main(["run", path, "--target", "pynq", "--bitstream", str(tmp_path / "vta.bit"), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "vta.hwh is missing beside" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1

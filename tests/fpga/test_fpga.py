@@ -61,7 +61,7 @@ def test_vta_hw_build_pynq_vivado_plan(tmp_path, capsys):
     from vta.cli import main
 
     out = tmp_path / "pynq"
-    assert main(["hw", "build", "--board", "pynq-z1", "--config", "tiny", "-o", str(out), "--json"]) == 0
+    assert main(["hw", "build", "--board", "pynq-z1", "--self-test", "--config", "tiny", "-o", str(out), "--json"]) == 0
     rep = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert rep["part"] == "xc7z020clg400-1"
     tcl = (out / "top.tcl").read_text()

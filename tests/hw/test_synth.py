@@ -27,3 +27,10 @@ def test_pynq_z1_fits_the_zynq_7020(capsys):
     assert rep["device"].startswith("Zynq-7020")
     assert c["LUT"] <= 53200 and c["DSP"] <= 220 and c["BRAM"] <= 140 and c["FF"] <= 106400, c
     assert rep["fits"] and c["DSP"] >= 128  # 256 int8 products, two per DSP48E1
+
+
+def test_parse_stat_ultrascale_plus():
+    text = "=== vta_accel ===\n     DSP48E2 5\n     FDRE 10\n     FDCE 2\n     LUT4 7\n     RAMB36E2 3\n" \
+           "     RAMB18E2 1\n     CARRY8 4\n"
+    c = parse_stat(text, "xcup")
+    assert (c["LUT"], c["FF"], c["DSP"], c["BRAM"], c["CARRY8"]) == (7, 12, 5, 4, 4)

@@ -1,10 +1,11 @@
 """``vta hw verilog|synth|build``: generate the accelerator's Verilog, synthesize it with yosys for a resource
-estimate, or build the self-test system for a board (ULX3S bitstream, PYNQ-Z1 Vivado plan)."""
+estimate, write a PYNQ board's Vivado project (Zynq shell) or build the ULX3S self-test bitstream."""
 from __future__ import annotations
 
 import argparse
 import json
 
+from fpga.boards import board_names
 from isa import make_config
 
 
@@ -19,14 +20,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     s = hs.add_parser("synth", help="synthesize with yosys and print LUT/FF/DSP/BRAM next to the device capacity")
     s.add_argument("--config", default="pynq-z1", help="preset name or JSON file (default pynq-z1)")
     s.add_argument("--family", choices=("xc7", "ecp5"), help="target family (default: from the config's fpga_part)")
+    s.add_argument("--board", choices=board_names(),
+                   help="synthesize the accelerator as it sits in this board's Zynq shell, against its device")
     s.add_argument("--json", action="store_true", help="end with one JSON object")
     s.set_defaults(func=run_synth)
-    b = hs.add_parser("build", help="board build of the self-test system (fpga/): "
-                                    "ulx3s bitstream or pynq-z1 Vivado plan")
-    b.add_argument("--board", required=True, choices=("ulx3s", "pynq-z1"))
-    b.add_argument("--config", help="preset name or JSON file (default: ecp5-85f for ulx3s, pynq-z1 for pynq-z1)")
+    b = hs.add_parser("build", help="PYNQ boards: Vivado project of the Zynq shell (run when vivado is on PATH); "
+                                    "ulx3s: self-test bitstream (open tools)")
+    b.add_argument("--board", required=True, choices=("ulx3s",) + tuple(board_names()))
+    b.add_argument("--config", help="preset name or JSON file (default: the board's, e.g. pynq-z1, ultra96, ecp5-85f)")
+    b.add_argument("--name", default="vta", help="PYNQ boards: base name of the .bit/.hwh (default vta)")
+    b.add_argument("--no-run", action="store_true", help="PYNQ boards: write the project, do not run Vivado")
+    b.add_argument("--self-test", action="store_true",
+                   help="pynq-z1: the old self-test system (on-chip RAM, LEDs) as a Vivado plan instead of the shell")
     b.add_argument("--program", default="relu",
-                   help="instruction-suite program run and checked on the board (default relu)")
+                   help="self-test systems: instruction-suite program run and checked on the board (default relu)")
     b.add_argument("-o", "--out", required=True, help="output directory")
     b.add_argument("--json", action="store_true", help="end with one JSON object")
     b.set_defaults(func=run_build)
@@ -45,8 +52,14 @@ def run_synth(args: argparse.Namespace) -> int:
     from hw.synth import synthesize
 
     cfg = make_config(args.config)
-    print(f"synthesizing {cfg.name} with yosys ({args.family or 'auto'}) - this can take minutes for large configs")
-    rep = synthesize(cfg, args.family)
+    if args.board:
+        from fpga.shell_synth import synthesize_shell
+
+        print(f"synthesizing {cfg.name} in the {args.board} shell (vta_accel) with yosys - this can take minutes")
+        rep = synthesize_shell(args.board, cfg)
+    else:
+        print(f"synthesizing {cfg.name} with yosys ({args.family or 'auto'}) - this can take minutes for large configs")
+        rep = synthesize(cfg, args.family)
     print(f"  device {rep['device']}")
     for k in ("LUT", "FF", "DSP", "BRAM"):
         print(f"  {k:<5} {rep['counts'][k]:>8} / {rep['capacity'][k]:<8} ({rep['utilization_pct'][k]}%)")
@@ -57,8 +70,12 @@ def run_synth(args: argparse.Namespace) -> int:
 
 
 def run_build(args: argparse.Namespace) -> int:
+    if args.board in board_names() and not args.self_test:
+        return _run_pynq_project(args)
     from fpga.build import BOARDS, build_board
 
+    if args.board not in BOARDS:
+        raise ValueError(f"--self-test is available for {', '.join(BOARDS)}, not {args.board}")
     cfg = make_config(args.config or BOARDS[args.board])
     what = "bitstream" if args.board == "ulx3s" else "Vivado build plan"
     print(f"{args.board}: {what} for config {cfg.name} in {args.out} - an ECP5 build can take minutes")
@@ -70,6 +87,27 @@ def run_build(args: argparse.Namespace) -> int:
     else:
         print(f"  part {rep['part']}: {', '.join(rep['files'])}")
         print(f"  {rep['note']}")
+    if args.json:
+        print(json.dumps(rep))
+    return 0
+
+
+def _run_pynq_project(args: argparse.Namespace) -> int:
+    from fpga.boards import get_board
+    from fpga.vivado_project import write_project
+
+    cfg = make_config(args.config or get_board(args.board).default_config)
+    rep = write_project(args.board, args.out, cfg, name=args.name, run=False if args.no_run else None)
+    print(f"{rep['board']} ({rep['part']}): Vivado project for config {cfg.name} in {rep['dir']}")
+    print(f"  FCLK0 {cfg.clock_mhz:g} MHz, HP0 {cfg.bus_width} bits, config signature {rep['signature']}")
+    for a in rep["address_map"]:
+        print(f"  {a['segment']:<36} 0x{a['offset']:08X} +0x{a['range']:X}")
+    if rep["vivado_ran"]:
+        print(f"  wrote {rep['bitstream']} and {rep['hwh']}")
+    else:
+        print("  vivado is not on PATH; on a machine with Vivado run:")
+        print(f"    {rep['command']}")
+        print(f"  it writes {args.name}.bit and {args.name}.hwh; copy both to the board (docs/fpga.md)")
     if args.json:
         print(json.dumps(rep))
     return 0

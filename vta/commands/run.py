@@ -21,10 +21,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "(default: seeded random normal input)")
     p.add_argument("--trace", metavar="FILE", help="write a Chrome/Perfetto trace JSON of the accelerator layers")
     p.add_argument("--target", default=DEFAULT_TARGET,
-                   help="accelerator backend: sim (simulator), rtl (the RTL under Verilator) or ref (numpy reference)")
+                   help="accelerator backend: sim (simulator), rtl (the RTL under Verilator), ref (numpy reference) "
+                        "or pynq (a PYNQ board: --bitstream)")
     p.add_argument("--check", action="store_true",
                    help="with --target rtl: also run every layer on the simulator and stop at the first layer whose "
                         "bytes or cycles differ, naming it")
+    p.add_argument("--bitstream", metavar="FILE", help="--target pynq: the overlay's .bit (its .hwh beside it), "
+                   "built by `vta hw build --board BOARD` for the same --config")
     p.add_argument("--cpu", default="numpy", choices=("numpy", "llvm"),
                    help="backend of the CPU layers: numpy kernels or JIT-compiled LLVM kernels (default numpy)")
     p.add_argument("--calibrate", type=int, metavar="N", help="quantize a float model with N calibration samples "
@@ -178,6 +181,9 @@ def run(args: argparse.Namespace) -> int:
         args.target = "rtl-check"
     if args.target not in available_accel_backends():
         raise ValueError(f"unknown --target {args.target!r}; available: {', '.join(available_accel_backends())}")
+    if args.target == "pynq" and not getattr(args, "bitstream", None):
+        raise ValueError("--target pynq needs --bitstream FILE.bit (written by `vta hw build --board BOARD`)")
+    target_options = {"bitstream": args.bitstream} if args.target == "pynq" else None
     cfg = resolve_config(args.config)
     inputs = model_inputs(model)
     if args.input:
@@ -202,7 +208,7 @@ def run(args: argparse.Namespace) -> int:
         warnings.simplefilter("always", HostFallbackWarning)
         warnings.simplefilter("always", LossyWeightsWarning)
         mod = build(model, cfg, target=args.target, calibration=calibration, input_shapes=shapes, progress=show,
-                    cpu=getattr(args, "cpu", "numpy"))
+                    cpu=getattr(args, "cpu", "numpy"), target_options=target_options)
     for w in caught:
         if issubclass(w.category, (HostFallbackWarning, LossyWeightsWarning)):
             console.print(f"warning: {w.message}")

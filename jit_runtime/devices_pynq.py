@@ -1,0 +1,249 @@
+"""The ``pynq`` device: runs programs on the accelerator in a PYNQ overlay, from the board's ARM cores.
+
+It uses the ``pynq`` package's API only (``Overlay``, ``allocate``, ``MMIO``, ``Interrupt``); ``pynq`` is
+imported when a device is made without an explicit ``pynq=`` module, so nothing else needs it. The RTL-backed
+shim :class:`hw.cosim.pynq_shim.PynqShim` offers the same API for running this code without a board.
+
+One run:
+1. the program's DMA ranges (instructions, every LOAD/STORE) are checked to lie inside the DRAM image;
+2. the image is copied into a physically contiguous buffer (``allocate``, reused between runs), whose
+   physical address is aligned for every element size and to 4 KiB (so AXI bursts split as at address 0);
+3. every LOAD/STORE ``dram_base`` is relocated by that physical address (the accelerator's AXI master sees
+   physical addresses), the buffer is flushed from the CPU caches;
+4. INSN_ADDR (physical), INSN_COUNT and CTRL.start are written over MMIO; the driver waits for the interrupt
+   (or polls CTRL.done), invalidates the caches, reads CYCLES and copies the image back (with the
+   original, unrelocated instruction words).
+
+When the device is made, the design's SIGNATURE register is compared with the host config's
+:func:`isa.signature.config_signature`; a different accelerator is refused before anything runs.
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from isa import HwConfig, Load, Store, decode_stream, encode
+from isa.encoding import INSN_BYTES
+from isa.registers import CTRL, CTRL_DONE, CYCLES, INSN_ADDR, INSN_COUNT, IP_NAME, REG_SPAN, SIGNATURE
+from isa.signature import config_signature
+from jit_runtime.device import register_device
+from jit_runtime.errors import (BitstreamError, ConfigMismatchError, ContiguousMemoryError, RuntimeApiError)
+
+#: Environment variable naming the bitstream when a ``pynq`` device is made by name.
+BITSTREAM_ENV = "VTA_BITSTREAM"
+
+
+@dataclass
+class PynqResult:
+    """``cycles``: the accelerator's own CYCLES register (the board's DDR timing, not the contract's)."""
+
+    cycles: int
+    profile: dict = field(default_factory=dict)
+
+
+def _import_pynq():
+    try:
+        import pynq  # noqa: PLC0415 - optional, board-only dependency
+    except ImportError as exc:
+        raise BitstreamError("the pynq device needs the 'pynq' package (on the board image: pip install pynq; "
+                             "without a board use hw.cosim.pynq_shim.PynqShim as pynq=)") from exc
+    return pynq
+
+
+def dma_ranges(insns: list, cfg: HwConfig) -> list[tuple[int, str, int, int]]:
+    """``(index, kind, first byte, end byte)`` of the DRAM bytes each LOAD/STORE touches."""
+    out = []
+    for i, insn in enumerate(insns):
+        if isinstance(insn, (Load, Store)) and insn.y_size and insn.x_size:
+            eb = cfg.elem_bytes(insn.mem.name.lower())
+            lo = insn.dram_base * eb
+            hi = (insn.dram_base + (insn.y_size - 1) * insn.x_stride + insn.x_size) * eb
+            out.append((i, type(insn).__name__.upper(), lo, hi))
+    return out
+
+
+def relocate(insns: list, cfg: HwConfig, base: int) -> np.ndarray:
+    """The instruction words with every LOAD/STORE ``dram_base`` moved by ``base`` bytes (a multiple of every
+    element size), as DRAM bytes."""
+    words = []
+    for insn in insns:
+        if isinstance(insn, (Load, Store)):
+            insn = replace(insn, dram_base=insn.dram_base + base // cfg.elem_bytes(insn.mem.name.lower()))
+        words.append(encode(insn, cfg).to_bytes(INSN_BYTES, "little"))
+    return np.frombuffer(b"".join(words), np.uint8).copy()
+
+
+def base_alignment(cfg: HwConfig) -> int:
+    """Alignment of the image's physical address: 4 KiB (bursts split as at 0) and every element size."""
+    align = 4096
+    for mem in ("uop", "inp", "wgt", "acc", "out"):
+        align = int(np.lcm(align, cfg.elem_bytes(mem)))
+    return align
+
+
+class PynqDevice:
+    """A :class:`jit_runtime.device.Device` on a PYNQ overlay built by ``vta hw build --board``.
+
+    ``bitstream``: the ``.bit`` (its ``.hwh`` must sit beside it); ``pynq``: the pynq module or a
+    compatible object (default: ``import pynq``); ``wait``: ``"irq"``, ``"poll"`` or ``"auto"`` (the interrupt
+    when the overlay routes one and no asyncio loop is running, else polling); ``timeout_s`` for polling.
+    """
+
+    def __init__(self, cfg: HwConfig, bitstream: str | Path, *, pynq: Any = None, wait: str = "auto",
+                 timeout_s: float = 60.0):
+        if wait not in ("auto", "irq", "poll"):
+            raise RuntimeApiError(f"wait={wait!r}: allowed are 'auto', 'irq', 'poll'")
+        bit = Path(bitstream)
+        if bit.suffix != ".bit" or not bit.is_file():
+            raise BitstreamError(f"bitstream {str(bit)!r} does not exist or is not a .bit file "
+                                 f"(vta hw build --board BOARD -o DIR writes DIR/vta.bit)")
+        hwh = bit.with_suffix(".hwh")
+        if not hwh.is_file():
+            raise BitstreamError(f"{hwh.name} is missing beside {bit}: pynq.Overlay needs the hardware handoff "
+                                 f"that the Vivado build wrote next to {bit.name}; copy both files to the board")
+        self.cfg, self.bitstream, self.timeout_s = cfg, bit, timeout_s
+        self.pynq = pynq if pynq is not None else _import_pynq()
+        self.overlay = self.pynq.Overlay(str(bit))
+        self.ip_name, ip = self._find_ip()
+        if ip["addr_range"] < REG_SPAN:
+            raise BitstreamError(f"{self.ip_name}'s register window is {ip['addr_range']} bytes; the register "
+                                 f"file needs {REG_SPAN}")
+        self.mmio = self.pynq.MMIO(ip["phys_addr"], ip["addr_range"])
+        self.signature = config_signature(cfg)
+        got = int(self.mmio.read(SIGNATURE))
+        if got != self.signature:
+            raise ConfigMismatchError(
+                f"bitstream {bit.name} was built for a different accelerator: its SIGNATURE register reads "
+                f"0x{got:08X}, the host config {cfg.name!r} has signature 0x{self.signature:08X}. Run with the "
+                f"config the bitstream was built for (its report.json names it) or rebuild the bitstream with "
+                f"`vta hw build --board BOARD --config {cfg.name}`; nothing was run")
+        cell = ip.get("fullpath", self.ip_name).split("/")[0]
+        pins = [p for p in getattr(self.overlay, "interrupt_pins", {}) if p == f"{cell}/irq"]
+        self.irq = self.pynq.Interrupt(pins[0]) if pins and wait != "poll" else None
+        if wait == "irq" and self.irq is None:
+            raise BitstreamError(f"wait='irq' but the overlay routes no interrupt from {cell}/irq")
+        self.wait = wait
+        self._buf = None
+        self._align = base_alignment(cfg)
+
+    def _find_ip(self) -> tuple[str, dict]:
+        found = [(k, v) for k, v in self.overlay.ip_dict.items()
+                 if f":{IP_NAME}:" in str(v.get("type", "")) and v.get("phys_addr") is not None]
+        if len(found) != 1:
+            raise BitstreamError(f"the overlay {self.bitstream.name} has {len(found)} {IP_NAME} accelerators "
+                                 f"(IPs: {', '.join(self.overlay.ip_dict) or 'none'}); expected exactly one")
+        return found[0]
+
+    # ------------------------------------------------------------------ memory
+    def _buffer(self, nbytes: int):
+        """The contiguous buffer (reused, grown when needed) and the offset of the aligned image base in it."""
+        need = nbytes + self._align
+        if self._buf is None or self._buf.nbytes < need:
+            if self._buf is not None:
+                self._buf.freebuffer()
+                self._buf = None
+            self._buf = self.pynq.allocate(shape=(need,), dtype=np.uint8)
+        phys = getattr(self._buf, "physical_address", None)
+        if phys is None:
+            raise ContiguousMemoryError("allocate() returned a buffer without a physical address: it is not in "
+                                        "contiguous memory the accelerator can reach")
+        off = -phys % self._align
+        if phys + off + nbytes > 1 << 32:
+            raise ContiguousMemoryError(f"the contiguous buffer at {phys:#x} ends above 4 GiB; the accelerator's "
+                                        f"AXI master has 32 address bits")
+        return self._buf, off
+
+    # ------------------------------------------------------------------ running
+    def check(self, dram: np.ndarray, insn_addr: int, n_insns: int) -> list:
+        """Validate a program before anything touches the board; returns its decoded instructions."""
+        if not isinstance(dram, np.ndarray) or dram.dtype != np.uint8 or dram.ndim != 1:
+            raise RuntimeApiError("the DRAM image must be a 1-D uint8 numpy array")
+        if n_insns < 1:
+            raise RuntimeApiError(f"n_insns={n_insns}: a program has at least one instruction")
+        end = insn_addr + INSN_BYTES * n_insns
+        if insn_addr < 0 or end > dram.size:
+            raise ContiguousMemoryError(f"instructions [{insn_addr:#x}, {end:#x}) lie outside the {dram.size}-byte "
+                                        f"DRAM image that is copied into contiguous memory")
+        if insn_addr % self.cfg.bus_bytes:
+            raise RuntimeApiError(f"insn_addr {insn_addr:#x} must be a multiple of the bus width "
+                                  f"({self.cfg.bus_bytes} bytes)")
+        insns = decode_stream(dram[insn_addr:end], self.cfg)
+        for i, kind, lo, hi in dma_ranges(insns, self.cfg):
+            if lo < 0 or hi > dram.size:
+                raise ContiguousMemoryError(
+                    f"instruction {i} ({kind}) reaches DRAM bytes [{lo:#x}, {hi:#x}), outside the {dram.size}-byte "
+                    f"image that is copied into contiguous memory: every buffer of the program must be in the "
+                    f"image (allocate it with the CommandQueue); nothing was run")
+        return insns
+
+    def run(self, dram: np.ndarray, insn_addr: int, n_insns: int) -> PynqResult:
+        insns = self.check(dram, insn_addr, n_insns)
+        buf, off = self._buffer(dram.size)
+        base = buf.physical_address + off
+        patched = relocate(insns, self.cfg, base)
+        n = dram.size
+        original = dram[insn_addr:insn_addr + patched.size].copy()
+        buf[off:off + n] = dram
+        buf[off + insn_addr:off + insn_addr + patched.size] = patched
+        buf.flush()
+        self.mmio.write(INSN_ADDR, base + insn_addr)
+        self.mmio.write(INSN_COUNT, n_insns)
+        t0 = time.perf_counter()
+        self.mmio.write(CTRL, 1)
+        self._wait()
+        seconds = time.perf_counter() - t0
+        buf.invalidate()
+        cycles = int(self.mmio.read(CYCLES))
+        dram[:] = buf[off:off + n]
+        region = dram[insn_addr:insn_addr + patched.size]
+        if np.array_equal(region, patched):  # put back the image's own (unrelocated) instruction words
+            region[:] = original
+        return PynqResult(cycles, {"device": "pynq", "cycles": cycles, "config": self.cfg.name,
+                                   "bitstream": str(self.bitstream), "image_phys_addr": base,
+                                   "wall_seconds": seconds})
+
+    def _wait(self) -> None:
+        if self.irq is not None and (self.wait == "irq" or not _loop_running()):
+            for _ in range(3):  # a stale level interrupt of the previous run may wake the first wait
+                asyncio.run(self.irq.wait())
+                if self.mmio.read(CTRL) & CTRL_DONE:
+                    return
+        deadline = time.monotonic() + self.timeout_s
+        while not self.mmio.read(CTRL) & CTRL_DONE:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the accelerator did not finish within {self.timeout_s} s (CTRL.done never set)")
+
+    def close(self) -> None:
+        if self._buf is not None:
+            self._buf.freebuffer()
+            self._buf = None
+
+
+def _loop_running() -> bool:
+    try:
+        asyncio.get_running_loop()
+        return True
+    except RuntimeError:
+        return False
+
+
+def make_pynq_device(cfg: HwConfig, trace: bool = False, bitstream: str | Path | None = None,
+                     pynq: Any = None, **kw: Any) -> PynqDevice:
+    """Factory for ``make_device("pynq", cfg)``: the bitstream comes from ``bitstream`` or ``$VTA_BITSTREAM``."""
+    bitstream = bitstream or os.environ.get(BITSTREAM_ENV)
+    if not bitstream:
+        raise BitstreamError(f"the pynq device needs a bitstream: pass bitstream=... (vta run --bitstream FILE) "
+                             f"or set {BITSTREAM_ENV}")
+    return PynqDevice(cfg, bitstream, pynq=pynq, **kw)
+
+
+try:
+    register_device("pynq", make_pynq_device)
+except RuntimeApiError:  # already registered
+    pass

@@ -1,0 +1,191 @@
+"""The pynq host driver (jit_runtime.devices_pynq) on the RTL-backed pynq shim (hw/cosim/pynq_shim.py), tiny config:
+suite and random programs and a compiled model's accelerator layers byte- and cycle-exact with the simulator,
+and the bad-input paths (signature mismatch, missing .hwh, memory outside the contiguous buffer) refused
+before anything runs. The >= 50-program proof is benchmarks/bench_pynq_cosim.py."""
+from __future__ import annotations
+
+import shutil
+import types
+
+import numpy as np
+import pytest
+
+from isa import make_config
+
+CFG = make_config("tiny")
+BOARD = "pynq-z1"
+pytestmark = pytest.mark.xdist_group("pynq-shim")  # one worker: one shim process for the module
+
+
+@pytest.fixture(scope="module")
+def overlay(tmp_path_factory):
+    from fpga.vivado_project import write_sim_overlay
+
+    return write_sim_overlay(BOARD, CFG, tmp_path_factory.mktemp("overlay"))
+
+
+@pytest.fixture(scope="module")
+def shim():
+    from fpga.boards import get_board
+    from hw.cosim.pynq_shim import PynqShim
+
+    with PynqShim(phys_base=get_board(BOARD).fam.shim_phys_base, mem_bytes=16 << 20) as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def device(shim, overlay):
+    from jit_runtime.devices_pynq import PynqDevice
+
+    return PynqDevice(CFG, overlay, pynq=shim)
+
+
+def test_suite_and_random_programs_match_the_simulator(device, shim):
+    from hw.cosim.pynq_check import CrossCheckDevice
+    from hw.random_programs import random_program
+    from jit_runtime.suite import suite_cases
+
+    xc = CrossCheckDevice(CFG, device)
+    cases = suite_cases(CFG)
+    progs = [(n, cases[n]()[0]) for n in ("relu", "padded_load_all", "gemm_vt2", "alu_mul_tensor")]
+    progs += [(f"random{s}", random_program(CFG, s)) for s in range(4)]
+    before = dict(shim.stats)
+    for name, p in progs:
+        xc.label = name
+        dram = p.dram.copy()
+        res = xc.run(dram, p.insn_addr, p.n_insns)
+        # the accelerator saw physical addresses: the image sits in the shim's contiguous region
+        assert shim.phys_base <= res.profile["image_phys_addr"] < shim.phys_base + shim.mem_bytes
+        assert res.profile["image_phys_addr"] % 4096 == 0
+    assert xc.mismatches == [] and len(xc.checks) == len(progs)
+    assert all(c.sim_cycles > 0 for c in xc.checks)
+    n = len(progs)
+    assert shim.stats["flush"] - before["flush"] == n and shim.stats["invalidate"] - before["invalidate"] == n
+    assert shim.stats["irq_wait"] - before["irq_wait"] >= n
+
+
+def test_polling_wait_gives_the_same_result(shim, overlay):
+    """wait='poll' (no interrupt): CTRL.done polled over MMIO while the design runs."""
+    from jit_runtime.devices_pynq import PynqDevice
+    from jit_runtime.suite import suite_cases
+    from simulator import Simulator
+
+    p = suite_cases(CFG)["relu"]()[0]
+    dev = PynqDevice(CFG, overlay, pynq=types.SimpleNamespace(Overlay=lambda path: shim.overlay, MMIO=shim.MMIO,
+                                                              Interrupt=shim.Interrupt, allocate=shim.allocate),
+                     wait="poll")
+    assert dev.irq is None
+    a, b = p.dram.copy(), p.dram.copy()
+    want = Simulator(CFG).run(a, p.insn_addr, p.n_insns)
+    waits = shim.stats["irq_wait"]
+    got = dev.run(b, p.insn_addr, p.n_insns)
+    assert np.array_equal(a, b) and got.cycles == int(want.cycles) and shim.stats["irq_wait"] == waits
+    dev.close()
+
+
+def test_signature_mismatch_is_refused_before_anything_runs(shim, overlay):
+    from jit_runtime import ConfigMismatchError
+    from jit_runtime.devices_pynq import PynqDevice
+    from isa.signature import config_signature
+
+    host = CFG.replace(name="tiny-big-acc", acc_buff_size=4096)
+    writes = shim.stats["mmio_write"]
+    with pytest.raises(ConfigMismatchError, match=rf"reads 0x{config_signature(CFG):08X}.*'tiny-big-acc' has "
+                                                  rf"signature 0x{config_signature(host):08X}.*nothing was run"):
+        PynqDevice(host, overlay, pynq=types.SimpleNamespace(Overlay=lambda path: shim.overlay, MMIO=shim.MMIO,
+                                                             Interrupt=shim.Interrupt, allocate=shim.allocate))
+    assert shim.stats["mmio_write"] == writes
+    # a name, clock or DRAM latency alone does not change the signature
+    assert config_signature(CFG.replace(name="x", clock_mhz=50.0, dram_latency=20)) == config_signature(CFG)
+
+
+def test_missing_hwh_is_refused_before_the_overlay_loads(tmp_path, overlay):
+    from hw.cosim.pynq_shim import PynqShim
+    from jit_runtime import BitstreamError
+    from jit_runtime.devices_pynq import PynqDevice
+
+    shutil.copy(overlay, tmp_path / "vta.bit")
+    with PynqShim(mem_bytes=1 << 20) as fresh:
+        with pytest.raises(BitstreamError, match=r"vta.hwh is missing beside .*vta.bit.*copy it|copy both"):
+            PynqDevice(CFG, tmp_path / "vta.bit", pynq=fresh)
+        assert fresh.backend is None and fresh.overlay is None  # nothing loaded, nothing started
+        with pytest.raises(BitstreamError, match="does not exist"):
+            PynqDevice(CFG, tmp_path / "nope.bit", pynq=fresh)
+
+
+def test_memory_outside_the_contiguous_buffer_is_refused(device, shim):
+    from dataclasses import replace
+
+    from isa import decode_stream, encode_stream
+    from jit_runtime import ContiguousMemoryError
+    from jit_runtime.devices_pynq import PynqDevice
+    from jit_runtime.suite import suite_cases
+
+    p = suite_cases(CFG)["relu"]()[0]
+    insns = decode_stream(p.insn_bytes, CFG)
+    i = next(k for k, x in enumerate(insns) if type(x).__name__ == "Store")
+    insns[i] = replace(insns[i], dram_base=p.dram.size)  # a STORE past the end of the image
+    dram = p.dram.copy()
+    dram[p.insn_addr:p.insn_addr + 16 * len(insns)] = encode_stream(insns, CFG).reshape(-1)
+    writes = shim.stats["mmio_write"]
+    with pytest.raises(ContiguousMemoryError, match=rf"instruction {i} \(STORE\) reaches DRAM bytes .*outside the "
+                                                    rf"{p.dram.size}-byte image.*nothing was run"):
+        device.run(dram, p.insn_addr, p.n_insns)
+    with pytest.raises(ContiguousMemoryError, match="instructions .* outside"):
+        device.run(p.dram.copy(), p.dram.size - 16, 4)
+    assert shim.stats["mmio_write"] == writes
+    # a buffer that is not physically contiguous memory (no physical address) is refused too
+    dev = PynqDevice(CFG, device.bitstream, pynq=types.SimpleNamespace(
+        Overlay=lambda path: shim.overlay, MMIO=shim.MMIO, Interrupt=shim.Interrupt,
+        allocate=lambda shape, dtype: np.zeros(shape, dtype)))
+    with pytest.raises(ContiguousMemoryError, match="not in contiguous memory"):
+        dev.run(p.dram.copy(), p.insn_addr, p.n_insns)
+    assert shim.stats["mmio_write"] == writes
+
+
+def test_no_pynq_and_no_bitstream_are_clear_errors(monkeypatch):
+    import builtins
+
+    from jit_runtime import BitstreamError
+    from jit_runtime.devices_pynq import _import_pynq, make_pynq_device
+
+    monkeypatch.delenv("VTA_BITSTREAM", raising=False)
+    with pytest.raises(BitstreamError, match="needs a bitstream.*--bitstream FILE"):
+        make_pynq_device(CFG)
+    real = builtins.__import__
+    monkeypatch.setattr(builtins, "__import__", lambda name, *a, **k: (_ for _ in ()).throw(ImportError(name))
+                        if name == "pynq" else real(name, *a, **k))
+    with pytest.raises(BitstreamError, match="pip install pynq"):
+        _import_pynq()
+
+
+def _small_model():
+    from compiler.zoo.builder import OnnxBuilder
+
+    b = OnnxBuilder(7)
+    y = b.conv_bn("input", 3, 8, 3)
+    y = b.conv_bn(y, 8, 8, 3, stride=2)
+    y = b.op("Flatten", [b.op("GlobalAveragePool", [y])])
+    return b.model("m", "input", (1, 3, 8, 8), b.gemm(y, 8, 4))
+
+
+def test_compiled_model_on_the_pynq_target_equals_the_sim_target(overlay):
+    """build(model, target="pynq") with the shim: same outputs and per-layer cycles as target="sim"."""
+    from compiler.executor import build
+    from hw.cosim.pynq_shim import PynqShim
+
+    rng = np.random.default_rng(0)
+    calib = rng.standard_normal((4, 3, 8, 8)).astype(np.float32)
+    x = rng.standard_normal((1, 3, 8, 8)).astype(np.float32)
+    ms = build(_small_model(), CFG, target="sim", calibration=calib, progress=False)
+    ms.set_input("input", x)
+    want = ms.run()
+    with PynqShim(mem_bytes=16 << 20) as s:
+        mp = build(_small_model(), CFG, target="pynq", calibration=calib, progress=False,
+                   target_options={"bitstream": overlay, "pynq": s})
+        mp.set_input("input", x)
+        got = mp.run()
+        assert s.stats["flush"] >= 3  # the two convolutions and the dense layer ran through the driver
+    assert len(got) == len(want) and all(np.array_equal(a, b) for a, b in zip(got, want))
+    cyc = [r.get("cycles") for r in mp.profile() if r.get("cycles")]
+    assert cyc == [r.get("cycles") for r in ms.profile() if r.get("cycles")] and len(cyc) >= 3
