@@ -16,14 +16,19 @@ from compiler.frontend.support import check_supported
 
 def build(model: str | Path | onnx.ModelProto, config=None, target: str = "sim", *, calibration=None,
           quantize: bool | None = None, input_shapes: dict[str, tuple[int, ...]] | None = None,
-          cpu: CpuBackend | str | None = None, progress: bool | None = None) -> Module:
+          cpu: CpuBackend | str | None = None, progress: bool | None = None,
+          tuning_log: str | Path | None = None) -> Module:
     """Compile ``model`` and bind it to accelerator backend ``target`` ("ref", "sim", ...).
 
     ``config``: an ``isa.HwConfig``, a preset name or None (batch 1, 16x16 blocks).
     ``calibration``: data for quantizing float models (array or list of feed dicts).
     ``input_shapes``: fixes symbolic/override input shapes, e.g. ``{"input": (32, 1, 8, 8)}``.
     ``cpu``: the backend of non-accelerator ops: ``"numpy"`` (default), ``"llvm"`` or a CpuBackend object.
+    ``tuning_log``: a log written by ``vta tune`` / ``compiler.autotune``: each task uses its best record's
+    knobs; tasks without a usable record use the analytic choice (a ``TuningLogWarning`` says which).
     """
+    if tuning_log is not None and not Path(tuning_log).is_file():
+        raise FileNotFoundError(f"tuning log {tuning_log} does not exist")
     model = load_model(model)
     check_supported(model)  # unsupported operators are rejected before any compilation work
     cfg = resolve_config(config)
@@ -31,4 +36,8 @@ def build(model: str | Path | onnx.ModelProto, config=None, target: str = "sim",
     cpu = create_cpu_backend(cpu)
     compiled = compile_model(model, cfg, calibration=calibration, quantize=quantize, input_shapes=input_shapes,
                              progress=progress)
+    if tuning_log is not None:
+        from compiler.autotune.apply import apply_tuning_log
+
+        apply_tuning_log(backend, compiled, tuning_log)
     return Module(compiled, backend, cpu, progress)
