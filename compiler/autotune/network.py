@@ -13,6 +13,14 @@ from compiler.topi.knobs import ConvKnobs
 TUNERS = ("xgb", "random", "grid")
 
 
+def analytic_knobs(task: Task) -> ConvKnobs:
+    """The knobs a build picks without a log (the operator library's analytic chooser)."""
+    from compiler.topi.knobs import choose_conv_knobs
+
+    n_consts, n_alu = task.epilogue_size()
+    return choose_conv_knobs(task.cfg, task.shape, n_consts, n_alu)
+
+
 def make_tuner(kind: str, task: Task, seed: int = 0, transfer=None) -> Tuner:
     """A tuner by name: ``xgb`` (model-based, needs xgboost), ``random`` or ``grid``."""
     if kind == "xgb":
@@ -49,8 +57,12 @@ def progress_printer(stream: TextIO = sys.stdout) -> Callable:
 
 
 def tune_tasks(tasks: list[Task], measure, kind: str = "xgb", n_trial: int = 32, batch_size: int = 8,
-               log: str | None = None, seed: int = 0, callback: Callable | None = None) -> list[TaskResult]:
-    """Tune each task with a fresh tuner of ``kind`` (XGB tuners share their data forward); log every trial."""
+               log: str | None = None, seed: int = 0, callback: Callable | None = None,
+               include_default: bool = True) -> list[TaskResult]:
+    """Tune each task with a fresh tuner of ``kind`` (XGB tuners share their data forward); log every trial.
+
+    ``include_default``: the analytic choice is measured first (one of the ``n_trial``), so a log
+    never makes a task slower than the default build."""
     transfer = None
     if kind == "xgb":
         from compiler.autotune.xgb_tuner import TransferData
@@ -60,6 +72,8 @@ def tune_tasks(tasks: list[Task], measure, kind: str = "xgb", n_trial: int = 32,
     tlog = TuningLog(log)
     for i, task in enumerate(tasks, 1):
         tuner = make_tuner(kind, task, seed, transfer)
+        if include_default:
+            tuner.seed_points([analytic_knobs(task)])
         cb = None
         if callback is not None:
             def cb(t, batch, results, seconds, i=i):

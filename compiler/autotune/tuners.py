@@ -36,6 +36,10 @@ class Tuner:
         self.best_curve: list[int | None] = []  # best cycles after each trial
         self.invalid_measured = 0            # measured candidates that failed (should stay 0)
 
+    def seed_points(self, knobs: list[ConvKnobs]) -> None:
+        """Settings to try first (e.g. the analytic choice), before the tuner's own proposals."""
+        self._seeds = [p for p in (self.space.point(k) for k in knobs) if p is not None]
+
     # subclasses --------------------------------------------------------------------
     def propose(self, n: int) -> list[Point]:
         raise NotImplementedError
@@ -50,7 +54,12 @@ class Tuner:
         for _ in range(50):
             if len(out) >= n or self.exhausted():
                 break
-            for p in self.propose(n - len(out)):
+            seeds, self._seeds = getattr(self, "_seeds", []), []
+            want = n - len(out) - len(seeds)
+            fresh = [p for p in seeds + (self.propose(want) if want > 0 else []) if p not in self.visited]
+            if not fresh:
+                break  # the tuner has nothing new to offer
+            for p in fresh:
                 if len(out) >= n:
                     break
                 if p in self.visited:
@@ -96,12 +105,19 @@ class Tuner:
 
 
 class RandomTuner(Tuner):
-    """Uniform random points (without repeats)."""
+    """Uniform random points without repeats (a random permutation of the space, walked in order)."""
 
     name = "random"
 
+    def __init__(self, task: Task, space: ConvSpace | None = None, seed: int = 0) -> None:
+        super().__init__(task, space, seed)
+        self._order = self.rng.permutation(len(self.space))
+        self._pos = 0
+
     def propose(self, n: int) -> list[Point]:
-        return [self.space.sample(self.rng) for _ in range(4 * n)]
+        idx = self._order[self._pos:self._pos + 4 * n]
+        self._pos += len(idx)
+        return [self.space.at(int(i)) for i in idx]
 
 
 class GridTuner(Tuner):
