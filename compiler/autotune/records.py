@@ -81,12 +81,13 @@ def _parse(obj, where: str, cfg: HwConfig) -> Record | None:
               f"but this build is for {cfg.name!r} (hash {want}); skipped")
         return None
     try:
-        shape_from_ident(obj["task"])
+        cs = shape_from_ident(obj["task"])
         conf = obj["config"]
         unknown = sorted(set(conf) - set(KNOB_FIELDS))
         if unknown:
             raise ValueError(f"unknown knobs {unknown}")
         knobs = ConvKnobs(**conf)
+        knobs.check(cs)
         res = obj["result"]
         cycles = None if res is None else int(res["cycles"])
         if cycles is not None and cycles <= 0:

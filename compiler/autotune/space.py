@@ -79,8 +79,8 @@ class ConvSpace:
         return tuple(q)
 
     def grid(self):
-        """Every point in a fixed order (threads fastest)."""
-        return itertools.product(*(range(d) for d in self.dims))
+        """Every point in a fixed order: largest tiles first, the thread combination fastest."""
+        return itertools.product(*(range(d - 1, -1, -1) for d in self.dims[:3]), range(self.dims[3]))
 
     # -------------------------------------------------------------- validity
     def reject(self, k: ConvKnobs) -> str | None:

@@ -35,10 +35,11 @@ class Tuner:
         self.best_cycles: int | None = None
         self.best_curve: list[int | None] = []  # best cycles after each trial
         self.invalid_measured = 0            # measured candidates that failed (should stay 0)
+        self._seeds: list[Point] = []        # points to try before new proposals
 
     def seed_points(self, knobs: list[ConvKnobs]) -> None:
         """Settings to try first (e.g. the analytic choice), before the tuner's own proposals."""
-        self._seeds = [p for p in (self.space.point(k) for k in knobs) if p is not None]
+        self._seeds = [p for p in (self.space.point(k) for k in knobs) if p is not None] + self._seeds
 
     # subclasses --------------------------------------------------------------------
     def propose(self, n: int) -> list[Point]:
@@ -54,13 +55,14 @@ class Tuner:
         for _ in range(50):
             if len(out) >= n or self.exhausted():
                 break
-            seeds, self._seeds = getattr(self, "_seeds", []), []
+            seeds, self._seeds = self._seeds, []
             want = n - len(out) - len(seeds)
             fresh = [p for p in seeds + (self.propose(want) if want > 0 else []) if p not in self.visited]
             if not fresh:
                 break  # the tuner has nothing new to offer
-            for p in fresh:
+            for j, p in enumerate(fresh):
                 if len(out) >= n:
+                    self._seeds = fresh[j:]  # kept for the next batch, not lost
                     break
                 if p in self.visited:
                     continue
