@@ -136,3 +136,15 @@ def test_ray_without_ray_installed_is_a_clear_error():
             RayMeasurer("auto")
     else:
         pytest.skip("ray is installed")
+
+
+def test_topi_tune_picks_the_exhaustive_best_among_its_candidates(truth):
+    """compiler.topi.tune simulates the analytic ranking's top candidates: with all of them it must pick the
+    fastest of those settings according to the exhaustive search."""
+    from compiler.topi.knobs import rank_conv_knobs
+    from compiler.topi.tune import tune_conv_knobs
+
+    n_consts, n_alu = SMALL.epilogue_size()
+    ranked = [k for _, k in rank_conv_knobs(CFG, SMALL.shape, n_consts, n_alu)]
+    got = tune_conv_knobs(CFG, SMALL.shape, None, RQ, n_consts, n_alu, top=len(ranked))
+    assert truth[got] == min(truth[k] for k in ranked)
