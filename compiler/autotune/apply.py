@@ -52,7 +52,13 @@ def apply_tuning_log(backend, compiled, path: str | Path) -> dict[str, ConvKnobs
                       TuningLogWarning, stacklevel=2)
         return {}
     cfg = backend.config
-    chosen = tuned_knobs(extract_tasks(compiled, backend), path, cfg)
+    try:
+        tasks = extract_tasks(compiled, backend)
+    except (ValueError, KeyError) as exc:  # a graph the extractor cannot read: build as if untuned
+        warnings.warn(f"tuning log {path} ignored: the model's accelerator tasks could not be read ({exc})",
+                      TuningLogWarning, stacklevel=2)
+        return {}
+    chosen = tuned_knobs(tasks, path, cfg)
 
     def lookup(cs, bias, rq) -> ConvKnobs | None:
         return chosen.get(Task(cfg, cs, bias, rq).key)

@@ -128,8 +128,7 @@ def test_process_pool_measures_the_same_cycles():
 
 
 def test_ray_without_ray_installed_is_a_clear_error():
-    pytest.importorskip  # ray is an optional extra; this checks the message when it is absent
-    try:
+    try:  # ray is an optional extra: this checks the message when it is absent
         import ray  # noqa: F401
     except ImportError:
         with pytest.raises(ValueError, match=r"pip install 'vta-stack\[ray\]'"):
