@@ -47,14 +47,13 @@ class CostModel:
 
     def fit(self, X: np.ndarray, y: np.ndarray, weight: np.ndarray | None = None) -> None:
         xgb = _xgb()
-        d = xgb.DMatrix(np.asarray(X, np.float32), label=np.asarray(y, np.float32), weight=weight)
+        d = xgb.DMatrix(np.asarray(X, np.float32), label=np.asarray(y, np.float32), weight=weight, nthread=1)
         params = {"max_depth": 6, "eta": 0.15, "subsample": 0.9, "colsample_bytree": 0.9, "min_child_weight": 1,
                   "objective": "reg:squarederror", "nthread": 1, "seed": self.seed, "verbosity": 0}
         self.booster = xgb.train(params, d, num_boost_round=self.rounds)
 
     def predict(self, X: np.ndarray) -> np.ndarray:
-        xgb = _xgb()
-        return self.booster.predict(xgb.DMatrix(np.asarray(X, np.float32)))
+        return self.booster.inplace_predict(np.asarray(X, np.float32))
 
 
 def target(task: Task, cycles: int) -> float:
@@ -78,6 +77,7 @@ class XGBTuner(Tuner):
         self.model = CostModel(seed)
         self._X: list[np.ndarray] = []
         self._y: list[float] = []
+        self._fitted_on: tuple[int, int] | None = None
 
     def update(self, batch, results) -> None:
         super().update(batch, results)
@@ -107,10 +107,15 @@ class XGBTuner(Tuner):
         ty = self.transfer.y if self.transfer is not None else []
         if len(self._X) + len(tX) < 2:
             return [self.space.sample(self.rng) for _ in range(4 * n)]
-        X = np.stack(tX + self._X)
-        w = np.concatenate([np.ones(len(tX)), np.full(len(self._X), self.own_weight)])
-        self.model.fit(X, np.asarray(ty + self._y), w)
-        return self._anneal(n)
+        if self._fitted_on != (len(tX), len(self._X)):  # refit only when new measurements arrived
+            X = np.stack(tX + self._X)
+            w = np.concatenate([np.ones(len(tX)), np.full(len(self._X), self.own_weight)])
+            self.model.fit(X, np.asarray(ty + self._y), w)
+            self._fitted_on = (len(tX), len(self._X))
+        out = self._anneal(n)
+        if len(out) < n:  # the chains found too few untried points: top up with random ones
+            out += [self.space.sample(self.rng) for _ in range(4 * (n - len(out)))]
+        return out
 
     def _anneal(self, n: int) -> list[Point]:
         """Simulated annealing over the model's predictions; the ``n`` best untried points seen."""
