@@ -168,6 +168,7 @@ class SimAccelBackend:
         self.device = device
         self.vthreads = vthreads
         self.tune = tune  # > 1: simulate that many best analytic tilings per shape (compiler.topi.tune)
+        self.tuned = None  # tuned(cs, bias, rq) -> ConvKnobs | None: knobs from a tuning log (compiler.autotune)
         self.last_profile: dict = {}
         self._replays: dict = {}
 
@@ -185,9 +186,10 @@ class SimAccelBackend:
 
         ep = conv2d_epilogue(self.config, cs, conv2d_compute(self.config, cs)[3], bias, rq)
         n_consts, n_alu = len(ep.consts), len(ep.stages)
-        if self.tune > 1:
+        knobs = self.tuned(cs, bias, rq) if self.tuned is not None else None
+        if knobs is None and self.tune > 1:
             knobs = tune_conv_knobs(self.config, cs, bias, rq, n_consts, n_alu, self.vthreads, top=self.tune)
-        else:
+        elif knobs is None:
             knobs = choose_conv_knobs(self.config, cs, n_consts, n_alu, vthreads=self.vthreads)
         return compile_conv2d(self.config, cs, bias, rq, knobs)
 
@@ -195,6 +197,23 @@ class SimAccelBackend:
         """This call's values of the kernel's constant inputs (bias/requant may change between calls)."""
         ep = conv2d_epilogue(self.config, cs, comp.kernel.conv, bias, rq)
         return {t: arr for (t, _), (_, arr) in zip(comp.consts, ep.consts)}
+
+    def conv2d_problem(self, x, w, bias, *, stride, padding, groups, requant: Requant, pad_value: int = 0):
+        """``(ConvShape, padded bias, padded requant, weight)`` of one packed conv2d call (depthwise made block-diagonal)."""
+        cfg = self.config
+        x, w = np.asarray(x), np.asarray(w)
+        if is_depthwise(cfg, x, w, groups):
+            w, groups = block_diagonal(w), x.shape[1]
+        cs = _conv_shape_from(cfg, x, w, stride, padding, groups, pad_value)
+        n_out = w.shape[0] * cfg.block_out
+        if bias is not None:
+            bias = _pad_vec(bias, n_out, "bias")
+        return cs, bias, _pad_requant(requant, n_out), w
+
+    def dense_problem(self, x, w, bias, *, requant: Requant):
+        """Like :meth:`conv2d_problem` for a packed dense (run as a 1x1 conv, see :meth:`dense`)."""
+        x6, w6 = _dense_as_conv(x, w)
+        return self.conv2d_problem(x6, w6, bias, stride=(1, 1), padding=(0, 0, 0, 0), groups=1, requant=requant)
 
     def conv2d(self, x, w, bias, *, stride, padding, groups, requant: Requant, pad_value: int = 0) -> np.ndarray:
         """Packed int8 conv2d + bias + requant on the accelerator; see ``compiler.graph.accel_interface``.
@@ -218,13 +237,8 @@ class SimAccelBackend:
             self.last_profile = {"cycles": cycles, "macs": macs, "utilization": _utilization(cfg, macs, cycles),
                                  "bytes": by, "device": profs[-1]["device"], "stripes": len(profs)}
             return out
-        if is_depthwise(cfg, x, w, groups):
-            w, groups = block_diagonal(w), x.shape[1]
-        cs = _conv_shape_from(cfg, x, w, stride, padding, groups, pad_value)
-        n_out = w.shape[0] * cfg.block_out
-        if bias is not None:
-            bias = _pad_vec(bias, n_out, "bias")
-        requant = _pad_requant(requant, n_out)
+        cs, bias, requant, w = self.conv2d_problem(x, w, bias, stride=stride, padding=padding, groups=groups,
+                                                   requant=requant, pad_value=pad_value)
         rep = self._replay(cs, bias, requant)
         comp = rep.comp
         k = comp.kernel
@@ -240,16 +254,23 @@ class SimAccelBackend:
     def dense(self, x, w, bias, *, requant: Requant) -> np.ndarray:
         """Packed int8 dense: (N//B, K//BI, B, BI) x (M//BO, K//BI, BO, BI) -> (N//B, M//BO, B, BO), as a 1x1 conv."""
         x, w = np.asarray(x), np.asarray(w)
-        if x.ndim != 4 or w.ndim != 4:
-            raise ValueError(f"dense: x must be (N//B, K//BI, B, BI) and w (M//BO, K//BI, BO, BI); got {x.shape}, {w.shape}")
-        if x.shape[1] != w.shape[1]:
-            raise ValueError(f"dense: x has {x.shape[1]} K blocks but w has {w.shape[1]}")
+        x6, w6 = _dense_as_conv(x, w)
         nb = x.shape[0]
-        # rows of the batch become the spatial width of a 1x1 conv (topi.dense_shape): (1, K/BI, 1, N/B, B, BI)
-        x6 = np.ascontiguousarray(x.transpose(1, 0, 2, 3)).reshape(1, x.shape[1], 1, nb, x.shape[2], x.shape[3])
-        w6 = w.reshape(w.shape[0], w.shape[1], 1, 1, w.shape[2], w.shape[3])
         out = self.conv2d(x6, w6, bias, stride=(1, 1), padding=(0, 0, 0, 0), groups=1, requant=requant)
         return np.ascontiguousarray(out.reshape(w.shape[0], nb, x.shape[2], w.shape[2]).transpose(1, 0, 2, 3))
+
+
+def _dense_as_conv(x: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Packed dense operands as a 1x1 conv: rows of the batch become the spatial width (topi.dense_shape)."""
+    x, w = np.asarray(x), np.asarray(w)
+    if x.ndim != 4 or w.ndim != 4:
+        raise ValueError(f"dense: x must be (N//B, K//BI, B, BI) and w (M//BO, K//BI, BO, BI); got {x.shape}, {w.shape}")
+    if x.shape[1] != w.shape[1]:
+        raise ValueError(f"dense: x has {x.shape[1]} K blocks but w has {w.shape[1]}")
+    nb = x.shape[0]
+    x6 = np.ascontiguousarray(x.transpose(1, 0, 2, 3)).reshape(1, x.shape[1], 1, nb, x.shape[2], x.shape[3])
+    w6 = w.reshape(w.shape[0], w.shape[1], 1, 1, w.shape[2], w.shape[3])
+    return x6, w6
 
 
 def is_depthwise(cfg: HwConfig, x: np.ndarray, w: np.ndarray, groups: int) -> bool:

@@ -177,7 +177,7 @@ class OpBuilder:
             args = {"op": m.op, "use_imm": True, "imm": int(m.operand)}
         coefs = np.stack([dk, sk, np.zeros_like(dk)], axis=1) if loops else np.zeros((0, 3), np.int64)
         hw, uops = fold_loops(ext, coefs, np.array([dc, sc, 0]), self.cfg.uop_depth)
-        args.update(loops=hw, uops=uops)
+        args.update(loops=hw, uops=uops, deferred="alu_deferred" in st.pragmas.values())
         return [Op("compute", "alu", args, reads, (acc_key,))]
 
     def _first_step(self, st, env: dict) -> bool:

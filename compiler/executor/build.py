@@ -18,7 +18,7 @@ from compiler.graph.offload import warn_host_fallbacks, warn_lossy_weights
 def build(model: str | Path | onnx.ModelProto, config=None, target: str = "sim", *, calibration=None,
           quantize: bool | None = None, input_shapes: dict[str, tuple[int, ...]] | None = None,
           cpu: CpuBackend | str | None = None, progress: bool | None = None,
-          target_options: dict | None = None) -> Module:
+          target_options: dict | None = None, tuning_log: str | Path | None = None) -> Module:
     """Compile ``model`` and bind it to accelerator backend ``target`` ("ref", "sim", ...).
 
     ``config``: an ``isa.HwConfig``, a preset name or None (batch 1, 16x16 blocks).
@@ -27,7 +27,11 @@ def build(model: str | Path | onnx.ModelProto, config=None, target: str = "sim",
     ``cpu``: the backend of non-accelerator ops: ``"numpy"`` (default), ``"llvm"`` or a CpuBackend object.
     ``target_options``: passed to the target's backend, e.g. ``{"bitstream": "vta.bit"}`` for ``target="pynq"``
     (on the board; ``"pynq": PynqShim(...)`` runs the same driver on the RTL).
+    ``tuning_log``: a log written by ``vta tune`` / ``compiler.autotune``: each task uses its best record's
+    knobs; tasks without a usable record use the analytic choice (a ``TuningLogWarning`` says which).
     """
+    if tuning_log is not None and not Path(tuning_log).is_file():
+        raise FileNotFoundError(f"tuning log {tuning_log} does not exist")
     model = load_model(model)
     check_supported(model)  # unsupported operators are rejected before any compilation work
     cfg = resolve_config(config)
@@ -35,6 +39,10 @@ def build(model: str | Path | onnx.ModelProto, config=None, target: str = "sim",
     cpu = create_cpu_backend(cpu)
     compiled = compile_model(model, cfg, calibration=calibration, quantize=quantize, input_shapes=input_shapes,
                              progress=progress)
+    if tuning_log is not None:
+        from compiler.autotune.apply import apply_tuning_log
+
+        apply_tuning_log(backend, compiled, tuning_log)
     if quantize is not False:  # one warning naming the layers that fall back to the host, and why
         warn_host_fallbacks(compiled.graph)
         warn_lossy_weights(compiled.graph)

@@ -87,7 +87,7 @@ def lower(sched: "Schedule", cfg: "HwConfig", name: str = "kernel") -> LoweredFu
                         raise LowerError(
                             f"stage {st.name}: loop {lv.name} is a data loop outside the point where its inputs are "
                             f"loaded; only reduction loops may stay on the host (split the output's loops instead)")
-            elif any(v == "alu" for v in st.pragmas.values()):
+            elif any(v in ("alu", "alu_deferred") for v in st.pragmas.values()):
                 matches[st] = match_alu(st, st.leaf_iter_vars[0], None)
                 host[st] = []
             else:

@@ -2,7 +2,8 @@
 
 Each virtual thread owns its copy of every buffer inside the thread loop, so threads are
 independent. Each thread's list is cut into *segments* that end with a GEMM (with its epilogue ALU
-operations, if they follow): the loads feeding it, then the compute. Resets and stores
+operations, if they follow, unless they are marked ``deferred``: then they form a segment of their own):
+the loads feeding it, then the compute. Resets and stores
 open the next segment, so a thread's accumulator reset comes after the other thread's
 GEMM, by which time the store that frees the accumulator has finished. Segments are
 taken from the threads in turn: the load unit fetches one thread's operands while the
@@ -19,7 +20,7 @@ def _is_work(op: Op) -> bool:
 
 
 def segments(ops: list[Op]) -> list[list[Op]]:
-    """Cut after each GEMM (or run of ALU ops) that is not followed by another ALU op."""
+    """Cut after each GEMM (or run of ALU ops) that is not followed by another (non-deferred, after a GEMM) ALU op."""
     nxt: list[Op | None] = [None] * len(ops)
     following = None
     for k in range(len(ops) - 1, -1, -1):
@@ -29,7 +30,9 @@ def segments(ops: list[Op]) -> list[list[Op]]:
     out: list[list[Op]] = [[]]
     for k, op in enumerate(ops):
         out[-1].append(op)
-        if _is_work(op) and not op.args.get("cont") and not (nxt[k] is not None and nxt[k].kind == "alu"):
+        nx = nxt[k]
+        joins = nx is not None and nx.kind == "alu" and (op.kind == "alu" or not nx.args.get("deferred"))
+        if _is_work(op) and not op.args.get("cont") and not joins:
             out.append([])
     return [s for s in out if s]
 

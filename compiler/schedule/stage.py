@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from isa.intrinsics import TensorIntrinsic
 
 SCOPES = ("global", "inp", "wgt", "acc")
-PRAGMAS = ("dma_copy", "alu")
+PRAGMAS = ("dma_copy", "alu", "alu_deferred")  # alu_deferred: ALU micro-ops in their own virtual-thread segment
 
 
 class Stage:
@@ -154,11 +154,12 @@ class Stage:
         self.tensorized = (iv, intrinsic)
 
     def pragma(self, iv: IterVar, name: str) -> None:
-        """Annotate loop ``iv``: ``dma_copy`` (the loops from here inward become DMA) or ``alu`` (ALU micro-ops)."""
+        """Annotate loop ``iv``: ``dma_copy`` (the loops from here inward become DMA) or ``alu`` (ALU micro-ops;
+        ``alu_deferred``: the same, in a virtual-thread segment of their own, not the preceding GEMM's)."""
         self._leaf(iv, "pragma")
         if name not in PRAGMAS:
             raise ScheduleError(f"pragma on {self.name}.{iv.name}: unknown pragma {name!r}; known: {PRAGMAS}")
-        if name == "alu" and self.scope != "acc":
+        if name.startswith("alu") and self.scope != "acc":
             raise ScheduleError(f"pragma alu on {self.name}: ALU epilogues run on the acc scratchpad; "
                                 f"set_scope('acc') first (scope is {self.scope!r})")
         self.pragmas[iv] = name

@@ -147,20 +147,21 @@ def schedule_conv2d(cfg: HwConfig, cs: ConvShape, data, weight, padded, conv, ep
     n, g, oc, y, x, b, o = so.leaf_iter_vars
     oc_o, oc_i = so.split(oc, knobs.oc_tile)
     y_o, y_i = so.split(y, knobs.h_tile)
-    so.reorder(n, g, oc_o, y_o, oc_i, y_i, x, b, o)
-    attach = y_o
+    outer, inner = (oc_o, y_o) if knobs.order == "oc" else (y_o, oc_o)
+    so.reorder(n, g, outer, inner, oc_i, y_i, x, b, o)
+    attach = inner  # the epilogue and the conv compute one output tile per iteration of the inner tile loop
     if knobs.vthreads > 1:
         target = oc_o if knobs.vthread_axis == "oc" else y_o
         vt, rest = so.split(target, nparts=knobs.vthreads)
         so.bind_vthread(vt)
-        if target is y_o:
+        if target is inner:
             attach = rest
     so.pragma(oc_i, "dma_copy")
     sc = s[conv]
     sc.compute_at(so, attach)
     for t in ep.stages:
         s[t].compute_at(so, attach)
-        s[t].pragma(s[t].leaf_iter_vars[0], "alu")
+        s[t].pragma(s[t].leaf_iter_vars[0], "alu_deferred" if knobs.epilogue == "deferred" else "alu")
     n_, g_, oc_, y_, x_, b_, o_, ic, ky, kx, ii = sc.leaf_iter_vars
     ic_o, ic_i = sc.split(ic, knobs.ic_tile)
     sc.reorder(ic_o, n_, g_, oc_, y_, x_, ic_i, ky, kx, b_, o_, ii)

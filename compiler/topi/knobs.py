@@ -20,13 +20,20 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class ConvKnobs:
-    """Output tile = ``oc_tile`` channel blocks x ``h_tile`` rows x full width; ``ic_tile`` input blocks per chunk."""
+    """Output tile = ``oc_tile`` channel blocks x ``h_tile`` rows x full width; ``ic_tile`` input blocks per chunk.
+
+    ``order``: which output-tile loop is outer ("oc": channel tiles outside row tiles, or "h").
+    ``epilogue``: placement of the ALU epilogue among virtual threads: "fused" (in the same segment as
+    the tile's last GEMM) or "deferred" (its own segment: the other thread's GEMM may run first).
+    """
 
     oc_tile: int
     h_tile: int
     ic_tile: int
     vthreads: int = 2
     vthread_axis: str = "oc"  # "oc" or "h"
+    order: str = "oc"         # outer output-tile loop: "oc" or "h"
+    epilogue: str = "fused"   # "fused" or "deferred"
 
     def check(self, cs: "ConvShape") -> None:
         for name, v, top in (("oc_tile", self.oc_tile, cs.ocb), ("h_tile", self.h_tile, cs.oh),
@@ -37,6 +44,10 @@ class ConvKnobs:
             raise ValueError(f"ConvKnobs.vthreads={self.vthreads!r} must be 1..4")
         if self.vthread_axis not in ("oc", "h"):
             raise ValueError(f"ConvKnobs.vthread_axis={self.vthread_axis!r} must be 'oc' or 'h'")
+        if self.order not in ("oc", "h"):
+            raise ValueError(f"ConvKnobs.order={self.order!r} must be 'oc' or 'h'")
+        if self.epilogue not in ("fused", "deferred"):
+            raise ValueError(f"ConvKnobs.epilogue={self.epilogue!r} must be 'fused' or 'deferred'")
 
 
 def conv_footprint(cfg: HwConfig, cs: "ConvShape", k: ConvKnobs, n_consts: int) -> dict[str, int]:
@@ -51,15 +62,25 @@ def conv_footprint(cfg: HwConfig, cs: "ConvShape", k: ConvKnobs, n_consts: int) 
             "acc": v * k.oc_tile * k.h_tile * cs.ow + n_consts * cs.groups * cs.ocb}
 
 
-def fits(cfg: HwConfig, cs: "ConvShape", k: ConvKnobs, n_consts: int) -> bool:
+def violation(cfg: HwConfig, cs: "ConvShape", k: ConvKnobs, n_consts: int) -> str | None:
+    """Why the schedule with knobs ``k`` cannot work (a short reason), or None when it fits."""
     fp = conv_footprint(cfg, cs, k, n_consts)
-    if any(fp[m] > cfg.depth(m) for m in fp):
-        return False
+    for m in fp:
+        if fp[m] > cfg.depth(m):
+            return f"{m} scratchpad overflow"
     loops = sorted([k.oc_tile, k.h_tile, cs.ow, k.ic_tile, cs.kh, cs.kw], reverse=True)
     uops = 1
     for e in loops[2:]:
         uops *= e
-    return uops <= min(2048, cfg.uop_depth // 4) and loops[0] < (1 << 14)
+    if uops > min(2048, cfg.uop_depth // 4):
+        return "uop kernel too large"
+    if loops[0] >= (1 << 14):
+        return "loop extent field too narrow"
+    return None
+
+
+def fits(cfg: HwConfig, cs: "ConvShape", k: ConvKnobs, n_consts: int) -> bool:
+    return violation(cfg, cs, k, n_consts) is None
 
 
 def estimate_conv(cfg: HwConfig, cs: "ConvShape", k: ConvKnobs, n_alu: int, overwrite: bool = True) -> float:

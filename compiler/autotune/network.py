@@ -1,0 +1,86 @@
+"""Tuning every task of a network in turn, with progress lines and (for the XGB tuner) model transfer."""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from typing import Callable, TextIO
+
+from compiler.autotune.records import TuningLog, gops
+from compiler.autotune.task import Task
+from compiler.autotune.tuners import GridTuner, RandomTuner, Tuner
+from compiler.topi.knobs import ConvKnobs
+
+TUNERS = ("xgb", "random", "grid")
+
+
+def analytic_knobs(task: Task) -> ConvKnobs:
+    """The knobs a build picks without a log (the operator library's analytic chooser)."""
+    from compiler.topi.knobs import choose_conv_knobs
+
+    n_consts, n_alu = task.epilogue_size()
+    return choose_conv_knobs(task.cfg, task.shape, n_consts, n_alu)
+
+
+def make_tuner(kind: str, task: Task, seed: int = 0, transfer=None) -> Tuner:
+    """A tuner by name: ``xgb`` (model-based, needs xgboost), ``random`` or ``grid``."""
+    if kind == "xgb":
+        from compiler.autotune.xgb_tuner import XGBTuner
+
+        return XGBTuner(task, seed=seed, transfer=transfer)
+    if kind == "random":
+        return RandomTuner(task, seed=seed)
+    if kind == "grid":
+        return GridTuner(task, seed=seed)
+    raise ValueError(f"unknown tuner {kind!r}; choose one of {list(TUNERS)}")
+
+
+@dataclass
+class TaskResult:
+    task: Task
+    knobs: ConvKnobs | None
+    cycles: int | None
+    trials: int
+    rejected: dict = field(default_factory=dict)
+    invalid_measured: int = 0
+
+
+def progress_printer(stream: TextIO = sys.stdout) -> Callable:
+    """A callback printing ``[Task i/n] Current/Best: x/y GOPS | Progress: (k/N) | t s`` after each batch."""
+    def cb(i: int, n: int, n_trial: int, tuner: Tuner, results, seconds: float) -> None:
+        ok = [r.cycles for r in results if r.cycles is not None]
+        cur = gops(tuner.task, min(ok)) if ok else 0.0
+        best = gops(tuner.task, tuner.best_cycles) if tuner.best_cycles else 0.0
+        stream.write(f"[Task {i:2d}/{n:2d}] Current/Best: {cur:7.2f}/{best:7.2f} GOPS | "
+                     f"Progress: ({len(tuner.history)}/{n_trial}) | {seconds:.2f} s\n")
+        stream.flush()
+    return cb
+
+
+def tune_tasks(tasks: list[Task], measure, kind: str = "xgb", n_trial: int = 32, batch_size: int = 8,
+               log: str | None = None, seed: int = 0, callback: Callable | None = None,
+               include_default: bool = True) -> list[TaskResult]:
+    """Tune each task with a fresh tuner of ``kind`` (XGB tuners share their data forward); log every trial.
+
+    ``include_default``: the analytic choice is measured first (one of the ``n_trial``), so a log
+    never makes a task slower than the default build."""
+    transfer = None
+    if kind == "xgb":
+        from compiler.autotune.xgb_tuner import TransferData
+
+        transfer = TransferData()
+    out = []
+    tlog = TuningLog(log)
+    for i, task in enumerate(tasks, 1):
+        tuner = make_tuner(kind, task, seed, transfer)
+        if include_default:
+            tuner.seed_points([analytic_knobs(task)])
+        cb = None
+        if callback is not None:
+            def cb(t, batch, results, seconds, i=i):
+                callback(i, len(tasks), n_trial, t, results, seconds)
+        tuner.tune(n_trial, measure, batch_size, tlog, cb)
+        if hasattr(tuner, "finish"):
+            tuner.finish()
+        out.append(TaskResult(task, tuner.best_knobs, tuner.best_cycles, len(tuner.history), dict(tuner.rejected),
+                              tuner.invalid_measured))
+    return out

@@ -1,0 +1,147 @@
+"""Tuning records: one JSON line per trial, and the best record per task read back for a build.
+
+A line: ``{"vta_tuning": 1, "hw": {"name", "hash"}, "task": {...}, "config": {knobs}, "result":
+{"cycles", "gops"} | null, "error": str | null, "time": unix seconds, "tuner": name}``.
+Reading never raises on bad content: a line that is not JSON, not a tuning record, for another
+hardware config, or with knobs the task cannot use becomes a :class:`TuningLogWarning` naming
+``FILE:LINE`` and is skipped.
+"""
+from __future__ import annotations
+
+import json
+import time
+import warnings
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from compiler.autotune.measure import Result
+from compiler.autotune.task import Task, config_hash, shape_from_ident
+from compiler.topi.knobs import ConvKnobs
+from isa import HwConfig
+
+FORMAT = 1
+KNOB_FIELDS = ("oc_tile", "h_tile", "ic_tile", "vthreads", "vthread_axis", "order", "epilogue")
+
+
+class TuningLogWarning(UserWarning):
+    """A tuning-log line that was skipped, or a task that no record covers."""
+
+
+@dataclass
+class Record:
+    """One trial: task identity (JSON), knobs, cycles (None on error), error text, time, tuner; ``where``: FILE:LINE."""
+
+    task: dict
+    knobs: ConvKnobs
+    cycles: int | None
+    error: str | None
+    time: float
+    tuner: str = ""
+    where: str = ""
+
+    @property
+    def task_key(self) -> str:
+        return json.dumps(self.task, sort_keys=True)
+
+
+def gops(task: Task, cycles: int) -> float:
+    """Giga-operations per second (2 per MAC) at the config's clock."""
+    return 2 * task.macs() / (cycles / (task.cfg.clock_mhz * 1e6)) / 1e9
+
+
+def record_line(task: Task, knobs: ConvKnobs, res: Result, tuner: str = "") -> str:
+    """The JSON line of one trial."""
+    result = None if res.cycles is None else {"cycles": int(res.cycles), "gops": round(gops(task, res.cycles), 4)}
+    return json.dumps({"vta_tuning": FORMAT, "hw": {"name": task.cfg.name, "hash": config_hash(task.cfg)},
+                       "task": task.ident, "config": asdict(knobs), "result": result, "error": res.error,
+                       "time": round(time.time(), 3), "seconds": round(res.seconds, 3), "tuner": tuner},
+                      sort_keys=True)
+
+
+def _warn(msg: str) -> None:
+    warnings.warn(msg, TuningLogWarning, stacklevel=3)
+
+
+def _parse(obj, where: str, cfg: HwConfig) -> Record | None:
+    if not isinstance(obj, dict) or obj.get("vta_tuning") is None:
+        _warn(f"{where}: not a vta-stack tuning record (no 'vta_tuning' field); skipped")
+        return None
+    if obj["vta_tuning"] != FORMAT:
+        _warn(f"{where}: tuning record format {obj['vta_tuning']!r}, this version reads {FORMAT}; skipped")
+        return None
+    missing = [f for f in ("hw", "task", "config", "result", "error", "time") if f not in obj]
+    if missing:
+        _warn(f"{where}: tuning record lacks fields {missing}; skipped")
+        return None
+    hw = obj["hw"]
+    want = config_hash(cfg)
+    if not isinstance(hw, dict) or hw.get("hash") != want:
+        got = hw.get("name") if isinstance(hw, dict) else hw
+        _warn(f"{where}: record for hardware config {got!r} (hash {hw.get('hash') if isinstance(hw, dict) else '?'}), "
+              f"but this build is for {cfg.name!r} (hash {want}); skipped")
+        return None
+    try:
+        cs = shape_from_ident(obj["task"])
+        conf = obj["config"]
+        unknown = sorted(set(conf) - set(KNOB_FIELDS))
+        if unknown:
+            raise ValueError(f"unknown knobs {unknown}")
+        knobs = ConvKnobs(**conf)
+        knobs.check(cs)
+        res = obj["result"]
+        cycles = None if res is None else int(res["cycles"])
+        if cycles is not None and cycles <= 0:
+            raise ValueError(f"cycles {cycles} must be > 0")
+    except (KeyError, TypeError, ValueError) as exc:
+        _warn(f"{where}: malformed tuning record ({type(exc).__name__}: {exc}); skipped")
+        return None
+    return Record(obj["task"], knobs, cycles, obj["error"], float(obj["time"]), str(obj.get("tuner", "")), where)
+
+
+def load_records(path: str | Path, cfg: HwConfig) -> list[Record]:
+    """Every usable record of the log at ``path`` for hardware config ``cfg`` (bad lines: warnings, skipped)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"tuning log {path} does not exist")
+    out = []
+    with path.open(encoding="utf-8", errors="replace") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            where = f"{path}:{n}"
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                _warn(f"{where}: not JSON ({exc.msg} at column {exc.colno}); skipped")
+                continue
+            rec = _parse(obj, where, cfg)
+            if rec is not None:
+                out.append(rec)
+    return out
+
+
+def best_records(records: list[Record]) -> dict[str, Record]:
+    """The fastest successful record per task key (ties: the earliest line)."""
+    best: dict[str, Record] = {}
+    for r in records:
+        if r.cycles is None:
+            continue
+        cur = best.get(r.task_key)
+        if cur is None or r.cycles < cur.cycles:
+            best[r.task_key] = r
+    return best
+
+
+class TuningLog:
+    """Appends trial lines to a log file (created with its parents when missing)."""
+
+    def __init__(self, path: str | Path | None) -> None:
+        self.path = Path(path) if path is not None else None
+        if self.path is not None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+
+    def write(self, task: Task, knobs: ConvKnobs, res: Result, tuner: str = "") -> None:
+        if self.path is None:
+            return
+        with self.path.open("a", encoding="utf-8") as f:
+            f.write(record_line(task, knobs, res, tuner) + "\n")

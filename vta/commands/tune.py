@@ -1,0 +1,89 @@
+"""``vta tune MODEL.onnx --trials N --log FILE``: tune every accelerator kernel of a model on the simulator,
+then compile with the log and report the network latency before and after."""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+import warnings
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("tune", help="auto-tune the accelerator kernels of an ONNX model (simulator cycles)",
+                       description="Extracts the model's accelerator tasks (conv2d/dense per shape and epilogue), "
+                                   "tunes each with simulator measurements, appends every trial to --log, then "
+                                   "builds with the log and prints the network latency before and after.")
+    p.add_argument("model", help="ONNX model file (int8 QDQ, or float with --calibrate)")
+    p.add_argument("--target", default="sim", choices=("sim",),
+                   help="what to tune: sim (the accelerator kernels, measured on the cycle-accurate simulator); "
+                        "no CPU (llvm) tuning space exists yet")
+    p.add_argument("--config", default="pynq-z1", help="hardware preset or JSON file (default pynq-z1)")
+    p.add_argument("--trials", type=int, default=32, help="measured candidates per task (default 32)")
+    p.add_argument("--log", required=True, help="tuning log (JSON lines; appended to)")
+    p.add_argument("--tuner", default="xgb", choices=("xgb", "random", "grid"), help="search strategy (default xgb)")
+    p.add_argument("--batch", type=int, default=8, help="candidates measured per batch (default 8)")
+    p.add_argument("--workers", type=int, default=None, help="measurement processes (default: os.cpu_count())")
+    p.add_argument("--ray", metavar="ADDRESS", help="measure on a Ray cluster instead (pip install 'vta-stack[ray]')")
+    p.add_argument("--calibrate", type=int, metavar="N", help="quantize a float model with N seeded random samples")
+    p.add_argument("--seed", type=int, default=0, help="seed of the tuners, the input and calibration data")
+    p.add_argument("--json", action="store_true", help="end with one JSON object (latencies, per-task results)")
+    p.set_defaults(func=run)
+
+
+def _latency(mod, feeds) -> tuple[int, float]:
+    mod.run(feeds)
+    s = mod.profile_summary()
+    return int(s["accel_cycles"]), float(s["accel_time_ms"])
+
+
+def run(args: argparse.Namespace) -> int:
+    from compiler.autotune import LocalMeasurer, RayMeasurer, extract_tasks, progress_printer, tune_tasks
+    from compiler.executor import build
+    from compiler.frontend.onnx_import import load_model
+    from vta.commands.run import is_quantized, model_inputs, random_inputs
+
+    if args.trials < 1 or args.batch < 1:
+        raise ValueError(f"--trials ({args.trials}) and --batch ({args.batch}) must be >= 1")
+    logging.getLogger().setLevel(logging.ERROR)
+    model = load_model(args.model)
+    inputs = model_inputs(model)
+    feeds = random_inputs(inputs, args.seed)
+    calibration = None
+    if not is_quantized(model):
+        if not args.calibrate:
+            raise ValueError(f"{args.model} is a float model: pass --calibrate N to quantize it to int8 first")
+        name, x = next(iter(feeds.items()))
+        rng = __import__("numpy").random.default_rng(args.seed + 1)
+        calibration = rng.standard_normal((args.calibrate * x.shape[0],) + x.shape[1:]).astype(x.dtype)
+    shapes = {k: tuple(v.shape) for k, v in feeds.items()}
+    mod = build(model, args.config, target=args.target, calibration=calibration, input_shapes=shapes, progress=False)
+    tasks = extract_tasks(mod.compiled, mod.accel)
+    print(f"{len(tasks)} task(s) to tune with {args.tuner}, {args.trials} trials each; log: {args.log}")
+    before = _latency(mod, feeds)
+    measurer = RayMeasurer(args.ray) if args.ray else LocalMeasurer(args.workers)
+    t0 = time.perf_counter()
+    with measurer:
+        results = tune_tasks(tasks, measurer, args.tuner, args.trials, args.batch, args.log, args.seed,
+                             progress_printer(sys.stdout))
+    tune_s = time.perf_counter() - t0
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        tuned = build(model, args.config, target=args.target, calibration=calibration, input_shapes=shapes,
+                      progress=False, tuning_log=args.log)
+    for w in caught:
+        print(f"warning: {w.message}", file=sys.stderr)
+    after = _latency(tuned, feeds)
+    print(f"tuned {len(tasks)} task(s) in {tune_s:.1f} s; rejected before measurement: "
+          f"{sum(sum(r.rejected.values()) for r in results)}; failed measurements: "
+          f"{sum(r.invalid_measured for r in results)}")
+    print(f"network latency: before {before[1]:.3f} ms ({before[0]:,} cycles), after {after[1]:.3f} ms "
+          f"({after[0]:,} cycles), speed-up {before[0] / after[0]:.3f}x")
+    if args.json:
+        print(json.dumps({"tasks": len(tasks), "trials": args.trials, "tuner": args.tuner,
+                          "cycles_before": before[0], "cycles_after": after[0], "latency_ms_before": before[1],
+                          "latency_ms_after": after[1], "tune_seconds": round(tune_s, 2),
+                          "per_task": [{"task": r.task.describe(), "cycles": r.cycles, "trials": r.trials,
+                                        "rejected": r.rejected} for r in results]}))
+    return 0
