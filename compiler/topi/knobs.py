@@ -39,20 +39,22 @@ class ConvKnobs:
             raise ValueError(f"ConvKnobs.vthread_axis={self.vthread_axis!r} must be 'oc' or 'h'")
 
 
-def conv_footprint(cfg: HwConfig, cs: "ConvShape", k: ConvKnobs, n_consts: int) -> dict[str, int]:
+def conv_footprint(cfg: HwConfig, cs: "ConvShape", k: ConvKnobs, n_consts: int,
+                   residual: bool = False) -> dict[str, int]:
     """Scratchpad elements the schedule needs with knobs ``k``. Each of the ``n_consts`` per-channel constants
     takes one element per channel block in acc (int32 constants) or in wgt (the fused REQUANT's records): both
-    are reserved."""
+    are reserved. A fused ``residual`` Add adds one output tile in inp (its operand) and one in acc."""
     rows = (k.h_tile - 1) * cs.stride[0] + cs.kh
     cols = (cs.ow - 1) * cs.stride[1] + cs.kw
     v = k.vthreads
-    return {"inp": v * k.ic_tile * rows * cols,
+    tile = v * k.oc_tile * k.h_tile * cs.ow if residual else 0
+    return {"inp": v * k.ic_tile * rows * cols + tile,
             "wgt": v * k.oc_tile * k.ic_tile * cs.kh * cs.kw + n_consts * cs.groups * cs.ocb,
-            "acc": v * k.oc_tile * k.h_tile * cs.ow + n_consts * cs.groups * cs.ocb}
+            "acc": v * k.oc_tile * k.h_tile * cs.ow + n_consts * cs.groups * cs.ocb + tile}
 
 
-def fits(cfg: HwConfig, cs: "ConvShape", k: ConvKnobs, n_consts: int) -> bool:
-    fp = conv_footprint(cfg, cs, k, n_consts)
+def fits(cfg: HwConfig, cs: "ConvShape", k: ConvKnobs, n_consts: int, residual: bool = False) -> bool:
+    fp = conv_footprint(cfg, cs, k, n_consts, residual)
     if any(fp[m] > cfg.depth(m) for m in fp):
         return False
     loops = sorted([k.oc_tile, k.h_tile, cs.ow, k.ic_tile, cs.kh, cs.kw], reverse=True)
@@ -111,7 +113,7 @@ def estimate_conv(cfg: HwConfig, cs: "ConvShape", k: ConvKnobs, n_alu: int, over
 
 
 def rank_conv_knobs(cfg: HwConfig, cs: "ConvShape", n_consts: int = 0, n_alu: int = 3,
-                    vthreads: int | None = None) -> list[tuple[float, ConvKnobs]]:
+                    vthreads: int | None = None, residual: bool = False) -> list[tuple[float, ConvKnobs]]:
     """Every feasible knob setting with its estimate, cheapest first (``vthreads`` pins the thread count)."""
     out = []
     vts = (vthreads,) if vthreads is not None else (2, 1)
@@ -125,9 +127,10 @@ def rank_conv_knobs(cfg: HwConfig, cs: "ConvShape", n_consts: int = 0, n_alu: in
                             continue
                         if v > 1 and axis == "h" and ceil_div(cs.oh, h_t) < v:
                             continue
-                        if not fits(cfg, cs, k, n_consts):
+                        if not fits(cfg, cs, k, n_consts, residual):
                             continue
-                        out.append((estimate_conv(cfg, cs, k, n_alu), k))
+                        # the residual's identity GEMM costs about one more ALU-like pass
+                        out.append((estimate_conv(cfg, cs, k, n_alu + (1 if residual else 0)), k))
     if not out:
         raise ValueError(f"conv2d {cs}: no tiling fits the scratchpads of {cfg.name} (even one row, one block)")
     out.sort(key=lambda ck: ck[0])
@@ -135,9 +138,10 @@ def rank_conv_knobs(cfg: HwConfig, cs: "ConvShape", n_consts: int = 0, n_alu: in
 
 
 def choose_conv_knobs(cfg: HwConfig, cs: "ConvShape", n_consts: int = 0, n_alu: int = 3,
-                      vthreads: int | None = None) -> ConvKnobs:
-    """The feasible knobs with the lowest estimate (``vthreads`` pins the thread count)."""
-    return rank_conv_knobs(cfg, cs, n_consts, n_alu, vthreads)[0][1]
+                      vthreads: int | None = None, residual: bool = False) -> ConvKnobs:
+    """The feasible knobs with the lowest estimate (``vthreads`` pins the thread count; ``residual``: a fused
+    residual Add's operand tile is reserved too)."""
+    return rank_conv_knobs(cfg, cs, n_consts, n_alu, vthreads, residual)[0][1]
 
 
 def _divisor_like(n: int) -> list[int]:
