@@ -17,13 +17,15 @@ from compiler.graph.offload import warn_host_fallbacks, warn_lossy_weights
 
 def build(model: str | Path | onnx.ModelProto, config=None, target: str = "sim", *, calibration=None,
           quantize: bool | None = None, input_shapes: dict[str, tuple[int, ...]] | None = None,
-          cpu: CpuBackend | str | None = None, progress: bool | None = None) -> Module:
+          cpu: CpuBackend | str | None = None, progress: bool | None = None, fuse_residual: bool = True) -> Module:
     """Compile ``model`` and bind it to accelerator backend ``target`` ("ref", "sim", ...).
 
     ``config``: an ``isa.HwConfig``, a preset name or None (batch 1, 16x16 blocks).
     ``calibration``: data for quantizing float models (array or list of feed dicts).
     ``input_shapes``: fixes symbolic/override input shapes, e.g. ``{"input": (32, 1, 8, 8)}``.
     ``cpu``: the backend of non-accelerator ops: ``"numpy"`` (default), ``"llvm"`` or a CpuBackend object.
+    ``fuse_residual``: run quantized residual Adds (+ Relu) in the producing conv's accelerator epilogue
+    (``compiler.graph.residual_fuse``); False keeps them as host ``QAdd`` ops.
     """
     model = load_model(model)
     check_supported(model)  # unsupported operators are rejected before any compilation work
@@ -31,7 +33,7 @@ def build(model: str | Path | onnx.ModelProto, config=None, target: str = "sim",
     backend = create_accel_backend(target, cfg)  # fail fast on unknown targets
     cpu = create_cpu_backend(cpu)
     compiled = compile_model(model, cfg, calibration=calibration, quantize=quantize, input_shapes=input_shapes,
-                             progress=progress)
+                             progress=progress, fuse_residual=fuse_residual)
     if quantize is not False:  # one warning naming the layers that fall back to the host, and why
         warn_host_fallbacks(compiled.graph)
         warn_lossy_weights(compiled.graph)
