@@ -80,3 +80,32 @@ def test_residual_errors():
                   residual_add=Residual(p), **kw)
     assert "no REQUANT" in residual_supported(make_config("tiny"), Residual(p))
     assert residual_supported(make_config("pynq-z1"), Residual(p)) is None
+
+
+def test_striped_conv_adds_on_the_host(monkeypatch):
+    """A conv too large for the DMA fields runs in row stripes; its residual Add then runs as the host QAdd."""
+    import compiler.accel_backend as ab
+
+    be = SimAccelBackend("pynq-z1")
+    x, w, bias, rq, kw = _case(False)
+    y = be.conv2d(x, w, bias, requant=rq, **kw)
+    r = RNG.integers(-128, 128, y.shape, dtype=np.int8)
+    p = choose_qadd(0.02, 5, 0.03, -9, 0.04, 2, out_min=2)
+    monkeypatch.setattr(ab, "stripe_rows", lambda h, w_, *a: 3 if h == 7 else None)  # 3-row stripes of the 7-row input
+    z = be.conv2d(x, w, bias, requant=rq, residual=r, residual_add=Residual(p, False), **kw)
+    assert be.last_profile["stripes"] == 3
+    np.testing.assert_array_equal(z, qadd(r, y, p))
+
+
+def test_batch_two_config():
+    cfg = make_config("pynq-z1", log_batch=1)
+    be = SimAccelBackend(cfg)
+    x = RNG.integers(-128, 128, (1, 1, 5, 6, 2, 16), dtype=np.int8)
+    w = RNG.integers(-128, 128, (2, 1, 1, 1, 16, 16), dtype=np.int8)
+    rq = Requant(0, np.int64((1 << 30) + 777), np.int64(38), False, -128, 127, None, -3)
+    kw = dict(stride=(1, 1), padding=(0, 0, 0, 0), groups=1)
+    y = be.conv2d(x, w, None, requant=rq, **kw)
+    r = RNG.integers(-128, 128, y.shape, dtype=np.int8)
+    p = choose_qadd(0.05, -4, 0.01, 11, 0.03, -1)
+    z = be.conv2d(x, w, None, requant=rq, residual=r, residual_add=Residual(p, True), **kw)
+    np.testing.assert_array_equal(z, qadd(y, r, p))
