@@ -80,6 +80,12 @@ def test_residual_errors():
                   residual_add=Residual(p), **kw)
     assert "no REQUANT" in residual_supported(make_config("tiny"), Residual(p))
     assert residual_supported(make_config("pynq-z1"), Residual(p)) is None
+    from compiler.quant.int_elementwise import QAddParams
+
+    big = Residual(QAddParams(40000, 1, 3, 0, 0, 0))
+    assert "16-bit ALU immediate" in residual_supported(make_config("pynq-z1"), big)
+    with pytest.raises(ValueError, match="cannot be fused: QAdd multipliers 40000"):
+        be.conv2d(x, w, bias, requant=rq, residual=np.zeros((1, 2, 7, 9, 1, 16), np.int8), residual_add=big, **kw)
 
 
 def test_striped_conv_adds_on_the_host(monkeypatch):
