@@ -11,7 +11,7 @@ from compiler.graph.const_fold import fold_constants
 from compiler.graph.fusion import fuse_operators
 from compiler.graph.ir import Graph
 from compiler.graph.layout import pack_layouts
-from compiler.graph.residual_fuse import fuse_residual_adds
+from compiler.graph.residual_fuse import fuse_residual_adds, offload_standalone_adds
 from compiler.graph.tap_fold import fold_conv_taps
 from compiler.graph.memory_plan import MemoryPlan, plan_memory
 from compiler.graph.offload import host_fallbacks, mac_split
@@ -69,6 +69,7 @@ def compile_model(model, config, *, calibration=None, quantize: bool | None = No
     stats["taps_folded"] = fold_conv_taps(g, config)
     step("layout_transforms", pack_layouts(g, config))
     stats["residual_adds_fused"] = fuse_residual_adds(g, config) if fuse_residual else 0
+    stats["residual_adds_standalone"] = offload_standalone_adds(g, config) if fuse_residual else 0
     groups = fuse_operators(g)
     step("fusion_groups", len(groups))
     parts = partition_graph(g)

@@ -40,3 +40,38 @@ def test_no_fusion_where_the_config_lacks_requant():
 
     assert fuse_residual_adds(m.compiled.graph, make_config("tiny")) == 0
     assert fuse_residual_adds(m.compiled.graph, make_config("pynq-z1")) == 8
+
+
+def _two_conv_add_model():
+    """Two convs of one input, added (+ Relu); both conv results are also graph outputs, so the Add cannot be
+    fused into either conv."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    w1 = RNG.standard_normal((32, 16, 3, 3)).astype(np.float32) * 0.1
+    w2 = RNG.standard_normal((32, 16, 1, 1)).astype(np.float32) * 0.3
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c1"], ["y1"]),
+             helper.make_node("Conv", ["x", "w2"], ["y2"]),
+             helper.make_node("Add", ["y1", "y2"], ["a"]),
+             helper.make_node("Relu", ["a"], ["out"])]
+    g = helper.make_graph(nodes, "two_convs", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 8, 8])],
+                          [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("out", "y1", "y2")],
+                          [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(w2, "w2")])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+
+
+def test_standalone_add_of_two_accelerator_results():
+    from compiler.quant.ort_tools import ort_quantize_static
+
+    calib = [{"x": RNG.standard_normal((1, 16, 8, 8)).astype(np.float32)} for _ in range(2)]
+    q = ort_quantize_static(_two_conv_add_model(), calib, per_channel=False, symmetric_activations=False)
+    x = RNG.standard_normal((1, 16, 8, 8)).astype(np.float32)
+    sim, ref = build(q, "pynq-z1", target="sim"), build(q, "pynq-z1", target="ref")
+    host = build(q, "pynq-z1", target="sim", fuse_residual=False)
+    outs = sim(x=x)
+    for got, want_ref, want_host in zip(outs, ref(x=x), host(x=x)):
+        np.testing.assert_array_equal(got, want_ref)
+        np.testing.assert_array_equal(got, want_host)
+    assert sim.compiled.stats["residual_adds_fused"] == 0 and sim.compiled.stats["residual_adds_standalone"] == 1
+    assert host.profile_summary()["host_ops"]["QAdd"] == 1 and "QAdd" not in sim.profile_summary()["host_ops"]
+    assert sim.profile_summary()["accel_mac_fraction"] == 1.0  # the identity conv adds no real MACs
