@@ -19,6 +19,7 @@ from compiler.lower import lower
 from compiler.requant import Requant
 from compiler.topi.conv2d import ConvShape, conv2d_compute, conv2d_epilogue, conv2d_kernel
 from compiler.topi.knobs import ConvKnobs
+from compiler.topi.residual import Residual, residual_supported
 from isa import HwConfig, make_config
 
 
@@ -55,9 +56,10 @@ def _rq_key(bias, rq: Requant | None) -> tuple:
 
 
 def compile_conv2d(cfg: HwConfig, cs: ConvShape, bias, requant: Requant | None,
-                   knobs: ConvKnobs | None = None) -> Compiled:
-    """Schedule, lower and generate operations for one packed conv2d (values of bias/requant included)."""
-    k = conv2d_kernel(cfg, cs, bias, requant, knobs)
+                   knobs: ConvKnobs | None = None, residual: Residual | None = None) -> Compiled:
+    """Schedule, lower and generate operations for one packed conv2d (values of bias/requant included;
+    ``residual``: a fused residual Add whose other operand is the kernel's ``residual`` input)."""
+    k = conv2d_kernel(cfg, cs, bias, requant, knobs, residual)
     func = lower(k.schedule, cfg, name="conv2d")
     ops = OpBuilder(func, cfg).build()
     return Compiled(k, ops, k.epilogue.consts, cs.macs(cfg))
@@ -73,7 +75,8 @@ class Replay:
         self.cfg, self.comp, self.device = cfg, comp, device
         q = CommandQueue(cfg, device)
         self.slots: dict = {}
-        for t in [comp.kernel.data, comp.kernel.weight] + [t for t, _ in comp.consts]:
+        extra = [comp.kernel.residual] if comp.kernel.residual is not None else []
+        for t in [comp.kernel.data, comp.kernel.weight] + extra + [t for t, _ in comp.consts]:
             self.slots[t] = q.alloc(t.shape, _np_dtype(t.dtype), name=t.name)
         out_t = comp.kernel.out
         dram = dict(self.slots)
@@ -172,30 +175,40 @@ class SimAccelBackend:
         self.last_profile: dict = {}
         self._replays: dict = {}
 
-    def _replay(self, cs: ConvShape, bias, rq: Requant) -> Replay:
-        key = (cs, _rq_key(bias, rq), self.vthreads)
+    def _replay(self, cs: ConvShape, bias, rq: Requant, residual: Residual | None = None) -> Replay:
+        key = (cs, _rq_key(bias, rq), self.vthreads, None if residual is None else residual.key())
         rep = self._replays.get(key)
         if rep is None:
-            rep = Replay(self.config, self._compile(cs, bias, rq), self.device)
+            rep = Replay(self.config, self._compile(cs, bias, rq, residual), self.device)
             self._replays[key] = rep
         return rep
 
-    def _compile(self, cs: ConvShape, bias, rq: Requant) -> Compiled:
-        from compiler.topi.knobs import choose_conv_knobs
+    def _compile(self, cs: ConvShape, bias, rq: Requant, residual: Residual | None = None) -> Compiled:
+        from compiler.topi.conv2d import add_residual
+        from compiler.topi.knobs import choose_conv_knobs, fits
         from compiler.topi.tune import tune_conv_knobs
 
         ep = conv2d_epilogue(self.config, cs, conv2d_compute(self.config, cs)[3], bias, rq)
+        if residual is not None:
+            add_residual(self.config, cs, ep, residual)
         n_consts, n_alu = len(ep.consts), len(ep.stages)
         knobs = self.tuned(cs, bias, rq) if self.tuned is not None else None
-        if knobs is None and self.tune > 1:
+        if knobs is not None and residual is not None and not fits(self.config, cs, knobs, n_consts, residual=True):
+            knobs = None  # tuned without the fused residual's tiles: they do not fit beside it
+        if knobs is None and self.tune > 1 and residual is None:
             knobs = tune_conv_knobs(self.config, cs, bias, rq, n_consts, n_alu, self.vthreads, top=self.tune)
         elif knobs is None:
-            knobs = choose_conv_knobs(self.config, cs, n_consts, n_alu, vthreads=self.vthreads)
-        return compile_conv2d(self.config, cs, bias, rq, knobs)
+            knobs = choose_conv_knobs(self.config, cs, n_consts, n_alu, vthreads=self.vthreads,
+                                      residual=residual is not None)
+        return compile_conv2d(self.config, cs, bias, rq, knobs, residual)
 
-    def _consts(self, comp: Compiled, cs: ConvShape, bias, rq: Requant) -> dict:
+    def _consts(self, comp: Compiled, cs: ConvShape, bias, rq: Requant, residual: Residual | None = None) -> dict:
         """This call's values of the kernel's constant inputs (bias/requant may change between calls)."""
+        from compiler.topi.conv2d import add_residual
+
         ep = conv2d_epilogue(self.config, cs, comp.kernel.conv, bias, rq)
+        if residual is not None:
+            add_residual(self.config, cs, ep, residual)
         return {t: arr for (t, _), (_, arr) in zip(comp.consts, ep.consts)}
 
     def conv2d_problem(self, x, w, bias, *, stride, padding, groups, requant: Requant, pad_value: int = 0):
@@ -215,14 +228,34 @@ class SimAccelBackend:
         x6, w6 = _dense_as_conv(x, w)
         return self.conv2d_problem(x6, w6, bias, stride=(1, 1), padding=(0, 0, 0, 0), groups=1, requant=requant)
 
-    def conv2d(self, x, w, bias, *, stride, padding, groups, requant: Requant, pad_value: int = 0) -> np.ndarray:
+    def supports_residual(self, residual: Residual) -> str | None:
+        """None when a residual Add can be fused into this backend's conv epilogue; else why not."""
+        return residual_supported(self.config, residual)
+
+    def conv2d(self, x, w, bias, *, stride, padding, groups, requant: Requant, pad_value: int = 0,
+               residual: np.ndarray | None = None, residual_add: Residual | None = None) -> np.ndarray:
         """Packed int8 conv2d + bias + requant on the accelerator; see ``compiler.graph.accel_interface``.
 
         ``pad_value`` (int8) fills the spatial padding (the activation zero point; LOAD ``pad_value``).
+        ``residual`` (int8, packed like the output) with ``residual_add`` fuses ``QAdd(conv, residual)``
+        (or ``QAdd(residual, conv)``) into the epilogue (:mod:`compiler.topi.residual`).
         Planes too large for the DMA fields run as row stripes (``compiler.conv_stripes``)."""
         cfg = self.config
         x, w = np.asarray(x), np.asarray(w)
+        if (residual is None) != (residual_add is None):
+            raise ValueError("conv2d: give both residual (the other operand) and residual_add (its QAdd), or neither")
+        if residual_add is not None:
+            why = residual_supported(cfg, residual_add)
+            if why is not None:
+                raise ValueError(f"conv2d: the residual Add cannot be fused: {why}")
         rows = stripe_rows(x.shape[2], x.shape[3], w.shape[2], w.shape[3], stride, padding) if x.ndim == 6 else None
+        if rows is not None and residual_add is not None:  # striped: conv on the accelerator, the Add on the host
+            from compiler.quant.int_elementwise import qadd
+
+            y = self.conv2d(x, w, bias, stride=stride, padding=padding, groups=groups, requant=requant,
+                            pad_value=pad_value)
+            r = np.asarray(residual)
+            return qadd(y, r, residual_add.params) if residual_add.conv_is_a else qadd(r, y, residual_add.params)
         if rows is not None:  # planes too large for the DMA fields: horizontal stripes
             profs: list[dict] = []
 
@@ -239,11 +272,17 @@ class SimAccelBackend:
             return out
         cs, bias, requant, w = self.conv2d_problem(x, w, bias, stride=stride, padding=padding, groups=groups,
                                                    requant=requant, pad_value=pad_value)
-        rep = self._replay(cs, bias, requant)
+        rep = self._replay(cs, bias, requant, residual_add)
         comp = rep.comp
         k = comp.kernel
         inputs = {k.data: x.reshape(k.data.shape), k.weight: w.reshape(k.weight.shape)}
-        inputs.update(self._consts(comp, cs, bias, requant))
+        if residual_add is not None:
+            r = np.asarray(residual)
+            if r.dtype != np.int8 or r.size != int(np.prod(k.residual.shape)):
+                raise ValueError(f"conv2d: residual must be int8 packed like the output {k.residual.shape}, "
+                                 f"got {r.dtype} {r.shape}")
+            inputs[k.residual] = r.reshape(k.residual.shape)
+        inputs.update(self._consts(comp, cs, bias, requant, residual_add))
         out, cycles, dev_prof, dev_res = rep.run(inputs)
         self.last_profile = {"cycles": cycles, "macs": int(comp.macs), "utilization": _utilization(cfg, comp.macs, cycles),
                              "bytes": {"input": int(x.nbytes), "output": int(out.nbytes), "weight": int(w.nbytes),

@@ -17,7 +17,7 @@ from compiler.graph.offload import warn_host_fallbacks, warn_lossy_weights
 
 def build(model: str | Path | onnx.ModelProto, config=None, target: str = "sim", *, calibration=None,
           quantize: bool | None = None, input_shapes: dict[str, tuple[int, ...]] | None = None,
-          cpu: CpuBackend | str | None = None, progress: bool | None = None,
+          cpu: CpuBackend | str | None = None, progress: bool | None = None, fuse_residual: bool = True,
           target_options: dict | None = None, tuning_log: str | Path | None = None) -> Module:
     """Compile ``model`` and bind it to accelerator backend ``target`` ("ref", "sim", ...).
 
@@ -25,6 +25,8 @@ def build(model: str | Path | onnx.ModelProto, config=None, target: str = "sim",
     ``calibration``: data for quantizing float models (array or list of feed dicts).
     ``input_shapes``: fixes symbolic/override input shapes, e.g. ``{"input": (32, 1, 8, 8)}``.
     ``cpu``: the backend of non-accelerator ops: ``"numpy"`` (default), ``"llvm"`` or a CpuBackend object.
+    ``fuse_residual``: run quantized residual Adds (+ Relu) in the producing conv's accelerator epilogue
+    (``compiler.graph.residual_fuse``); False keeps them as host ``QAdd`` ops.
     ``target_options``: passed to the target's backend, e.g. ``{"bitstream": "vta.bit"}`` for ``target="pynq"``
     (on the board; ``"pynq": PynqShim(...)`` runs the same driver on the RTL).
     ``tuning_log``: a log written by ``vta tune`` / ``compiler.autotune``: each task uses its best record's
@@ -38,7 +40,7 @@ def build(model: str | Path | onnx.ModelProto, config=None, target: str = "sim",
     backend = create_accel_backend(target, cfg, **(target_options or {}))  # fail fast on unknown targets
     cpu = create_cpu_backend(cpu)
     compiled = compile_model(model, cfg, calibration=calibration, quantize=quantize, input_shapes=input_shapes,
-                             progress=progress)
+                             progress=progress, fuse_residual=fuse_residual)
     if tuning_log is not None:
         from compiler.autotune.apply import apply_tuning_log
 

@@ -99,8 +99,16 @@ class Module:
         try:
             if n.op == "AccelConv2D":
                 extra = {"pad_value": int(a["pad_value"])} if a.get("pad_value") else {}
+                res = a.get("residual")
+                native = res is not None and getattr(self.accel, "supports_residual", lambda r: "no")(res) is None
+                if native:
+                    extra.update(residual=ins[3], residual_add=res)
                 out = self.accel.conv2d(ins[0], ins[1], ins[2], stride=tuple(a["strides"]), padding=tuple(a["pads"]),
                                         groups=int(a.get("group", 1)), requant=a["requant"], **extra)
+                if res is not None and not native:  # a backend without the fused residual: the exact Add on the host
+                    from compiler.quant.int_elementwise import qadd
+
+                    out = qadd(out, ins[3], res.params) if res.conv_is_a else qadd(ins[3], out, res.params)
             else:
                 out = self.accel.dense(ins[0], ins[1], ins[2], requant=a["requant"])
         except DeviceMismatchError as exc:  # rtl-check: name the first layer whose bytes or cycles differ

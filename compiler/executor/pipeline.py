@@ -11,6 +11,7 @@ from compiler.graph.const_fold import fold_constants
 from compiler.graph.fusion import fuse_operators
 from compiler.graph.ir import Graph
 from compiler.graph.layout import pack_layouts
+from compiler.graph.residual_fuse import fuse_residual_adds, offload_standalone_adds
 from compiler.graph.tap_fold import fold_conv_taps
 from compiler.graph.memory_plan import MemoryPlan, plan_memory
 from compiler.graph.offload import host_fallbacks, mac_split
@@ -37,9 +38,10 @@ def is_qdq(g: Graph) -> bool:
 
 
 def compile_model(model, config, *, calibration=None, quantize: bool | None = None, input_shapes=None,
-                  progress: bool | None = None) -> CompiledGraph:
+                  progress: bool | None = None, fuse_residual: bool = True) -> CompiledGraph:
     """Run the whole graph-level pipeline. ``quantize``: None = auto (QDQ models and float models
-    with a calibration set run int8), False = keep float on the CPU, True = require int8."""
+    with a calibration set run int8), False = keep float on the CPU, True = require int8.
+    ``fuse_residual``: fuse quantized residual Adds into the producing accelerator conv's epilogue."""
     g = onnx_to_graph(model, input_shapes)
     show = progress if progress is not None else len(g.nodes) >= PROGRESS_MIN_NODES
     stats: dict = {"imported_nodes": len(g.nodes)}
@@ -66,6 +68,8 @@ def compile_model(model, config, *, calibration=None, quantize: bool | None = No
     fold_constants(g, keep_ops=frozenset())  # weights of CPU-fallback QDQ ops become float constants
     stats["taps_folded"] = fold_conv_taps(g, config)
     step("layout_transforms", pack_layouts(g, config))
+    stats["residual_adds_fused"] = fuse_residual_adds(g, config) if fuse_residual else 0
+    stats["residual_adds_standalone"] = offload_standalone_adds(g, config) if fuse_residual else 0
     groups = fuse_operators(g)
     step("fusion_groups", len(groups))
     parts = partition_graph(g)

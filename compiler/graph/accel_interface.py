@@ -34,7 +34,11 @@ from compiler.requant import Requant
 
 @runtime_checkable
 class AccelBackend(Protocol):
-    """An accelerator operator library (``"ref"`` = numpy reference, ``"sim"`` = simulator)."""
+    """An accelerator operator library (``"ref"`` = numpy reference, ``"sim"`` = simulator).
+
+    Optional: a backend with ``supports_residual(residual) -> None | reason`` also takes
+    ``conv2d(..., residual=<int8 packed operand>, residual_add=<compiler.topi.residual.Residual>)`` and
+    computes the fused residual QAdd itself; for any other backend the executor runs that Add on the host."""
 
     config: object
     last_profile: dict

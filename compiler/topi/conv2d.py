@@ -8,6 +8,7 @@ NCHWnc array is the same memory viewed with ``G = 1``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -17,6 +18,9 @@ from compiler.schedule import Schedule, create_schedule
 from compiler.topi.knobs import ConvKnobs, choose_conv_knobs
 from compiler.topi.pad import pad_spatial
 from compiler.topi.requant import Epilogue, requant_stages
+
+if TYPE_CHECKING:
+    from compiler.topi.residual import Residual
 from isa import HwConfig
 from isa.intrinsics import gemm_intrinsic
 
@@ -77,6 +81,7 @@ class ConvKernel:
     out: te.Tensor
     schedule: Schedule
     knobs: ConvKnobs
+    residual: te.Tensor | None = None  # the fused residual Add's other operand (packed like ``out``)
 
 
 def conv2d_compute(cfg: HwConfig, cs: ConvShape) -> tuple[te.Tensor, te.Tensor, te.Tensor, te.Tensor]:
@@ -117,19 +122,39 @@ def conv2d_epilogue(cfg: HwConfig, cs: ConvShape, conv: te.Tensor, bias: np.ndar
                           cfg=cfg)
 
 
+def add_residual(cfg: HwConfig, cs: ConvShape, ep: Epilogue, residual: "Residual") -> tuple[te.Tensor, te.Tensor]:
+    """Append the fused residual Add's stages to ``ep`` (see :mod:`compiler.topi.residual`); returns the
+    residual operand placeholder and its identity-GEMM stage."""
+    from compiler.topi.residual import residual_stages
+
+    other, _eye, other_acc, stages, consts, out = residual_stages(
+        cfg, ep.out, residual, cs.groups * cs.ocb * cfg.block_out,
+        lambda n, g, oc, y, x, b, o: (g, oc, b, o), (cs.groups, cs.ocb))
+    ep.stages += stages
+    ep.consts += consts
+    ep.out = out
+    return other, other_acc
+
+
 def conv2d_kernel(cfg: HwConfig, cs: ConvShape, bias: np.ndarray | None, requant: Requant | None,
-                  knobs: ConvKnobs | None = None) -> ConvKernel:
-    """Build the conv2d (+ requant epilogue, cast to int8) and schedule it with ``knobs`` (default: chosen)."""
+                  knobs: ConvKnobs | None = None, residual: "Residual | None" = None) -> ConvKernel:
+    """Build the conv2d (+ requant epilogue, + fused residual Add, cast to int8) and schedule it with ``knobs``
+    (default: chosen)."""
     data, weight, padded, conv = conv2d_compute(cfg, cs)
     ep = conv2d_epilogue(cfg, cs, conv, bias, requant)
+    other = other_acc = None
+    if residual is not None:
+        if requant is None:
+            raise ValueError("conv2d: a fused residual Add needs the conv's requant (its int8 result is an operand)")
+        other, other_acc = add_residual(cfg, cs, ep, residual)
     out = te.compute(conv.shape, lambda *i: ep.out[i].astype("int8"), name="out", dtype="int8")
-    knobs = knobs or choose_conv_knobs(cfg, cs, len(ep.consts))
-    s = schedule_conv2d(cfg, cs, data, weight, padded, conv, ep, out, knobs)
-    return ConvKernel(cs, data, weight, conv, ep, out, s, knobs)
+    knobs = knobs or choose_conv_knobs(cfg, cs, len(ep.consts), residual=residual is not None)
+    s = schedule_conv2d(cfg, cs, data, weight, padded, conv, ep, out, knobs, other, other_acc)
+    return ConvKernel(cs, data, weight, conv, ep, out, s, knobs, other)
 
 
 def schedule_conv2d(cfg: HwConfig, cs: ConvShape, data, weight, padded, conv, ep: Epilogue, out,
-                    knobs: ConvKnobs) -> Schedule:
+                    knobs: ConvKnobs, other=None, other_acc=None) -> Schedule:
     """The default packed conv2d schedule: output tiles (oc x rows x full width), input-channel
     chunks loaded per tile, a GEMM per chunk, ALU epilogue, one store per tile; optional virtual threads."""
     knobs.check(cs)
@@ -138,6 +163,10 @@ def schedule_conv2d(cfg: HwConfig, cs: ConvShape, data, weight, padded, conv, ep
     inp = s.cache_read(padded, "inp", [conv])
     wgt = s.cache_read(weight, "wgt", [conv])
     s[conv].set_scope("acc")
+    other_inp = None
+    if other_acc is not None:  # the fused residual: its operand is loaded into inp and GEMMed (identity) into acc
+        other_inp = s.cache_read(other, "inp", [other_acc])
+        s[other_acc].set_scope("acc")
     for t in ep.stages:
         s[t].set_scope("acc")
     for t, _ in ep.consts:  # int32 per-channel constants in acc; REQUANT records (int8 elements) in wgt
@@ -168,4 +197,9 @@ def schedule_conv2d(cfg: HwConfig, cs: ConvShape, data, weight, padded, conv, ep
     s[inp].compute_at(sc, ic_o)
     s[wgt].compute_at(sc, ic_o)
     sc.tensorize(b_, gemm_intrinsic(cfg))
+    if other_acc is not None:
+        sr = s[other_acc]
+        sr.compute_at(so, attach)
+        s[other_inp].compute_at(so, attach)
+        sr.tensorize(sr.leaf_iter_vars[5], gemm_intrinsic(cfg))
     return s

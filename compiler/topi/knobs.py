@@ -50,21 +50,24 @@ class ConvKnobs:
             raise ValueError(f"ConvKnobs.epilogue={self.epilogue!r} must be 'fused' or 'deferred'")
 
 
-def conv_footprint(cfg: HwConfig, cs: "ConvShape", k: ConvKnobs, n_consts: int) -> dict[str, int]:
+def conv_footprint(cfg: HwConfig, cs: "ConvShape", k: ConvKnobs, n_consts: int,
+                   residual: bool = False) -> dict[str, int]:
     """Scratchpad elements the schedule needs with knobs ``k``. Each of the ``n_consts`` per-channel constants
     takes one element per channel block in acc (int32 constants) or in wgt (the fused REQUANT's records): both
-    are reserved."""
+    are reserved. A fused ``residual`` Add adds one output tile in inp (its operand) and one in acc."""
     rows = (k.h_tile - 1) * cs.stride[0] + cs.kh
     cols = (cs.ow - 1) * cs.stride[1] + cs.kw
     v = k.vthreads
-    return {"inp": v * k.ic_tile * rows * cols,
+    tile = v * k.oc_tile * k.h_tile * cs.ow if residual else 0
+    return {"inp": v * k.ic_tile * rows * cols + tile,
             "wgt": v * k.oc_tile * k.ic_tile * cs.kh * cs.kw + n_consts * cs.groups * cs.ocb,
-            "acc": v * k.oc_tile * k.h_tile * cs.ow + n_consts * cs.groups * cs.ocb}
+            "acc": v * k.oc_tile * k.h_tile * cs.ow + n_consts * cs.groups * cs.ocb + tile}
 
 
-def violation(cfg: HwConfig, cs: "ConvShape", k: ConvKnobs, n_consts: int) -> str | None:
-    """Why the schedule with knobs ``k`` cannot work (a short reason), or None when it fits."""
-    fp = conv_footprint(cfg, cs, k, n_consts)
+def violation(cfg: HwConfig, cs: "ConvShape", k: ConvKnobs, n_consts: int, residual: bool = False) -> str | None:
+    """Why the schedule with knobs ``k`` cannot work (a short reason), or None when it fits (``residual``: a fused
+    residual Add's operand tiles are reserved too)."""
+    fp = conv_footprint(cfg, cs, k, n_consts, residual)
     for m in fp:
         if fp[m] > cfg.depth(m):
             return f"{m} scratchpad overflow"
@@ -79,8 +82,8 @@ def violation(cfg: HwConfig, cs: "ConvShape", k: ConvKnobs, n_consts: int) -> st
     return None
 
 
-def fits(cfg: HwConfig, cs: "ConvShape", k: ConvKnobs, n_consts: int) -> bool:
-    return violation(cfg, cs, k, n_consts) is None
+def fits(cfg: HwConfig, cs: "ConvShape", k: ConvKnobs, n_consts: int, residual: bool = False) -> bool:
+    return violation(cfg, cs, k, n_consts, residual) is None
 
 
 def estimate_conv(cfg: HwConfig, cs: "ConvShape", k: ConvKnobs, n_alu: int, overwrite: bool = True) -> float:
@@ -132,7 +135,7 @@ def estimate_conv(cfg: HwConfig, cs: "ConvShape", k: ConvKnobs, n_alu: int, over
 
 
 def rank_conv_knobs(cfg: HwConfig, cs: "ConvShape", n_consts: int = 0, n_alu: int = 3,
-                    vthreads: int | None = None) -> list[tuple[float, ConvKnobs]]:
+                    vthreads: int | None = None, residual: bool = False) -> list[tuple[float, ConvKnobs]]:
     """Every feasible knob setting with its estimate, cheapest first (``vthreads`` pins the thread count)."""
     out = []
     vts = (vthreads,) if vthreads is not None else (2, 1)
@@ -146,9 +149,10 @@ def rank_conv_knobs(cfg: HwConfig, cs: "ConvShape", n_consts: int = 0, n_alu: in
                             continue
                         if v > 1 and axis == "h" and ceil_div(cs.oh, h_t) < v:
                             continue
-                        if not fits(cfg, cs, k, n_consts):
+                        if not fits(cfg, cs, k, n_consts, residual):
                             continue
-                        out.append((estimate_conv(cfg, cs, k, n_alu), k))
+                        # the residual's identity GEMM costs about one more ALU-like pass
+                        out.append((estimate_conv(cfg, cs, k, n_alu + (1 if residual else 0)), k))
     if not out:
         raise ValueError(f"conv2d {cs}: no tiling fits the scratchpads of {cfg.name} (even one row, one block)")
     out.sort(key=lambda ck: ck[0])
@@ -156,9 +160,10 @@ def rank_conv_knobs(cfg: HwConfig, cs: "ConvShape", n_consts: int = 0, n_alu: in
 
 
 def choose_conv_knobs(cfg: HwConfig, cs: "ConvShape", n_consts: int = 0, n_alu: int = 3,
-                      vthreads: int | None = None) -> ConvKnobs:
-    """The feasible knobs with the lowest estimate (``vthreads`` pins the thread count)."""
-    return rank_conv_knobs(cfg, cs, n_consts, n_alu, vthreads)[0][1]
+                      vthreads: int | None = None, residual: bool = False) -> ConvKnobs:
+    """The feasible knobs with the lowest estimate (``vthreads`` pins the thread count; ``residual``: a fused
+    residual Add's operand tile is reserved too)."""
+    return rank_conv_knobs(cfg, cs, n_consts, n_alu, vthreads, residual)[0][1]
 
 
 def _divisor_like(n: int) -> list[int]:

@@ -48,8 +48,9 @@ def test_symmetric_model_folds_the_post_add_relu_into_qadd():
     q = ort_quantize_static(small_cnn(1), _calib())  # symmetric activations: ORT keeps Add -> Q -> DQ -> Relu -> Q
     m = build(q, target="ref")
     ops = m.compiled.stats["ops"]
-    assert ops.get("QAdd") == 1 and "Relu" not in ops
-    qadd = next(n for n in m.graph.nodes if n.op == "QAdd").attrs["qadd"]
+    fused = [n.attrs["residual"] for n in m.graph.nodes if n.attrs.get("residual") is not None]
+    assert len(fused) == 1 and "QAdd" not in ops and "Relu" not in ops  # the QAdd runs in a conv's epilogue
+    qadd = fused[0].params
     assert qadd.out_zp == 0 and qadd.out_min == 0
     x = RNG.standard_normal((1, 3, 12, 12)).astype(np.float32)
     assert cosine(m(input=x), _ort_basic(q).run(None, {"input": x})[0]) >= 0.999
@@ -70,7 +71,9 @@ def test_builtin_quantizer_close_to_float():
     calib = np.concatenate([c["input"] for c in _calib(16)])
     m = build(model, target="ref", calibration=calib)
     ops = m.compiled.stats["ops"]
-    assert ops["AccelConv2D"] == 3 and ops["AccelDense"] == 1 and ops["QAdd"] == 1 and "Relu" not in ops  # relu in QAdd
+    assert ops["AccelConv2D"] == 3 and ops["AccelDense"] == 1 and "Relu" not in ops and "QAdd" not in ops
+    # relu in the QAdd, fused into the conv epilogue
+    assert sum(n.attrs.get("residual") is not None for n in m.graph.nodes) == 1
     conv_relu = next(n for n in m.graph.nodes if n.op == "AccelConv2D")
     assert conv_relu.attrs["requant"].relu  # relu folded into the first conv's epilogue
     relu6 = [n for n in m.graph.nodes if n.op == "AccelConv2D"][1].attrs["requant"]
@@ -117,7 +120,8 @@ def test_asymmetric_activation_model_runs_on_the_accelerator(per_channel):
     m = build(q, target="ref")
     ops = m.compiled.stats["ops"]
     assert ops.get("AccelConv2D") == 3 and ops.get("AccelDense") == 1 and "Conv" not in ops
-    assert ops.get("QAdd") == 1 and "Add" not in ops  # the residual add stays integer
+    assert "QAdd" not in ops and "Add" not in ops  # the residual add stays integer, fused into a conv epilogue
+    assert sum(n.attrs.get("residual") is not None for n in m.graph.nodes) == 1
     assert any(n.attrs.get("pad_value") for n in m.graph.nodes if n.op == "AccelConv2D")
     sess = _ort_basic(q)
     for _ in range(3):
