@@ -71,7 +71,7 @@ def test_polling_wait_gives_the_same_result(shim, overlay):
     from simulator import Simulator
 
     p = suite_cases(CFG)["relu"]()[0]
-    dev = PynqDevice(CFG, overlay, pynq=types.SimpleNamespace(Overlay=lambda path: shim.overlay, MMIO=shim.MMIO,
+    dev = PynqDevice(CFG, overlay, pynq=types.SimpleNamespace(Overlay=lambda path: loaded, MMIO=shim.MMIO,
                                                               Interrupt=shim.Interrupt, allocate=shim.allocate),
                      wait="poll")
     assert dev.irq is None
@@ -89,10 +89,11 @@ def test_signature_mismatch_is_refused_before_anything_runs(shim, overlay):
     from isa.signature import config_signature
 
     host = CFG.replace(name="tiny-big-acc", acc_buff_size=4096)
+    loaded = shim.overlay or shim.Overlay(str(overlay))  # this worker may not have run the device fixture
     writes = shim.stats["mmio_write"]
     with pytest.raises(ConfigMismatchError, match=rf"reads 0x{config_signature(CFG):08X}.*'tiny-big-acc' has "
                                                   rf"signature 0x{config_signature(host):08X}.*nothing was run"):
-        PynqDevice(host, overlay, pynq=types.SimpleNamespace(Overlay=lambda path: shim.overlay, MMIO=shim.MMIO,
+        PynqDevice(host, overlay, pynq=types.SimpleNamespace(Overlay=lambda path: loaded, MMIO=shim.MMIO,
                                                              Interrupt=shim.Interrupt, allocate=shim.allocate))
     assert shim.stats["mmio_write"] == writes
     # a name, clock or DRAM latency alone does not change the signature
