@@ -71,6 +71,7 @@ def test_polling_wait_gives_the_same_result(shim, overlay):
     from simulator import Simulator
 
     p = suite_cases(CFG)["relu"]()[0]
+    loaded = shim.overlay or shim.Overlay(str(overlay))  # this worker may not have run the device fixture
     dev = PynqDevice(CFG, overlay, pynq=types.SimpleNamespace(Overlay=lambda path: loaded, MMIO=shim.MMIO,
                                                               Interrupt=shim.Interrupt, allocate=shim.allocate),
                      wait="poll")
