@@ -82,7 +82,7 @@ def residual_stages(cfg: "HwConfig", a: te.Tensor, res: Residual, n_channels: in
     """``(other, eye, other_acc, stages, consts, out)``: the residual operand placeholder (packed like ``a``),
     the identity weight placeholder, the GEMM stage loading it into acc, the ALU stages in order, the
     constant tensors (identity block, REQUANT records) and the final int32 stage."""
-    B, BI, BO = cfg.batch, cfg.block_in, cfg.block_out
+    BI, BO = cfg.block_in, cfg.block_out
     other = te.placeholder(a.shape, "int8", "residual")
     eye = te.placeholder((1, 1, BO, BI), "int8", "res_eye")
     ii = te.reduce_axis(BI, "rii")

@@ -2,7 +2,6 @@
 the design hash, models on the RTL (``build(..., target="rtl")``, ``vta run --target rtl --check``)."""
 from __future__ import annotations
 
-import json
 
 import numpy as np
 import pytest

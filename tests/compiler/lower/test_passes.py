@@ -1,5 +1,4 @@
 """Lowering passes: DMA folding with pads, allocation errors, dependency tokens, vthread interleaving."""
-import numpy as np
 import pytest
 
 from compiler.codegen import OpBuilder

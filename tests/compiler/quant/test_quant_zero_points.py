@@ -17,7 +17,6 @@ RNG = np.random.default_rng(11)
 def qdq_conv_model(c, o, k, stride, pad, act_dtype, zx, zy, per_channel, hw=9, seed=0):
     """x -> Q(act_dtype, zx) -> DQ -> Conv(DQ(int8 w), int32 bias) -> Q(zy) -> DQ -> y."""
     r = np.random.default_rng(seed)
-    tp = TensorProto.UINT8 if act_dtype == np.uint8 else TensorProto.INT8
     w = r.integers(-127, 128, (o, c, k, k)).astype(np.int8)
     ws = (r.random(o) * 0.01 + 0.002).astype(np.float32) if per_channel else np.float32(0.006)
     xs, ys = np.float32(0.03), np.float32(0.5)

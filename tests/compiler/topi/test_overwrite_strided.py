@@ -13,7 +13,7 @@ from compiler.requant import Requant, apply_requant
 from compiler.te import placeholder
 from compiler.topi.conv2d import ConvShape, conv2d_kernel
 from compiler.topi.knobs import ConvKnobs
-from isa import Gemm, Load, MemType, make_config
+from isa import Gemm, make_config
 from jit_runtime.command_queue import CommandQueue
 
 CFG = make_config("pynq-z1")
