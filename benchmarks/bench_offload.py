@@ -17,10 +17,8 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import tempfile
 import time
 import warnings
-from pathlib import Path
 
 import numpy as np
 
@@ -35,23 +33,9 @@ def cosine(a, b) -> float:
 
 def ort_default_quantize(model, calibration: list[dict], per_channel: bool):
     """``quantize_static`` with default arguments (``per_channel`` aside) after ``quant_pre_process``."""
-    import onnx
-    from onnxruntime.quantization import CalibrationDataReader, quantize_static
-    from onnxruntime.quantization.shape_inference import quant_pre_process
+    from compiler.quant.ort_tools import ort_quantize_static
 
-    class _Reader(CalibrationDataReader):
-        def __init__(self) -> None:
-            self._it = iter(calibration)
-
-        def get_next(self):
-            return next(self._it, None)
-
-    with tempfile.TemporaryDirectory() as d:
-        src, pre, dst = Path(d) / "f.onnx", Path(d) / "p.onnx", Path(d) / "q.onnx"
-        onnx.save(model, str(src))
-        quant_pre_process(str(src), str(pre), skip_symbolic_shape=True)
-        quantize_static(str(pre), str(dst), _Reader(), per_channel=per_channel)
-        return onnx.load(str(dst))
+    return ort_quantize_static(model, calibration, per_channel=per_channel, defaults=True)
 
 
 def bench_one(name: str, per_channel: bool, config: str, target: str, seed: int = 0) -> dict:

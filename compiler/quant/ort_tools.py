@@ -26,10 +26,12 @@ def ort_run(model, feeds: dict[str, np.ndarray], *, basic: bool = False) -> list
 
 def ort_quantize_static(model: onnx.ModelProto | str | Path, calibration: list[dict[str, np.ndarray]], *,
                         per_channel: bool = True, symmetric_activations: bool = True,
-                        preprocess: bool = True, reduce_range: bool = False) -> onnx.ModelProto:
+                        preprocess: bool = True, reduce_range: bool = False, defaults: bool = False) -> onnx.ModelProto:
     """QDQ int8 model (int8 activations and weights) from onnxruntime's static quantizer.
 
-    ``preprocess`` runs ORT's ``quant_pre_process`` first (folds BatchNorm into Conv).
+    ``preprocess`` runs ORT's ``quant_pre_process`` first (folds BatchNorm into Conv). ``defaults``: call
+    ``quantize_static`` with its DEFAULT arguments (only ``per_channel`` given: uint8 asymmetric activations),
+    as a user does; ``symmetric_activations`` and ``reduce_range`` are then not used.
     """
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
     from onnxruntime.quantization.shape_inference import quant_pre_process
@@ -47,7 +49,10 @@ def ort_quantize_static(model: onnx.ModelProto | str | Path, calibration: list[d
         if preprocess:
             quant_pre_process(str(src), str(pre), skip_symbolic_shape=True)
             src = pre
-        quantize_static(str(src), str(dst), _Reader(), quant_format=QuantFormat.QDQ, activation_type=QuantType.QInt8,
-                        weight_type=QuantType.QInt8, per_channel=per_channel, reduce_range=reduce_range,
-                        extra_options={"ActivationSymmetric": symmetric_activations})
+        if defaults:
+            quantize_static(str(src), str(dst), _Reader(), per_channel=per_channel)
+        else:
+            quantize_static(str(src), str(dst), _Reader(), quant_format=QuantFormat.QDQ,
+                            activation_type=QuantType.QInt8, weight_type=QuantType.QInt8, per_channel=per_channel,
+                            reduce_range=reduce_range, extra_options={"ActivationSymmetric": symmetric_activations})
         return onnx.load(str(dst))
