@@ -92,10 +92,13 @@ def _parse(obj, where: str, cfg: HwConfig) -> Record | None:
         cycles = None if res is None else int(res["cycles"])
         if cycles is not None and cycles <= 0:
             raise ValueError(f"cycles {cycles} must be > 0")
-    except (KeyError, TypeError, ValueError) as exc:
+        t = float(obj["time"])
+        if obj["error"] is not None and not isinstance(obj["error"], str):
+            raise TypeError(f"error must be a string or null, not {type(obj['error']).__name__}")
+    except (KeyError, TypeError, ValueError, OverflowError) as exc:
         _warn(f"{where}: malformed tuning record ({type(exc).__name__}: {exc}); skipped")
         return None
-    return Record(obj["task"], knobs, cycles, obj["error"], float(obj["time"]), str(obj.get("tuner", "")), where)
+    return Record(obj["task"], knobs, cycles, obj["error"], t, str(obj.get("tuner", "")), where)
 
 
 def load_records(path: str | Path, cfg: HwConfig) -> list[Record]:

@@ -15,6 +15,9 @@ choice through :class:`Choices`, so a coverage-guided fuzzer (atheris) and hypot
 * ``decode``: one 128-bit instruction word, decoded, then run before a FINISH.
 * ``config``: a config JSON file with one field set to an arbitrary JSON value, removed or
   added, the top level replaced, or the text damaged.
+* ``tunelog``: a tuning log (``vta tune``) of valid records with one record field set to an arbitrary
+  JSON value or removed, or the text damaged; applied to its tasks: bad lines are warnings
+  (``TuningLogWarning``), never an exception.
 """
 from __future__ import annotations
 
@@ -42,6 +45,7 @@ ALLOWED: dict[str, tuple[type[BaseException], ...]] = {
     "vtaprog": (ProgramFileError, SimulatorError),
     "decode": (EncodingError, SimulatorError),
     "config": (ConfigError,),
+    "tunelog": (),  # every bad line is a TuningLogWarning naming FILE:LINE; nothing may raise
 }
 
 
@@ -415,4 +419,57 @@ def run_config(data: bytes) -> None:
         make_config(path)
 
 
-TARGETS = {"onnx": run_onnx, "vtaprog": run_vtaprog, "decode": run_decode, "config": run_config}
+# --------------------------------------------------------------------------------- tunelog
+def _tunelog_tasks():
+    from compiler.autotune import Task
+    from compiler.requant import Requant
+    from compiler.topi.conv2d import ConvShape
+
+    cfg = make_config("pynq-z1")
+    return cfg, [Task(cfg, ConvShape(1, 1, 2, 2, 8, 8, 3, 3, (1, 1), (1, 1, 1, 1)), None, Requant(shift=8)),
+                 Task(cfg, ConvShape(1, 1, 4, 2, 4, 4, 1, 1, (1, 1), (0, 0, 0, 0)), None, Requant(shift=6))]
+
+
+def mutated_tuning_log(data: bytes) -> str:
+    """Valid records of two tasks, then one damage drawn from ``data``."""
+    from compiler.autotune.measure import Result
+    from compiler.autotune.records import record_line
+    from compiler.topi.knobs import ConvKnobs
+
+    c = Choices(data)
+    _, tasks = _tunelog_tasks()
+    lines = [json.loads(record_line(t, ConvKnobs(1, 1, 1, 1), Result(1000 + i, None, 0.1)))
+             for i, t in enumerate(tasks)]
+    kind = c.int(0, 2)
+    rec = lines[c.int(0, len(lines) - 1)]
+    if kind == 0:  # one field (top level or nested) set to an arbitrary value
+        target = rec if c.bool() else rec[c.pick(k for k in ("hw", "task", "config") if isinstance(rec[k], dict))]
+        target[c.pick(sorted(target))] = _json_value(c)
+    elif kind == 1:
+        rec.pop(c.pick(sorted(rec)))
+    text = "\n".join(json.dumps(r) for r in lines) + "\n"
+    if kind == 2:  # damaged text: flips, truncation or inserted bytes
+        raw = bytearray(text.encode())
+        for _ in range(c.int(1, 4)):
+            pos = c.int(0, len(raw) - 1)
+            raw[pos] = c.int(0, 255)
+        text = bytes(raw[:c.int(1, len(raw))]).decode("utf-8", errors="replace") + c.rest().decode("latin-1")
+    return text
+
+
+def run_tunelog(data: bytes) -> None:
+    import warnings
+
+    from compiler.autotune.apply import tuned_knobs
+
+    cfg, tasks = _tunelog_tasks()
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "tune.log"
+        path.write_text(mutated_tuning_log(data), encoding="utf-8", errors="replace")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tuned_knobs(tasks, path, cfg)
+
+
+TARGETS = {"onnx": run_onnx, "vtaprog": run_vtaprog, "decode": run_decode, "config": run_config,
+           "tunelog": run_tunelog}
