@@ -16,11 +16,10 @@ from compiler.codegen.llvm.plan import Plan, c_strides, contiguous, ptr, sig
 I32 = ir.IntType(32)
 
 
-def plan_qadd(node, ins) -> Plan | None:
-    """int8 ``QAdd`` with numpy broadcasting."""
+def _broadcast_int8(ins) -> tuple | None:
+    """``(out_shape, collapsed shape, strides)`` of two int8 operands with numpy broadcasting; else None."""
     if len(ins) != 2 or any(v is None or v.dtype != np.int8 for v in ins):
         return None
-    p = node.attrs["qadd"]
     x, y = ins
     try:
         out_shape = np.broadcast_shapes(x.shape, y.shape)
@@ -28,55 +27,31 @@ def plan_qadd(node, ins) -> Plan | None:
         return None
     shape, strides = collapse(out_shape, [broadcast_strides(x.shape, out_shape), broadcast_strides(y.shape, out_shape),
                                           c_strides(out_shape)])
-    params = (p.a_mult, p.b_mult, p.shift, p.a_zp, p.b_zp, p.out_zp, p.out_min, p.out_max)
+    return out_shape, shape, strides
+
+
+def _shift_zp_clip(b, acc, const, shift: int, zp: int, lo: int, hi: int):
+    """numpy's ``clip(round_shift(acc, shift) + zp, lo, hi)`` (round half up) on an integer IR value."""
+    if shift:
+        acc = b.ashr(b.add(acc, const(1 << (shift - 1))), const(shift))
+    acc = b.add(acc, const(zp))
+    lo_c, hi_c = const(lo), const(hi)
+    acc = b.select(b.icmp_signed("<", acc, lo_c), lo_c, acc)
+    return b.select(b.icmp_signed(">", acc, hi_c), hi_c, acc)
+
+
+def _binary_plan(name: str, ins, key: tuple, width: int, combine) -> Plan | None:
+    """A broadcasting int8 x int8 -> int8 kernel: ``combine(b, va, vc, const)`` on ``width``-bit values, then
+    shift, zero point and clip by ``key``'s ``(shift, out_zp, lo, hi)`` (its last four entries)."""
+    shapes = _broadcast_int8(ins)
+    if shapes is None:
+        return None
+    out_shape, shape, strides = shapes
+    shift, zp, lo, hi = key[-4:]
+    wide = ir.IntType(width)
 
     def emit() -> Kernel:
-        k = Kernel("qadd", ["int8", "int8", "int8"])
-        a, c, o = k.args
-        b = k.b
-
-        def const(v: int):
-            return ir.Constant(I32, int(v))
-
-        def term(v, zp: int, mult: int):
-            return b.mul(b.sub(b.sext(v, I32), const(zp)), const(mult))
-
-        def body(offs):
-            acc = b.add(term(k.load(a, offs[0]), p.a_zp, p.a_mult), term(k.load(c, offs[1]), p.b_zp, p.b_mult))
-            if p.shift:
-                acc = b.ashr(b.add(acc, const(1 << (p.shift - 1))), const(p.shift))
-            acc = b.add(acc, const(p.out_zp))
-            lo, hi = const(max(p.out_min, -128)), const(min(p.out_max, 127))
-            acc = b.select(b.icmp_signed("<", acc, lo), lo, acc)
-            acc = b.select(b.icmp_signed(">", acc, hi), hi, acc)
-            k.store(b.trunc(acc, ir.IntType(8)), o, offs[2])
-        _emit_nest(k, shape, strides, body)
-        return k
-
-    def run(fn, ins):
-        a, c = contiguous(ins[0]), contiguous(ins[1])
-        out = np.empty(out_shape, np.int8)
-        fn(ptr(a), ptr(c), ptr(out))
-        return [out]
-    return Plan(("QAdd", sig(x), sig(y), params), emit, run)
-
-
-def plan_qmul(node, ins) -> Plan | None:
-    """int8 ``QMul`` with numpy broadcasting (int32 math; int64 when the shift could overflow it, as in numpy)."""
-    if len(ins) != 2 or any(v is None or v.dtype != np.int8 for v in ins):
-        return None
-    p = node.attrs["qmul"]
-    x, y = ins
-    try:
-        out_shape = np.broadcast_shapes(x.shape, y.shape)
-    except ValueError:
-        return None
-    shape, strides = collapse(out_shape, [broadcast_strides(x.shape, out_shape), broadcast_strides(y.shape, out_shape),
-                                          c_strides(out_shape)])
-    wide = ir.IntType(32 if p.shift <= 24 else 64)
-
-    def emit() -> Kernel:
-        k = Kernel("qmul", ["int8", "int8", "int8"])
+        k = Kernel(name.lower(), ["int8", "int8", "int8"])
         a, c, o = k.args
         b = k.b
 
@@ -84,15 +59,8 @@ def plan_qmul(node, ins) -> Plan | None:
             return ir.Constant(wide, int(v))
 
         def body(offs):
-            va = b.sub(b.sext(k.load(a, offs[0]), wide), const(p.a_zp))
-            vc = b.sub(b.sext(k.load(c, offs[1]), wide), const(p.b_zp))
-            acc = b.mul(b.mul(va, vc), const(p.mult))
-            if p.shift:
-                acc = b.ashr(b.add(acc, const(1 << (p.shift - 1))), const(p.shift))
-            acc = b.add(acc, const(p.out_zp))
-            lo, hi = const(-128), const(127)
-            acc = b.select(b.icmp_signed("<", acc, lo), lo, acc)
-            acc = b.select(b.icmp_signed(">", acc, hi), hi, acc)
+            va, vc = b.sext(k.load(a, offs[0]), wide), b.sext(k.load(c, offs[1]), wide)
+            acc = _shift_zp_clip(b, combine(b, va, vc, const), const, shift, zp, lo, hi)
             k.store(b.trunc(acc, ir.IntType(8)), o, offs[2])
         _emit_nest(k, shape, strides, body)
         return k
@@ -102,7 +70,27 @@ def plan_qmul(node, ins) -> Plan | None:
         out = np.empty(out_shape, np.int8)
         fn(ptr(a), ptr(c), ptr(out))
         return [out]
-    return Plan(("QMul", sig(x), sig(y), (p.mult, p.shift, p.a_zp, p.b_zp, p.out_zp)), emit, run)
+    return Plan((name, sig(ins[0]), sig(ins[1]), key), emit, run)
+
+
+def plan_qadd(node, ins) -> Plan | None:
+    """int8 ``QAdd`` with numpy broadcasting (int32 math, as in numpy)."""
+    p = node.attrs["qadd"]
+
+    def combine(b, va, vc, const):
+        return b.add(b.mul(b.sub(va, const(p.a_zp)), const(p.a_mult)), b.mul(b.sub(vc, const(p.b_zp)), const(p.b_mult)))
+    key = (p.a_mult, p.b_mult, p.a_zp, p.b_zp, p.shift, p.out_zp, max(p.out_min, -128), min(p.out_max, 127))
+    return _binary_plan("QAdd", ins, key, 32, combine)
+
+
+def plan_qmul(node, ins) -> Plan | None:
+    """int8 ``QMul`` with numpy broadcasting (int32 math; int64 when the shift could overflow it, as in numpy)."""
+    p = node.attrs["qmul"]
+
+    def combine(b, va, vc, const):
+        return b.mul(b.mul(b.sub(va, const(p.a_zp)), b.sub(vc, const(p.b_zp))), const(p.mult))
+    key = (p.mult, p.a_zp, p.b_zp, p.shift, p.out_zp, -128, 127)
+    return _binary_plan("QMul", ins, key, 32 if p.shift <= 24 else 64, combine)
 
 
 def plan_qlookup(node, ins) -> Plan | None:
