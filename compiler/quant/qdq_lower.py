@@ -93,6 +93,13 @@ def _single_consumer(cons, name: str, g: Graph) -> Node | None:
     return c[0] if len(c) == 1 and name not in g.outputs else None
 
 
+def _output_quantize(g: Graph, n: Node, cons) -> tuple[Node, float, int] | None:
+    """``(q, scale, zero point)`` when ``n``'s output goes only to a per-tensor int8 QuantizeLinear ``q``."""
+    q = _single_consumer(cons, n.outputs[0], g)
+    qp = None if q is None else _q_params(g, q)
+    return None if qp is None else (q, *qp)
+
+
 def quantize_weight_per_channel(w: np.ndarray, axis: int):
     red = tuple(i for i in range(w.ndim) if i != axis)
     amax = np.abs(w).max(axis=red)
@@ -287,15 +294,15 @@ def _lower_add(g: Graph, n: Node, prod, cons) -> tuple[Node, list[Node]] | None:
 
 def _lower_mul(g: Graph, n: Node, prod, cons) -> tuple[Node, list[Node]] | None:
     a, b = (_operand_params(g, prod.get(i)) for i in n.inputs[:2])
-    q = _single_consumer(cons, n.outputs[0], g)
-    if a is None or b is None or q is None or q.op != "QuantizeLinear" or _q_params(g, q) is None:
+    oq = _output_quantize(g, n, cons)
+    if a is None or b is None or oq is None:
         return None
+    q, sy, zy = oq
     if a[0] in g.constants and b[0] in g.constants:
         return None
     sa, sb = g.tensors[a[0]].shape, g.tensors[b[0]].shape
     if np.broadcast_shapes(sa, sb) != g.tensors[n.outputs[0]].shape:
         return None
-    sy, zy = _q_params(g, q)
     p = choose_qmul(a[1], a[2], b[1], b[2], sy, zy)
     return Node("QMul", [a[0], b[0]], [q.outputs[0]], {"qmul": p}, n.name), [n, q]
 
@@ -305,13 +312,13 @@ def _lower_unary(g: Graph, n: Node, prod, cons) -> tuple[Node, list[Node]] | Non
     from compiler.cpu.kernels import KERNELS  # the float kernels define the op once
 
     x = _act_params(g, prod.get(n.inputs[0]))
-    q = _single_consumer(cons, n.outputs[0], g)
-    if x is None or q is None or q.op != "QuantizeLinear" or _q_params(g, q) is None or n.op not in KERNELS:
+    oq = _output_quantize(g, n, cons)
+    if x is None or oq is None or n.op not in KERNELS:
         return None
+    q, sy, zy = oq
     extra = [_const(g, i) if i else None for i in n.inputs[1:]]
     if any(i and e is None for i, e in zip(n.inputs[1:], extra)):
         return None
-    sy, zy = _q_params(g, q)
     table = lookup_table(lambda v: KERNELS[n.op](n.attrs, v, *extra), x[1], x[2], sy, zy)
     return Node("QLookup", [x[0]], [q.outputs[0]], {"table": table, "fn": n.op}, n.name), [n, q]
 
@@ -320,14 +327,14 @@ def _lower_avgpool(g: Graph, n: Node, prod, cons) -> tuple[Node, list[Node]] | N
     from compiler.cpu.kernels import pool_pads  # the one pool padding rule (ceil_mode included)
 
     x = _act_params(g, prod.get(n.inputs[0]))
-    q = _single_consumer(cons, n.outputs[0], g)
-    if x is None or q is None or q.op != "QuantizeLinear" or _q_params(g, q) is None:
+    oq = _output_quantize(g, n, cons)
+    if x is None or oq is None:
         return None
+    q, sy, zy = oq
     shape = g.tensors[x[0]].shape
     if len(shape) != 4 or any(int(d) != 1 for d in n.attrs.get("dilations", (1, 1))):
         return None
     kh, kw, sh, sw, t, l, b, r = pool_pads(n.attrs, shape[2], shape[3])
-    sy, zy = _q_params(g, q)
     p = choose_qavgpool(x[1], x[2], sy, zy, shape[2], shape[3], (kh, kw), (sh, sw), (t, l, b, r),
                         bool(n.attrs.get("count_include_pad", 0)))
     if p.mult.shape != tuple(g.tensors[q.outputs[0]].shape[2:]):
@@ -337,13 +344,13 @@ def _lower_avgpool(g: Graph, n: Node, prod, cons) -> tuple[Node, list[Node]] | N
 
 def _lower_gap(g: Graph, n: Node, prod, cons) -> tuple[Node, list[Node]] | None:
     x = _act_params(g, prod.get(n.inputs[0]))
-    q = _single_consumer(cons, n.outputs[0], g)
-    if x is None or q is None or q.op != "QuantizeLinear" or _q_params(g, q) is None:
+    oq = _output_quantize(g, n, cons)
+    if x is None or oq is None:
         return None
+    q, sy, zy = oq
     shape = g.tensors[x[0]].shape
     if len(shape) < 3:
         return None
-    sy, zy = _q_params(g, q)
     p = choose_qgap(x[1], x[2], sy, zy, int(np.prod(shape[2:])))
     return Node("QGlobalAveragePool", [x[0]], [q.outputs[0]], {"qgap": p}, n.name), [n, q]
 
@@ -374,10 +381,10 @@ def _lower_concat(g: Graph, n: Node, prod, cons) -> tuple[Node, list[Node]] | No
     """``Concat`` of DQ inputs -> Q: inputs whose (scale, zero point) differ from the output's are requantized
     by an identity ``QLookup`` table first; the concat itself moves int8 data."""
     xs = [_act_params(g, prod.get(i)) for i in n.inputs]
-    q = _single_consumer(cons, n.outputs[0], g)
-    if any(x is None for x in xs) or q is None or q.op != "QuantizeLinear" or _q_params(g, q) is None:
+    oq = _output_quantize(g, n, cons)
+    if any(x is None for x in xs) or oq is None:
         return None
-    sy, zy = _q_params(g, q)
+    q, sy, zy = oq
     ins, extra = [], []
     for x in xs:
         if np.isclose(x[1], sy, rtol=1e-7, atol=0) and x[2] == zy:
