@@ -2,12 +2,13 @@
 
 A parallel loop is outlined into ``void task(i64 begin, i64 end, i8* closure)``; the kernel calls
 the callback with that function, the trip count and the closure. The callback splits the range into
-one chunk per thread and runs the chunks through ctypes (which releases the GIL), one of them on the
-calling thread.
+about four chunks per thread that the pool's threads and the calling thread take in turn (a dynamic
+schedule, robust to a shared machine), each run through ctypes (which releases the GIL).
 """
 from __future__ import annotations
 
 import ctypes
+import itertools
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -67,10 +68,21 @@ def _launch(fn: int, n: int, closure: int) -> None:
     if t <= 1:
         task(0, n, closure)
         return
-    bounds = [n * i // t for i in range(t + 1)]
+    # dynamic schedule: ~4 chunks per thread, taken in order by whichever thread is free (the machine may be shared)
+    nchunks = min(n, 4 * t)
+    bounds = [n * i // nchunks for i in range(nchunks + 1)]
+    counter = itertools.count()
+
+    def worker() -> None:
+        while True:
+            c = next(counter)
+            if c >= nchunks:
+                return
+            task(bounds[c], bounds[c + 1], closure)
+
     pool = _get_pool(t - 1)
-    futs = [pool.submit(task, bounds[i], bounds[i + 1], closure) for i in range(1, t)]
-    task(bounds[0], bounds[1], closure)
+    futs = [pool.submit(worker) for _ in range(t - 1)]
+    worker()
     for f in futs:
         f.result()
 

@@ -120,16 +120,64 @@ def linear(e: Expr) -> Linear:
 
 
 def var_ranges_bounds(f: Linear, ranges: dict) -> tuple[int, int] | None:
-    """``(lo, hi)`` of ``f`` when every atom is a Var in ``ranges`` (``var -> extent``), else ``None``."""
+    """``(lo, hi)`` of ``f`` given ``ranges`` (``var -> extent``, each var in ``[0, extent)``); ``None`` if an atom
+    is unbounded (atoms may be vars or floordiv/floormod of bounded forms by positive constants)."""
     lo = hi = f.const
     for k, c in f.coefs.items():
-        if not isinstance(k, Var) or k not in ranges:
+        b = atom_bounds(k, ranges)
+        if b is None:
             return None
-        span = c * (ranges[k] - 1)
-        lo += min(0, span)
-        hi += max(0, span)
+        lo += min(c * b[0], c * b[1])
+        hi += max(c * b[0], c * b[1])
     return lo, hi
+
+
+def atom_bounds(a: Expr, ranges: dict) -> tuple[int, int] | None:
+    if isinstance(a, Var):
+        return (0, ranges[a] - 1) if a in ranges else None
+    if isinstance(a, Binary) and a.op in ("floordiv", "floormod") and isinstance(a.b, Const) \
+            and isinstance(a.b.value, int) and a.b.value > 0:
+        b = var_ranges_bounds(linear(a.a), ranges)
+        if b is None:
+            return None
+        c = a.b.value
+        if a.op == "floordiv":
+            return b[0] // c, b[1] // c
+        return (b[0], b[1]) if 0 <= b[0] and b[1] < c else (0, c - 1)
+    if isinstance(a, Binary) and a.op in ("min", "max"):
+        x, y = var_ranges_bounds(linear(a.a), ranges), var_ranges_bounds(linear(a.b), ranges)
+        if x is None or y is None:
+            return None
+        f = min if a.op == "min" else max
+        return f(x[0], y[0]), f(x[1], y[1])
+    return None
 
 
 def atom_vars(atom: Expr) -> set:
     return {n for n in walk(atom) if isinstance(n, Var)}
+
+
+def simplify(e: Expr, ranges: dict) -> Expr:
+    """``e`` with ``floordiv``/``floormod`` by a positive constant resolved where the linear remainder provably lies in
+    ``[0, c)`` (``ranges``: loop var -> extent), e.g. ``(jo*16 + ji) // 16 -> jo`` for ``ji < 16``."""
+    if isinstance(e, Binary):
+        a, b = simplify(e.a, ranges), simplify(e.b, ranges)
+        if e.op in ("floordiv", "floormod") and isinstance(b, Const) and isinstance(b.value, int) and b.value > 0:
+            c = b.value
+            f = linear(a)
+            q = Linear(f.const // c, {k: v // c for k, v in f.coefs.items() if v % c == 0})
+            r = Linear(f.const % c, {k: v for k, v in f.coefs.items() if v % c != 0})
+            bnd = var_ranges_bounds(r, ranges)
+            if bnd is not None and bnd[0] >= 0 and bnd[1] < c:
+                return (q if e.op == "floordiv" else r).to_expr()
+        if e.op in ("add", "sub", "mul") and (a is not e.a or b is not e.b):
+            return linear(Binary(e.op, a, b)).to_expr() if _is_index(a) and _is_index(b) else Binary(e.op, a, b)
+        return Binary(e.op, a, b) if (a is not e.a or b is not e.b) else e
+    if isinstance(e, Cast):
+        a = simplify(e.a, ranges)
+        return e if a is e.a else Cast(e.dtype, a)
+    return e
+
+
+def _is_index(e: Expr) -> bool:
+    return e.dtype in ("int32", "int64") and all(not isinstance(n, Load) for n in walk(e))

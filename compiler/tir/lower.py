@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from compiler.te.expr import Binary, Cast, Const, Expr, IterVar, Load, Reduce, Var, loads
 from compiler.te.tensor import Tensor
 from compiler.schedule.relations import Fuse, Split
-from compiler.tir.arith import Linear, add, atom_vars, flat_index, floordiv, floormod, linear, mul, sub, substitute, \
+from compiler.tir.arith import Linear, add, atom_vars, flat_index, floordiv, floormod, linear, mul, simplify, sub, substitute, \
     var_ranges_bounds
 from compiler.tir.errors import TirError
 from compiler.tir.ir import Allocate, BufLoad, Buffer, For, IfThen, PrimFunc, Store, Sync
@@ -160,8 +160,11 @@ class _Lowering:
                 val[rel.outer] = floordiv(val[rel.fused], n)
                 val[rel.inner] = floormod(val[rel.fused], n)
         inf.rel = {r: val[r] for r in st.root_axes}
-        # region that may leave the tensor: guard the absolute index
+        # region that may leave the tensor: guard the absolute index, unless computing the extra points is harmless
+        # (every read of a whole tensor stays inside it; reads of attached buffers cover this stage's whole nest)
         ranges = self.ranges()
+        if st.attach is not None and self._reads_in_bounds(st, ranges):
+            return
         for k, a in enumerate(st.op.axes):
             lo = inf.lo[k]
             if not lo.coefs and lo.const == 0 and inf.dom[a] <= st.tensor.shape[k]:
@@ -172,6 +175,18 @@ class _Lowering:
             absval = add(lo.to_expr(), inf.rel[a])
             inf.conds.append(Binary("and", Binary("ge", absval, Const(0)),
                                     Binary("lt", absval, Const(st.tensor.shape[k]))))
+
+    def _reads_in_bounds(self, st: "Stage", ranges: dict) -> bool:
+        env = {a: self.root_value(st, a) for a in st.root_axes}
+        for ld in loads(self.body(st)):
+            t = ld.tensor
+            if t.op is not None and self.sched[t].attach is not None:
+                continue
+            for d, idx in enumerate(ld.indices):
+                b = var_ranges_bounds(linear(simplify(substitute(idx, env), ranges)), ranges)
+                if b is None or b[0] < 0 or b[1] >= t.shape[d]:
+                    return False
+        return True
 
     def ranges(self) -> dict:
         out = {}
@@ -207,7 +222,7 @@ class _Lowering:
                 if ld.tensor is not t:
                     continue
                 for d, idx in enumerate(ld.indices):
-                    f = linear(substitute(idx, env))
+                    f = linear(simplify(substitute(idx, env), ranges))
                     per_dim[d].append(self._interval(f, bound, ranges))
         lo_out, ext_out = [], []
         for d, items in enumerate(per_dim):
@@ -253,7 +268,9 @@ class _Lowering:
         if buf.kind == "alloc":
             inf = self.info[self.sched[t]]
             idx = [sub(i, lo.to_expr()) for i, lo in zip(idx, inf.lo)]
-        return BufLoad(buf, flat_index(list(idx), buf.shape))
+        rng = self.ranges()
+        idx = [linear(simplify(i, rng)).to_expr() for i in idx]
+        return BufLoad(buf, linear(simplify(flat_index(list(idx), buf.shape), rng)).to_expr())
 
     def nest(self, st: "Stage") -> list:
         inf = self.info[st]
