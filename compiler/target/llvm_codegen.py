@@ -59,6 +59,13 @@ class LlvmCodegen:
         self.name = name or f"vta_te_{f.name}_{next(_IDS)}"
         self.module = ir.Module(name=self.name)
         self.buffers = list(f.args) + list(f.temps)
+        self.vec: tuple[Var, int] | None = None
+        self.in_parallel = False
+        self.ntasks = 0
+        self._setup()
+
+    def _setup(self) -> None:
+        """Create the kernel function ``void name(i8* launch, buffers...)``."""
         tys = [mem_type(b.dtype).as_pointer() for b in self.buffers]
         fty = ir.FunctionType(ir.VoidType(), [I8.as_pointer()] + tys)
         fn = ir.Function(self.module, fty, self.name)
@@ -67,9 +74,6 @@ class LlvmCodegen:
         self.launch = fn.args[0]
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         self.c = _Ctx(fn, b, {}, dict(zip(self.buffers, fn.args[1:])))
-        self.vec: tuple[Var, int] | None = None
-        self.in_parallel = False
-        self.ntasks = 0
 
     # ------------------------------------------------------------ driver
     def generate(self) -> ir.Module:

@@ -1,0 +1,62 @@
+"""TE -> loop IR -> NVPTX: the fused elementwise+reduction op bound to GPU threads with a shared-memory cache."""
+import numpy as np
+import pytest
+
+import compiler
+from compiler import te
+from compiler.codegen.cuda.nvcc import have_ptxas
+from compiler.schedule import create_schedule
+from compiler.target.cuda import NoGpuError, gpu_present
+from compiler.tir import TirError
+
+
+def _gpu_schedule(n=64, m=128, tx=32):
+    a = te.placeholder((n, m), "float32", "a")
+    b = te.placeholder((m,), "float32", "b")
+    k = te.reduce_axis(m, "k")
+    c = te.compute((n,), lambda i: te.sum(te.max(a[i, k] * 2.0 + b[k], 0.0), axis=k), name="c")
+    s = create_schedule(c)
+    io, ii = s[c].split(c.op.axes[0], tx)
+    s[c].bind(io, "blockIdx.x")
+    s[c].bind(ii, "threadIdx.x")
+    bs = s.cache_read(b, "shared", [c])
+    ko, ki = s[c].split(s[c].reduce_axis[0], tx)
+    s[bs].compute_at(s[c], ko)
+    s[bs].bind(s[bs].op.axes[0], "threadIdx.x")
+    return s
+
+
+def test_bound_kernel_compiles_to_ptx():
+    op = compiler.build_op(_gpu_schedule(), target="cuda")
+    assert [(k.grid, k.block) for k in op.kernels] == [((2, 1, 1), (32, 1, 1))]
+    ptx = op.ptx
+    assert f".entry {op.kernels[0].name}" in ptx
+    assert "%ctaid.x" in ptx and "%tid.x" in ptx
+    assert ".shared" in ptx and "bar.sync" in ptx  # the shared-memory cache and its barriers
+    if have_ptxas():
+        assert len(op.assemble()) > 0
+
+
+def test_cuda_schedule_errors():
+    a = te.placeholder((8,), "float32", "a")
+    c = te.compute((8,), lambda i: a[i] + 1.0, name="c")
+    s = create_schedule(c)
+    with pytest.raises(TirError, match="no loop bound to blockIdx/threadIdx"):
+        compiler.build_op(s, target="cuda")
+    o, i = s[c].split(c.op.axes[0], 4)
+    s[c].parallel(o)
+    s[c].bind(i, "threadIdx.x")
+    with pytest.raises(TirError, match="marked parallel"):
+        compiler.build_op(s, target="cuda")
+
+
+def test_runs_on_gpu_and_matches_numpy():
+    op = compiler.build_op(_gpu_schedule(), target="cuda")
+    rng = np.random.default_rng(3)
+    av = rng.standard_normal((64, 128)).astype(np.float32)
+    bv = rng.standard_normal(128).astype(np.float32)
+    if not gpu_present():
+        with pytest.raises(NoGpuError, match="no GPU"):
+            op(av, bv)
+        pytest.skip("no GPU")
+    np.testing.assert_allclose(op(av, bv), np.maximum(av * 2 + bv, 0).sum(1), rtol=1e-5, atol=1e-4)
