@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import llvmlite.binding as llvm
 from llvmlite import ir
 
-from compiler.target.llvm_codegen import I64, LlvmCodegen, _Ctx, mem_type
+from compiler.target.llvm_codegen import F32, I64, LlvmCodegen, _Ctx, mem_type
 from compiler.tir.errors import TirError
 from compiler.tir.ir import Allocate, Buffer, For, IfThen, PrimFunc, Store, Sync
 
@@ -107,6 +107,35 @@ class CudaCodegen(LlvmCodegen):
         b = self.c.b
         p = b.gep(gv, [ir.Constant(ir.IntType(32), 0), ir.Constant(ir.IntType(32), 0)])
         self.c.bufs[buf] = b.addrspacecast(p, mem_type(buf.dtype).as_pointer())
+
+    def _nvvm(self, name: str, x: ir.Value) -> ir.Value:
+        fn = self.module.globals.get(name) or ir.Function(self.module, ir.FunctionType(F32, [F32]), name)
+        return self.c.b.call(fn, [x])
+
+    def _math(self, name: str, x: ir.Value) -> ir.Value:
+        """PTX has no libm: exp/log through ex2/lg2, tanh and erf from exp (A&S 7.1.26, |error| < 1.5e-7)."""
+        b = self.c.b
+
+        def c(v: float) -> ir.Constant:
+            return ir.Constant(F32, v)
+
+        if name == "exp":
+            return self._nvvm("llvm.nvvm.ex2.approx.ftz.f", b.fmul(x, c(1.4426950408889634)))
+        if name == "log":
+            return b.fmul(self._nvvm("llvm.nvvm.lg2.approx.ftz.f", x), c(0.6931471805599453))
+        if name == "tanh":
+            e2 = self._math("exp", b.fmul(x, c(2.0)))
+            return b.fsub(c(1.0), b.fdiv(c(2.0), b.fadd(e2, c(1.0))))
+        if name == "erf":
+            ax = super()._math("abs", x)
+            t = b.fdiv(c(1.0), b.fadd(c(1.0), b.fmul(ax, c(0.3275911))))
+            poly = c(1.061405429)
+            for a in (-1.453152027, 1.421413741, -0.284496736, 0.254829592):
+                poly = b.fadd(b.fmul(poly, t), c(a))
+            poly = b.fmul(poly, t)
+            y = b.fsub(c(1.0), b.fmul(poly, self._math("exp", b.fsub(c(0.0), b.fmul(ax, ax)))))
+            return b.select(b.fcmp_ordered("<", x, c(0.0)), b.fsub(c(0.0), y), y)
+        return super()._math(name, x)
 
     def loop(self, s: For) -> None:
         kind = s.kind

@@ -421,7 +421,9 @@ class LlvmCodegen:
     def _math(self, name: str, x: ir.Value) -> ir.Value:
         b = self.c.b
         if name in _LLVM_MATH:
-            fn = self.module.declare_intrinsic(_LLVM_MATH[name], [x.type])
+            suffix = f"v{x.type.count}f32" if _is_vec(x) else "f32"
+            fname = f"{_LLVM_MATH[name]}.{suffix}"
+            fn = self.module.globals.get(fname) or ir.Function(self.module, ir.FunctionType(x.type, [x.type]), fname)
             return b.call(fn, [x])
         fname = _LIBM[name]
         fn = self.module.globals.get(fname) or ir.Function(self.module, ir.FunctionType(F32, [F32]), fname)

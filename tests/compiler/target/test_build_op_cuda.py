@@ -60,3 +60,18 @@ def test_runs_on_gpu_and_matches_numpy():
             op(av, bv)
         pytest.skip("no GPU")
     np.testing.assert_allclose(op(av, bv), np.maximum(av * 2 + bv, 0).sum(1), rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("fn", ["exp", "log", "sqrt", "tanh", "abs_", "floor", "round_", "erf"])
+def test_math_functions_compile_for_cuda(fn):
+    """PTX has no libm: every TE math function must lower to PTX instructions (no unresolved calls)."""
+    x = te.placeholder((64,), "float32", "x")
+    y = te.compute((64,), lambda i: getattr(te, fn)(x[i]), name="y")
+    s = create_schedule(y)
+    o, i = s[y].split(y.op.axes[0], 32)
+    s[y].bind(o, "blockIdx.x")
+    s[y].bind(i, "threadIdx.x")
+    op = compiler.build_op(s, target="cuda")
+    assert "call" not in op.ptx.split(".entry")[1]
+    if have_ptxas():
+        op.assemble()
