@@ -139,6 +139,7 @@ class CudaCodegen(LlvmCodegen):
 
     def loop(self, s: For) -> None:
         kind = s.kind
+        self.ranges[s.var] = s.extent
         if kind == "parallel":
             raise TirError(f"cuda: loop {s.var.name} is marked parallel (a CPU thread pool); bind it to blockIdx/"
                            f"threadIdx instead")

@@ -14,7 +14,7 @@ import itertools
 from llvmlite import ir
 
 from compiler.te.expr import Binary, Call, Cast, Const, Expr, Select, Var, is_float
-from compiler.tir.arith import atom_vars, linear, substitute
+from compiler.tir.arith import atom_vars, linear, substitute, var_ranges_bounds
 from compiler.tir.errors import TirError
 from compiler.tir.ir import Allocate, BufLoad, Buffer, For, IfThen, PrimFunc, Store, Sync
 
@@ -62,6 +62,8 @@ class LlvmCodegen:
         self.vec: tuple[Var, int] | None = None
         self.in_parallel = False
         self.ntasks = 0
+        self.select_depth = 0
+        self.ranges: dict = {}  # loop var -> extent (to prove loads in bounds)
         self._setup()
 
     def _setup(self) -> None:
@@ -129,10 +131,35 @@ class LlvmCodegen:
             return substitute(index, {var: Const(0)}), "contig"
         return None
 
+    def _maybe_out_of_bounds(self, e: BufLoad) -> bool:
+        bnd = var_ranges_bounds(linear(e.index), self.ranges)
+        return bnd is None or bnd[0] < 0 or bnd[1] >= e.buffer.size
+
+    def _clamped_load(self, e: BufLoad) -> ir.Value:
+        """A load inside a select branch whose index may leave the buffer (e.g. padding): the index is clamped so the
+        access is always legal; the select discards the value where its condition is false."""
+        b = self.c.b
+        ptr = self._ptr(e.buffer)
+        ty = mem_type(e.buffer.dtype)
+        idx = self.index(e.index)
+        lo = self._splat_like(ir.Constant(I64, 0), idx)
+        hi = self._splat_like(ir.Constant(I64, e.buffer.size - 1), idx)
+        idx = b.select(b.icmp_signed("<", idx, lo), lo, idx)
+        idx = b.select(b.icmp_signed(">", idx, hi), hi, idx)
+        if not _is_vec(idx):
+            return self._from_mem(b.load(b.gep(ptr, [idx], inbounds=True)), e.buffer.dtype)
+        out = ir.Constant(ir.VectorType(ty, idx.type.count), ir.Undefined)
+        for k in range(idx.type.count):
+            kk = ir.Constant(ir.IntType(32), k)
+            out = b.insert_element(out, b.load(b.gep(ptr, [b.extract_element(idx, kk)], inbounds=True)), kk)
+        return self._from_mem(out, e.buffer.dtype)
+
     def load(self, e: BufLoad) -> ir.Value:
         b = self.c.b
         ptr = self._ptr(e.buffer)
         ty = mem_type(e.buffer.dtype)
+        if self.select_depth and self._maybe_out_of_bounds(e):
+            return self._clamped_load(e)
         if self.vec is not None:
             how = self._contiguous(e.index)
             lanes = self.vec[1]
@@ -193,6 +220,7 @@ class LlvmCodegen:
 
     def loop(self, s: For) -> None:
         kind = s.kind
+        self.ranges[s.var] = s.extent
         if kind.startswith(("blockIdx", "threadIdx")):
             raise TirError(f"loop {s.var.name} is bound to {kind}: bind is for target='cuda'; on the CPU use "
                            f"parallel/vectorize")
@@ -347,7 +375,11 @@ class LlvmCodegen:
             return self.convert(self.value(e.a), e.a.dtype, e.dtype)
         if isinstance(e, Select):
             c = self.convert(self.value(e.cond), e.cond.dtype, "bool")
-            x, y = self._pair(e.a, e.b, e.dtype)
+            self.select_depth += 1
+            try:
+                x, y = self._pair(e.a, e.b, e.dtype)
+            finally:
+                self.select_depth -= 1
             if _is_vec(x) and not _is_vec(c):
                 c = self._broadcast(c, x.type.count)
             elif _is_vec(c):

@@ -117,3 +117,19 @@ def test_lowering_errors():
         s2 = create_schedule(c)
         s2[c].compute_inline()
         compiler.build_op(s2)
+
+
+@pytest.mark.parametrize("vec", [False, True])
+def test_padding_select_never_reads_out_of_bounds(vec):
+    """A padded copy reads x[i - 2] under a select: the read must be safe at the borders (zero-padding semantics)."""
+    n, pad = 4000, 2
+    x = te.placeholder((n,), "float32", "x")
+    y = te.compute((n + 2 * pad,), lambda i: te.select((i >= pad) & (i < n + pad), x[i - pad], 0.0), name="y")
+    s = create_schedule(y)
+    if vec:
+        o, i = s[y].split(y.op.axes[0], 8)
+        s[y].vectorize(i)
+    f = compiler.build_op(s)
+    xv = np.arange(1, n + 1, dtype=np.float32)
+    np.testing.assert_array_equal(f(xv), np.pad(xv, pad))
+    assert f"i64 {n - 1}" in f.llvm_ir  # the read index is clamped to the last element of x
