@@ -212,11 +212,27 @@ class LlvmCodegen:
 
     # ------------------------------------------------------------ control
     def if_then(self, s: IfThen) -> None:
-        cond = self.value(s.cond)
-        if _is_vec(cond):
-            raise TirError("llvm codegen: a guard depends on a vectorized loop (internal: such loops run serially)")
-        with self.c.b.if_then(cond):
-            self.stmts(s.body)
+        cond = self.convert(self.value(s.cond), s.cond.dtype, "bool")
+        if not _is_vec(cond):
+            with self.c.b.if_then(cond):
+                self.stmts(s.body)
+            return
+        # a guard inside a vectorized loop: the vector body when every lane passes, else the lanes one by one
+        b = self.c.b
+        lanes = cond.type.count
+        every = b.icmp_unsigned("==", b.bitcast(cond, ir.IntType(lanes)), ir.Constant(ir.IntType(lanes), (1 << lanes) - 1))
+        with b.if_else(every) as (full, partial):
+            with full:
+                self.stmts(s.body)
+            with partial:
+                var, vec_val = self.vec[0], self.c.env[self.vec[0]]
+                saved = self.vec
+                self.vec = None
+                try:
+                    self.serial(For(var, lanes, [s]), 0, lanes)
+                finally:
+                    self.vec = saved
+                    self.c.env[var] = vec_val
 
     def loop(self, s: For) -> None:
         kind = s.kind
@@ -471,9 +487,9 @@ class LlvmCodegen:
         return self._math(e.name, self.convert(self.value(e.a), e.a.dtype, "float32"))
 
 
-def _vectorizable(s: For) -> bool:
-    """A vectorized loop holds only stores (no nested loops, guards or allocations)."""
-    return all(isinstance(x, Store) for x in s.body)
+def _vectorizable(s) -> bool:
+    """A vectorized loop holds only stores and guards around stores (no nested loops or allocations)."""
+    return all(isinstance(x, Store) or (isinstance(x, IfThen) and _vectorizable(x)) for x in s.body)
 
 
 def generate(f: PrimFunc, name: str | None = None) -> tuple[ir.Module, str]:

@@ -97,3 +97,18 @@ def test_bad_schedule_primitives():
     s[c].bind(c.op.axes[0], "threadIdx.x")
     with pytest.raises(TirError, match="target='cuda'"):
         compiler.build_op(s, target="llvm")
+
+
+def test_ragged_vectorized_loop_keeps_vectors_and_is_exact():
+    """A vectorized loop whose split is ragged: full vectors where every lane is in range, lane by lane at the end."""
+    n = 37
+    x = te.placeholder((3, n), "int8", "x")
+    y = te.compute((3, n), lambda i, j: (x[i, j].astype("int32") * 5 + j).astype("int8"), name="y")
+    s = create_schedule(y)
+    jo, ji = s[y].split(y.op.axes[1], 8)
+    s[y].vectorize(ji)
+    f = compiler.build_op(s)
+    assert "<8 x i8>" in f.llvm_ir
+    xv = np.random.default_rng(6).integers(-128, 128, (3, n), dtype=np.int8)
+    ref = (xv.astype(np.int32) * 5 + np.arange(n)).astype(np.int8)
+    np.testing.assert_array_equal(f(xv), ref)
