@@ -202,6 +202,9 @@ class LlvmCodegen:
             if not _is_vec(idx) and not _is_vec(val):
                 b.store(val, b.gep(ptr, [idx], inbounds=True))
                 return
+            if not _is_vec(idx):
+                raise TirError(f"vectorized loop {self.vec[0].name}: every lane stores to the same element of "
+                               f"{s.buffer.name}; vectorize a loop the stored index depends on")
             for k in range(lanes):
                 kk = ir.Constant(ir.IntType(32), k)
                 ik = b.extract_element(idx, kk) if _is_vec(idx) else idx
@@ -246,7 +249,7 @@ class LlvmCodegen:
                 self.stmts(s.body)
             del self.c.env[s.var]
             return
-        if kind == "vectorize" and self.vec is None and _vectorizable(s):
+        if kind == "vectorize" and s.extent > 1 and self.vec is None and _vectorizable(s):
             self.vec = (s.var, s.extent)
             lanes = s.extent
             base = ir.Constant(ir.VectorType(I64, lanes), list(range(lanes)))

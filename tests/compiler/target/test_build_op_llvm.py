@@ -92,6 +92,8 @@ def test_bad_schedule_primitives():
     s = create_schedule(c)
     with pytest.raises(ScheduleError, match="reduce loop"):
         s[c].parallel(s[c].reduce_axis[0])
+    with pytest.raises(ScheduleError, match="reduce loop"):
+        s[c].vectorize(s[c].reduce_axis[0])
     with pytest.raises(ScheduleError, match="unknown thread tag"):
         s[c].bind(c.op.axes[0], "warp.x")
     s[c].bind(c.op.axes[0], "threadIdx.x")
