@@ -85,7 +85,8 @@ class CudaOp:
         return assemble_ptx(self.ptx, self.arch)
 
     def _load(self):
-        drv, _, arch = _context()
+        drv, ctx, arch = _context()
+        _check(drv.cuCtxSetCurrent(ctx))  # the context is per calling thread
         if self._loaded is None:
             ptx = self.ptx if arch == self.arch else generate_ptx(self.func, arch)[0]
             mod = _check(drv.cuModuleLoadData(ptx.encode() + b"\0"))
