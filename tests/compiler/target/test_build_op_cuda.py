@@ -6,8 +6,46 @@ import compiler
 from compiler import te
 from compiler.codegen.cuda.nvcc import have_ptxas
 from compiler.schedule import create_schedule
+from compiler.target.build import CpuOp
 from compiler.target.cuda import NoGpuError, gpu_present
-from compiler.tir import TirError
+from compiler.target.llvm_codegen import generate
+from compiler.tir import For, IfThen, TirError, lower_loops
+
+
+def _serial_on_cpu(s):
+    """The GPU schedule's loop IR with every bound loop run serially on the CPU: same values, redundant shared fills.
+    Checks the lowering (regions of shared caches, indices) without a GPU."""
+    func = lower_loops(s)
+
+    def walk(body):
+        for st in body:
+            if isinstance(st, For):
+                st.kind = "serial"
+                walk(st.body)
+            elif isinstance(st, IfThen):
+                walk(st.body)
+
+    walk(func.body)
+    mod, sym = generate(func)
+    return CpuOp(func, mod, sym)
+
+
+def _gpu_matmul(m=64, n=48, k=80, t=16):
+    A = te.placeholder((m, k), "float32", "A")
+    B = te.placeholder((k, n), "float32", "B")
+    r = te.reduce_axis(k, "k")
+    C = te.compute((m, n), lambda i, j: te.sum(A[i, r] * B[r, j], axis=r), name="C")
+    s = create_schedule(C)
+    io, jo, ii, ji = s[C].tile(*C.op.axes, t, t)
+    for iv, tag in ((io, "blockIdx.y"), (jo, "blockIdx.x"), (ii, "threadIdx.y"), (ji, "threadIdx.x")):
+        s[C].bind(iv, tag)
+    ko, ki = s[C].split(r, t)
+    for src in (A, B):
+        sh = s.cache_read(src, "shared", [C])
+        s[sh].compute_at(s[C], ko)
+        s[sh].bind(s[sh].op.axes[0], "threadIdx.y")
+        s[sh].bind(s[sh].op.axes[1], "threadIdx.x")
+    return s
 
 
 def _gpu_schedule(n=64, m=128, tx=32):
@@ -75,3 +113,30 @@ def test_math_functions_compile_for_cuda(fn):
     assert "call" not in op.ptx.split(".entry")[1]
     if have_ptxas():
         op.assemble()
+
+
+def test_shared_tiles_cover_the_whole_thread_block():
+    """A and B tiles in shared memory: each is one t x t region per block (threads relaxed), filled one element per
+    thread; the loop IR computes the matmul (run serially on the CPU) and the kernel assembles."""
+    s = _gpu_matmul()
+    op = compiler.build_op(s, target="cuda")
+    assert "allocate shared A.shared: float32[16, 16]" in op.loop_ir
+    assert "allocate shared B.shared: float32[16, 16]" in op.loop_ir
+    assert [(k.grid, k.block) for k in op.kernels] == [((3, 4, 1), (16, 16, 1))]
+    assert op.ptx.count("bar.sync") >= 2
+    if have_ptxas():
+        op.assemble()
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((64, 80)).astype(np.float32)
+    b = rng.standard_normal((80, 48)).astype(np.float32)
+    np.testing.assert_allclose(_serial_on_cpu(_gpu_matmul())(a, b), a @ b, rtol=1e-4, atol=1e-4)
+    if gpu_present():
+        np.testing.assert_allclose(op(a, b), a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_fused_reduction_gpu_schedule_values():
+    rng = np.random.default_rng(8)
+    av = rng.standard_normal((64, 128)).astype(np.float32)
+    bv = rng.standard_normal(128).astype(np.float32)
+    out = _serial_on_cpu(_gpu_schedule())(av, bv)
+    np.testing.assert_allclose(out, np.maximum(av * 2 + bv, 0).sum(1), rtol=1e-5, atol=1e-4)
