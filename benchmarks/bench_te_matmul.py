@@ -44,7 +44,7 @@ def _best(fn, repeat: int) -> float:
     return best
 
 
-def run(size: int = 512, threads: tuple[int, ...] = (1, 2), repeat: int = 25, rounds: int = 4, seed: int = 0) -> dict:
+def run(size: int = 512, threads: tuple[int, ...] = (1, 2), repeat: int = 20, rounds: int = 8, seed: int = 0) -> dict:
     """Measure the TE matmul and numpy at each thread count; returns a JSON-able dict."""
     import compiler
     from compiler.target import set_num_threads
@@ -86,8 +86,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size", type=int, default=512)
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
-    ap.add_argument("--repeat", type=int, default=25)
-    ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--repeat", type=int, default=20)
+    ap.add_argument("--rounds", type=int, default=8)
     args = ap.parse_args()
     res = run(args.size, tuple(args.threads), args.repeat, args.rounds)
     for n, r in res["by_threads"].items():
