@@ -94,6 +94,9 @@ def test_bad_schedule_primitives():
         s[c].parallel(s[c].reduce_axis[0])
     with pytest.raises(ScheduleError, match="reduce loop"):
         s[c].vectorize(s[c].reduce_axis[0])
+    s[c].unroll(s[c].reduce_axis[0])
+    with pytest.raises(ScheduleError, match="already marked 'unroll'; split first"):
+        s[c].split(s[c].reduce_axis[0], 2)
     with pytest.raises(ScheduleError, match="unknown thread tag"):
         s[c].bind(c.op.axes[0], "warp.x")
     s[c].bind(c.op.axes[0], "threadIdx.x")
