@@ -77,7 +77,7 @@ def _schedule(rng: random.Random, s, c, t) -> None:
                 s[t].vectorize(s[t].leaf_iter_vars[-1])
 
 
-@pytest.mark.parametrize("seed", range(30))
+@pytest.mark.parametrize("seed", [*range(30), 437])  # 437: a 10-lane vector loop (LLVM broke on <10 x float>)
 def test_random_program_matches_te_evaluate(seed):
     rng = random.Random(seed)
     a, b, c, t, dt = _program(rng)
