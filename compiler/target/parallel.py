@@ -57,6 +57,18 @@ _native_busy = threading.Lock()  # one native launch at a time; a concurrent lau
 _generation = 0
 
 
+def _after_fork_in_child() -> None:
+    """A forked child has none of the parent's worker threads: start from an empty pool and free locks."""
+    global _pool, _native_busy, _lock
+    _pool = _Pool()
+    _native_busy = threading.Lock()
+    _lock = threading.Lock()
+    _record[:] = [0] * len(_record)
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def _native_ok() -> bool:
     """The native hand-off publishes with plain stores, which keep their order on x86 (TSO) only."""
     import platform
