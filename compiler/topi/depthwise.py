@@ -87,11 +87,13 @@ def pack_dw_weight(cfg: HwConfig, w: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class DwKnobs:
-    """Output tile: ``cb_tile`` channel blocks x ``h_tile`` rows x full width; ``vthreads`` over row tiles."""
+    """Output tile: ``cb_tile`` channel blocks x ``h_tile`` rows x full width; ``vthreads`` virtual threads over
+    the row tiles (``vthread_axis="h"``) or the channel tiles (``"cb"``)."""
 
     cb_tile: int
     h_tile: int
     vthreads: int = 2
+    vthread_axis: str = "h"
 
 
 def dw_footprint(cfg: HwConfig, ds: DwShape, k: DwKnobs, n_consts: int) -> dict[str, int]:
@@ -103,31 +105,95 @@ def dw_footprint(cfg: HwConfig, ds: DwShape, k: DwKnobs, n_consts: int) -> dict[
             "wgt": wrows + n_consts * ds.cb, "vectors": wrows * cfg.block_out}
 
 
-def choose_dw_knobs(cfg: HwConfig, ds: DwShape, n_consts: int) -> DwKnobs:
-    """The largest tile (channel blocks x rows) whose buffers fit every scratchpad (per virtual thread) and whose
-    weight vectors stay addressable by the micro-op's wgt field (the allocator puts them first in WGT); fewer
-    tiles = fewer loads of the halo."""
-    best, best_key = None, None
+def _candidates(cfg: HwConfig, ds: DwShape, n_consts: int) -> list[DwKnobs]:
+    """Feasible knobs: for each thread count and axis and each row tile, the largest channel tile that fits
+    (and a divisor of the channel blocks that fits, so no tile is partial)."""
+    out = []
     vec_cap = 1 << cfg.uop_wgt_bits
-    for v in (2, 1):
-        if v > 1 and ds.oh < 2:
-            continue
-        for cbt in range(1, ds.cb + 1):
-            for ht in range(1, ds.oh + 1):
-                if v > 1 and -(-ds.oh // ht) < 2:
+    for v, axis in ((1, "h"), (2, "h"), (2, "cb")):
+        for ht in range(1, ds.oh + 1):
+            if v > 1 and axis == "h" and -(-ds.oh // ht) < 2:
+                continue
+            fit = []
+            for cbt in range(1, ds.cb + 1):
+                if v > 1 and axis == "cb" and -(-ds.cb // cbt) < 2:
                     continue
-                k = DwKnobs(cbt, ht, v)
-                f = dw_footprint(cfg, ds, k, n_consts)
-                if (f["inp"] > cfg.inp_depth or f["acc"] > cfg.acc_depth or f["wgt"] > cfg.wgt_depth
-                        or f["vectors"] > vec_cap):
-                    continue
-                ntiles = -(-ds.cb // cbt) * -(-ds.oh // ht)
-                waste = (-(-ds.cb // cbt) * cbt - ds.cb) * ds.oh + (-(-ds.oh // ht) * ht - ds.oh) * ds.cb
-                key = (v == 1, waste > 0, ntiles, -cbt)
-                if best_key is None or key < best_key:
-                    best, best_key = k, key
-    if best is None:
+                f = dw_footprint(cfg, ds, DwKnobs(cbt, ht, v, axis), n_consts)
+                if (f["inp"] <= cfg.inp_depth and f["acc"] <= cfg.acc_depth and f["wgt"] <= cfg.wgt_depth
+                        and f["vectors"] <= vec_cap):
+                    fit.append(cbt)
+            if fit:
+                divs = [c for c in fit if ds.cb % c == 0]
+                for cbt in {max(fit), max(divs) if divs else max(fit)}:
+                    out.append(DwKnobs(cbt, ht, v, axis))
+    return out
+
+
+def estimate_dw(cfg: HwConfig, ops: list, knobs: DwKnobs, ds: DwShape) -> float:
+    """Cycles of a generated depthwise program by the timing contract from each unit's busy time (DMA latency +
+    beats + pad elements; micro-op iterations x ii + pipeline per instruction): with one thread the units take
+    turns (their sum); with virtual threads the busiest unit bounds it, plus one tile's worth of the others
+    (the first load and the last store are not hidden)."""
+    from isa.intrinsics import ALU_TIMING, declaration
+    from isa.timing import ceil_div
+
+    busy = {"load": 0, "compute": 0, "store": 0}
+    for op in ops:
+        a = op.args
+        if op.kind in ("load", "store"):
+            d = a["desc"]
+            eb = cfg.elem_bytes(a.get("mem", "out"))
+            rows, cols = d.y_pad0 + d.y + d.y_pad1, d.x_pad0 + d.x + d.x_pad1
+            busy[op.unit] += cfg.dram_latency + d.y * ceil_div(d.x * eb, cfg.bus_bytes) + rows * cols - d.y * d.x
+        else:
+            n = int(np.prod([e for e, _ in a["loops"]], dtype=np.int64)) * a["uops"].shape[0]
+            t = ALU_TIMING if op.kind == "alu" else declaration(a.get("intrinsic", "gemm")).timing
+            busy["compute"] += n * t.ii + t.depth(cfg) + 1
+    total, top = sum(busy.values()), max(busy.values())
+    if knobs.vthreads == 1:
+        return float(total)
+    tiles = -(-ds.cb // knobs.cb_tile) * -(-ds.oh // knobs.h_tile)
+    return float(top + (total - top) / tiles)
+
+
+_CACHE: dict = {}
+
+
+def measure_dw(cfg: HwConfig, ds: DwShape, knobs: DwKnobs, bias=None, requant: Requant | None = None) -> int:
+    """Cycles of one depthwise conv (+ epilogue) with ``knobs`` on the cycle-accurate simulator (zero data)."""
+    from compiler.codegen.module import build
+
+    k = _scheduled(cfg, ds, bias, requant, knobs)
+    mod = build(k.schedule, cfg, name="depthwise_tune")
+    inputs = {k.data: np.zeros(k.data.shape, np.int8), k.weight: np.zeros(k.weight.shape, np.int8)}
+    inputs.update({t: a for t, a in k.epilogue.consts})
+    _, prof = mod.run(inputs, device="sim")
+    return int(prof["cycles"])
+
+
+def choose_dw_knobs(cfg: HwConfig, ds: DwShape, bias=None, requant: Requant | None = None,
+                    n_consts: int = 0, measure: int = 3) -> DwKnobs:
+    """Rank the feasible knobs by :func:`estimate_dw` of their generated programs (tilings without a partial last
+    tile first: the estimate misses the virtual-thread stalls they cause), then keep the fastest of the best
+    ``measure`` on the simulator; cached per shape and epilogue structure."""
+    from compiler.codegen.ops import OpBuilder
+    from compiler.lower import lower
+
+    key = (cfg, ds, n_consts, requant is None, measure)
+    if key in _CACHE:
+        return _CACHE[key]
+    ranked = []
+    for n, k in enumerate(_candidates(cfg, ds, n_consts)):
+        kern = _scheduled(cfg, ds, bias, requant, k)
+        uneven = ds.oh % k.h_tile != 0 or ds.cb % k.cb_tile != 0  # a partial last tile stalls the other thread
+        ranked.append((uneven, estimate_dw(cfg, OpBuilder(lower(kern.schedule, cfg, name="depthwise"), cfg).build(),
+                                           k, ds), n, k))
+    if not ranked:
         raise ValueError(f"depthwise: no tile of {ds} fits the scratchpads of {cfg.name}")
+    ranked.sort(key=lambda t: t[:3])
+    top = [k for *_, k in ranked[:max(1, measure)]]
+    best = top[0] if len(top) == 1 else min((measure_dw(cfg, ds, k, bias, requant), n, k) for n, k in enumerate(top))[2]
+    _CACHE[key] = best
     return best
 
 
@@ -181,10 +247,16 @@ def dw_epilogue(cfg: HwConfig, ds: DwShape, conv: te.Tensor, bias, requant: Requ
 def depthwise_kernel(cfg: HwConfig, ds: DwShape, bias, requant: Requant | None,
                      knobs: DwKnobs | None = None) -> DwKernel:
     """Build the depthwise conv (+ requant epilogue, cast to int8) and schedule it on dwmac."""
+    if knobs is None:
+        n_consts = len(dw_epilogue(cfg, ds, dw_compute(cfg, ds)[3], bias, requant).consts)
+        knobs = choose_dw_knobs(cfg, ds, bias, requant, n_consts)
+    return _scheduled(cfg, ds, bias, requant, knobs)
+
+
+def _scheduled(cfg: HwConfig, ds: DwShape, bias, requant: Requant | None, knobs: DwKnobs) -> DwKernel:
     data, weight, padded, conv = dw_compute(cfg, ds)
     ep = dw_epilogue(cfg, ds, conv, bias, requant)
     out = te.compute(conv.shape, lambda *i: ep.out[i].astype("int8"), name="out", dtype="int8")
-    knobs = knobs or choose_dw_knobs(cfg, ds, len(ep.consts))
     s = create_schedule(out)
     s[padded].compute_inline()
     inp = s.cache_read(padded, "inp", [conv])
@@ -201,9 +273,11 @@ def depthwise_kernel(cfg: HwConfig, ds: DwShape, bias, requant: Requant | None,
     so.reorder(n, c_o, y_o, c_i, y_i, x, b, o)
     attach = y_o
     if knobs.vthreads > 1:
-        vt, rest = so.split(y_o, nparts=knobs.vthreads)
+        target = y_o if knobs.vthread_axis == "h" else c_o
+        vt, rest = so.split(target, nparts=knobs.vthreads)
         so.bind_vthread(vt)
-        attach = rest
+        if target is y_o:
+            attach = rest
     so.pragma(c_i, "dma_copy")
     sc = s[conv]
     sc.compute_at(so, attach)
