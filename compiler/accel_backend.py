@@ -166,13 +166,15 @@ def _conv_shape_from(cfg: HwConfig, x: np.ndarray, w: np.ndarray, stride, paddin
 class SimAccelBackend:
     """``AccelBackend`` on the simulator (``device="sim"``: cycle-accurate; ``"sim-functional"``: no timing)."""
 
+    #: depthwise convs on the dwmac intrinsic where declared (False: block-diagonal GEMMs, for comparison)
+    use_dwmac: bool = True
+
     def __init__(self, config: Any = None, device: str = "sim", vthreads: int | None = None, tune: int = 1) -> None:
         self.config = as_hw_config(config)
         self.device = device
         self.vthreads = vthreads
         self.tune = tune  # > 1: simulate that many best analytic tilings per shape (compiler.topi.tune)
         self.tuned = None  # tuned(cs, bias, rq) -> ConvKnobs | None: knobs from a tuning log (compiler.autotune)
-        self.use_dwmac = True  # depthwise convs on the dwmac intrinsic where declared (else block-diagonal GEMM)
         self.last_profile: dict = {}
         self._replays: dict = {}
 

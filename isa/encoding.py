@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Iterable
 
 import numpy as np
 
-from isa.alu import IMM_BITS, alu_op, alu_opcode_bits
+from isa.alu import alu_op, alu_opcode_bits
 from isa.errors import ConfigError, EncodingError
 from isa.intrinsics import alu_fields, insn_class, registry_version, tensor_declarations, tensor_fields
 from isa.instructions import Alu, Deps, Finish, Gemm, Instruction, Load, MemType, Opcode, Store, Uop
