@@ -11,12 +11,12 @@ cosine similarity of the logits. The last output line is one JSON object.
 ``compile_wall_s`` = build + lazy kernel compilation (first run minus the cached run);
 ``sim_wall_s`` = the cached run (simulation only); ``first_run_wall_s`` is reported too.
 
-``conv_utilization`` = conv MACs / the MACs each conv layer's tensor intrinsic could do in its cycles
-(GEMM: BATCH x BLOCK_IN x BLOCK_OUT per cycle; a depthwise layer on DWMAC: BATCH x BLOCK_OUT), i.e. each
-layer against its own peak; ``conv_utilization_gemm_peak`` divides by the GEMM peak for every layer
-(real MACs: a depthwise layer can reach at most 1/BLOCK_IN of it). Before DWMAC, depthwise layers ran as
-block-diagonal GEMMs and counted their padded MACs, which made the old single figure equal to the
-own-peak one. ``dwmac_utilization`` / ``dwmac_min_layer_utilization``: the depthwise layers against the
+``conv_utilization`` = the cycles the conv layers would take at their tensor intrinsic's peak (GEMM:
+BATCH x BLOCK_IN x BLOCK_OUT MACs per cycle; a depthwise layer on DWMAC: BATCH x BLOCK_OUT) / the cycles
+they took, i.e. each layer against its own peak, weighted by time; ``conv_utilization_gemm_peak`` divides
+real MACs by the GEMM peak for every layer (a depthwise layer reaches at most 1/BLOCK_IN of it). Before
+DWMAC, depthwise layers ran as block-diagonal GEMMs counting their padded MACs, which made the single
+old figure this same own-peak one. ``dwmac_utilization`` / ``dwmac_min_layer_utilization``: the depthwise layers against the
 DWMAC peak (all together / the worst layer).
 """
 from __future__ import annotations
@@ -70,12 +70,13 @@ def bench_model(name: str, config: str, target: str, seed: int = 0) -> dict:
     peak = _macs_per_cycle(mod.compiled.config)
     cfg = mod.compiled.config
     own = {"gemm": peak, "dwmac": int(cfg.batch * cfg.block_out)}  # each intrinsic's MACs per cycle
-    own_cycles = sum(own.get(r.get("intrinsic") or "gemm", peak) * r["cycles"] for r in conv)
+    # cycles each layer would need at its intrinsic's peak, summed (= padded MACs / GEMM peak before DWMAC)
+    peak_cycles = sum(r["macs"] / own.get(r.get("intrinsic") or "gemm", peak) for r in conv)
     clock = float(getattr(mod.compiled.config, "clock_mhz", 100.0))
     return {
         "model": name, "target": target, "cycles": int(s["accel_cycles"]),
         "latency_ms": s["accel_cycles"] / (clock * 1e3), "clock_mhz": clock,
-        "conv_utilization": sum(r["macs"] for r in conv) / own_cycles if own_cycles else 0.0,
+        "conv_utilization": peak_cycles / conv_cycles if conv_cycles else 0.0,
         "conv_utilization_gemm_peak": sum(r["macs"] for r in conv) / (peak * conv_cycles) if conv_cycles else 0.0,
         "dwmac_layers": sum(r.get("intrinsic") == "dwmac" for r in conv),
         "dwmac_utilization": (sum(r["macs"] for r in conv if r.get("intrinsic") == "dwmac")

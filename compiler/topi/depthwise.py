@@ -106,25 +106,25 @@ def dw_footprint(cfg: HwConfig, ds: DwShape, k: DwKnobs, n_consts: int) -> dict[
 
 
 def _candidates(cfg: HwConfig, ds: DwShape, n_consts: int) -> list[DwKnobs]:
-    """Feasible knobs: for each thread count and axis and each row tile, the largest channel tile that fits
-    (and a divisor of the channel blocks that fits, so no tile is partial)."""
+    """Feasible knobs: per thread count and axis, every row tile that divides the output rows (and the largest
+    that fits), each with the largest channel tile that fits and the largest one dividing the channel blocks."""
     out = []
     vec_cap = 1 << cfg.uop_wgt_bits
     for v, axis in ((1, "h"), (2, "h"), (2, "cb")):
-        for ht in range(1, ds.oh + 1):
-            if v > 1 and axis == "h" and -(-ds.oh // ht) < 2:
-                continue
-            fit = []
-            for cbt in range(1, ds.cb + 1):
-                if v > 1 and axis == "cb" and -(-ds.cb // cbt) < 2:
-                    continue
-                f = dw_footprint(cfg, ds, DwKnobs(cbt, ht, v, axis), n_consts)
-                if (f["inp"] <= cfg.inp_depth and f["acc"] <= cfg.acc_depth and f["wgt"] <= cfg.wgt_depth
-                        and f["vectors"] <= vec_cap):
-                    fit.append(cbt)
+        def ok(cbt: int, ht: int) -> bool:
+            if v > 1 and axis == "h" and -(-ds.oh // ht) < 2 or v > 1 and axis == "cb" and -(-ds.cb // cbt) < 2:
+                return False
+            f = dw_footprint(cfg, ds, DwKnobs(cbt, ht, v, axis), n_consts)
+            return (f["inp"] <= cfg.inp_depth and f["acc"] <= cfg.acc_depth and f["wgt"] <= cfg.wgt_depth
+                    and f["vectors"] <= vec_cap)
+        heights = [h for h in range(1, ds.oh + 1) if ok(1, h)]
+        if not heights:
+            continue
+        for ht in sorted({h for h in heights if ds.oh % h == 0} | {max(heights)}):
+            fit = [c for c in range(1, ds.cb + 1) if ok(c, ht)]
             if fit:
                 divs = [c for c in fit if ds.cb % c == 0]
-                for cbt in {max(fit), max(divs) if divs else max(fit)}:
+                for cbt in sorted({max(fit), max(divs) if divs else max(fit)}):
                     out.append(DwKnobs(cbt, ht, v, axis))
     return out
 
@@ -172,7 +172,7 @@ def measure_dw(cfg: HwConfig, ds: DwShape, knobs: DwKnobs, bias=None, requant: R
 
 
 def choose_dw_knobs(cfg: HwConfig, ds: DwShape, bias=None, requant: Requant | None = None,
-                    n_consts: int = 0, measure: int = 3) -> DwKnobs:
+                    n_consts: int = 0, measure: int = 2) -> DwKnobs:
     """Rank the feasible knobs by :func:`estimate_dw` of their generated programs (tilings without a partial last
     tile first: the estimate misses the virtual-thread stalls they cause), then keep the fastest of the best
     ``measure`` on the simulator; cached per shape and epilogue structure."""
