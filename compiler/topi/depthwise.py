@@ -172,10 +172,11 @@ def measure_dw(cfg: HwConfig, ds: DwShape, knobs: DwKnobs, bias=None, requant: R
 
 
 def choose_dw_knobs(cfg: HwConfig, ds: DwShape, bias=None, requant: Requant | None = None,
-                    n_consts: int = 0, measure: int = 2) -> DwKnobs:
+                    n_consts: int = 0, measure: int | None = None) -> DwKnobs:
     """Rank the feasible knobs by :func:`estimate_dw` of their generated programs (tilings without a partial last
     tile first: the estimate misses the virtual-thread stalls they cause), then keep the fastest of the best
-    ``measure`` on the simulator; cached per shape and epilogue structure."""
+    ``measure`` on the simulator (default: 4 for layers estimated under 150k cycles, else 2, where the tiles
+    matter less next to the layer's floor); cached per shape and epilogue structure."""
     from compiler.codegen.ops import OpBuilder
     from compiler.lower import lower
 
@@ -191,6 +192,8 @@ def choose_dw_knobs(cfg: HwConfig, ds: DwShape, bias=None, requant: Requant | No
     if not ranked:
         raise ValueError(f"depthwise: no tile of {ds} fits the scratchpads of {cfg.name}")
     ranked.sort(key=lambda t: t[:3])
+    if measure is None:
+        measure = 4 if ranked[0][1] < 150_000 else 2
     top = [k for *_, k in ranked[:max(1, measure)]]
     best = top[0] if len(top) == 1 else min((measure_dw(cfg, ds, k, bias, requant), n, k) for n, k in enumerate(top))[2]
     _CACHE[key] = best
