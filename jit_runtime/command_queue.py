@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Any, Callable, Hashable
 
 import numpy as np
 
-from isa.intrinsics import declaration, insn_class
 from isa import Alu, Finish, Gemm, Instruction, Load, MemType, Store, Unit, alu_op, encode, encode_stream, unit_of
 from isa.alu import op_supported, unsupported_reason
 from isa.encoding import layouts
+from isa.intrinsics import declaration, insn_class
 from jit_runtime.buffers import DeviceBuffer, buffer_alignment
 from jit_runtime.deps import TOKEN_QUEUES, add_flags, as_unit, nop, pop_flag, push_flag, queue_name
 from jit_runtime.device import Device, make_device
