@@ -166,6 +166,9 @@ def _conv_shape_from(cfg: HwConfig, x: np.ndarray, w: np.ndarray, stride, paddin
 class SimAccelBackend:
     """``AccelBackend`` on the simulator (``device="sim"``: cycle-accurate; ``"sim-functional"``: no timing)."""
 
+    #: depthwise convs on the dwmac intrinsic where declared (False: block-diagonal GEMMs, for comparison)
+    use_dwmac: bool = True
+
     def __init__(self, config: Any = None, device: str = "sim", vthreads: int | None = None, tune: int = 1) -> None:
         self.config = as_hw_config(config)
         self.device = device
@@ -270,6 +273,8 @@ class SimAccelBackend:
             self.last_profile = {"cycles": cycles, "macs": macs, "utilization": _utilization(cfg, macs, cycles),
                                  "bytes": by, "device": profs[-1]["device"], "stripes": len(profs)}
             return out
+        if residual_add is None and self.depthwise_on_dwmac(x, w, groups):
+            return self._depthwise(x, w, bias, stride=stride, padding=padding, requant=requant, pad_value=pad_value)
         cs, bias, requant, w = self.conv2d_problem(x, w, bias, stride=stride, padding=padding, groups=groups,
                                                    requant=requant, pad_value=pad_value)
         rep = self._replay(cs, bias, requant, residual_add)
@@ -289,6 +294,52 @@ class SimAccelBackend:
                                        "bias": 0 if bias is None else 4 * int(np.size(bias))},
                              "device": dev_prof, "runtime": rep.program.runtime, "sim_result": dev_res}
         return out.reshape(x.shape[0], w.shape[0], cs.oh, cs.ow, cfg.batch, cfg.block_out)
+
+    def depthwise_on_dwmac(self, x, w, groups) -> bool:
+        """Whether this packed conv is a depthwise conv that runs on the ``dwmac`` intrinsic
+        (:mod:`compiler.topi.depthwise`); otherwise depthwise runs as a block-diagonal GEMM."""
+        from compiler.topi.depthwise import dwmac_supported
+
+        x, w = np.asarray(x), np.asarray(w)
+        return (self.use_dwmac and is_depthwise(self.config, x, w, groups)
+                and dwmac_supported(self.config, w.shape[2], w.shape[3]))
+
+    def _depthwise(self, x, w, bias, *, stride, padding, requant: Requant, pad_value: int) -> np.ndarray:
+        """A packed depthwise conv2d (+ bias + requant) on the dwmac intrinsic."""
+        from compiler.topi.depthwise import DwShape, depthwise_kernel, dw_epilogue, pack_dw_weight
+
+        cfg = self.config
+        if len(stride) != 2 or len(padding) != 4:
+            raise ValueError(f"conv2d: stride must be (sy, sx) and padding (top, left, bottom, right); got {stride}, "
+                             f"{padding}")
+        ds = DwShape(x.shape[0], x.shape[1], x.shape[2], x.shape[3], w.shape[2], w.shape[3],
+                     tuple(int(v) for v in stride), tuple(int(v) for v in padding), int(pad_value))
+        n_out = w.shape[0] * cfg.block_out
+        if bias is not None:
+            bias = _pad_vec(bias, n_out, "bias")
+        requant = _pad_requant(requant, n_out)
+        key = ("dwmac", ds, _rq_key(bias, requant))
+        rep = self._replays.get(key)
+        if rep is None:
+            k = depthwise_kernel(cfg, ds, bias, requant)
+            func = lower(k.schedule, cfg, name="depthwise")
+            comp = Compiled(k, OpBuilder(func, cfg).build(), k.epilogue.consts, ds.macs(cfg))
+            rep = Replay(cfg, comp, self.device)
+            self._replays[key] = rep
+        comp = rep.comp
+        k = comp.kernel
+        wd = pack_dw_weight(cfg, w)
+        inputs = {k.data: x.reshape(k.data.shape), k.weight: wd.reshape(k.weight.shape)}
+        ep = dw_epilogue(cfg, ds, k.conv, bias, requant)
+        inputs.update({t: arr for (t, _), (_, arr) in zip(comp.consts, ep.consts)})
+        out, cycles, dev_prof, dev_res = rep.run(inputs)
+        peak = cfg.batch * cfg.block_out  # the intrinsic's MACs per cycle
+        self.last_profile = {"cycles": cycles, "macs": int(comp.macs), "utilization": _utilization(cfg, comp.macs, cycles),
+                             "intrinsic": "dwmac", "intrinsic_utilization": comp.macs / (peak * cycles) if cycles else 0.0,
+                             "bytes": {"input": int(x.nbytes), "output": int(out.nbytes), "weight": int(wd.nbytes),
+                                       "bias": 0 if bias is None else 4 * int(np.size(bias))},
+                             "device": dev_prof, "runtime": rep.program.runtime, "sim_result": dev_res}
+        return out.reshape(x.shape[0], w.shape[0], ds.oh, ds.ow, cfg.batch, cfg.block_out)
 
     def dense(self, x, w, bias, *, requant: Requant) -> np.ndarray:
         """Packed int8 dense: (N//B, K//BI, B, BI) x (M//BO, K//BI, BO, BI) -> (N//B, M//BO, B, BO), as a 1x1 conv."""

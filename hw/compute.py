@@ -1,21 +1,25 @@
-"""The compute unit: LOAD.UOP/LOAD.ACC, GEMM, ALU and FINISH.
+"""The compute unit: LOAD.UOP/LOAD.ACC, the declared tensor intrinsics (GEMM, DWMAC, ...), ALU and FINISH.
 
-GEMM/ALU issue one micro-op per cycle from ``s`` through a three-stage pipeline:
+Tensor intrinsics and ALU issue one micro-op per cycle from ``s`` through a three-stage pipeline:
 S0 reads the uop, S1 adds the loop offsets and reads inp/wgt/acc, S2 computes and writes
 acc (and the narrowed OUT mirror). A record ALU op (REQUANT) reads WGT at the src index in S1
 (the WGT port is otherwise idle during ALU instructions); lane ``(b, o)`` takes its record from
 the first ``RECORD_BITS`` bits of the element's row ``o``. The acc read ports are transparent for the acc write
 port, which forwards a result to the next micro-op's read in the same cycle, so no
-hazard is visible. The unit ends at ``e = s + n + pipeline`` (docs/timing.md).
+hazard is visible. The unit ends at ``e = s + n + pipeline`` (docs/timing.md), ``pipeline`` the
+instruction's declared depth. Every tensor intrinsic shares the micro-op loop (its format starts
+with GEMM's fields) and gets its S2 datapath from its declaration (:mod:`hw.intrinsic`); a vector
+operand's row is read at ``index >> log2(k)`` and its piece chosen by the low bits in S2.
 """
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Mux, Signal, Value
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from hw.alu import alu_lane, record_of
-from hw.common import clog2, epb, field
+from hw.common import clog2, epb, field, log2
+from hw.intrinsic import DatapathContext, GemmArray, can_pair, lane_terms, pair_products, tree_sum  # noqa: F401
 from hw.dma_read import DmaRead
 from hw.load import connect_engine, mem_ports, mux_read_masters, read_master, read_port
 from hw.unit import IDLE, REQ, dma_control, frontend, push
@@ -23,43 +27,9 @@ from isa.alu import IMM_BITS, alu_opcode_bits, alu_ops
 from isa.requant import RECORD_BITS, record_supported
 from isa.config import HwConfig
 from isa.instructions import MemType, Opcode
+from isa.intrinsics import ALU_TIMING, intrinsics, tensor_declarations
 
 EXEC, TAIL = 4, 5
-
-
-def tree_sum(values: list[Value]) -> Value:
-    """Balanced adder tree."""
-    while len(values) > 1:
-        nxt = [values[i] + values[i + 1] for i in range(0, len(values) - 1, 2)]
-        if len(values) % 2:
-            nxt.append(values[-1])
-        values = nxt
-    return values[0]
-
-
-#: Operand widths of one DSP48E1 multiplier (signed A x B); ``pair_products`` packs two products into one.
-DSP_A_BITS, DSP_B_BITS = 25, 18
-
-
-def pair_products(x: Value, w0: Value, w1: Value) -> tuple[Value, Value]:
-    """``(x * w0, x * w1)`` for signed ``x``, ``w0``, ``w1`` from ONE multiplier: ``(w1 << s + w0) * x``.
-
-    With ``s = len(x) + len(w0)`` the low product ``w0 * x`` fits in ``s`` signed bits, so it is the low
-    ``s`` bits of the wide product read as signed, and ``w1 * x`` is the rest plus the borrow the negative
-    low part took from it. For 8-bit operands the wide multiplier is 25 x 8 bits, one DSP48E1 (25 x 18),
-    which halves the DSPs of the GEMM array (the ``int8`` packing trick).
-    """
-    s = len(x) + len(w0)
-    wide = ((w1.as_signed() << s) + w0.as_signed()) * x.as_signed()
-    lo = wide[:s].as_signed()
-    hi = (wide[s:].as_signed() + wide[s - 1])
-    return lo, hi
-
-
-def can_pair(cfg: HwConfig) -> bool:
-    """Whether two GEMM products sharing an input fit one DSP48E1 (``pair_products``)."""
-    s = cfg.inp_width + cfg.wgt_width
-    return cfg.block_out % 2 == 0 and s + cfg.wgt_width + 1 <= DSP_A_BITS and cfg.inp_width <= DSP_B_BITS
 
 
 class ComputeUnit(wiring.Component):
@@ -85,7 +55,10 @@ class ComputeUnit(wiring.Component):
                                                           ("pop_next", self.next_avail, self.pop_next)])
         opcode = field(cur, cfg, "FINISH", "opcode")
         is_load = opcode == Opcode.LOAD
-        is_gemm, is_alu, is_fin = opcode == Opcode.GEMM, opcode == Opcode.ALU, opcode == Opcode.FINISH
+        decls = tensor_declarations(cfg)
+        intrs = intrinsics(cfg)
+        is_alu, is_fin = opcode == Opcode.ALU, opcode == Opcode.FINISH
+        is_gemm = Cat(*[opcode == d.opcode for d in decls]).any()  # any tensor intrinsic (GEMM's loop fields)
         mem = field(cur, cfg, "MEM", "mem")
         dma_nop = (field(cur, cfg, "MEM", "y_size") == 0) | (field(cur, cfg, "MEM", "x_size") == 0)
 
@@ -145,7 +118,9 @@ class ComputeUnit(wiring.Component):
             m.d.sync += state.eq(EXEC)
             with m.If(final):
                 m.d.sync += state.eq(TAIL)
-        pipe = Mux(is_alu, cfg.alu_pipeline, cfg.gemm_pipeline)
+        pipe: Value = Const(ALU_TIMING.depth(cfg), 5)
+        for d in decls:
+            pipe = Mux(opcode == d.opcode, d.timing.depth(cfg), pipe)
         with m.If(issue & final):
             m.d.sync += tail.eq(pipe)
         with m.If(state == TAIL):
@@ -160,8 +135,9 @@ class ComputeUnit(wiring.Component):
         v1, od1, os1, ow1 = Signal(), Signal(ab), Signal(sb), Signal(wb)
         alu1, rst1, op1, ui1, imm1 = Signal(), Signal(), Signal(op_bits), Signal(), Signal(IMM_BITS)
         ovw1 = Signal()  # GEMM overwrite: the old accumulator is not added (reset still wins)
+        opc1 = Signal(3)
         m.d.sync += [v1.eq(issue), od1.eq(od), os1.eq(os), ow1.eq(ow), alu1.eq(is_alu), rst1.eq(g("reset")),
-                     ovw1.eq(is_gemm & g("overwrite")),
+                     ovw1.eq(is_gemm & g("overwrite")), opc1.eq(opcode),
                      op1.eq(a("alu_opcode")), ui1.eq(a("use_imm")), imm1.eq(a("imm"))]
         uword = self.uop_r_data[:32]
         u_dst, u_src, u_wgt = (field(uword, cfg, "UOP", f) for f in ("dst", "src", "wgt"))
@@ -172,48 +148,61 @@ class ComputeUnit(wiring.Component):
         rec1 = Signal()  # a record op: WGT is read at the src index
         if rec_codes:
             m.d.comb += rec1.eq(alu1 & Cat(*[op1 == c for c in rec_codes]).any())
-        m.d.comb += [self.inp_r_addr.eq(src1), self.wgt_r_addr.eq(Mux(rec1, src1, wgt1)), self.acc0_r_addr.eq(dst1),
-                     self.acc1_r_addr.eq(src1)]
+        # a vector operand (k pieces per row): the row at index >> log2(k), the piece (low bits) chosen in S2
+        inp_addr: Value = src1
+        wgt_addr: Value = wgt1
+        for d in decls:
+            vk = intrs[d.name].vectors
+            for o in d.operands:
+                if vk[o.name] > 1:
+                    sh = log2(vk[o.name])
+                    if o.scope == "inp":
+                        inp_addr = Mux(opc1 == d.opcode, src1 >> sh, inp_addr)
+                    else:
+                        wgt_addr = Mux(opc1 == d.opcode, wgt1 >> sh, wgt_addr)
+        m.d.comb += [self.inp_r_addr.eq(inp_addr), self.wgt_r_addr.eq(Mux(rec1, src1, wgt_addr)),
+                     self.acc0_r_addr.eq(dst1), self.acc1_r_addr.eq(src1)]
         v2, dst2, alu2, rst2, op2, ui2 = Signal(), Signal(ab), Signal(), Signal(), Signal(op_bits), Signal()
-        imm2, ovw2 = Signal(IMM_BITS), Signal()
+        imm2, ovw2, opc2 = Signal(IMM_BITS), Signal(), Signal(3)
+        isub2, wsub2 = Signal(sb), Signal(wb)  # the S1 src / wgt indices: a vector operand's piece is their low bits
         m.d.sync += [v2.eq(v1), dst2.eq(dst1), alu2.eq(alu1), rst2.eq(rst1), op2.eq(op1), ui2.eq(ui1),
-                     imm2.eq(imm1), ovw2.eq(ovw1)]
+                     imm2.eq(imm1), ovw2.eq(ovw1), opc2.eq(opc1), isub2.eq(src1), wsub2.eq(wgt1)]
 
         # ---------------------------------------------------------------- S2: compute, write back
         B, BI, BO = cfg.batch, cfg.block_in, cfg.block_out
-        iw, ww, aw, ow_ = cfg.inp_width, cfg.wgt_width, cfg.acc_width, cfg.out_width
+        ww, aw, ow_ = cfg.wgt_width, cfg.acc_width, cfg.out_width
         inp = self.inp_r_data
         wgt = self.wgt_r_data
         acc_d = self.acc0_r_data
         acc_s = self.acc1_r_data
         lanes = B * BO
-        gemm_res, alu_res = [], []
-        paired = can_pair(cfg)
+        array = GemmArray(cfg)
+        terms = {}
+        for d in decls:  # each declared tensor intrinsic's lane values (GEMM first: the array's default user)
+            intr = intrs[d.name]
+            subs = {}
+            for o in d.operands:
+                k = intr.vectors[o.name]
+                subs[o.scope] = (isub2 if o.scope == "inp" else wsub2)[:max(1, log2(k))]
+            ctx = DatapathContext(cfg, intr, {"inp": inp, "wgt": wgt}, subs, opc2 == d.opcode, array)
+            terms[d.opcode] = lane_terms(ctx)
+        if array.users:
+            array.elaborate(m)
+        tensor_res, alu_res = [], []
         for b in range(B):
-            # products[o][i] = inp[b][i] * wgt[o][i]; pairs of outputs share one multiplier per input
-            xs = [inp[(b * BI + i) * iw:][:iw] for i in range(BI)]
-            products: list[list[Value]] = [[] for _ in range(BO)]
-            for i in range(BI):
-                wv = [wgt[(o * BI + i) * ww:][:ww] for o in range(BO)]
-                if paired:
-                    for o in range(0, BO, 2):
-                        lo, hi = pair_products(xs[i], wv[o], wv[o + 1])
-                        products[o].append(lo)
-                        products[o + 1].append(hi)
-                else:
-                    for o in range(BO):
-                        products[o].append(xs[i].as_signed() * wv[o].as_signed())
             for o in range(BO):
                 j = b * BO + o
-                prods = products[o]
                 av = acc_d[j * aw:][:aw].as_signed()
-                gemm_acc = Mux(ovw2, 0, av)  # overwrite: acc[dst] = inp x wgt^T, the old value is not read
-                gemm_res.append((gemm_acc + tree_sum(prods))[:aw])
+                base = Mux(ovw2, 0, av)  # overwrite: acc[dst] = term, the old value is not read
+                t: Value = terms[decls[0].opcode][j]
+                for d in decls[1:]:
+                    t = Mux(opc2 == d.opcode, terms[d.opcode][j], t)
+                tensor_res.append((base + t)[:aw])
                 bv = Mux(ui2, imm2.as_signed(), acc_s[j * aw:][:aw].as_signed())
                 rec = record_of(wgt[o * BI * ww:][:RECORD_BITS]) if records else None
                 alu_res.append(alu_lane(m, op2, av, bv, aw, rec)[:aw])
         res = Signal(lanes * aw)
-        m.d.comb += res.eq(Mux(rst2, 0, Mux(alu2, Cat(*alu_res), Cat(*gemm_res))))
+        m.d.comb += res.eq(Mux(rst2, 0, Mux(alu2, Cat(*alu_res), Cat(*tensor_res))))
 
         # acc / out writes: the pipeline (S2) or the acc DMA
         ka = epb(cfg, cfg.acc_elem_bytes)

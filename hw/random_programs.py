@@ -39,7 +39,13 @@ def _deps(**kw: bool) -> Deps:
     return Deps(**kw)
 
 
-def random_program(cfg: HwConfig, seed: int, blocks: int | None = None) -> RandomProgram:  # noqa: C901
+def random_program(cfg: HwConfig, seed: int, blocks: int | None = None,
+                   tensor: tuple[str, ...] = ("gemm",)) -> RandomProgram:  # noqa: C901
+    """``tensor``: the declared tensor intrinsics (``isa.intrinsics``) the GEMM-slot instructions draw from
+    (one extra draw per slot only when there are several, so the default programs are unchanged)."""
+    from isa.intrinsics import declaration, insn_class
+
+    classes = [insn_class(declaration(t)) for t in tensor]
     rng = np.random.default_rng(seed)
     mems = ("inp", "wgt", "acc", "out")
     eb = {m: cfg.elem_bytes(m) for m in mems + ("uop",)}
@@ -189,7 +195,8 @@ def random_program(cfg: HwConfig, seed: int, blocks: int | None = None) -> Rando
                     overwrite = False  # an overwrite GEMM may write each dst once (else the program is invalid)
                 ld, u0, u1 = load_uops(uops, Deps())
                 cmp.append(ld)
-                cmp.append(Gemm(reset=reset, uop_bgn=u0, uop_end=u1, iter_out=lp["iter_out"],
+                cls = classes[int(rng.integers(0, len(classes)))] if len(classes) > 1 else classes[0]
+                cmp.append(cls(reset=reset, uop_bgn=u0, uop_end=u1, iter_out=lp["iter_out"],
                                 iter_in=lp["iter_in"], dst_factor_out=lp["fac"]["dst"][0],
                                 dst_factor_in=lp["fac"]["dst"][1], src_factor_out=lp["fac"]["src"][0],
                                 src_factor_in=lp["fac"]["src"][1], wgt_factor_out=lp["fac"]["wgt"][0],

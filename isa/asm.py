@@ -18,14 +18,17 @@ from typing import Iterable
 from isa.alu import alu_op
 from isa.errors import AsmError, EncodingError
 from isa.instructions import Alu, Deps, Finish, Gemm, Instruction, Load, MemType, Store
+from isa.intrinsics import declarations, insn_class
 
-_CLASSES = {"LOAD": Load, "STORE": Store, "GEMM": Gemm, "ALU": Alu, "FINISH": Finish}
+_CLASSES = {"LOAD": Load, "STORE": Store, "ALU": Alu, "FINISH": Finish}  # + the declared tensor intrinsics
 _BOOL_FIELDS = {"reset", "use_imm", "overwrite"}
 
 
 def mnemonic(insn: Instruction) -> str:
     """The instruction's mnemonic: ``LOAD.INP``, ``STORE.OUT``, ``GEMM``, ``ALU.ADD``, ``FINISH``."""
     head = type(insn).__name__.upper()
+    if isinstance(insn, Gemm):  # GEMM or another declared tensor intrinsic (DWMAC, ...)
+        return insn.intrinsic.upper()
     if isinstance(insn, (Load, Store)):
         return f"{head}.{MemType(insn.mem).name}"
     if isinstance(insn, Alu):
@@ -70,10 +73,13 @@ def assemble_line(line: str, lineno: int = 1) -> Instruction | None:
     tokens = code.split()
     head = tokens[0].upper()
     base, _, qual = head.partition(".")
-    cls = _CLASSES.get(base)
+    tensor = {d.format: d for d in declarations()}
+    cls = _CLASSES.get(base) if base != "GEMM" else None
+    if cls is None and base in tensor:
+        cls = insn_class(tensor[base])
     if cls is None:
         raise AsmError(f"line {lineno}: unknown mnemonic {tokens[0]!r}; expected one of "
-                       f"LOAD.<MEM>, STORE.<MEM>, GEMM, ALU.<OP>, FINISH")
+                       f"LOAD.<MEM>, STORE.<MEM>, {', '.join(tensor)}, ALU.<OP>, FINISH")
     kwargs: dict[str, object] = {}
     if cls in (Load, Store):
         try:

@@ -10,6 +10,7 @@ from isa.alu import IMM_BITS, alu_ops
 from isa.config import make_config, preset_names
 from isa.encoding import layouts
 from isa.instructions import MemType, Opcode
+from isa.intrinsics import intrinsics, tensor_declarations
 
 _INTRO = """# Instruction set
 
@@ -29,6 +30,16 @@ FINISH) -> store (STORE). Load has no *prev*, store has no *next*.
 | opcode | value |
 |---|---|
 {opcodes}
+
+## Tensor intrinsics
+
+Declared in `isa/intrinsics.py` (`docs/intrinsics.md`); each has its own opcode and a format made of
+the micro-op loop fields (as GEMM) plus the fields it declares. `overwrite` stores instead of adding,
+`reset` zeroes `acc[dst]`.
+
+| format | opcode | semantics | notes |
+|---|---|---|---|
+{intrinsics}
 
 ## Memory types (LOAD/STORE `mem`)
 
@@ -87,13 +98,17 @@ def render(preset: str = "pynq-z1") -> str:
             MemType.OUT: f"BATCH x BLOCK_OUT int{cfg.out_width} ({cfg.out_elem_bytes} B)"}
     out = [_INTRO.format(
         preset=preset,
-        opcodes="\n".join(f"| {o.name} | {o.value} |" for o in Opcode),
+        opcodes="\n".join(sorted([f"| {o.name} | {o.value} |" for o in Opcode if o != Opcode.GEMM]
+                                 + [f"| {d.format} | {d.opcode} |" for d in tensor_declarations(cfg)],
+                                 key=lambda r: int(r.split("|")[2]))),
+        intrinsics="\n".join(f"| {d.format} | {d.opcode} | `{intrinsics(cfg)[d.name].expr}` | {d.doc} |"
+                              for d in tensor_declarations(cfg)),
         mems="\n".join(f"| {m.name} | {m.value} | {elem[m]} |" for m in MemType),
         aluops="\n".join(f"| {o.name} | {o.opcode} | {o.doc} |" for o in alu_ops()),
         imm=IMM_BITS)]
-    titles = {"MEM": "LOAD / STORE", "GEMM": "GEMM", "ALU": "ALU", "FINISH": "FINISH", "UOP": "Micro-op (32 bits)"}
+    titles = {"MEM": "LOAD / STORE", "ALU": "ALU", "FINISH": "FINISH", "UOP": "Micro-op (32 bits)"}
     for key, lay in layouts(cfg).items():
-        out.append(f"## {titles[key]}\n\n{_table(lay)}\n")
+        out.append(f"## {titles.get(key, key)}\n\n{_table(lay)}\n")
     out.append("## Field widths per preset\n")
     names = preset_names()
     out.append("| field | " + " | ".join(names) + " |")

@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING, Iterable
 
 import numpy as np
 
-from isa.alu import IMM_BITS, alu_op, alu_opcode_bits
+from isa.alu import alu_op, alu_opcode_bits
 from isa.errors import ConfigError, EncodingError
+from isa.intrinsics import alu_fields, insn_class, registry_version, tensor_declarations, tensor_fields
 from isa.instructions import Alu, Deps, Finish, Gemm, Instruction, Load, MemType, Opcode, Store, Uop
 
 if TYPE_CHECKING:
@@ -91,27 +92,25 @@ def _common() -> list[tuple[str, int]]:
 
 
 def layouts(cfg: "HwConfig") -> dict[str, Layout]:
-    """The formats for ``cfg``: MEM (LOAD/STORE), GEMM, ALU, FINISH and UOP."""
-    return _layouts(cfg, alu_opcode_bits())
+    """The formats for ``cfg``: MEM (LOAD/STORE), ALU, FINISH, UOP and one per tensor-intrinsic declaration
+    ``cfg`` supports (GEMM, DWMAC, ...: :mod:`isa.intrinsics`), derived from the declarations."""
+    return _layouts(cfg, alu_opcode_bits(), registry_version())
 
 
 @lru_cache(maxsize=64)
-def _layouts(cfg: "HwConfig", op_bits: int) -> dict[str, Layout]:
+def _layouts(cfg: "HwConfig", op_bits: int, _version: int) -> dict[str, Layout]:
     loop = [("reset", 1), ("uop_bgn", cfg.uop_idx_bits), ("uop_end", cfg.uop_idx_bits + 1),
             ("iter_out", LOOP_BITS), ("iter_in", LOOP_BITS)]
     dst = [("dst_factor_out", cfg.acc_idx_bits), ("dst_factor_in", cfg.acc_idx_bits)]
     mem = _common() + [("mem", MEMTYPE_BITS), ("sram_base", cfg.sram_idx_bits), ("dram_base", DRAM_ADDR_BITS),
                        ("y_size", SIZE_BITS), ("x_size", SIZE_BITS), ("x_stride", SIZE_BITS),
                        ("y_pad0", PAD_BITS), ("y_pad1", PAD_BITS), ("x_pad0", PAD_BITS), ("x_pad1", PAD_BITS)]
-    gemm = _common() + loop + dst + [
-        ("src_factor_out", cfg.inp_idx_bits), ("src_factor_in", cfg.inp_idx_bits),
-        ("wgt_factor_out", cfg.wgt_idx_bits), ("wgt_factor_in", cfg.wgt_idx_bits), ("overwrite", 1)]
-    alu = _common() + loop + dst + [
-        ("src_factor_out", cfg.acc_idx_bits), ("src_factor_in", cfg.acc_idx_bits),
-        ("alu_opcode", op_bits), ("use_imm", 1), ("imm", IMM_BITS, True)]
+    alu = _common() + loop + dst + alu_fields(cfg)
     uop = [("dst", cfg.uop_dst_bits), ("src", cfg.uop_src_bits), ("wgt", cfg.uop_wgt_bits)]
+    tensor = {d.format: _pack(d.format, _common() + loop + dst + tensor_fields(cfg, d), 128, cfg.name)
+              for d in tensor_declarations(cfg)}
     out = {
-        "GEMM": _pack("GEMM", gemm, 128, cfg.name),
+        **tensor,
         "ALU": _pack("ALU", alu, 128, cfg.name),
         "FINISH": _pack("FINISH", _common(), 128, cfg.name),
         "UOP": _pack("UOP", uop, 32, cfg.name),
@@ -156,15 +155,21 @@ def _get(word: int, f: Field) -> int:
 def _layout_name(insn: Instruction) -> str:
     if isinstance(insn, (Load, Store)):
         return "MEM"
+    if isinstance(insn, Gemm):
+        return insn.intrinsic.upper()
     return type(insn).__name__.upper()
 
 
 def encode(insn: Instruction, cfg: "HwConfig") -> int:
     """The 128-bit word of ``insn`` as a Python int; raises EncodingError naming a field that does not fit."""
     name = _layout_name(insn)
-    lay = layouts(cfg)[name]
-    what = type(insn).__name__.upper()
-    values: dict[str, int] = {"opcode": int(insn.opcode)}
+    lays = layouts(cfg)
+    if name not in lays:
+        raise EncodingError(f"{name} is not an instruction of HwConfig {cfg.name!r} (its tensor intrinsics: "
+                            f"{', '.join(d.format for d in tensor_declarations(cfg))})")
+    lay = lays[name]
+    what = insn.intrinsic.upper() if isinstance(insn, Gemm) else type(insn).__name__.upper()
+    values: dict[str, int] = {"opcode": int(insn.opcode)}  # type: ignore[union-attr]
     for d in DEP_FIELDS:
         values[d] = int(getattr(insn.deps, d))
     for fld in dc_fields(insn):
@@ -189,11 +194,18 @@ def decode(word: int, cfg: "HwConfig") -> Instruction:
         raise EncodingError(f"instruction word {word:#x} is not a 128-bit value")
     lays = layouts(cfg)
     opcode = word & ((1 << OPCODE_BITS) - 1)
+    tensor = {d.opcode: d for d in tensor_declarations(cfg)}
+    if opcode in tensor:
+        return _decode_tensor(word, tensor[opcode], lays[tensor[opcode].format])
     try:
         op = Opcode(opcode)
+        if op == Opcode.GEMM:
+            raise ValueError(op)
     except ValueError:
+        known = [f"{o.name}={o.value}" for o in Opcode if o != Opcode.GEMM] + [
+            f"{d.format}={d.opcode}" for d in tensor.values()]
         raise EncodingError(f"undecodable instruction {word:#034x}: opcode {opcode} is not one of "
-                            f"{', '.join(f'{o.name}={o.value}' for o in Opcode)}") from None
+                            f"{', '.join(known)} (HwConfig {cfg.name!r})") from None
     lay = lays["MEM" if op in (Opcode.LOAD, Opcode.STORE) else op.name]
     v = {f.name: _get(word, f) for f in lay.fields}
     deps = Deps(**{d: bool(v.pop(d)) for d in DEP_FIELDS})
@@ -205,16 +217,21 @@ def decode(word: int, cfg: "HwConfig") -> Instruction:
             raise EncodingError(f"undecodable {op.name} {word:#034x}: memory type {v['mem']} is not one of "
                                 f"{', '.join(f'{m.name}={m.value}' for m in MemType)}") from None
         return (Load if op == Opcode.LOAD else Store)(deps=deps, **v)
-    if op == Opcode.GEMM:
-        v["reset"] = bool(v["reset"])
-        v["overwrite"] = bool(v["overwrite"])
-        return Gemm(deps=deps, **v)
     if op == Opcode.ALU:
         v["reset"] = bool(v["reset"])
         v["use_imm"] = bool(v["use_imm"])
         v["op"] = alu_op(v.pop("alu_opcode")).name
         return Alu(deps=deps, **v)
     return Finish(deps=deps)
+
+
+def _decode_tensor(word: int, decl, lay: Layout) -> Gemm:
+    v = {f.name: _get(word, f) for f in lay.fields}
+    deps = Deps(**{d: bool(v.pop(d)) for d in DEP_FIELDS})
+    v.pop("opcode")
+    v["reset"] = bool(v["reset"])
+    v["overwrite"] = bool(v["overwrite"])
+    return insn_class(decl)(deps=deps, **v)
 
 
 def encode_uop(uop: Uop, cfg: "HwConfig") -> int:

@@ -115,6 +115,7 @@ class Gemm:
     deps: Deps = NO_DEPS
     overwrite: bool = False
     opcode = Opcode.GEMM
+    intrinsic = "gemm"  # the declaration (isa.intrinsics) this instruction runs; subclasses name theirs
 
 
 @dataclass(frozen=True)

@@ -1,29 +1,121 @@
 """Tensor intrinsics: the computations the hardware performs in one micro-op, declared once.
 
-Each declaration gives the iteration axes and their extents (from ``HwConfig``), the
-operands with their scratchpad scopes and index axes, the combining rule, and a numpy
-function with the exact integer semantics for a batch of micro-ops. The simulator
-executes GEMM/ALU micro-ops through ``numpy_fn``; the compiler tensorizes loop nests
-by matching them against ``operands``/``output``/``reduce_axes``; the RTL builds its
-datapath from the same shapes and the ALU registry.
+A hardware designer declares an intrinsic with :class:`IntrinsicDecl` and
+:func:`register_intrinsic`. One declaration gives:
+
+* its **semantics**, a tensor expression (:mod:`isa.texpr`) over its own axes, whose extents come
+  from ``HwConfig``: ``acc[out axes] (+)= semantics``;
+* its **operands**: at most one ``inp`` and one ``wgt`` operand (the scratchpads' read ports) and
+  the ``acc`` output. An operand smaller than its scratchpad's row is a *vector*: a row holds
+  ``row elements / operand elements`` of them and the micro-op index counts vectors
+  (index ``v`` is vector ``v % k`` of row ``v // k``);
+* its **instruction fields**: every tensor intrinsic has the GEMM format's micro-op loop
+  (``reset``, uop range, two loop levels, dst/src/wgt factors, ``overwrite``) plus the extra
+  fields it declares; :mod:`isa.encoding` derives the format and checks it fits 128 bits
+  (ConfigError naming the config and the widest field otherwise);
+* its **timing**: initiation interval and pipeline depth (:mod:`isa.timing` reads them);
+* an optional **Amaranth datapath generator** (``hw.intrinsic``); without one the RTL elaborates
+  the semantics with its own multipliers. ``gemm_array`` datapaths share the GEMM multipliers.
+
+:func:`intrinsics(cfg)` gives the :class:`TensorIntrinsic` instances for one config: every
+registered declaration (GEMM and the depthwise ``dwmac`` built in) and one ALU intrinsic per
+registered ALU op (the ALU instruction family is declared here too, its ops in :mod:`isa.alu`).
+The simulator executes micro-ops through ``numpy_fn``; the compiler tensorizes loop nests by
+matching ``operands``/``output``/``reduce_axes``; the RTL builds its datapaths from them.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from dataclasses import dataclass, field, make_dataclass
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from isa.alu import AluOp, alu_ops, evaluate, wrap
+from isa import texpr
+from isa.alu import IMM_BITS, AluOp, alu_opcode_bits, alu_ops, evaluate, wrap
+from isa.errors import ConfigError
+from isa.instructions import Gemm, Opcode
 from isa.requant import Record, unpack_records
+from isa.texpr import Axis, Expr, reduce_sum
 
 if TYPE_CHECKING:
     from isa.config import HwConfig
 
+#: Instruction opcodes owned by the fixed instructions (LOAD, STORE, FINISH) and by the ALU family.
+RESERVED_OPCODES = {int(Opcode.LOAD): "LOAD", int(Opcode.STORE): "STORE", int(Opcode.FINISH): "FINISH",
+                    int(Opcode.ALU): "ALU"}
+#: Width of the instruction opcode field (isa.encoding.OPCODE_BITS).
+OPCODE_SPACE = 8
+SCOPES = ("inp", "wgt")
+
+
+@dataclass(frozen=True)
+class InsnField:
+    """An extra instruction field of a declared intrinsic: ``bits`` an int or a function of ``HwConfig``."""
+
+    name: str
+    bits: int | Callable[["HwConfig"], int]
+    signed: bool = False
+
+    def width(self, cfg: "HwConfig") -> int:
+        return int(self.bits(cfg) if callable(self.bits) else self.bits)
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Initiation interval (cycles between micro-ops) and pipeline depth (cycles after the last issue).
+
+    ``pipeline`` is an int or a function of ``HwConfig`` (GEMM: ``cfg.gemm_pipeline``)."""
+
+    ii: int = 1
+    pipeline: int | Callable[["HwConfig"], int] = 4
+
+    def depth(self, cfg: "HwConfig") -> int:
+        return int(self.pipeline(cfg) if callable(self.pipeline) else self.pipeline)
+
+
+@dataclass(frozen=True)
+class OperandDecl:
+    """An input operand: name, scratchpad (``inp`` or ``wgt``) and the axes indexing it."""
+
+    name: str
+    scope: str
+    axes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class IntrinsicDecl:
+    """A tensor intrinsic as a hardware designer declares it (see the module docstring).
+
+    ``axes(cfg)`` gives the axes and extents; ``out_axes`` index the ``acc`` output (a full acc
+    row: ``batch x block_out`` elements); ``semantics(**operands, **axes)`` returns the expression
+    added to (or, with ``overwrite``, stored in) ``acc[out_axes]``. ``datapath`` is an Amaranth
+    generator ``datapath(ctx)`` (``hw.intrinsic.DatapathContext``) returning the lanes' new
+    values; ``numpy_fn(cfg)`` an optional faster exact batched implementation (the simulator
+    otherwise evaluates the semantics). ``supported(cfg)`` says which configs build it.
+    """
+
+    name: str
+    opcode: int
+    axes: Callable[["HwConfig"], dict[str, int]]
+    operands: tuple[OperandDecl, ...]
+    out_axes: tuple[str, ...]
+    semantics: Callable[..., Expr]
+    timing: Timing = field(default_factory=Timing)
+    fields: tuple[InsnField, ...] = ()
+    datapath: Callable[[Any], list] | None = None
+    numpy_fn: Callable[["HwConfig"], Callable[..., np.ndarray]] | None = None
+    supported: Callable[["HwConfig"], bool] = lambda cfg: True
+    doc: str = ""
+
+    @property
+    def format(self) -> str:
+        """The instruction format's name (``isa.encoding.layouts``) and mnemonic."""
+        return self.name.upper()
+
 
 @dataclass(frozen=True)
 class Operand:
-    """A tensor operand of an intrinsic: which scratchpad it lives in and which axes index it."""
+    """A tensor operand of an intrinsic instance: scratchpad scope, index axes, element bits."""
 
     name: str
     scope: str  # "inp", "wgt", "acc" or "imm"
@@ -33,10 +125,11 @@ class Operand:
 
 @dataclass(frozen=True)
 class TensorIntrinsic:
-    """One hardware tensor operation.
+    """One hardware tensor operation for one config.
 
-    ``kind`` is ``"gemm"`` (output += product of inputs reduced over ``reduce_axes``) or
-    ``"alu"`` (output = op(output, operand) elementwise). ``expr`` is the human-readable form.
+    ``kind`` is ``"gemm"`` (output += product of inputs reduced over ``reduce_axes``), ``"tensor"``
+    (any other declared multiply-accumulate intrinsic) or ``"alu"`` (output = op(output, operand)
+    elementwise). ``expr`` is the human-readable form, ``tree`` the declared expression.
     """
 
     name: str
@@ -48,21 +141,208 @@ class TensorIntrinsic:
     expr: str
     numpy_fn: Callable[..., np.ndarray]
     alu_op: AluOp | None = None
+    decl: IntrinsicDecl | None = None
+    tree: Expr | None = None
+    vectors: dict[str, int] = field(default_factory=dict)  # operand name -> vectors per scratchpad row
+    macs_per_uop: int = 0  # multiply-accumulates one micro-op does (GEMM: BATCH x BLOCK_IN x BLOCK_OUT)
 
     def shape(self, operand: Operand) -> tuple[int, ...]:
         return tuple(self.extents[a] for a in operand.axes)
 
 
-def gemm_intrinsic(cfg: "HwConfig") -> TensorIntrinsic:
-    """``acc[b, o] += sum_i inp[b, i] * wgt[o, i]`` over BATCH x BLOCK_IN x BLOCK_OUT."""
-    acc_bits = cfg.acc_width
+# ----------------------------------------------------------------------------- registry
+_DECLS: dict[str, IntrinsicDecl] = {}
+_BUILTIN: set[str] = set()
+_VERSION = [0]
 
+
+def registry_version() -> int:
+    """Bumped by every (un)registration: caches keyed on the declarations include it."""
+    return _VERSION[0]
+
+
+def declarations() -> list[IntrinsicDecl]:
+    """Every registered tensor-intrinsic declaration, by opcode."""
+    return sorted(_DECLS.values(), key=lambda d: d.opcode)
+
+
+def declaration(name_or_opcode: str | int) -> IntrinsicDecl:
+    """The declaration named (case-insensitive) or with that opcode; KeyError listing the registered ones."""
+    for d in _DECLS.values():
+        if (isinstance(name_or_opcode, str) and d.name == name_or_opcode.lower()) or d.opcode == name_or_opcode:
+            return d
+    raise KeyError(f"no tensor intrinsic {name_or_opcode!r}; registered: "
+                   f"{', '.join(f'{d.name} (opcode {d.opcode})' for d in declarations())}")
+
+
+def row_shape(cfg: "HwConfig", scope: str) -> tuple[int, ...]:
+    """Element shape of one scratchpad row."""
+    return {"inp": (cfg.batch, cfg.block_in), "wgt": (cfg.block_out, cfg.block_in),
+            "acc": (cfg.batch, cfg.block_out)}[scope]
+
+
+def register_intrinsic(decl: IntrinsicDecl, check_configs: tuple[str, ...] | None = None) -> IntrinsicDecl:
+    """Register ``decl``; checked now against the presets ``check_configs`` (default: every preset the
+    declaration supports): semantics, operand shapes and the instruction format's 128-bit fit.
+
+    Raises ConfigError naming what is wrong (a taken opcode, an unknown scope, a semantics that is not
+    a tensor expression, fields that do not fit) and leaves the registry unchanged."""
+    from isa.config import HwConfig, preset_names
+
+    name = decl.name
+    if not (isinstance(name, str) and name.isidentifier() and name == name.lower()):
+        raise ConfigError(f"intrinsic name {name!r} must be a lower-case identifier")
+    if name in _DECLS or name.startswith("alu"):
+        raise ConfigError(f"intrinsic {name!r} is already registered (or names the ALU family)")
+    if not (isinstance(decl.opcode, int) and 0 <= decl.opcode < OPCODE_SPACE):
+        raise ConfigError(f"intrinsic {name}: opcode {decl.opcode!r} must be an integer in 0..{OPCODE_SPACE - 1} "
+                          f"(the instruction opcode field is 3 bits)")
+    taken = dict(RESERVED_OPCODES)
+    taken.update({d.opcode: d.name for d in _DECLS.values()})
+    if decl.opcode in taken:
+        free = [o for o in range(OPCODE_SPACE) if o not in taken]
+        raise ConfigError(f"intrinsic {name}: opcode {decl.opcode} is taken by {taken[decl.opcode]}; free opcodes: "
+                          f"{', '.join(map(str, free)) or 'none'}")
+    if decl.timing.ii != 1:
+        raise ConfigError(f"intrinsic {name}: initiation interval {decl.timing.ii}; the compute pipeline issues one "
+                          f"micro-op per cycle (ii=1)")
+    reserved = {"opcode", "reset", "uop_bgn", "uop_end", "iter_out", "iter_in", "overwrite"} | {
+        f"{o}_factor_{w}" for o in ("dst", "src", "wgt") for w in ("out", "in")}
+    for f in decl.fields:
+        if f.name in reserved or not f.name.isidentifier():
+            raise ConfigError(f"intrinsic {name}: extra field {f.name!r} clashes with the micro-op loop fields "
+                              f"or is not an identifier")
+    configs = check_configs if check_configs is not None else tuple(preset_names())
+    _DECLS[name] = decl
+    _VERSION[0] += 1
+    try:
+        checked = 0
+        for p in configs:
+            cfg = HwConfig.from_preset(p)
+            if not decl.supported(cfg):
+                continue
+            checked += 1
+            instantiate(decl, cfg)
+            from isa.encoding import layouts
+            layouts(cfg)
+        if check_configs is None and not checked:
+            raise ConfigError(f"intrinsic {name}: no preset supports it")
+    except Exception:
+        del _DECLS[name]
+        _VERSION[0] += 1
+        raise
+    return decl
+
+
+def unregister_intrinsic(name: str) -> None:
+    """Remove a registered declaration (built-in ones cannot be removed)."""
+    if name in _BUILTIN:
+        raise ConfigError(f"intrinsic {name} is built in and cannot be unregistered")
+    if name not in _DECLS:
+        raise KeyError(f"no registered intrinsic {name!r}")
+    del _DECLS[name]
+    _VERSION[0] += 1
+
+
+_CLASSES: dict[str, type] = {}
+
+
+def insn_class(decl: IntrinsicDecl) -> type:
+    """The instruction dataclass of ``decl``: the GEMM fields (a :class:`Gemm` subclass) plus its extra fields."""
+    if decl.name == "gemm":
+        return Gemm
+    cls = _CLASSES.get(decl.name)
+    if cls is None or cls.opcode != decl.opcode or getattr(cls, "_decl", None) is not decl:
+        cls = make_dataclass(decl.name.capitalize(), [(f.name, int, 0) for f in decl.fields], bases=(Gemm,),
+                             frozen=True, namespace={"opcode": decl.opcode, "intrinsic": decl.name, "_decl": decl,
+                                                     "__doc__": decl.doc or f"The {decl.name} tensor instruction."})
+        cls.__module__ = __name__
+        _CLASSES[decl.name] = cls
+    return cls
+
+
+def instantiate(decl: IntrinsicDecl, cfg: "HwConfig") -> TensorIntrinsic:
+    """The declaration for one config: checks its operands and semantics (ConfigError otherwise)."""
+    where = f"intrinsic {decl.name} on HwConfig {cfg.name!r}"
+    extents = dict(decl.axes(cfg))
+    axes = {n: Axis(n, int(e)) for n, e in extents.items()}
+    scopes = [o.scope for o in decl.operands]
+    for o in decl.operands:
+        if o.scope not in SCOPES:
+            raise ConfigError(f"{where}: operand {o.name} is in scope {o.scope!r}; inputs live in "
+                              f"{' or '.join(SCOPES)} (the output is acc)")
+        unknown = [a for a in o.axes if a not in axes]
+        if unknown:
+            raise ConfigError(f"{where}: operand {o.name} uses axes {unknown} that the intrinsic does not declare "
+                              f"({', '.join(axes)})")
+    for s in SCOPES:
+        if scopes.count(s) > 1:
+            raise ConfigError(f"{where}: {scopes.count(s)} operands in {s}; the {s} scratchpad has one read port")
+    bits = {"inp": cfg.inp_width, "wgt": cfg.wgt_width}
+    ops = {o.name: texpr.Operand(o.name, o.scope, tuple(o.axes), bits[o.scope]) for o in decl.operands}
+    out = Operand("acc", "acc", tuple(decl.out_axes), cfg.acc_width)
+    vectors: dict[str, int] = {}
+    for o in list(decl.operands) + [OperandDecl("acc", "acc", tuple(decl.out_axes))]:
+        n = int(np.prod([extents[a] for a in o.axes], dtype=np.int64)) if o.axes else 1
+        row = int(np.prod(row_shape(cfg, o.scope)))
+        if row % n or (o.scope == "acc" and n != row):
+            need = "exactly one acc row" if o.scope == "acc" else f"a divisor of the {o.scope} row"
+            raise ConfigError(f"{where}: operand {o.name} has {n} elements; it must be {need} "
+                              f"({row} elements: {'x'.join(map(str, row_shape(cfg, o.scope)))})")
+        vectors[o.name] = row // n
+    tree = texpr.trace(decl.semantics, ops, axes, where)
+    terms, red = texpr.products(tree)
+    for t in terms:
+        used = {a for acc in t for a in acc.axes}
+        missing = [a for a in decl.out_axes if a not in used]
+        free = [a for a in used if a not in decl.out_axes and a not in red]
+        if missing or free:
+            raise ConfigError(f"{where}: a product term uses axes {sorted(used)}; each term must use every output "
+                              f"axis ({', '.join(decl.out_axes)}) and reduce the others (reduce_sum over {free})")
+        if len(t) > 2:
+            raise ConfigError(f"{where}: a product of {len(t)} elements; a micro-op multiplies two operands")
+    out_n = int(np.prod([extents[a] for a in decl.out_axes], dtype=np.int64))
+    macs = sum(out_n * int(np.prod([extents[a] for a in red], dtype=np.int64)) for t in terms if len(t) == 2)
+    expr_text = f"acc[{', '.join(decl.out_axes)}] += {_show(tree)}"
+    numpy_fn = decl.numpy_fn(cfg) if decl.numpy_fn else _semantics_fn(cfg, tree, tuple(decl.out_axes), decl.operands)
+    return TensorIntrinsic(
+        name=decl.name, kind="gemm" if decl.name == "gemm" else "tensor", extents=extents,
+        inputs=tuple(Operand(o.name, o.scope, tuple(o.axes), bits[o.scope]) for o in decl.operands), output=out,
+        reduce_axes=tuple(red), expr=expr_text, numpy_fn=numpy_fn, decl=decl, tree=tree, vectors=vectors,
+        macs_per_uop=macs)
+
+
+def _show(e: Expr) -> str:
+    if isinstance(e, texpr.Access):
+        return f"{e.operand.name}[{', '.join(e.axes)}]"
+    if isinstance(e, texpr.Mul):
+        return f"{_show(e.a)} * {_show(e.b)}"
+    if isinstance(e, texpr.Add):
+        return f"({_show(e.a)} + {_show(e.b)})"
+    assert isinstance(e, texpr.ReduceSum)
+    return f"sum[{', '.join(e.axes)}]({_show(e.body)})"
+
+
+def _semantics_fn(cfg: "HwConfig", tree: Expr, out_axes: tuple[str, ...], operands) -> Callable[..., np.ndarray]:
+    """Batched exact semantics: ``fn(acc (n, *out), *operand arrays (n, *shape)) -> new acc``, wrapped."""
+    names = [o.name for o in operands]
+
+    def fn(acc: np.ndarray, *arrays: np.ndarray) -> np.ndarray:
+        val = texpr.evaluate(tree, out_axes, dict(zip(names, arrays)))
+        with np.errstate(over="ignore"):
+            return wrap(acc + val.reshape(acc.shape), cfg.acc_width)
+    return fn
+
+
+# ----------------------------------------------------------------------------- built-in declarations
+def _gemm_numpy(cfg: "HwConfig") -> Callable[..., np.ndarray]:
+    """GEMM's exact batched function as one matmul: acc (n,B,BO), inp (n,B,BI), wgt (n,BO,BI)."""
+    acc_bits = cfg.acc_width
     # float64 matmul is exact while every partial sum stays below 2**53; otherwise use int64,
     # whose wrap-around modulo 2**64 is still exact modulo 2**acc_width.
     exact_in_float = (cfg.inp_width - 1) + (cfg.wgt_width - 1) + cfg.log_block_in < 53
 
     def fn(acc: np.ndarray, inp: np.ndarray, wgt: np.ndarray) -> np.ndarray:
-        """Batched: acc (n,B,BO) int64, inp (n,B,BI), wgt (n,BO,BI) -> new acc (n,B,BO), wrapped."""
         if exact_in_float:
             f64 = lambda a: np.asarray(a, dtype=np.float64)  # noqa: E731 - no copy when already float64
             prod = np.matmul(f64(inp), np.swapaxes(f64(wgt), -1, -2)).astype(np.int64)
@@ -71,17 +351,78 @@ def gemm_intrinsic(cfg: "HwConfig") -> TensorIntrinsic:
                 prod = np.matmul(inp.astype(np.int64), np.swapaxes(wgt, -1, -2).astype(np.int64))
         with np.errstate(over="ignore"):
             return wrap(acc + prod, acc_bits)
+    return fn
 
-    return TensorIntrinsic(
-        name="gemm",
-        kind="gemm",
-        extents={"b": cfg.batch, "i": cfg.block_in, "o": cfg.block_out},
-        inputs=(Operand("inp", "inp", ("b", "i"), cfg.inp_width), Operand("wgt", "wgt", ("o", "i"), cfg.wgt_width)),
-        output=Operand("acc", "acc", ("b", "o"), cfg.acc_width),
-        reduce_axes=("i",),
-        expr="acc[b, o] += inp[b, i] * wgt[o, i]",
-        numpy_fn=fn,
-    )
+
+def _gemm_datapath(ctx):
+    """The GEMM array itself: ``acc[b, o] += sum_i inp[b, i] * wgt[o, i]``."""
+    return ctx.gemm_array(ctx.elements("inp"), ctx.elements("wgt"))
+
+
+GEMM = IntrinsicDecl(
+    name="gemm", opcode=int(Opcode.GEMM),
+    axes=lambda cfg: {"b": cfg.batch, "i": cfg.block_in, "o": cfg.block_out},
+    operands=(OperandDecl("inp", "inp", ("b", "i")), OperandDecl("wgt", "wgt", ("o", "i"))),
+    out_axes=("b", "o"),
+    semantics=lambda inp, wgt, b, i, o: reduce_sum(inp[b, i] * wgt[o, i], i),
+    timing=Timing(1, lambda cfg: cfg.gemm_pipeline),
+    datapath=_gemm_datapath, numpy_fn=_gemm_numpy,
+    doc="acc[b, o] += inp[b, i] * wgt[o, i] over BATCH x BLOCK_IN x BLOCK_OUT (the GEMM array)")
+
+
+def _dwmac_datapath(ctx):
+    """On the GEMM array's multipliers: inp row x diag(wgt vector) (``wgt'[o][i] = w[i]`` if o == i else 0)."""
+    w = ctx.elements("wgt")  # [c]
+    n = len(w)
+    zero = ctx.const(0, ctx.bits("wgt"))
+    return ctx.gemm_array(ctx.elements("inp"), [[w[i] if o == i else zero for i in range(n)] for o in range(n)])
+
+
+DWMAC = IntrinsicDecl(
+    name="dwmac", opcode=5,
+    axes=lambda cfg: {"b": cfg.batch, "c": cfg.block_out},
+    operands=(OperandDecl("inp", "inp", ("b", "c")), OperandDecl("wgt", "wgt", ("c",))),
+    out_axes=("b", "c"),
+    semantics=lambda inp, wgt, b, c: inp[b, c] * wgt[c],
+    timing=Timing(1, lambda cfg: cfg.gemm_pipeline),
+    datapath=_dwmac_datapath,
+    supported=lambda cfg: cfg.block_in == cfg.block_out,
+    doc="Depthwise vector MAC: acc[b, c] += inp[b, c] * wgt[c] over BATCH x BLOCK_OUT channels; wgt is a "
+        "vector of BLOCK_IN (= BLOCK_OUT) channel weights, BLOCK_OUT vectors per WGT row, the micro-op's wgt "
+        "index counting vectors. Runs on the GEMM array's multipliers (weights on its diagonal).")
+
+for _d in (GEMM, DWMAC):
+    _DECLS[_d.name] = _d
+    _BUILTIN.add(_d.name)
+
+
+#: The ALU instruction family's own fields (after the micro-op loop and dst factors); its ops are in isa.alu.
+def alu_fields(cfg: "HwConfig") -> list[tuple]:
+    return [("src_factor_out", cfg.acc_idx_bits), ("src_factor_in", cfg.acc_idx_bits),
+            ("alu_opcode", alu_opcode_bits()), ("use_imm", 1), ("imm", IMM_BITS, True)]
+
+
+ALU_TIMING = Timing(1, lambda cfg: cfg.alu_pipeline)
+
+
+def tensor_fields(cfg: "HwConfig", decl: IntrinsicDecl) -> list[tuple]:
+    """The fields of a tensor intrinsic's format after the micro-op loop and dst factors: src/wgt factors,
+    overwrite, then the declaration's extra fields."""
+    return [("src_factor_out", cfg.inp_idx_bits), ("src_factor_in", cfg.inp_idx_bits),
+            ("wgt_factor_out", cfg.wgt_idx_bits), ("wgt_factor_in", cfg.wgt_idx_bits), ("overwrite", 1)] + [
+        (f.name, f.width(cfg), f.signed) for f in decl.fields]
+
+
+def timing_of(insn: object) -> Timing:
+    """The declared timing of a tensor or ALU instruction."""
+    name = getattr(insn, "intrinsic", None)
+    return ALU_TIMING if name is None else declaration(name).timing
+
+
+# ----------------------------------------------------------------------------- instances per config
+def gemm_intrinsic(cfg: "HwConfig") -> TensorIntrinsic:
+    """``acc[b, o] += sum_i inp[b, i] * wgt[o, i]`` over BATCH x BLOCK_IN x BLOCK_OUT."""
+    return instantiate(GEMM, cfg)
 
 
 def record_lanes(rows: np.ndarray, wgt_width: int) -> Record:
@@ -121,9 +462,15 @@ def alu_intrinsic(cfg: "HwConfig", op: AluOp) -> TensorIntrinsic:
     )
 
 
+def tensor_declarations(cfg: "HwConfig") -> list[IntrinsicDecl]:
+    """The registered tensor-intrinsic declarations ``cfg`` supports, by opcode."""
+    return [d for d in declarations() if d.supported(cfg)]
+
+
 def intrinsics(cfg: "HwConfig") -> dict[str, TensorIntrinsic]:
-    """Every intrinsic of ``cfg``: the GEMM and one ALU intrinsic per registered op that ``cfg`` supports."""
-    out = {"gemm": gemm_intrinsic(cfg)}
+    """Every intrinsic of ``cfg``: each supported tensor declaration and one ALU intrinsic per registered op
+    that ``cfg`` supports."""
+    out = {d.name: instantiate(d, cfg) for d in tensor_declarations(cfg)}
     for op in alu_ops(cfg):
         intr = alu_intrinsic(cfg, op)
         out[intr.name] = intr

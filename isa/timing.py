@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from isa.encoding import INSN_BYTES
+from isa.intrinsics import timing_of
 from isa.instructions import Alu, Finish, Gemm, Instruction, Load, MemType, Store, n_iterations
 
 if TYPE_CHECKING:
@@ -57,10 +58,9 @@ def exec_cycles(cfg: "HwConfig", insn: Instruction) -> int:
     """Cycles from start to end of a non-DMA instruction (GEMM, ALU, FINISH, or any NOP)."""
     if is_nop(insn) or isinstance(insn, Finish):
         return 1
-    if isinstance(insn, Gemm):
-        return n_iterations(insn) + cfg.gemm_pipeline
-    if isinstance(insn, Alu):
-        return n_iterations(insn) + cfg.alu_pipeline
+    if isinstance(insn, (Gemm, Alu)):  # a tensor intrinsic (GEMM, DWMAC, ...) or ALU: its declared timing
+        t = timing_of(insn)
+        return n_iterations(insn) * t.ii + t.depth(cfg)
     raise ValueError(f"{type(insn).__name__} is a DMA instruction: use dma_cycles")
 
 

@@ -24,6 +24,7 @@ import numpy as np
 from isa import Alu, Finish, Gemm, Instruction, Load, MemType, Store, Unit, alu_op, encode, encode_stream, unit_of
 from isa.alu import op_supported, unsupported_reason
 from isa.encoding import layouts
+from isa.intrinsics import declaration, insn_class
 from jit_runtime.buffers import DeviceBuffer, buffer_alignment
 from jit_runtime.deps import TOKEN_QUEUES, add_flags, as_unit, nop, pop_flag, push_flag, queue_name
 from jit_runtime.device import Device, make_device
@@ -186,14 +187,16 @@ class CommandQueue:
                                   f"and loops; the {mem} scratchpad has {depth} elements")
 
     def push_gemm(self, finit: Finit, *, signature: Hashable | None = None, reset: bool = False,
-                  overwrite: bool = False) -> UopKernel:
+                  overwrite: bool = False, intrinsic: str = "gemm") -> UopKernel:
         """GEMM over the kernel's loops and uops: ``acc[dst] += inp[src] x wgt[wgt]^T``
         (``acc[dst] = 0`` with ``reset``; ``acc[dst] = inp x wgt^T`` with ``overwrite``, each dst at most
         once). Loads the uops first on a uop-cache miss. ``overwrite`` is an instruction flag, so the
-        same recorded kernel serves accumulate and overwrite GEMMs."""
+        same recorded kernel serves accumulate and overwrite GEMMs. ``intrinsic`` names another declared
+        tensor intrinsic (``isa.intrinsics``, e.g. ``"dwmac"``) with the same micro-op loop."""
+        cls = insn_class(declaration(intrinsic)) if intrinsic != "gemm" else Gemm
         k = self.kernel("gemm", finit, signature)
         base = self._make_resident(k)
-        self._emit(Gemm(bool(reset), base, base + k.size, **k.loop_fields(), overwrite=bool(overwrite)))
+        self._emit(cls(bool(reset), base, base + k.size, **k.loop_fields(), overwrite=bool(overwrite)))
         return k
 
     def push_alu(self, finit: Finit, *, op: str, use_imm: bool = False, imm: int = 0,

@@ -9,7 +9,10 @@ from simulator.alu import AluExecutor
 from simulator.budget import DEFAULT_MAX_CYCLES, check_budget, with_progress
 from simulator.dram import check_image, execute_load, execute_store
 from simulator.functional import run_functional
+from isa.intrinsics import intrinsics
+from simulator.errors import InvalidInstructionError
 from simulator.gemm import GemmExecutor
+from simulator.tensor import TensorExecutor
 from simulator.program import Decoder
 from simulator.result import SimResult
 from simulator.scratchpads import Scratchpads
@@ -32,8 +35,24 @@ class Simulator:
         self.max_cycles, self.progress = max_cycles, progress
         self.sp = Scratchpads(cfg)
         self._decoder = Decoder(cfg)
-        self._gemm = GemmExecutor(cfg, self.sp)
         self._alu = AluExecutor(cfg, self.sp)
+        self._tensor: dict = {}  # intrinsic name -> executor (GEMM: its dense fast path), made on first use
+
+    @property
+    def _gemm(self) -> GemmExecutor:
+        """The GEMM declaration's executor (dense plans)."""
+        return self._executor("gemm")
+
+    def _executor(self, name: str):
+        ex = self._tensor.get(name)
+        if ex is None:
+            intr = intrinsics(self.cfg).get(name)
+            if intr is None or intr.decl is None:
+                raise InvalidInstructionError(f"tensor intrinsic {name!r} is not available on HwConfig "
+                                              f"{self.cfg.name!r}")
+            ex = GemmExecutor(self.cfg, self.sp) if name == "gemm" else TensorExecutor(self.cfg, self.sp, intr)
+            self._tensor[name] = ex
+        return ex
 
     @property
     def scratchpads(self) -> dict[str, np.ndarray]:
@@ -50,12 +69,12 @@ class Simulator:
         cfg, sp = self.cfg, self.sp
         sp.wgt_version += 1  # the scratchpads may have been written directly since the last run
         infos = self._decoder.program(dram, insn_addr, n_insns)
-        gemm, alu = self._gemm.execute, self._alu.execute
+        alu = self._alu.execute
 
         def execute(i: int) -> None:
             insn = infos[i].insn
-            if isinstance(insn, Gemm):
-                gemm(i, insn)
+            if isinstance(insn, Gemm):  # GEMM or another declared tensor intrinsic
+                self._executor(insn.intrinsic).execute(i, insn)
             elif isinstance(insn, Alu):
                 alu(i, insn)
             elif isinstance(insn, Load):

@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from isa.config import HwConfig
+from isa.intrinsics import intrinsics
 from isa.instructions import Alu, Gemm, Load, MemType, Store, n_iterations
 from isa.timing import pad_elements
 from simulator.program import INSN_BYTES, UNITS, InsnInfo
@@ -15,6 +16,7 @@ def counters(cfg: HwConfig, infos: list[InsnInfo]) -> dict[str, Any]:
     nbytes = {m: 0 for m in ("inp", "wgt", "acc", "uop", "out")}
     nbytes["insn"] = INSN_BYTES * len(infos)
     gemm_uops = alu_uops = macs = pads = 0
+    per_uop = {n: i.macs_per_uop for n, i in intrinsics(cfg).items() if i.decl is not None}
     for info in infos:
         insn = info.insn
         if isinstance(insn, (Load, Store)):
@@ -26,7 +28,7 @@ def counters(cfg: HwConfig, infos: list[InsnInfo]) -> dict[str, Any]:
             k = n_iterations(insn)
             gemm_uops += k
             if not insn.reset:
-                macs += k * cfg.macs_per_cycle
+                macs += k * per_uop[insn.intrinsic]  # the declaration's MACs per micro-op
         elif isinstance(insn, Alu):
             alu_uops += n_iterations(insn)
     return {"bytes": nbytes, "pad_elements": pads, "gemm_uops": gemm_uops, "alu_uops": alu_uops, "macs": macs}

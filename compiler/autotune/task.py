@@ -94,6 +94,9 @@ def extract_tasks(compiled, backend) -> list[Task]:
         bias = g.constants.get(n.inputs[2]) if len(n.inputs) > 2 and n.inputs[2] else None
         a = n.attrs
         x = np.broadcast_to(np.int8(0), x_shape)
+        on_dwmac = getattr(backend, "depthwise_on_dwmac", None)
+        if n.op == "AccelConv2D" and on_dwmac is not None and on_dwmac(x, w, int(a.get("group", 1))):
+            continue  # depthwise on the dwmac intrinsic: its own tiling (compiler.topi.depthwise), no GEMM knobs
         if n.op == "AccelConv2D":
             cs, b, rq, _ = backend.conv2d_problem(x, w, bias, stride=tuple(a["strides"]), padding=tuple(a["pads"]),
                                                groups=int(a.get("group", 1)), requant=a["requant"],

@@ -26,7 +26,8 @@ def _finit(loops, uops: np.ndarray):
 
 def _signature(op: Op) -> tuple:
     a = op.args
-    return (op.kind, a.get("reset", False), a.get("op"), tuple(a["loops"]), a["uops"].shape[0], a["uops"].tobytes())
+    return (op.kind, a.get("reset", False), a.get("op"), a.get("intrinsic", "gemm"), tuple(a["loops"]),
+            a["uops"].shape[0], a["uops"].tobytes())
 
 
 def emit(ops: list[Op], q: "CommandQueue", dram: dict) -> None:
@@ -45,7 +46,7 @@ def emit(ops: list[Op], q: "CommandQueue", dram: dict) -> None:
             q.store_2d(a["sram"], _buf(dram, d.tensor), d.dram, x_size=d.x, y_size=d.y, x_stride=d.stride)
         elif op.kind == "gemm":
             q.push_gemm(_finit(a["loops"], a["uops"]), signature=_signature(op), reset=a["reset"],
-                        overwrite=a.get("overwrite", False))
+                        overwrite=a.get("overwrite", False), intrinsic=a.get("intrinsic", "gemm"))
         elif op.kind == "alu":
             q.push_alu(_finit(a["loops"], a["uops"]), op=a["op"], use_imm=a["use_imm"], imm=a["imm"],
                        signature=_signature(op) + (a["use_imm"], a["imm"]))

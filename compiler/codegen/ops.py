@@ -120,6 +120,26 @@ class OpBuilder:
                 coefs[k] += f.coef(lv) * strides[d]
         return const, coefs
 
+    def _operand_form(self, m, scope: str, nest, buf: Buffer, loops, env, thread: int) -> tuple[int, np.ndarray]:
+        """Micro-op index of a tensor intrinsic's ``scope`` operand: the row index, or for a vector operand
+        (``k`` pieces per row, ``isa.intrinsics``) ``row * k + piece``, the piece being the load's index in
+        the row's first element dimension."""
+        ld = m.inp if scope == "inp" else m.wgt
+        const, coefs = self._elem_form(ld.indices, ld.tensor, nest, buf, loops, env)
+        const += buf.copy_base(thread)
+        intr = m.intr
+        op = next((o for o in intr.inputs if o.scope == scope), None) if intr is not None else None
+        k = intr.vectors.get(op.name, 1) if op is not None else 1
+        if k == 1:
+            return const, coefs
+        if len(op.axes) != 1 or ld.tensor.shape[-1] * k != ld.tensor.shape[-1] * ld.tensor.shape[-2]:
+            raise LowerError(f"{intr.name}: operand {op.name} is a vector of {ld.tensor.shape[-1]} elements; the "
+                             f"code generator addresses vectors that are whole rows of the last dimension")
+        region = self.bounds.region(ld.tensor, env)
+        f = to_affine(ld.indices[-2], nest.forms)
+        pc = np.array([f.coef(lv) for lv in loops], dtype=np.int64)
+        return const * k + (f.const - region[-2][0]), coefs * k + pc
+
     def _kernel(self, s: Kernel, env: dict, thread: int) -> list[Op]:
         st = s.stage
         if s.kind == "reset" and self.overwrite:
@@ -143,18 +163,20 @@ class OpBuilder:
                 reads: tuple = ()
             else:
                 ib, wb = s.operands["inp"], s.operands["wgt"]
-                sc, sk = self._elem_form(m.inp.indices, m.inp.tensor, nest, ib, loops, env)
-                wc, wk = self._elem_form(m.wgt.indices, m.wgt.tensor, nest, wb, loops, env)
+                sc, sk = self._operand_form(m, "inp", nest, ib, loops, env, thread)
+                wc, wk = self._operand_form(m, "wgt", nest, wb, loops, env, thread)
                 coefs = np.stack([dk, sk, wk], axis=1) if loops else np.zeros((0, 3), np.int64)
-                const = np.array([dc, sc + ib.copy_base(thread), wc + wb.copy_base(thread)])
+                const = np.array([dc, sc, wc])
                 reads = (_key(ib, thread), _key(wb, thread))
+            name = m.intr.name if s.kind == "gemm" and m.intr is not None else "gemm"  # the declared intrinsic
             if s.kind == "gemm" and self.overwrite and self._first_step(st, env):
                 red = [k for k, lv in enumerate(loops) if root_of(st, lv).kind == "reduce"]
                 return [Op("compute", "gemm", {"reset": False, "overwrite": ow, "cont": cont, "loops": hw,
-                                                "uops": uops}, reads, (acc_key,))
+                                                "uops": uops, "intrinsic": name}, reads, (acc_key,))
                         for ow, cont, (hw, uops) in _overwrite_split(ext, coefs, const, red, self.cfg.uop_depth)]
             hw, uops = fold_loops(ext, coefs, const, self.cfg.uop_depth)
-            return [Op("compute", "gemm", {"reset": s.kind == "reset", "loops": hw, "uops": uops}, reads, (acc_key,))]
+            return [Op("compute", "gemm", {"reset": s.kind == "reset", "loops": hw, "uops": uops, "intrinsic": name},
+                       reads, (acc_key,))]
         assert isinstance(m, AluMatch)
         axes = list(st.op.axes)
         elem = set(axes[-2:])

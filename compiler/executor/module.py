@@ -183,11 +183,13 @@ class Module:
                 "cycles": int(prof.get("cycles", 0)) if target == "accel" else None,
                 "utilization": float(prof.get("utilization", 0.0)) if target == "accel" else None,
                 "macs": int(prof.get("macs", 0)),
+                "intrinsic": prof.get("intrinsic", "gemm") if target == "accel" else None,
                 "bytes": int(sum(by.values())) if isinstance(by, dict) else int(by),
                 "cpu_backend": prof.get("cpu_backend"), "time_ms": dt * 1e3}
 
     def profile(self) -> list[dict]:
-        """Per-layer rows of the last run: name, op, target, group, cycles, utilization, macs, bytes, time_ms,
+        """Per-layer rows of the last run: name, op, target, group, cycles, utilization, macs, intrinsic (accel rows:
+        the tensor intrinsic the layer ran on, e.g. "gemm" or "dwmac"), bytes, time_ms,
         and ``cpu_backend`` (CPU rows: "numpy", "llvm" or "view" (zero-copy reshape); None on accel rows)."""
         if not self._profile:
             raise RuntimeError("no profile yet: call run() first")

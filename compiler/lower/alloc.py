@@ -17,7 +17,8 @@ def allocate(func: "LoweredFunc", cfg: "HwConfig") -> dict[str, int]:
     """
     used: dict[str, int] = {"inp": 0, "wgt": 0, "acc": 0}
     owners: dict[str, list[str]] = {"inp": [], "wgt": [], "acc": []}
-    for buf in func.buffers:
+    # buffers read as vector operands first: their micro-op index is row * k + piece (isa.intrinsics)
+    for buf in sorted(func.buffers, key=lambda b: not b.vector):
         if buf.alias_of is not None:
             continue
         if buf.scope not in used:

@@ -147,6 +147,8 @@ class Bounds:
                     lo[d] = a if lo[d] is None else min(lo[d], a)
                     hi[d] = b if hi[d] is None else max(hi[d], b)
         res = [(int(a), int(b - a + 1)) for a, b in zip(lo, hi)]
+        if st is not None and st.scope in ("inp", "wgt", "acc"):  # a scratchpad row is held whole (a vector
+            res[-2:] = [(0, n) for n in t.shape[-2:]]            # operand may read only some of its pieces)
         self._cache[key] = res
         return res
 

@@ -124,6 +124,9 @@ def lower(sched: "Schedule", cfg: "HwConfig", name: str = "kernel") -> LoweredFu
         if st in matches and st.tensorized is not None:
             m = matches[st]
             ops = {"inp": buffer_of(sched[m.inp.tensor], inside_vt), "wgt": buffer_of(sched[m.wgt.tensor], inside_vt)}
+            if m.intr is not None:
+                for o in m.intr.inputs:
+                    ops[o.scope].vector = ops[o.scope].vector or m.intr.vectors[o.name] > 1
             out: list[Stmt] = [Kernel(st, "reset", buf, m, ops)]
             body = nest_loops(st, host[st], inside_vt, [Kernel(st, "gemm", buf, m, ops)])
             return out + body

@@ -28,6 +28,7 @@ class Buffer:
     copies: int = 1
     base: int = -1
     alias_of: "Buffer | None" = None
+    vector: bool = False  # read as a vector operand: its micro-op index (row * k + piece) needs a low base
 
     @property
     def elems(self) -> int:

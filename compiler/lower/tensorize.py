@@ -32,6 +32,7 @@ class GemmMatch:
     axes: dict[str, IterVar]
     inp: Load
     wgt: Load
+    intr: "TensorIntrinsic | None" = None  # the declared intrinsic (None: gemm)
 
 
 @dataclass
@@ -192,7 +193,73 @@ def match_gemm(stage: "Stage", iv: IterVar, intr: "TensorIntrinsic") -> GemmMatc
         if got not in (sc, None):
             raise TensorizeError(f"stage {stage.name}: {ld.tensor.name} is in scope {got!r} but intrinsic "
                                  f"{intr.name} reads its {name} operand from {sc!r}; cache_read it into {sc!r}")
-    return GemmMatch(role, inp, wgt)
+    return GemmMatch(role, inp, wgt, intr)
+
+
+def match_tensor(stage: "Stage", iv: IterVar, intr: "TensorIntrinsic") -> GemmMatch:
+    """A declared multiply-accumulate intrinsic (``isa.intrinsics``, one product of an inp and a wgt operand).
+
+    The stage body must be ``sum(a * b)`` over any reduction (reductions outside the region are the
+    instruction's loops); inside the region each loop plays one intrinsic axis: an output axis indexes
+    the output's element dimensions in declared order, and each operand is indexed by its declared axes
+    in its last dimensions. A vector operand's other element dimension (its piece in the row) may be
+    any affine index of the loops outside the region."""
+    from isa import texpr
+
+    form = f"intrinsic {intr.name} computes {intr.expr}"
+    terms, _red = texpr.products(intr.tree)
+    if len(terms) != 1 or len(terms[0]) != 2:
+        raise TensorizeError(f"intrinsic {intr.name}: the tensorizer matches one product of two operands; {form}")
+    body = stage.op.body
+    if not isinstance(body, Reduce) or body.op != "sum":
+        raise TensorizeError(f"stage {stage.name}: body {body!r} is not a sum; {form}")
+    prod = _strip(body.body)
+    if not (isinstance(prod, Binary) and prod.op == "mul"):
+        raise TensorizeError(f"stage {stage.name}: summand {body.body!r} is not a product of two tensors; {form}")
+    a, b = _strip(prod.a), _strip(prod.b)
+    if not (isinstance(a, Load) and isinstance(b, Load)):
+        raise TensorizeError(f"stage {stage.name}: summand {body.body!r} must multiply two tensor reads; {form}")
+    if _scope(stage, b.tensor) == "inp" or _scope(stage, a.tensor) == "wgt":
+        a, b = b, a
+    loads = {"inp": a, "wgt": b}
+    roots = _region_roots(stage, iv, intr.name, len(intr.output.axes))
+    role: dict[str, IterVar] = {}
+    out_pos = {r: k for k, r in enumerate(stage.op.axes) if r in roots}
+
+    def claim(name: str, r: IterVar | None, where: str) -> None:
+        if r is None or r not in roots:
+            raise TensorizeError(f"stage {stage.name}: no loop in the tensorized region plays intrinsic axis {name} "
+                                 f"({where}); {form}")
+        if role.setdefault(name, r) is not r:
+            raise TensorizeError(f"stage {stage.name}: intrinsic axis {name} is played by both "
+                                 f"{_leaf_name(stage, role[name])!r} and {_leaf_name(stage, r)!r}; {form}")
+
+    n_out = len(stage.op.axes)
+    for k, name in enumerate(intr.output.axes):
+        claim(name, stage.op.axes[n_out - len(intr.output.axes) + k], "an element dimension of the output")
+    for op in intr.inputs:
+        ld = loads[op.scope]
+        got = _scope(stage, ld.tensor)
+        if got not in (op.scope, None):
+            raise TensorizeError(f"stage {stage.name}: {ld.tensor.name} is in scope {got!r} but intrinsic "
+                                 f"{intr.name} reads its {op.name} operand from {op.scope!r}; cache_read it there")
+        roles = _index_roles(ld, stage, roots)
+        pos_to_root = {p: r for r, p in roles.items()}
+        for k, name in enumerate(op.axes):
+            claim(name, pos_to_root.get(ld.tensor.ndim - len(op.axes) + k), f"dimension {k} of operand {op.name}")
+        extra = [r for r in roles if r not in role.values()]
+        if extra:
+            raise TensorizeError(f"stage {stage.name}: loop {_leaf_name(stage, extra[0])!r} indexes {ld.tensor.name} "
+                                 f"but plays no axis of operand {op.name} of {intr.name}; {form}")
+    for r in roots:
+        if r not in role.values():
+            raise TensorizeError(
+                f"stage {stage.name}: loop {_leaf_name(stage, r)!r} (axis {r.name}, extent {r.extent}) is inside the "
+                f"tensorized region but matches no axis of intrinsic {intr.name} ({intr.expr}). Reorder it outside "
+                f"the tensorize point")
+    _check_extents(stage, intr, role)
+    _check_element_dims(stage, "acc", stage.tensor, out_pos, [(n, role[n]) for n in intr.output.axes])
+    return GemmMatch(role, loads["inp"], loads["wgt"], intr)
 
 
 def _scope(stage: "Stage", t: Tensor) -> str | None:
@@ -261,4 +328,6 @@ def match_intrinsic(stage: "Stage", iv: IterVar, intr: "TensorIntrinsic") -> Gem
         return match_gemm(stage, iv, intr)
     if intr.kind == "alu":
         return match_alu(stage, iv, intr)
+    if intr.kind == "tensor":
+        return match_tensor(stage, iv, intr)
     raise TensorizeError(f"intrinsic {intr.name}: unknown kind {intr.kind!r}")

@@ -23,12 +23,13 @@ import numpy as np
 import hw
 from isa.alu import alu_ops
 from isa.config import HwConfig
+from isa.intrinsics import declarations
 
 ROOT = Path(hw.__file__).resolve().parents[1]
 BUILD = ROOT / "build" / "rtl"
 #: The hw modules the generated Verilog depends on.
-RTL_SOURCES = ("alu", "arbiter", "burst", "common", "compute", "dma_read", "dma_write", "fetch", "load", "regfile",
-               "scratchpad", "store", "tokens", "top", "unit", "verilog")
+RTL_SOURCES = ("alu", "arbiter", "burst", "common", "compute", "dma_read", "dma_write", "fetch", "intrinsic", "load",
+               "regfile", "scratchpad", "store", "tokens", "top", "unit", "verilog")
 
 
 def verilator_bin() -> Path:
@@ -52,7 +53,8 @@ def isa_files() -> list[Path]:
 
 
 def design_key(cfg: HwConfig) -> str:
-    """Hash of everything the generated Verilog depends on: config, hw sources, isa/, Amaranth, ALU registry."""
+    """Hash of everything the generated Verilog depends on: config, hw sources, isa/, Amaranth, the ALU and
+    tensor-intrinsic registries."""
     import amaranth
 
     h = hashlib.sha256(json.dumps(cfg.to_dict(), sort_keys=True).encode())
@@ -65,7 +67,23 @@ def design_key(cfg: HwConfig) -> str:
         code = op.fn.__code__
         h.update(f"{op.name}:{op.opcode}:".encode() + code.co_code + repr(code.co_consts).encode()
                  + repr(code.co_names).encode())
+    for d in declarations():  # the tensor-intrinsic registry: a declaration made outside isa/ changes the RTL too
+        h.update(f"{d.name}:{d.opcode}:{d.timing.ii}:{[(f.name, f.signed) for f in d.fields]}".encode())
+        for fn in (d.semantics, d.datapath, d.axes, d.supported, *[f.bits for f in d.fields if callable(f.bits)],
+                   d.timing.pipeline if callable(d.timing.pipeline) else None):
+            code = getattr(fn, "__code__", None)
+            if code is not None:
+                h.update(_code_bytes(code))
+        h.update(repr(sorted(d.axes(cfg).items())).encode() if d.supported(cfg) else b"-")
     return h.hexdigest()[:20]
+
+
+def _code_bytes(code) -> bytes:
+    """A function's bytecode, constants and names, nested code objects (comprehensions) included, without addresses."""
+    out = code.co_code + repr(code.co_names).encode()
+    for c in code.co_consts:
+        out += _code_bytes(c) if hasattr(c, "co_code") else repr(c).encode()
+    return out
 
 
 @contextmanager

@@ -1,0 +1,295 @@
+"""Depthwise conv2d on the ``dwmac`` tensor intrinsic (``acc[b, c] += inp[b, c] * wgt[c]``, ``isa.intrinsics``).
+
+Layouts: data ``(nb, cb, h, w, B, BI)`` as for conv2d (one inp row = one pixel's channel block);
+weights ``(cb, BO, BI)``: one WGT row per channel block holding its ``kh * kw`` taps as vectors
+(row ``t`` = tap ``ky * kw + kx``, one weight per channel; rows past the taps are zero), so a
+3x3 layer of ``C`` channels takes ``C / BO`` WGT rows instead of the block-diagonal GEMM's
+``9 * C / BO``, and the micro-op's wgt index (vectors) is ``row * BO + tap``. When the taps do not
+fit one row (``kh * kw > BO``, e.g. 3x3 on tiny) each kernel row gets its own WGT row:
+``(cb, kh, BO, BI)``, index ``(cb * kh + ky) * BO + kx``. Each output pixel
+vector is ``kh * kw`` DWMAC micro-ops, at BLOCK_OUT MACs per cycle (the intrinsic's peak).
+
+Schedule: output tiles of ``cb_tile`` channel blocks x ``h_tile`` rows x full width; the tile's input
+rows (with the halo and padding) and its weight rows are loaded per tile, the DWMAC reduction over
+the kernel window runs as the instruction's loops, the requant epilogue as ALU, one store per tile;
+two virtual threads overlap one tile's loads and stores with the other's compute.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from compiler import te
+from compiler.requant import Requant
+from compiler.schedule import Schedule, create_schedule
+from compiler.topi.pad import pad_spatial
+from compiler.topi.requant import Epilogue, requant_stages
+from isa.config import HwConfig
+from isa.intrinsics import intrinsics
+
+
+@dataclass(frozen=True)
+class DwShape:
+    """Packed depthwise geometry: ``cb`` channel blocks, spatial sizes, kernel, stride, padding."""
+
+    nb: int
+    cb: int
+    h: int
+    w: int
+    kh: int
+    kw: int
+    stride: tuple[int, int]
+    padding: tuple[int, int, int, int]
+    pad_value: int = 0
+
+    @property
+    def oh(self) -> int:
+        return (self.h + self.padding[0] + self.padding[2] - self.kh) // self.stride[0] + 1
+
+    @property
+    def ow(self) -> int:
+        return (self.w + self.padding[1] + self.padding[3] - self.kw) // self.stride[1] + 1
+
+    def macs(self, cfg: HwConfig) -> int:
+        """Multiply-accumulates (each DWMAC micro-op does ``batch * block_out``)."""
+        return self.nb * self.cb * self.oh * self.ow * self.kh * self.kw * cfg.batch * cfg.block_out
+
+    def rows_per_block(self, cfg: HwConfig) -> int:
+        """WGT rows per channel block: 1 when the ``kh * kw`` taps fit one row, else one per kernel row."""
+        return 1 if taps_packed(cfg, self.kh, self.kw) else self.kh
+
+
+def taps_packed(cfg: HwConfig, kh: int, kw: int) -> bool:
+    """Whether all ``kh * kw`` taps of a channel block share one WGT row (else one row per kernel row)."""
+    return kh * kw <= cfg.block_out
+
+
+def dwmac_supported(cfg: HwConfig, kh: int, kw: int) -> bool:
+    """Whether a ``kh x kw`` depthwise conv runs on DWMAC on ``cfg`` (declared there; a kernel row fits a WGT row)."""
+    return "dwmac" in intrinsics(cfg) and kw <= cfg.block_out
+
+
+def pack_dw_weight(cfg: HwConfig, w: np.ndarray) -> np.ndarray:
+    """Packed depthwise weights ``(C//BO, 1, KH, KW, BO, BI)`` (input column 0 used, as conv2d packs them) as
+    DWMAC rows: ``(C//BO, BO, BI)`` with ``out[cb, ky*KW + kx, c] = w[cb, 0, ky, kx, c, 0]`` when the taps fit
+    one row, else ``(C//BO, KH, BO, BI)`` with ``out[cb, ky, kx, c]``; unused vectors are zero."""
+    cbn, _, kh, kw, bo, bi = w.shape
+    taps = np.ascontiguousarray(w[:, 0, :, :, :, 0])  # (cb, kh, kw, c)
+    if taps_packed(cfg, kh, kw):
+        out = np.zeros((cbn, cfg.block_out, bi), dtype=w.dtype)
+        out[:, :kh * kw, :bo] = taps.reshape(cbn, kh * kw, bo)
+    else:
+        out = np.zeros((cbn, kh, cfg.block_out, bi), dtype=w.dtype)
+        out[:, :, :kw, :bo] = taps
+    return out
+
+
+@dataclass(frozen=True)
+class DwKnobs:
+    """Output tile: ``cb_tile`` channel blocks x ``h_tile`` rows x full width; ``vthreads`` virtual threads over
+    the row tiles (``vthread_axis="h"``) or the channel tiles (``"cb"``)."""
+
+    cb_tile: int
+    h_tile: int
+    vthreads: int = 2
+    vthread_axis: str = "h"
+
+
+def dw_footprint(cfg: HwConfig, ds: DwShape, k: DwKnobs, n_consts: int) -> dict[str, int]:
+    rows = (k.h_tile - 1) * ds.stride[0] + ds.kh
+    cols = (ds.ow - 1) * ds.stride[1] + ds.kw
+    v = k.vthreads
+    wrows = v * k.cb_tile * ds.rows_per_block(cfg)
+    return {"inp": v * k.cb_tile * rows * cols, "acc": v * k.cb_tile * k.h_tile * ds.ow + n_consts * ds.cb,
+            "wgt": wrows + n_consts * ds.cb, "vectors": wrows * cfg.block_out}
+
+
+def _candidates(cfg: HwConfig, ds: DwShape, n_consts: int) -> list[DwKnobs]:
+    """Feasible knobs: per thread count and axis, every row tile that divides the output rows (and the largest
+    that fits), each with the largest channel tile that fits and the largest one dividing the channel blocks."""
+    out = []
+    vec_cap = 1 << cfg.uop_wgt_bits
+    for v, axis in ((1, "h"), (2, "h"), (2, "cb")):
+        def ok(cbt: int, ht: int) -> bool:
+            if v > 1 and axis == "h" and -(-ds.oh // ht) < 2 or v > 1 and axis == "cb" and -(-ds.cb // cbt) < 2:
+                return False
+            f = dw_footprint(cfg, ds, DwKnobs(cbt, ht, v, axis), n_consts)
+            return (f["inp"] <= cfg.inp_depth and f["acc"] <= cfg.acc_depth and f["wgt"] <= cfg.wgt_depth
+                    and f["vectors"] <= vec_cap)
+        heights = [h for h in range(1, ds.oh + 1) if ok(1, h)]
+        if not heights:
+            continue
+        for ht in sorted({h for h in heights if ds.oh % h == 0} | {max(heights)}):
+            fit = [c for c in range(1, ds.cb + 1) if ok(c, ht)]
+            if fit:
+                divs = [c for c in fit if ds.cb % c == 0]
+                for cbt in sorted({max(fit), max(divs) if divs else max(fit)}):
+                    out.append(DwKnobs(cbt, ht, v, axis))
+    return out
+
+
+def estimate_dw(cfg: HwConfig, ops: list, knobs: DwKnobs, ds: DwShape) -> float:
+    """Cycles of a generated depthwise program by the timing contract from each unit's busy time (DMA latency +
+    beats + pad elements; micro-op iterations x ii + pipeline per instruction): with one thread the units take
+    turns (their sum); with virtual threads the busiest unit bounds it, plus one tile's worth of the others
+    (the first load and the last store are not hidden)."""
+    from isa.intrinsics import ALU_TIMING, declaration
+    from isa.timing import ceil_div
+
+    busy = {"load": 0, "compute": 0, "store": 0}
+    for op in ops:
+        a = op.args
+        if op.kind in ("load", "store"):
+            d = a["desc"]
+            eb = cfg.elem_bytes(a.get("mem", "out"))
+            rows, cols = d.y_pad0 + d.y + d.y_pad1, d.x_pad0 + d.x + d.x_pad1
+            busy[op.unit] += cfg.dram_latency + d.y * ceil_div(d.x * eb, cfg.bus_bytes) + rows * cols - d.y * d.x
+        else:
+            n = int(np.prod([e for e, _ in a["loops"]], dtype=np.int64)) * a["uops"].shape[0]
+            t = ALU_TIMING if op.kind == "alu" else declaration(a.get("intrinsic", "gemm")).timing
+            busy["compute"] += n * t.ii + t.depth(cfg) + 1
+    total, top = sum(busy.values()), max(busy.values())
+    if knobs.vthreads == 1:
+        return float(total)
+    tiles = -(-ds.cb // knobs.cb_tile) * -(-ds.oh // knobs.h_tile)
+    return float(top + (total - top) / tiles)
+
+
+_CACHE: dict = {}
+
+
+def measure_dw(cfg: HwConfig, ds: DwShape, knobs: DwKnobs, bias=None, requant: Requant | None = None) -> int:
+    """Cycles of one depthwise conv (+ epilogue) with ``knobs`` on the cycle-accurate simulator (zero data)."""
+    from compiler.codegen.module import build
+
+    k = _scheduled(cfg, ds, bias, requant, knobs)
+    mod = build(k.schedule, cfg, name="depthwise_tune")
+    inputs = {k.data: np.zeros(k.data.shape, np.int8), k.weight: np.zeros(k.weight.shape, np.int8)}
+    inputs.update({t: a for t, a in k.epilogue.consts})
+    _, prof = mod.run(inputs, device="sim")
+    return int(prof["cycles"])
+
+
+def choose_dw_knobs(cfg: HwConfig, ds: DwShape, bias=None, requant: Requant | None = None,
+                    n_consts: int = 0, measure: int | None = None) -> DwKnobs:
+    """Rank the feasible knobs by :func:`estimate_dw` of their generated programs (tilings without a partial last
+    tile first: the estimate misses the virtual-thread stalls they cause), then keep the fastest of the best
+    ``measure`` on the simulator (default: 4 for layers estimated under 150k cycles, else 2, where the tiles
+    matter less next to the layer's floor); cached per shape and epilogue structure."""
+    from compiler.codegen.ops import OpBuilder
+    from compiler.lower import lower
+
+    key = (cfg, ds, n_consts, requant is None, measure)
+    if key in _CACHE:
+        return _CACHE[key]
+    ranked = []
+    for n, k in enumerate(_candidates(cfg, ds, n_consts)):
+        kern = _scheduled(cfg, ds, bias, requant, k)
+        uneven = ds.oh % k.h_tile != 0 or ds.cb % k.cb_tile != 0  # a partial last tile stalls the other thread
+        ranked.append((uneven, estimate_dw(cfg, OpBuilder(lower(kern.schedule, cfg, name="depthwise"), cfg).build(),
+                                           k, ds), n, k))
+    if not ranked:
+        raise ValueError(f"depthwise: no tile of {ds} fits the scratchpads of {cfg.name}")
+    ranked.sort(key=lambda t: t[:3])
+    if measure is None:
+        measure = 4 if ranked[0][1] < 150_000 else 2
+    top = [k for *_, k in ranked[:max(1, measure)]]
+    best = top[0] if len(top) == 1 else min((measure_dw(cfg, ds, k, bias, requant), n, k) for n, k in enumerate(top))[2]
+    _CACHE[key] = best
+    return best
+
+
+@dataclass
+class DwKernel:
+    """Everything needed to build and run one depthwise conv2d (the attribute names :class:`Replay` reads)."""
+
+    shape: DwShape
+    data: te.Tensor
+    weight: te.Tensor
+    conv: te.Tensor
+    epilogue: Epilogue
+    out: te.Tensor
+    schedule: Schedule
+    knobs: DwKnobs
+    residual: None = None
+
+
+def dw_compute(cfg: HwConfig, ds: DwShape) -> tuple[te.Tensor, te.Tensor, te.Tensor, te.Tensor]:
+    """``(data, weight, padded, conv)``: ``conv[n, cb, y, x, b, c] = sum_{ky, kx} pad[.., y*sy+ky, x*sx+kx, b, c]
+    * weight[cb, ky*kw+kx, c]``."""
+    B, BI, BO = cfg.batch, cfg.block_in, cfg.block_out
+    if not dwmac_supported(cfg, ds.kh, ds.kw):
+        raise ValueError(f"depthwise: a {ds.kh}x{ds.kw} kernel does not run on dwmac on {cfg.name} (needs the "
+                         f"intrinsic and kw <= {BO} taps per WGT row)")
+    if ds.oh < 1 or ds.ow < 1:
+        raise ValueError(f"depthwise: kernel {ds.kh}x{ds.kw} does not fit the padded {ds.h}x{ds.w} input")
+    data = te.placeholder((ds.nb, ds.cb, ds.h, ds.w, B, BI), "int8", "data")
+    packed = ds.rows_per_block(cfg) == 1
+    weight = te.placeholder((ds.cb, BO, BI) if packed else (ds.cb, ds.kh, BO, BI), "int8", "weight")
+    padded = pad_spatial(data, 2, ds.padding, name="data_pad", value=ds.pad_value)
+    sy, sx = ds.stride
+    ky = te.reduce_axis(ds.kh, "ky")
+    kx = te.reduce_axis(ds.kw, "kx")
+    conv = te.compute(
+        (ds.nb, ds.cb, ds.oh, ds.ow, B, BO),
+        lambda n, c, y, x, b, o: te.sum(
+            padded[n, c, y * sy + ky, x * sx + kx, b, o].astype("int32")
+            * (weight[c, ky * ds.kw + kx, o] if packed else weight[c, ky, kx, o]).astype("int32"), [ky, kx]),
+        name="dwconv", dtype="int32")
+    return data, weight, padded, conv
+
+
+def dw_epilogue(cfg: HwConfig, ds: DwShape, conv: te.Tensor, bias, requant: Requant | None) -> Epilogue:
+    if requant is None:
+        return Epilogue(out=conv)
+    return requant_stages(conv, bias, requant, ds.cb * cfg.block_out, lambda n, c, y, x, b, o: (c, b, o),
+                          (ds.cb,), cfg.block_out, cfg.batch, cfg=cfg)
+
+
+def depthwise_kernel(cfg: HwConfig, ds: DwShape, bias, requant: Requant | None,
+                     knobs: DwKnobs | None = None) -> DwKernel:
+    """Build the depthwise conv (+ requant epilogue, cast to int8) and schedule it on dwmac."""
+    if knobs is None:
+        n_consts = len(dw_epilogue(cfg, ds, dw_compute(cfg, ds)[3], bias, requant).consts)
+        knobs = choose_dw_knobs(cfg, ds, bias, requant, n_consts)
+    return _scheduled(cfg, ds, bias, requant, knobs)
+
+
+def _scheduled(cfg: HwConfig, ds: DwShape, bias, requant: Requant | None, knobs: DwKnobs) -> DwKernel:
+    data, weight, padded, conv = dw_compute(cfg, ds)
+    ep = dw_epilogue(cfg, ds, conv, bias, requant)
+    out = te.compute(conv.shape, lambda *i: ep.out[i].astype("int8"), name="out", dtype="int8")
+    s = create_schedule(out)
+    s[padded].compute_inline()
+    inp = s.cache_read(padded, "inp", [conv])
+    wgt = s.cache_read(weight, "wgt", [conv])
+    s[conv].set_scope("acc")
+    for t in ep.stages:
+        s[t].set_scope("acc")
+    for t, _ in ep.consts:
+        s.cache_read(t, "acc" if t.dtype == "int32" else "wgt", s.readers(t) and [r.tensor for r in s.readers(t)])
+    so = s[out]
+    n, c, y, x, b, o = so.leaf_iter_vars
+    c_o, c_i = so.split(c, knobs.cb_tile)
+    y_o, y_i = so.split(y, knobs.h_tile)
+    so.reorder(n, c_o, y_o, c_i, y_i, x, b, o)
+    attach = y_o
+    if knobs.vthreads > 1:
+        target = y_o if knobs.vthread_axis == "h" else c_o
+        vt, rest = so.split(target, nparts=knobs.vthreads)
+        so.bind_vthread(vt)
+        if target is y_o:
+            attach = rest
+    so.pragma(c_i, "dma_copy")
+    sc = s[conv]
+    sc.compute_at(so, attach)
+    s[inp].compute_at(so, attach)
+    s[wgt].compute_at(so, attach)
+    for t in ep.stages:
+        s[t].compute_at(so, attach)
+        s[t].pragma(s[t].leaf_iter_vars[0], "alu")
+    n_, c_, y_, x_, b_, o_, ky, kx = sc.leaf_iter_vars
+    sc.reorder(n_, c_, y_, x_, ky, kx, b_, o_)
+    sc.tensorize(b_, intrinsics(cfg)["dwmac"])
+    return DwKernel(ds, data, weight, conv, ep, out, s, knobs)

@@ -1,0 +1,191 @@
+"""RTL datapaths of the declared tensor intrinsics (``isa.intrinsics``), generated from the declarations.
+
+The compute unit's S2 stage gives every declaration a :class:`DatapathContext`: the operands'
+elements (sliced from the scratchpad rows read in S1; a vector operand's piece selected by the low
+index bits), a fresh multiplier ``mul`` and the one shared ``gemm_array``. A declaration's
+``datapath(ctx)`` returns, per acc lane (the output axes in row-major order), the value added to
+(or, with ``overwrite``, stored in) the accumulator. Without a ``datapath`` the semantics is
+elaborated directly: each product term with its own multiplier, summed by a balanced adder tree.
+
+``gemm_array(A, W)`` computes ``sum_i A[b][i] * W[o][i]`` for every lane on the GEMM array's
+multipliers (two products per DSP when they fit, see :func:`pair_products`); several declarations
+may use it (DWMAC feeds it a diagonal weight matrix), their inputs muxed by the opcode in S2, so
+a new intrinsic on it costs multiplexers, not multipliers.
+"""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+from amaranth.hdl import Array, Const, Module, Mux, Signal, Value, signed
+
+from isa import texpr
+from isa.config import HwConfig
+from isa.intrinsics import TensorIntrinsic
+
+#: Operand widths of one DSP48E1 multiplier (signed A x B); ``pair_products`` packs two products into one.
+DSP_A_BITS, DSP_B_BITS = 25, 18
+
+
+def tree_sum(values: list[Value]) -> Value:
+    """Balanced adder tree."""
+    while len(values) > 1:
+        nxt = [values[i] + values[i + 1] for i in range(0, len(values) - 1, 2)]
+        if len(values) % 2:
+            nxt.append(values[-1])
+        values = nxt
+    return values[0]
+
+
+def pair_products(x: Value, w0: Value, w1: Value) -> tuple[Value, Value]:
+    """``(x * w0, x * w1)`` for signed ``x``, ``w0``, ``w1`` from ONE multiplier: ``(w1 << s + w0) * x``.
+
+    With ``s = len(x) + len(w0)`` the low product ``w0 * x`` fits in ``s`` signed bits, so it is the low
+    ``s`` bits of the wide product read as signed, and ``w1 * x`` is the rest plus the borrow the negative
+    low part took from it. For 8-bit operands the wide multiplier is 25 x 8 bits, one DSP48E1 (25 x 18),
+    which halves the DSPs of the GEMM array (the ``int8`` packing trick).
+    """
+    s = len(x) + len(w0)
+    wide = ((w1.as_signed() << s) + w0.as_signed()) * x.as_signed()
+    lo = wide[:s].as_signed()
+    hi = (wide[s:].as_signed() + wide[s - 1])
+    return lo, hi
+
+
+def can_pair(cfg: HwConfig) -> bool:
+    """Whether two GEMM products sharing an input fit one DSP48E1 (``pair_products``)."""
+    s = cfg.inp_width + cfg.wgt_width
+    return cfg.block_out % 2 == 0 and s + cfg.wgt_width + 1 <= DSP_A_BITS and cfg.inp_width <= DSP_B_BITS
+
+
+class GemmArray:
+    """The shared ``BATCH x BLOCK_OUT x BLOCK_IN`` multiplier array; users register inputs with a select."""
+
+    def __init__(self, cfg: HwConfig):
+        self.cfg = cfg
+        B, BI, BO = cfg.batch, cfg.block_in, cfg.block_out
+        self.a = [[Signal(signed(cfg.inp_width), name=f"arr_a_{b}_{i}") for i in range(BI)] for b in range(B)]
+        self.w = [[Signal(signed(cfg.wgt_width), name=f"arr_w_{o}_{i}") for i in range(BI)] for o in range(BO)]
+        self.users: list[tuple[Value, list, list]] = []
+
+    def use(self, sel: Value, a: list, w: list) -> list[Value]:
+        """Feed ``a`` ([b][i]) and ``w`` ([o][i]) when ``sel``; returns the lane sums (b-major, then o)."""
+        self.users.append((sel, a, w))
+        return self.sums
+
+    def elaborate(self, m: Module) -> None:
+        cfg = self.cfg
+        B, BI, BO = cfg.batch, cfg.block_in, cfg.block_out
+        for grid, which in ((self.a, 1), (self.w, 2)):
+            for r, row in enumerate(grid):
+                for c, sig in enumerate(row):
+                    v: Value = self.users[0][which][r][c]  # the first user (GEMM) is the default: no mux
+                    for user in reversed(self.users[1:]):
+                        v = Mux(user[0], user[which][r][c], v)
+                    m.d.comb += sig.eq(v)
+
+    @property
+    def sums(self) -> list[Value]:
+        if not hasattr(self, "_sums"):
+            cfg = self.cfg
+            B, BI, BO = cfg.batch, cfg.block_in, cfg.block_out
+            out = []
+            paired = can_pair(cfg)
+            for b in range(B):
+                products: list[list[Value]] = [[] for _ in range(BO)]
+                for i in range(BI):
+                    x = self.a[b][i]
+                    wv = [self.w[o][i] for o in range(BO)]
+                    if paired:
+                        for o in range(0, BO, 2):
+                            lo, hi = pair_products(x, wv[o], wv[o + 1])
+                            products[o].append(lo)
+                            products[o + 1].append(hi)
+                    else:
+                        for o in range(BO):
+                            products[o].append(x.as_signed() * wv[o].as_signed())
+                out += [tree_sum(products[o]) for o in range(BO)]
+            self._sums = out
+        return self._sums
+
+
+class DatapathContext:
+    """What one declaration's datapath generator sees in S2 (see the module docstring)."""
+
+    def __init__(self, cfg: HwConfig, intr: TensorIntrinsic, rows: dict[str, Value], subs: dict[str, Value],
+                 sel: Value, array: GemmArray):
+        self.cfg, self.intr, self.sel, self.array = cfg, intr, sel, array
+        self.rows, self.subs = rows, subs
+
+    def bits(self, name: str) -> int:
+        return next(o.bits for o in self.intr.inputs if o.name == name)
+
+    def const(self, value: int, bits: int) -> Value:
+        return Const(value, signed(bits))
+
+    def elements(self, name: str):
+        """Operand ``name``'s elements as nested lists in its axes' order (signed Values)."""
+        op = next(o for o in self.intr.inputs if o.name == name)
+        shape = self.intr.shape(op)
+        n = int(np.prod(shape, dtype=np.int64)) if shape else 1
+        k = self.intr.vectors[name]
+        row, bits = self.rows[op.scope], op.bits
+        flat = []
+        for j in range(n):
+            pieces = [row[(p * n + j) * bits:][:bits].as_signed() for p in range(k)]
+            flat.append(pieces[0] if k == 1 else Array(pieces)[self.subs[op.scope]])
+        return _nest(flat, shape)
+
+    def mul(self, a: Value, b: Value) -> Value:
+        """A fresh multiplier (own DSP)."""
+        return a.as_signed() * b.as_signed()
+
+    def gemm_array(self, a: list, w: list) -> list[Value]:
+        """``sum_i a[b][i] * w[o][i]`` per lane on the shared GEMM array (selected by this intrinsic's opcode)."""
+        return self.array.use(self.sel, a, w)
+
+
+def _nest(flat: list, shape: tuple[int, ...]):
+    if not shape:
+        return flat[0]
+    if len(shape) == 1:
+        return list(flat)
+    step = len(flat) // shape[0]
+    return [_nest(flat[r * step:(r + 1) * step], shape[1:]) for r in range(shape[0])]
+
+
+def semantics_datapath(ctx: DatapathContext) -> list[Value]:
+    """The default datapath: the declared semantics elaborated term by term (own multipliers)."""
+    intr = ctx.intr
+    terms, red = texpr.products(intr.tree)
+    elems = {o.name: ctx.elements(o.name) for o in intr.inputs}
+    out_axes = intr.output.axes
+
+    def pick(acc: texpr.Access, env: dict[str, int]) -> Value:
+        v = elems[acc.operand.name]
+        for a in acc.axes:
+            v = v[env[a]]
+        return v
+
+    lanes = []
+    for out_idx in itertools.product(*[range(intr.extents[a]) for a in out_axes]):
+        env = dict(zip(out_axes, out_idx))
+        vals = []
+        for t in terms:
+            for r_idx in itertools.product(*[range(intr.extents[a]) for a in red]):
+                env.update(zip(red, r_idx))
+                xs = [pick(acc, env) for acc in t]
+                vals.append(xs[0] if len(xs) == 1 else ctx.mul(xs[0], xs[1]))
+        lanes.append(tree_sum(vals))
+    return lanes
+
+
+def lane_terms(ctx: DatapathContext) -> list[Value]:
+    """The declaration's datapath (or the default one) for ``ctx``; checks it returns one value per lane."""
+    decl = ctx.intr.decl
+    lanes = (decl.datapath or semantics_datapath)(ctx) if decl is not None else []
+    want = ctx.cfg.batch * ctx.cfg.block_out
+    if len(lanes) != want:
+        raise ValueError(f"intrinsic {ctx.intr.name}: its datapath returned {len(lanes)} lanes; the accumulator "
+                         f"row has {want} (BATCH x BLOCK_OUT)")
+    return [Value.cast(v) for v in lanes]
