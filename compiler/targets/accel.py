@@ -1,0 +1,94 @@
+"""``TargetAccelBackend``: the int8 conv2d/dense layers of a lowered QDQ model on a CPU/GPU target.
+
+The same layer contract as :class:`compiler.graph.ref_backend.RefAccelBackend` (packed int8 in and out,
+int32 accumulation, the requant epilogue), computed by the operator library's integer direct conv2d
+(:mod:`compiler.topi.conv2d_direct` with :mod:`compiler.topi.requant_int`), so it is bit-exact with ``ref``.
+A dense layer is a 1x1 convolution over a 1x1 image.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from compiler.graph.accel_interface import pack_activation, pad_channels, pad_requant, unpack_activation, unpack_weight
+from compiler.requant import Requant
+from compiler.targets.compile import compile_plan
+from compiler.targets.plans import OpPlan
+from compiler.targets.runtime import check_runnable
+from compiler.topi import conv2d_direct, requant_int
+
+
+def _check_int8(name: str, a: np.ndarray, ndim: int) -> None:
+    if a.dtype != np.int8 or a.ndim != ndim:
+        raise ValueError(f"{name} must be a {ndim}-D int8 packed array, got {a.dtype} with shape {a.shape}")
+
+
+class TargetAccelBackend:
+    """Integer conv2d/dense for ``target`` ("llvm" or "cuda"); ``last_profile`` has MAC and byte counts."""
+
+    def __init__(self, config, target: str = "llvm") -> None:
+        self.config = config
+        self.target = target
+        self.last_profile: dict = {}
+        self._weights: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # id(packed weight) -> (array, library layout)
+
+    def _run(self, spec: conv2d_direct.Conv2dSpec, x: np.ndarray, w_oihw: np.ndarray, w_key: np.ndarray,
+             bias, rq: Requant) -> np.ndarray:
+        check_runnable(self.target)
+        cached = self._weights.get(id(w_key))
+        if cached is None or cached[0] is not w_key:
+            cached = (w_key, conv2d_direct.pack_weight(spec, w_oihw))
+            self._weights[id(w_key)] = cached
+        params = requant_int.requant_params(rq, bias, spec.o)
+        scal = (int(rq.pre_shift), int(rq.zero_point), int(rq.clip_low), int(rq.out_max))
+        key = ("qconv2d", spec, scal, self.target)
+
+        def make():
+            extra, fn, dt = requant_int.requant_stage(rq, spec.o)
+            op = conv2d_direct.conv2d(spec, stage=(extra, fn, dt))
+            sched = conv2d_direct.schedule_gpu if self.target == "cuda" else conv2d_direct.schedule_cpu
+            return op.inputs, op.out, lambda s: sched(op, s)
+
+        fn = compile_plan(OpPlan(key, make, lambda ins: list(ins)), self.target)
+        return np.asarray(fn(np.ascontiguousarray(x), cached[1], *params))
+
+    def _profile(self, macs: int, x, w, bias, out) -> None:
+        self.last_profile = {"cycles": 0, "macs": int(macs), "utilization": 0.0,
+                             "bytes": {"input": int(x.nbytes), "weight": int(w.nbytes),
+                                       "bias": 0 if bias is None else 4 * int(np.size(bias)), "output": int(out.nbytes)}}
+
+    def conv2d(self, x, w, bias, *, stride, padding, groups, requant: Requant, pad_value: int = 0) -> np.ndarray:
+        _check_int8("conv2d x", x, 6)
+        _check_int8("conv2d w", w, 6)
+        cfg = self.config
+        if x.shape[4] != cfg.batch or x.shape[5] != cfg.block_in or w.shape[4] != cfg.block_out or w.shape[5] != cfg.block_in:
+            raise ValueError(f"packed blocks x{x.shape[4:]} w{w.shape[4:]} do not match config "
+                             f"(batch={cfg.batch}, block_in={cfg.block_in}, block_out={cfg.block_out})")
+        xs, ws = unpack_activation(x), unpack_weight(w)
+        if groups > 1 and w.shape[1] == 1 and w.shape[0] == x.shape[1] and groups > x.shape[1]:
+            ws, groups = ws[:, :1], xs.shape[1]  # depthwise: every padded channel is its own group
+        if xs.shape[1] != ws.shape[1] * groups:
+            raise ValueError(f"conv2d: input has {xs.shape[1]} padded channels, weight {ws.shape[1]} x groups {groups}")
+        n, c, h, wd = xs.shape
+        o, _, kh, kw = ws.shape
+        spec = conv2d_direct.Conv2dSpec(n, c, h, wd, o, kh, kw, tuple(int(v) for v in stride),
+                                        tuple(int(v) for v in padding), (1, 1), int(groups), "int8", int(pad_value))
+        out = self._run(spec, xs, ws, w, pad_channels(bias, o), pad_requant(requant, o))
+        packed = pack_activation(out.astype(np.int8), cfg.batch, cfg.block_out)
+        self._profile(spec.macs, x, w, bias, packed)
+        return packed
+
+    def dense(self, x, w, bias, *, requant: Requant) -> np.ndarray:
+        _check_int8("dense x", x, 4)
+        _check_int8("dense w", w, 4)
+        cfg = self.config
+        xs, ws = unpack_activation(x), unpack_weight(w)
+        if xs.shape[1] != ws.shape[1]:
+            raise ValueError(f"dense: input K={xs.shape[1]} but weight K={ws.shape[1]} (padded)")
+        n, k = xs.shape
+        m = ws.shape[0]
+        spec = conv2d_direct.Conv2dSpec(n, k, 1, 1, m, 1, 1, dtype="int8")
+        out = self._run(spec, xs.reshape(n, k, 1, 1), ws.reshape(m, k, 1, 1), w, pad_channels(bias, m),
+                        pad_requant(requant, m))
+        packed = pack_activation(out.reshape(n, m).astype(np.int8), cfg.batch, cfg.block_out)
+        self._profile(n * k * m, x, w, bias, packed)
+        return packed

@@ -1,0 +1,36 @@
+"""Softmax over the last axis in TE: row max, sum of exp(x - max), then exp(x - max) / sum (float32)."""
+from __future__ import annotations
+
+from compiler import te
+from compiler.te import Tensor
+
+
+def softmax(shape: tuple[int, ...]) -> tuple[list[Tensor], list[Tensor]]:
+    """``(inputs, stages)`` of softmax over the last axis of ``shape``; the last stage is the output."""
+    x = te.placeholder(shape, "float32", "x")
+    lead, k = shape[:-1], shape[-1]
+    r1, r2 = te.reduce_axis(k, "r1"), te.reduce_axis(k, "r2")
+    mx = te.compute(lead + (1,), lambda *i: te.max_(x[i[:-1] + (r1,)], axis=r1), name="row_max", dtype="float32")
+    ex = te.compute(shape, lambda *i: te.exp(x[i] - mx[i[:-1] + (0,)]), name="exp", dtype="float32")
+    sm = te.compute(lead + (1,), lambda *i: te.sum(ex[i[:-1] + (r2,)], r2), name="row_sum", dtype="float32")
+    out = te.compute(shape, lambda *i: ex[i] / sm[i[:-1] + (0,)], name="softmax", dtype="float32")
+    return [x], [mx, ex, sm, out]
+
+
+def schedule_cpu(s, stages: list[Tensor]) -> None:
+    from compiler.topi.injective import schedule_injective_cpu
+
+    schedule_injective_cpu(s, stages[1])
+    schedule_injective_cpu(s, stages[3])
+
+
+def schedule_gpu(s, stages: list[Tensor]) -> None:
+    for t in stages:
+        st = s[t]
+        data = [a for a in st.leaf_iter_vars if a.kind == "data"]
+        flat = data[0]
+        for a in data[1:]:
+            flat = st.fuse(flat, a)
+        bx, tx = st.split(flat, min(64, flat.extent))
+        st.bind(bx, "blockIdx.x")
+        st.bind(tx, "threadIdx.x")
