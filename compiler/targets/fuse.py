@@ -88,6 +88,6 @@ def fuse_conv_epilogues(g: Graph) -> int:
             folded += 1
             changed = True
             break
-    g.remove_dead()
     g.toposort()  # a residual operand may be produced after the conv it is now fused into
+    g.remove_dead()
     return folded

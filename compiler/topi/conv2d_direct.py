@@ -196,9 +196,7 @@ def schedule_cpu(op: Conv2dOp, s) -> None:
     ob = spec.block
     if op.pad is not op.inputs[0]:
         sp = s[op.pad]
-        n_, c_, y_, x_ = sp.leaf_iter_vars
-        sp.parallel(c_)
-    cache = s.cache_write(op.conv, "local")
+        sp.parallel(sp.leaf_iter_vars[1])
     so = s[op.out]
     n, o, y, x = so.leaf_iter_vars
     xt = pixel_tile(spec.ow)
@@ -206,8 +204,9 @@ def schedule_cpu(op: Conv2dOp, s) -> None:
     xo, xi = so.split(x, xt)
     so.reorder(n, oo, y, xo, oi, xi)
     so.parallel(oo)
-    s[op.conv].compute_at(so, xo)
-    sc = s[cache]
+    sc = s[op.conv]
+    sc.set_scope("local")  # the XT x OB accumulator tile: registers
+    sc.compute_at(so, xo)
     cn, coo, cy, cx, coi, *red = sc.leaf_iter_vars
     sc.reorder(cn, coo, cy, *red, cx, coi)
     sc.unroll(cx)
