@@ -49,7 +49,7 @@ class TargetAccelBackend:
             return op.inputs, op.out, lambda s: sched(op, s)
 
         fn = compile_plan(OpPlan(key, make, lambda ins: list(ins)), self.target)
-        return np.asarray(fn(np.ascontiguousarray(x), cached[1], *params))
+        return np.asarray(fn(np.ascontiguousarray(x), cached[1], *params)).reshape(spec.n, spec.o, spec.oh, spec.ow)
 
     def _profile(self, macs: int, x, w, bias, out) -> None:
         self.last_profile = {"cycles": 0, "macs": int(macs), "utilization": 0.0,

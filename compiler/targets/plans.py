@@ -105,7 +105,7 @@ def _conv(node: Node, infos, consts, target: str) -> OpPlan:
         if bp is not None:
             out.append(bp)
         if residual:
-            out.append(_f32(ins[3]))
+            out.append(_f32(ins[3]).reshape(spec.n, spec.o // spec.block, spec.block, spec.oh, spec.ow))
         return out
 
     return OpPlan(key, make, args, (spec.n, spec.o, spec.oh, spec.ow), np.dtype(np.float32), spec.macs)

@@ -3,8 +3,9 @@
 float32 (float accumulation) or int8 x int8 with int32 accumulation (wrapping, like the accelerator).
 The compute: the padded input ``pad`` (NCHW; int8 borders hold ``pad_value``, the zero point), weights pre-packed to ``(O/OB, Cg, KH, KW, OB)`` so OB
 output channels are contiguous, the accumulator ``conv`` in the blocked layout ``(N, O/OB, OH, OW, OB)``,
-and the output stage ``out[n, o, y, x] = act(conv[n, o/OB, y, x, o%OB] + bias[o] + residual[n, o, y, x])``
-(float) or the integer requant epilogue (int8, :mod:`compiler.topi.requant_int`) that writes NCHW: bias,
+and the output stage ``out[n, o/OB, o%OB, y, x] = act(conv[n, o/OB, y, x, o%OB] + bias[o] + residual[n, o, y, x])``
+(float) or the integer requant epilogue (int8, :mod:`compiler.topi.requant_int`) that writes NCHW (the output's
+5-D shape ``(N, O/OB, OB, OH, OW)`` is NCHW memory; index arithmetic stays free of divisions): bias,
 the residual Add and the activation cost no extra pass over memory.
 
 The CPU schedule is a register-tiled direct convolution: per (channel block, row, XT output pixels) a
@@ -23,7 +24,7 @@ from compiler import te
 from compiler.te import Tensor
 from compiler.topi.elementwise import activation
 from typing import Callable
-from compiler.topi.injective import GPU_THREADS
+from compiler.topi.injective import GPU_THREADS, schedule_injective_gpu
 
 OC_BLOCK = 8
 
@@ -155,9 +156,10 @@ def conv2d(spec: Conv2dSpec, bias: bool = False, residual: bool = False, act: st
                 mul(pad[i, (oo * ob) // og * cg + rc, y * sy + ky * dy, x * sx + kx * dx], weight[oo, rc, ky, kx, oi]),
                 [rc, ky, kx]), name="conv", dtype=acc_t)
     inputs = [data, weight]
+    out_shape = (n, o // ob, ob, spec.oh, spec.ow)  # the same memory as NCHW (N, O, OH, OW)
     if stage is not None:
         extra, fn, out_dtype = stage
-        out = te.compute((n, o, spec.oh, spec.ow), lambda i, j, y, x: fn(conv[i, j // ob, y, x, j % ob], j),
+        out = te.compute(out_shape, lambda i, oo, oi, y, x: fn(conv[i, oo, y, x, oi], oo * ob + oi),
                          name="out", dtype=out_dtype)
         return Conv2dOp(spec, inputs + list(extra), pad, conv, out)
     if not f32:
@@ -167,18 +169,18 @@ def conv2d(spec: Conv2dSpec, bias: bool = False, residual: bool = False, act: st
         bias_t = te.placeholder((o,), "float32", "bias")
         inputs.append(bias_t)
     if residual:
-        res_t = te.placeholder((n, o, spec.oh, spec.ow), "float32", "residual")
+        res_t = te.placeholder(out_shape, "float32", "residual")  # NCHW viewed as out_shape
         inputs.append(res_t)
 
-    def epilogue(i, j, y, x):
-        v = conv[i, j // ob, y, x, j % ob]
+    def epilogue(i, oo, oi, y, x):
+        v = conv[i, oo, y, x, oi]
         if bias_t is not None:
-            v = v + bias_t[j]
+            v = v + bias_t[oo * ob + oi]
         if res_t is not None:
-            v = v + res_t[i, j, y, x]
+            v = v + res_t[i, oo, oi, y, x]
         return activation(v, act, act_params)
 
-    out = te.compute((n, o, spec.oh, spec.ow), epilogue, name="out", dtype="float32")
+    out = te.compute(out_shape, epilogue, name="out", dtype="float32")
     return Conv2dOp(spec, inputs, pad, conv, out)
 
 
@@ -198,9 +200,8 @@ def schedule_cpu(op: Conv2dOp, s) -> None:
         sp = s[op.pad]
         sp.parallel(sp.leaf_iter_vars[1])
     so = s[op.out]
-    n, o, y, x = so.leaf_iter_vars
+    n, oo, oi, y, x = so.leaf_iter_vars
     xt = pixel_tile(spec.ow)
-    oo, oi = so.split(o, ob)
     xo, xi = so.split(x, xt)
     so.reorder(n, oo, y, xo, oi, xi)
     so.parallel(oo)
@@ -218,18 +219,11 @@ def schedule_gpu(op: Conv2dOp, s) -> None:
     """Blocks over (batch x channel block, row), threads over output pixels x channels in the block."""
     spec = op.spec
     if op.pad is not op.inputs[0]:
-        from compiler.topi.injective import schedule_injective_gpu
-
         schedule_injective_gpu(s, op.pad)
     sc = s[op.conv]
     n, oo, y, x, oi = sc.leaf_iter_vars[:5]
-    by = sc.fuse(n, oo)
-    sc.bind(by, "blockIdx.y")
-    sc.bind(y, "blockIdx.x")
-    tx = sc.fuse(x, oi)
-    if tx.extent > GPU_THREADS:
-        _, tx = sc.split(tx, GPU_THREADS)
-    sc.bind(tx, "threadIdx.x")
-    from compiler.topi.injective import schedule_injective_gpu
-
+    sc.bind(sc.fuse(n, oo), "blockIdx.y")
+    xo, xi = sc.split(x, max(1, min(spec.ow, GPU_THREADS // spec.block)))
+    sc.bind(sc.fuse(y, xo), "blockIdx.x")
+    sc.bind(sc.fuse(xi, oi), "threadIdx.x")
     schedule_injective_gpu(s, op.out)
