@@ -294,7 +294,7 @@ def _quantize(node: Node, infos, consts, target: str) -> OpPlan:
 
     def make():
         ins, y = quantize.quantize(shape, qdt.name, axis, per)
-        return ins, y, lambda s: schedule_injective(s, y, target)
+        return ins, y, lambda s: schedule_injective(s, y, target, vector=False)  # scalar rint: once per model
 
     return OpPlan(key, make, lambda ins: [_f32(ins[0]).reshape(shape), scale, zpa], tuple(x.shape), qdt)
 

@@ -1,18 +1,20 @@
 """Direct conv2d (NCHW in and out, any stride/padding/dilation/groups) with a fused output stage.
 
 float32 (float accumulation) or int8 x int8 with int32 accumulation (wrapping, like the accelerator).
-The compute: the padded input ``pad`` (NCHW; int8 borders hold ``pad_value``, the zero point), weights pre-packed to ``(O/OB, Cg, KH, KW, OB)`` so OB
-output channels are contiguous, the accumulator ``conv`` in the blocked layout ``(N, O/OB, OH, OW, OB)``,
-and the output stage ``out[n, o/OB, o%OB, y, x] = act(conv[n, o/OB, y, x, o%OB] + bias[o] + residual[n, o, y, x])``
-(float) or the integer requant epilogue (int8, :mod:`compiler.topi.requant_int`) that writes NCHW (the output's
-5-D shape ``(N, O/OB, OB, OH, OW)`` is NCHW memory; index arithmetic stays free of divisions): bias,
-the residual Add and the activation cost no extra pass over memory.
+The compute: the padded input ``pad`` (NCHW; depthwise: blocked ``(N, C/OB, H, W, OB)``; int8 borders
+hold ``pad_value``, the zero point), weights pre-packed to ``(O/OB, Cg, KH, KW, OB)`` so OB output
+channels are contiguous, the accumulator ``conv`` in the blocked layout ``(N, O/OB, OH, OW, OB)``, and the
+output stage ``out[n, o/OB, o%OB, y, x] = act(conv[n, o/OB, y, x, o%OB] + bias[o] + residual[n, o, y, x])``
+(float) or the integer requant epilogue (int8, :mod:`compiler.topi.requant_int`). The output's 5-D
+shape ``(N, O/OB, OB, OH, OW)`` is NCHW memory, and index arithmetic stays free of divisions. Bias, the
+residual Add and the activation cost no extra pass over memory.
 
 The CPU schedule is a register-tiled direct convolution: per (channel block, row, XT output pixels) a
-tile of XT x OB accumulators (``cache_write`` "local", computed at the output stage's pixel tile) runs
-over the whole reduction with OB vectorized (8 float32 lanes, FMA) and XT unrolled; the output stage
-is parallel over channel blocks (2 cores). The GPU schedule binds channel blocks and rows to blocks and
-pixels to threads.
+local tile of XT x OB accumulators (``compute_at`` the output stage's pixel tile) runs over the whole
+reduction with OB vectorized (8 float32 lanes per vector, FMA) and XT unrolled: OB = 16, XT = 4 (8
+accumulator vectors) where the shape allows, else OB = 8, XT = 4..8. The output stage is parallel over
+channel blocks (2 cores). The GPU schedule binds (batch, channel block) and (row, pixel block) to
+blocks and (pixel, channel) to threads.
 """
 from __future__ import annotations
 
@@ -46,6 +48,7 @@ class Conv2dSpec:
     groups: int = 1
     dtype: str = "float32"  # or "int8" (int32 accumulation)
     pad_value: int = 0      # int8: what the border holds
+    oc_block: int = 0       # output channels per vector block (0: chosen, see ``block``)
 
     @property
     def oh(self) -> int:
@@ -70,8 +73,12 @@ class Conv2dSpec:
     @property
     def block(self) -> int:
         """Output channels per vector block: 8 when each group's outputs split into 8s (always for depthwise)."""
+        if self.oc_block:
+            return self.oc_block
         if self.depthwise:
             return OC_BLOCK if self.o % OC_BLOCK == 0 else 1
+        if self.og % (2 * OC_BLOCK) == 0 and self.ow % 4 == 0 and self.cg >= 2 * OC_BLOCK:
+            return 2 * OC_BLOCK  # two vectors x 4 pixels: 8 accumulators, 2 weight loads per 4 broadcasts
         return OC_BLOCK if self.og % OC_BLOCK == 0 else 1
 
     def check(self) -> None:
@@ -130,10 +137,13 @@ def conv2d(spec: Conv2dSpec, bias: bool = False, residual: bool = False, act: st
     ob = spec.block
     data = te.placeholder((n, c, h, w), spec.dtype, "data")
     hp, wp = h + t + b, w + l + r
-    if any(spec.pads):
-        pad = te.compute((n, c, hp, wp), lambda i, j, y, x: te.select(
-            (y >= t) & (y < h + t) & (x >= l) & (x < w + l), data[i, j, y - t, x - l], zero),
-            name="pad", dtype=spec.dtype)
+    inside = lambda y, x: (y >= t) & (y < h + t) & (x >= l) & (x < w + l)  # noqa: E731
+    if spec.depthwise:  # padded and blocked (N, C/OB, H, W, OB): the OB channels of a tap are one vector load
+        pad = te.compute((n, c // ob, hp, wp, ob), lambda i, cb, y, x, ci: te.select(
+            inside(y, x), data[i, cb * ob + ci, y - t, x - l], zero), name="pad", dtype=spec.dtype)
+    elif any(spec.pads):
+        pad = te.compute((n, c, hp, wp), lambda i, j, y, x: te.select(inside(y, x), data[i, j, y - t, x - l], zero),
+                         name="pad", dtype=spec.dtype)
     else:
         pad = data
     ky, kx = te.reduce_axis(spec.kh, "ky"), te.reduce_axis(spec.kw, "kx")
@@ -141,7 +151,7 @@ def conv2d(spec: Conv2dSpec, bias: bool = False, residual: bool = False, act: st
     if spec.depthwise:
         weight = te.placeholder((o // ob, spec.kh, spec.kw, ob), spec.dtype, "weight")
         conv = te.compute(shape, lambda i, oo, y, x, oi: te.sum(
-            mul(pad[i, oo * ob + oi, y * sy + ky * dy, x * sx + kx * dx], weight[oo, ky, kx, oi]), [ky, kx]),
+            mul(pad[i, oo, y * sy + ky * dy, x * sx + kx * dx, oi], weight[oo, ky, kx, oi]), [ky, kx]),
             name="conv", dtype=acc_t)
     else:
         cg, og = spec.cg, spec.og
@@ -184,8 +194,11 @@ def conv2d(spec: Conv2dSpec, bias: bool = False, residual: bool = False, act: st
     return Conv2dOp(spec, inputs, pad, conv, out)
 
 
-def pixel_tile(ow: int) -> int:
-    """Output pixels per register tile: the largest divisor of ``ow`` in 8..4, else min(ow, 8) with a tail."""
+def pixel_tile(ow: int, ob: int = OC_BLOCK) -> int:
+    """Output pixels per register tile: 4 for two-vector channel blocks (``ow % 4 == 0`` then), else the largest
+    divisor of ``ow`` in 8..4, else min(ow, 8) with a tail."""
+    if ob > OC_BLOCK:
+        return 4
     for xt in (8, 7, 6, 5, 4):
         if ow % xt == 0:
             return xt
@@ -199,9 +212,11 @@ def schedule_cpu(op: Conv2dOp, s) -> None:
     if op.pad is not op.inputs[0]:
         sp = s[op.pad]
         sp.parallel(sp.leaf_iter_vars[1])
+        if spec.depthwise and ob > 1:
+            sp.vectorize(sp.leaf_iter_vars[-1])
     so = s[op.out]
     n, oo, oi, y, x = so.leaf_iter_vars
-    xt = pixel_tile(spec.ow)
+    xt = pixel_tile(spec.ow, ob)
     xo, xi = so.split(x, xt)
     so.reorder(n, oo, y, xo, oi, xi)
     so.parallel(oo)

@@ -17,12 +17,12 @@ def fuse_all(stage):
     return fused
 
 
-def schedule_injective_cpu(s, t: Tensor) -> None:
-    """One flat loop: vectorized by 8 when it divides, parallel over 2 cores when large."""
+def schedule_injective_cpu(s, t: Tensor, vector: bool = True) -> None:
+    """One flat loop: vectorized by 8 when it divides (and ``vector``), parallel over 2 cores when large."""
     st = s[t]
     flat = fuse_all(st)
     size = flat.extent
-    if size % VECTOR == 0 and size >= VECTOR:
+    if vector and size % VECTOR == 0 and size >= VECTOR:
         outer, inner = st.split(flat, VECTOR)
         st.vectorize(inner)
     else:
@@ -41,9 +41,9 @@ def schedule_injective_gpu(s, t: Tensor) -> None:
     st.bind(tx, "threadIdx.x")
 
 
-def schedule_injective(s, t: Tensor, target: str) -> None:
+def schedule_injective(s, t: Tensor, target: str, vector: bool = True) -> None:
     """The default schedule of elementwise stage ``t`` for ``target`` ("llvm" or "cuda")."""
     if target == "cuda":
         schedule_injective_gpu(s, t)
     else:
-        schedule_injective_cpu(s, t)
+        schedule_injective_cpu(s, t, vector)
