@@ -1,7 +1,7 @@
 """Expression rewriting used by the schedule primitives."""
 from __future__ import annotations
 
-from compiler.te.expr import AluCall, Binary, Cast, Expr, Load, Reduce, Select
+from compiler.te.expr import AluCall, Binary, Call, Cast, Expr, Load, Reduce, Select
 from compiler.te.tensor import Tensor
 
 
@@ -16,6 +16,8 @@ def replace_loads(e: Expr, old: Tensor, new: Tensor) -> Expr:
         return AluCall(e.op, replace_loads(e.a, old, new), replace_loads(e.b, old, new))
     if isinstance(e, Cast):
         return Cast(e.dtype, replace_loads(e.a, old, new))
+    if isinstance(e, Call):
+        return Call(e.name, replace_loads(e.a, old, new))
     if isinstance(e, Select):
         return Select(replace_loads(e.cond, old, new), replace_loads(e.a, old, new), replace_loads(e.b, old, new))
     if isinstance(e, Reduce):

@@ -59,9 +59,11 @@ class Schedule:
         return False
 
     def cache_read(self, t: Tensor, scope: str, readers: list[Tensor]) -> Tensor:
-        """A copy of ``t`` in scratchpad ``scope`` that ``readers`` read instead of ``t``."""
-        if scope not in SCOPES or scope == "global":
-            raise ScheduleError(f"cache_read {t.name}: scope must be one of inp, wgt, acc; got {scope!r}")
+        """A copy of ``t`` in ``scope`` that ``readers`` read instead of ``t``: an accelerator scratchpad (inp, wgt,
+        acc), or for the CPU/GPU targets ``local`` (stack/registers), ``shared`` (GPU shared memory), ``global``."""
+        if scope not in SCOPES:
+            raise ScheduleError(f"cache_read {t.name}: scope must be one of inp, wgt, acc (accelerator) or local, shared, "
+                                f"global (CPU/GPU); got {scope!r}")
         readers = list(readers)
         for r in readers:
             if r.op is None or t not in r.op.inputs:
@@ -77,9 +79,11 @@ class Schedule:
         return cache
 
     def cache_write(self, t: Tensor, scope: str) -> Tensor:
-        """Compute ``t`` into scratchpad ``scope``; ``t`` becomes a copy of that cache."""
-        if scope not in ("acc",):
-            raise ScheduleError(f"cache_write {t.name}: results are computed in the acc scratchpad; got scope {scope!r}")
+        """Compute ``t`` into ``scope`` (the accelerator's ``acc``; ``local``/``global`` on the CPU/GPU targets);
+        ``t`` becomes a copy of that cache."""
+        if scope not in ("acc", "local", "global"):
+            raise ScheduleError(f"cache_write {t.name}: results are computed in the acc scratchpad (accelerator) or in "
+                                f"local/global memory (CPU/GPU); got scope {scope!r}")
         st = self[t]
         if st.relations or st.attach or st.pragmas or st.tensorized:
             raise ScheduleError(f"cache_write {t.name}: apply it before splitting or annotating the stage")

@@ -11,7 +11,9 @@ from compiler.te.tensor import Tensor
 if TYPE_CHECKING:
     from isa.intrinsics import TensorIntrinsic
 
-SCOPES = ("global", "inp", "wgt", "acc")
+SCOPES = ("global", "inp", "wgt", "acc", "local", "shared")  # local/shared: CPU/GPU targets (registers/stack, GPU shared)
+LOOP_KINDS = ("vectorize", "parallel", "unroll")
+THREAD_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y", "threadIdx.z")
 PRAGMAS = ("dma_copy", "alu", "alu_deferred")  # alu_deferred: ALU micro-ops in their own virtual-thread segment
 
 
@@ -31,6 +33,7 @@ class Stage:
         self.pragmas: dict[IterVar, str] = {}
         self.vthread: IterVar | None = None
         self.inlined = False
+        self.loop_kinds: dict[IterVar, str] = {}  # CPU/GPU targets: vectorize/parallel/unroll or a GPU thread tag
 
     # ------------------------------------------------------------ helpers
     @property
@@ -176,6 +179,36 @@ class Stage:
         if self.vthread is not None:
             raise ScheduleError(f"vthread on {self.name}: {self.vthread.name} is already bound")
         self.vthread = iv
+
+    def _annotate(self, iv: IterVar, kind: str, prim: str) -> None:
+        self._leaf(iv, prim)
+        old = self.loop_kinds.get(iv)
+        if old is not None and old != kind:
+            raise ScheduleError(f"{prim} on {self.name}.{iv.name}: the loop is already marked {old!r}")
+        self.loop_kinds[iv] = kind
+
+    def vectorize(self, iv: IterVar) -> None:
+        """CPU/GPU targets: run the innermost loop ``iv`` as one SIMD vector of ``iv.extent`` lanes."""
+        self._annotate(iv, "vectorize", "vectorize")
+
+    def parallel(self, iv: IterVar) -> None:
+        """CPU target: spread the iterations of ``iv`` over the runtime's thread pool."""
+        if iv.kind != "data":
+            raise ScheduleError(f"parallel on {self.name}: {iv.name} is a reduce loop; parallel iterations must "
+                                f"write disjoint outputs")
+        self._annotate(iv, "parallel", "parallel")
+
+    def unroll(self, iv: IterVar) -> None:
+        """CPU/GPU targets: replicate the body of ``iv`` once per iteration (no loop left)."""
+        self._annotate(iv, "unroll", "unroll")
+
+    def bind(self, iv: IterVar, thread: str) -> None:
+        """GPU target: run loop ``iv`` as the CUDA grid/block index ``thread`` (e.g. ``blockIdx.x``, ``threadIdx.x``)."""
+        if thread not in THREAD_TAGS:
+            raise ScheduleError(f"bind {self.name}.{iv.name}: unknown thread tag {thread!r}; tags: {THREAD_TAGS}")
+        if iv.kind != "data":
+            raise ScheduleError(f"bind on {self.name}: {iv.name} is a reduce loop; GPU threads must write disjoint outputs")
+        self._annotate(iv, thread, "bind")
 
     def _move_annotations(self, old: IterVar, outer: IterVar, inner: IterVar) -> None:
         """After splitting ``old``: pragmas move to the outer part, attachments to the inner part."""

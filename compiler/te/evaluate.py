@@ -4,16 +4,19 @@ from __future__ import annotations
 import numpy as np
 
 from compiler.te.errors import TeError
-from compiler.te.expr import AluCall, Binary, Cast, Const, Expr, Load, Reduce, Select, Var, _bits
+from compiler.te.expr import AluCall, Binary, Call, Cast, Const, Expr, Load, Reduce, Select, Var, _bits, is_float
 from compiler.te.tensor import Tensor
 from isa.alu import alu_op, evaluate as alu_evaluate
 from isa.requant import Record, unpack_records
 from isa.alu import wrap
 
-_NP = {"int8": np.int8, "int16": np.int16, "int32": np.int32, "int64": np.int64, "bool": np.bool_}
+_NP = {"int8": np.int8, "int16": np.int16, "int32": np.int32, "int64": np.int64, "bool": np.bool_, "float32": np.float32}
+_MATH = {"exp": np.exp, "log": np.log, "sqrt": np.sqrt, "tanh": np.tanh, "abs": np.abs, "floor": np.floor, "round": np.rint}
 
 
 def _wrap(v: np.ndarray, dtype: str) -> np.ndarray:
+    if is_float(dtype):
+        return np.asarray(v).astype(np.float32)
     if dtype == "bool":
         return v.astype(bool)
     return wrap(v, _bits(dtype))
@@ -21,13 +24,22 @@ def _wrap(v: np.ndarray, dtype: str) -> np.ndarray:
 
 def _eval(e: Expr, env: dict, values: dict) -> np.ndarray:
     if isinstance(e, Const):
-        return np.int64(e.value)
+        return np.float32(e.value) if is_float(e.dtype) else np.int64(e.value)
     if isinstance(e, Var):
         if e not in env:
             raise TeError(f"variable {e.name} is unbound")
         return env[e]
     if isinstance(e, Cast):
-        return _wrap(_eval(e.a, env, values), e.dtype)
+        a = _eval(e.a, env, values)
+        if is_float(e.a.dtype) and not is_float(e.dtype):
+            a = np.trunc(a).astype(np.int64)
+        return _wrap(a, e.dtype)
+    if isinstance(e, Call):
+        a = np.asarray(_eval(e.a, env, values), np.float32)
+        if e.name == "erf":
+            import math
+            return np.vectorize(math.erf, otypes=[np.float32])(a)
+        return _MATH[e.name](a).astype(np.float32)
     if isinstance(e, Select):
         return np.where(_eval(e.cond, env, values), _eval(e.a, env, values), _eval(e.b, env, values))
     if isinstance(e, Load):
@@ -39,7 +51,7 @@ def _eval(e: Expr, env: dict, values: dict) -> np.ndarray:
         for i, n in zip(idx, arr.shape):
             ok &= (i >= 0) & (i < n)
         safe = [np.where(ok, i, 0) for i in idx]
-        return np.where(ok, arr[tuple(safe)].astype(np.int64), 0)
+        return np.where(ok, arr[tuple(safe)].astype(np.float32 if is_float(e.dtype) else np.int64), 0)
     if isinstance(e, Binary):
         a, b = _eval(e.a, env, values), _eval(e.b, env, values)
         r = {"add": lambda: a + b, "sub": lambda: a - b, "mul": lambda: a * b,
@@ -47,7 +59,8 @@ def _eval(e: Expr, env: dict, values: dict) -> np.ndarray:
              "min": lambda: np.minimum(a, b), "max": lambda: np.maximum(a, b),
              "and": lambda: np.logical_and(a, b), "or": lambda: np.logical_or(a, b),
              "lt": lambda: a < b, "le": lambda: a <= b, "gt": lambda: a > b, "ge": lambda: a >= b,
-             "eq": lambda: a == b}[e.op]()
+             "eq": lambda: a == b, "ne": lambda: a != b, "div": lambda: np.true_divide(a, b),
+             "floordiv": lambda: np.floor_divide(a, b), "floormod": lambda: np.mod(a, b)}[e.op]()
         return r if e.dtype == "bool" else _wrap(r, e.dtype)
     if isinstance(e, AluCall) and alu_op(e.op).operand == "wgt":
         # a record op: b = rec[..., o, 0] names WGT row o of an element; the op reads that whole row
@@ -82,7 +95,11 @@ def _compute(t: Tensor, values: dict) -> np.ndarray:
         env = {ax: np.arange(ax.extent).reshape([-1 if j == i else 1 for j in range(len(shape))])
                for i, ax in enumerate(op.axes + r)}
         v = np.broadcast_to(_eval(op.body.body, env, values), shape)
-        out = v.sum(axis=tuple(range(n, n + len(r))), dtype=np.int64)
+        red = tuple(range(n, n + len(r)))
+        if op.body.op == "sum":
+            out = v.sum(axis=red, dtype=np.float64 if is_float(t.dtype) else np.int64)
+        else:
+            out = (v.max if op.body.op == "max" else v.min)(axis=red)
     else:
         out = np.broadcast_to(_eval(op.body, env, values), t.shape)
     return _wrap(out, t.dtype).astype(_NP[t.dtype])

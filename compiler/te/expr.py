@@ -15,26 +15,41 @@ if TYPE_CHECKING:
     from compiler.te.tensor import Tensor
 
 INT_DTYPES = ("int8", "int16", "int32", "int64", "bool")
-BINARY_OPS = ("add", "sub", "mul", "shr", "shl", "min", "max", "and", "or", "lt", "le", "ge", "gt", "eq")
-_BOOL_OPS = ("and", "or", "lt", "le", "ge", "gt", "eq")
+FLOAT_DTYPES = ("float32",)
+DTYPES = INT_DTYPES + FLOAT_DTYPES  # float32 is for the CPU/GPU targets; the accelerator computes integers
+BINARY_OPS = ("add", "sub", "mul", "shr", "shl", "min", "max", "and", "or", "lt", "le", "ge", "gt", "eq", "ne",
+              "div", "floordiv", "floormod")
+_BOOL_OPS = ("and", "or", "lt", "le", "ge", "gt", "eq", "ne")
 _SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "shr": ">>", "shl": "<<", "and": "&", "or": "|",
-            "lt": "<", "le": "<=", "ge": ">=", "gt": ">", "eq": "=="}
+            "lt": "<", "le": "<=", "ge": ">=", "gt": ">", "eq": "==", "ne": "!=", "div": "/", "floordiv": "//",
+            "floormod": "%"}
+MATH_FUNCS = ("exp", "log", "sqrt", "tanh", "abs", "floor", "round", "erf")  # float32 -> float32 (``round``: half to even)
 
 ExprLike = Union["Expr", int]
 
 
 def _bits(dtype: str) -> int:
+    if dtype in FLOAT_DTYPES:
+        return int(dtype[5:])
     return 1 if dtype == "bool" else int(dtype[3:])
 
 
+def is_float(dtype: str) -> bool:
+    return dtype in FLOAT_DTYPES
+
+
 def promote(a: str, b: str) -> str:
-    """The wider of two integer dtypes."""
+    """The wider of two dtypes (a float dtype wins over any integer one)."""
+    if is_float(a) or is_float(b):
+        return "float32"
     return a if _bits(a) >= _bits(b) else b
 
 
-def const(value: int, dtype: str = "int32") -> "Const":
-    """An integer constant."""
-    return Const(int(value), dtype)
+def const(value: int | float, dtype: str = "int32") -> "Const":
+    """A constant (``dtype='float32'`` for a float one)."""
+    if dtype not in DTYPES:
+        raise TeError(f"const: unsupported dtype {dtype!r}; dtypes: {DTYPES}")
+    return Const(float(value) if is_float(dtype) else int(value), dtype)
 
 
 def as_expr(v: ExprLike) -> "Expr":
@@ -44,7 +59,9 @@ def as_expr(v: ExprLike) -> "Expr":
         return Const(int(v), "bool")
     if isinstance(v, int) or hasattr(v, "__index__"):
         return Const(int(v), "int32")
-    raise TeError(f"cannot use {v!r} ({type(v).__name__}) in a tensor expression; use ints, Vars or tensor reads")
+    if isinstance(v, float) or (hasattr(v, "dtype") and getattr(v.dtype, "kind", "") == "f"):
+        return Const(float(v), "float32")
+    raise TeError(f"cannot use {v!r} ({type(v).__name__}) in a tensor expression; use ints, floats, Vars or tensor reads")
 
 
 def _binop(op: str, reflected: bool = False):
@@ -69,6 +86,16 @@ class Expr:
     __rshift__, __lshift__ = _binop("shr"), _binop("shl")
     __lt__, __le__, __gt__, __ge__ = _binop("lt"), _binop("le"), _binop("gt"), _binop("ge")
     __and__, __or__ = _binop("and"), _binop("or")
+    __truediv__, __rtruediv__ = _binop("div"), _binop("div", True)
+    __floordiv__, __rfloordiv__ = _binop("floordiv"), _binop("floordiv", True)
+    __mod__, __rmod__ = _binop("floormod"), _binop("floormod", True)
+
+    def equal(self, o: "ExprLike") -> "Expr":
+        """``self == o`` as an expression (``==`` itself keeps Python identity semantics)."""
+        return Binary("eq", self, as_expr(o))
+
+    def not_equal(self, o: "ExprLike") -> "Expr":
+        return Binary("ne", self, as_expr(o))
 
     def __neg__(self) -> "Expr":
         return Binary("sub", Const(0, self.dtype), self)
@@ -84,7 +111,7 @@ class Expr:
 
 @dataclass(frozen=True, eq=False)
 class Const(Expr):
-    value: int
+    value: int | float
     dtype: str = "int32"
 
     def __repr__(self) -> str:
@@ -127,6 +154,10 @@ class Binary(Expr):
     def __post_init__(self) -> None:
         if self.op not in BINARY_OPS:
             raise TeError(f"unknown binary op {self.op!r}; known: {BINARY_OPS}")
+        if self.op == "div" and not is_float(promote(self.a.dtype, self.b.dtype)):
+            raise TeError(f"'/' is float division; for integers use '//' (floor division) or '>>': {self.a!r} / {self.b!r}")
+        if self.op in ("shr", "shl", "and", "or") and (is_float(self.a.dtype) or is_float(self.b.dtype)):
+            raise TeError(f"{self.op} needs integer operands, got {self.a.dtype} and {self.b.dtype}")
 
     @property
     def dtype(self) -> str:  # type: ignore[override]
@@ -166,6 +197,22 @@ class Select(Expr):
 
 
 @dataclass(frozen=True, eq=False)
+class Call(Expr):
+    """A float math function (``MATH_FUNCS``) of one float32 argument."""
+
+    name: str
+    a: Expr
+    dtype: str = "float32"
+
+    def __post_init__(self) -> None:
+        if self.name not in MATH_FUNCS:
+            raise TeError(f"unknown math function {self.name!r}; known: {MATH_FUNCS}")
+
+    def __repr__(self) -> str:
+        return f"{self.name}({self.a!r})"
+
+
+@dataclass(frozen=True, eq=False)
 class Load(Expr):
     """``tensor[indices]``."""
 
@@ -182,7 +229,7 @@ class Load(Expr):
 
 @dataclass(frozen=True, eq=False)
 class Reduce(Expr):
-    """``sum(body)`` over ``axes`` (reduce IterVars)."""
+    """``sum``/``max``/``min`` of ``body`` over ``axes`` (reduce IterVars)."""
 
     op: str
     body: Expr
@@ -221,18 +268,48 @@ def alu(op: str, a: ExprLike, b: ExprLike) -> AluCall:
 
 
 def cast(dtype: str, a: ExprLike) -> Cast:
-    """Convert to ``dtype`` (wrapping, like numpy ``astype``)."""
-    if dtype not in INT_DTYPES:
-        raise TeError(f"unsupported dtype {dtype!r}; the accelerator language has {INT_DTYPES}")
+    """Convert to ``dtype`` (integers wrap like numpy ``astype``; float to int truncates toward zero)."""
+    if dtype not in DTYPES:
+        raise TeError(f"unsupported dtype {dtype!r}; dtypes: {DTYPES} (float32 only on the CPU/GPU targets)")
     return Cast(dtype, as_expr(a))
 
 
-def min_(a: ExprLike, b: ExprLike) -> Binary:
-    return Binary("min", as_expr(a), as_expr(b))
+def _reduce_or_binary(op: str, a: ExprLike, b: ExprLike | None, axis) -> Expr:
+    if axis is not None:
+        if b is not None:
+            raise TeError(f"{op}: give either a second operand (elementwise) or axis= (reduction), not both")
+        axes = tuple(axis) if isinstance(axis, (list, tuple)) else (axis,)
+        for x in axes:
+            if not isinstance(x, IterVar) or x.kind != "reduce":
+                raise TeError(f"{op}: {x!r} is not a reduce axis; make one with te.reduce_axis(extent, name)")
+        return Reduce(op, as_expr(a), axes)
+    if b is None:
+        raise TeError(f"{op}: needs a second operand, or axis= for a reduction")
+    return Binary(op, as_expr(a), as_expr(b))
 
 
-def max_(a: ExprLike, b: ExprLike) -> Binary:
-    return Binary("max", as_expr(a), as_expr(b))
+def min_(a: ExprLike, b: ExprLike | None = None, axis=None) -> Expr:
+    """Elementwise ``min(a, b)``, or with ``axis=`` the minimum of ``a`` over reduce axes."""
+    return _reduce_or_binary("min", a, b, axis)
+
+
+def max_(a: ExprLike, b: ExprLike | None = None, axis=None) -> Expr:
+    """Elementwise ``max(a, b)``, or with ``axis=`` the maximum of ``a`` over reduce axes."""
+    return _reduce_or_binary("max", a, b, axis)
+
+
+def _math(name: str):
+    def fn(a: ExprLike) -> Call:
+        x = as_expr(a)
+        if not is_float(x.dtype):
+            x = Cast("float32", x)
+        return Call(name, x)
+    fn.__name__ = name
+    fn.__doc__ = f"float32 ``{name}`` of ``a`` (integers are converted to float32 first)."
+    return fn
+
+
+exp, log, sqrt, tanh, abs_, floor, round_, erf = (_math(n) for n in MATH_FUNCS)
 
 
 def clip(a: ExprLike, lo: int, hi: int) -> Binary:
@@ -264,7 +341,7 @@ def sum_(body: Expr, axis: IterVar | list[IterVar] | tuple[IterVar, ...]) -> Red
 def children(e: Expr) -> tuple[Expr, ...]:
     if isinstance(e, (Binary, AluCall)):
         return (e.a, e.b)
-    if isinstance(e, Cast):
+    if isinstance(e, (Cast, Call)):
         return (e.a,)
     if isinstance(e, Select):
         return (e.cond, e.a, e.b)

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from compiler.te.errors import TeError
-from compiler.te.expr import INT_DTYPES, Expr, ExprLike, IterVar, Load, Reduce, as_expr, walk
+from compiler.te.expr import DTYPES, Expr, ExprLike, IterVar, Load, Reduce, as_expr, walk
 
 
 @dataclass(eq=False)
@@ -60,8 +60,8 @@ def placeholder(shape: tuple[int, ...], dtype: str = "int8", name: str = "data")
     shape = tuple(int(s) for s in shape)
     if not shape or any(s <= 0 for s in shape):
         raise TeError(f"placeholder {name!r}: shape must be non-empty positive ints, got {shape}")
-    if dtype not in INT_DTYPES:
-        raise TeError(f"placeholder {name!r}: dtype {dtype!r} not in {INT_DTYPES}")
+    if dtype not in DTYPES:
+        raise TeError(f"placeholder {name!r}: dtype {dtype!r} not in {DTYPES}")
     return Tensor(name, shape, dtype)
 
 
@@ -83,7 +83,9 @@ def compute(shape: tuple[int, ...], fcompute: Callable[..., ExprLike], name: str
         reduce_axes = body.axes
     for n in walk(body):
         if isinstance(n, Reduce) and n is not body:
-            raise TeError(f"compute {name!r}: te.sum must be the outermost expression of the body")
+            raise TeError(f"compute {name!r}: a reduction (te.sum/max/min with axis=) must be the outermost expression")
+    if dtype is not None and dtype not in DTYPES:
+        raise TeError(f"compute {name!r}: dtype {dtype!r} not in {DTYPES}")
     out_dtype = dtype or body.dtype
     if out_dtype == "bool":
         out_dtype = "int8"

@@ -1,0 +1,5 @@
+"""CPU (LLVM) and GPU (CUDA) targets for TE schedules: ``build_op(schedule, target)``."""
+from compiler.target.build import TARGETS, CpuOp, OpInputError, build_op, lower
+from compiler.target.parallel import num_threads, set_num_threads
+
+__all__ = ["TARGETS", "CpuOp", "OpInputError", "build_op", "lower", "num_threads", "set_num_threads"]

@@ -1,0 +1,99 @@
+"""TE -> loop IR -> LLVM: operators written in TE, scheduled for the CPU and checked against numpy."""
+import numpy as np
+import pytest
+
+import compiler
+from compiler import te
+from compiler.schedule import ScheduleError, create_schedule
+from compiler.target import OpInputError
+from compiler.tir import TirError
+
+
+def _fused_reduce(n=40, m=45):
+    a = te.placeholder((n, m), "float32", "a")
+    b = te.placeholder((m,), "float32", "b")
+    k = te.reduce_axis(m, "k")
+    c = te.compute((n,), lambda i: te.sum(te.max(a[i, k] * 2.0 + b[k], 0.0), axis=k), name="c")
+    return a, b, c
+
+
+def test_elementwise_fused_into_reduction_scheduled():
+    """sum_k relu(a[i,k]*2+b[k]) with split (ragged reduce loop), reorder, vectorize, unroll and parallel."""
+    a, b, c = _fused_reduce()
+    s = create_schedule(c)
+    io, ii = s[c].split(c.op.axes[0], 8)
+    ko, ki = s[c].split(s[c].reduce_axis[0], 4)
+    s[c].reorder(io, ko, ki, ii)
+    s[c].vectorize(ii)
+    s[c].unroll(ki)
+    s[c].parallel(io)
+    f = compiler.build_op(s, target="llvm")
+    rng = np.random.default_rng(0)
+    av = rng.standard_normal((40, 45)).astype(np.float32)
+    bv = rng.standard_normal(45).astype(np.float32)
+    ref = np.maximum(av * 2 + bv, 0).sum(1)
+    np.testing.assert_allclose(f(av, bv), ref, rtol=1e-5, atol=1e-5)
+    assert "parallel" in f.loop_ir and "vectorize" in f.loop_ir and "unroll" in f.loop_ir
+    assert "<8 x float>" in f.llvm_ir
+
+
+def test_int8_to_int32_accumulation_is_exact():
+    n, m, kk = 13, 24, 300  # 300 * 127 * 127 overflows int16, fits int32
+    a = te.placeholder((n, kk), "int8", "a")
+    w = te.placeholder((m, kk), "int8", "w")
+    k = te.reduce_axis(kk, "k")
+    c = te.compute((n, m), lambda i, j: te.sum(a[i, k].astype("int32") * w[j, k].astype("int32"), axis=k),
+                   name="c", dtype="int32")
+    s = create_schedule(c)
+    jo, ji = s[c].split(c.op.axes[1], 8)
+    s[c].reorder(c.op.axes[0], jo, k, ji)
+    s[c].vectorize(ji)
+    s[c].parallel(c.op.axes[0])
+    f = compiler.build_op(s)
+    rng = np.random.default_rng(1)
+    av = rng.integers(-128, 128, (n, kk), dtype=np.int8)
+    wv = rng.integers(-128, 128, (m, kk), dtype=np.int8)
+    ref = av.astype(np.int64) @ wv.astype(np.int64).T
+    out = f(av, wv)
+    assert out.dtype == np.int32
+    np.testing.assert_array_equal(out, ref)
+
+
+def test_int8_requantize_wraps_like_numpy():
+    x = te.placeholder((64,), "int32", "x")
+    y = te.compute((64,), lambda i: te.clip((x[i] * 3 + 5) >> 2, -128, 127).astype("int8"), name="y")
+    s = create_schedule(y)
+    o, i = s[y].split(y.op.axes[0], 16)
+    s[y].vectorize(i)
+    f = compiler.build_op(s)
+    xv = np.random.default_rng(2).integers(-1000, 1000, 64).astype(np.int32)
+    ref = np.clip((xv.astype(np.int64) * 3 + 5) >> 2, -128, 127).astype(np.int8)
+    np.testing.assert_array_equal(f(xv), ref)
+
+
+def test_bad_inputs_get_clear_errors():
+    a, b, c = _fused_reduce(4, 5)
+    f = compiler.build_op(create_schedule(c))
+    av, bv = np.zeros((4, 5), np.float32), np.zeros(5, np.float32)
+    with pytest.raises(OpInputError, match="expected 2 input arrays"):
+        f(av)
+    with pytest.raises(OpInputError, match="dtype float32, got float64"):
+        f(av.astype(np.float64), bv)
+    with pytest.raises(OpInputError, match=r"shape \(5,\), got \(6,\)"):
+        f(av, np.zeros(6, np.float32))
+    with pytest.raises(OpInputError, match="numpy array"):
+        f(av, [0.0] * 5)
+    with pytest.raises(TirError, match="unknown target"):
+        compiler.build_op(create_schedule(c), target="opencl")
+
+
+def test_bad_schedule_primitives():
+    a, b, c = _fused_reduce(4, 5)
+    s = create_schedule(c)
+    with pytest.raises(ScheduleError, match="reduce loop"):
+        s[c].parallel(s[c].reduce_axis[0])
+    with pytest.raises(ScheduleError, match="unknown thread tag"):
+        s[c].bind(c.op.axes[0], "warp.x")
+    s[c].bind(c.op.axes[0], "threadIdx.x")
+    with pytest.raises(TirError, match="target='cuda'"):
+        compiler.build_op(s, target="llvm")
