@@ -22,7 +22,7 @@ from compiler.topi.injective import schedule_injective
 UNARY = {"Relu": "relu", "Clip": "clip", "Sigmoid": "sigmoid", "HardSwish": "hardswish", "HardSigmoid": "hardsigmoid",
          "LeakyRelu": "leakyrelu"}
 BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div"}
-LIBRARY_OPS = frozenset({"Conv", "FusedConv", "Gemm", "FusedDense", "MatMul", "MaxPool", "AveragePool",
+LIBRARY_OPS = frozenset({"Conv", "FusedConv", "QConv2D", "Gemm", "FusedDense", "MatMul", "MaxPool", "AveragePool",
                          "GlobalAveragePool", "Softmax", "QuantizeLinear", "DequantizeLinear", *UNARY, *BINARY})
 # metadata-only reshapes: numpy views, no data moves
 VIEW_OPS = frozenset({"Flatten", "Reshape", "Identity", "Dropout", "Squeeze", "Unsqueeze", "PackedSqueezeHW"})
@@ -146,6 +146,43 @@ def _dense(node: Node, infos, consts, target: str) -> OpPlan:
         return [_f32(ins[0]), wp] + ([bp] if bp is not None else [])
 
     return OpPlan(key, make, args, (n, m), np.dtype(np.float32), n * k * m)
+
+
+def _qconv(node: Node, infos, consts, target: str) -> OpPlan:
+    """``QConv2D``: int8 NCHW conv (any groups/stride/pad/dilation, ``pad_value`` borders) + the requant epilogue."""
+    from compiler.topi import requant_int
+
+    a = node.attrs
+    x = infos[0]
+    rq = a.get("requant")
+    if rq is None or x.dtype != np.int8 or len(x.shape) != 4:
+        raise UnsupportedOnTarget(f"node {node.name!r} (QConv2D): needs a 4-D int8 input and a requant, got {x.dtype} "
+                                  f"{x.shape}")
+    w = _const(consts, node.inputs[1], "weight", node)
+    if w.dtype != np.int8 or w.ndim != 4:
+        raise UnsupportedOnTarget(f"node {node.name!r} (QConv2D): the weight must be 4-D int8, got {w.dtype} {w.shape}")
+    bias = consts.get(node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] else None
+    spec = conv2d_direct.Conv2dSpec(x.shape[0], x.shape[1], x.shape[2], x.shape[3], w.shape[0], w.shape[2], w.shape[3],
+                                    tuple(int(v) for v in a["strides"]), tuple(int(v) for v in a["pads"]),
+                                    tuple(int(v) for v in a.get("dilations", (1, 1))), int(a.get("group", 1)), "int8",
+                                    int(a.get("pad_value", 0)))
+    try:
+        spec.check()
+    except Exception as exc:
+        raise UnsupportedOnTarget(f"node {node.name!r} (QConv2D): {exc}") from None
+    wp = conv2d_direct.pack_weight(spec, w)
+    params = requant_int.requant_params(rq, bias, spec.o)
+    dt = requant_int.out_dtype(rq)
+    key = ("qconv2d", spec, int(rq.pre_shift), int(rq.zero_point), int(rq.clip_low), int(rq.out_max), dt, target)
+
+    def make():
+        extra, fn, odt = requant_int.requant_stage(rq, spec.o)
+        op = conv2d_direct.conv2d(spec, stage=(extra, fn, odt))
+        sched = conv2d_direct.schedule_gpu if target == "cuda" else conv2d_direct.schedule_cpu
+        return op.inputs, op.out, lambda s: sched(op, s)
+
+    return OpPlan(key, make, lambda ins: [np.ascontiguousarray(ins[0]), wp, *params],
+                  (spec.n, spec.o, spec.oh, spec.ow), np.dtype(dt), spec.macs)
 
 
 # ------------------------------------------------------------------ elementwise
@@ -320,7 +357,7 @@ def _dequantize(node: Node, infos, consts, target: str) -> OpPlan:
 
 
 PLANNERS: dict[str, Callable[..., OpPlan]] = {
-    "Conv": _conv, "FusedConv": _conv, "Gemm": _dense, "FusedDense": _dense, "MatMul": _dense,
+    "Conv": _conv, "FusedConv": _conv, "QConv2D": _qconv, "Gemm": _dense, "FusedDense": _dense, "MatMul": _dense,
     "MaxPool": _pool, "AveragePool": _pool, "GlobalAveragePool": _pool, "Softmax": _softmax,
     "QuantizeLinear": _quantize, "DequantizeLinear": _dequantize,
     **{k: _unary for k in UNARY}, **{k: _binary for k in BINARY},

@@ -1,4 +1,7 @@
-"""``LlvmCpuBackend``: the CpuBackend protocol on JIT-compiled LLVM kernels, numpy for the rest."""
+"""``LlvmCpuBackend``: the CpuBackend protocol on JIT-compiled LLVM kernels, numpy for the rest.
+
+``QConv2D`` comes from the operator library (:mod:`compiler.targets.plans`, TE -> LLVM); the other ops
+still from the per-op IR generators of this package."""
 from __future__ import annotations
 
 import threading
@@ -35,6 +38,30 @@ def compile_plan(plan: Plan) -> Callable:
     return fn
 
 
+# ops whose kernels come from the operator library (compiler.topi, TE -> LLVM through compiler.build_op)
+LIBRARY_OPS = frozenset({"QConv2D"})
+
+
+def _library_plan(node: Node, inputs: Sequence[np.ndarray | None]) -> tuple[Plan | None, Callable | None]:
+    """A library kernel for ``node`` on these arrays (their values are the node's constants), or (None, None)."""
+    from compiler.graph.ir import TensorInfo
+    from compiler.targets.compile import compile_plan as compile_library
+    from compiler.targets.plans import UnsupportedOnTarget, plan_node
+
+    infos = [None if a is None else TensorInfo(a.shape, a.dtype) for a in inputs]
+    consts = {name: a for name, a in zip(node.inputs, inputs) if name and a is not None}
+    try:
+        op = plan_node(node, infos, consts, "llvm")
+    except UnsupportedOnTarget:
+        return None, None
+    fn = compile_library(op, "llvm")
+
+    def run(fn, ins):
+        return [np.asarray(fn(*op.args(ins))).reshape(op.out_shape).astype(op.out_dtype, copy=False)]
+
+    return Plan(op.key, lambda: None, run), fn
+
+
 class LlvmCpuBackend:
     """Runs CPU nodes with LLVM kernels specialized on (op, shapes, dtypes, attrs).
 
@@ -51,11 +78,11 @@ class LlvmCpuBackend:
 
     def supports(self, op: str) -> bool:
         """True for ops with an LLVM generator or a zero-copy view, else whether the fallback has it."""
-        return op in PLANNERS or op in VIEW_OPS or self.fallback.supports(op)
+        return op in PLANNERS or op in LIBRARY_OPS or op in VIEW_OPS or self.fallback.supports(op)
 
     def compiles(self, op: str) -> bool:
-        """Whether ``op`` has an LLVM kernel generator (some shapes/dtypes may still fall back)."""
-        return op in PLANNERS
+        """Whether ``op`` has an LLVM kernel (some shapes/dtypes may still fall back)."""
+        return op in PLANNERS or op in LIBRARY_OPS
 
     def plan_for(self, node: Node, inputs: Sequence[np.ndarray | None]) -> tuple[Plan | None, Callable | None]:
         """The (plan, compiled function) for these inputs, or (None, None) when unsupported."""
@@ -63,9 +90,12 @@ class LlvmCpuBackend:
         cached = self._plans.get(node)
         if cached is not None and cached[0] == key:
             return cached[1], cached[2]
-        planner = PLANNERS.get(node.op)
-        plan = planner(node, list(inputs)) if planner is not None else None
-        fn = compile_plan(plan) if plan is not None else None
+        if node.op in LIBRARY_OPS:
+            plan, fn = _library_plan(node, inputs)
+        else:
+            planner = PLANNERS.get(node.op)
+            plan = planner(node, list(inputs)) if planner is not None else None
+            fn = compile_plan(plan) if plan is not None else None
         self._plans[node] = (key, plan, fn)
         return plan, fn
 

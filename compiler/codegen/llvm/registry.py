@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from typing import Callable
 
-from compiler.codegen.llvm.conv import plan_qconv
 from compiler.codegen.llvm.elementwise import plan_binary, plan_clip
 from compiler.codegen.llvm.layout import plan_pack, plan_unpack
 from compiler.codegen.llvm.pool import plan_global_avg_pool, plan_maxpool
@@ -17,7 +16,7 @@ PLANNERS: dict[str, Callable] = {
     "MaxPool": plan_maxpool, "GlobalAveragePool": plan_global_avg_pool,
     "QuantizeLinear": plan_quantize, "DequantizeLinear": plan_dequantize,
     "PackActivation": plan_pack, "UnpackActivation": plan_unpack,
-    "QConv2D": plan_qconv, "Softmax": plan_softmax, "QAdd": plan_qadd,
+    "Softmax": plan_softmax, "QAdd": plan_qadd,
     "QMul": plan_qmul, "QLookup": plan_qlookup,
 }
 
