@@ -11,8 +11,9 @@ Models: the zoo's full-size ResNet-18 and MobileNetV2 (1x3x224x224). Per model:
   (``mismatches``); ``cosine_vs_ort`` is informative (ORT's fused int8 kernels round differently).
 
 Timing: both sides run with ``--threads`` threads (ORT ``intra_op_num_threads``; our parallel loops'
-thread pool), alternately ``--repeat`` times after a warm-up; per-image latency = min over runs (the
-machine is shared: ``load_before``/``load_after`` are the 1-minute load averages). Also the 512^3 fp32
+thread pool), alternately ``--repeat`` times after a warm-up, with a 50 ms pause before each run (ORT's
+worker threads spin for a while after a run and would slow whatever runs next); per-image latency = min
+over runs (the machine is shared: ``load_before``/``load_after`` are the 1-minute load averages). Also the 512^3 fp32
 matmul in TE scheduled for the CPU vs numpy (GFLOPS). The last line is one JSON object.
 
     python benchmarks/bench_cpu_target.py [--models resnet18,mobilenet_v2] [--repeat 7] [--threads 2]
@@ -29,6 +30,7 @@ import warnings
 import numpy as np
 
 SHAPE = (1, 3, 224, 224)
+PAUSE_S = 0.05  # before each timed run: onnxruntime's worker threads spin after a run and would slow the next one
 
 
 def _ort_session(model, threads: int):
@@ -47,9 +49,11 @@ def _side_by_side(ours, sess, x: np.ndarray, repeat: int) -> tuple[float, float,
     ref = sess.run(None, {"input": x})[0]
     t_ours, t_ort = [], []
     for _ in range(repeat):
+        time.sleep(PAUSE_S)
         t0 = time.perf_counter()
         ours(input=x)
         t_ours.append(time.perf_counter() - t0)
+        time.sleep(PAUSE_S)
         t0 = time.perf_counter()
         sess.run(None, {"input": x})
         t_ort.append(time.perf_counter() - t0)

@@ -56,7 +56,9 @@ def schedule_cpu(op: DenseOp, s) -> None:
     sa.reorder(i, jo, rk, ji)
     if ji.extent > 1:
         sa.vectorize(ji)
-    if jo.extent >= 16:
+    from compiler.topi.injective import PARALLEL_MIN_MACS
+
+    if jo.extent >= 4 and i.extent * jo.extent * ji.extent * rk.extent >= PARALLEL_MIN_MACS:
         sa.parallel(jo)
     from compiler.topi.injective import schedule_injective_cpu
 

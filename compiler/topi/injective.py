@@ -4,7 +4,10 @@ from __future__ import annotations
 from compiler.te import Tensor
 
 VECTOR = 8          # float32 lanes of one AVX2 register
-PARALLEL_MIN = 1 << 15  # elements below which a CPU loop stays on one thread
+# A parallel loop costs ~0.1-0.3 ms to hand to the runtime's thread pool (compiler.target.parallel): loops
+# smaller than this stay on the calling thread.
+PARALLEL_MIN = 1 << 20  # elements of an elementwise loop
+PARALLEL_MIN_MACS = 8 << 20  # multiply-adds of a convolution / dense
 GPU_THREADS = 256
 
 

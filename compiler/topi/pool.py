@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from compiler import te
 from compiler.te import Tensor
 
@@ -81,17 +83,17 @@ def global_avg_pool(n: int, c: int, h: int, w: int) -> tuple[list[Tensor], Tenso
 
 
 def schedule_cpu(s, outs: list[Tensor]) -> None:
-    """Pools: the reduction stage parallel over channels, the final stage flat (see injective)."""
-    from compiler.topi.injective import schedule_injective_cpu
+    """Pools: reduction stages parallel over channels when the input is large, the final stage flat (injective)."""
+    from compiler.topi.injective import PARALLEL_MIN, schedule_injective_cpu
 
-    for t in outs[:-1]:
+    for t in outs:
         st = s[t]
-        st.parallel(st.leaf_iter_vars[1])
-    last = s[outs[-1]]
-    if last.op.reduce_axes:
-        last.parallel(last.leaf_iter_vars[1])
-    else:
-        schedule_injective_cpu(s, outs[-1])
+        if not st.op.reduce_axes:
+            schedule_injective_cpu(s, t)
+            continue
+        work = int(np.prod(t.shape)) * int(np.prod([a.extent for a in st.op.reduce_axes]))
+        if work >= PARALLEL_MIN:
+            st.parallel(st.leaf_iter_vars[1])
 
 
 def schedule_gpu(s, outs: list[Tensor]) -> None:
