@@ -85,7 +85,7 @@ class Schedule:
             raise ScheduleError(f"cache_write {t.name}: results are computed in the acc scratchpad (accelerator) or in "
                                 f"local/global memory (CPU/GPU); got scope {scope!r}")
         st = self[t]
-        if st.relations or st.attach or st.pragmas or st.tensorized:
+        if st.relations or st.attach or st.pragmas or st.tensorized or st.loop_kinds:
             raise ScheduleError(f"cache_write {t.name}: apply it before splitting or annotating the stage")
         cache = Tensor(f"{t.name}.{scope}", t.shape, t.dtype, t.op)
         axes = tuple(IterVar(a.name, a.extent) for a in t.op.axes)

@@ -189,6 +189,9 @@ class Stage:
 
     def vectorize(self, iv: IterVar) -> None:
         """CPU/GPU targets: run the innermost loop ``iv`` as one SIMD vector of ``iv.extent`` lanes."""
+        if iv.kind != "data":
+            raise ScheduleError(f"vectorize on {self.name}: {iv.name} is a reduce loop (its lanes would write the same "
+                                f"element); vectorize a data loop placed innermost")
         self._annotate(iv, "vectorize", "vectorize")
 
     def parallel(self, iv: IterVar) -> None:

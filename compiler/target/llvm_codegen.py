@@ -14,7 +14,7 @@ import itertools
 from llvmlite import ir
 
 from compiler.te.expr import Binary, Call, Cast, Const, Expr, Select, Var, is_float
-from compiler.tir.arith import atom_vars, linear, substitute
+from compiler.tir.arith import atom_vars, linear, substitute, var_ranges_bounds
 from compiler.tir.errors import TirError
 from compiler.tir.ir import Allocate, BufLoad, Buffer, For, IfThen, PrimFunc, Store, Sync
 
@@ -59,6 +59,15 @@ class LlvmCodegen:
         self.name = name or f"vta_te_{f.name}_{next(_IDS)}"
         self.module = ir.Module(name=self.name)
         self.buffers = list(f.args) + list(f.temps)
+        self.vec: tuple[Var, int] | None = None
+        self.in_parallel = False
+        self.ntasks = 0
+        self.select_depth = 0
+        self.ranges: dict = {}  # loop var -> extent (to prove loads in bounds)
+        self._setup()
+
+    def _setup(self) -> None:
+        """Create the kernel function ``void name(i8* launch, buffers...)``."""
         tys = [mem_type(b.dtype).as_pointer() for b in self.buffers]
         fty = ir.FunctionType(ir.VoidType(), [I8.as_pointer()] + tys)
         fn = ir.Function(self.module, fty, self.name)
@@ -67,9 +76,6 @@ class LlvmCodegen:
         self.launch = fn.args[0]
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         self.c = _Ctx(fn, b, {}, dict(zip(self.buffers, fn.args[1:])))
-        self.vec: tuple[Var, int] | None = None
-        self.in_parallel = False
-        self.ntasks = 0
 
     # ------------------------------------------------------------ driver
     def generate(self) -> ir.Module:
@@ -125,10 +131,35 @@ class LlvmCodegen:
             return substitute(index, {var: Const(0)}), "contig"
         return None
 
+    def _maybe_out_of_bounds(self, e: BufLoad) -> bool:
+        bnd = var_ranges_bounds(linear(e.index), self.ranges)
+        return bnd is None or bnd[0] < 0 or bnd[1] >= e.buffer.size
+
+    def _clamped_load(self, e: BufLoad) -> ir.Value:
+        """A load inside a select branch whose index may leave the buffer (e.g. padding): the index is clamped so the
+        access is always legal; the select discards the value where its condition is false."""
+        b = self.c.b
+        ptr = self._ptr(e.buffer)
+        ty = mem_type(e.buffer.dtype)
+        idx = self.index(e.index)
+        lo = self._splat_like(ir.Constant(I64, 0), idx)
+        hi = self._splat_like(ir.Constant(I64, e.buffer.size - 1), idx)
+        idx = b.select(b.icmp_signed("<", idx, lo), lo, idx)
+        idx = b.select(b.icmp_signed(">", idx, hi), hi, idx)
+        if not _is_vec(idx):
+            return self._from_mem(b.load(b.gep(ptr, [idx], inbounds=True)), e.buffer.dtype)
+        out = ir.Constant(ir.VectorType(ty, idx.type.count), ir.Undefined)
+        for k in range(idx.type.count):
+            kk = ir.Constant(ir.IntType(32), k)
+            out = b.insert_element(out, b.load(b.gep(ptr, [b.extract_element(idx, kk)], inbounds=True)), kk)
+        return self._from_mem(out, e.buffer.dtype)
+
     def load(self, e: BufLoad) -> ir.Value:
         b = self.c.b
         ptr = self._ptr(e.buffer)
         ty = mem_type(e.buffer.dtype)
+        if self.select_depth and self._maybe_out_of_bounds(e):
+            return self._clamped_load(e)
         if self.vec is not None:
             how = self._contiguous(e.index)
             lanes = self.vec[1]
@@ -171,6 +202,9 @@ class LlvmCodegen:
             if not _is_vec(idx) and not _is_vec(val):
                 b.store(val, b.gep(ptr, [idx], inbounds=True))
                 return
+            if not _is_vec(idx):
+                raise TirError(f"vectorized loop {self.vec[0].name}: every lane stores to the same element of "
+                               f"{s.buffer.name}; vectorize a loop the stored index depends on")
             for k in range(lanes):
                 kk = ir.Constant(ir.IntType(32), k)
                 ik = b.extract_element(idx, kk) if _is_vec(idx) else idx
@@ -181,14 +215,31 @@ class LlvmCodegen:
 
     # ------------------------------------------------------------ control
     def if_then(self, s: IfThen) -> None:
-        cond = self.value(s.cond)
-        if _is_vec(cond):
-            raise TirError("llvm codegen: a guard depends on a vectorized loop (internal: such loops run serially)")
-        with self.c.b.if_then(cond):
-            self.stmts(s.body)
+        cond = self.convert(self.value(s.cond), s.cond.dtype, "bool")
+        if not _is_vec(cond):
+            with self.c.b.if_then(cond):
+                self.stmts(s.body)
+            return
+        # a guard inside a vectorized loop: the vector body when every lane passes, else the lanes one by one
+        b = self.c.b
+        lanes = cond.type.count
+        every = b.icmp_unsigned("==", b.bitcast(cond, ir.IntType(lanes)), ir.Constant(ir.IntType(lanes), (1 << lanes) - 1))
+        with b.if_else(every) as (full, partial):
+            with full:
+                self.stmts(s.body)
+            with partial:
+                var, vec_val = self.vec[0], self.c.env[self.vec[0]]
+                saved = self.vec
+                self.vec = None
+                try:
+                    self.serial(For(var, lanes, [s]), 0, lanes)
+                finally:
+                    self.vec = saved
+                    self.c.env[var] = vec_val
 
     def loop(self, s: For) -> None:
         kind = s.kind
+        self.ranges[s.var] = s.extent
         if kind.startswith(("blockIdx", "threadIdx")):
             raise TirError(f"loop {s.var.name} is bound to {kind}: bind is for target='cuda'; on the CPU use "
                            f"parallel/vectorize")
@@ -198,7 +249,7 @@ class LlvmCodegen:
                 self.stmts(s.body)
             del self.c.env[s.var]
             return
-        if kind == "vectorize" and self.vec is None and _vectorizable(s):
+        if kind == "vectorize" and s.extent > 1 and self.vec is None and _vectorizable(s):
             self.vec = (s.var, s.extent)
             lanes = s.extent
             base = ir.Constant(ir.VectorType(I64, lanes), list(range(lanes)))
@@ -343,7 +394,11 @@ class LlvmCodegen:
             return self.convert(self.value(e.a), e.a.dtype, e.dtype)
         if isinstance(e, Select):
             c = self.convert(self.value(e.cond), e.cond.dtype, "bool")
-            x, y = self._pair(e.a, e.b, e.dtype)
+            self.select_depth += 1
+            try:
+                x, y = self._pair(e.a, e.b, e.dtype)
+            finally:
+                self.select_depth -= 1
             if _is_vec(x) and not _is_vec(c):
                 c = self._broadcast(c, x.type.count)
             elif _is_vec(c):
@@ -417,7 +472,9 @@ class LlvmCodegen:
     def _math(self, name: str, x: ir.Value) -> ir.Value:
         b = self.c.b
         if name in _LLVM_MATH:
-            fn = self.module.declare_intrinsic(_LLVM_MATH[name], [x.type])
+            suffix = f"v{x.type.count}f32" if _is_vec(x) else "f32"
+            fname = f"{_LLVM_MATH[name]}.{suffix}"
+            fn = self.module.globals.get(fname) or ir.Function(self.module, ir.FunctionType(x.type, [x.type]), fname)
             return b.call(fn, [x])
         fname = _LIBM[name]
         fn = self.module.globals.get(fname) or ir.Function(self.module, ir.FunctionType(F32, [F32]), fname)
@@ -433,9 +490,9 @@ class LlvmCodegen:
         return self._math(e.name, self.convert(self.value(e.a), e.a.dtype, "float32"))
 
 
-def _vectorizable(s: For) -> bool:
-    """A vectorized loop holds only stores (no nested loops, guards or allocations)."""
-    return all(isinstance(x, Store) for x in s.body)
+def _vectorizable(s) -> bool:
+    """A vectorized loop holds only stores and guards around stores (no nested loops or allocations)."""
+    return all(isinstance(x, Store) or (isinstance(x, IfThen) and _vectorizable(x)) for x in s.body)
 
 
 def generate(f: PrimFunc, name: str | None = None) -> tuple[ir.Module, str]:

@@ -10,16 +10,43 @@ from __future__ import annotations
 import ctypes
 import itertools
 import os
+import queue
 import threading
-from concurrent.futures import ThreadPoolExecutor
 
 TASK = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p)
 LAUNCH = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p)
 
 _lock = threading.Lock()
-_pool: ThreadPoolExecutor | None = None
 _threads: int | None = None
 _tasks: dict[int, object] = {}
+
+
+class _Pool:
+    """Persistent daemon workers fed through C-implemented queues (cheaper per launch than futures); each launch
+    brings its own completion queue, so launches from several Python threads do not mix."""
+
+    def __init__(self) -> None:
+        self.jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self.size = 0
+
+    def grow(self, n: int) -> None:
+        with _lock:
+            while self.size < n:
+                threading.Thread(target=self._work, name=f"vta-cpu-{self.size}", daemon=True).start()
+                self.size += 1
+
+    def _work(self) -> None:
+        while True:
+            job, done = self.jobs.get()
+            try:
+                job()
+            except BaseException as exc:  # reported to the launching thread
+                done.put(exc)
+            else:
+                done.put(None)
+
+
+_pool = _Pool()
 
 
 def num_threads() -> int:
@@ -40,24 +67,10 @@ def num_threads() -> int:
 
 def set_num_threads(n: int | None) -> None:
     """Use ``n`` threads for parallel loops (``None``: back to the default)."""
-    global _threads, _pool
-    if n is not None and (not isinstance(n, int) or n <= 0):
+    global _threads
+    if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n <= 0):
         raise ValueError(f"set_num_threads: need a positive int or None, got {n!r}")
-    with _lock:
-        _threads = n
-        if _pool is not None:
-            _pool.shutdown(wait=True)
-            _pool = None
-
-
-def _get_pool(workers: int) -> ThreadPoolExecutor:
-    global _pool
-    with _lock:
-        if _pool is None or _pool._max_workers < workers:  # noqa: SLF001 - resize on demand
-            if _pool is not None:
-                _pool.shutdown(wait=True)
-            _pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="vta-cpu")
-        return _pool
+    _threads = n
 
 
 def _launch(fn: int, n: int, closure: int) -> None:
@@ -80,11 +93,14 @@ def _launch(fn: int, n: int, closure: int) -> None:
                 return
             task(bounds[c], bounds[c + 1], closure)
 
-    pool = _get_pool(t - 1)
-    futs = [pool.submit(worker) for _ in range(t - 1)]
+    _pool.grow(t - 1)
+    done: queue.SimpleQueue = queue.SimpleQueue()
+    for _ in range(t - 1):
+        _pool.jobs.put((worker, done))
     worker()
-    for f in futs:
-        f.result()
+    errors = [e for e in (done.get() for _ in range(t - 1)) if e is not None]
+    if errors:
+        raise errors[0]
 
 
 LAUNCH_CALLBACK = LAUNCH(_launch)

@@ -203,6 +203,9 @@ class _Lowering:
     def _region(self, st: "Stage") -> tuple[list[Linear], list[int]]:
         t = st.tensor
         bound = set(self.outer_loops(st))
+        if st.scope == "shared":  # one copy per thread block: it must hold what every thread of the block reads
+            kinds = {v: k for s_ in self.stages for v, k in s_.loop_kinds.items()}
+            bound = {v for v in bound if not kinds.get(v, "").startswith("threadIdx")}
         ranges = self.ranges()
         per_dim: list[list[tuple[Linear, int]]] = [[] for _ in t.shape]
         readers = [r for r in self.stages if r is not st and any(ld.tensor is t for ld in loads(self.body(r)))]

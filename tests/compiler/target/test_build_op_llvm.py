@@ -92,8 +92,47 @@ def test_bad_schedule_primitives():
     s = create_schedule(c)
     with pytest.raises(ScheduleError, match="reduce loop"):
         s[c].parallel(s[c].reduce_axis[0])
+    with pytest.raises(ScheduleError, match="reduce loop"):
+        s[c].vectorize(s[c].reduce_axis[0])
     with pytest.raises(ScheduleError, match="unknown thread tag"):
         s[c].bind(c.op.axes[0], "warp.x")
     s[c].bind(c.op.axes[0], "threadIdx.x")
     with pytest.raises(TirError, match="target='cuda'"):
         compiler.build_op(s, target="llvm")
+
+
+def test_ragged_vectorized_loop_keeps_vectors_and_is_exact():
+    """A vectorized loop whose split is ragged: full vectors where every lane is in range, lane by lane at the end."""
+    n = 37
+    x = te.placeholder((3, n), "int8", "x")
+    y = te.compute((3, n), lambda i, j: (x[i, j].astype("int32") * 5 + j).astype("int8"), name="y")
+    s = create_schedule(y)
+    jo, ji = s[y].split(y.op.axes[1], 8)
+    s[y].vectorize(ji)
+    f = compiler.build_op(s)
+    assert "<8 x i8>" in f.llvm_ir
+    xv = np.random.default_rng(6).integers(-128, 128, (3, n), dtype=np.int8)
+    ref = (xv.astype(np.int32) * 5 + np.arange(n)).astype(np.int8)
+    np.testing.assert_array_equal(f(xv), ref)
+
+
+def test_parallel_ops_called_from_several_python_threads():
+    """Each launch waits for its own chunks: concurrent calls from Python threads give exact results."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from compiler.target import set_num_threads
+
+    x = te.placeholder((64, 256), "int32", "x")
+    y = te.compute((64, 256), lambda i, j: x[i, j] * 7 + i, name="y")
+    s = create_schedule(y)
+    s[y].parallel(y.op.axes[0])
+    f = compiler.build_op(s)
+    set_num_threads(3)
+    try:
+        xs = [np.full((64, 256), v, np.int32) for v in range(12)]
+        with ThreadPoolExecutor(4) as ex:
+            outs = list(ex.map(f, xs))
+    finally:
+        set_num_threads(None)
+    for v, o in zip(range(12), outs):
+        np.testing.assert_array_equal(o, np.broadcast_to(v * 7 + np.arange(64)[:, None], (64, 256)))

@@ -1,0 +1,119 @@
+"""The CUDA target's runtime side: a built op holds PTX for every kernel and launches them through cuda-python.
+
+Compiling needs nothing but llvmlite; ``assemble()`` runs ``ptxas`` when the CUDA toolkit is installed;
+calling the op needs an NVIDIA GPU, its driver and the ``cuda-python`` package (``pip install cuda-python``).
+"""
+from __future__ import annotations
+
+import functools
+import glob
+
+import numpy as np
+
+from compiler.target.build import NP_DTYPES, check_inputs, check_outputs
+from compiler.target.cuda_codegen import DEFAULT_ARCH, generate_ptx
+from compiler.tir.errors import TirError
+from compiler.tir.ir import PrimFunc, format_func
+
+
+class NoGpuError(RuntimeError):
+    """No CUDA device (or no driver) on this machine: CUDA ops compile here but cannot run."""
+
+
+def _driver():
+    try:
+        from cuda.bindings import driver  # cuda-python >= 12.6
+    except ImportError:
+        try:
+            from cuda import cuda as driver  # older cuda-python
+        except ImportError:
+            return None
+    return driver
+
+
+def _check(res):
+    err, *rest = res if isinstance(res, tuple) else (res,)
+    if int(err) != 0:
+        raise RuntimeError(f"CUDA driver error {err!r}")
+    return rest[0] if len(rest) == 1 else tuple(rest)
+
+
+def gpu_present() -> bool:
+    """Whether an NVIDIA GPU device node exists (the driver is loaded)."""
+    return bool(glob.glob("/dev/nvidia[0-9]*"))
+
+
+@functools.lru_cache(maxsize=1)
+def _context():
+    if not gpu_present():
+        raise NoGpuError("no GPU: no /dev/nvidia* device on this machine; the CUDA target compiles PTX here "
+                         "(CudaOp.ptx) but running it needs an NVIDIA GPU")
+    drv = _driver()
+    if drv is None:
+        raise TirError("a GPU is present but cuda-python is not installed: pip install cuda-python")
+    _check(drv.cuInit(0))
+    if _check(drv.cuDeviceGetCount()) == 0:
+        raise NoGpuError("no GPU: the CUDA driver reports no device")
+    dev = _check(drv.cuDeviceGet(0))
+    ctx = _check(drv.cuDevicePrimaryCtxRetain(dev))
+    _check(drv.cuCtxSetCurrent(ctx))
+    major = _check(drv.cuDeviceGetAttribute(drv.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev))
+    minor = _check(drv.cuDeviceGetAttribute(drv.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev))
+    return drv, ctx, f"sm_{major}{minor}"
+
+
+class CudaOp:
+    """A TE schedule compiled for CUDA: ``ptx`` (text), ``kernels`` (names and launch shapes); calling it
+    (``op(*inputs, out=None)``) copies the inputs to the GPU, launches the kernels in order and copies back."""
+
+    target = "cuda"
+
+    def __init__(self, func: PrimFunc, arch: str = DEFAULT_ARCH) -> None:
+        self.func = func
+        self.arch = arch
+        self.ptx, self.kernels, self.llvm_ir = generate_ptx(func, arch)
+        self._loaded = None
+
+    @property
+    def loop_ir(self) -> str:
+        return format_func(self.func)
+
+    def assemble(self) -> bytes:
+        """A cubin from the PTX (``ptxas``; raises ``CudaToolError`` when the CUDA toolkit is missing)."""
+        from compiler.codegen.cuda.nvcc import assemble_ptx
+
+        return assemble_ptx(self.ptx, self.arch)
+
+    def _load(self):
+        drv, ctx, arch = _context()
+        _check(drv.cuCtxSetCurrent(ctx))  # the context is per calling thread
+        if self._loaded is None:
+            ptx = self.ptx if arch == self.arch else generate_ptx(self.func, arch)[0]
+            mod = _check(drv.cuModuleLoadData(ptx.encode() + b"\0"))
+            fns = [_check(drv.cuModuleGetFunction(mod, k.name.encode())) for k in self.kernels]
+            self._loaded = (mod, fns)
+        return drv, self._loaded[1]
+
+    def __call__(self, *inputs: np.ndarray, out=None):
+        ins = check_inputs(self.func, inputs)
+        outs = check_outputs(self.func, out)
+        drv, fns = self._load()
+        hosts = ins + outs + [np.empty(b.shape, NP_DTYPES[b.dtype]) for b in self.func.temps]
+        dptrs = []
+        try:
+            for h in hosts:
+                d = _check(drv.cuMemAlloc(max(1, h.nbytes)))
+                dptrs.append(d)
+            for h, d in zip(ins, dptrs):
+                _check(drv.cuMemcpyHtoD(d, h.ctypes.data, h.nbytes))
+            vals = np.array([int(d) for d in dptrs], dtype=np.uint64)
+            params = np.array([vals[i:].ctypes.data for i in range(len(vals))], dtype=np.uint64)
+            for k, fn in zip(self.kernels, fns):
+                _check(drv.cuLaunchKernel(fn, *k.grid, *k.block, 0, 0, params.ctypes.data, 0))
+            _check(drv.cuCtxSynchronize())
+            for h, d in zip(outs, dptrs[len(ins):]):
+                _check(drv.cuMemcpyDtoH(h.ctypes.data, d, h.nbytes))
+        finally:
+            for d in dptrs:
+                drv.cuMemFree(d)
+        return outs[0] if len(outs) == 1 else tuple(outs)
