@@ -11,7 +11,7 @@ import pytest
 from compiler.executor import build
 from compiler.quant.ort_tools import ort_quantize_static, ort_run
 from compiler.targets.plans import UnsupportedOnTarget
-from compiler.targets.runtime import NoDeviceError, cuda_device_available
+from compiler.target.cuda import NoGpuError, gpu_present
 from compiler.zoo import mobilenet_v2_small, mobilenet_v3_small, resnet18_small
 from compiler.zoo.builder import OnnxBuilder
 
@@ -57,11 +57,13 @@ def test_int8_qdq_model_on_llvm_is_bit_exact_with_ref(factory):
 def test_cuda_target_compiles_every_kernel_and_runs_only_with_a_gpu():
     model = resnet18_small()
     mod = build(model, target="cuda", progress=False)  # compiles every layer's kernel for the GPU
-    assert mod.cpu.name == "cuda" and len(mod.cpu._plans) >= 10
-    if cuda_device_available():
+    kernels = [fn for _, fn in mod.cpu._plans.values()]
+    assert mod.cpu.name == "cuda" and len(kernels) >= 10
+    assert all(".entry" in fn.ptx and "%ctaid.x" in fn.ptx for fn in kernels)  # PTX with block-indexed kernels
+    if gpu_present():
         np.testing.assert_allclose(mod(input=X), ort_run(model, {"input": X})[0], rtol=1e-4, atol=1e-4)
     else:
-        with pytest.raises(NoDeviceError, match="no CUDA GPU"):
+        with pytest.raises(NoGpuError, match="no GPU"):
             mod(input=X)
 
 
