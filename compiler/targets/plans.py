@@ -186,6 +186,10 @@ def _qconv(node: Node, infos, consts, target: str) -> OpPlan:
 
 
 # ------------------------------------------------------------------ elementwise
+# uint8 has no TE dtype: uint8 elementwise ops compute in int16 (exact: results are cast back modulo 256)
+_COMPUTE = {"uint8": "int16"}
+
+
 def _unary(node: Node, infos, consts, target: str) -> OpPlan:
     x = infos[0]
     kind = UNARY[node.op]
@@ -193,17 +197,19 @@ def _unary(node: Node, infos, consts, target: str) -> OpPlan:
     if node.op in ("Clip", "HardSigmoid", "LeakyRelu"):
         params = _clip_params(node, consts) if node.op == "Clip" else _act_params_attrs(node)
     dt = str(x.dtype)
-    if dt not in ("float32", "int8", "int32") or (dt != "float32" and kind not in ("relu", "clip")):
+    if dt not in ("float32", "int8", "uint8", "int32") or (dt != "float32" and kind not in ("relu", "clip")):
         raise UnsupportedOnTarget(f"node {node.name!r} ({node.op}): dtype {dt} not supported (float32; relu/clip "
-                                  f"also int8/int32)")
+                                  f"also int8/uint8/int32)")
+    cdt = _COMPUTE.get(dt, dt)
     shape = tuple(x.shape) or (1,)
-    key = ("unary", kind, params, shape, dt, target)
+    key = ("unary", kind, params, shape, cdt, target)
 
     def make():
-        ins, y = elementwise.unary(shape, dt, kind, params)
+        ins, y = elementwise.unary(shape, cdt, kind, params)
         return ins, y, lambda s: schedule_injective(s, y, target)
 
-    return OpPlan(key, make, lambda ins: [np.ascontiguousarray(ins[0]).reshape(shape)], tuple(x.shape), np.dtype(dt))
+    return OpPlan(key, make, lambda ins: [np.ascontiguousarray(ins[0], dtype=cdt).reshape(shape)], tuple(x.shape),
+                  np.dtype(dt))
 
 
 def _clip_params(node: Node, consts) -> tuple:
@@ -225,28 +231,32 @@ def _act_params_attrs(node: Node) -> tuple:
 def _binary(node: Node, infos, consts, target: str) -> OpPlan:
     xa, xb = infos[0], infos[1]
     dt = str(xa.dtype)
-    if xb.dtype != xa.dtype or dt not in ("float32", "int32") or (dt != "float32" and node.op == "Div"):
+    if xb.dtype != xa.dtype or dt not in ("float32", "int32", "int8", "uint8") or (dt != "float32" and node.op == "Div"):
         raise UnsupportedOnTarget(f"node {node.name!r} ({node.op}): operands {xa.dtype}/{xb.dtype}; the library has "
-                                  f"float32 (and int32 Add/Sub/Mul) with equal dtypes")
+                                  f"float32 (and int8/uint8/int32 Add/Sub/Mul, wrapping) with equal dtypes")
+    cdt = _COMPUTE.get(dt, dt)
     sa, sb = tuple(xa.shape), tuple(xb.shape)
     op = BINARY[node.op]
-    key = ("binary", op, sa, sb, dt, target)
+    key = ("binary", op, sa, sb, cdt, target)
     out_shape = elementwise.broadcast_shape(sa, sb)
 
     def make():
-        ins, y = elementwise.binary(sa, sb, dt, op)
+        ins, y = elementwise.binary(sa, sb, cdt, op)
         return ins, y, lambda s: schedule_injective(s, y, target)
 
     def args(ins):
-        return [np.ascontiguousarray(ins[0]).reshape(sa or (1,)), np.ascontiguousarray(ins[1]).reshape(sb or (1,))]
+        return [np.ascontiguousarray(ins[0], dtype=cdt).reshape(sa or (1,)),
+                np.ascontiguousarray(ins[1], dtype=cdt).reshape(sb or (1,))]
 
     return OpPlan(key, make, args, out_shape, np.dtype(dt))
 
 
 # ------------------------------------------------------------------ pooling / softmax
 def _pool(node: Node, infos, consts, target: str) -> OpPlan:
-    _check_f32(node, infos)
     x = infos[0]
+    if node.op != "MaxPool" or str(x.dtype) not in ("int8", "uint8"):
+        _check_f32(node, infos)
+    cdt = _COMPUTE.get(str(x.dtype), str(x.dtype))
     a = node.attrs
     if len(x.shape) != 4:
         raise UnsupportedOnTarget(f"node {node.name!r} ({node.op}): only 2-D pooling (NCHW) is in the library")
@@ -268,11 +278,11 @@ def _pool(node: Node, infos, consts, target: str) -> OpPlan:
     spec = pool.PoolSpec(n, c, h, w, ax[0].k, ax[1].k, (ax[0].s, ax[1].s),
                          (ax[0].begin, ax[1].begin, ax[0].end, ax[1].end), ax[0].out, ax[1].out)
     include = bool(a.get("count_include_pad", 0))
-    key = (node.op, spec, include, target)
+    key = (node.op, spec, include, cdt, target)
 
     def make():
         if node.op == "MaxPool":
-            ins, y = pool.max_pool(spec)
+            ins, y = pool.max_pool(spec, cdt)
             stages = [y]
         else:
             ins, y = pool.avg_pool(spec, include)
@@ -280,21 +290,19 @@ def _pool(node: Node, infos, consts, target: str) -> OpPlan:
         sched = pool.schedule_gpu if target == "cuda" else pool.schedule_cpu
         return ins, y, lambda s: sched(s, stages)
 
-    return OpPlan(key, make, lambda ins: [_f32(ins[0])], (n, c, spec.oh, spec.ow))
+    return OpPlan(key, make, lambda ins: [np.ascontiguousarray(ins[0], dtype=cdt)], (n, c, spec.oh, spec.ow),
+                  np.dtype(x.dtype))
 
 
 def _softmax(node: Node, infos, consts, target: str) -> OpPlan:
     _check_f32(node, infos)
     x = infos[0]
-    axis = int(node.attrs.get("axis", -1)) % len(x.shape)
-    if axis != len(x.shape) - 1:
-        raise UnsupportedOnTarget(f"node {node.name!r}: Softmax over axis {axis} of {x.shape}; the library reduces the "
-                                  f"last axis")
     shape = tuple(x.shape)
-    key = ("softmax", shape, target)
+    axis = int(node.attrs.get("axis", -1)) % len(shape)
+    key = ("softmax", shape, axis, target)
 
     def make():
-        ins, stages = softmax.softmax(shape)
+        ins, stages = softmax.softmax(shape, axis)
         sched = softmax.schedule_gpu if target == "cuda" else softmax.schedule_cpu
         return ins, stages[-1], lambda s: sched(s, stages)
 

@@ -31,16 +31,17 @@ def _window(spec: PoolSpec, data: Tensor, y, x, ky, kx):
     return iy, ix, inside
 
 
-def max_pool(spec: PoolSpec) -> tuple[list[Tensor], Tensor]:
-    """Max over each window; padding never wins (it is -inf)."""
-    data = te.placeholder((spec.n, spec.c, spec.h, spec.w), "float32", "data")
+def max_pool(spec: PoolSpec, dtype: str = "float32") -> tuple[list[Tensor], Tensor]:
+    """Max over each window (float32 or an integer dtype); padding never wins (-inf / the dtype's minimum)."""
+    data = te.placeholder((spec.n, spec.c, spec.h, spec.w), dtype, "data")
     ky, kx = te.reduce_axis(spec.kh, "ky"), te.reduce_axis(spec.kw, "kx")
+    low = te.const(float("-inf"), "float32") if dtype == "float32" else te.const(int(np.iinfo(dtype).min), dtype)
 
     def f(n, c, y, x):
         iy, ix, inside = _window(spec, data, y, x, ky, kx)
-        return te.max_(te.select(inside, data[n, c, iy, ix], te.const(float("-inf"), "float32")), axis=[ky, kx])
+        return te.max_(te.select(inside, data[n, c, iy, ix], low), axis=[ky, kx])
 
-    return [data], te.compute((spec.n, spec.c, spec.oh, spec.ow), f, name="max_pool", dtype="float32")
+    return [data], te.compute((spec.n, spec.c, spec.oh, spec.ow), f, name="max_pool", dtype=dtype)
 
 
 def avg_pool(spec: PoolSpec, count_include_pad: bool) -> tuple[list[Tensor], Tensor]:

@@ -43,6 +43,6 @@ def dequantize(shape: tuple[int, ...], qdtype: str, axis: int, per_channel: bool
     scale = te.placeholder((nch,), "float32", "scale")
     zp = te.placeholder((nch,), "int32", "zero_point")
     ci = _axis_index(shape, axis, per_channel)
-    out = te.compute(shape, lambda *i: te.cast("float32", q[i].astype("int32") - zp[ci(i)]) * scale[ci(i)],
-                     name="dequantize", dtype="float32")
+    out = te.compute(shape, lambda *i: te.cast("float32", q[i].astype("int64") - zp[ci(i)].astype("int64"))
+                     * scale[ci(i)], name="dequantize", dtype="float32")  # int64: an int32 q - zp cannot wrap
     return [q, scale, zp], out

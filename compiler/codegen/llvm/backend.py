@@ -1,7 +1,9 @@
 """``LlvmCpuBackend``: the CpuBackend protocol on JIT-compiled LLVM kernels, numpy for the rest.
 
-``QConv2D`` comes from the operator library (:mod:`compiler.targets.plans`, TE -> LLVM); the other ops
-still from the per-op IR generators of this package."""
+``LIBRARY_OPS`` come from the operator library (:mod:`compiler.targets.plans`, TE -> LLVM through
+``compiler.build_op``); ``GlobalAveragePool`` (numpy's pairwise summation order, bit-exact), the layout
+packs and the int8 table/elementwise ops (``QAdd``/``QMul``/``QLookup``) still from the per-op IR
+generators of this package."""
 from __future__ import annotations
 
 import threading
@@ -21,8 +23,10 @@ _LOCK = threading.Lock()
 
 
 def compiled_kernels() -> int:
-    """How many distinct kernels this process has compiled."""
-    return len(_KERNELS)
+    """How many distinct kernels this process has compiled (generated here or from the operator library)."""
+    from compiler.targets.compile import compiled_kernels as library_kernels
+
+    return len(_KERNELS) + library_kernels()
 
 
 def compile_plan(plan: Plan) -> Callable:
@@ -39,7 +43,8 @@ def compile_plan(plan: Plan) -> Callable:
 
 
 # ops whose kernels come from the operator library (compiler.topi, TE -> LLVM through compiler.build_op)
-LIBRARY_OPS = frozenset({"QConv2D"})
+LIBRARY_OPS = frozenset({"QConv2D", "Relu", "Clip", "Add", "Sub", "Mul", "Div", "MaxPool", "QuantizeLinear",
+                         "DequantizeLinear", "Softmax"})
 
 
 def _library_plan(node: Node, inputs: Sequence[np.ndarray | None]) -> tuple[Plan | None, Callable | None]:
