@@ -54,6 +54,22 @@ class TargetCpuBackend:
             raise UnsupportedOnTarget(f"{len(errors)} node(s) cannot run on target {self.target!r}:\n  "
                                       + "\n  ".join(errors))
 
+    def run_node_into(self, node: Node, inputs: Sequence[np.ndarray | None],
+                      outs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
+        """``run_node``, writing a library kernel's result into ``outs[0]`` when given (same shape and dtype as
+        the node's output): the executor passes its arena slots, so no copy follows."""
+        entry = self._plans.get(id(node))
+        dst = outs[0] if outs else None
+        if entry is None or dst is None or dst.dtype != entry[0].out_dtype or not dst.flags.c_contiguous:
+            return self.run_node(node, inputs)
+        plan, fn = entry
+        kernel_out = fn.func.args[fn.func.num_inputs]
+        if np.dtype(kernel_out.dtype) != dst.dtype or int(np.prod(kernel_out.shape)) != dst.size:
+            return self.run_node(node, inputs)
+        self.last_backend = self.target
+        fn(*plan.args(inputs), out=dst.reshape(kernel_out.shape))
+        return [dst]
+
     def run_node(self, node: Node, inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
         if node.op in VIEW_OPS:
             self.last_backend = "view"
