@@ -2,9 +2,10 @@
 
 ``compiler.target.matmul.matmul_schedule`` packs A and B into panels, accumulates 6 x 16 tiles in
 registers (AVX2: 12 ymm accumulators, FMA), and runs the tiles on the runtime thread pool. Both sides
-use the same thread count (numpy's BLAS limited through threadpoolctl); runs are interleaved and the
-best of ``--repeat`` runs per round, best round, is reported (the build machine is shared: min filters
-other load). Reported: GFLOPS of each and ``te_over_numpy`` (>= 1: TE as fast as numpy) per thread count.
+use the same thread count (numpy's BLAS limited through threadpoolctl); blocks of ``--repeat`` runs
+alternate between the two, ``--rounds`` times, with a pause between blocks (OpenBLAS's threads spin after
+a call and would steal a core from the next block), and the best run of each side is reported (the build
+machine is shared: the minimum filters other load). Reported: GFLOPS of each and ``te_over_numpy`` (>= 1: TE as fast as numpy) per thread count.
 Last line: one JSON object. ``run()`` is the entry point other benchmarks call.
 """
 from __future__ import annotations
@@ -31,7 +32,19 @@ def _blas_threads(n: int):
     return threadpool_limits(limits=n, user_api="blas")
 
 
-def run(size: int = 512, threads: tuple[int, ...] = (1, 2), repeat: int = 15, rounds: int = 3, seed: int = 0) -> dict:
+PAUSE_S = 0.25
+
+
+def _best(fn, repeat: int) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def run(size: int = 512, threads: tuple[int, ...] = (1, 2), repeat: int = 20, rounds: int = 8, seed: int = 0) -> dict:
     """Measure the TE matmul and numpy at each thread count; returns a JSON-able dict."""
     import compiler
     from compiler.target import set_num_threads
@@ -56,15 +69,12 @@ def run(size: int = 512, threads: tuple[int, ...] = (1, 2), repeat: int = 15, ro
         with _blas_threads(n):
             best_te = best_np = float("inf")
             for _ in range(rounds):
-                tt, tn = [], []
-                for _ in range(repeat):
-                    t = time.perf_counter()
-                    op(a, b, out=out)
-                    tt.append(time.perf_counter() - t)
-                    t = time.perf_counter()
-                    np.matmul(a, b)
-                    tn.append(time.perf_counter() - t)
-                best_te, best_np = min(best_te, min(tt)), min(best_np, min(tn))
+                # blocks, not single calls, alternate: OpenBLAS's idle threads busy-wait ~0.1 s after each call and
+                # would take a core from the next TE call; the pause lets them (and the TE pool) go idle first
+                time.sleep(PAUSE_S)
+                best_te = min(best_te, _best(lambda: op(a, b, out=out), repeat))
+                time.sleep(PAUSE_S)
+                best_np = min(best_np, _best(lambda: np.matmul(a, b), repeat))
         set_num_threads(None)
         res["by_threads"][str(n)] = {"te_gflops": round(flop / best_te / 1e9, 1),
                                      "numpy_gflops": round(flop / best_np / 1e9, 1),
@@ -76,8 +86,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size", type=int, default=512)
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
-    ap.add_argument("--repeat", type=int, default=15)
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=20)
+    ap.add_argument("--rounds", type=int, default=8)
     args = ap.parse_args()
     res = run(args.size, tuple(args.threads), args.repeat, args.rounds)
     for n, r in res["by_threads"].items():

@@ -73,6 +73,9 @@ class Stage:
     def split(self, iv: IterVar, factor: int | None = None, nparts: int | None = None) -> tuple[IterVar, IterVar]:
         """Split ``iv`` into (outer, inner) with ``inner.extent == factor`` (or ``outer.extent == nparts``)."""
         k = self._leaf(iv, "split")
+        if iv in self.loop_kinds:
+            raise ScheduleError(f"split {iv.name}: it is already marked {self.loop_kinds[iv]!r}; split first, then "
+                                f"annotate the part you mean")
         if self.vthread is iv:
             raise ScheduleError(f"split {iv.name}: it is bound to virtual threads; split before binding")
         if (factor is None) == (nparts is None):
@@ -102,6 +105,10 @@ class Stage:
     def fuse(self, outer: IterVar, inner: IterVar) -> IterVar:
         """Fuse two adjacent loops (``outer`` directly outside ``inner``) into one."""
         ko, ki = self._leaf(outer, "fuse"), self._leaf(inner, "fuse")
+        for iv in (outer, inner):
+            if iv in self.loop_kinds:
+                raise ScheduleError(f"fuse on stage {self.name}: {iv.name} is already marked {self.loop_kinds[iv]!r}; "
+                                    f"fuse first, then annotate the fused loop")
         if ki != ko + 1:
             raise ScheduleError(f"fuse on stage {self.name}: {outer.name!r} must be directly outside {inner.name!r} "
                                 f"(positions {ko} and {ki}); reorder them first")

@@ -3,10 +3,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import threading
+
 import numpy as np
 
 from compiler.tir.errors import TirError
-from compiler.tir.ir import PrimFunc, format_func
+from compiler.tir.ir import PrimFunc, format_func, structural_key
 from compiler.tir.lower import lower_loops
 
 if TYPE_CHECKING:
@@ -58,22 +60,41 @@ def check_outputs(func: PrimFunc, out) -> list[np.ndarray]:
     return outs
 
 
+_COMPILED: dict[str, tuple] = {}  # structural key of a loop-IR function -> (module, symbol, ctypes function)
+_COMPILED_LOCK = threading.Lock()
+
+
+def compiled_count() -> int:
+    """How many distinct CPU kernels this process has compiled (``build_op`` reuses structurally equal ones)."""
+    return len(_COMPILED)
+
+
 class CpuOp:
-    """A compiled CPU operator: ``op(*inputs, out=None)`` returns the output array (a tuple if several)."""
+    """A compiled CPU operator: ``op(*inputs, out=None)`` returns the output array (a tuple if several).
+
+    A function structurally equal to one compiled before in this process (same loops, shapes and arithmetic, any
+    tensor names) reuses that machine code."""
 
     target = "llvm"
 
-    def __init__(self, func: PrimFunc, module, symbol: str) -> None:
+    def __init__(self, func: PrimFunc, module=None, symbol: str | None = None) -> None:
         from compiler.codegen.llvm.jit import get_jit
         from compiler.target import parallel
+        from compiler.target.llvm_codegen import generate
 
         self.func = func
-        self.symbol = symbol
-        self.llvm_ir = str(module)
         self._jit = get_jit()
-        self._module = module
-        nbuf = len(func.args) + len(func.temps)
-        self._cfunc = self._jit.compile(module, symbol, nbuf + 1)
+        key = structural_key(func)
+        with _COMPILED_LOCK:
+            hit = _COMPILED.get(key) if module is None else None
+            if hit is None:
+                if module is None:
+                    module, symbol = generate(func)
+                nbuf = len(func.args) + len(func.temps)
+                hit = (module, symbol, self._jit.compile(module, symbol, nbuf + 1))
+                _COMPILED.setdefault(key, hit)
+        self._module, self.symbol, self._cfunc = hit
+        self.llvm_ir = str(self._module)
         self._launch = parallel.LAUNCH_ADDRESS
 
     def __call__(self, *inputs: np.ndarray, out=None):
@@ -103,10 +124,7 @@ def build_op(sched: "Schedule", target: str = "llvm", args: "list[Tensor] | None
         raise TirError(f"build_op: unknown target {target!r}; targets: {TARGETS}")
     func = lower_loops(sched, args, name)
     if target == "llvm":
-        from compiler.target.llvm_codegen import generate
-
-        module, symbol = generate(func)
-        return CpuOp(func, module, symbol)
+        return CpuOp(func)
     from compiler.target.cuda import CudaOp
 
     return CudaOp(func)

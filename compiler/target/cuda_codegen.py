@@ -74,15 +74,15 @@ class CudaCodegen(LlvmCodegen):
             self.stmt(stmt)
             b = self.c.b
             b.ret_void()
-            dims = lambda kind: tuple(tags.get(f"{kind}.{a}", 1) for a in "xyz")  # noqa: E731
-            if dims("threadIdx")[0] * dims("threadIdx")[1] * dims("threadIdx")[2] > 1024:
-                raise TirError(f"cuda: kernel {name} uses {dims('threadIdx')} threads per block; at most 1024")
-            self.kernels.append(KernelInfo(name, dims("blockIdx"), dims("threadIdx")))
-            # mark as kernel for the NVPTX backend
+            grid, block = (tuple(tags.get(f"{kind}.{a}", 1) for a in "xyz") for kind in ("blockIdx", "threadIdx"))
+            if block[0] * block[1] * block[2] > 1024:
+                raise TirError(f"cuda: kernel {name} uses {block} threads per block; at most 1024")
+            self.kernels.append(KernelInfo(name, grid, block))
         self._annotate()
         return self.module
 
     def _annotate(self) -> None:
+        """Mark the kernels for the NVPTX backend (``nvvm.annotations``)."""
         md = self.module.add_named_metadata("nvvm.annotations")
         for k in self.kernels:
             fn = self.module.get_global(k.name)

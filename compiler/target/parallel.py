@@ -36,8 +36,15 @@ class _Pool:
                 self.size += 1
 
     def _work(self) -> None:
+        seen = _generation.value
         while True:
-            job, done = self.jobs.get()
+            try:
+                job, done = self.jobs.get_nowait()
+            except queue.Empty:
+                # back-to-back parallel loops: wait briefly in native code (GIL released) for the next launch instead
+                # of sleeping, so the next job does not pay a scheduler wake-up on a busy machine
+                seen = _spinner()(ctypes.addressof(_generation), seen, SPIN_ITERATIONS)
+                job, done = self.jobs.get()
             try:
                 job()
             except BaseException as exc:  # reported to the launching thread
@@ -47,6 +54,49 @@ class _Pool:
 
 
 _pool = _Pool()
+_generation = ctypes.c_int64(0)  # bumped by every multi-threaded launch; idle workers watch it
+SPIN_ITERATIONS = 20000  # pause-loop iterations an idle worker waits for a new launch (~1 ms) before sleeping
+_SPIN = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
+_spin_fn = None
+
+
+def _spinner():
+    """``i64 spin(i64* gen, i64 seen, i64 iters)``: wait until ``*gen != seen`` or ``iters`` pauses; returns ``*gen``."""
+    global _spin_fn
+    if _spin_fn is None:
+        with _lock:
+            if _spin_fn is None:
+                from llvmlite import ir
+
+                from compiler.codegen.llvm.jit import get_jit
+
+                i64 = ir.IntType(64)
+                mod = ir.Module(name="vta_spin")
+                fn = ir.Function(mod, ir.FunctionType(i64, [i64.as_pointer(), i64, i64]), "vta_pool_spin")
+                gen, seen, iters = fn.args
+                b = ir.IRBuilder(fn.append_basic_block("entry"))
+                entry, head, body, done = b.block, fn.append_basic_block("head"), fn.append_basic_block("body"), \
+                    fn.append_basic_block("done")
+                b.branch(head)
+                b.position_at_end(head)
+                i = b.phi(i64)
+                i.add_incoming(ir.Constant(i64, 0), entry)
+                v = b.load_atomic(gen, "monotonic", 8)
+                go = b.and_(b.icmp_signed("==", v, seen), b.icmp_signed("<", i, iters))
+                b.cbranch(go, body, done)
+                b.position_at_end(body)
+                jit = get_jit()
+                if jit.triple.startswith(("x86_64", "i686", "i386")):
+                    b.call(mod.declare_intrinsic("llvm.x86.sse2.pause", (), ir.FunctionType(ir.VoidType(), [])), [])
+                i.add_incoming(b.add(i, ir.Constant(i64, 1)), body)
+                b.branch(head)
+                b.position_at_end(done)
+                b.ret(v)
+                ref = jit.optimize(mod)
+                jit.engine.add_module(ref)
+                jit.engine.finalize_object()
+                _spin_fn = _SPIN(jit.engine.get_function_address("vta_pool_spin"))
+    return _spin_fn
 
 
 def num_threads() -> int:
@@ -95,6 +145,7 @@ def _launch(fn: int, n: int, closure: int) -> None:
 
     _pool.grow(t - 1)
     done: queue.SimpleQueue = queue.SimpleQueue()
+    _generation.value += 1
     for _ in range(t - 1):
         _pool.jobs.put((worker, done))
     worker()

@@ -124,3 +124,56 @@ def format_func(f: PrimFunc) -> str:
     head = f"func {f.name}({', '.join(f'{b.name}: {b.dtype}{list(b.shape)}' for b in f.args)})"
     temps = [f"  temp {b.name}: {b.dtype}{list(b.shape)}" for b in f.temps]
     return "\n".join([head] + temps + _fmt(f.body, 1))
+
+
+def structural_key(f: PrimFunc) -> str:
+    """A text that is equal for two functions exactly when they compute the same thing: loop variables and buffers
+    are numbered by first appearance (names are ignored), everything else is spelled out."""
+    from compiler.te.expr import Binary, Call, Cast, Const, Select, Var
+
+    ids: dict = {}
+
+    def name(obj, prefix: str) -> str:
+        if obj not in ids:
+            ids[obj] = f"{prefix}{len(ids)}"
+        return ids[obj]
+
+    def buf(b: Buffer) -> str:
+        known = b in ids
+        n = name(b, "b")
+        return n if known else f"{n}:{b.dtype}{list(b.shape)}:{b.kind}:{b.scope}"
+
+    def ex(e) -> str:
+        if isinstance(e, Const):
+            return f"{e.value!r}:{e.dtype}"
+        if isinstance(e, Var):
+            return name(e, "v")
+        if isinstance(e, Binary):
+            return f"({e.op} {ex(e.a)} {ex(e.b)})"
+        if isinstance(e, Cast):
+            return f"({e.dtype} {ex(e.a)})"
+        if isinstance(e, Call):
+            return f"({e.name} {ex(e.a)})"
+        if isinstance(e, Select):
+            return f"(select {ex(e.cond)} {ex(e.a)} {ex(e.b)})"
+        if isinstance(e, BufLoad):
+            return f"{buf(e.buffer)}[{ex(e.index)}]"
+        return f"<{type(e).__name__} {id(e)}>"  # never equal across functions: no false sharing
+
+    def st(body: list) -> str:
+        out = []
+        for s in body:
+            if isinstance(s, For):
+                out.append(f"for {s.kind} {name(s.var, 'v')} {s.extent} {{{st(s.body)}}}")
+            elif isinstance(s, IfThen):
+                out.append(f"if {ex(s.cond)} {{{st(s.body)}}}")
+            elif isinstance(s, Store):
+                out.append(f"{buf(s.buffer)}[{ex(s.index)}]={ex(s.value)}")
+            elif isinstance(s, Allocate):
+                out.append(f"alloc {buf(s.buffer)}")
+            else:
+                out.append("sync")
+        return ";".join(out)
+
+    head = ",".join(buf(b) for b in list(f.args) + list(f.temps))
+    return f"{f.num_inputs}|{head}|{st(f.body)}"

@@ -23,7 +23,6 @@ if TYPE_CHECKING:
     from compiler.schedule.schedule import Schedule
     from compiler.schedule.stage import Stage
 
-_IDENTITY = {"sum": 0, "max": "-inf", "min": "+inf"}
 
 
 def _identity(op: str, dtype: str) -> Const:
@@ -271,7 +270,7 @@ class _Lowering:
         if buf.kind == "alloc":
             inf = self.info[self.sched[t]]
             idx = [sub(i, lo.to_expr()) for i, lo in zip(idx, inf.lo)]
-        rng = self.ranges()
+        rng = self._all_ranges
         idx = [linear(simplify(i, rng)).to_expr() for i in idx]
         return BufLoad(buf, linear(simplify(flat_index(list(idx), buf.shape), rng)).to_expr())
 
@@ -283,6 +282,7 @@ class _Lowering:
         red = isinstance(body, Reduce)
         store_idx = flat_index([inf.rel[a] for a in st.op.axes], buf.shape) if buf.kind == "alloc" else \
             flat_index([env[a] for a in st.op.axes], buf.shape)
+        store_idx = linear(simplify(store_idx, self._all_ranges)).to_expr()
         leaves = st.leaf_iter_vars
         reduce_vars = {lv for lv in leaves if lv.kind == "reduce"}
 
@@ -334,10 +334,7 @@ class _Lowering:
             if value.dtype != st.tensor.dtype:
                 value = Cast(st.tensor.dtype, value)
             stmts = [Store(buf, store_idx, value)]
-        if red and p == -1:
-            raise TirError(f"stage {st.name}: internal error, reduction without reduce loops")
-        out = wrap(stmts, leaves, inf.conds, True)
-        return out
+        return wrap(stmts, leaves, inf.conds, True)
 
     def children(self, st: "Stage", lv: IterVar) -> list:
         out = []
@@ -350,6 +347,7 @@ class _Lowering:
 
     def run(self) -> PrimFunc:
         self.infer()
+        self._all_ranges = self.ranges()
         body = []
         for st in self.stages:
             if st.attach is None:

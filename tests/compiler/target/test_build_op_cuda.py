@@ -86,6 +86,12 @@ def test_cuda_schedule_errors():
     s[c].bind(i, "threadIdx.x")
     with pytest.raises(TirError, match="marked parallel"):
         compiler.build_op(s, target="cuda")
+    big = te.placeholder((4096,), "float32", "big")
+    d = te.compute((4096,), lambda i: big[i] * 2.0, name="d")
+    s = create_schedule(d)
+    s[d].bind(d.op.axes[0], "threadIdx.x")
+    with pytest.raises(TirError, match="at most 1024"):
+        compiler.build_op(s, target="cuda")
 
 
 def test_runs_on_gpu_and_matches_numpy():

@@ -94,6 +94,9 @@ def test_bad_schedule_primitives():
         s[c].parallel(s[c].reduce_axis[0])
     with pytest.raises(ScheduleError, match="reduce loop"):
         s[c].vectorize(s[c].reduce_axis[0])
+    s[c].unroll(s[c].reduce_axis[0])
+    with pytest.raises(ScheduleError, match="already marked 'unroll'; split first"):
+        s[c].split(s[c].reduce_axis[0], 2)
     with pytest.raises(ScheduleError, match="unknown thread tag"):
         s[c].bind(c.op.axes[0], "warp.x")
     s[c].bind(c.op.axes[0], "threadIdx.x")
@@ -136,3 +139,22 @@ def test_parallel_ops_called_from_several_python_threads():
         set_num_threads(None)
     for v, o in zip(range(12), outs):
         np.testing.assert_array_equal(o, np.broadcast_to(v * 7 + np.arange(64)[:, None], (64, 256)))
+
+
+def test_structurally_equal_ops_share_one_kernel():
+    from compiler.target.build import compiled_count
+
+    def op(name, scale):
+        x = te.placeholder((16, 24), "float32", f"{name}_x")
+        y = te.compute((16, 24), lambda i, j: x[i, j] * scale, name=f"{name}_y")
+        s = create_schedule(y)
+        s[y].vectorize(s[y].split(y.op.axes[1], 8)[1])
+        return compiler.build_op(s)
+
+    before = compiled_count()
+    f1, f2, f3 = op("a", 3.0), op("b", 3.0), op("c", 5.0)  # a and b differ only in names; c in a constant
+    assert compiled_count() == before + 2
+    xv = np.arange(16 * 24, dtype=np.float32).reshape(16, 24)
+    np.testing.assert_array_equal(f2(xv), xv * 3)
+    np.testing.assert_array_equal(f3(xv), xv * 5)
+    assert f1.symbol == f2.symbol != f3.symbol

@@ -133,3 +133,14 @@ def test_padding_select_never_reads_out_of_bounds(vec):
     xv = np.arange(1, n + 1, dtype=np.float32)
     np.testing.assert_array_equal(f(xv), np.pad(xv, pad))
     assert f"i64 {n - 1}" in f.llvm_ir  # the read index is clamped to the last element of x
+
+
+def test_compute_at_with_a_reader_outside_the_attach_point_is_rejected():
+    a = te.placeholder((8,), "float32", "a")
+    p = te.compute((8,), lambda i: a[i] * 2.0, name="p")
+    c = te.compute((8,), lambda i: p[i] + 1.0, name="c")
+    d = te.compute((8,), lambda i: p[i] - c[i], name="d")  # reads p outside c's loops
+    s = create_schedule(d)
+    s[p].compute_at(s[c], c.op.axes[0])
+    with pytest.raises(TirError, match="does not run inside c's loop"):
+        compiler.build_op(s)
