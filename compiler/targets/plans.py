@@ -15,6 +15,7 @@ import numpy as np
 from compiler.cpu.pooling import pool_axes
 from compiler.graph.ir import Node, TensorInfo
 from compiler.schedule import Schedule, create_schedule
+from compiler import te
 from compiler.te import Tensor
 from compiler.topi import conv2d_direct, dense_float, elementwise, pool, quantize, softmax
 from compiler.topi.injective import schedule_injective
@@ -23,13 +24,13 @@ UNARY = {"Relu": "relu", "Clip": "clip", "Sigmoid": "sigmoid", "HardSwish": "har
          "LeakyRelu": "leakyrelu"}
 BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div"}
 LIBRARY_OPS = frozenset({"Conv", "FusedConv", "QConv2D", "Gemm", "FusedDense", "MatMul", "MaxPool", "AveragePool",
-                         "GlobalAveragePool", "Softmax", "QuantizeLinear", "DequantizeLinear", *UNARY, *BINARY})
+                         "GlobalAveragePool", "Softmax", "QuantizeLinear", "DequantizeLinear", "QAdd", "QMul", "QLookup",
+                         "PackActivation", "UnpackActivation", *UNARY, *BINARY})
 # metadata-only reshapes: numpy views, no data moves
 VIEW_OPS = frozenset({"Flatten", "Reshape", "Identity", "Dropout", "Squeeze", "Unsqueeze", "PackedSqueezeHW"})
 # int8 pipeline glue between accelerator-style layers (layout packing, exact integer table/elementwise ops):
 # run by the numpy reference kernels on every target
-INT8_GLUE_OPS = frozenset({"FoldTaps", "PackedMaxPool", "QGlobalAveragePool", "UnpackActivation", "PackActivation",
-                           "QLookup", "QMul", "QAdd", "QAveragePool", "RebaseUint8", "Repack"})
+INT8_GLUE_OPS = frozenset({"FoldTaps", "PackedMaxPool", "QGlobalAveragePool", "QAveragePool", "RebaseUint8", "Repack"})
 
 
 class UnsupportedOnTarget(ValueError):
@@ -309,6 +310,74 @@ def _softmax(node: Node, infos, consts, target: str) -> OpPlan:
     return OpPlan(key, make, lambda ins: [_f32(ins[0])], shape)
 
 
+# ------------------------------------------------------------------ int8 glue: QAdd/QMul/QLookup, packing
+def _qbinary(node: Node, infos, consts, target: str) -> OpPlan:
+    from compiler.topi import qelementwise
+
+    xa, xb = infos[0], infos[1]
+    if xa.dtype != np.int8 or xb.dtype != np.int8:
+        raise UnsupportedOnTarget(f"node {node.name!r} ({node.op}): int8 operands required, got {xa.dtype}/{xb.dtype}")
+    sa, sb = tuple(xa.shape) or (1,), tuple(xb.shape) or (1,)
+    p = node.attrs["qadd" if node.op == "QAdd" else "qmul"]
+    fn = qelementwise.qadd if node.op == "QAdd" else qelementwise.qmul
+    key = (node.op, sa, sb, p, target)
+
+    def make():
+        ins, y = fn(sa, sb, p)
+        return ins, y, lambda s: schedule_injective(s, y, target)
+
+    def args(ins):
+        return [np.ascontiguousarray(ins[0]).reshape(sa), np.ascontiguousarray(ins[1]).reshape(sb)]
+
+    return OpPlan(key, make, args, elementwise.broadcast_shape(tuple(xa.shape), tuple(xb.shape)), np.dtype(np.int8))
+
+
+def _qlookup(node: Node, infos, consts, target: str) -> OpPlan:
+    from compiler.topi import qelementwise
+
+    x = infos[0]
+    table = np.ascontiguousarray(node.attrs["table"], dtype=np.int8).reshape(-1)
+    if x.dtype != np.int8 or table.size != 256:
+        raise UnsupportedOnTarget(f"node {node.name!r} (QLookup): an int8 input and a 256-entry table are required")
+    shape = tuple(x.shape) or (1,)
+    key = ("QLookup", shape, target)
+
+    def make():
+        ins, y = qelementwise.qlookup(shape)
+        return ins, y, lambda s: schedule_injective(s, y, target, vector=False)  # a table read per element
+
+    return OpPlan(key, make, lambda ins: [np.ascontiguousarray(ins[0]).reshape(shape), table], tuple(x.shape),
+                  np.dtype(np.int8))
+
+
+def _layout(node: Node, infos, consts, target: str) -> OpPlan:
+    from compiler.topi import layout
+
+    x = infos[0]
+    dt = str(x.dtype)
+    if dt not in ("float32", "int8", "int32"):
+        raise UnsupportedOnTarget(f"node {node.name!r} ({node.op}): dtype {dt}; allowed float32, int8, int32")
+    shape = tuple(x.shape)
+    a = node.attrs
+    if node.op == "PackActivation":
+        params = (int(a["batch"]), int(a["block"]))
+        build = layout.pack
+    else:
+        params = (int(a["n"]), int(a["c"]))
+        build = layout.unpack
+    try:
+        ins, y = build(shape, dt, *params)
+    except te.TeError as exc:
+        raise UnsupportedOnTarget(f"node {node.name!r} ({node.op}): {exc}") from None
+    key = (node.op, shape, dt, params, target)
+
+    def make():
+        ins, y = build(shape, dt, *params)
+        return ins, y, lambda s: schedule_injective(s, y, target, vector=False)
+
+    return OpPlan(key, make, lambda ins: [np.ascontiguousarray(ins[0])], tuple(y.shape), np.dtype(dt))
+
+
 # ------------------------------------------------------------------ quantize / dequantize
 def _qparams(node: Node, infos, consts, x_shape) -> tuple[int, bool, np.ndarray, np.ndarray]:
     axis = int(node.attrs.get("axis", 1))
@@ -367,7 +436,8 @@ def _dequantize(node: Node, infos, consts, target: str) -> OpPlan:
 PLANNERS: dict[str, Callable[..., OpPlan]] = {
     "Conv": _conv, "FusedConv": _conv, "QConv2D": _qconv, "Gemm": _dense, "FusedDense": _dense, "MatMul": _dense,
     "MaxPool": _pool, "AveragePool": _pool, "GlobalAveragePool": _pool, "Softmax": _softmax,
-    "QuantizeLinear": _quantize, "DequantizeLinear": _dequantize,
+    "QuantizeLinear": _quantize, "DequantizeLinear": _dequantize, "QAdd": _qbinary, "QMul": _qbinary,
+    "QLookup": _qlookup, "PackActivation": _layout, "UnpackActivation": _layout,
     **{k: _unary for k in UNARY}, **{k: _binary for k in BINARY},
 }
 

@@ -1,9 +1,8 @@
 """``LlvmCpuBackend``: the CpuBackend protocol on JIT-compiled LLVM kernels, numpy for the rest.
 
 ``LIBRARY_OPS`` come from the operator library (:mod:`compiler.targets.plans`, TE -> LLVM through
-``compiler.build_op``); ``GlobalAveragePool`` (numpy's pairwise summation order, bit-exact), the layout
-packs and the int8 table/elementwise ops (``QAdd``/``QMul``/``QLookup``) still from the per-op IR
-generators of this package."""
+``compiler.build_op``); only ``GlobalAveragePool`` (numpy's pairwise summation order, bit-exact) is still
+generated here (:mod:`compiler.codegen.llvm.pool`)."""
 from __future__ import annotations
 
 import threading
@@ -44,7 +43,7 @@ def compile_plan(plan: Plan) -> Callable:
 
 # ops whose kernels come from the operator library (compiler.topi, TE -> LLVM through compiler.build_op)
 LIBRARY_OPS = frozenset({"QConv2D", "Relu", "Clip", "Add", "Sub", "Mul", "Div", "MaxPool", "QuantizeLinear",
-                         "DequantizeLinear", "Softmax"})
+                         "DequantizeLinear", "Softmax", "QAdd", "QMul", "QLookup", "PackActivation", "UnpackActivation"})
 
 
 def _library_plan(node: Node, inputs: Sequence[np.ndarray | None]) -> tuple[Plan | None, Callable | None]:
