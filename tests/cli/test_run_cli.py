@@ -164,3 +164,16 @@ def test_run_qdq_model_on_llvm_target_and_bad_combinations(digits_q, capsys):
     assert "--cpu chooses the host backend of accelerator targets" in capsys.readouterr().err
     assert main(["run", str(path), "--target", "tpu", "--no-progress"]) == 2
     assert "llvm, cuda" in capsys.readouterr().err
+
+
+def test_run_on_cuda_target_compiles_and_runs_only_with_a_gpu(tmp_path, capsys):
+    from compiler.target.cuda import gpu_present
+
+    path = tmp_path / "r18.onnx"
+    onnx.save(resnet18_small(), str(path))
+    rc = main(["run", str(path), "--target", "cuda", "--no-progress"])
+    captured = capsys.readouterr()
+    if gpu_present():
+        assert rc == 0 and "row 0 top-5:" in captured.out
+    else:
+        assert rc == 2 and "GPU kernels, PTX) but this machine has no NVIDIA GPU" in captured.err

@@ -235,6 +235,12 @@ def run(args: argparse.Namespace) -> int:
             console.print(f"warning: {w.message}")
         else:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    if args.target == "cuda":
+        from compiler.target.cuda import gpu_present
+
+        if not gpu_present():
+            raise ValueError(f"--target cuda: the model compiled ({len(getattr(mod.cpu, '_plans', {}))} GPU kernels, PTX) "
+                             "but this machine has no NVIDIA GPU to run them; use --target llvm to run on the CPU")
     console.print(f"running on target {args.target} ...")
     outs = mod.run()
     clock = float(getattr(cfg, "clock_mhz", 100.0))

@@ -81,3 +81,23 @@ def test_unsupported_operator_is_named_at_build_time():
 def test_model_target_rejects_accelerator_only_arguments():
     with pytest.raises(ValueError, match=r"\['cpu'\] apply only to accelerator targets"):
         build(resnet18_small(), target="llvm", cpu="llvm")
+
+
+def test_unsupported_dtypes_and_attributes_are_named():
+    from compiler.graph.ir import Node, TensorInfo
+    from compiler.targets.plans import plan_node
+
+    def plan(op, dtypes, attrs=None, shape=(2, 3, 4, 4)):
+        node = Node(op, [f"x{i}" for i in range(len(dtypes))], ["y"], attrs or {}, name="n")
+        return plan_node(node, [TensorInfo(shape, np.dtype(d)) for d in dtypes], {}, "llvm")
+
+    with pytest.raises(UnsupportedOnTarget, match=r"Relu\): dtype int64 not supported \(float32; relu/clip also"):
+        plan("Relu", ["int64"])
+    with pytest.raises(UnsupportedOnTarget, match=r"HardSwish\): dtype int8 not supported"):
+        plan("HardSwish", ["int8"])
+    with pytest.raises(UnsupportedOnTarget, match=r"Div\): operands int32/int32"):
+        plan("Div", ["int32", "int32"])
+    with pytest.raises(UnsupportedOnTarget, match="dilated pooling is not in the library"):
+        plan("MaxPool", ["float32"], {"kernel_shape": [2, 2], "dilations": [2, 2]})
+    with pytest.raises(UnsupportedOnTarget, match="the weight must be a constant initializer"):
+        plan("Conv", ["float32", "float32"], {}, (1, 3, 8, 8))
