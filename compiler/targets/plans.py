@@ -93,8 +93,9 @@ def _conv(node: Node, infos, consts, target: str) -> OpPlan:
         raise UnsupportedOnTarget(f"node {node.name!r} ({node.op}): {exc}") from None
     act, params = a.get("activation"), tuple(a.get("act_params", ()))
     wp = conv2d_direct.pack_weight(spec, w)
+    ob = spec.block
     bp = None if bias is None else _f32(bias).reshape(-1)
-    key = ("conv2d", spec, bp is not None, residual, act, params, target)
+    key = ("conv2d", spec, ob, bp is not None, residual, act, params, target)
 
     def make():
         op = conv2d_direct.conv2d(spec, bias=bp is not None, residual=residual, act=act, act_params=params)
@@ -106,7 +107,7 @@ def _conv(node: Node, infos, consts, target: str) -> OpPlan:
         if bp is not None:
             out.append(bp)
         if residual:
-            out.append(_f32(ins[3]).reshape(spec.n, spec.o // spec.block, spec.block, spec.oh, spec.ow))
+            out.append(_f32(ins[3]).reshape(spec.n, spec.o // ob, ob, spec.oh, spec.ow))
         return out
 
     return OpPlan(key, make, args, (spec.n, spec.o, spec.oh, spec.ow), np.dtype(np.float32), spec.macs)
