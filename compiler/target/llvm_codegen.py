@@ -59,7 +59,7 @@ class LlvmCodegen:
         self.name = name or f"vta_te_{f.name}_{next(_IDS)}"
         self.module = ir.Module(name=self.name)
         self.buffers = list(f.args) + list(f.temps)
-        self.vec: tuple[Var, int] | None = None
+        self.vec: tuple[Var, int, int] | None = None  # (loop var, lanes, offset of lane 0)
         self.in_parallel = False
         self.ntasks = 0
         self.select_depth = 0
@@ -119,7 +119,7 @@ class LlvmCodegen:
 
     def _contiguous(self, index: Expr):
         """``(base index expr, 'contig'|'uniform')`` of ``index`` in the vector loop, or ``None`` (gather)."""
-        var, _ = self.vec
+        var, _, offset = self.vec
         f = linear(index)
         for atom in f.coefs:
             if not isinstance(atom, Var) and var in atom_vars(atom):
@@ -128,7 +128,7 @@ class LlvmCodegen:
         if c == 0:
             return index, "uniform"
         if c == 1:
-            return substitute(index, {var: Const(0)}), "contig"
+            return substitute(index, {var: Const(offset)}), "contig"
         return None
 
     def _maybe_out_of_bounds(self, e: BufLoad) -> bool:
@@ -232,7 +232,7 @@ class LlvmCodegen:
                 saved = self.vec
                 self.vec = None
                 try:
-                    self.serial(For(var, lanes, [s]), 0, lanes)
+                    self.serial(For(var, lanes, [s]), saved[2], saved[2] + lanes)
                 finally:
                     self.vec = saved
                     self.c.env[var] = vec_val
@@ -250,15 +250,21 @@ class LlvmCodegen:
             del self.c.env[s.var]
             return
         if kind == "vectorize" and s.extent > 1 and self.vec is None and _vectorizable(s):
-            self.vec = (s.var, s.extent)
-            lanes = s.extent
-            base = ir.Constant(ir.VectorType(I64, lanes), list(range(lanes)))
-            self.c.env[s.var] = base
-            try:
-                self.stmts(s.body)
-            finally:
-                self.vec = None
-                del self.c.env[s.var]
+            # power-of-two pieces (LLVM's optimizer mishandles some odd vector widths): 10 lanes -> 8 + 2
+            offset = 0
+            for lanes in _pow2_pieces(s.extent):
+                if lanes == 1:
+                    self.c.env[s.var] = ir.Constant(I64, offset)
+                    self.stmts(s.body)
+                else:
+                    self.vec = (s.var, lanes, offset)
+                    self.c.env[s.var] = ir.Constant(ir.VectorType(I64, lanes), list(range(offset, offset + lanes)))
+                    try:
+                        self.stmts(s.body)
+                    finally:
+                        self.vec = None
+                offset += lanes
+            del self.c.env[s.var]
             return
         if kind == "parallel" and not self.in_parallel and self.vec is None:
             self.parallel(s)
@@ -488,6 +494,16 @@ class LlvmCodegen:
 
     def call(self, e: Call) -> ir.Value:
         return self._math(e.name, self.convert(self.value(e.a), e.a.dtype, "float32"))
+
+
+def _pow2_pieces(n: int, widest: int = 64) -> list[int]:
+    """``n`` as a sum of powers of two, largest first, none above ``widest``."""
+    out = []
+    while n:
+        p = min(widest, 1 << (n.bit_length() - 1))
+        out.append(p)
+        n -= p
+    return out
 
 
 def _vectorizable(s) -> bool:

@@ -52,6 +52,12 @@ class _Lowering:
         self.sched = sched
         self.name = name
         self.stages = [st for st in sched.stages if st.op is not None and not st.inlined]
+        for st in self.stages:
+            accel = [what for what, on in (("tensorize", st.tensorized), ("pragma", st.pragmas), ("vthread", st.vthread),
+                                           (f"scope {st.scope!r}", st.scope in ("inp", "wgt", "acc"))) if on]
+            if accel:
+                raise TirError(f"stage {st.name} uses accelerator features ({', '.join(accel)}); the CPU/GPU targets "
+                               f"take local/shared/global scopes and vectorize/parallel/unroll/bind")
         for o in sched.outputs:
             if sched[o].inlined:
                 raise TirError(f"output {o.name} cannot be compute_inline'd")

@@ -144,3 +144,12 @@ def test_compute_at_with_a_reader_outside_the_attach_point_is_rejected():
     s[p].compute_at(s[c], c.op.axes[0])
     with pytest.raises(TirError, match="does not run inside c's loop"):
         compiler.build_op(s)
+
+
+def test_accelerator_schedules_are_refused_with_a_reason():
+    a = te.placeholder((8, 8), "int8", "a")
+    c = te.compute((8, 8), lambda i, j: a[i, j].astype("int32") * 2, name="c", dtype="int32")
+    s = create_schedule(c)
+    s.cache_read(a, "inp", [c])
+    with pytest.raises(TirError, match="accelerator features .*scope 'inp'"):
+        compiler.build_op(s)
