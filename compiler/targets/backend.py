@@ -3,8 +3,8 @@
 Plans are made (and kernels compiled) for every node at build time from the graph's static shapes
 (:meth:`prepare`), so a target that cannot run here (cuda without a GPU) still compiles everything,
 and unsupported nodes are reported before anything runs. Metadata reshapes run as numpy views, and
-the int8 pipeline's layout/table glue (:data:`~compiler.targets.plans.INT8_GLUE_OPS`) by the numpy
-reference kernels; ``last_backend`` says which ran the last node ("llvm"/"cuda", "view" or "numpy").
+data movement plus the int8 pipeline's remaining glue (:data:`~compiler.targets.plans.NUMPY_GLUE_OPS`)
+by the numpy reference kernels; ``last_backend`` says which ran the last node ("llvm"/"cuda", "view" or "numpy").
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import numpy as np
 from compiler.cpu.backend import NumpyCpuBackend
 from compiler.graph.ir import Graph, Node
 from compiler.targets.compile import compile_plan
-from compiler.targets.plans import INT8_GLUE_OPS, VIEW_OPS, OpPlan, UnsupportedOnTarget, plan_node
+from compiler.targets.plans import NUMPY_GLUE_OPS, VIEW_OPS, OpPlan, UnsupportedOnTarget, plan_node
 
 
 class TargetCpuBackend:
@@ -33,7 +33,7 @@ class TargetCpuBackend:
     def supports(self, op: str) -> bool:
         from compiler.targets.plans import PLANNERS
 
-        return op in PLANNERS or op in VIEW_OPS or op in INT8_GLUE_OPS
+        return op in PLANNERS or op in VIEW_OPS or op in NUMPY_GLUE_OPS
 
     def prepare(self, g: Graph) -> None:
         """Plan and compile every CPU node of ``g``; raises :class:`UnsupportedOnTarget` listing all bad nodes."""
@@ -41,7 +41,7 @@ class TargetCpuBackend:
 
         errors = []
         for n in g.nodes:
-            if node_target(n) != "cpu" or n.op in VIEW_OPS or n.op in INT8_GLUE_OPS:
+            if node_target(n) != "cpu" or n.op in VIEW_OPS or n.op in NUMPY_GLUE_OPS:
                 continue
             infos = [g.tensors.get(i) if i else None for i in n.inputs]
             try:
@@ -74,7 +74,7 @@ class TargetCpuBackend:
         if node.op in VIEW_OPS:
             self.last_backend = "view"
             return self.fallback.run_node(node, inputs)
-        if node.op in INT8_GLUE_OPS:
+        if node.op in NUMPY_GLUE_OPS:
             self.last_backend = "numpy"
             return self.fallback.run_node(node, inputs)
         entry = self._plans.get(id(node))

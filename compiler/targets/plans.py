@@ -20,10 +20,13 @@ PLANNERS: dict[str, Callable[..., OpPlan]] = {**plans_float.PLANNERS, **plans_in
 LIBRARY_OPS = frozenset(PLANNERS)
 # metadata-only reshapes: numpy views, no data moves
 VIEW_OPS = frozenset({"Flatten", "Reshape", "Identity", "Dropout", "Squeeze", "Unsqueeze", "PackedSqueezeHW"})
-# the rest of the int8 pipeline's glue between accelerator-style layers: run by the numpy reference kernels
-INT8_GLUE_OPS = frozenset({"FoldTaps", "PackedMaxPool", "QGlobalAveragePool", "QAveragePool", "RebaseUint8", "Repack"})
+# run by the numpy reference kernels on every target (labelled "numpy" in the profile): data movement without
+# arithmetic, and the rest of the int8 pipeline's glue between accelerator-style layers
+NUMPY_GLUE_OPS = frozenset({"Cast", "Concat", "ConstantOfShape", "Gather", "Pad", "Resize", "Shape", "Slice", "Split",
+                            "Transpose", "FoldTaps", "PackedMaxPool", "QGlobalAveragePool", "QAveragePool",
+                            "RebaseUint8", "Repack"})
 
-__all__ = ["PLANNERS", "LIBRARY_OPS", "VIEW_OPS", "INT8_GLUE_OPS", "OpPlan", "UnsupportedOnTarget", "plan_node",
+__all__ = ["PLANNERS", "LIBRARY_OPS", "VIEW_OPS", "NUMPY_GLUE_OPS", "OpPlan", "UnsupportedOnTarget", "plan_node",
            "build_schedule"]
 
 

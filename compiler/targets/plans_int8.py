@@ -48,6 +48,36 @@ def plan_qconv(node: Node, infos, consts, target: str) -> OpPlan:
                   (spec.n, spec.o, spec.oh, spec.ow), np.dtype(dt), spec.macs)
 
 
+def plan_qdense(node: Node, infos, consts, target: str) -> OpPlan:
+    """``QDense`` (int8 (N, K) x (M, K) + requant) as a 1x1 convolution over a 1x1 image."""
+    from compiler.topi import requant_int
+
+    x = infos[0]
+    rq = node.attrs.get("requant")
+    w = const_input(consts, node.inputs[1], "weight", node)
+    if rq is None or x.dtype != np.int8 or len(x.shape) != 2 or w.dtype != np.int8 or w.ndim != 2 \
+            or w.shape[1] != x.shape[1]:
+        raise UnsupportedOnTarget(f"node {node.name!r} (QDense): needs int8 (N, K) x (M, K) and a requant, got "
+                                  f"{x.dtype} {x.shape} x {w.dtype} {w.shape}")
+    bias = consts.get(node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] else None
+    n, k = x.shape
+    m = w.shape[0]
+    spec = conv2d_direct.Conv2dSpec(n, k, 1, 1, m, 1, 1, dtype="int8")
+    wp = conv2d_direct.pack_weight(spec, w.reshape(m, k, 1, 1))
+    params = requant_int.requant_params(rq, bias, m)
+    dt = requant_int.out_dtype(rq)
+    key = ("qdense", spec, int(rq.pre_shift), int(rq.zero_point), int(rq.clip_low), int(rq.out_max), dt, target)
+
+    def make():
+        extra, fn, odt = requant_int.requant_stage(rq, m)
+        op = conv2d_direct.conv2d(spec, stage=(extra, fn, odt))
+        sched = conv2d_direct.schedule_gpu if target == "cuda" else conv2d_direct.schedule_cpu
+        return op.inputs, op.out, lambda s: sched(op, s)
+
+    return OpPlan(key, make, lambda ins: [np.ascontiguousarray(ins[0]).reshape(n, k, 1, 1), wp, *params], (n, m),
+                  np.dtype(dt), n * k * m)
+
+
 def plan_qbinary(node: Node, infos, consts, target: str) -> OpPlan:
     from compiler.topi import qelementwise
 
@@ -169,6 +199,6 @@ def plan_dequantize(node: Node, infos, consts, target: str) -> OpPlan:
     return OpPlan(key, make, args, tuple(x.shape))
 
 
-PLANNERS = {"QConv2D": plan_qconv, "QuantizeLinear": plan_quantize, "DequantizeLinear": plan_dequantize,
+PLANNERS = {"QConv2D": plan_qconv, "QDense": plan_qdense, "QuantizeLinear": plan_quantize, "DequantizeLinear": plan_dequantize,
             "QAdd": plan_qbinary, "QMul": plan_qbinary, "QLookup": plan_qlookup, "PackActivation": plan_layout,
             "UnpackActivation": plan_layout}

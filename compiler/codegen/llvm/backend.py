@@ -42,7 +42,7 @@ def compile_plan(plan: Plan) -> Callable:
 
 
 # ops whose kernels come from the operator library (compiler.topi, TE -> LLVM through compiler.build_op)
-LIBRARY_OPS = frozenset({"QConv2D", "Relu", "Clip", "Add", "Sub", "Mul", "Div", "MaxPool", "QuantizeLinear",
+LIBRARY_OPS = frozenset({"QConv2D", "QDense", "Relu", "Clip", "Add", "Sub", "Mul", "Div", "MaxPool", "QuantizeLinear",
                          "DequantizeLinear", "Softmax", "QAdd", "QMul", "QLookup", "PackActivation", "UnpackActivation"})
 
 

@@ -127,3 +127,21 @@ def test_quantize_dequantize_per_channel():
 
     np.testing.assert_array_equal(run(make_dq, want, scale, zp),
                                   KERNELS["DequantizeLinear"]({"axis": 1}, want, scale, zp.astype(np.int8)))
+
+
+def test_qdense_and_data_movement_nodes():
+    from compiler.cpu.conv_kernels import qdense
+    from compiler.graph.ir import Node, TensorInfo
+    from compiler.targets.backend import TargetCpuBackend
+    from compiler.targets.plans import NUMPY_GLUE_OPS, plan_node
+
+    x = RNG.integers(-128, 128, (3, 40)).astype(np.int8)
+    w = RNG.integers(-128, 128, (24, 40)).astype(np.int8)
+    bias = RNG.integers(-5000, 5000, 24).astype(np.int32)
+    rq = Requant(0, RNG.integers(1 << 29, 1 << 30, 24), RNG.integers(30, 38, 24), False, -128, 127, zero_point=3)
+    node = Node("QDense", ["x", "w", "b"], ["y"], {"requant": rq}, "qd")
+    plan = plan_node(node, [TensorInfo(x.shape, x.dtype), TensorInfo(w.shape, w.dtype), TensorInfo(bias.shape, bias.dtype)],
+                     {"w": w, "b": bias}, "llvm")
+    got = np.asarray(compile_plan(plan, "llvm")(*plan.args([x, w, bias]))).reshape(plan.out_shape)
+    np.testing.assert_array_equal(got, qdense(x, w, bias, rq))
+    assert "Transpose" in NUMPY_GLUE_OPS and TargetCpuBackend("llvm").supports("Concat")

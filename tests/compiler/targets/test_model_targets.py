@@ -101,3 +101,16 @@ def test_unsupported_dtypes_and_attributes_are_named():
         plan("MaxPool", ["float32"], {"kernel_shape": [2, 2], "dilations": [2, 2]})
     with pytest.raises(UnsupportedOnTarget, match="the weight must be a constant initializer"):
         plan("Conv", ["float32", "float32"], {}, (1, 3, 8, 8))
+
+
+def test_data_movement_nodes_run_on_numpy_inside_a_llvm_model():
+    b = OnnxBuilder()
+    c1, c2 = b.conv("input", 3, 8, 3), b.conv("input", 3, 8, 1)
+    cat = b.op("Concat", [c1, c2], axis=1)
+    y = b.op("Relu", [b.op("Transpose", [cat], perm=[0, 1, 3, 2])])
+    model = b.model("cat", "input", (1, 3, 8, 8), y)
+    x = RNG.standard_normal((1, 3, 8, 8)).astype(np.float32)
+    mod = build(model, target="llvm", progress=False)
+    assert rel_err(mod(input=x), ort_run(model, {"input": x})[0]) < 1e-5
+    by = {r["op"]: r["cpu_backend"] for r in mod.profile()}
+    assert by["Concat"] == by["Transpose"] == "numpy" and by["FusedConv"] == "llvm" and by["Relu"] == "llvm"
