@@ -3,7 +3,9 @@
 A parallel loop is outlined into ``void task(i64 begin, i64 end, i8* closure)``; the kernel calls
 the callback with that function, the trip count and the closure. The callback splits the range into
 about four chunks per thread that the pool's threads and the calling thread take in turn (a dynamic
-schedule, robust to a shared machine), each run through ctypes (which releases the GIL).
+schedule, robust to a shared machine). On x86 the hand-off is native (:mod:`compiler.target.native_pool`):
+idle workers spin ~1 ms in native code and take chunks without the GIL; otherwise, or while another
+Python thread's launch holds the native record, chunks go through a queue and ctypes calls.
 """
 from __future__ import annotations
 
@@ -22,8 +24,7 @@ _tasks: dict[int, object] = {}
 
 
 class _Pool:
-    """Persistent daemon workers fed through C-implemented queues (cheaper per launch than futures); each launch
-    brings its own completion queue, so launches from several Python threads do not mix."""
+    """Persistent daemon workers fed through a C-implemented queue; a job is ``(callable, completion queue or None)``."""
 
     def __init__(self) -> None:
         self.jobs: queue.SimpleQueue = queue.SimpleQueue()
@@ -36,67 +37,52 @@ class _Pool:
                 self.size += 1
 
     def _work(self) -> None:
-        seen = _generation.value
         while True:
-            try:
-                job, done = self.jobs.get_nowait()
-            except queue.Empty:
-                # back-to-back parallel loops: wait briefly in native code (GIL released) for the next launch instead
-                # of sleeping, so the next job does not pay a scheduler wake-up on a busy machine
-                seen = _spinner()(ctypes.addressof(_generation), seen, SPIN_ITERATIONS)
-                job, done = self.jobs.get()
+            job, done = self.jobs.get()
             try:
                 job()
             except BaseException as exc:  # reported to the launching thread
-                done.put(exc)
+                if done is not None:
+                    done.put(exc)
             else:
-                done.put(None)
+                if done is not None:
+                    done.put(None)
 
 
 _pool = _Pool()
-_generation = ctypes.c_int64(0)  # bumped by every multi-threaded launch; idle workers watch it
-SPIN_ITERATIONS = 20000  # pause-loop iterations an idle worker waits for a new launch (~1 ms) before sleeping
-_SPIN = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
-_spin_fn = None
+SPIN_ITERATIONS = 20000  # pause-loop iterations an idle worker waits natively for a new launch (~1 ms) before sleeping
+_record = (ctypes.c_int64 * 8)()  # the native hand-off record (compiler.target.native_pool)
+_record_addr = ctypes.addressof(_record)
+_native_busy = threading.Lock()  # one native launch at a time; a concurrent launch takes the Python path
+_generation = 0
 
 
-def _spinner():
-    """``i64 spin(i64* gen, i64 seen, i64 iters)``: wait until ``*gen != seen`` or ``iters`` pauses; returns ``*gen``."""
-    global _spin_fn
-    if _spin_fn is None:
-        with _lock:
-            if _spin_fn is None:
-                from llvmlite import ir
+def _after_fork_in_child() -> None:
+    """A forked child has none of the parent's worker threads: start from an empty pool and free locks."""
+    global _pool, _native_busy, _lock
+    _pool = _Pool()
+    _native_busy = threading.Lock()
+    _lock = threading.Lock()
+    _record[:] = [0] * len(_record)
 
-                from compiler.codegen.llvm.jit import get_jit
 
-                i64 = ir.IntType(64)
-                mod = ir.Module(name="vta_spin")
-                fn = ir.Function(mod, ir.FunctionType(i64, [i64.as_pointer(), i64, i64]), "vta_pool_spin")
-                gen, seen, iters = fn.args
-                b = ir.IRBuilder(fn.append_basic_block("entry"))
-                entry, head, body, done = b.block, fn.append_basic_block("head"), fn.append_basic_block("body"), \
-                    fn.append_basic_block("done")
-                b.branch(head)
-                b.position_at_end(head)
-                i = b.phi(i64)
-                i.add_incoming(ir.Constant(i64, 0), entry)
-                v = b.load_atomic(gen, "monotonic", 8)
-                go = b.and_(b.icmp_signed("==", v, seen), b.icmp_signed("<", i, iters))
-                b.cbranch(go, body, done)
-                b.position_at_end(body)
-                jit = get_jit()
-                if jit.triple.startswith(("x86_64", "i686", "i386")):
-                    b.call(mod.declare_intrinsic("llvm.x86.sse2.pause", (), ir.FunctionType(ir.VoidType(), [])), [])
-                i.add_incoming(b.add(i, ir.Constant(i64, 1)), body)
-                b.branch(head)
-                b.position_at_end(done)
-                b.ret(v)
-                ref = jit.optimize(mod)
-                jit.engine.add_module(ref)
-                jit.engine.finalize_object()
-                _spin_fn = _SPIN(jit.engine.get_function_address("vta_pool_spin"))
-    return _spin_fn
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _native_ok() -> bool:
+    """The native hand-off publishes with plain stores, which keep their order on x86 (TSO) only."""
+    import platform
+
+    return platform.machine().lower() in ("x86_64", "amd64") and os.environ.get("VTA_NATIVE_POOL", "1") != "0"
+
+
+_NATIVE = _native_ok()
+
+
+def _native_worker_job() -> None:
+    from compiler.target.native_pool import functions
+
+    functions()["worker"](_record_addr, SPIN_ITERATIONS)
 
 
 def num_threads() -> int:
@@ -124,15 +110,47 @@ def set_num_threads(n: int | None) -> None:
 
 
 def _launch(fn: int, n: int, closure: int) -> None:
-    task = _tasks.get(fn)
-    if task is None:
-        task = _tasks.setdefault(fn, TASK(fn))
     t = min(num_threads(), n)
     if t <= 1:
-        task(0, n, closure)
+        _task(fn)(0, n, closure)
         return
     # dynamic schedule: ~4 chunks per thread, taken in order by whichever thread is free (the machine may be shared)
     nchunks = min(n, 4 * t)
+    if _NATIVE and _native_busy.acquire(blocking=False):
+        try:
+            _launch_native(fn, n, closure, t, nchunks)
+        finally:
+            _native_busy.release()
+        return
+    _launch_python(_task(fn), n, closure, t, nchunks)
+
+
+def _task(fn: int):
+    task = _tasks.get(fn)
+    if task is None:
+        task = _tasks.setdefault(fn, TASK(fn))
+    return task
+
+
+def _launch_native(fn: int, n: int, closure: int, t: int, nchunks: int) -> None:
+    """Publish the launch in the record; spinning workers join without the GIL, sleeping ones are woken."""
+    from compiler.target.native_pool import CHUNKS, CLOSURE, DONE, SPINNING, TASK_SLOT, TRIP, WORD, functions
+
+    global _generation
+    native = functions()
+    _generation = (_generation + 1) & 0x7FFFFFFF
+    rec = _record
+    rec[TASK_SLOT], rec[CLOSURE], rec[TRIP], rec[CHUNKS], rec[DONE] = fn, closure, n, nchunks, 0
+    rec[WORD] = _generation << 32  # publishes the fields above (x86 keeps store order)
+    _pool.grow(t - 1)
+    for _ in range(max(0, (t - 1) - rec[SPINNING])):
+        _pool.jobs.put((_native_worker_job, None))
+    native["work"](_record_addr, _generation)
+    native["wait"](_record_addr, nchunks)
+
+
+def _launch_python(task, n: int, closure: int, t: int, nchunks: int) -> None:
+    """The same schedule through Python (another thread's launch holds the native record, or not x86)."""
     bounds = [n * i // nchunks for i in range(nchunks + 1)]
     counter = itertools.count()
 
@@ -145,7 +163,6 @@ def _launch(fn: int, n: int, closure: int) -> None:
 
     _pool.grow(t - 1)
     done: queue.SimpleQueue = queue.SimpleQueue()
-    _generation.value += 1
     for _ in range(t - 1):
         _pool.jobs.put((worker, done))
     worker()
