@@ -201,8 +201,8 @@ def _size(shape) -> int:
 
 def pixel_tile(ow: int, ob: int = OC_BLOCK) -> int:
     """Output pixels per register tile: 4 for two-vector channel blocks (``ow % 4 == 0`` then), else the largest
-    divisor of ``ow`` in 8..4, else min(ow, 8) with a tail. (Measured: 6 x 16 with a ragged last tile is slower
-    over ResNet-18 than 4 x 16.)"""
+    divisor of ``ow`` in 8..4, else min(ow, 8) with a tail. (6 x 16 with a ragged last tile measured slower over
+    ResNet-18 than 4 x 16 on a loaded machine, by a margin close to its noise.)"""
     if ob > OC_BLOCK:
         return 4
     for xt in (8, 7, 6, 5, 4):
@@ -212,9 +212,9 @@ def pixel_tile(ow: int, ob: int = OC_BLOCK) -> int:
 
 
 def schedule_cpu(op: Conv2dOp, s) -> None:
-    """Register-tiled direct convolution (see the module docstring). (Measured on ResNet-18 and dropped: a
-    whole channel block's accumulators in L1 per chunk of 32 input channels, for weight reuse on 7x7 and
-    14x14 layers, is slower: the accumulators no longer stay in registers.)"""
+    """Register-tiled direct convolution (see the module docstring). (Tried on ResNet-18 and dropped: a whole
+    channel block's accumulators in L1 per chunk of 32 input channels, for weight reuse on 7x7 and 14x14
+    layers, measured slower; the accumulators then live in memory instead of registers.)"""
     spec = op.spec
     ob = spec.block
     if op.pad is not op.inputs[0]:
