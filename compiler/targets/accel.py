@@ -37,6 +37,11 @@ class TargetAccelBackend:
             cached = (w_key, conv2d_direct.pack_weight(spec, w_oihw))
             self._weights[id(w_key)] = cached
         params = requant_int.requant_params(rq, bias, spec.o)
+        fn = self._kernel(spec, rq)
+        return np.asarray(fn(np.ascontiguousarray(x), cached[1], *params)).reshape(spec.n, spec.o, spec.oh, spec.ow)
+
+    def _kernel(self, spec: conv2d_direct.Conv2dSpec, rq: Requant):
+        """The compiled int8 conv + requant kernel of ``spec`` (compiled once per shape and epilogue constants)."""
         scal = (int(rq.pre_shift), int(rq.zero_point), int(rq.clip_low), int(rq.out_max))
         key = ("qconv2d", spec, scal, self.target)
 
@@ -46,8 +51,39 @@ class TargetAccelBackend:
             sched = conv2d_direct.schedule_gpu if self.target == "cuda" else conv2d_direct.schedule_cpu
             return op.inputs, op.out, lambda s: sched(op, s)
 
-        fn = compile_plan(OpPlan(key, make, lambda ins: list(ins)), self.target)
-        return np.asarray(fn(np.ascontiguousarray(x), cached[1], *params)).reshape(spec.n, spec.o, spec.oh, spec.ow)
+        return compile_plan(OpPlan(key, make, lambda ins: list(ins)), self.target)
+
+    def prepare(self, g) -> int:
+        """Compile the kernels of ``g``'s AccelConv2D/AccelDense layers from their static shapes (no data runs);
+        returns how many layers were prepared."""
+        count = 0
+        for n in g.nodes:
+            if n.op not in ("AccelConv2D", "AccelDense"):
+                continue
+            a = n.attrs
+            xs_shape, w = g.tensors[n.inputs[0]].shape, g.constants[n.inputs[1]]
+            if n.op == "AccelConv2D":
+                spec = self._conv_spec(xs_shape, w.shape, a["strides"], a["pads"], int(a.get("group", 1)),
+                                       int(a.get("pad_value", 0)))
+            else:
+                nb, kb, b, bi = xs_shape
+                spec = conv2d_direct.Conv2dSpec(nb * b, kb * bi, 1, 1, w.shape[0] * w.shape[2], 1, 1, dtype="int8")
+            self._kernel(spec, pad_requant(a["requant"], spec.o))
+            count += 1
+        return count
+
+    @staticmethod
+    def _conv_spec(x_shape, w_shape, stride, padding, groups: int, pad_value: int) -> conv2d_direct.Conv2dSpec:
+        """The unpacked conv geometry of packed shapes x (N/B, C/BI, H, W, B, BI) and w (O/BO, C/BI, KH, KW, BO, BI)."""
+        nb, cb, h, wd, b, bi = x_shape
+        ob, ib, kh, kw, bo, _ = w_shape
+        n, c, o, cw = nb * b, cb * bi, ob * bo, ib * bi
+        if groups > 1 and ib == 1 and ob == cb and groups > cb:
+            cw, groups = 1, c  # depthwise: every padded channel is its own group
+        if c != cw * groups:
+            raise ValueError(f"conv2d: input has {c} padded channels, weight {cw} x groups {groups}")
+        return conv2d_direct.Conv2dSpec(n, c, h, wd, o, kh, kw, tuple(int(v) for v in stride),
+                                        tuple(int(v) for v in padding), (1, 1), int(groups), "int8", int(pad_value))
 
     def _profile(self, macs: int, x, w, bias, out) -> None:
         self.last_profile = {"cycles": 0, "macs": int(macs), "utilization": 0.0,
@@ -61,15 +97,9 @@ class TargetAccelBackend:
         if x.shape[4] != cfg.batch or x.shape[5] != cfg.block_in or w.shape[4] != cfg.block_out or w.shape[5] != cfg.block_in:
             raise ValueError(f"packed blocks x{x.shape[4:]} w{w.shape[4:]} do not match config "
                              f"(batch={cfg.batch}, block_in={cfg.block_in}, block_out={cfg.block_out})")
-        xs, ws = unpack_activation(x), unpack_weight(w)
-        if groups > 1 and w.shape[1] == 1 and w.shape[0] == x.shape[1] and groups > x.shape[1]:
-            ws, groups = ws[:, :1], xs.shape[1]  # depthwise: every padded channel is its own group
-        if xs.shape[1] != ws.shape[1] * groups:
-            raise ValueError(f"conv2d: input has {xs.shape[1]} padded channels, weight {ws.shape[1]} x groups {groups}")
-        n, c, h, wd = xs.shape
-        o, _, kh, kw = ws.shape
-        spec = conv2d_direct.Conv2dSpec(n, c, h, wd, o, kh, kw, tuple(int(v) for v in stride),
-                                        tuple(int(v) for v in padding), (1, 1), int(groups), "int8", int(pad_value))
+        spec = self._conv_spec(x.shape, w.shape, stride, padding, int(groups), int(pad_value))
+        xs, ws = unpack_activation(x), unpack_weight(w)[:, :spec.cg]  # depthwise: one input channel per group
+        o = spec.o
         out = self._run(spec, xs, ws, w, pad_channels(bias, o), pad_requant(requant, o))
         packed = pack_activation(out.astype(np.int8), cfg.batch, cfg.block_out)
         self._profile(spec.macs, x, w, bias, packed)

@@ -38,4 +38,6 @@ def build_for_target(model, cfg, target: str, *, calibration=None, quantize: boo
         compiled.memory_plan = plan_memory(compiled.graph)
     cpu = TargetCpuBackend(target)
     cpu.prepare(compiled.graph)
-    return Module(compiled, TargetAccelBackend(cfg, target), cpu, progress)
+    accel = TargetAccelBackend(cfg, target)
+    compiled.stats["int8_layers_compiled"] = accel.prepare(compiled.graph)
+    return Module(compiled, accel, cpu, progress)

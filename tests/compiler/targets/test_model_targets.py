@@ -47,6 +47,7 @@ def test_int8_qdq_model_on_llvm_is_bit_exact_with_ref(factory):
         q = ort_quantize_static(factory(), calib, per_channel=True)
         mod = build(q, target="llvm", progress=False)
         ref = build(q, target="ref", progress=False)
+    assert mod.compiled.stats["int8_layers_compiled"] == sum(n.op.startswith("Accel") for n in mod.graph.nodes) > 0
     got, want = mod(input=X), ref(input=X)
     assert got.dtype == want.dtype
     np.testing.assert_array_equal(got, want)
@@ -60,8 +61,15 @@ def test_cuda_target_compiles_every_kernel_and_runs_only_with_a_gpu():
     kernels = [fn for _, fn in mod.cpu._plans.values()]
     assert mod.cpu.name == "cuda" and len(kernels) >= 10
     assert all(".entry" in fn.ptx and "%ctaid.x" in fn.ptx for fn in kernels)  # PTX with block-indexed kernels
+    calib = [{"input": RNG.standard_normal((1, 3, 32, 32)).astype(np.float32)} for _ in range(2)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        q = ort_quantize_static(model, calib, per_channel=True)
+        qmod = build(q, target="cuda", progress=False)  # int8 layers compiled for the GPU too
+    assert qmod.compiled.stats["int8_layers_compiled"] > 0
     if gpu_present():
         np.testing.assert_allclose(mod(input=X), ort_run(model, {"input": X})[0], rtol=1e-4, atol=1e-4)
+        np.testing.assert_array_equal(qmod(input=X), build(q, target="ref", progress=False)(input=X))
     else:
         with pytest.raises(NoGpuError, match="no GPU"):
             mod(input=X)
