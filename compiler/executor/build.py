@@ -9,7 +9,7 @@ from compiler.cpu.backend import CpuBackend, create_cpu_backend
 from compiler.executor.config import resolve_config
 from compiler.executor.module import Module
 from compiler.executor.pipeline import compile_model
-from compiler.executor.registry import create_accel_backend
+from compiler.executor.registry import available_accel_backends, create_accel_backend
 from compiler.frontend.onnx_import import load_model
 from compiler.frontend.support import check_supported
 from compiler.graph.offload import warn_host_fallbacks, warn_lossy_weights
@@ -19,7 +19,10 @@ def build(model: str | Path | onnx.ModelProto, config=None, target: str = "sim",
           quantize: bool | None = None, input_shapes: dict[str, tuple[int, ...]] | None = None,
           cpu: CpuBackend | str | None = None, progress: bool | None = None, fuse_residual: bool = True,
           target_options: dict | None = None, tuning_log: str | Path | None = None) -> Module:
-    """Compile ``model`` and bind it to accelerator backend ``target`` ("ref", "sim", ...).
+    """Compile ``model`` and bind it to accelerator backend ``target`` ("ref", "sim", ...), or compile the
+    whole model for a CPU/GPU target (``"llvm"``, ``"cuda"``: :mod:`compiler.targets.build`; float models run
+    in float32 unless ``calibration`` is given, QDQ models in int8; ``cpu``/``tuning_log``/``target_options``
+    do not apply there).
 
     ``config``: an ``isa.HwConfig``, a preset name or None (batch 1, 16x16 blocks).
     ``calibration``: data for quantizing float models (array or list of feed dicts).
@@ -37,6 +40,15 @@ def build(model: str | Path | onnx.ModelProto, config=None, target: str = "sim",
     model = load_model(model)
     check_supported(model)  # unsupported operators are rejected before any compilation work
     cfg = resolve_config(config)
+    from compiler.targets.build import MODEL_TARGETS, build_for_target
+
+    if target in MODEL_TARGETS:
+        extra = [k for k, v in (("cpu", cpu), ("tuning_log", tuning_log), ("target_options", target_options)) if v]
+        if extra:
+            raise ValueError(f"target {target!r} compiles the whole model with the operator library; {extra} apply "
+                             f"only to accelerator targets ({', '.join(available_accel_backends())})")
+        return build_for_target(model, cfg, target, calibration=calibration, quantize=quantize,
+                                input_shapes=input_shapes, progress=progress)
     backend = create_accel_backend(target, cfg, **(target_options or {}))  # fail fast on unknown targets
     cpu = create_cpu_backend(cpu)
     compiled = compile_model(model, cfg, calibration=calibration, quantize=quantize, input_shapes=input_shapes,

@@ -1,6 +1,7 @@
 """The runnable module returned by ``build``: inputs, run, outputs and a per-layer profile."""
 from __future__ import annotations
 
+import math
 import time
 import warnings
 
@@ -127,6 +128,7 @@ class Module:
         values.update(self._inputs)
         rows, details = [], []
         show = self.progress if self.progress is not None else len(g.nodes) >= PROGRESS_MIN_NODES
+        into = getattr(self.cpu, "run_node_into", None)  # optional: CpuBackend that fills given output arrays
         for idx, n in enumerate(tqdm(g.nodes, desc="run", disable=not show, leave=False)):
             ins = [values[i] if i else None for i in n.inputs]
             t0 = time.perf_counter()
@@ -139,6 +141,9 @@ class Module:
                 outs = [out]
                 if self.keep_details:
                     details.append(prof)
+            elif into is not None:  # the backend writes straight into the outputs' arena slots
+                outs = into(n, ins, [self._slot(o) for o in n.outputs])
+                prof = {"cpu_backend": getattr(self.cpu, "last_backend", self.cpu.name)}
             else:
                 outs = self.cpu.run_node(n, ins)
                 prof = {"cpu_backend": getattr(self.cpu, "last_backend", self.cpu.name)}
@@ -154,12 +159,26 @@ class Module:
         self._details = details
         return list(self._outputs)
 
+    def _slot(self, name: str) -> np.ndarray | None:
+        """The arena view planned for tensor ``name`` (its graph shape and dtype), or None (not planned)."""
+        alloc = self._plan.allocations.get(name) if name else None
+        if alloc is None or name not in self.graph.tensors:
+            return None
+        info = self.graph.tensors[name]
+        nbytes = math.prod(info.shape) * np.dtype(info.dtype).itemsize
+        if nbytes > alloc.size:
+            return None
+        return self._arena[alloc.offset:alloc.offset + nbytes].view(info.dtype).reshape(info.shape)
+
     def _place(self, name: str, value) -> np.ndarray:
-        """Copy a node output into its planned arena slot; the view becomes the tensor's value."""
+        """Copy a node output into its planned arena slot; the view becomes the tensor's value (no copy when the
+        backend already wrote it there)."""
         alloc = self._plan.allocations.get(name)
         if alloc is None:
             return value
         v = np.asarray(value)
+        if v.__array_interface__["data"][0] == self._arena.ctypes.data + alloc.offset and v.flags.c_contiguous:
+            return v  # already in its slot
         if v.nbytes > alloc.size:
             raise RuntimeError(f"memory plan: tensor {name!r} produced {v.nbytes} bytes {v.shape} {v.dtype} but was "
                                f"planned {alloc.size} bytes; the graph's shape inference and the kernel disagree")

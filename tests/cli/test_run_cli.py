@@ -140,3 +140,40 @@ def test_pynq_target_needs_a_usable_bitstream(digits_q, capsys, tmp_path):
     assert main(["run", path, "--target", "pynq", "--bitstream", str(tmp_path / "vta.bit"), "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert "vta.hwh is missing beside" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_run_float_model_on_llvm_target_without_calibration(tmp_path, capsys):
+    path = tmp_path / "r18.onnx"
+    model = resnet18_small()
+    onnx.save(model, str(path))
+    x = np.random.default_rng(0).standard_normal((1, 3, 32, 32)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    assert main(["run", str(path), "--target", "llvm", "--input", str(tmp_path / "x.npy"), "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    want = ort_run(model, {"input": x})[0]
+    assert f"row 0 top-5: {int(want[0].argmax())} (" in out
+    assert "cpu:llvm" in out and "FusedConv" in out and "operator-library kernels (float32)" in out
+
+
+def test_run_qdq_model_on_llvm_target_and_bad_combinations(digits_q, capsys):
+    path, x_path, q, x = digits_q
+    assert main(["run", str(path), "--input", str(x_path), "--target", "llvm", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "operator-library kernels (int8)" in out and "cpu:llvm" in out
+    assert main(["run", str(path), "--target", "llvm", "--cpu", "llvm", "--no-progress"]) == 2
+    assert "--cpu chooses the host backend of accelerator targets" in capsys.readouterr().err
+    assert main(["run", str(path), "--target", "tpu", "--no-progress"]) == 2
+    assert "llvm, cuda" in capsys.readouterr().err
+
+
+def test_run_on_cuda_target_compiles_and_runs_only_with_a_gpu(tmp_path, capsys):
+    from compiler.target.cuda import gpu_present
+
+    path = tmp_path / "r18.onnx"
+    onnx.save(resnet18_small(), str(path))
+    rc = main(["run", str(path), "--target", "cuda", "--no-progress"])
+    captured = capsys.readouterr()
+    if gpu_present():
+        assert rc == 0 and "row 0 top-5:" in captured.out
+    else:
+        assert rc == 2 and "GPU kernels, PTX) but this machine has no NVIDIA GPU" in captured.err

@@ -22,7 +22,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--trace", metavar="FILE", help="write a Chrome/Perfetto trace JSON of the accelerator layers")
     p.add_argument("--target", default=DEFAULT_TARGET,
                    help="accelerator backend: sim (simulator), rtl (the RTL under Verilator), ref (numpy reference) "
-                        "or pynq (a PYNQ board: --bitstream)")
+                        "or pynq (a PYNQ board: --bitstream); or a whole-model CPU/GPU target: llvm (this CPU) or cuda "
+                        "(an NVIDIA GPU), float models in float32, QDQ models in int8")
     p.add_argument("--check", action="store_true",
                    help="with --target rtl: also run every layer on the simulator and stop at the first layer whose "
                         "bytes or cycles differ, naming it")
@@ -179,8 +180,15 @@ def run(args: argparse.Namespace) -> int:
         if args.target != "rtl":
             raise ValueError(f"--check compares the RTL with the simulator: it needs --target rtl, not {args.target!r}")
         args.target = "rtl-check"
-    if args.target not in available_accel_backends():
-        raise ValueError(f"unknown --target {args.target!r}; available: {', '.join(available_accel_backends())}")
+    from compiler.targets import MODEL_TARGETS
+
+    model_target = args.target in MODEL_TARGETS
+    if not model_target and args.target not in available_accel_backends():
+        raise ValueError(f"unknown --target {args.target!r}; available: "
+                         f"{', '.join(available_accel_backends() + list(MODEL_TARGETS))}")
+    if model_target and getattr(args, "cpu", "numpy") != "numpy":
+        raise ValueError(f"--cpu chooses the host backend of accelerator targets; --target {args.target} compiles "
+                         "every layer with the operator library")
     if args.target == "pynq" and not getattr(args, "bitstream", None):
         raise ValueError("--target pynq needs --bitstream FILE.bit (written by `vta hw build --board BOARD`)")
     target_options = {"bitstream": args.bitstream} if args.target == "pynq" else None
@@ -194,7 +202,7 @@ def run(args: argparse.Namespace) -> int:
         console.print(f"no --input given: using seeded random input (seed {args.seed}): "
                       + ", ".join(f"{k} {v.shape} {v.dtype}" for k, v in feeds.items()))
     calibration = None
-    if not is_quantized(model):
+    if not is_quantized(model) and not (model_target and not args.calibrate):
         if not args.calibrate:
             raise ValueError(f"{args.model} is a float model: the accelerator runs int8. Pass --calibrate N to quantize "
                              "it with N calibration samples (seeded random, or --calibration-data FILE.npy)")
@@ -207,8 +215,11 @@ def run(args: argparse.Namespace) -> int:
     with warnings.catch_warnings(record=True) as caught:  # printed once, in the console's words
         warnings.simplefilter("always", HostFallbackWarning)
         warnings.simplefilter("always", LossyWeightsWarning)
-        mod = build(model, cfg, target=args.target, calibration=calibration, input_shapes=shapes, progress=show,
-                    cpu=getattr(args, "cpu", "numpy"), target_options=target_options)
+        if model_target:
+            mod = build(model, cfg, target=args.target, calibration=calibration, input_shapes=shapes, progress=show)
+        else:
+            mod = build(model, cfg, target=args.target, calibration=calibration, input_shapes=shapes, progress=show,
+                        cpu=getattr(args, "cpu", "numpy"), target_options=target_options)
     for w in caught:
         if issubclass(w.category, (HostFallbackWarning, LossyWeightsWarning)):
             console.print(f"warning: {w.message}")
@@ -224,6 +235,12 @@ def run(args: argparse.Namespace) -> int:
             console.print(f"warning: {w.message}")
         else:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    if args.target == "cuda":
+        from compiler.target.cuda import gpu_present
+
+        if not gpu_present():
+            raise ValueError(f"--target cuda: the model compiled ({len(getattr(mod.cpu, '_plans', {}))} GPU kernels, PTX) "
+                             "but this machine has no NVIDIA GPU to run them; use --target llvm to run on the CPU")
     console.print(f"running on target {args.target} ...")
     outs = mod.run()
     clock = float(getattr(cfg, "clock_mhz", 100.0))
@@ -235,6 +252,9 @@ def run(args: argparse.Namespace) -> int:
     s = mod.profile_summary()
     if args.target == "ref":
         console.print("note: target 'ref' is the numpy reference backend: it has no cycle counts")
+    if model_target:
+        console.print(f"note: target '{args.target}' runs every layer with operator-library kernels "
+                      f"({'float32' if not mod.compiled.stats.get('int8_lowered') else 'int8'}): no accelerator cycles")
     console.print(f"accelerator: {s['accel_layers']} layers, {s['accel_cycles']:,} cycles = {s['accel_time_ms']:.3f} ms "
                   f"at {clock:g} MHz, {s['macs'] / 1e6:.1f} MMACs; CPU: {s['cpu_layers']} layers, "
                   f"{s['cpu_time_ms']:.1f} ms host time")

@@ -1,4 +1,8 @@
-"""``LlvmCpuBackend``: the CpuBackend protocol on JIT-compiled LLVM kernels, numpy for the rest."""
+"""``LlvmCpuBackend``: the CpuBackend protocol on JIT-compiled LLVM kernels, numpy for the rest.
+
+``LIBRARY_OPS`` come from the operator library (:mod:`compiler.targets.plans`, TE -> LLVM through
+``compiler.build_op``); only ``GlobalAveragePool`` (numpy's pairwise summation order, bit-exact) is still
+generated here (:mod:`compiler.codegen.llvm.pool`)."""
 from __future__ import annotations
 
 import threading
@@ -18,8 +22,10 @@ _LOCK = threading.Lock()
 
 
 def compiled_kernels() -> int:
-    """How many distinct kernels this process has compiled."""
-    return len(_KERNELS)
+    """How many distinct kernels this process has compiled (generated here or from the operator library)."""
+    from compiler.targets.compile import compiled_kernels as library_kernels
+
+    return len(_KERNELS) + library_kernels()
 
 
 def compile_plan(plan: Plan) -> Callable:
@@ -33,6 +39,31 @@ def compile_plan(plan: Plan) -> Callable:
                 fn = get_jit().compile(k.finish(), k.name, len(k.args))
                 _KERNELS[plan.key] = fn
     return fn
+
+
+# ops whose kernels come from the operator library (compiler.topi, TE -> LLVM through compiler.build_op)
+LIBRARY_OPS = frozenset({"QConv2D", "QDense", "Relu", "Clip", "Add", "Sub", "Mul", "Div", "MaxPool", "QuantizeLinear",
+                         "DequantizeLinear", "Softmax", "QAdd", "QMul", "QLookup", "PackActivation", "UnpackActivation"})
+
+
+def _library_plan(node: Node, inputs: Sequence[np.ndarray | None]) -> tuple[Plan | None, Callable | None]:
+    """A library kernel for ``node`` on these arrays (their values are the node's constants), or (None, None)."""
+    from compiler.graph.ir import TensorInfo
+    from compiler.targets.compile import compile_plan as compile_library
+    from compiler.targets.plans import UnsupportedOnTarget, plan_node
+
+    infos = [None if a is None else TensorInfo(a.shape, a.dtype) for a in inputs]
+    consts = {name: a for name, a in zip(node.inputs, inputs) if name and a is not None}
+    try:
+        op = plan_node(node, infos, consts, "llvm")
+    except UnsupportedOnTarget:
+        return None, None
+    fn = compile_library(op, "llvm")
+
+    def run(fn, ins):
+        return [np.asarray(fn(*op.args(ins))).reshape(op.out_shape).astype(op.out_dtype, copy=False)]
+
+    return Plan(op.key, lambda: None, run), fn
 
 
 class LlvmCpuBackend:
@@ -51,11 +82,11 @@ class LlvmCpuBackend:
 
     def supports(self, op: str) -> bool:
         """True for ops with an LLVM generator or a zero-copy view, else whether the fallback has it."""
-        return op in PLANNERS or op in VIEW_OPS or self.fallback.supports(op)
+        return op in PLANNERS or op in LIBRARY_OPS or op in VIEW_OPS or self.fallback.supports(op)
 
     def compiles(self, op: str) -> bool:
-        """Whether ``op`` has an LLVM kernel generator (some shapes/dtypes may still fall back)."""
-        return op in PLANNERS
+        """Whether ``op`` has an LLVM kernel (some shapes/dtypes may still fall back)."""
+        return op in PLANNERS or op in LIBRARY_OPS
 
     def plan_for(self, node: Node, inputs: Sequence[np.ndarray | None]) -> tuple[Plan | None, Callable | None]:
         """The (plan, compiled function) for these inputs, or (None, None) when unsupported."""
@@ -63,9 +94,12 @@ class LlvmCpuBackend:
         cached = self._plans.get(node)
         if cached is not None and cached[0] == key:
             return cached[1], cached[2]
-        planner = PLANNERS.get(node.op)
-        plan = planner(node, list(inputs)) if planner is not None else None
-        fn = compile_plan(plan) if plan is not None else None
+        if node.op in LIBRARY_OPS:
+            plan, fn = _library_plan(node, inputs)
+        else:
+            planner = PLANNERS.get(node.op)
+            plan = planner(node, list(inputs)) if planner is not None else None
+            fn = compile_plan(plan) if plan is not None else None
         self._plans[node] = (key, plan, fn)
         return plan, fn
 

@@ -40,12 +40,3 @@ def sig(a: np.ndarray | None) -> tuple | None:
 
 def contiguous(a: np.ndarray) -> np.ndarray:
     return a if a.flags.c_contiguous else np.ascontiguousarray(a)
-
-
-def c_strides(shape: Sequence[int]) -> list[int]:
-    """Element strides of a C-contiguous array of ``shape``."""
-    out, s = [], 1
-    for d in reversed(shape):
-        out.append(s)
-        s *= int(d)
-    return out[::-1]

@@ -1,0 +1,76 @@
+"""float32 dense ``y = act(x @ W^T + bias)`` with weights packed ``(M/MB, K, MB)`` (MB outputs contiguous)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from compiler import te
+from compiler.te import Tensor
+from compiler.topi.elementwise import activation
+
+M_BLOCK = 8
+
+
+def m_block(m: int) -> int:
+    return M_BLOCK if m % M_BLOCK == 0 else 1
+
+
+def pack_dense_weight(w_mk: np.ndarray) -> np.ndarray:
+    """(M, K) -> (M/MB, K, MB) float32."""
+    m, k = w_mk.shape
+    mb = m_block(m)
+    return np.ascontiguousarray(np.asarray(w_mk, np.float32).reshape(m // mb, mb, k).transpose(0, 2, 1))
+
+
+@dataclass
+class DenseOp:
+    inputs: list[Tensor]
+    acc: Tensor
+    out: Tensor
+
+
+def dense(n: int, k: int, m: int, bias: bool = False, act: str | None = None, act_params: tuple = ()) -> DenseOp:
+    """``out[i, j] = act(sum_k x[i, k] * W[j, k] + bias[j])``; the weight placeholder is packed (see module doc)."""
+    if min(n, k, m) < 1:
+        raise te.TeError(f"dense: sizes must be positive, got n={n} k={k} m={m}")
+    mb = m_block(m)
+    x = te.placeholder((n, k), "float32", "x")
+    w = te.placeholder((m // mb, k, mb), "float32", "weight")
+    rk = te.reduce_axis(k, "rk")
+    acc = te.compute((n, m // mb, mb), lambda i, jo, ji: te.sum(x[i, rk] * w[jo, rk, ji], rk), name="dense", dtype="float32")
+    inputs = [x, w]
+    b = None
+    if bias:
+        b = te.placeholder((m,), "float32", "bias")
+        inputs.append(b)
+    out = te.compute((n, m), lambda i, j: activation(acc[i, j // mb, j % mb] + (b[j] if b is not None else te.const(0.0, "float32")),
+                                                      act, act_params), name="out", dtype="float32")
+    return DenseOp(inputs, acc, out)
+
+
+def schedule_cpu(op: DenseOp, s) -> None:
+    """Reduction outside, MB outputs vectorized inside; the output stage is a flat vectorized loop."""
+    sa = s[op.acc]
+    i, jo, ji, rk = sa.leaf_iter_vars
+    sa.reorder(i, jo, rk, ji)
+    if ji.extent > 1:
+        sa.vectorize(ji)
+    from compiler.topi.injective import PARALLEL_MIN_MACS
+
+    if jo.extent >= 4 and i.extent * jo.extent * ji.extent * rk.extent >= PARALLEL_MIN_MACS:
+        sa.parallel(jo)
+    from compiler.topi.injective import schedule_injective_cpu
+
+    schedule_injective_cpu(s, op.out)
+
+
+def schedule_gpu(op: DenseOp, s) -> None:
+    """One thread per output (row, channel block, lane)."""
+    from compiler.topi.injective import schedule_injective_gpu
+
+    sa = s[op.acc]
+    i, jo, ji = sa.leaf_iter_vars[:3]
+    sa.bind(sa.fuse(i, jo), "blockIdx.x")
+    sa.bind(ji, "threadIdx.x")
+    schedule_injective_gpu(s, op.out)

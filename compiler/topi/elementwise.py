@@ -1,0 +1,90 @@
+"""Elementwise operators in TE: activations on one tensor and broadcasting binary arithmetic.
+
+Float math is float32 and follows the numpy kernels of :mod:`compiler.cpu.kernels` operation for
+operation (so the CPU/GPU targets agree with onnxruntime to rounding).
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from compiler import te
+from compiler.te import Tensor
+
+ACTIVATIONS = ("relu", "clip", "sigmoid", "hardsigmoid", "hardswish", "leakyrelu")
+
+
+def activation(x: te.Expr, kind: str | None, params: tuple = ()) -> te.Expr:
+    """``x`` through activation ``kind`` (None: unchanged); ``params``: clip (lo, hi), hardsigmoid (alpha, beta),
+    leakyrelu (alpha,)."""
+    if kind is None:
+        return x
+    f32 = x.dtype == "float32"
+    zero = te.const(0.0, "float32") if f32 else te.const(0, x.dtype)
+    if kind == "relu":
+        return te.max_(x, zero)
+    if kind == "clip":
+        lo, hi = params
+        y = x if lo is None else te.max_(x, _c(lo, x.dtype))
+        return y if hi is None else te.min_(y, _c(hi, x.dtype))
+    if not f32:
+        raise te.TeError(f"activation {kind!r} needs float32 input, got {x.dtype}")
+    one = te.const(1.0, "float32")
+    if kind == "sigmoid":
+        return one / (one + te.exp(zero - x))
+    if kind == "hardsigmoid":
+        alpha, beta = params
+        return te.min_(te.max_(x * _c(alpha) + _c(beta), zero), one)
+    if kind == "hardswish":
+        return x * te.min_(te.max_(x / _c(6.0) + _c(0.5), zero), one)
+    if kind == "leakyrelu":
+        (alpha,) = params
+        return te.select(x >= zero, x, x * _c(alpha))
+    raise te.TeError(f"unknown activation {kind!r}; known: {ACTIVATIONS}")
+
+
+def _c(v, dtype: str = "float32") -> te.Expr:
+    return te.const(float(np.float32(v)) if dtype == "float32" else int(v), dtype)
+
+
+def unary(shape: tuple[int, ...], dtype: str, kind: str, params: tuple = (), name: str = "act") -> tuple[list[Tensor], Tensor]:
+    """``y = kind(x)`` elementwise."""
+    x = te.placeholder(shape, dtype, "x")
+    y = te.compute(shape, lambda *i: activation(x[i], kind, params), name=name, dtype=dtype)
+    return [x], y
+
+
+BINARY: dict[str, Callable[[te.Expr, te.Expr], te.Expr]] = {
+    "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b, "div": lambda a, b: a / b,
+}
+
+
+def broadcast_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
+    try:
+        return tuple(int(d) for d in np.broadcast_shapes(a, b))
+    except ValueError:
+        raise te.TeError(f"shapes {a} and {b} do not broadcast") from None
+
+
+def _bcast_index(shape: tuple[int, ...], out_ndim: int):
+    """Index function of an operand of ``shape`` inside an output of ``out_ndim`` dims (numpy broadcasting)."""
+    lead = out_ndim - len(shape)
+
+    def idx(i):
+        return tuple(0 if shape[k] == 1 else i[lead + k] for k in range(len(shape)))
+    return idx
+
+
+def binary(a_shape: tuple[int, ...], b_shape: tuple[int, ...], dtype: str, op: str,
+           act: str | None = None, act_params: tuple = ()) -> tuple[list[Tensor], Tensor]:
+    """``y = act(a op b)`` with numpy broadcasting; ``op`` in add/sub/mul/div (div: float32 only)."""
+    if op not in BINARY:
+        raise te.TeError(f"unknown binary op {op!r}; known: {sorted(BINARY)}")
+    out = broadcast_shape(a_shape, b_shape)
+    a = te.placeholder(a_shape or (1,), dtype, "a")
+    b = te.placeholder(b_shape or (1,), dtype, "b")
+    ia, ib = _bcast_index(a.shape, len(out)), _bcast_index(b.shape, len(out))
+    fn = BINARY[op]
+    y = te.compute(out or (1,), lambda *i: activation(fn(a[ia(i)], b[ib(i)]), act, act_params), name=op, dtype=dtype)
+    return [a, b], y

@@ -1,0 +1,111 @@
+"""Pooling in TE on NCHW float32: max and average pooling (ONNX pads, strides, count_include_pad) and global average."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from compiler import te
+from compiler.te import Tensor
+
+
+@dataclass(frozen=True)
+class PoolSpec:
+    n: int
+    c: int
+    h: int
+    w: int
+    kh: int
+    kw: int
+    stride: tuple[int, int] = (1, 1)
+    pads: tuple[int, int, int, int] = (0, 0, 0, 0)
+    oh: int = 0  # output size (ONNX rules incl. ceil_mode: compiler.cpu.pooling.pool_axes)
+    ow: int = 0
+
+
+def _window(spec: PoolSpec, data: Tensor, y, x, ky, kx):
+    sy, sx = spec.stride
+    t, l = spec.pads[0], spec.pads[1]
+    iy, ix = y * sy + ky - t, x * sx + kx - l
+    inside = (iy >= 0) & (iy < spec.h) & (ix >= 0) & (ix < spec.w)
+    return iy, ix, inside
+
+
+def max_pool(spec: PoolSpec, dtype: str = "float32") -> tuple[list[Tensor], Tensor]:
+    """Max over each window (float32 or an integer dtype); padding never wins (-inf / the dtype's minimum)."""
+    data = te.placeholder((spec.n, spec.c, spec.h, spec.w), dtype, "data")
+    ky, kx = te.reduce_axis(spec.kh, "ky"), te.reduce_axis(spec.kw, "kx")
+    low = te.const(float("-inf"), "float32") if dtype == "float32" else te.const(int(np.iinfo(dtype).min), dtype)
+
+    def f(n, c, y, x):
+        iy, ix, inside = _window(spec, data, y, x, ky, kx)
+        return te.max_(te.select(inside, data[n, c, iy, ix], low), axis=[ky, kx])
+
+    return [data], te.compute((spec.n, spec.c, spec.oh, spec.ow), f, name="max_pool", dtype=dtype)
+
+
+def avg_pool(spec: PoolSpec, count_include_pad: bool) -> tuple[list[Tensor], Tensor]:
+    """Window sums divided by the window size (``count_include_pad``) or by the valid pixel count."""
+    data = te.placeholder((spec.n, spec.c, spec.h, spec.w), "float32", "data")
+    ky, kx = te.reduce_axis(spec.kh, "ky"), te.reduce_axis(spec.kw, "kx")
+    zero = te.const(0.0, "float32")
+
+    def fsum(n, c, y, x):
+        iy, ix, inside = _window(spec, data, y, x, ky, kx)
+        return te.sum(te.select(inside, data[n, c, iy, ix], zero), [ky, kx])
+
+    s = te.compute((spec.n, spec.c, spec.oh, spec.ow), fsum, name="pool_sum", dtype="float32")
+    sy, sx = spec.stride
+    t, l, b, r = spec.pads
+
+    def count(y, x):
+        if count_include_pad:  # the window clipped to the padded image
+            y0, x0 = y * sy - t, x * sx - l
+            hy = te.min_(y0 + spec.kh, spec.h + b) - y0
+            hx = te.min_(x0 + spec.kw, spec.w + r) - x0
+        else:
+            y0, x0 = y * sy - t, x * sx - l
+            hy = te.min_(y0 + spec.kh, spec.h) - te.max_(y0, 0)
+            hx = te.min_(x0 + spec.kw, spec.w) - te.max_(x0, 0)
+        return te.cast("float32", hy * hx)
+
+    out = te.compute(s.shape, lambda n, c, y, x: s[n, c, y, x] / count(y, x), name="avg_pool", dtype="float32")
+    return [data], out
+
+
+def global_avg_pool(n: int, c: int, h: int, w: int) -> tuple[list[Tensor], Tensor]:
+    """(N, C, H, W) -> (N, C, 1, 1) mean."""
+    data = te.placeholder((n, c, h, w), "float32", "data")
+    ry, rx = te.reduce_axis(h, "ry"), te.reduce_axis(w, "rx")
+    s = te.compute((n, c, 1, 1), lambda i, j, a, b: te.sum(data[i, j, ry, rx], [ry, rx]), name="gap_sum", dtype="float32")
+    out = te.compute((n, c, 1, 1), lambda i, j, a, b: s[i, j, a, b] * te.const(1.0 / (h * w), "float32"),
+                     name="gap", dtype="float32")
+    return [data], out
+
+
+def schedule_cpu(s, outs: list[Tensor]) -> None:
+    """Pools: reduction stages parallel over channels when the input is large, the final stage flat (injective)."""
+    from compiler.topi.injective import PARALLEL_MIN, schedule_injective_cpu
+
+    for t in outs:
+        st = s[t]
+        if not st.op.reduce_axes:
+            schedule_injective_cpu(s, t)
+            continue
+        work = int(np.prod(t.shape)) * int(np.prod([a.extent for a in st.op.reduce_axes]))
+        if work >= PARALLEL_MIN:
+            st.parallel(st.leaf_iter_vars[1])
+
+
+def schedule_gpu(s, outs: list[Tensor]) -> None:
+    for t in outs:
+        st = s[t]
+        data = [a for a in st.leaf_iter_vars if a.kind == "data"]
+        red = [a for a in st.leaf_iter_vars if a.kind == "reduce"]
+        st.reorder(*data, *red)
+        flat = data[0]
+        for a in data[1:]:
+            flat = st.fuse(flat, a)
+        bx, tx = st.split(flat, min(64, flat.extent))
+        st.bind(bx, "blockIdx.x")
+        st.bind(tx, "threadIdx.x")

@@ -1,0 +1,124 @@
+"""Whole models on the llvm target (fp32 vs onnxruntime, int8 vs the ``ref`` executor) and the cuda build."""
+from __future__ import annotations
+
+import logging
+import warnings
+
+import numpy as np
+import onnx
+import pytest
+
+from compiler.executor import build
+from compiler.quant.ort_tools import ort_quantize_static, ort_run
+from compiler.targets.plans import UnsupportedOnTarget
+from compiler.target.cuda import NoGpuError, gpu_present
+from compiler.zoo import mobilenet_v2_small, mobilenet_v3_small, resnet18_small
+from compiler.zoo.builder import OnnxBuilder
+
+logging.getLogger().setLevel(logging.ERROR)
+RNG = np.random.default_rng(7)
+X = RNG.standard_normal((1, 3, 32, 32)).astype(np.float32)
+
+
+def rel_err(a, b) -> float:
+    return float(np.abs(np.asarray(a) - np.asarray(b)).max() / np.abs(np.asarray(b)).max())
+
+
+@pytest.mark.parametrize("factory", [resnet18_small, mobilenet_v2_small, mobilenet_v3_small])
+def test_fp32_model_on_llvm_matches_onnxruntime(factory):
+    model = factory()
+    mod = build(model, target="llvm", progress=False)
+    got = mod(input=X)
+    want = ort_run(model, {"input": X})[0]
+    assert got.shape == want.shape and got.dtype == np.float32
+    assert rel_err(got, want) < 1e-4
+    rows = mod.profile()
+    assert {r["cpu_backend"] for r in rows} <= {"llvm", "view"}  # every layer is a library kernel (or a view)
+    assert not any(r["op"] in ("Relu", "Clip") for r in rows)  # activations ride in the conv output stage
+    assert mod.compiled.stats["epilogues_fused"] > 0
+    np.testing.assert_array_equal(mod(input=X), got)  # cached kernels, same bytes
+
+
+@pytest.mark.parametrize("factory", [resnet18_small, mobilenet_v2_small])
+def test_int8_qdq_model_on_llvm_is_bit_exact_with_ref(factory):
+    calib = [{"input": RNG.standard_normal((1, 3, 32, 32)).astype(np.float32)} for _ in range(4)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        q = ort_quantize_static(factory(), calib, per_channel=True)
+        mod = build(q, target="llvm", progress=False)
+        ref = build(q, target="ref", progress=False)
+    assert mod.compiled.stats["int8_layers_compiled"] == sum(n.op.startswith("Accel") for n in mod.graph.nodes) > 0
+    got, want = mod(input=X), ref(input=X)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+    backends = {r["cpu_backend"] for r in mod.profile() if r["target"] == "cpu"}
+    assert "llvm" in backends  # quantize/dequantize run as library kernels
+
+
+def test_cuda_target_compiles_every_kernel_and_runs_only_with_a_gpu():
+    model = resnet18_small()
+    mod = build(model, target="cuda", progress=False)  # compiles every layer's kernel for the GPU
+    kernels = [fn for _, fn in mod.cpu._plans.values()]
+    assert mod.cpu.name == "cuda" and len(kernels) >= 10
+    assert all(".entry" in fn.ptx and "%ctaid.x" in fn.ptx for fn in kernels)  # PTX with block-indexed kernels
+    calib = [{"input": RNG.standard_normal((1, 3, 32, 32)).astype(np.float32)} for _ in range(2)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        q = ort_quantize_static(model, calib, per_channel=True)
+        qmod = build(q, target="cuda", progress=False)  # int8 layers compiled for the GPU too
+    assert qmod.compiled.stats["int8_layers_compiled"] > 0
+    if gpu_present():
+        np.testing.assert_allclose(mod(input=X), ort_run(model, {"input": X})[0], rtol=1e-4, atol=1e-4)
+        np.testing.assert_array_equal(qmod(input=X), build(q, target="ref", progress=False)(input=X))
+    else:
+        with pytest.raises(NoGpuError, match="no GPU"):
+            mod(input=X)
+
+
+def _lrn_model() -> onnx.ModelProto:
+    b = OnnxBuilder()
+    y = b.op("LRN", [b.conv("input", 3, 4, 3)], size=3)
+    return b.model("lrn", "input", (1, 3, 8, 8), y)
+
+
+def test_unsupported_operator_is_named_at_build_time():
+    with pytest.raises(UnsupportedOnTarget, match=r"LRN is not in the operator library for target 'llvm'"):
+        build(_lrn_model(), target="llvm", progress=False)
+
+
+def test_model_target_rejects_accelerator_only_arguments():
+    with pytest.raises(ValueError, match=r"\['cpu'\] apply only to accelerator targets"):
+        build(resnet18_small(), target="llvm", cpu="llvm")
+
+
+def test_unsupported_dtypes_and_attributes_are_named():
+    from compiler.graph.ir import Node, TensorInfo
+    from compiler.targets.plans import plan_node
+
+    def plan(op, dtypes, attrs=None, shape=(2, 3, 4, 4)):
+        node = Node(op, [f"x{i}" for i in range(len(dtypes))], ["y"], attrs or {}, name="n")
+        return plan_node(node, [TensorInfo(shape, np.dtype(d)) for d in dtypes], {}, "llvm")
+
+    with pytest.raises(UnsupportedOnTarget, match=r"Relu\): dtype int64 not supported \(float32; relu/clip also"):
+        plan("Relu", ["int64"])
+    with pytest.raises(UnsupportedOnTarget, match=r"HardSwish\): dtype int8 not supported"):
+        plan("HardSwish", ["int8"])
+    with pytest.raises(UnsupportedOnTarget, match=r"Div\): operands int32/int32"):
+        plan("Div", ["int32", "int32"])
+    with pytest.raises(UnsupportedOnTarget, match="dilated pooling is not in the library"):
+        plan("MaxPool", ["float32"], {"kernel_shape": [2, 2], "dilations": [2, 2]})
+    with pytest.raises(UnsupportedOnTarget, match="the weight must be a constant initializer"):
+        plan("Conv", ["float32", "float32"], {}, (1, 3, 8, 8))
+
+
+def test_data_movement_nodes_run_on_numpy_inside_a_llvm_model():
+    b = OnnxBuilder()
+    c1, c2 = b.conv("input", 3, 8, 3), b.conv("input", 3, 8, 1)
+    cat = b.op("Concat", [c1, c2], axis=1)
+    y = b.op("Relu", [b.op("Transpose", [cat], perm=[0, 1, 3, 2])])
+    model = b.model("cat", "input", (1, 3, 8, 8), y)
+    x = RNG.standard_normal((1, 3, 8, 8)).astype(np.float32)
+    mod = build(model, target="llvm", progress=False)
+    assert rel_err(mod(input=x), ort_run(model, {"input": x})[0]) < 1e-5
+    by = {r["op"]: r["cpu_backend"] for r in mod.profile()}
+    assert by["Concat"] == by["Transpose"] == "numpy" and by["FusedConv"] == "llvm" and by["Relu"] == "llvm"
