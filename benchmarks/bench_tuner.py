@@ -36,7 +36,7 @@ from compiler.autotune.measure import Result  # noqa: E402
 from compiler.autotune.network import analytic_knobs  # noqa: E402
 from compiler.autotune.space import ConvSpace  # noqa: E402
 from compiler.autotune.task import config_hash  # noqa: E402
-from compiler.autotune.xgb_tuner import TransferData  # noqa: E402
+from compiler.autotune.xgb_tuner import OBJECTIVES, TransferData  # noqa: E402
 from compiler.requant import Requant  # noqa: E402
 from compiler.topi.conv2d import ConvShape  # noqa: E402
 from compiler.topi.knobs import ConvKnobs  # noqa: E402
@@ -108,7 +108,7 @@ def ratio(need_model: int | None, need_random: int | None, trials: int) -> float
     return (trials + 1 if need_model is None else need_model) / (trials if need_random is None else need_random)
 
 
-def compare_tuners(cfg, tasks, trials: int, batch: int, seeds, measure, kinds=TUNERS) -> dict:
+def compare_tuners(cfg, tasks, trials: int, batch: int, seeds, measure, kinds=TUNERS, objective: str = "reg") -> dict:
     rows = []
     spaces = {task.key: ConvSpace(task) for task in tasks}  # one lowering cache per task, shared by the tuners
     for seed in seeds:
@@ -118,8 +118,9 @@ def compare_tuners(cfg, tasks, trials: int, batch: int, seeds, measure, kinds=TU
             per[task.name] = {}
             for kind in kinds:
                 t0 = time.time()
-                tuner = make_tuner(kind.split("_")[0], task, seed, transfers[kind] if kind.startswith("xgb") else None,
-                                   spaces[task.key])
+                xgb = kind.startswith("xgb")
+                tuner = make_tuner(kind.split("_")[0], task, seed, transfers[kind] if xgb else None,
+                                   spaces[task.key], **({"objective": objective} if xgb else {}))
                 if kind == "xgb":
                     tuner.seed_points([analytic_knobs(task)])
                 tuner.tune(trials, measure, batch)
@@ -202,6 +203,7 @@ def main(argv=None) -> None:
     ap.add_argument("--workers", type=int, default=None)
     ap.add_argument("--tuners", nargs="*", default=list(TUNERS), choices=TUNERS,
                     help="a subset (e.g. to fill --cache); the ratios need random and xgb")
+    ap.add_argument("--objective", default="reg", choices=OBJECTIVES, help="the XGB cost model's objective")
     ap.add_argument("--cache", help="JSON-lines file of measurements to reuse and extend (cycles are deterministic)")
     ap.add_argument("--net-trials", type=int, default=8, help="trials per ResNet-18 task (0: skip the network)")
     a = ap.parse_args(argv)
@@ -210,13 +212,13 @@ def main(argv=None) -> None:
     with LocalMeasurer(a.workers) as pool:
         measure = CachedMeasurer(pool, cfg, a.cache)
         tasks = layer_tasks(cfg, a.layers)
-        res = compare_tuners(cfg, tasks, a.trials, a.batch, a.seeds, measure, a.tuners)
+        res = compare_tuners(cfg, tasks, a.trials, a.batch, a.seeds, measure, a.tuners, a.objective)
         res["epilogue"] = {"fused_requant_layers": sum(fused_ok(cfg, t.requant) for t in tasks),
                            "alu_stages": sorted({t.epilogue_size()[1] for t in tasks})}
         res["simulated"], res["reused_measurements"] = measure.simulated, measure.reused
         if a.net_trials:
             res["network"] = network(cfg.name, a.net_trials, a.batch, measure)
-    res.update(config=cfg.name, trials=a.trials, batch=a.batch, seeds=a.seeds, wall_s=round(time.time() - t0, 1),
+    res.update(config=cfg.name, objective=a.objective, trials=a.trials, batch=a.batch, seeds=a.seeds, wall_s=round(time.time() - t0, 1),
                target_ratio=1 / 3)
     if "avg_ratio_xgb_over_random" in res:
         res["meets_ratio_every_seed"] = all(v <= 1 / 3 for v in res["avg_ratio_xgb_over_random_per_seed"].values())

@@ -168,13 +168,14 @@ class XGBTuner(Tuner):
             return [self.space.sample(self.rng) for _ in range(4 * n)]
         n_explore = int(self.rng.binomial(n, self.explore)) if n > 1 else 0
         out = self._anneal(n - n_explore)
-        while len(out) < n:  # exploration slots, and a top-up when the chains found too few untried points
-            p = self._valid_random()
-            if p is None:
-                break
-            if p not in self.visited and p not in out:
+        for _ in range(8 * n):  # exploration slots, and a top-up when the chains found too few untried points
+            if len(out) >= n:
+                return out
+            p = self._valid_random(40)
+            if p is not None and p not in self.visited and p not in out:
                 out.append(p)
-        return out
+        # nearly all valid points tried: raw samples (the loop rejects invalid ones and stops when exhausted)
+        return out + [self.space.sample(self.rng) for _ in range(4 * (n - len(out)))]
 
     def _starts(self) -> list[Point]:
         """Chain starts: the best measured settings, then the best-predicted of a random valid sample."""
