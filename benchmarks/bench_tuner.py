@@ -218,7 +218,8 @@ def main(argv=None) -> None:
         res["simulated"], res["reused_measurements"] = measure.simulated, measure.reused
         if a.net_trials:
             res["network"] = network(cfg.name, a.net_trials, a.batch, measure)
-    res.update(config=cfg.name, objective=a.objective, trials=a.trials, batch=a.batch, seeds=a.seeds, wall_s=round(time.time() - t0, 1),
+    res.update(config=cfg.name, objective=a.objective, trials=a.trials, batch=a.batch, seeds=a.seeds,
+               wall_s=round(time.time() - t0, 1),
                target_ratio=1 / 3)
     if "avg_ratio_xgb_over_random" in res:
         res["meets_ratio_every_seed"] = all(v <= 1 / 3 for v in res["avg_ratio_xgb_over_random_per_seed"].values())

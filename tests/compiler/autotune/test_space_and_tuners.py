@@ -87,17 +87,24 @@ def test_rejected_settings_name_their_reason():
         "fewer oc tiles than virtual threads", "fewer h tiles than virtual threads"}
 
 
-@pytest.mark.parametrize("objective", ["rank", "reg"])
-def test_cost_model_ranks_held_back_trials(objective):
-    """Trained on 28 of a layer's measurements, the model orders 12 held-back ones (Spearman rho > 0.6)."""
+@pytest.fixture(scope="module")
+def layer_trials():
+    """40 random valid settings of a small layer with their cycles and features (measured once)."""
     task = Task(CFG, ConvShape(1, 1, 2, 4, 8, 8, 3, 3, (1, 1), (1, 1, 1, 1)), None, RQ)
     sp = ConvSpace(task)
     rng = np.random.default_rng(0)
     pts = [sp.at(int(i)) for i in rng.permutation(len(sp))]
     ks = [k for k in (sp.knobs(p) for p in pts) if sp.reject(k) is None][:40]
-    cyc = np.array([measure_conv(CFG, task.shape, k, None, RQ) for k in ks], dtype=float)
+    cyc = np.array([kernel_cycles(task, k) for k in ks], dtype=float)
     X = np.stack([sp.features(k) for k in ks])
     y = np.array([target(task, c) for c in cyc])
+    return X, y, cyc
+
+
+@pytest.mark.parametrize("objective", ["rank", "reg"])
+def test_cost_model_ranks_held_back_trials(objective, layer_trials):
+    """Trained on 28 of a layer's measurements, the model orders 12 held-back ones (Spearman rho > 0.6)."""
+    X, y, cyc = layer_trials
     model = CostModel(seed=0, objective=objective)
     model.fit(X[:28], y[:28])
     pred = model.predict(X[28:])
