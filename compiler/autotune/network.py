@@ -21,16 +21,18 @@ def analytic_knobs(task: Task) -> ConvKnobs:
     return choose_conv_knobs(task.cfg, task.shape, n_consts, n_alu)
 
 
-def make_tuner(kind: str, task: Task, seed: int = 0, transfer=None) -> Tuner:
-    """A tuner by name: ``xgb`` (model-based, needs xgboost), ``random`` or ``grid``."""
+def make_tuner(kind: str, task: Task, seed: int = 0, transfer=None, space=None, **xgb_options) -> Tuner:
+    """A tuner by name: ``xgb`` (model-based, needs xgboost; ``xgb_options`` go to
+    :class:`~compiler.autotune.xgb_tuner.XGBTuner`), ``random`` or ``grid``; ``space``: a
+    :class:`~compiler.autotune.space.ConvSpace` of ``task`` to share (and its lowering cache)."""
     if kind == "xgb":
         from compiler.autotune.xgb_tuner import XGBTuner
 
-        return XGBTuner(task, seed=seed, transfer=transfer)
+        return XGBTuner(task, space, seed=seed, transfer=transfer, **xgb_options)
     if kind == "random":
-        return RandomTuner(task, seed=seed)
+        return RandomTuner(task, space, seed=seed)
     if kind == "grid":
-        return GridTuner(task, seed=seed)
+        return GridTuner(task, space, seed=seed)
     raise ValueError(f"unknown tuner {kind!r}; choose one of {list(TUNERS)}")
 
 

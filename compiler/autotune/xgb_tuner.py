@@ -1,11 +1,12 @@
 """Model-based tuner: an XGBoost cost model on loop-nest features, batches chosen by simulated annealing.
 
-The model predicts ``log2(cycles / ideal cycles)`` (ideal = MACs / MACs per cycle) from
-:mod:`compiler.autotune.features`, so measurements of other tasks of the same network train it too
-(:class:`TransferData` carries them from task to task). Each batch: fit on everything measured,
-run annealing chains over the space (moves change one knob; invalid points are skipped) scoring
-points by the model, and propose the best-predicted points not yet tried. Without any data the
-first batch is random. ``xgboost`` is an optional extra (``pip install 'vta-stack[tune]'``).
+The model ranks settings by ``log2(cycles / ideal cycles)`` (ideal = MACs / MACs per cycle) from
+:mod:`compiler.autotune.features` (pairwise ranking within each task by default, regression as an option),
+so measurements of other tasks of the same network train it too (:class:`TransferData` carries them from
+task to task, one ranking group per task). Each batch: fit on everything measured, run annealing chains
+over the space (moves change one knob; invalid points are skipped) scoring points by the model, and
+propose the best-predicted points not yet tried, a few slots left to random exploration. Without any
+data the first batch is random. ``xgboost`` is an optional extra (``pip install 'vta-stack[tune]'``).
 """
 from __future__ import annotations
 
@@ -27,33 +28,71 @@ def _xgb():
 
 
 class TransferData:
-    """Feature rows and targets measured on earlier tasks (shared by the XGB tuners of one network)."""
+    """Feature rows, targets and task groups measured on earlier tasks (shared by the XGB tuners of one network)."""
 
     def __init__(self) -> None:
         self.X: list[np.ndarray] = []
         self.y: list[float] = []
+        self.groups: list[int] = []
+        self._n_groups = 0
 
     def add(self, X: list[np.ndarray], y: list[float]) -> None:
+        """Rows of one task (each call is one group for the ranking objective)."""
         self.X += X
         self.y += y
+        self.groups += [self._n_groups] * len(X)
+        self._n_groups += 1
+
+    @property
+    def n_groups(self) -> int:
+        return self._n_groups
+
+
+OBJECTIVES = ("rank", "reg")
 
 
 class CostModel:
-    """Gradient-boosted trees on feature rows; :meth:`predict` returns the predicted log2 slowdown over ideal."""
+    """Gradient-boosted trees on feature rows; :meth:`predict` returns a cost (lower = faster).
 
-    def __init__(self, seed: int = 0, rounds: int = 80) -> None:
-        self.seed, self.rounds = seed, rounds
+    ``objective="rank"`` (default): pairwise ranking within each task's group (only the order of a task's
+    settings is learned, so tasks of different sizes and speeds train one model without their offsets
+    mattering); the cost is the negated ranking score. ``"reg"``: squared-error regression of the target
+    (log2 slowdown over ideal); the cost is the prediction."""
+
+    def __init__(self, seed: int = 0, rounds: int = 80, objective: str = "rank", params: dict | None = None) -> None:
+        if objective not in OBJECTIVES:
+            raise ValueError(f"unknown cost-model objective {objective!r}; choose one of {list(OBJECTIVES)}")
+        self.seed, self.rounds, self.objective = seed, rounds, objective
+        self.params = dict(params or {})  # xgboost parameters over the defaults
         self.booster = None
 
-    def fit(self, X: np.ndarray, y: np.ndarray, weight: np.ndarray | None = None) -> None:
+    def fit(self, X: np.ndarray, y: np.ndarray, weight: np.ndarray | None = None,
+            groups: np.ndarray | None = None) -> None:
+        """Fit on rows ``X`` with targets ``y`` (lower = faster). ``groups``: the task of each row (ranking
+        compares rows of one group only; default one group). ``weight``: per row; for ranking the weight of
+        a group is that of its first row."""
         xgb = _xgb()
-        d = xgb.DMatrix(np.asarray(X, np.float32), label=np.asarray(y, np.float32), weight=weight, nthread=1)
+        X, y = np.asarray(X, np.float32), np.asarray(y, np.float32)
         params = {"max_depth": 6, "eta": 0.15, "subsample": 0.9, "colsample_bytree": 0.9, "min_child_weight": 1,
-                  "objective": "reg:squarederror", "nthread": 1, "seed": self.seed, "verbosity": 0}
-        self.booster = xgb.train(params, d, num_boost_round=self.rounds)
+                  "nthread": 1, "seed": self.seed, "verbosity": 0}
+        if self.objective == "reg":
+            d = xgb.DMatrix(X, label=y, weight=weight, nthread=1)
+            params["objective"] = "reg:squarederror"
+        else:
+            g = np.zeros(len(y), np.int64) if groups is None else np.asarray(groups, np.int64)
+            order = np.argsort(g, kind="stable")  # xgboost wants each group's rows contiguous
+            g_sorted = g[order]
+            d = xgb.DMatrix(X[order], label=-y[order], qid=g_sorted, nthread=1)  # higher label = faster
+            if weight is not None:
+                first = np.r_[True, g_sorted[1:] != g_sorted[:-1]]
+                d.set_weight(np.asarray(weight, np.float32)[order][first])
+            params.update(objective="rank:pairwise", lambdarank_pair_method="mean",
+                          lambdarank_num_pair_per_sample=8)
+        self.booster = xgb.train({**params, **self.params}, d, num_boost_round=self.rounds)
 
     def predict(self, X: np.ndarray) -> np.ndarray:
-        return self.booster.inplace_predict(np.asarray(X, np.float32))
+        p = self.booster.inplace_predict(np.asarray(X, np.float32))
+        return p if self.objective == "reg" else -p
 
 
 def target(task: Task, cycles: int) -> float:
@@ -63,18 +102,25 @@ def target(task: Task, cycles: int) -> float:
 
 
 class XGBTuner(Tuner):
-    """Model-based tuner (see the module docstring); ``transfer`` shares data across a network's tasks."""
+    """Model-based tuner (see the module docstring); ``transfer`` shares data across a network's tasks.
+
+    ``chains`` x ``steps``: the annealing over the model per batch; chains start from the best settings
+    measured so far and from the best-predicted of a random valid sample. ``explore``: the chance that a
+    slot of a batch goes to a random untried valid setting instead (epsilon-greedy: keeps a wrong model
+    from circling one region). ``objective``: the cost model's (:class:`CostModel`)."""
 
     name = "xgb"
 
     def __init__(self, task: Task, space: ConvSpace | None = None, seed: int = 0,
-                 transfer: TransferData | None = None, chains: int = 16, steps: int = 30,
-                 own_weight: float = 4.0) -> None:
+                 transfer: TransferData | None = None, chains: int = 24, steps: int = 40,
+                 own_weight: float = 4.0, explore: float = 0.05, objective: str = "reg") -> None:
         super().__init__(task, space, seed)
         _xgb()  # fail at construction when xgboost is missing
+        if not 0.0 <= explore <= 1.0:
+            raise ValueError(f"explore must be in [0, 1], got {explore}")
         self.transfer = transfer
-        self.chains, self.steps, self.own_weight = chains, steps, own_weight
-        self.model = CostModel(seed)
+        self.chains, self.steps, self.own_weight, self.explore = chains, steps, own_weight, explore
+        self.model = CostModel(seed, objective=objective)
         self._X: list[np.ndarray] = []
         self._y: list[float] = []
         self._fitted_on: tuple[int, int] | None = None
@@ -88,7 +134,7 @@ class XGBTuner(Tuner):
 
     def finish(self) -> None:
         """Hand this task's measurements to the next tasks (call once tuning of this task ends)."""
-        if self.transfer is not None:
+        if self.transfer is not None and self._X:
             self.transfer.add(self._X, self._y)
             self._X, self._y = [], []
 
@@ -102,37 +148,57 @@ class XGBTuner(Tuner):
     def _score(self, pts: list[Point]) -> np.ndarray:
         return self.model.predict(np.stack([self.space.features(self.space.knobs(p)) for p in pts]))
 
-    def propose(self, n: int) -> list[Point]:
-        tX = self.transfer.X if self.transfer is not None else []
-        ty = self.transfer.y if self.transfer is not None else []
+    def _fit(self) -> bool:
+        """(Re)fit the model on the transferred and own measurements; False when there are too few."""
+        t = self.transfer
+        tX, ty, tg = (t.X, t.y, t.groups) if t is not None else ([], [], [])
+        own_group = t.n_groups if t is not None else 0
         if len(self._X) + len(tX) < 2:
-            return [self.space.sample(self.rng) for _ in range(4 * n)]
+            return False
         if self._fitted_on != (len(tX), len(self._X)):  # refit only when new measurements arrived
             X = np.stack(tX + self._X)
             w = np.concatenate([np.ones(len(tX)), np.full(len(self._X), self.own_weight)])
-            self.model.fit(X, np.asarray(ty + self._y), w)
+            g = np.asarray(list(tg) + [own_group] * len(self._X))
+            self.model.fit(X, np.asarray(ty + self._y), w, g)
             self._fitted_on = (len(tX), len(self._X))
-        out = self._anneal(n)
-        if len(out) < n:  # the chains found too few untried points: top up with random ones
-            out += [self.space.sample(self.rng) for _ in range(4 * (n - len(out)))]
-        return out
+        return True
+
+    def propose(self, n: int) -> list[Point]:
+        if not self._fit():
+            return [self.space.sample(self.rng) for _ in range(4 * n)]
+        n_explore = int(self.rng.binomial(n, self.explore)) if n > 1 else 0
+        out = self._anneal(n - n_explore)
+        for _ in range(8 * n):  # exploration slots, and a top-up when the chains found too few untried points
+            if len(out) >= n:
+                return out
+            p = self._valid_random(40)
+            if p is not None and p not in self.visited and p not in out:
+                out.append(p)
+        # nearly all valid points tried: raw samples (the loop rejects invalid ones and stops when exhausted)
+        return out + [self.space.sample(self.rng) for _ in range(4 * (n - len(out)))]
+
+    def _starts(self) -> list[Point]:
+        """Chain starts: the best measured settings, then the best-predicted of a random valid sample."""
+        ok = sorted((h for h in self.history if h[1].cycles is not None), key=lambda h: h[1].cycles)
+        starts = [p for p in (self.space.point(k) for k, _ in ok[: self.chains // 4]) if p is not None]
+        pool = list(dict.fromkeys(p for p in (self._valid_random() for _ in range(4 * self.chains)) if p is not None))
+        if pool:
+            scores = self._score(pool)
+            starts += [pool[i] for i in np.argsort(scores, kind="stable")[: self.chains - len(starts)]]
+        return starts
 
     def _anneal(self, n: int) -> list[Point]:
         """Simulated annealing over the model's predictions; the ``n`` best untried points seen."""
+        if n <= 0:
+            return []
         sp = self.space
-        starts = [sp.point(k) for k, r in sorted((h for h in self.history if h[1].cycles is not None),
-                                                  key=lambda h: h[1].cycles)[: self.chains // 2]]
-        while len(starts) < self.chains:
-            p = self._valid_random()
-            if p is None:
-                break
-            starts.append(p)
-        cur = [p for p in starts if p is not None]
+        cur = self._starts()
         if not cur:
             return []
         cur_s = self._score(cur)
         seen: dict[Point, float] = dict(zip(cur, cur_s))
-        temps = np.linspace(0.3, 0.0, self.steps)
+        spread = float(np.std(cur_s)) or 1.0  # temperatures in units of the model's score spread
+        temps = np.linspace(0.3, 0.0, self.steps) * spread
         for t in temps:
             nxt = []
             for p in cur:

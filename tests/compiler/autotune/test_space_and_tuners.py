@@ -6,6 +6,7 @@ import itertools
 import numpy as np
 import pytest
 
+from compiler.autotune.measure import kernel_cycles
 from compiler.autotune import ConvSpace, GridTuner, LocalMeasurer, RandomTuner, RayMeasurer, Result, Task, measure
 from compiler.autotune.xgb_tuner import CostModel, TransferData, XGBTuner, target
 from compiler.requant import Requant
@@ -86,22 +87,64 @@ def test_rejected_settings_name_their_reason():
         "fewer oc tiles than virtual threads", "fewer h tiles than virtual threads"}
 
 
-def test_cost_model_ranks_held_back_trials():
-    """Trained on 28 of a layer's measurements, the model orders 12 held-back ones (Spearman rho > 0.6)."""
+@pytest.fixture(scope="module")
+def layer_trials():
+    """40 random valid settings of a small layer with their cycles and features (measured once)."""
     task = Task(CFG, ConvShape(1, 1, 2, 4, 8, 8, 3, 3, (1, 1), (1, 1, 1, 1)), None, RQ)
     sp = ConvSpace(task)
     rng = np.random.default_rng(0)
     pts = [sp.at(int(i)) for i in rng.permutation(len(sp))]
     ks = [k for k in (sp.knobs(p) for p in pts) if sp.reject(k) is None][:40]
-    cyc = np.array([measure_conv(CFG, task.shape, k, None, RQ) for k in ks], dtype=float)
+    cyc = np.array([kernel_cycles(task, k) for k in ks], dtype=float)
     X = np.stack([sp.features(k) for k in ks])
     y = np.array([target(task, c) for c in cyc])
-    model = CostModel(seed=0)
+    return X, y, cyc
+
+
+@pytest.mark.parametrize("objective", ["rank", "reg"])
+def test_cost_model_ranks_held_back_trials(objective, layer_trials):
+    """Trained on 28 of a layer's measurements, the model orders 12 held-back ones (Spearman rho > 0.6)."""
+    X, y, cyc = layer_trials
+    model = CostModel(seed=0, objective=objective)
     model.fit(X[:28], y[:28])
     pred = model.predict(X[28:])
     rank = lambda a: np.argsort(np.argsort(a))  # noqa: E731
     rho = np.corrcoef(rank(pred), rank(cyc[28:]))[0, 1]
     assert rho > 0.6, rho
+
+
+def test_rank_objective_orders_within_each_group():
+    """Ranking compares rows of one group only: two interleaved groups (the model gathers each group's rows,
+    labels and weights itself) with far apart costs; each group's held-back rows come out in cost order."""
+    rng = np.random.default_rng(0)
+    x = rng.random((120, 3))
+    g = np.tile([1, 0], 60)
+    cost = lambda x, g: np.where(g == 0, x[:, 0] + 0.5 * x[:, 1], 1000.0 + 3 * x[:, 0] + x[:, 1])  # noqa: E731
+    model = CostModel(seed=0, objective="rank")
+    model.fit(x[:100], cost(x[:100], g[:100]), weight=np.where(g[:100] == 0, 4.0, 1.0), groups=g[:100])
+    for grp in (0, 1):
+        sel = np.flatnonzero(g[100:] == grp) + 100
+        pred, true = model.predict(x[sel]), cost(x[sel], g[sel])
+        rho = np.corrcoef(np.argsort(np.argsort(pred)), np.argsort(np.argsort(true)))[0, 1]
+        assert rho > 0.8, (grp, rho)
+
+
+def test_bad_model_settings_are_clear_errors():
+    with pytest.raises(ValueError, match=r"objective 'l2'.*\['rank', 'reg'\]"):
+        CostModel(objective="l2")
+    with pytest.raises(ValueError, match=r"explore must be in \[0, 1\], got 1.5"):
+        XGBTuner(SMALL, explore=1.5)
+
+
+def test_timing_only_measurement_equals_the_full_simulator():
+    """The tuner's measurement skips the arithmetic; its cycles must equal the cycle-accurate simulator's run
+    with data, for settings with one or more threads, both loop orders and a deferred epilogue."""
+    rq = Requant(multiplier=np.arange(1000, 1064), shift=12, relu=True, out_min=0, out_max=127)
+    task = Task(CFG, ConvShape(1, 1, 4, 4, 10, 10, 3, 3, (2, 2), (1, 1, 1, 1)),
+                np.arange(-32, 32).astype(np.int32), rq)
+    for k in (ConvKnobs(2, 2, 2, 1), ConvKnobs(2, 1, 4, 2, "oc", "h", "deferred"), ConvKnobs(4, 1, 1, 3, "h")):
+        assert ConvSpace(task).reject(k) is None
+        assert kernel_cycles(task, k) == measure_conv(CFG, task.shape, k, task.bias, rq) > 0
 
 
 def test_model_transfers_to_the_next_task():
