@@ -41,19 +41,36 @@ def tree_sum(values: list[Value]) -> Value:
 DSP_A_BITS, DSP_B_BITS = 25, 18
 
 
-def pair_products(x: Value, w0: Value, w1: Value) -> tuple[Value, Value]:
+def pair_products(x: Value, w0: Value, w1: Value, m: Module | None = None,
+                  en: Value | None = None) -> tuple[Value, Value]:
     """``(x * w0, x * w1)`` for signed ``x``, ``w0``, ``w1`` from ONE multiplier: ``(w1 << s + w0) * x``.
 
     With ``s = len(x) + len(w0)`` the low product ``w0 * x`` fits in ``s`` signed bits, so it is the low
     ``s`` bits of the wide product read as signed, and ``w1 * x`` is the rest plus the borrow the negative
     low part took from it. For 8-bit operands the wide multiplier is 25 x 8 bits, one DSP48E1 (25 x 18),
-    which halves the DSPs of the GEMM array (the ``int8`` packing trick).
+    which halves the DSPs of the GEMM array (the ``int8`` packing trick). With ``m`` and ``en`` the wide
+    product is a signal held at 0 while ``en`` is low (operand isolation, see :func:`isolated`).
     """
     s = len(x) + len(w0)
-    wide = ((w1.as_signed() << s) + w0.as_signed()) * x.as_signed()
+    wide = (w1.as_signed().shift_left(s) + w0.as_signed()) * x.as_signed()  # len(w1) + s + 1 + len(x) bits
+    if m is not None and en is not None:
+        wide = isolated(m, en, wide)
     lo = wide[:s].as_signed()
     hi = (wide[s:].as_signed() + wide[s - 1])
     return lo, hi
+
+
+def isolated(m: Module, en: Value, value: Value) -> Signal:
+    """``value`` while ``en`` is high, else 0 (operand isolation).
+
+    The S2 datapath (GEMM products and sums, ALU lanes) only matters on cycles with a micro-op in S2; holding it at 0
+    otherwise costs no extra logic level in hardware and lets the Verilated model skip the whole datapath on
+    other cycles (its logic sits under ``if (en)``), which is most of the RTL co-simulation's time."""
+    value = Value.cast(value)
+    sig = Signal(value.shape())
+    with m.If(en):
+        m.d.comb += sig.eq(value)
+    return sig
 
 
 def can_pair(cfg: HwConfig) -> bool:
@@ -189,6 +206,8 @@ class ComputeUnit(wiring.Component):
         lanes = B * BO
         gemm_res, alu_res = [], []
         paired = can_pair(cfg)
+        gemm_go, alu_go = Signal(name="gemm_go"), Signal(name="alu_go")  # a GEMM / an ALU micro-op in S2 (operand isolation of each datapath)
+        m.d.comb += [gemm_go.eq(v2 & ~rst2 & ~alu2), alu_go.eq(v2 & ~rst2 & alu2)]
         for b in range(B):
             # products[o][i] = inp[b][i] * wgt[o][i]; pairs of outputs share one multiplier per input
             xs = [inp[(b * BI + i) * iw:][:iw] for i in range(BI)]
@@ -197,7 +216,7 @@ class ComputeUnit(wiring.Component):
                 wv = [wgt[(o * BI + i) * ww:][:ww] for o in range(BO)]
                 if paired:
                     for o in range(0, BO, 2):
-                        lo, hi = pair_products(xs[i], wv[o], wv[o + 1])
+                        lo, hi = pair_products(xs[i], wv[o], wv[o + 1], m, gemm_go)
                         products[o].append(lo)
                         products[o + 1].append(hi)
                 else:
@@ -208,12 +227,12 @@ class ComputeUnit(wiring.Component):
                 prods = products[o]
                 av = acc_d[j * aw:][:aw].as_signed()
                 gemm_acc = Mux(ovw2, 0, av)  # overwrite: acc[dst] = inp x wgt^T, the old value is not read
-                gemm_res.append((gemm_acc + tree_sum(prods))[:aw])
+                gemm_res.append(isolated(m, gemm_go, (gemm_acc + tree_sum(prods))[:aw]))
                 bv = Mux(ui2, imm2.as_signed(), acc_s[j * aw:][:aw].as_signed())
                 rec = record_of(wgt[o * BI * ww:][:RECORD_BITS]) if records else None
-                alu_res.append(alu_lane(m, op2, av, bv, aw, rec)[:aw])
-        res = Signal(lanes * aw)
-        m.d.comb += res.eq(Mux(rst2, 0, Mux(alu2, Cat(*alu_res), Cat(*gemm_res))))
+                alu_res.append(alu_lane(m, op2, av, bv, aw, rec, en=alu_go)[:aw])
+        res = Signal(lanes * aw)  # both datapaths are 0 unless theirs is the micro-op (and 0 on reset)
+        m.d.comb += res.eq(Cat(*[g | al for g, al in zip(gemm_res, alu_res)]))
 
         # acc / out writes: the pipeline (S2) or the acc DMA
         ka = epb(cfg, cfg.acc_elem_bytes)
