@@ -11,7 +11,9 @@ and the blocked GEMMs on pynq-z1.
     python benchmarks/bench_rtl.py --random 10000 --seed 0 --pynq-random 1000 --resnet18
 
 Prints mismatches as they are found; the last line is one JSON object. Speeds are wall-clock figures of
-this run (``*_cpu_s`` the harness process's CPU time, for machines shared with other work).
+this run (``*_cpu_s`` the harness process's CPU time, for machines shared with other work):
+``long_gemm_cycles_per_s`` is wall cycles/s, ``long_gemm_cycles_per_cpu_s`` cycles per harness CPU-second, and
+``harness_flags`` the Verilator/C++ flags the harness binary was built with.
 """
 from __future__ import annotations
 
@@ -115,7 +117,9 @@ def long_gemm(n: int = 512) -> dict:
     print(f"long GEMM {n}^3 pynq-z1: {r.cycles:,} cycles in {wall:.2f} s = {r.cycles / wall:,.0f} cycles/s "
           f"(harness CPU {cpu:.2f} s = {r.cycles / max(cpu, 1e-9):,.0f} cycles/s; simulator {sim_s:.2f} s)"
           f"{'' if ok else '  MISMATCH'}", flush=True)
-    return {"long_gemm_cycles": r.cycles, "long_gemm_wall_s": round(wall, 3),
+    from hw.cosim.harness.build import build_flags
+
+    return {"long_gemm_cycles": r.cycles, "long_gemm_wall_s": round(wall, 3), "harness_flags": build_flags(cfg),
             "long_gemm_cycles_per_s": round(r.cycles / wall, 1), "long_gemm_sim_wall_s": round(sim_s, 3),
             "long_gemm_harness_cpu_s": round(cpu, 2),
             "long_gemm_cycles_per_cpu_s": round(r.cycles / cpu, 1) if cpu else None, "long_gemm_mismatch": not ok}

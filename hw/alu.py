@@ -9,7 +9,9 @@ record op (REQUANT, ``operand="wgt"``) takes its parameters from the lane's reco
 """
 from __future__ import annotations
 
-from amaranth.hdl import Module, Mux, Signal, Value, signed
+from contextlib import nullcontext
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -17,18 +19,48 @@ from isa.alu import alu_opcode_bits, alu_ops
 from isa.requant import RECORD_BITS, RECORD_FIELDS, Record
 
 
+#: Widest intermediate value, as in :class:`isa.alu.NumpyOps` (int64).
+INT_BITS = 64
+
+
+def _ext(v: Value, n: int) -> Value:
+    """``v`` extended (sign or zero, by its shape) to exactly ``n`` bits."""
+    pad = n - len(v)
+    if pad <= 0:
+        return v[:n]
+    return Cat(v, (v[-1] if v.shape().signed else Const(0, 1)).replicate(pad))
+
+
+def add_wrapped(a, b, sub: bool = False) -> Value:
+    """``a + b`` (``a - b`` with ``sub``), widened as Amaranth does but wrapped to ``INT_BITS`` signed bits when
+    that is wider (the int64 of :class:`isa.alu.NumpyOps`).
+
+    The wrapped sum is built from a ``INT_BITS - 1``-bit adder and the top bit's XOR, so no intermediate is wider
+    than ``INT_BITS`` bits (the same adder in hardware; in a Verilated model, no multi-word arithmetic)."""
+    a, b = Value.cast(a), Value.cast(b)
+    full = a - b if sub else a + b
+    if len(full) <= INT_BITS:
+        return full
+    n = INT_BITS
+    a64, b64 = _ext(a, n), _ext(b, n)
+    # n bits: the low n-1 bits of the result, then the carry (borrow) into bit n-1
+    low = a64[:n - 1] - b64[:n - 1] if sub else a64[:n - 1] + b64[:n - 1]
+    return Cat(low[:n - 1], a64[n - 1] ^ b64[n - 1] ^ low[n - 1]).as_signed()
+
+
 class AmaranthOps:
-    """Primitives on signed Amaranth values of ``width`` bits (results may be wider; the caller wraps)."""
+    """Primitives on signed Amaranth values of ``width`` bits (results may be wider, at most 64 bits like the
+    int64 of :class:`isa.alu.NumpyOps`; the caller wraps)."""
 
     def __init__(self, width: int):
         self.width = width
         self.products: list[tuple[Value, Value, Signal]] = []
 
     def add(self, a, b):
-        return a + b
+        return add_wrapped(a, b)
 
     def sub(self, a, b):
-        return a - b
+        return add_wrapped(a, b, sub=True)
 
     def mul(self, a, b):
         """The lane multiplier's product for operands ``a``, ``b`` (``width``-bit signed)."""
@@ -40,10 +72,15 @@ class AmaranthOps:
         return Value.cast(a)[:self.width].as_signed()
 
     def round_shift(self, a, s):
-        """``((a >> (s - 1)) + 1) >> 1`` for ``s > 0``, ``a`` for ``s == 0`` (``s`` unsigned)."""
+        """``((a >> (s - 1)) + 1) >> 1`` for ``s > 0``, ``a`` for ``s == 0`` (``s`` unsigned).
+
+        ``(t + 1) >> 1`` is computed as ``(t >> 1) + t[0]``, which fits ``len(a)`` bits (no wider adder)."""
+        a = Value.cast(a)
         amount = Mux(s == 0, 0, s - 1)[:len(s)]
         t = a >> amount
-        return Mux(s == 0, a, (t + 1) >> 1)
+        half = add_wrapped(t >> 1, t[0])  # fits len(a) bits: never wraps
+        half = half[:len(a)].as_signed() if a.shape().signed else half[:len(a)]
+        return Mux(s == 0, a, half)
 
     def min(self, a, b):
         return Mux(a < b, a, b)
@@ -75,10 +112,12 @@ def record_of(bits: Value) -> Record:
     return Record(**out)
 
 
-def alu_lane(m: Module, op_code: Value, a: Value, b: Value, width: int, rec: Record | None = None) -> Value:
+def alu_lane(m: Module, op_code: Value, a: Value, b: Value, width: int, rec: Record | None = None,
+             en: Value | None = None) -> Value:
     """One lane: ``op(a, b)`` wrapped to ``width`` bits, selected by ``op_code`` over every registered op.
 
-    ``rec`` is the lane's REQUANT record; without it record ops are not built (their result is 0)."""
+    ``rec`` is the lane's REQUANT record; without it record ops are not built (their result is 0).
+    With ``en`` the multiplier and the result are 0 while ``en`` is low (operand isolation)."""
     ops = AmaranthOps(width)
     cases, mul_of = {}, {}
     for op in alu_ops():
@@ -99,13 +138,24 @@ def alu_lane(m: Module, op_code: Value, a: Value, b: Value, width: int, rec: Rec
             xv = Mux(op_code == code, pa, xv)
             yv = Mux(op_code == code, pb, yv)
         prod = Signal(signed(2 * width))
-        m.d.comb += [x.eq(xv), y.eq(yv), prod.eq(x * y)]
+        with _enabled(m, en):
+            m.d.comb += [x.eq(xv), y.eq(yv), prod.eq(x * y)]
         for _, _, p in mul_of.values():
             m.d.comb += p.eq(prod)
     out: Value = Value.cast(0)
     for code, val in cases.items():
         out = Mux(op_code == code, val, out)
-    return out
+    if en is None:
+        return out
+    res = Signal(signed(width))
+    with m.If(en):
+        m.d.comb += res.eq(out)
+    return res
+
+
+def _enabled(m: Module, en: Value | None):
+    """``m.If(en)``, or a no-op context without ``en``."""
+    return m.If(en) if en is not None else nullcontext()
 
 
 class Alu(wiring.Component):

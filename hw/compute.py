@@ -19,7 +19,7 @@ from amaranth.lib.wiring import In, Out
 
 from hw.alu import alu_lane, record_of
 from hw.common import clog2, epb, field, log2
-from hw.intrinsic import DatapathContext, GemmArray, can_pair, lane_terms, pair_products, tree_sum  # noqa: F401
+from hw.intrinsic import DatapathContext, GemmArray, can_pair, isolated, lane_terms, pair_products, tree_sum  # noqa: F401
 from hw.dma_read import DmaRead
 from hw.load import connect_engine, mem_ports, mux_read_masters, read_master, read_port
 from hw.unit import IDLE, REQ, dma_control, frontend, push
@@ -176,7 +176,9 @@ class ComputeUnit(wiring.Component):
         acc_d = self.acc0_r_data
         acc_s = self.acc1_r_data
         lanes = B * BO
-        array = GemmArray(cfg)
+        tensor_go, alu_go = Signal(name="tensor_go"), Signal(name="alu_go")  # a tensor / an ALU micro-op in S2 (operand isolation of each datapath)
+        m.d.comb += [tensor_go.eq(v2 & ~rst2 & ~alu2), alu_go.eq(v2 & ~rst2 & alu2)]
+        array = GemmArray(cfg, m, tensor_go)
         terms = {}
         for d in decls:  # each declared tensor intrinsic's lane values (GEMM first: the array's default user)
             intr = intrs[d.name]
@@ -197,12 +199,12 @@ class ComputeUnit(wiring.Component):
                 t: Value = terms[decls[0].opcode][j]
                 for d in decls[1:]:
                     t = Mux(opc2 == d.opcode, terms[d.opcode][j], t)
-                tensor_res.append((base + t)[:aw])
+                tensor_res.append(isolated(m, tensor_go, (base + t)[:aw]))
                 bv = Mux(ui2, imm2.as_signed(), acc_s[j * aw:][:aw].as_signed())
                 rec = record_of(wgt[o * BI * ww:][:RECORD_BITS]) if records else None
-                alu_res.append(alu_lane(m, op2, av, bv, aw, rec)[:aw])
-        res = Signal(lanes * aw)
-        m.d.comb += res.eq(Mux(rst2, 0, Mux(alu2, Cat(*alu_res), Cat(*tensor_res))))
+                alu_res.append(alu_lane(m, op2, av, bv, aw, rec, en=alu_go)[:aw])
+        res = Signal(lanes * aw)  # both datapaths are 0 unless theirs is the micro-op (and 0 on reset)
+        m.d.comb += res.eq(Cat(*[tv | al for tv, al in zip(tensor_res, alu_res)]))
 
         # acc / out writes: the pipeline (S2) or the acc DMA
         ka = epb(cfg, cfg.acc_elem_bytes)

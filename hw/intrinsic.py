@@ -37,19 +37,36 @@ def tree_sum(values: list[Value]) -> Value:
     return values[0]
 
 
-def pair_products(x: Value, w0: Value, w1: Value) -> tuple[Value, Value]:
+def pair_products(x: Value, w0: Value, w1: Value, m: Module | None = None,
+                  en: Value | None = None) -> tuple[Value, Value]:
     """``(x * w0, x * w1)`` for signed ``x``, ``w0``, ``w1`` from ONE multiplier: ``(w1 << s + w0) * x``.
 
     With ``s = len(x) + len(w0)`` the low product ``w0 * x`` fits in ``s`` signed bits, so it is the low
     ``s`` bits of the wide product read as signed, and ``w1 * x`` is the rest plus the borrow the negative
     low part took from it. For 8-bit operands the wide multiplier is 25 x 8 bits, one DSP48E1 (25 x 18),
-    which halves the DSPs of the GEMM array (the ``int8`` packing trick).
+    which halves the DSPs of the GEMM array (the ``int8`` packing trick). With ``m`` and ``en`` the wide
+    product is a signal held at 0 while ``en`` is low (operand isolation, see :func:`isolated`).
     """
     s = len(x) + len(w0)
-    wide = ((w1.as_signed() << s) + w0.as_signed()) * x.as_signed()
+    wide = (w1.as_signed().shift_left(s) + w0.as_signed()) * x.as_signed()  # len(w1) + s + 1 + len(x) bits
+    if m is not None and en is not None:
+        wide = isolated(m, en, wide)
     lo = wide[:s].as_signed()
     hi = (wide[s:].as_signed() + wide[s - 1])
     return lo, hi
+
+
+def isolated(m: Module, en: Value, value: Value) -> Signal:
+    """``value`` while ``en`` is high, else 0 (operand isolation).
+
+    The S2 datapath (tensor products and sums, ALU lanes) only matters on cycles with a micro-op in S2; holding it
+    at 0 otherwise costs no extra logic level in hardware and lets the Verilated model skip the whole datapath on
+    other cycles (its logic sits under ``if (en)``), which is most of the RTL co-simulation's time."""
+    value = Value.cast(value)
+    sig = Signal(value.shape())
+    with m.If(en):
+        m.d.comb += sig.eq(value)
+    return sig
 
 
 def can_pair(cfg: HwConfig) -> bool:
@@ -61,8 +78,9 @@ def can_pair(cfg: HwConfig) -> bool:
 class GemmArray:
     """The shared ``BATCH x BLOCK_OUT x BLOCK_IN`` multiplier array; users register inputs with a select."""
 
-    def __init__(self, cfg: HwConfig):
-        self.cfg = cfg
+    def __init__(self, cfg: HwConfig, m: Module | None = None, en: Value | None = None):
+        """``m``/``en``: hold the array's products at 0 while ``en`` is low (see :func:`isolated`)."""
+        self.cfg, self.m, self.en = cfg, m, en
         B, BI, BO = cfg.batch, cfg.block_in, cfg.block_out
         self.a = [[Signal(signed(cfg.inp_width), name=f"arr_a_{b}_{i}") for i in range(BI)] for b in range(B)]
         self.w = [[Signal(signed(cfg.wgt_width), name=f"arr_w_{o}_{i}") for i in range(BI)] for o in range(BO)]
@@ -98,7 +116,7 @@ class GemmArray:
                     wv = [self.w[o][i] for o in range(BO)]
                     if paired:
                         for o in range(0, BO, 2):
-                            lo, hi = pair_products(x, wv[o], wv[o + 1])
+                            lo, hi = pair_products(x, wv[o], wv[o + 1], self.m, self.en)
                             products[o].append(lo)
                             products[o + 1].append(hi)
                     else:

@@ -93,16 +93,19 @@ def _row_bytes(rows: np.ndarray, wgt_width: int) -> np.ndarray:
 
 def unpack_records(rows: np.ndarray, wgt_width: int) -> Record:
     """Record fields (int64 arrays of shape ``rows.shape[:-1]``) from WGT rows ``(..., block_in)``."""
-    b = _row_bytes(rows, wgt_width).astype(np.int64)
+    b = _row_bytes(rows, wgt_width)
+    lead = b.shape[:-1]
+    flat = b.reshape(-1, b.shape[-1])
     out = {}
-    for f in RECORD_FIELDS:
+    for f in RECORD_FIELDS:  # each field's bytes, zero-padded to 8, read as one little-endian word
         nbytes = -(-f.width // 8)
-        v = np.zeros(b.shape[:-1], np.int64)
-        for k in range(nbytes):
-            v |= b[..., f.lo // 8 + k] << (8 * k)
+        word = np.zeros((flat.shape[0], 8), np.uint8)
+        word[:, :nbytes] = flat[:, f.lo // 8:f.lo // 8 + nbytes]
+        v = word.view("<u8").reshape(lead).astype(np.int64)
         v &= (1 << f.width) - 1
         if f.signed:
-            v = np.where(v >= (1 << (f.width - 1)), v - (1 << f.width), v)
+            sign = 1 << (f.width - 1)
+            v = (v ^ sign) - sign
         out[f.name] = v
     return Record(**out)
 

@@ -6,6 +6,7 @@ import numpy as np
 from isa.config import HwConfig
 from isa.instructions import Alu, Finish, Gemm, Load, Store
 from simulator.alu import AluExecutor
+from simulator.blas import blas_session
 from simulator.budget import DEFAULT_MAX_CYCLES, check_budget, with_progress
 from simulator.dram import check_image, execute_load, execute_store
 from simulator.functional import run_functional
@@ -87,9 +88,10 @@ class Simulator:
         floor = check_budget(infos, self.max_cycles)
         execute, close = with_progress(execute, infos, floor, self.progress)
         try:
-            if self.timing:
-                return SimResult(cfg, infos, run_timed(cfg, infos, execute, self.max_cycles))
-            run_functional(cfg, infos, execute)
-            return SimResult(cfg, infos, None)
+            with blas_session():
+                if self.timing:
+                    return SimResult(cfg, infos, run_timed(cfg, infos, execute, self.max_cycles))
+                run_functional(cfg, infos, execute)
+                return SimResult(cfg, infos, None)
         finally:
             close()

@@ -27,6 +27,7 @@ from isa.alu import wrap
 from isa.config import HwConfig
 from isa.instructions import Gemm, n_iterations
 from isa.intrinsics import gemm_intrinsic
+from simulator.blas import use_threads_for
 from simulator.errors import InvalidInstructionError
 from simulator.loops import check_bound, expand, factor_uops, loop_dims
 from simulator.scratchpads import Scratchpads
@@ -173,6 +174,7 @@ class GemmExecutor:
             if len(self._wmats) >= 8:
                 self._wmats.clear()
             self._wmats[wkey] = w
+        use_threads_for(a.shape[0] * a.shape[1] * w.shape[1])  # small products: one BLAS thread
         with np.errstate(over="ignore"):
             prod = np.matmul(a, w)  # one BLAS call (int64: wraps modulo 2**64, still exact modulo 2**acc_width)
         prod = prod.astype(np.int64, copy=False)

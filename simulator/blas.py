@@ -1,0 +1,57 @@
+"""BLAS threads for the simulator's matrix products.
+
+A dense GEMM instruction is one BLAS call (:mod:`simulator.gemm`); most are small (a few million
+multiply-adds), where a second BLAS thread saves little and, on a busy machine, costs a lot: OpenBLAS
+workers spin-wait between calls and compete with the simulator's own thread. Calls below
+``SMALL_MACS`` run on one thread; larger ones on the library's default. :func:`blas_session`
+restores the default when a program run ends. Without ``threadpoolctl`` (or without a BLAS it
+can control) nothing changes.
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Iterator
+
+#: Multiply-adds below which a matrix product runs on one BLAS thread.
+SMALL_MACS = 1 << 22
+
+_state: dict = {}
+
+
+def _controllers() -> list:
+    if "libs" not in _state:
+        try:
+            from threadpoolctl import ThreadpoolController
+
+            libs = ThreadpoolController().select(user_api="blas").lib_controllers
+        except Exception:  # noqa: BLE001 - no threadpoolctl or an unknown BLAS: leave threads alone
+            libs = []
+        _state["libs"] = libs
+        _state["default"] = [lib.num_threads for lib in libs]
+        _state["current"] = None
+    return _state["libs"]
+
+
+def use_threads_for(macs: int) -> None:
+    """Set the BLAS thread count for a product of ``macs`` multiply-adds (one thread when small)."""
+    libs = _controllers()
+    if not libs:
+        return
+    small = macs < SMALL_MACS
+    if _state["current"] == small:
+        return
+    for lib, default in zip(libs, _state["default"]):
+        lib.set_num_threads(1 if small else default)
+    _state["current"] = small
+
+
+@contextmanager
+def blas_session() -> Iterator[None]:
+    """A program run: the thread counts set by :func:`use_threads_for` are restored at the end."""
+    try:
+        yield
+    finally:
+        if _state.get("current") is not None:
+            for lib, default in zip(_state["libs"], _state["default"]):
+                lib.set_num_threads(default)
+            _state["current"] = None
