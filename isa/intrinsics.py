@@ -436,9 +436,14 @@ def alu_intrinsic(cfg: "HwConfig", op: AluOp) -> TensorIntrinsic:
     ``acc[b, o] = op(acc[b, o], record(wgt[src][o]))``."""
     width = cfg.acc_width
     if op.operand == "wgt":
-        def rfn(dst: np.ndarray, rows: np.ndarray) -> np.ndarray:
-            """dst (n, B, BO) int64, rows (n, BO, BI) WGT elements -> new acc (n, B, BO)."""
-            return evaluate(op, dst, record_lanes(rows, cfg.wgt_width), width)
+        def rfn(dst: np.ndarray, rows: np.ndarray, inverse: np.ndarray | None = None) -> np.ndarray:
+            """dst (n, B, BO) int64, rows (n, BO, BI) WGT elements -> new acc (n, B, BO). With ``inverse``,
+            ``rows`` holds each distinct WGT element once and iteration k uses ``rows[inverse[k]]`` (the records
+            are unpacked once per element, not once per iteration)."""
+            rec = record_lanes(rows, cfg.wgt_width)
+            if inverse is not None:
+                rec = Record(**{k: v[inverse] for k, v in vars(rec).items()})
+            return evaluate(op, dst, rec, width)
 
         return TensorIntrinsic(
             name=f"alu_{op.name.lower()}", kind="alu", extents={"b": cfg.batch, "o": cfg.block_out, "i": cfg.block_in},

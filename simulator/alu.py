@@ -32,6 +32,7 @@ class _AluPlan:
     s: np.ndarray | None
     waves: list[np.ndarray] | None  # None: conflict-free, one vector op
     wgt_src: bool = False  # s indexes WGT (a record op)
+    s_rows: tuple[np.ndarray, np.ndarray] | None = None  # wgt_src without waves: (distinct s, inverse)
 
 
 def conflict_waves(d: np.ndarray, s: np.ndarray | None) -> list[np.ndarray]:
@@ -105,6 +106,8 @@ class AluExecutor:
                         f"{MAX_SEQUENTIAL_STEPS:,} is over the simulator's host-time budget")
                 waves = conflict_waves(d, None if wgt_src else s)
         plan = _AluPlan(d, s, waves, wgt_src)
+        if wgt_src and s is not None and waves is None:
+            plan.s_rows = np.unique(s, return_inverse=True)
         if len(self._plans) > 4096:
             self._plans.clear()
         self._plans[key] = plan
@@ -143,6 +146,10 @@ class AluExecutor:
     def _apply(self, insn: Alu, p: _AluPlan) -> None:
         fn, sp = self._fn(insn.op), self.sp
         imm = np.int64(insn.imm)
+        if p.s_rows is not None:  # a record op: each distinct WGT element's records unpacked once
+            rows, inverse = p.s_rows
+            sp.write_acc(p.d, fn(sp.acc[p.d], sp.wgt[rows], inverse.reshape(-1)))
+            return
         for sel in ([slice(None)] if p.waves is None else p.waves):
             d = p.d[sel]
             b = imm if p.s is None else (sp.wgt[p.s[sel]] if p.wgt_src else sp.acc[p.s[sel]])
