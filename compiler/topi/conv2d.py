@@ -16,7 +16,7 @@ from compiler import te
 from compiler.requant import Requant
 from compiler.schedule import Schedule, create_schedule
 from compiler.topi.knobs import ConvKnobs, choose_conv_knobs
-from compiler.topi.pad import pad_spatial
+from compiler.topi.pad import OutputPlane, pad_spatial
 from compiler.topi.requant import Epilogue, requant_stages
 
 if TYPE_CHECKING:
@@ -26,7 +26,7 @@ from isa.intrinsics import gemm_intrinsic
 
 
 @dataclass(frozen=True)
-class ConvShape:
+class ConvShape(OutputPlane):
     """Packed conv2d geometry (block counts, spatial sizes, stride, padding, groups)."""
 
     nb: int
@@ -40,14 +40,6 @@ class ConvShape:
     stride: tuple[int, int]
     padding: tuple[int, int, int, int]
     pad_value: int = 0  # what the padding holds (the activation zero point: padding is real zero)
-
-    @property
-    def oh(self) -> int:
-        return (self.h + self.padding[0] + self.padding[2] - self.kh) // self.stride[0] + 1
-
-    @property
-    def ow(self) -> int:
-        return (self.w + self.padding[1] + self.padding[3] - self.kw) // self.stride[1] + 1
 
     def macs(self, cfg: HwConfig) -> int:
         return (self.nb * self.groups * self.ocb * self.oh * self.ow * self.icb * self.kh * self.kw

@@ -23,14 +23,14 @@ import numpy as np
 from compiler import te
 from compiler.requant import Requant
 from compiler.schedule import Schedule, create_schedule
-from compiler.topi.pad import pad_spatial
+from compiler.topi.pad import OutputPlane, pad_spatial
 from compiler.topi.requant import Epilogue, requant_stages
 from isa.config import HwConfig
 from isa.intrinsics import intrinsics
 
 
 @dataclass(frozen=True)
-class DwShape:
+class DwShape(OutputPlane):
     """Packed depthwise geometry: ``cb`` channel blocks, spatial sizes, kernel, stride, padding."""
 
     nb: int
@@ -42,14 +42,6 @@ class DwShape:
     stride: tuple[int, int]
     padding: tuple[int, int, int, int]
     pad_value: int = 0
-
-    @property
-    def oh(self) -> int:
-        return (self.h + self.padding[0] + self.padding[2] - self.kh) // self.stride[0] + 1
-
-    @property
-    def ow(self) -> int:
-        return (self.w + self.padding[1] + self.padding[3] - self.kw) // self.stride[1] + 1
 
     def macs(self, cfg: HwConfig) -> int:
         """Multiply-accumulates (each DWMAC micro-op does ``batch * block_out``)."""

@@ -26,3 +26,15 @@ def pad_spatial(data: te.Tensor, h_axis: int, pads: tuple[int, int, int, int], n
 
     return te.compute(tuple(shape), f, name=name, dtype=data.dtype,
                       axis_names=tuple(f"p{k}" for k in range(len(shape))))
+
+
+class OutputPlane:
+    """``oh``/``ow`` of a windowed op from its ``h``, ``w``, ``kh``, ``kw``, ``stride`` and ``padding`` (t, l, b, r)."""
+
+    @property
+    def oh(self) -> int:
+        return (self.h + self.padding[0] + self.padding[2] - self.kh) // self.stride[0] + 1
+
+    @property
+    def ow(self) -> int:
+        return (self.w + self.padding[1] + self.padding[3] - self.kw) // self.stride[1] + 1
