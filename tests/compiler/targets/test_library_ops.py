@@ -31,10 +31,12 @@ def _conv_make(spec, **kw):
 CONVS = [cd.Conv2dSpec(1, 16, 10, 10, 16, 3, 3, (1, 1), (1, 1, 1, 1)),            # 3x3, ragged pixel tile
          cd.Conv2dSpec(1, 8, 9, 11, 24, 3, 3, (2, 2), (1, 0, 1, 2), groups=2),      # grouped, strided, odd pads
          cd.Conv2dSpec(1, 16, 8, 8, 16, 3, 3, (2, 2), (1, 1, 1, 1), groups=16),    # depthwise
-         cd.Conv2dSpec(2, 3, 7, 6, 5, 2, 3, (1, 2), (0, 1, 1, 0), (2, 1))]          # batch 2, no 8-block, dilated
+         cd.Conv2dSpec(2, 3, 7, 6, 5, 2, 3, (1, 2), (0, 1, 1, 0), (2, 1)),          # batch 2, no 8-block, dilated
+         cd.Conv2dSpec(2, 32, 9, 14, 32, 3, 3, (1, 1), (1, 2, 1, 0)),              # 6 x 16 tiles, ragged (14 = 6+6+2)
+         cd.Conv2dSpec(1, 16, 5, 13, 32, 1, 1)]                                    # 6 x 16 ragged, no padding
 
 
-@pytest.mark.parametrize("spec", CONVS, ids=["3x3", "grouped", "depthwise", "dilated"])
+@pytest.mark.parametrize("spec", CONVS, ids=["3x3", "grouped", "depthwise", "dilated", "wide-ragged", "1x1-ragged"])
 def test_float_conv_with_bias_residual_clip(spec):
     x = RNG.standard_normal((spec.n, spec.c, spec.h, spec.w)).astype(np.float32)
     w = RNG.standard_normal((spec.o, spec.cg, spec.kh, spec.kw)).astype(np.float32)
