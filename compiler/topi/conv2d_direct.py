@@ -89,8 +89,10 @@ class Conv2dSpec:
 
     @property
     def ragged_ok(self) -> bool:
-        """float32, unit stride, rows of at least 12 pixels: ragged 6 x 16 tiles beat 7 x 8 (zero-padded columns)."""
-        return self.dtype == "float32" and self.stride == (1, 1) and not self.depthwise
+        """float32 (not depthwise), unit stride or one group: ragged 6 x 16 tiles (zero-padded input) beat 4 x 16
+        and 7 x 8. (Tiles along rows with stride 2 read strided pixels that LLVM gathers: 2-3x slower; ``flat``
+        de-interleaves the padded input's columns instead.)"""
+        return self.dtype == "float32" and not self.depthwise and (self.stride == (1, 1) or self.groups == 1)
 
     @property
     def flat(self) -> bool:
@@ -166,12 +168,16 @@ def conv2d(spec: Conv2dSpec, bias: bool = False, residual: bool = False, act: st
     flat = spec.flat
     if flat:  # the last tile of the flattened pixels pokes into zero rows below the padded input
         hp = max(hp, (-(-spec.oh * spec.ow // xt) * xt - 1) // spec.ow * sy + (spec.kh - 1) * dy + 1)
+        wq = max(-(-wp // sx), spec.ow + (spec.kw - 1) * dx // sx)  # columns per phase (stride sx)
     elif ob > OC_BLOCK and spec.ow % xt:  # ragged pixel tiles: zero columns on the right so the last tile reads in bounds, unguarded
         wp = max(wp, (-(-spec.ow // xt) * xt - 1) * sx + (spec.kw - 1) * dx + 1)
     inside = lambda y, x: (y >= t) & (y < h + t) & (x >= l) & (x < w + l)  # noqa: E731
     if spec.depthwise:  # padded and blocked (N, C/OB, H, W, OB): the OB channels of a tap are one vector load
         pad = te.compute((n, c // ob, hp, wp, ob), lambda i, cb, y, x, ci: te.select(
             inside(y, x), data[i, cb * ob + ci, y - t, x - l], zero), name="pad", dtype=spec.dtype)
+    elif flat and sx > 1:  # columns de-interleaved by phase: (N, C, H, SX, W/SX), a tile's pixels are contiguous
+        pad = te.compute((n, c, hp, sx, wq), lambda i, j, y, ph, xq: te.select(
+            inside(y, xq * sx + ph), data[i, j, y - t, xq * sx + ph - l], zero), name="pad", dtype=spec.dtype)
     elif any(spec.pads) or wp > w + l + r or hp > h + t + b:
         pad = te.compute((n, c, hp, wp), lambda i, j, y, x: te.select(inside(y, x), data[i, j, y - t, x - l], zero),
                          name="pad", dtype=spec.dtype)
@@ -190,9 +196,14 @@ def conv2d(spec: Conv2dSpec, bias: bool = False, residual: bool = False, act: st
         rc = te.reduce_axis(cg, "rc")
         if flat:
             ow_ = spec.ow
+            if sx > 1:
+                def tap(i, q, rc, ky, kx):
+                    return pad[i, rc, q // ow_ * sy + ky * dy, kx * dx % sx, q % ow_ + kx * dx // sx]
+            else:
+                def tap(i, q, rc, ky, kx):
+                    return pad[i, rc, q // ow_ * sy + ky * dy, q % ow_ + kx * dx]
             conv = te.compute((n, o // ob, spec.oh * ow_, ob), lambda i, oo, q, oi: te.sum(
-                mul(pad[i, rc, q // ow_ * sy + ky * dy, q % ow_ * sx + kx * dx], weight[oo, rc, ky, kx, oi]),
-                [rc, ky, kx]), name="conv", dtype=acc_t)
+                mul(tap(i, q, rc, ky, kx), weight[oo, rc, ky, kx, oi]), [rc, ky, kx]), name="conv", dtype=acc_t)
         elif spec.groups == 1:
             conv = te.compute(shape, lambda i, oo, y, x, oi: te.sum(
                 mul(pad[i, rc, y * sy + ky * dy, x * sx + kx * dx], weight[oo, rc, ky, kx, oi]), [rc, ky, kx]),

@@ -52,6 +52,8 @@ CASES = {
              lambda: conv2d_nchw(X, W, stride=(2, 1), pads=(1, 1, 1, 1)) + B.reshape(1, -1, 1, 1)),
     "conv-flat-pixels": (("Conv", [X16, W16, B], {"pads": [1, 1, 1, 1]}, (1, 2)),
                          lambda: conv2d_nchw(X16, W16, pads=(1, 1, 1, 1)) + B.reshape(1, -1, 1, 1)),
+    "conv-flat-strided": (("Conv", [X16, W16], {"strides": [1, 2], "pads": [1, 1, 1, 1]}, (1,)),
+                          lambda: conv2d_nchw(X16, W16, stride=(1, 2), pads=(1, 1, 1, 1))),
     "depthwise": (("Conv", [X, WD], {"pads": [1, 0, 1, 2], "group": 8}, (1,)),
                   lambda: conv2d_nchw(X, WD, pads=(1, 0, 1, 2), groups=8)),
     "maxpool": (("MaxPool", [X], {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}, ()),

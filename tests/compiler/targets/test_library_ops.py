@@ -34,10 +34,12 @@ CONVS = [cd.Conv2dSpec(1, 16, 10, 10, 16, 3, 3, (1, 1), (1, 1, 1, 1)),          
          cd.Conv2dSpec(2, 3, 7, 6, 5, 2, 3, (1, 2), (0, 1, 1, 0), (2, 1)),          # batch 2, no 8-block, dilated
          cd.Conv2dSpec(2, 32, 9, 14, 32, 3, 3, (1, 1), (1, 2, 1, 0)),              # 6 x 16 tiles, ragged (14 = 6+6+2)
          cd.Conv2dSpec(1, 16, 5, 13, 32, 1, 1),                                    # 6 x 16 ragged, no padding
-         cd.Conv2dSpec(2, 16, 7, 5, 32, 3, 3, (1, 1), (1, 1, 0, 2))]              # 6 x 16 over flattened pixels
+         cd.Conv2dSpec(2, 16, 7, 5, 32, 3, 3, (1, 1), (1, 1, 0, 2)),              # 6 x 16 over flattened pixels
+         cd.Conv2dSpec(1, 16, 11, 9, 32, 3, 3, (2, 2), (1, 1, 1, 0)),             # flat, columns by phase
+         cd.Conv2dSpec(1, 16, 10, 13, 16, 3, 3, (2, 3), (0, 1, 2, 2), (1, 2))]    # flat, stride 3 x dilation 2
 
 
-@pytest.mark.parametrize("spec", CONVS, ids=["3x3", "grouped", "depthwise", "dilated", "wide-ragged", "1x1-ragged", "flat"])
+@pytest.mark.parametrize("spec", CONVS, ids=["3x3", "grouped", "depthwise", "dilated", "wide-ragged", "1x1-ragged", "flat", "flat-s2", "flat-s3-d2"])
 def test_float_conv_with_bias_residual_clip(spec):
     x = RNG.standard_normal((spec.n, spec.c, spec.h, spec.w)).astype(np.float32)
     w = RNG.standard_normal((spec.o, spec.cg, spec.kh, spec.kw)).astype(np.float32)
