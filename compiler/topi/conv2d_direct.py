@@ -292,11 +292,16 @@ def schedule_cpu(op: Conv2dOp, s) -> None:
         n, oo, oi, y, x = so.leaf_iter_vars
         xo, xi = so.split(x, xt)
         so.reorder(n, oo, y, xo, oi, xi)
+    at = xo
     if spec.macs >= PARALLEL_MIN_MACS:
-        so.parallel(oo)
+        if spec.flat:  # (channel block, pixel tile) pairs: many even chunks, however few channel blocks
+            at = so.fuse(oo, xo)
+            so.parallel(at)
+        else:
+            so.parallel(oo)
     sc = s[op.conv]
     sc.set_scope("local")  # the XT x OB accumulator tile: registers
-    sc.compute_at(so, xo)
+    sc.compute_at(so, at)
     if spec.flat:
         cn, coo, cx, coi, *red = sc.leaf_iter_vars
         sc.reorder(cn, coo, *red, cx, coi)
