@@ -35,6 +35,8 @@ from compiler.topi.injective import GPU_THREADS, PARALLEL_MIN, PARALLEL_MIN_MACS
 
 OC_BLOCK = 8
 RAGGED_TILE = 6
+PAD_PARALLEL_MIN = 1 << 16  # elements of the padded input copy (the native pool hands off in ~6 us)
+CONV_PARALLEL_MIN_MACS = 2 << 20  # flat convs: many even chunks, so smaller layers gain too
 
 
 @dataclass(frozen=True)
@@ -278,7 +280,7 @@ def schedule_cpu(op: Conv2dOp, s) -> None:
     ob = spec.block
     if op.pad is not op.inputs[0]:
         sp = s[op.pad]
-        if _size(op.pad.shape) >= PARALLEL_MIN:
+        if _size(op.pad.shape) >= PAD_PARALLEL_MIN:
             sp.parallel(sp.leaf_iter_vars[1])
         if spec.depthwise and ob > 1:
             sp.vectorize(sp.leaf_iter_vars[-1])
@@ -293,7 +295,7 @@ def schedule_cpu(op: Conv2dOp, s) -> None:
         xo, xi = so.split(x, xt)
         so.reorder(n, oo, y, xo, oi, xi)
     at = xo
-    if spec.macs >= PARALLEL_MIN_MACS:
+    if spec.macs >= (CONV_PARALLEL_MIN_MACS if spec.flat else PARALLEL_MIN_MACS):
         if spec.flat:  # (channel block, pixel tile) pairs: many even chunks, however few channel blocks
             at = so.fuse(oo, xo)
             so.parallel(at)
