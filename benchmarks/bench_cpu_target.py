@@ -11,7 +11,7 @@ Models: the zoo's full-size ResNet-18 and MobileNetV2 (1x3x224x224). Per model:
   (``mismatches``); ``cosine_vs_ort`` is informative (ORT's fused int8 kernels round differently).
 
 Timing: both sides run with ``--threads`` threads (ORT ``intra_op_num_threads``; our parallel loops'
-thread pool), alternately ``--repeat`` times after a warm-up, with a 50 ms pause before each run (ORT's
+thread pool), alternately ``--repeat`` times after a warm-up, with a 300 ms pause before each run (ORT's
 worker threads spin for a while after a run and would slow whatever runs next); per-image latency = min
 over runs (the machine is shared: ``load_before``/``load_after`` are the 1-minute load averages). Also the 512^3 fp32
 matmul in TE scheduled for the CPU vs numpy (GFLOPS). The last line is one JSON object.
@@ -30,7 +30,8 @@ import warnings
 import numpy as np
 
 SHAPE = (1, 3, 224, 224)
-PAUSE_S = 0.05  # before each timed run: onnxruntime's worker threads spin after a run and would slow the next one
+PAUSE_S = 0.3  # before each timed run: onnxruntime's worker threads keep a core busy after a run and slow the next
+# one: our ResNet-18 (2 threads) took 30.6 ms 50 ms after an ORT run, 26.9 ms 300 ms after, 26.3 ms with no ORT run
 
 
 def _ort_session(model, threads: int):

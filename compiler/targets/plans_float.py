@@ -51,7 +51,7 @@ def plan_conv(node: Node, infos, consts, target: str) -> OpPlan:
         if bp is not None:
             out.append(bp)
         if residual:
-            out.append(f32(ins[3]).reshape(spec.n, spec.o // ob, ob, spec.oh, spec.ow))
+            out.append(f32(ins[3]).reshape(conv2d_direct.output_shape(spec)))
         return out
 
     return OpPlan(key, make, args, (spec.n, spec.o, spec.oh, spec.ow), np.dtype(np.float32), spec.macs)

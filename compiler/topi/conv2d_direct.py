@@ -11,8 +11,12 @@ residual Add and the activation cost no extra pass over memory.
 
 The CPU schedule is a register-tiled direct convolution: per (channel block, row, XT output pixels) a
 local tile of XT x OB accumulators (``compute_at`` the output stage's pixel tile) runs over the whole
-reduction with OB vectorized (8 float32 lanes per vector, FMA) and XT unrolled: OB = 16, XT = 4 (8
-accumulator vectors) where the shape allows, else OB = 8, XT = 4..8 (depthwise too: the 8 channels of a
+reduction with OB vectorized (8 float32 lanes per vector, FMA) and XT unrolled: OB = 16 and XT = 6 (12
+accumulator vectors; float32 with unit stride: tiles run over the flattened output pixels ``y * OW + x``
+(``Conv2dSpec.flat``; accumulator and output tensors then have one pixel axis) and only the last one is ragged:
+the padded input gets zero rows (grouped: zero columns, tiles per row) so its reads stay in bounds and the
+tile runs unguarded; only the stores are guarded),
+or XT = 4 (8 accumulators, other strides / int8), else OB = 8, XT = 4..8 (depthwise too: the 8 channels of a
 tap are one vector load from the blocked input). The output stage is parallel over
 channel blocks (2 cores). The GPU schedule binds (batch, channel block) and (row, pixel block) to
 blocks and (pixel, channel) to threads.
@@ -30,6 +34,9 @@ from typing import Callable
 from compiler.topi.injective import GPU_THREADS, PARALLEL_MIN, PARALLEL_MIN_MACS, schedule_injective_gpu
 
 OC_BLOCK = 8
+RAGGED_TILE = 6
+PAD_PARALLEL_MIN = 1 << 16  # elements of the padded input copy (the native pool hands off in ~6 us)
+CONV_PARALLEL_MIN_MACS = 2 << 20  # flat convs: many even chunks, so smaller layers gain too
 
 
 @dataclass(frozen=True)
@@ -78,9 +85,32 @@ class Conv2dSpec:
             return self.oc_block
         if self.depthwise:  # channel vectors (measured 1.4-2.6x faster than vectors along the output row)
             return OC_BLOCK if self.o % OC_BLOCK == 0 else 1
-        if self.og % (2 * OC_BLOCK) == 0 and self.cg >= 2 * OC_BLOCK and self.ow % 4 == 0:
+        if self.og % (2 * OC_BLOCK) == 0 and self.dtype == "float32" and self.groups == 1:
+            return 2 * OC_BLOCK  # flat 6 x 16 tiles (any input depth: ResNet-18's 3-channel 7x7 stem 3.4 -> 2.7 ms)
+        if self.og % (2 * OC_BLOCK) == 0 and self.cg >= 2 * OC_BLOCK and (self.ow % 4 == 0 or self.ragged_ok):
             return 2 * OC_BLOCK  # two vectors x 4 pixels: 8 accumulators, 2 weight loads per 4 broadcasts
         return OC_BLOCK if self.og % OC_BLOCK == 0 else 1
+
+    @property
+    def ragged_ok(self) -> bool:
+        """float32 (not depthwise), unit stride or one group: ragged 6 x 16 tiles (zero-padded input) beat 4 x 16
+        and 7 x 8. (Tiles along rows with stride 2 read strided pixels that LLVM gathers: 2-3x slower; ``flat``
+        de-interleaves the padded input's columns instead.)"""
+        return self.dtype == "float32" and not self.depthwise and (self.stride == (1, 1) or self.groups == 1)
+
+    @property
+    def flat(self) -> bool:
+        """6 x 16 tiles over the flattened output pixels (y * OW + x), only the very last one ragged: wastes almost
+        nothing where 6 x 16 tiles per row would (7x7 maps: 12 of 7). Single-thread CPU time per ResNet-18 layer
+        vs tiles per row: -20% (7x7), -9..-21% (56, 28, 14 wide)."""
+        return self.ragged_ok and self.groups == 1 and self.block > OC_BLOCK
+
+    @property
+    def tile(self) -> int:
+        """Output pixels per register tile (along the flattened pixels for ``flat``, else along a row)."""
+        if self.flat:
+            return min(RAGGED_TILE, self.oh * self.ow)
+        return pixel_tile(self.ow, self.block, self.ragged_ok)
 
     def check(self) -> None:
         if self.groups < 1 or self.c % self.groups or self.o % self.groups:
@@ -138,11 +168,21 @@ def conv2d(spec: Conv2dSpec, bias: bool = False, residual: bool = False, act: st
     ob = spec.block
     data = te.placeholder((n, c, h, w), spec.dtype, "data")
     hp, wp = h + t + b, w + l + r
+    xt = spec.tile
+    flat = spec.flat
+    if flat:  # the last tile of the flattened pixels pokes into zero rows below the padded input
+        hp = max(hp, (-(-spec.oh * spec.ow // xt) * xt - 1) // spec.ow * sy + (spec.kh - 1) * dy + 1)
+        wq = max(-(-wp // sx), spec.ow + (spec.kw - 1) * dx // sx)  # columns per phase (stride sx)
+    elif ob > OC_BLOCK and spec.ow % xt:  # ragged pixel tiles: zero columns on the right so the last tile reads in bounds, unguarded
+        wp = max(wp, (-(-spec.ow // xt) * xt - 1) * sx + (spec.kw - 1) * dx + 1)
     inside = lambda y, x: (y >= t) & (y < h + t) & (x >= l) & (x < w + l)  # noqa: E731
     if spec.depthwise:  # padded and blocked (N, C/OB, H, W, OB): the OB channels of a tap are one vector load
         pad = te.compute((n, c // ob, hp, wp, ob), lambda i, cb, y, x, ci: te.select(
             inside(y, x), data[i, cb * ob + ci, y - t, x - l], zero), name="pad", dtype=spec.dtype)
-    elif any(spec.pads):
+    elif flat and sx > 1:  # columns de-interleaved by phase: (N, C, H, SX, W/SX), a tile's pixels are contiguous
+        pad = te.compute((n, c, hp, sx, wq), lambda i, j, y, ph, xq: te.select(
+            inside(y, xq * sx + ph), data[i, j, y - t, xq * sx + ph - l], zero), name="pad", dtype=spec.dtype)
+    elif any(spec.pads) or wp > w + l + r or hp > h + t + b:
         pad = te.compute((n, c, hp, wp), lambda i, j, y, x: te.select(inside(y, x), data[i, j, y - t, x - l], zero),
                          name="pad", dtype=spec.dtype)
     else:
@@ -158,7 +198,17 @@ def conv2d(spec: Conv2dSpec, bias: bool = False, residual: bool = False, act: st
         cg, og = spec.cg, spec.og
         weight = te.placeholder((o // ob, cg, spec.kh, spec.kw, ob), spec.dtype, "weight")
         rc = te.reduce_axis(cg, "rc")
-        if spec.groups == 1:
+        if flat:
+            ow_ = spec.ow
+            if sx > 1:
+                def tap(i, q, rc, ky, kx):
+                    return pad[i, rc, q // ow_ * sy + ky * dy, kx * dx % sx, q % ow_ + kx * dx // sx]
+            else:
+                def tap(i, q, rc, ky, kx):
+                    return pad[i, rc, q // ow_ * sy + ky * dy, q % ow_ + kx * dx]
+            conv = te.compute((n, o // ob, spec.oh * ow_, ob), lambda i, oo, q, oi: te.sum(
+                mul(tap(i, q, rc, ky, kx), weight[oo, rc, ky, kx, oi]), [rc, ky, kx]), name="conv", dtype=acc_t)
+        elif spec.groups == 1:
             conv = te.compute(shape, lambda i, oo, y, x, oi: te.sum(
                 mul(pad[i, rc, y * sy + ky * dy, x * sx + kx * dx], weight[oo, rc, ky, kx, oi]), [rc, ky, kx]),
                 name="conv", dtype=acc_t)
@@ -167,10 +217,10 @@ def conv2d(spec: Conv2dSpec, bias: bool = False, residual: bool = False, act: st
                 mul(pad[i, (oo * ob) // og * cg + rc, y * sy + ky * dy, x * sx + kx * dx], weight[oo, rc, ky, kx, oi]),
                 [rc, ky, kx]), name="conv", dtype=acc_t)
     inputs = [data, weight]
-    out_shape = (n, o // ob, ob, spec.oh, spec.ow)  # the same memory as NCHW (N, O, OH, OW)
+    out_shape = output_shape(spec)
     if stage is not None:
         extra, fn, out_dtype = stage
-        out = te.compute(out_shape, lambda i, oo, oi, y, x: fn(conv[i, oo, y, x, oi], oo * ob + oi),
+        out = te.compute(out_shape, lambda i, oo, oi, *yx: fn(conv[(i, oo, *yx, oi)], oo * ob + oi),
                          name="out", dtype=out_dtype)
         return Conv2dOp(spec, inputs + list(extra), pad, conv, out)
     if not f32:
@@ -183,28 +233,39 @@ def conv2d(spec: Conv2dSpec, bias: bool = False, residual: bool = False, act: st
         res_t = te.placeholder(out_shape, "float32", "residual")  # NCHW viewed as out_shape
         inputs.append(res_t)
 
-    def epilogue(i, oo, oi, y, x):
-        v = conv[i, oo, y, x, oi]
+    def epilogue(i, oo, oi, *yx):
+        v = conv[(i, oo, *yx, oi)]
         if bias_t is not None:
             v = v + bias_t[oo * ob + oi]
         if res_t is not None:
-            v = v + res_t[i, oo, oi, y, x]
+            v = v + res_t[(i, oo, oi, *yx)]
         return activation(v, act, act_params)
 
     out = te.compute(out_shape, epilogue, name="out", dtype="float32")
     return Conv2dOp(spec, inputs, pad, conv, out)
 
 
+def output_shape(spec: Conv2dSpec) -> tuple[int, ...]:
+    """The output (and residual) tensor's shape: ``(N, O/OB, OB, OH, OW)``, or ``(N, O/OB, OB, OH*OW)`` for
+    ``spec.flat``; both are NCHW memory."""
+    ob = spec.block
+    if spec.flat:
+        return (spec.n, spec.o // ob, ob, spec.oh * spec.ow)
+    return (spec.n, spec.o // ob, ob, spec.oh, spec.ow)
+
+
 def _size(shape) -> int:
     return int(np.prod(shape))
 
 
-def pixel_tile(ow: int, ob: int = OC_BLOCK) -> int:
-    """Output pixels per register tile: 4 for two-vector channel blocks (``ow % 4 == 0`` then), else the largest
-    divisor of ``ow`` in 8..4, else min(ow, 8) with a tail. (6 x 16 with a ragged last tile measured slower over
-    ResNet-18 than 4 x 16 on a loaded machine, by a margin close to its noise.)"""
+def pixel_tile(ow: int, ob: int = OC_BLOCK, ragged: bool = False) -> int:
+    """Output pixels per register tile. Two-vector channel blocks: 6 (12 accumulators, a ragged last tile over
+    zero columns of the padded input) when ``ragged`` (float32, unit stride, see ``Conv2dSpec.ragged_ok``), else 4
+    (``ow % 4 == 0`` then). One vector: the largest divisor of ``ow`` in 8..4, else min(ow, 8) with a tail.
+    (Single-thread CPU time per ResNet-18 layer: 6 x 16 beats 4 x 16 by 10-17% on 56/28-pixel rows and 7 x 8
+    by ~8% on 14-pixel rows; with stride 2 it was 2-3x slower, and 7 x 16 (14 accumulators) spills.)"""
     if ob > OC_BLOCK:
-        return 4
+        return min(RAGGED_TILE, ow) if ragged else 4
     for xt in (8, 7, 6, 5, 4):
         if ow % xt == 0:
             return xt
@@ -219,22 +280,36 @@ def schedule_cpu(op: Conv2dOp, s) -> None:
     ob = spec.block
     if op.pad is not op.inputs[0]:
         sp = s[op.pad]
-        if _size(op.pad.shape) >= PARALLEL_MIN:
+        if _size(op.pad.shape) >= PAD_PARALLEL_MIN:
             sp.parallel(sp.leaf_iter_vars[1])
         if spec.depthwise and ob > 1:
             sp.vectorize(sp.leaf_iter_vars[-1])
     so = s[op.out]
-    n, oo, oi, y, x = so.leaf_iter_vars
-    xt = pixel_tile(spec.ow, ob)
-    xo, xi = so.split(x, xt)
-    so.reorder(n, oo, y, xo, oi, xi)
-    if spec.macs >= PARALLEL_MIN_MACS:
-        so.parallel(oo)
+    xt = spec.tile
+    if spec.flat:
+        n, oo, oi, q = so.leaf_iter_vars
+        xo, xi = so.split(q, xt)
+        so.reorder(n, oo, xo, oi, xi)
+    else:
+        n, oo, oi, y, x = so.leaf_iter_vars
+        xo, xi = so.split(x, xt)
+        so.reorder(n, oo, y, xo, oi, xi)
+    at = xo
+    if spec.macs >= (CONV_PARALLEL_MIN_MACS if spec.flat else PARALLEL_MIN_MACS):
+        if spec.flat:  # (channel block, pixel tile) pairs: many even chunks, however few channel blocks
+            at = so.fuse(oo, xo)
+            so.parallel(at)
+        else:
+            so.parallel(oo)
     sc = s[op.conv]
     sc.set_scope("local")  # the XT x OB accumulator tile: registers
-    sc.compute_at(so, xo)
-    cn, coo, cy, cx, coi, *red = sc.leaf_iter_vars
-    sc.reorder(cn, coo, cy, *red, cx, coi)
+    sc.compute_at(so, at)
+    if spec.flat:
+        cn, coo, cx, coi, *red = sc.leaf_iter_vars
+        sc.reorder(cn, coo, *red, cx, coi)
+    else:
+        cn, coo, cy, cx, coi, *red = sc.leaf_iter_vars
+        sc.reorder(cn, coo, cy, *red, cx, coi)
     sc.unroll(cx)
     if ob > 1:
         sc.vectorize(coi)
@@ -246,9 +321,16 @@ def schedule_gpu(op: Conv2dOp, s) -> None:
     if op.pad is not op.inputs[0]:
         schedule_injective_gpu(s, op.pad)
     sc = s[op.conv]
-    n, oo, y, x, oi = sc.leaf_iter_vars[:5]
-    sc.bind(sc.fuse(n, oo), "blockIdx.y")
-    xo, xi = sc.split(x, max(1, min(spec.ow, GPU_THREADS // spec.block)))
-    sc.bind(sc.fuse(y, xo), "blockIdx.x")
-    sc.bind(sc.fuse(xi, oi), "threadIdx.x")
+    if spec.flat:  # one pixel axis
+        n, oo, q, oi = sc.leaf_iter_vars[:4]
+        sc.bind(sc.fuse(n, oo), "blockIdx.y")
+        xo, xi = sc.split(q, max(1, min(spec.oh * spec.ow, GPU_THREADS // spec.block)))
+        sc.bind(xo, "blockIdx.x")
+        sc.bind(sc.fuse(xi, oi), "threadIdx.x")
+    else:
+        n, oo, y, x, oi = sc.leaf_iter_vars[:5]
+        sc.bind(sc.fuse(n, oo), "blockIdx.y")
+        xo, xi = sc.split(x, max(1, min(spec.ow, GPU_THREADS // spec.block)))
+        sc.bind(sc.fuse(y, xo), "blockIdx.x")
+        sc.bind(sc.fuse(xi, oi), "threadIdx.x")
     schedule_injective_gpu(s, op.out)

@@ -45,10 +45,15 @@ W = RNG.standard_normal((16, 8, 3, 3)).astype(np.float32)
 WD = RNG.standard_normal((8, 1, 3, 3)).astype(np.float32)
 B = RNG.standard_normal(16).astype(np.float32)
 X = RNG.standard_normal((1, 8, 9, 10)).astype(np.float32)
+X16, W16 = RNG.standard_normal((1, 16, 5, 7)).astype(np.float32), RNG.standard_normal((16, 16, 3, 3)).astype(np.float32)
 XD, WM = RNG.standard_normal((3, 40)).astype(np.float32), RNG.standard_normal((24, 40)).astype(np.float32)
 CASES = {
     "conv": (("Conv", [X, W, B], {"strides": [2, 1], "pads": [1, 1, 1, 1]}, (1, 2)),
              lambda: conv2d_nchw(X, W, stride=(2, 1), pads=(1, 1, 1, 1)) + B.reshape(1, -1, 1, 1)),
+    "conv-flat-pixels": (("Conv", [X16, W16, B], {"pads": [1, 1, 1, 1]}, (1, 2)),
+                         lambda: conv2d_nchw(X16, W16, pads=(1, 1, 1, 1)) + B.reshape(1, -1, 1, 1)),
+    "conv-flat-strided": (("Conv", [X16, W16], {"strides": [1, 2], "pads": [1, 1, 1, 1]}, (1,)),
+                          lambda: conv2d_nchw(X16, W16, stride=(1, 2), pads=(1, 1, 1, 1))),
     "depthwise": (("Conv", [X, WD], {"pads": [1, 0, 1, 2], "group": 8}, (1,)),
                   lambda: conv2d_nchw(X, WD, pads=(1, 0, 1, 2), groups=8)),
     "maxpool": (("MaxPool", [X], {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}, ()),

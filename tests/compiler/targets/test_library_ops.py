@@ -31,17 +31,22 @@ def _conv_make(spec, **kw):
 CONVS = [cd.Conv2dSpec(1, 16, 10, 10, 16, 3, 3, (1, 1), (1, 1, 1, 1)),            # 3x3, ragged pixel tile
          cd.Conv2dSpec(1, 8, 9, 11, 24, 3, 3, (2, 2), (1, 0, 1, 2), groups=2),      # grouped, strided, odd pads
          cd.Conv2dSpec(1, 16, 8, 8, 16, 3, 3, (2, 2), (1, 1, 1, 1), groups=16),    # depthwise
-         cd.Conv2dSpec(2, 3, 7, 6, 5, 2, 3, (1, 2), (0, 1, 1, 0), (2, 1))]          # batch 2, no 8-block, dilated
+         cd.Conv2dSpec(2, 3, 7, 6, 5, 2, 3, (1, 2), (0, 1, 1, 0), (2, 1)),          # batch 2, no 8-block, dilated
+         cd.Conv2dSpec(2, 32, 9, 14, 32, 3, 3, (1, 1), (1, 2, 1, 0)),              # 6 x 16 tiles, ragged (14 = 6+6+2)
+         cd.Conv2dSpec(1, 16, 5, 13, 32, 1, 1),                                    # 6 x 16 ragged, no padding
+         cd.Conv2dSpec(2, 16, 7, 5, 32, 3, 3, (1, 1), (1, 1, 0, 2)),              # 6 x 16 over flattened pixels
+         cd.Conv2dSpec(1, 16, 11, 9, 32, 3, 3, (2, 2), (1, 1, 1, 0)),             # flat, columns by phase
+         cd.Conv2dSpec(1, 16, 10, 13, 16, 3, 3, (2, 3), (0, 1, 2, 2), (1, 2))]    # flat, stride 3 x dilation 2
 
 
-@pytest.mark.parametrize("spec", CONVS, ids=["3x3", "grouped", "depthwise", "dilated"])
+@pytest.mark.parametrize("spec", CONVS, ids=["3x3", "grouped", "depthwise", "dilated", "wide-ragged", "1x1-ragged", "flat", "flat-s2", "flat-s3-d2"])
 def test_float_conv_with_bias_residual_clip(spec):
     x = RNG.standard_normal((spec.n, spec.c, spec.h, spec.w)).astype(np.float32)
     w = RNG.standard_normal((spec.o, spec.cg, spec.kh, spec.kw)).astype(np.float32)
     b = RNG.standard_normal(spec.o).astype(np.float32)
     r = RNG.standard_normal((spec.n, spec.o, spec.oh, spec.ow)).astype(np.float32)
     got = run(_conv_make(spec, bias=True, residual=True, act="clip", act_params=(0.0, 6.0)), x,
-              cd.pack_weight(spec, w), b, r.reshape(spec.n, spec.o // spec.block, spec.block, spec.oh, spec.ow))
+              cd.pack_weight(spec, w), b, r.reshape(cd.output_shape(spec)))
     got = got.reshape(r.shape)
     want = np.clip(conv2d_nchw(x, w, stride=spec.stride, pads=spec.pads, dilations=spec.dilations, groups=spec.groups)
                    + b.reshape(1, -1, 1, 1) + r, 0, 6)
