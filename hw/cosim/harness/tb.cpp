@@ -117,8 +117,15 @@ struct Bench {
         top->eval();
     }
 
-    // The DUT's outputs of this cycle: the DRAM model's inputs, and the AXI4-Lite / irq outputs the host reads.
-    inline DramModel::Sample sample_outputs() {
+#ifdef VTA_REG_INPUTS
+    // The DRAM-driven inputs (rvalid, rlast, rdata, bvalid) go through registers of the bench's Verilog wrapper
+    // (build.py): the values for cycle k + 1 are computed from cycle k's outputs and written before the edge of
+    // cycle k, which moves them into the design. No input-combinational evaluation is needed for them.
+    inline void cycle() {
+        if (!settled) {  // AXI4-Lite / reset inputs changed since the last edge
+            top->clk = kOneEval ? 1 : 0;
+            top->eval();
+        }
         DramModel::Sample s;
         s.arvalid = top->m_axi_arvalid;
         s.awvalid = top->m_axi_awvalid;
@@ -135,19 +142,6 @@ struct Bench {
         axil_rvalid = top->s_axil_rvalid;
         axil_rdata = top->s_axil_rdata;
         irq = top->irq;
-        return s;
-    }
-
-#ifdef VTA_REG_INPUTS
-    // The DRAM-driven inputs (rvalid, rlast, rdata, bvalid) go through registers of the bench's Verilog wrapper
-    // (build.py): the values for cycle k + 1 are computed from cycle k's outputs and written before the edge of
-    // cycle k, which moves them into the design. No input-combinational evaluation is needed for them.
-    inline void cycle() {
-        if (!settled) {  // AXI4-Lite / reset inputs changed since the last edge
-            top->clk = kOneEval ? 1 : 0;
-            top->eval();
-        }
-        DramModel::Sample s = sample_outputs();
         DramModel::Drive d = dram.step(s);
         top->m_axi_rvalid = d.rvalid;
         top->m_axi_rlast = d.rlast;
@@ -177,7 +171,22 @@ struct Bench {
             top->clk = 0;
             top->eval();
         }
-        DramModel::Sample s = sample_outputs();
+        DramModel::Sample s;
+        s.arvalid = top->m_axi_arvalid;
+        s.awvalid = top->m_axi_awvalid;
+        s.wvalid = top->m_axi_wvalid;
+        s.araddr = top->m_axi_araddr;
+        s.awaddr = top->m_axi_awaddr;
+        s.arlen = top->m_axi_arlen;
+        s.awlen = top->m_axi_awlen;
+        if (s.wvalid) get_bytes(top->m_axi_wdata, wbuf, B);
+        s.wdata = wbuf;
+        s.wstrb = static_cast<uint64_t>(top->m_axi_wstrb);
+        axil_awready = top->s_axil_awready;
+        axil_arready = top->s_axil_arready;
+        axil_rvalid = top->s_axil_rvalid;
+        axil_rdata = top->s_axil_rdata;
+        irq = top->irq;
         top->clk = 1;
         if (kOneEval) {
             arm_edge(top->rootp);
