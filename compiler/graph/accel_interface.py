@@ -148,3 +148,35 @@ def conv_supported_on_accel(c: int, o: int, groups: int, block_in: int, block_ou
     if groups == c == o and block_in == block_out:  # depthwise: block-diagonal weights, one block per group
         return True
     return c % groups == 0 and o % groups == 0 and (c // groups) % block_in == 0 and (o // groups) % block_out == 0
+
+
+def check_int8_packed(name: str, a: np.ndarray, ndim: int) -> None:
+    """Raise ValueError unless ``a`` is an ``ndim``-D int8 packed array."""
+    if a.dtype != np.int8 or a.ndim != ndim:
+        raise ValueError(f"{name} must be a {ndim}-D int8 packed array, got {a.dtype} with shape {a.shape}")
+
+
+def check_conv_operands(cfg, x: np.ndarray, w: np.ndarray) -> None:
+    """Packed conv2d operands: 6-D int8 with ``cfg``'s batch/block sizes (ValueError otherwise)."""
+    check_int8_packed("conv2d x", x, 6)
+    check_int8_packed("conv2d w", w, 6)
+    if x.shape[4] != cfg.batch or x.shape[5] != cfg.block_in or w.shape[4] != cfg.block_out or w.shape[5] != cfg.block_in:
+        raise ValueError(f"packed blocks x{x.shape[4:]} w{w.shape[4:]} do not match config "
+                         f"(batch={cfg.batch}, block_in={cfg.block_in}, block_out={cfg.block_out})")
+
+
+def dense_operands(x: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Packed dense operands checked and unpacked: ``(x (N, K), w (M, K))`` (ValueError on a mismatch)."""
+    check_int8_packed("dense x", x, 4)
+    check_int8_packed("dense w", w, 4)
+    xs, ws = unpack_activation(x), unpack_weight(w)
+    if xs.shape[1] != ws.shape[1]:
+        raise ValueError(f"dense: input K={xs.shape[1]} but weight K={ws.shape[1]} (padded)")
+    return xs, ws
+
+
+def host_profile(macs: int, x: np.ndarray, w: np.ndarray, bias, out: np.ndarray) -> dict:
+    """The profile of a layer run on the host: MACs and bytes moved, no cycles."""
+    return {"cycles": 0, "macs": int(macs), "utilization": 0.0,
+            "bytes": {"input": int(x.nbytes), "weight": int(w.nbytes),
+                      "bias": 0 if bias is None else 4 * int(np.size(bias)), "output": int(out.nbytes)}}

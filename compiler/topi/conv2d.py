@@ -145,6 +145,14 @@ def conv2d_kernel(cfg: HwConfig, cs: ConvShape, bias: np.ndarray | None, requant
     return ConvKernel(cs, data, weight, conv, ep, out, s, knobs, other)
 
 
+def split_vthreads(so, target, attach, vthreads: int):
+    """Split loop ``target`` of output stage ``so`` into ``vthreads`` virtual threads; returns the loop the
+    tile's stages attach at (the remainder of ``target`` when ``target`` was ``attach``)."""
+    vt, rest = so.split(target, nparts=vthreads)
+    so.bind_vthread(vt)
+    return rest if target is attach else attach
+
+
 def schedule_conv2d(cfg: HwConfig, cs: ConvShape, data, weight, padded, conv, ep: Epilogue, out,
                     knobs: ConvKnobs, other=None, other_acc=None) -> Schedule:
     """The default packed conv2d schedule: output tiles (oc x rows x full width), input-channel
@@ -172,11 +180,7 @@ def schedule_conv2d(cfg: HwConfig, cs: ConvShape, data, weight, padded, conv, ep
     so.reorder(n, g, outer, inner, oc_i, y_i, x, b, o)
     attach = inner  # the epilogue and the conv compute one output tile per iteration of the inner tile loop
     if knobs.vthreads > 1:
-        target = oc_o if knobs.vthread_axis == "oc" else y_o
-        vt, rest = so.split(target, nparts=knobs.vthreads)
-        so.bind_vthread(vt)
-        if target is inner:
-            attach = rest
+        attach = split_vthreads(so, oc_o if knobs.vthread_axis == "oc" else y_o, attach, knobs.vthreads)
     so.pragma(oc_i, "dma_copy")
     sc = s[conv]
     sc.compute_at(so, attach)

@@ -23,6 +23,7 @@ import numpy as np
 from compiler import te
 from compiler.requant import Requant
 from compiler.schedule import Schedule, create_schedule
+from compiler.topi.conv2d import split_vthreads
 from compiler.topi.pad import OutputPlane, pad_spatial
 from compiler.topi.requant import Epilogue, requant_stages
 from isa.config import HwConfig
@@ -268,11 +269,7 @@ def _scheduled(cfg: HwConfig, ds: DwShape, bias, requant: Requant | None, knobs:
     so.reorder(n, c_o, y_o, c_i, y_i, x, b, o)
     attach = y_o
     if knobs.vthreads > 1:
-        target = y_o if knobs.vthread_axis == "h" else c_o
-        vt, rest = so.split(target, nparts=knobs.vthreads)
-        so.bind_vthread(vt)
-        if target is y_o:
-            attach = rest
+        attach = split_vthreads(so, y_o if knobs.vthread_axis == "h" else c_o, attach, knobs.vthreads)
     so.pragma(c_i, "dma_copy")
     sc = s[conv]
     sc.compute_at(so, attach)
