@@ -145,9 +145,8 @@ def _check_extents(stage: "Stage", intr: "TensorIntrinsic", axes: dict[str, Iter
                 f"{intr.name} axis {name}, whose extent is {want}")
 
 
-def match_gemm(stage: "Stage", iv: IterVar, intr: "TensorIntrinsic") -> GemmMatch:
-    body = stage.op.body if stage.op is not None else None
-    form = f"intrinsic {intr.name} computes {intr.expr}"
+def _sum_of_products(stage: "Stage", body, form: str) -> tuple[Load, Load]:
+    """The two tensor reads of a ``sum(x[...] * y[...])`` body (TensorizeError naming what differs)."""
     if not isinstance(body, Reduce) or body.op != "sum":
         raise TensorizeError(f"stage {stage.name}: body {body!r} is not a sum; {form}")
     prod = _strip(body.body)
@@ -156,6 +155,13 @@ def match_gemm(stage: "Stage", iv: IterVar, intr: "TensorIntrinsic") -> GemmMatc
     a, b = _strip(prod.a), _strip(prod.b)
     if not (isinstance(a, Load) and isinstance(b, Load)):
         raise TensorizeError(f"stage {stage.name}: summand {body.body!r} must multiply two tensor reads; {form}")
+    return a, b
+
+
+def match_gemm(stage: "Stage", iv: IterVar, intr: "TensorIntrinsic") -> GemmMatch:
+    body = stage.op.body if stage.op is not None else None
+    form = f"intrinsic {intr.name} computes {intr.expr}"
+    a, b = _sum_of_products(stage, body, form)
     roots = _region_roots(stage, iv, intr.name, len(intr.extents))
     ra, rb = _index_roles(a, stage, roots), _index_roles(b, stage, roots)
     if _scope(stage, b.tensor) == "inp" or _scope(stage, a.tensor) == "wgt":
@@ -211,14 +217,7 @@ def match_tensor(stage: "Stage", iv: IterVar, intr: "TensorIntrinsic") -> GemmMa
     if len(terms) != 1 or len(terms[0]) != 2:
         raise TensorizeError(f"intrinsic {intr.name}: the tensorizer matches one product of two operands; {form}")
     body = stage.op.body
-    if not isinstance(body, Reduce) or body.op != "sum":
-        raise TensorizeError(f"stage {stage.name}: body {body!r} is not a sum; {form}")
-    prod = _strip(body.body)
-    if not (isinstance(prod, Binary) and prod.op == "mul"):
-        raise TensorizeError(f"stage {stage.name}: summand {body.body!r} is not a product of two tensors; {form}")
-    a, b = _strip(prod.a), _strip(prod.b)
-    if not (isinstance(a, Load) and isinstance(b, Load)):
-        raise TensorizeError(f"stage {stage.name}: summand {body.body!r} must multiply two tensor reads; {form}")
+    a, b = _sum_of_products(stage, body, form)
     if _scope(stage, b.tensor) == "inp" or _scope(stage, a.tensor) == "wgt":
         a, b = b, a
     loads = {"inp": a, "wgt": b}
