@@ -216,6 +216,49 @@ def plan_softmax(node: Node, infos, consts, target: str) -> OpPlan:
     return OpPlan(key, make, lambda ins: [f32(ins[0])], shape)
 
 
+def plan_batchnorm(node: Node, infos, consts, target: str) -> OpPlan:
+    """Inference BatchNormalization that no Conv absorbed (e.g. pre-activation blocks): a per-channel affine."""
+    check_f32(node, infos)
+    shape = tuple(infos[0].shape)
+    if len(shape) < 2:
+        raise UnsupportedOnTarget(f"node {node.name!r} (BatchNormalization): input must be (N, C, ...), got {shape}")
+    gamma, beta, mean, var = (const_input(consts, node.inputs[k], what, node).astype(np.float64).reshape(-1)
+                              for k, what in ((1, "scale"), (2, "bias"), (3, "mean"), (4, "variance")))
+    k = gamma / np.sqrt(var + float(node.attrs.get("epsilon", 1e-5)))
+    scale, shift = f32(k), f32(beta - mean * k)
+    key = ("channel_affine", shape, target)
+
+    def make():
+        ins, y = elementwise.channel_affine(shape)
+        return ins, y, lambda s: schedule_injective(s, y, target)
+
+    return OpPlan(key, make, lambda ins: [f32(ins[0]), scale, shift], shape)
+
+
+def plan_sum(node: Node, infos, consts, target: str) -> OpPlan:
+    """ONNX ``Sum`` of any number of float32 operands (numpy broadcasting)."""
+    dts = sorted({str(t.dtype) for t in infos})
+    if dts != ["float32"]:
+        raise UnsupportedOnTarget(f"node {node.name!r} (Sum): operand dtypes {dts}; the library sums float32 operands")
+    dt = "float32"
+    shapes = [tuple(t.shape) for t in infos]
+    try:
+        out_shape = tuple(int(d) for d in np.broadcast_shapes(*shapes))
+    except ValueError:
+        raise UnsupportedOnTarget(f"node {node.name!r} (Sum): shapes {shapes} do not broadcast") from None
+    key = ("sum", tuple(shapes), dt, target)
+
+    def make():
+        ins, y = elementwise.sum_n(shapes, dt)
+        return ins, y, lambda s: schedule_injective(s, y, target)
+
+    def args(ins):
+        return [np.ascontiguousarray(a, dtype=dt).reshape(sh or (1,)) for a, sh in zip(ins, shapes)]
+
+    return OpPlan(key, make, args, out_shape, np.dtype(dt))
+
+
 PLANNERS = {"Conv": plan_conv, "FusedConv": plan_conv, "Gemm": plan_dense, "FusedDense": plan_dense, "MatMul": plan_dense,
             "MaxPool": plan_pool, "AveragePool": plan_pool, "GlobalAveragePool": plan_pool, "Softmax": plan_softmax,
+            "BatchNormalization": plan_batchnorm, "Sum": plan_sum,
             **{k: plan_unary for k in UNARY}, **{k: plan_binary for k in BINARY}}

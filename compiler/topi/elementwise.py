@@ -88,3 +88,34 @@ def binary(a_shape: tuple[int, ...], b_shape: tuple[int, ...], dtype: str, op: s
     fn = BINARY[op]
     y = te.compute(out or (1,), lambda *i: activation(fn(a[ia(i)], b[ib(i)]), act, act_params), name=op, dtype=dtype)
     return [a, b], y
+
+
+def channel_affine(shape: tuple[int, ...], name: str = "affine") -> tuple[list[Tensor], Tensor]:
+    """``y[n, c, ...] = x[n, c, ...] * scale[c] + shift[c]`` (float32): inference BatchNormalization."""
+    if len(shape) < 2:
+        raise te.TeError(f"a per-channel affine needs an (N, C, ...) input, got shape {shape}")
+    x = te.placeholder(shape, "float32", "x")
+    scale = te.placeholder((shape[1],), "float32", "scale")
+    shift = te.placeholder((shape[1],), "float32", "shift")
+    y = te.compute(shape, lambda *i: x[i] * scale[i[1]] + shift[i[1]], name=name, dtype="float32")
+    return [x, scale, shift], y
+
+
+def sum_n(shapes: list[tuple[int, ...]], dtype: str) -> tuple[list[Tensor], Tensor]:
+    """``y = x0 + x1 + ...`` with numpy broadcasting over all operands (ONNX ``Sum``)."""
+    if not shapes:
+        raise te.TeError("sum_n needs at least one operand")
+    try:
+        out = tuple(int(d) for d in np.broadcast_shapes(*shapes))
+    except ValueError:
+        raise te.TeError(f"shapes {shapes} do not broadcast") from None
+    xs = [te.placeholder(sh or (1,), dtype, f"x{k}") for k, sh in enumerate(shapes)]
+    idx = [_bcast_index(x.shape, len(out)) for x in xs]
+
+    def body(*i):
+        acc = xs[0][idx[0](i)]
+        for x, ix in zip(xs[1:], idx[1:]):
+            acc = acc + x[ix(i)]
+        return acc
+    y = te.compute(out or (1,), body, name="sum", dtype=dtype)
+    return xs, y

@@ -122,3 +122,28 @@ def test_data_movement_nodes_run_on_numpy_inside_a_llvm_model():
     assert rel_err(mod(input=x), ort_run(model, {"input": x})[0]) < 1e-5
     by = {r["op"]: r["cpu_backend"] for r in mod.profile()}
     assert by["Concat"] == by["Transpose"] == "numpy" and by["FusedConv"] == "llvm" and by["Relu"] == "llvm"
+
+
+def test_preactivation_batchnorm_and_nary_sum_on_llvm_match_onnxruntime():
+    """Exporters' graphs: a BatchNormalization no Conv absorbs (pre-activation) and a 3-input broadcasting Sum."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(3)
+    c = 8
+    inits = [numpy_helper.from_array(a.astype(np.float32), n) for n, a in (
+        ("g", rng.uniform(0.5, 1.5, c)), ("b", rng.standard_normal(c) * 0.1), ("m", rng.standard_normal(c) * 0.1),
+        ("v", rng.uniform(0.5, 1.5, c)), ("w", rng.standard_normal((c, c, 3, 3)) * 0.2),
+        ("bias_c", rng.standard_normal((c, 1, 1))))]
+    nodes = [helper.make_node("BatchNormalization", ["x", "g", "b", "m", "v"], ["bn"], epsilon=1e-3),
+             helper.make_node("Relu", ["bn"], ["r"]),
+             helper.make_node("Conv", ["r", "w"], ["y"], pads=[1, 1, 1, 1]),
+             helper.make_node("Sum", ["y", "x", "bias_c"], ["out"])]
+    graph = helper.make_graph(nodes, "preact", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c, 10, 10])],
+                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, [1, c, 10, 10])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    x = rng.standard_normal((1, c, 10, 10)).astype(np.float32)
+    mod = build(model, target="llvm", progress=False)
+    got = mod(x=x)
+    assert rel_err(got, ort_run(model, {"x": x})[0]) < 1e-4
+    ops = {r["op"] for r in mod.profile()}
+    assert {"BatchNormalization", "Sum"} <= ops  # both ran as library kernels, not folded away
