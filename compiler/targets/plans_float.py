@@ -7,7 +7,7 @@ import numpy as np
 from compiler.cpu.pooling import pool_axes
 from compiler.graph.ir import Node
 from compiler.targets.oplan import OpPlan, UnsupportedOnTarget, check_f32, const_input, f32
-from compiler.topi import conv2d_direct, dense_float, elementwise, pool, softmax
+from compiler.topi import conv2d_direct, dense_float, elementwise, lrn, pool, softmax
 from compiler.topi.injective import schedule_injective
 
 UNARY = {"Relu": "relu", "Clip": "clip", "Sigmoid": "sigmoid", "HardSwish": "hardswish", "HardSigmoid": "hardsigmoid",
@@ -258,7 +258,29 @@ def plan_sum(node: Node, infos, consts, target: str) -> OpPlan:
     return OpPlan(key, make, args, out_shape, np.dtype(dt))
 
 
+def plan_lrn(node: Node, infos, consts, target: str) -> OpPlan:
+    """ONNX ``LRN`` across channels (float32)."""
+    check_f32(node, infos)
+    shape = tuple(infos[0].shape)
+    a = node.attrs
+    if "size" not in a or int(a["size"]) < 1:
+        raise UnsupportedOnTarget(f"node {node.name!r} (LRN): attribute size (>= 1) is required, got {a.get('size')}")
+    if len(shape) < 3:
+        raise UnsupportedOnTarget(f"node {node.name!r} (LRN): input must be (N, C, D1, ...), got {shape}")
+    params = (int(a["size"]), float(a.get("alpha", 1e-4)), float(a.get("beta", 0.75)), float(a.get("bias", 1.0)))
+    if params[3] <= 0:
+        raise UnsupportedOnTarget(f"node {node.name!r} (LRN): bias must be > 0 (the base of the power), got {params[3]}")
+    key = ("lrn", shape, params, target)
+
+    def make():
+        ins, stages = lrn.lrn(shape, *params)
+        sched = pool.schedule_gpu if target == "cuda" else pool.schedule_cpu
+        return ins, stages[-1], lambda s: sched(s, stages)
+
+    return OpPlan(key, make, lambda ins: [f32(ins[0])], shape)
+
+
 PLANNERS = {"Conv": plan_conv, "FusedConv": plan_conv, "Gemm": plan_dense, "FusedDense": plan_dense, "MatMul": plan_dense,
             "MaxPool": plan_pool, "AveragePool": plan_pool, "GlobalAveragePool": plan_pool, "Softmax": plan_softmax,
-            "BatchNormalization": plan_batchnorm, "Sum": plan_sum,
+            "BatchNormalization": plan_batchnorm, "Sum": plan_sum, "LRN": plan_lrn,
             **{k: plan_unary for k in UNARY}, **{k: plan_binary for k in BINARY}}

@@ -147,3 +147,34 @@ def test_preactivation_batchnorm_and_nary_sum_on_llvm_match_onnxruntime():
     assert rel_err(got, ort_run(model, {"x": x})[0]) < 1e-4
     ops = {r["op"] for r in mod.profile()}
     assert {"BatchNormalization", "Sum"} <= ops  # both ran as library kernels, not folded away
+
+
+@pytest.mark.parametrize("size", [3, 4])  # odd and even (asymmetric) channel windows
+def test_lrn_on_llvm_matches_onnxruntime(size):
+    from onnx import TensorProto, helper
+
+    node = helper.make_node("LRN", ["x"], ["y"], size=size, alpha=2e-3, beta=0.75, bias=2.0)
+    graph = helper.make_graph([node], "lrn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 7, 5, 6])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 7, 5, 6])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    x = (np.random.default_rng(size).standard_normal((1, 7, 5, 6)) * 4).astype(np.float32)
+    got = build(model, target="llvm", progress=False)(x=x)
+    # the ONNX definition in float64: channels [c - floor((size-1)/2), c + ceil((size-1)/2)] clipped
+    xd, want = x.astype(np.float64), np.empty(x.shape)
+    for c in range(7):
+        lo, hi = max(0, c - (size - 1) // 2), min(6, c + size // 2)
+        want[:, c] = xd[:, c] / (2.0 + 2e-3 / size * (xd[:, lo:hi + 1] ** 2).sum(axis=1)) ** 0.75
+    assert rel_err(got, want) < 1e-5
+    if size % 2:  # onnxruntime implements odd sizes only
+        assert rel_err(got, ort_run(model, {"x": x})[0]) < 1e-5
+
+
+def test_lrn_with_non_positive_bias_is_refused_at_build():
+    from onnx import TensorProto, helper
+
+    node = helper.make_node("LRN", ["x"], ["y"], size=3, bias=0.0)
+    graph = helper.make_graph([node], "lrn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 3, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 3, 3])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    with pytest.raises(UnsupportedOnTarget, match="bias must be > 0"):
+        build(model, target="llvm", progress=False)
