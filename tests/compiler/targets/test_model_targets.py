@@ -75,15 +75,15 @@ def test_cuda_target_compiles_every_kernel_and_runs_only_with_a_gpu():
             mod(input=X)
 
 
-def _lrn_model() -> onnx.ModelProto:
+def _prelu_model() -> onnx.ModelProto:
     b = OnnxBuilder()
-    y = b.op("LRN", [b.conv("input", 3, 4, 3)], size=3)
-    return b.model("lrn", "input", (1, 3, 8, 8), y)
+    y = b.op("PRelu", [b.conv("input", 3, 4, 3), b.const(np.full((4, 1, 1), 0.25, np.float32))])
+    return b.model("prelu", "input", (1, 3, 8, 8), y)
 
 
 def test_unsupported_operator_is_named_at_build_time():
-    with pytest.raises(UnsupportedOnTarget, match=r"LRN is not in the operator library for target 'llvm'"):
-        build(_lrn_model(), target="llvm", progress=False)
+    with pytest.raises(UnsupportedOnTarget, match=r"PRelu is not in the operator library for target 'llvm'"):
+        build(_prelu_model(), target="llvm", progress=False)
 
 
 def test_model_target_rejects_accelerator_only_arguments():
