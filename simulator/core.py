@@ -8,7 +8,7 @@ from isa.instructions import Alu, Finish, Gemm, Load, Store
 from simulator.alu import AluExecutor
 from simulator.blas import blas_session
 from simulator.budget import DEFAULT_MAX_CYCLES, check_budget, with_progress
-from simulator.dram import check_image, execute_load, execute_store
+from simulator.dram import Dma, check_image
 from simulator.functional import run_functional
 from isa.intrinsics import intrinsics
 from simulator.errors import InvalidInstructionError
@@ -17,7 +17,7 @@ from simulator.tensor import TensorExecutor
 from simulator.program import Decoder
 from simulator.result import SimResult
 from simulator.scratchpads import Scratchpads
-from simulator.timing_engine import run_timed
+from simulator.replay import run_program
 
 
 class Simulator:
@@ -37,6 +37,7 @@ class Simulator:
         self.sp = Scratchpads(cfg)
         self._decoder = Decoder(cfg)
         self._alu = AluExecutor(cfg, self.sp)
+        self._dma = Dma(cfg, self.sp)
         self._tensor: dict = {}  # intrinsic name -> executor (GEMM: its dense fast path), made on first use
 
     @property
@@ -69,8 +70,9 @@ class Simulator:
         check_image(dram)
         cfg, sp = self.cfg, self.sp
         sp.wgt_version += 1  # the scratchpads may have been written directly since the last run
-        infos = self._decoder.program(dram, insn_addr, n_insns)
-        alu = self._alu.execute
+        prog = self._decoder.decode(dram, insn_addr, n_insns)  # cached by the program's bytes
+        infos = prog.infos
+        alu, load, store = self._alu.execute, self._dma.load, self._dma.store
 
         def execute(i: int) -> None:
             insn = infos[i].insn
@@ -79,9 +81,9 @@ class Simulator:
             elif isinstance(insn, Alu):
                 alu(i, insn)
             elif isinstance(insn, Load):
-                execute_load(sp, dram, insn, cfg)
+                load(dram, insn)
             elif isinstance(insn, Store):
-                execute_store(sp, dram, insn, cfg)
+                store(dram, insn)
             else:
                 assert isinstance(insn, Finish)
 
@@ -90,7 +92,7 @@ class Simulator:
         try:
             with blas_session():
                 if self.timing:
-                    return SimResult(cfg, infos, run_timed(cfg, infos, execute, self.max_cycles))
+                    return SimResult(cfg, infos, run_program(cfg, prog, execute, self.max_cycles))
                 run_functional(cfg, infos, execute)
                 return SimResult(cfg, infos, None)
         finally:

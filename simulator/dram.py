@@ -1,4 +1,10 @@
-"""The DRAM image and the 2D DMA engines (LOAD with padding, strided STORE)."""
+"""The DRAM image and the 2D DMA engines (LOAD with padding, strided STORE).
+
+Blocks move as bytes: DRAM rows are a strided ``uint8`` view, scratchpad elements a
+``(depth, element bytes)`` byte view of the scratchpad array, so a transfer is one or two
+copies with no conversion (an ACC load also widens to the int64 accumulators and a UOP load
+decodes the micro-ops).
+"""
 from __future__ import annotations
 
 import numpy as np
@@ -22,56 +28,76 @@ def check_image(dram: np.ndarray) -> None:
 
 def _rows(dram: np.ndarray, byte_base: int, y: int, row_bytes: int, pitch_bytes: int) -> np.ndarray:
     """A (y, row_bytes) uint8 view of DRAM rows (bounds are checked before)."""
+    if y == 1 or pitch_bytes == row_bytes:
+        return dram[byte_base:byte_base + y * row_bytes].reshape(y, row_bytes)
+    if row_bytes <= pitch_bytes and byte_base + y * pitch_bytes <= dram.size:  # a plain reshape: no as_strided
+        return dram[byte_base:byte_base + y * pitch_bytes].reshape(y, pitch_bytes)[:, :row_bytes]
     return as_strided(dram[byte_base:], shape=(y, row_bytes), strides=(pitch_bytes, 1))
 
 
+class Dma:
+    """LOAD and STORE of one core: DRAM <-> the scratchpads of ``sp``."""
+
+    def __init__(self, cfg: HwConfig, sp: Scratchpads):
+        self.cfg, self.sp = cfg, sp
+        #: per memory type: (name, element bytes, element dtype, element shape)
+        self.layout = {int(m): (m.name.lower(), cfg.elem_bytes(m.name.lower())) + elem_layout(cfg, m.name.lower())
+                       for m in MemType}
+
+    def _bytes(self, name: str) -> np.ndarray:
+        """The scratchpad ``name`` as (depth, element bytes) uint8 (the same memory)."""
+        arr = getattr(self.sp, name)
+        return arr.reshape(arr.shape[0], -1).view(np.uint8)
+
+    def load(self, dram: np.ndarray, insn: Load) -> None:
+        """Copy the block into the scratchpad with its padding, every pad lane ``pad_value`` (a NOP block writes
+        nothing)."""
+        y, x = insn.y_size, insn.x_size
+        if y == 0 or x == 0:
+            return
+        name, eb, dtype, shape = self.layout[insn.mem]
+        src = _rows(dram, insn.dram_base * eb, y, x * eb, insn.x_stride * eb)
+        y0, x0 = insn.y_pad0, insn.x_pad0
+        rows, cols = y0 + y + insn.y_pad1, x0 + x + insn.x_pad1
+        base, n = insn.sram_base, rows * cols
+        if name in ("inp", "wgt"):  # straight into the scratchpad's bytes
+            dst = self._bytes(name)[base:base + n]
+            if rows == y and cols == x:
+                dst.reshape(y, x * eb)[...] = src
+            else:
+                dst[...] = np.full((1,) + shape, insn.pad_value, dtype).view(np.uint8).reshape(eb)
+                dst.reshape(rows, cols, eb)[y0:y0 + y, x0:x0 + x] = src.reshape(y, x, eb)
+            if name == "wgt":
+                self.sp.wgt_version += 1
+            return
+        full = np.zeros((rows, cols * eb), np.uint8)  # UOP and ACC pad with 0
+        full.reshape(rows, cols, eb)[y0:y0 + y, x0:x0 + x] = src.reshape(y, x, eb)
+        block = full.view(dtype).reshape((n,) + shape)
+        if name == "uop":
+            self.sp.write_uops(base, block)
+        else:
+            self.sp.write_acc(slice(base, base + n), block.astype(np.int64))
+
+    def store(self, dram: np.ndarray, insn: Store) -> None:
+        """Write ``y_size`` rows of ``x_size`` OUT elements to DRAM with row pitch ``x_stride``."""
+        y, x = insn.y_size, insn.x_size
+        if y == 0 or x == 0:
+            return
+        eb = self.layout[MemType.OUT][1]
+        src = self._bytes("out")[insn.sram_base:insn.sram_base + y * x].reshape(y, x * eb)
+        base, pitch = insn.dram_base * eb, insn.x_stride * eb
+        if y == 1 or pitch >= x * eb:
+            _rows(dram, base, y, x * eb, pitch)[...] = src
+        else:  # overlapping rows: later rows win, as the hardware writes them in order
+            for r in range(y):
+                dram[base + r * pitch:base + r * pitch + x * eb] = src[r]
+
+
 def execute_load(sp: Scratchpads, dram: np.ndarray, insn: Load, cfg: HwConfig) -> None:
-    """Copy the block into the scratchpad with its padding, every pad lane ``pad_value`` (a NOP block writes nothing)."""
-    if insn.y_size == 0 or insn.x_size == 0:
-        return
-    mem = MemType(insn.mem).name.lower()
-    eb = cfg.elem_bytes(mem)
-    dtype, shape = elem_layout(cfg, mem)
-    y, x = insn.y_size, insn.x_size
-    base = insn.dram_base * eb
-    if y == 1 or insn.x_stride == x:
-        raw = dram[base:base + y * x * eb]
-    else:
-        raw = np.ascontiguousarray(_rows(dram, base, y, x * eb, insn.x_stride * eb))
-    data = raw.view(dtype).reshape((y, x) + shape)
-    rows, cols = insn.y_pad0 + y + insn.y_pad1, insn.x_pad0 + x + insn.x_pad1
-    if rows == y and cols == x:
-        block = data.reshape((y * x,) + shape)
-    else:
-        full = np.full((rows, cols) + shape, insn.pad_value, dtype)
-        full[insn.y_pad0:insn.y_pad0 + y, insn.x_pad0:insn.x_pad0 + x] = data
-        block = full.reshape((rows * cols,) + shape)
-    base, n = insn.sram_base, block.shape[0]
-    if mem == "uop":
-        sp.write_uops(base, block)
-    elif mem == "acc":
-        sp.write_acc(slice(base, base + n), block.astype(np.int64))
-    elif mem == "wgt":
-        sp.write_wgt(base, block)
-    else:
-        getattr(sp, mem)[base:base + n] = block
+    """:meth:`Dma.load` (one-off; a core keeps its :class:`Dma`)."""
+    Dma(cfg, sp).load(dram, insn)
 
 
 def execute_store(sp: Scratchpads, dram: np.ndarray, insn: Store, cfg: HwConfig) -> None:
-    """Write ``y_size`` rows of ``x_size`` OUT elements to DRAM with row pitch ``x_stride``."""
-    if insn.y_size == 0 or insn.x_size == 0:
-        return
-    eb = cfg.out_elem_bytes
-    y, x = insn.y_size, insn.x_size
-    dtype, _ = elem_layout(cfg, "out")
-    src = np.ascontiguousarray(sp.out[insn.sram_base:insn.sram_base + y * x], dtype=dtype)
-    src = src.view(np.uint8).reshape(y, x * eb)
-    base = insn.dram_base * eb
-    if y == 1 or insn.x_stride == x:
-        dram[base:base + y * x * eb] = src.reshape(-1)
-    elif insn.x_stride > x:
-        _rows(dram, base, y, x * eb, insn.x_stride * eb)[...] = src
-    else:  # overlapping rows: later rows win, as the hardware writes them in order
-        for r in range(y):
-            start = base + r * insn.x_stride * eb
-            dram[start:start + x * eb] = src[r]
+    """:meth:`Dma.store` (one-off; a core keeps its :class:`Dma`)."""
+    Dma(cfg, sp).store(dram, insn)

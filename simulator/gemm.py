@@ -41,10 +41,12 @@ class _Dense:
     a_idx: np.ndarray  # inp rows, M-major then K: gathered once per instruction
     w_idx: np.ndarray  # wgt rows, N-major then K
     dflat: np.ndarray  # acc rows, M-major then N
-    dslice: slice | None
+    dslice: slice | None  # the acc rows as one slice, in the order ``out_perm`` puts the product in
     mtot: int
     ntot: int
     ktot: int
+    out_shape: tuple = ()  # the product viewed as (M dims..., [batch], N dims..., BO)
+    out_perm: tuple = ()  # ... and transposed to acc order (with dslice), then rows of (batch, BO)
 
 
 @dataclass
@@ -137,12 +139,11 @@ class GemmExecutor:
         dflat = _grid(base[0], m + n, 1)
         if np.unique(dflat).size != dflat.size:
             return None
-        dslice = None
-        if np.array_equal(dflat, np.arange(dflat[0], dflat[0] + dflat.size)):
-            dslice = slice(int(dflat[0]), int(dflat[0]) + dflat.size)
         prod = lambda dims: int(np.prod([dm[0] for dm in dims], dtype=np.int64))  # noqa: E731
-        return _Dense((base[2], tuple(n), tuple(k)), _grid(base[1], m + k, 2), _grid(base[2], n + k, 3), dflat,
-                      dslice, prod(m), prod(n), prod(k))
+        plan = _Dense((base[2], tuple(n), tuple(k)), _grid(base[1], m + k, 2), _grid(base[2], n + k, 3), dflat,
+                      None, prod(m), prod(n), prod(k))
+        _contiguous_dst(plan, base[0], m, n, self.cfg.batch)
+        return plan
 
     # ------------------------------------------------------------- execution
     def execute(self, i: int, insn: Gemm) -> None:
@@ -165,24 +166,32 @@ class GemmExecutor:
         M, N, K = p.mtot, p.ntot, p.ktot
         terms = K * BI
         dt = np.float32 if terms <= self.f32_terms else np.float64 if terms <= self.safe_terms else np.int64
-        a = sp.inp[p.a_idx].astype(dt)  # (M*K, B, BI): the input rows, gathered once
+        a = np.take(sp.inp, p.a_idx, axis=0).astype(dt)  # (M*K, B, BI): the input rows, gathered once
         a = a.reshape(M, K * BI) if B == 1 else a.reshape(M, K, B, BI).transpose(0, 2, 1, 3).reshape(M * B, K * BI)
         wkey = (sp.wgt_version, dt, p.key)
         w = self._wmats.get(wkey)
         if w is None:  # weights are reused across many GEMMs: pack (and convert) them once per load
-            w = sp.wgt[p.w_idx].astype(dt).reshape(N, K, BO, BI).transpose(1, 3, 0, 2).reshape(K * BI, N * BO)
+            w = np.take(sp.wgt, p.w_idx, axis=0).astype(dt).reshape(N, K, BO, BI).transpose(1, 3, 0, 2)
+            w = w.reshape(K * BI, N * BO)
             if len(self._wmats) >= 8:
                 self._wmats.clear()
             self._wmats[wkey] = w
         use_threads_for(a.shape[0] * a.shape[1] * w.shape[1])  # small products: one BLAS thread
-        with np.errstate(over="ignore"):
-            prod = np.matmul(a, w)  # one BLAS call (int64: wraps modulo 2**64, still exact modulo 2**acc_width)
-        prod = prod.astype(np.int64, copy=False)
-        prod = prod.reshape(M * N, B, BO) if B == 1 else prod.reshape(M, B, N, BO).transpose(0, 2, 1, 3).reshape(M * N, B, BO)
-        idx = p.dslice if p.dslice is not None else p.dflat
-        if not overwrite:
+        if dt is np.int64:
             with np.errstate(over="ignore"):
-                prod += sp.acc[idx]
+                prod = np.matmul(a, w)  # wraps modulo 2**64, still exact modulo 2**acc_width
+        else:
+            prod = np.matmul(a, w)  # one BLAS call; integers, exactly
+        if p.dslice is not None:  # acc rows in one slice: the product transposed into their order, no scatter
+            idx = p.dslice
+            prod = prod.reshape(p.out_shape).transpose(p.out_perm).astype(np.int64).reshape(M * N, B, BO)
+        else:
+            idx = p.dflat
+            prod = prod.astype(np.int64, copy=False)
+            prod = prod.reshape(M * N, B, BO) if B == 1 else \
+                prod.reshape(M, B, N, BO).transpose(0, 2, 1, 3).reshape(M * N, B, BO)
+        if not overwrite:  # int64 sums of acc_width-bit values: wrap modulo 2**64 at worst, exact mod 2**acc_width
+            prod += sp.acc[idx] if p.dslice is not None else np.take(sp.acc, idx, axis=0)
         w = cfg.acc_width
         sp.write_acc(idx, prod.astype(f"<i{w // 8}") if w in (8, 16, 32) else wrap(prod, w))  # a narrowing cast wraps
 
@@ -214,6 +223,24 @@ def _grid(base: int, dims: list, which: int) -> np.ndarray:
     for dm in dims:
         g = (g[:, None] + np.arange(dm[0], dtype=np.int64) * dm[which]).reshape(-1)
     return g
+
+
+def _contiguous_dst(p: _Dense, base: int, m: list, n: list, batch: int) -> None:
+    """Set ``p.dslice`` (and the product's reshape/transpose to acc order) when the dst rows of the M and N
+    dims, taken in some order, are one run of consecutive acc rows; else leave ``p.dslice`` None."""
+    dims = m + n
+    order = sorted(range(len(dims)), key=lambda j: -dims[j][1])  # dst step, largest (outermost) first
+    stride = 1
+    for j in reversed(order):
+        if dims[j][1] != stride:
+            return
+        stride *= dims[j][0]
+    nm = len(m)
+    # product axes: m dims, [batch], n dims, BO; acc order: the dims by dst step, then batch, BO
+    shape = tuple(dm[0] for dm in m) + ((batch,) if batch > 1 else ()) + tuple(dm[0] for dm in n) + (-1,)
+    axis = [j if j < nm else j + (batch > 1) for j in range(len(dims))]  # dim j's axis in ``shape``
+    perm = tuple(axis[j] for j in order) + ((nm,) if batch > 1 else ()) + (len(shape) - 1,)
+    p.dslice, p.out_shape, p.out_perm = slice(base, base + stride), shape, perm
 
 
 def _check_written_once(d: np.ndarray, where: str, shape: tuple[int, int, int]) -> None:

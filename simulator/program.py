@@ -6,7 +6,8 @@ of LOAD/STORE, sub-beat row alignment and (per run) DRAM bounds.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import OrderedDict
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -146,16 +147,39 @@ def check_dram(i: int, info: InsnInfo, cfg: HwConfig, dram_bytes: int) -> None:
             f"{last * eb}, beyond the DRAM of {dram_bytes} bytes (allowed element index < {dram_bytes // eb})")
 
 
-class Decoder:
-    """Decodes and checks instruction words, caching by word (the ALU registry is re-read if it changes)."""
+@dataclass(eq=False)
+class Program:
+    """A decoded, checked instruction stream, cached by its bytes (:meth:`Decoder.decode`).
 
-    def __init__(self, cfg: HwConfig):
+    ``derived`` holds what runs compute from the program alone while it stays cached (the timed
+    run's event order, :mod:`simulator.replay`); it is dropped with the program."""
+
+    infos: list[InsnInfo]
+    derived: dict = field(default_factory=dict)
+
+
+#: Most instructions the decoded programs of one :class:`Decoder` may hold together (least recently used go first).
+PROGRAM_CACHE_INSNS = 1 << 19
+
+
+class Decoder:
+    """Decodes and checks instruction words, caching by word and whole programs by their bytes
+    (both dropped when the ALU registry's opcode width changes)."""
+
+    def __init__(self, cfg: HwConfig, max_cached_insns: int = PROGRAM_CACHE_INSNS):
         self.cfg = cfg
         self._cache: dict[tuple[int, bytes], InsnInfo] = {}
+        self._programs: OrderedDict[tuple[bytes, int], Program] = OrderedDict()
+        self._cached_insns = 0
+        self.max_cached_insns = max_cached_insns
         self._bits = alu_opcode_bits()
 
     def program(self, dram: np.ndarray, insn_addr: int, n_insns: int) -> list[InsnInfo]:
         """Decode ``n_insns`` instructions from ``dram`` at byte ``insn_addr`` and check the stream."""
+        return self.decode(dram, insn_addr, n_insns).infos
+
+    def decode(self, dram: np.ndarray, insn_addr: int, n_insns: int) -> Program:
+        """:meth:`program` as a cached :class:`Program`: the same bytes (and DRAM size) give the same object."""
         if insn_addr % INSN_BYTES or insn_addr < 0:
             raise StreamError(f"insn_addr={insn_addr} must be a non-negative multiple of {INSN_BYTES}")
         if n_insns < 1:
@@ -165,8 +189,25 @@ class Decoder:
             raise StreamError(f"instructions [{insn_addr}, {end}) run past the DRAM of {dram.size} bytes")
         if alu_opcode_bits() != self._bits:
             self._cache.clear()
+            self._programs.clear()
+            self._cached_insns = 0
             self._bits = alu_opcode_bits()
         raw = dram[insn_addr:end].tobytes()
+        key = (raw, dram.size)
+        prog = self._programs.get(key)
+        if prog is not None:
+            self._programs.move_to_end(key)
+            return prog
+        prog = Program(self._infos(raw, insn_addr, n_insns, dram.size))
+        if n_insns <= self.max_cached_insns:
+            self._programs[key] = prog
+            self._cached_insns += n_insns
+            while self._cached_insns > self.max_cached_insns:
+                _, old = self._programs.popitem(last=False)
+                self._cached_insns -= len(old.infos)
+        return prog
+
+    def _infos(self, raw: bytes, insn_addr: int, n_insns: int, dram_bytes: int) -> list[InsnInfo]:
         cache, cfg, out = self._cache, self.cfg, []
         for i in range(n_insns):
             key = raw[16 * i:16 * i + 16]
@@ -189,5 +230,5 @@ class Decoder:
             raise StreamError(f"the stream of {n_insns} instructions does not end with FINISH "
                               f"(last is instruction {n_insns - 1}, {out[-1].kind})")
         for i, info in enumerate(out):
-            check_dram(i, info, cfg, dram.size)
+            check_dram(i, info, cfg, dram_bytes)
         return out

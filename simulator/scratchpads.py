@@ -26,6 +26,8 @@ class Scratchpads:
         self.wgt = np.zeros((c.wgt_depth, c.block_out, c.block_in), int_dtype(c.wgt_width))
         self.acc = np.zeros((c.acc_depth, c.batch, c.block_out), np.int64)
         self.out = np.zeros((c.acc_depth, c.batch, c.block_out), int_dtype(c.out_width))
+        self._acc_rows = _rows(self.acc)  # the same memory, one opaque item per row
+        self._out_rows = _rows(self.out)
         self.uop = np.zeros(c.uop_depth, np.uint32)
         self.uop_dst = np.zeros(c.uop_depth, np.int64)
         self.uop_src = np.zeros(c.uop_depth, np.int64)
@@ -38,7 +40,17 @@ class Scratchpads:
     # ------------------------------------------------------------------ writes
     def write_acc(self, idx: np.ndarray | slice, values: np.ndarray) -> None:
         """acc[idx] = values (integers of any dtype, already wrapped to acc_width) and the OUT mirror: the low
-        out_width bits (numpy's assignment narrows integers by two's complement, with no temporary)."""
+        out_width bits (numpy's assignment narrows integers by two's complement, with no temporary).
+
+        With an index array and one value row per index, rows are copied as whole byte strings (a
+        scatter of ``n`` rows instead of ``n * batch * block_out`` elements; the last duplicate wins, as
+        with elementwise assignment)."""
+        if isinstance(idx, np.ndarray) and idx.ndim == 1 and getattr(values, "shape", None) == (idx.size,) + self.acc.shape[1:]:
+            v = np.ascontiguousarray(values, np.int64)
+            self._acc_rows[idx] = v.reshape(idx.size, -1).view(self._acc_rows.dtype).reshape(idx.size)
+            o = v.astype(self.out.dtype)  # integer casts wrap (two's complement)
+            self._out_rows[idx] = o.reshape(idx.size, -1).view(self._out_rows.dtype).reshape(idx.size)
+            return
         self.acc[idx] = values
         self.out[idx] = values
 
@@ -53,3 +65,8 @@ class Scratchpads:
         self.uop_dst[base:base + n] = d
         self.uop_src[base:base + n] = s
         self.uop_wgt[base:base + n] = w
+
+
+def _rows(a: np.ndarray) -> np.ndarray:
+    """A 1-D view of ``a`` with one opaque (void) item per row: fancy indexing copies whole rows."""
+    return a.reshape(a.shape[0], -1).view(np.dtype((np.void, a[0].nbytes))).reshape(a.shape[0])
