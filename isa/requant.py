@@ -99,6 +99,10 @@ def unpack_records(rows: np.ndarray, wgt_width: int) -> Record:
     out = {}
     for f in RECORD_FIELDS:  # each field's bytes, zero-padded to 8, read as one little-endian word
         nbytes = -(-f.width // 8)
+        if f.lo % 8 == 0 and f.width in (8, 16, 32):  # a whole little-endian integer: read as its own type
+            raw = np.ascontiguousarray(flat[:, f.lo // 8:f.lo // 8 + nbytes])
+            out[f.name] = raw.view(f"<{'i' if f.signed else 'u'}{nbytes}").reshape(lead).astype(np.int64)
+            continue
         word = np.zeros((flat.shape[0], 8), np.uint8)
         word[:, :nbytes] = flat[:, f.lo // 8:f.lo // 8 + nbytes]
         v = word.view("<u8").reshape(lead).astype(np.int64)

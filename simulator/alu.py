@@ -33,6 +33,7 @@ class _AluPlan:
     waves: list[np.ndarray] | None  # None: conflict-free, one vector op
     wgt_src: bool = False  # s indexes WGT (a record op)
     s_rows: tuple[np.ndarray, np.ndarray] | None = None  # wgt_src without waves: (distinct s, inverse)
+    dslice: slice | None = None  # d as a slice when it is consecutive rows
 
 
 def conflict_waves(d: np.ndarray, s: np.ndarray | None) -> list[np.ndarray]:
@@ -106,6 +107,8 @@ class AluExecutor:
                         f"{MAX_SEQUENTIAL_STEPS:,} is over the simulator's host-time budget")
                 waves = conflict_waves(d, None if wgt_src else s)
         plan = _AluPlan(d, s, waves, wgt_src)
+        if d.size and d[-1] - d[0] == d.size - 1 and np.array_equal(d, np.arange(d[0], d[0] + d.size)):
+            plan.dslice = slice(int(d[0]), int(d[0]) + d.size)
         if wgt_src and s is not None and waves is None:
             plan.s_rows = np.unique(s, return_inverse=True)
         if len(self._plans) > 4096:
@@ -146,11 +149,17 @@ class AluExecutor:
     def _apply(self, insn: Alu, p: _AluPlan) -> None:
         fn, sp = self._fn(insn.op), self.sp
         imm = np.int64(insn.imm)
-        if p.s_rows is not None:  # a record op: each distinct WGT element's records unpacked once
-            rows, inverse = p.s_rows
-            sp.write_acc(p.d, fn(sp.acc[p.d], sp.wgt[rows], inverse.reshape(-1)))
+        if p.waves is None:  # one vector op; dst rows read as a slice when consecutive (np.take: gathers by row)
+            d = p.d if p.dslice is None else p.dslice
+            old = np.take(sp.acc, p.d, axis=0) if p.dslice is None else sp.acc[d]
+            if p.s_rows is not None:  # a record op: each distinct WGT element's records unpacked once
+                rows, inverse = p.s_rows
+                sp.write_acc(d, fn(old, np.take(sp.wgt, rows, axis=0), inverse.reshape(-1)))
+                return
+            b = imm if p.s is None else np.take(sp.wgt if p.wgt_src else sp.acc, p.s, axis=0)
+            sp.write_acc(d, fn(old, b))
             return
-        for sel in ([slice(None)] if p.waves is None else p.waves):
+        for sel in p.waves:
             d = p.d[sel]
             b = imm if p.s is None else (sp.wgt[p.s[sel]] if p.wgt_src else sp.acc[p.s[sel]])
             sp.write_acc(d, fn(sp.acc[d], b))

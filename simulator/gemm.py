@@ -171,8 +171,8 @@ class GemmExecutor:
         wkey = (sp.wgt_version, dt, p.key)
         w = self._wmats.get(wkey)
         if w is None:  # weights are reused across many GEMMs: pack (and convert) them once per load
-            w = np.take(sp.wgt, p.w_idx, axis=0).astype(dt).reshape(N, K, BO, BI).transpose(1, 3, 0, 2)
-            w = w.reshape(K * BI, N * BO)
+            w = np.take(sp.wgt, p.w_idx, axis=0).reshape(N, K, BO, BI).transpose(1, 3, 0, 2)
+            w = w.astype(dt, order="C").reshape(K * BI, N * BO)  # converted and transposed in one pass
             if len(self._wmats) >= 8:
                 self._wmats.clear()
             self._wmats[wkey] = w
@@ -184,7 +184,7 @@ class GemmExecutor:
             prod = np.matmul(a, w)  # one BLAS call; integers, exactly
         if p.dslice is not None:  # acc rows in one slice: the product transposed into their order, no scatter
             idx = p.dslice
-            prod = prod.reshape(p.out_shape).transpose(p.out_perm).astype(np.int64).reshape(M * N, B, BO)
+            prod = prod.reshape(p.out_shape).transpose(p.out_perm).astype(np.int64, order="C").reshape(M * N, B, BO)
         else:
             idx = p.dflat
             prod = prod.astype(np.int64, copy=False)
