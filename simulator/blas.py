@@ -1,11 +1,13 @@
 """BLAS threads for the simulator's matrix products.
 
-A dense GEMM instruction is one BLAS call (:mod:`simulator.gemm`); most are small (a few million
-multiply-adds), where a second BLAS thread saves little and, on a busy machine, costs a lot: OpenBLAS
-workers spin-wait between calls and compete with the simulator's own thread. Calls below
-``SMALL_MACS`` run on one thread; larger ones on the library's default. :func:`blas_session`
-restores the default when a program run ends. Without ``threadpoolctl`` (or without a BLAS it
-can control) nothing changes.
+A dense GEMM instruction is one BLAS call (:mod:`simulator.gemm`). Up to ``SMALL_MACS`` multiply-adds
+(every convolution GEMM of the zoo models, and the 32 x 1024 x 256 tiles of bench_simulator's
+1024^3 GEMM) it runs on one thread: a second thread saves at most half of a call that takes well
+under a millisecond, while on a machine whose cores are busy with other work, OpenBLAS workers that
+spin-wait for a descheduled partner can make one such call take tens of milliseconds (measured on a
+2-core machine under load: 8.4M multiply-adds in 0.38 ms on one thread, 66 ms on two). Larger calls
+run on the library's default. :func:`blas_session` restores the default when a program run ends.
+Without ``threadpoolctl`` (or without a BLAS it can control) nothing changes.
 """
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from contextlib import contextmanager
 from typing import Iterator
 
 #: Multiply-adds below which a matrix product runs on one BLAS thread.
-SMALL_MACS = 1 << 22
+SMALL_MACS = 1 << 27
 
 _state: dict = {}
 

@@ -27,13 +27,15 @@ class Simulator:
     """
 
     def __init__(self, cfg: HwConfig, *, timing: bool = True, trace: bool = False,
-                 max_cycles: int | None = DEFAULT_MAX_CYCLES, progress: bool | None = None):
+                 max_cycles: int | None = DEFAULT_MAX_CYCLES, progress: bool | None = None, replay: bool = True):
         """``max_cycles``: the cycle budget (None: none), see :mod:`simulator.budget`; ``progress``: a progress
-        bar (None: only for programs of at least ``budget.PROGRESS_MIN_CYCLES`` cycles)."""
+        bar (None: only for programs of at least ``budget.PROGRESS_MIN_CYCLES`` cycles); ``replay``: a program
+        run again replays its recorded timeline instead of running the timing engine (:mod:`simulator.replay`;
+        same bytes and cycles)."""
         if max_cycles is not None and (not isinstance(max_cycles, int) or max_cycles < 1):
             raise ValueError(f"max_cycles must be a positive integer or None, got {max_cycles!r}")
         self.cfg, self.timing, self.trace = cfg, timing, trace
-        self.max_cycles, self.progress = max_cycles, progress
+        self.max_cycles, self.progress, self.replay = max_cycles, progress, replay
         self.sp = Scratchpads(cfg)
         self._decoder = Decoder(cfg)
         self._alu = AluExecutor(cfg, self.sp)
@@ -92,7 +94,7 @@ class Simulator:
         try:
             with blas_session():
                 if self.timing:
-                    return SimResult(cfg, infos, run_program(cfg, prog, execute, self.max_cycles))
+                    return SimResult(cfg, infos, run_program(cfg, prog, execute, self.max_cycles, self.replay))
                 run_functional(cfg, infos, execute)
                 return SimResult(cfg, infos, None)
         finally:

@@ -55,7 +55,7 @@ class _General:
     s: np.ndarray
     w: np.ndarray
     unique: bool
-    dsts: np.ndarray | None = None  # distinct dst indices (sorted)
+    dsts: np.ndarray | slice | None = None  # distinct dst indices (sorted; reset: a slice when consecutive)
     order: np.ndarray | None = None  # iterations sorted by dst (stable)
     seg: np.ndarray | None = None  # each sorted iteration's dst position (non-decreasing)
 
@@ -87,7 +87,9 @@ class GemmExecutor:
     def _plan(self, i: int, insn: Gemm):
         sp, cfg = self.sp, self.cfg
         b, e = insn.uop_bgn, insn.uop_end
-        key = (insn, sp.uop[b:e].tobytes())
+        key = (insn.reset, insn.overwrite, b, e, insn.iter_out, insn.iter_in, insn.dst_factor_out, insn.dst_factor_in,
+               insn.src_factor_out, insn.src_factor_in, insn.wgt_factor_out, insn.wgt_factor_in,
+               sp.uop[b:e].tobytes())  # everything the plan depends on (not the dependency flags)
         plan = self._plans.get(key)
         if plan is not None:
             return plan
@@ -96,8 +98,11 @@ class GemmExecutor:
         shape = (insn.iter_out, insn.iter_in, e - b)
         d = expand(ud, insn.iter_out, insn.dst_factor_out, insn.iter_in, insn.dst_factor_in)
         check_bound(d, cfg.acc_depth, where, "dst", "acc", shape)
-        if insn.reset:
-            plan = _General(d, d, d, False)
+        if insn.reset:  # the distinct rows, as one slice when they are consecutive
+            rows = np.unique(d)
+            plan = _General(rows, rows, rows, True)
+            if rows[-1] - rows[0] == rows.size - 1:
+                plan.dsts = slice(int(rows[0]), int(rows[-1]) + 1)
         else:
             s = expand(us, insn.iter_out, insn.src_factor_out, insn.iter_in, insn.src_factor_in)
             w = expand(uw, insn.iter_out, insn.wgt_factor_out, insn.iter_in, insn.wgt_factor_in)
@@ -152,7 +157,10 @@ class GemmExecutor:
             return
         plan = self._plan(i, insn)
         if insn.reset:
-            self.sp.write_acc(plan.d, np.zeros((plan.d.size,) + self.sp.acc.shape[1:], np.int64))
+            if isinstance(plan.dsts, slice):
+                self.sp.write_acc(plan.dsts, 0)
+            else:
+                self.sp.write_acc(plan.d, np.zeros((plan.d.size,) + self.sp.acc.shape[1:], np.int64))
         elif isinstance(plan, _Dense):
             self._run_dense(plan, insn.overwrite)
         else:

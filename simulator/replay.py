@@ -39,9 +39,13 @@ class _Recorded:
                         cycles=self.cycles)
 
 
-def run_program(cfg: HwConfig, prog: Program, execute: Callable[[int], None], max_cycles: int | None) -> Timeline:
+def run_program(cfg: HwConfig, prog: Program, execute: Callable[[int], None], max_cycles: int | None,
+                replay: bool = True) -> Timeline:
     """:func:`~simulator.timing_engine.run_timed` of ``prog``, replayed from its recorded run when it has one
-    for this cycle budget (recorded on the first successful run)."""
+    for this cycle budget (recorded on the first successful run); ``replay=False`` runs the engine (and
+    records nothing)."""
+    if not replay:
+        return run_timed(cfg, prog.infos, execute, max_cycles)
     key = ("timed", max_cycles)
     rec = prog.derived.get(key)
     if rec is not None:
