@@ -442,7 +442,7 @@ def alu_intrinsic(cfg: "HwConfig", op: AluOp) -> TensorIntrinsic:
             are unpacked once per element, not once per iteration)."""
             rec = record_lanes(rows, cfg.wgt_width)
             if inverse is not None:
-                rec = Record(**{k: np.take(v, inverse, axis=0) for k, v in vars(rec).items()})
+                rec = Record(**{k: v.take(inverse, axis=0) for k, v in vars(rec).items()})
             return evaluate(op, dst, rec, width)
 
         return TensorIntrinsic(

@@ -151,12 +151,12 @@ class AluExecutor:
         imm = np.int64(insn.imm)
         if p.waves is None:  # one vector op; dst rows read as a slice when consecutive (np.take: gathers by row)
             d = p.d if p.dslice is None else p.dslice
-            old = np.take(sp.acc, p.d, axis=0) if p.dslice is None else sp.acc[d]
+            old = sp.acc.take(p.d, axis=0) if p.dslice is None else sp.acc[d]
             if p.s_rows is not None:  # a record op: each distinct WGT element's records unpacked once
                 rows, inverse = p.s_rows
-                sp.write_acc(d, fn(old, np.take(sp.wgt, rows, axis=0), inverse.reshape(-1)))
+                sp.write_acc(d, fn(old, sp.wgt.take(rows, axis=0), inverse.reshape(-1)))
                 return
-            b = imm if p.s is None else np.take(sp.wgt if p.wgt_src else sp.acc, p.s, axis=0)
+            b = imm if p.s is None else (sp.wgt if p.wgt_src else sp.acc).take(p.s, axis=0)
             sp.write_acc(d, fn(old, b))
             return
         for sel in p.waves:

@@ -174,12 +174,12 @@ class GemmExecutor:
         M, N, K = p.mtot, p.ntot, p.ktot
         terms = K * BI
         dt = np.float32 if terms <= self.f32_terms else np.float64 if terms <= self.safe_terms else np.int64
-        a = np.take(sp.inp, p.a_idx, axis=0).astype(dt)  # (M*K, B, BI): the input rows, gathered once
+        a = sp.inp.take(p.a_idx, axis=0).astype(dt)  # (M*K, B, BI): the input rows, gathered once
         a = a.reshape(M, K * BI) if B == 1 else a.reshape(M, K, B, BI).transpose(0, 2, 1, 3).reshape(M * B, K * BI)
         wkey = (sp.wgt_version, dt, p.key)
         w = self._wmats.get(wkey)
         if w is None:  # weights are reused across many GEMMs: pack (and convert) them once per load
-            w = np.take(sp.wgt, p.w_idx, axis=0).reshape(N, K, BO, BI).transpose(1, 3, 0, 2)
+            w = sp.wgt.take(p.w_idx, axis=0).reshape(N, K, BO, BI).transpose(1, 3, 0, 2)
             w = w.astype(dt, order="C").reshape(K * BI, N * BO)  # converted and transposed in one pass
             if len(self._wmats) >= 8:
                 self._wmats.clear()
@@ -199,7 +199,7 @@ class GemmExecutor:
             prod = prod.reshape(M * N, B, BO) if B == 1 else \
                 prod.reshape(M, B, N, BO).transpose(0, 2, 1, 3).reshape(M * N, B, BO)
         if not overwrite:  # int64 sums of acc_width-bit values: wrap modulo 2**64 at worst, exact mod 2**acc_width
-            prod += sp.acc[idx] if p.dslice is not None else np.take(sp.acc, idx, axis=0)
+            prod += sp.acc[idx] if p.dslice is not None else sp.acc.take(idx, axis=0)
         w = cfg.acc_width
         sp.write_acc(idx, prod.astype(f"<i{w // 8}") if w in (8, 16, 32) else wrap(prod, w))  # a narrowing cast wraps
 
