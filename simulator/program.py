@@ -174,6 +174,11 @@ class Decoder:
         self.max_cached_insns = max_cached_insns
         self._bits = alu_opcode_bits()
 
+    @property
+    def cached_insns(self) -> int:
+        """Instructions held by the cached programs (at most ``max_cached_insns``)."""
+        return self._cached_insns
+
     def program(self, dram: np.ndarray, insn_addr: int, n_insns: int) -> list[InsnInfo]:
         """Decode ``n_insns`` instructions from ``dram`` at byte ``insn_addr`` and check the stream."""
         return self.decode(dram, insn_addr, n_insns).infos
