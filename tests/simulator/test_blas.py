@@ -1,4 +1,5 @@
-"""BLAS threads in the simulator: small products on one thread, the library default restored after a run."""
+"""BLAS threads in the simulator: small products on one thread, mid-size ones on the free cores, the library default
+restored after a run."""
 from __future__ import annotations
 
 import pytest
@@ -14,15 +15,41 @@ def _threads() -> list[int]:
     return [lib.num_threads for lib in libs]
 
 
-def test_small_products_use_one_thread_and_the_default_comes_back():
+def test_small_products_use_one_thread_and_the_default_comes_back(monkeypatch):
     before = _threads()
+    monkeypatch.setattr(blas, "free_cores", lambda: 1)  # every other core busy
     with blas.blas_session():
-        blas.use_threads_for(blas.SMALL_MACS - 1)
+        blas.use_threads_for(blas.IDLE_MACS - 1)
+        assert _threads() == [1] * len(before)
+        blas.use_threads_for(blas.SMALL_MACS - 1)  # mid-size on a busy machine: still one
         assert _threads() == [1] * len(before)
         blas.use_threads_for(blas.SMALL_MACS)
         assert _threads() == before
         blas.use_threads_for(10)
     assert _threads() == before
+
+
+def test_mid_size_products_use_the_free_cores(monkeypatch):
+    before = _threads()
+    reads = []
+    monkeypatch.setattr(blas, "free_cores", lambda: reads.append(1) or 64)  # an idle machine
+    with blas.blas_session():
+        blas.use_threads_for(blas.IDLE_MACS)
+        assert _threads() == before  # the default (at most the free cores)
+        blas.use_threads_for(blas.IDLE_MACS - 1)
+        assert _threads() == [1] * len(before)
+        blas.use_threads_for(blas.IDLE_MACS)
+    assert len(reads) == 1  # read once per run
+    with blas.blas_session():
+        blas.use_threads_for(blas.IDLE_MACS)
+    assert len(reads) == 2 and _threads() == before
+
+
+def test_free_cores_is_at_least_one_and_at_most_the_cpus():
+    import os
+
+    free = blas.free_cores()
+    assert 1 <= free <= (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count())
 
 
 def test_simulator_run_restores_the_default():
