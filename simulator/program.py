@@ -7,7 +7,7 @@ of LOAD/STORE, sub-beat row alignment and (per run) DRAM bounds.
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 
@@ -16,7 +16,7 @@ from isa.alu import alu_op, alu_opcode_bits, op_supported, unsupported_reason
 from isa.asm import disassemble_one, mnemonic
 from isa.config import HwConfig
 from isa.encoding import INSN_BYTES
-from isa.instructions import Alu, Finish, Gemm, Instruction, Load, MemType, Store, unit_of
+from isa.instructions import Alu, Deps, Finish, Gemm, Instruction, Load, MemType, Store, unit_of
 from isa.timing import dma_cycles, exec_cycles, is_nop, uses_port
 from simulator.errors import (DecodeError, DepsError, InvalidInstructionError, MisalignedError, OutOfRangeError,
                               StreamError)
@@ -27,6 +27,8 @@ QUEUES = ("load->compute", "compute->load", "compute->store", "store->compute")
 # (unit, flag) -> queue id; a flag missing here is a queue the unit does not have
 _POP = {(0, "pop_next"): 1, (1, "pop_prev"): 0, (1, "pop_next"): 3, (2, "pop_prev"): 2}
 _PUSH = {(0, "push_next"): 0, (1, "push_prev"): 1, (1, "push_next"): 2, (2, "push_prev"): 3}
+_FLAGS = tuple(f.name for f in fields(Deps))  # in the order Deps.names() lists them
+_MEM_NAMES = {int(m): m.name.lower() for m in MemType}
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +43,7 @@ class InsnInfo:
     port: bool  # holds the DRAM port
     dur: int  # port duration D if ``port`` else start-to-end cycles
     nop: bool
+    dram_end: int = 0  # one past the last DRAM byte a LOAD/STORE touches (0: none)
 
     @property
     def asm(self) -> str:
@@ -53,7 +56,10 @@ def _where(i: int, insn: Instruction) -> str:
 
 def _deps(i: int, insn: Instruction, unit: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
     pops, pushes = [], []
-    for flag in insn.deps.names():
+    deps = insn.deps
+    for flag in _FLAGS:
+        if not getattr(deps, flag):
+            continue
         table = _POP if flag.startswith("pop") else _PUSH
         q = table.get((unit, flag))
         if q is None:
@@ -80,7 +86,7 @@ def _check_dma(i: int, insn: Load | Store, cfg: HwConfig) -> None:
                                       f"(it mirrors ACC); load UOP, WGT, INP or ACC")
     if is_nop(insn):
         return
-    mem = MemType(insn.mem).name.lower()
+    mem = _MEM_NAMES[insn.mem]
     depth = cfg.depth(mem)
     rows = insn.y_size + (insn.y_pad0 + insn.y_pad1 if isinstance(insn, Load) else 0)
     cols = insn.x_size + (insn.x_pad0 + insn.x_pad1 if isinstance(insn, Load) else 0)
@@ -129,15 +135,19 @@ def make_info(i: int, insn: Instruction, cfg: HwConfig) -> InsnInfo:
         _check_loop(i, insn, cfg)
     port = uses_port(insn)
     dur = dma_cycles(cfg, insn) if port else exec_cycles(cfg, insn)
-    return InsnInfo(insn, unit, mnemonic(insn), pops, pushes, port, dur, is_nop(insn))
+    nop = is_nop(insn)
+    end = 0
+    if isinstance(insn, (Load, Store)) and not nop:
+        end = (insn.dram_base + (insn.y_size - 1) * insn.x_stride + insn.x_size) * cfg.elem_bytes(_MEM_NAMES[insn.mem])
+    return InsnInfo(insn, unit, mnemonic(insn), pops, pushes, port, dur, nop, end)
 
 
 def check_dram(i: int, info: InsnInfo, cfg: HwConfig, dram_bytes: int) -> None:
     """DRAM bounds of a LOAD/STORE against a DRAM of ``dram_bytes`` bytes."""
     insn = info.insn
-    if not isinstance(insn, (Load, Store)) or info.nop:
+    if info.dram_end <= dram_bytes:
         return
-    mem = MemType(insn.mem).name.lower()
+    mem = _MEM_NAMES[insn.mem]
     eb = cfg.elem_bytes(mem)
     last = insn.dram_base + (insn.y_size - 1) * insn.x_stride + insn.x_size  # one past the last element
     if last * eb > dram_bytes:
@@ -234,6 +244,7 @@ class Decoder:
         if not isinstance(out[-1].insn, Finish):
             raise StreamError(f"the stream of {n_insns} instructions does not end with FINISH "
                               f"(last is instruction {n_insns - 1}, {out[-1].kind})")
-        for i, info in enumerate(out):
-            check_dram(i, info, cfg, dram_bytes)
+        if max(info.dram_end for info in out) > dram_bytes:
+            for i, info in enumerate(out):
+                check_dram(i, info, cfg, dram_bytes)
         return out
