@@ -43,11 +43,26 @@ class Dma:
         #: per memory type: (name, element bytes, element dtype, element shape)
         self.layout = {int(m): (m.name.lower(), cfg.elem_bytes(m.name.lower())) + elem_layout(cfg, m.name.lower())
                        for m in MemType}
+        self._views: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self._pads: dict[tuple[str, int], np.ndarray] = {}
 
     def _bytes(self, name: str) -> np.ndarray:
-        """The scratchpad ``name`` as (depth, element bytes) uint8 (the same memory)."""
+        """The scratchpad ``name`` as (depth, element bytes) uint8 (the same memory; remade after a reset)."""
         arr = getattr(self.sp, name)
-        return arr.reshape(arr.shape[0], -1).view(np.uint8)
+        view = self._views.get(name)
+        if view is None or view[0] is not arr:
+            view = (arr, arr.reshape(arr.shape[0], -1).view(np.uint8))
+            self._views[name] = view
+        return view[1]
+
+    def _pad(self, name: str, value: int) -> np.ndarray:
+        """The bytes of one ``name`` element whose every lane is ``value``."""
+        pat = self._pads.get((name, value))
+        if pat is None:
+            _, eb, dtype, shape = self.layout[MemType[name.upper()]]
+            pat = np.full((1,) + shape, value, dtype).view(np.uint8).reshape(eb)
+            self._pads[(name, value)] = pat
+        return pat
 
     def load(self, dram: np.ndarray, insn: Load) -> None:
         """Copy the block into the scratchpad with its padding, every pad lane ``pad_value`` (a NOP block writes
@@ -65,7 +80,7 @@ class Dma:
             if rows == y and cols == x:
                 dst.reshape(y, x * eb)[...] = src
             else:
-                dst[...] = np.full((1,) + shape, insn.pad_value, dtype).view(np.uint8).reshape(eb)
+                dst[...] = self._pad(name, insn.pad_value)
                 dst.reshape(rows, cols, eb)[y0:y0 + y, x0:x0 + x] = src.reshape(y, x, eb)
             if name == "wgt":
                 self.sp.wgt_version += 1

@@ -33,6 +33,7 @@ class Scratchpads:
         self.uop_src = np.zeros(c.uop_depth, np.int64)
         self.uop_wgt = np.zeros(c.uop_depth, np.int64)
         self.wgt_version = 0  # bumped by every write to wgt: keys caches derived from its contents
+        self._uop_tables: dict[bytes, tuple] = {}  # uop words -> decoded (dst, src, wgt)
 
     def as_dict(self) -> dict[str, np.ndarray]:
         return {"uop": self.uop, "inp": self.inp, "wgt": self.wgt, "acc": self.acc, "out": self.out}
@@ -61,7 +62,14 @@ class Scratchpads:
     def write_uops(self, base: int, words: np.ndarray) -> None:
         n = words.shape[0]
         self.uop[base:base + n] = words
-        d, s, w = decode_uop_array(words, self.cfg)
+        key = self.uop[base:base + n].tobytes()  # programs reload the same tables: decode each once
+        decoded = self._uop_tables.get(key)
+        if decoded is None:
+            decoded = decode_uop_array(words, self.cfg)
+            if len(self._uop_tables) >= 256:
+                self._uop_tables.clear()
+            self._uop_tables[key] = decoded
+        d, s, w = decoded
         self.uop_dst[base:base + n] = d
         self.uop_src[base:base + n] = s
         self.uop_wgt[base:base + n] = w
