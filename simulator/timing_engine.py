@@ -78,6 +78,7 @@ def run_timed(cfg: HwConfig, infos: list[InsnInfo], execute: Callable[[int], Non
     inf = float("inf")
     while True:
         # 1. ends
+        pushed = False  # a unit waiting for tokens can only start in a cycle that pushed one (or took it)
         for u in range(3):
             if phase[u] == RUN and cend[u] == t:
                 idx = cur[u]
@@ -86,6 +87,7 @@ def run_timed(cfg: HwConfig, infos: list[InsnInfo], execute: Callable[[int], Non
                     if tok[q] >= depth:
                         raise _overflow(info, idx, q, t, depth)
                     tok[q] += 1
+                    pushed = True
                 end[idx] = t
                 phase[u], cur[u] = IDLE, -1
                 done += 1
@@ -95,17 +97,23 @@ def run_timed(cfg: HwConfig, infos: list[InsnInfo], execute: Callable[[int], Non
             disp_ready, fetch_end = t, -1
         # 2. take and start
         for u in range(3):
-            if phase[u] == IDLE and queues[u] and queues[u][0] < t:
+            ph = phase[u]
+            taken = ph == IDLE and queues[u] and queues[u][0] < t
+            if taken:
                 queues[u].popleft()  # dispatch cycle
                 idx = queues[u].popleft()
                 take[idx] = t
                 takes[u].append(t)
                 cur[u], phase[u] = idx, WAIT_TOKEN
-            if phase[u] == WAIT_TOKEN:
+            if (taken or (pushed and ph == WAIT_TOKEN)):
                 idx = cur[u]
                 info = infos[idx]
-                if all(tok[q] for q in info.pops):
-                    for q in info.pops:
+                pops = info.pops
+                for q in pops:
+                    if not tok[q]:
+                        break
+                else:
+                    for q in pops:
                         tok[q] -= 1
                     start[idx] = t
                     if info.port:
@@ -153,22 +161,33 @@ def run_timed(cfg: HwConfig, infos: list[InsnInfo], execute: Callable[[int], Non
         for u in range(3):
             ph = phase[u]
             if ph == RUN:
-                nt = min(nt, cend[u])
+                c = cend[u]
             elif ph == IDLE and queues[u]:
-                nt = min(nt, queues[u][0] + 1)
+                c = queues[u][0] + 1
             elif ph == WAIT_PORT:
-                nt = min(nt, port_free)
-        if fetch_end >= 0:
-            nt = min(nt, fetch_end)
+                c = port_free
+            else:
+                continue
+            if c < nt:
+                nt = c
+        if 0 <= fetch_end < nt:
+            nt = fetch_end
         if fetch_req >= 0:
-            nt = min(nt, max(fetch_req, port_free))
+            c = fetch_req if fetch_req > port_free else port_free
+            if c < nt:
+                nt = c
         if burst:
             u = infos[burst[0]].unit
             j = ndisp[u]
             if j < Q:
-                nt = min(nt, disp_ready)
+                if disp_ready < nt:
+                    nt = disp_ready
             elif len(takes[u]) > j - Q:
-                nt = min(nt, max(disp_ready, takes[u][j - Q] + 1))
+                c = takes[u][j - Q] + 1
+                if disp_ready > c:
+                    c = disp_ready
+                if c < nt:
+                    nt = c
         if nt == inf:
             raise _deadlock(t, infos, phase, cur, tok, burst, ndisp, Q)
         if nt > limit:
