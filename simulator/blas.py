@@ -76,10 +76,13 @@ def _threads_for(macs: int, default: int) -> int:
 
 def use_threads_for(macs: int) -> None:
     """Set the BLAS thread count for a product of ``macs`` multiply-adds (see the module docstring)."""
+    if macs < IDLE_MACS and _state.get("single"):  # the common case, already set: nothing to do
+        return
     libs = _controllers()
     if not libs:
         return
     want = [_threads_for(macs, default) for default in _state["default"]]
+    _state["single"] = all(n == 1 for n in want)
     if _state["current"] == want:
         return
     for lib, n in zip(libs, want):
@@ -99,3 +102,4 @@ def blas_session() -> Iterator[None]:
                 lib.set_num_threads(default)
             _state["current"] = None
         _state["free"] = None
+        _state["single"] = False
