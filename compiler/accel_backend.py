@@ -7,7 +7,7 @@ before the device runs. Importing this module registers the backend.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from typing import Any
 
 import numpy as np
@@ -46,6 +46,14 @@ class Compiled:
     ops: list
     consts: list
     macs: int
+
+
+def _value_key(v) -> tuple:
+    """A scalar or array (or None) as a hashable key of its value."""
+    if v is None:
+        return ("none",)
+    a = np.asarray(v)
+    return (a.dtype.str, a.shape, a.tobytes())
 
 
 def _rq_key(bias, rq: Requant | None) -> tuple:
@@ -186,6 +194,7 @@ class SimAccelBackend:
         self.tuned = None  # tuned(cs, bias, rq) -> ConvKnobs | None: knobs from a tuning log (compiler.autotune)
         self.last_profile: dict = {}
         self._replays: dict = {}
+        self._consts_memo: dict = {}  # (kernel, epilogue values) -> its constant inputs
 
     def _replay(self, cs: ConvShape, bias, rq: Requant, residual: Residual | None = None) -> Replay:
         key = (cs, _rq_key(bias, rq), self.vthreads, None if residual is None else residual.key())
@@ -215,13 +224,24 @@ class SimAccelBackend:
         return compile_conv2d(self.config, cs, bias, rq, knobs, residual)
 
     def _consts(self, comp: Compiled, cs: ConvShape, bias, rq: Requant, residual: Residual | None = None) -> dict:
-        """This call's values of the kernel's constant inputs (bias/requant may change between calls)."""
+        """This call's values of the kernel's constant inputs (bias/requant may change between calls; a model runs
+        the same values every time, so the last few are kept by value)."""
         from compiler.topi.conv2d import add_residual
 
+        key = (id(comp), _value_key(bias), _value_key(rq.pre_shift), _value_key(rq.multiplier), _value_key(rq.shift),
+               bool(rq.relu), int(rq.out_min), int(rq.out_max), int(rq.zero_point),
+               None if residual is None else (bool(residual.conv_is_a), astuple(residual.params)))
+        hit = self._consts_memo.get(key)
+        if hit is not None and hit[0] is comp:
+            return dict(hit[1])
         ep = conv2d_epilogue(self.config, cs, comp.kernel.conv, bias, rq)
         if residual is not None:
             add_residual(self.config, cs, ep, residual)
-        return {t: arr for (t, _), (_, arr) in zip(comp.consts, ep.consts)}
+        consts = {t: arr for (t, _), (_, arr) in zip(comp.consts, ep.consts)}
+        if len(self._consts_memo) >= 256:
+            self._consts_memo.clear()
+        self._consts_memo[key] = (comp, consts)
+        return dict(consts)
 
     def conv2d_problem(self, x, w, bias, *, stride, padding, groups, requant: Requant, pad_value: int = 0):
         """``(ConvShape, padded bias, padded requant, weight)`` of one packed conv2d call (depthwise made block-diagonal)."""
