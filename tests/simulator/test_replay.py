@@ -162,3 +162,36 @@ def test_replay_off_runs_the_engine_every_time(engine_calls):
         sim.reset()
         sim.run(p.dram.copy(), p.insn_addr, p.n_insns)
     assert len(engine_calls) == 2
+
+
+def test_racing_program_replays_the_engines_order():
+    """No tokens between a GEMM and the loads that overwrite its inputs: the result depends on the event order,
+    which the replay keeps (other data, same interleaving as the engine)."""
+    cfg = TINY
+    rng = np.random.default_rng(9)
+    p = Prog(cfg, 1 << 15)
+    first = p.place("inp", rng.integers(-128, 128, (8, cfg.batch, cfg.block_in)))
+    second = p.place("inp", rng.integers(-128, 128, (8, cfg.batch, cfg.block_in)))
+    wgt = p.place("wgt", rng.integers(-128, 128, (1, cfg.block_out, cfg.block_in)))
+    out = p.alloc("out", 8)
+    p.add(Load(MemType.UOP, 0, p.place_uops([Uop(0, 0, 0)]), 1, 1, 1),
+          Load(MemType.WGT, 0, wgt, 1, 1, 1),
+          Load(MemType.INP, 0, first, 1, 8, 8),
+          Gemm(True, 0, 1, 8, 1, dst_factor_out=1),
+          Gemm(False, 0, 1, 8, 1, dst_factor_out=1, src_factor_out=1),  # races with the next load
+          Load(MemType.INP, 0, second, 1, 8, 8),
+          Gemm(False, 0, 1, 8, 1, dst_factor_out=1, src_factor_out=1, deps=deps("push_next")),
+          Store(MemType.OUT, 0, out, 1, 8, 8, deps=deps("pop_prev")),
+          Finish())
+    addr, n = p.stream()
+    sim = Simulator(cfg)
+    sim.run(p.dram.copy(), addr, n)
+    for seed in range(3):
+        dram = p.dram.copy()
+        k = first * cfg.inp_elem_bytes
+        dram[k:k + 16 * cfg.inp_elem_bytes] = np.random.default_rng(seed).integers(0, 256, 16 * cfg.inp_elem_bytes,
+                                                                                   dtype=np.uint8)
+        ref = dram.copy()
+        sim.reset()
+        got, want = sim.run(dram, addr, n), _fresh(cfg, ref, addr, n)
+        assert np.array_equal(dram, ref) and got.events == want.events
