@@ -37,9 +37,9 @@ class Simulator:
         self.cfg, self.timing, self.trace = cfg, timing, trace
         self.max_cycles, self.progress, self.replay = max_cycles, progress, replay
         self.sp = Scratchpads(cfg)
+        self._dma = Dma(cfg, self.sp)
         self._decoder = Decoder(cfg)
         self._alu = AluExecutor(cfg, self.sp)
-        self._dma = Dma(cfg, self.sp)
         self._tensor: dict = {}  # intrinsic name -> executor (GEMM: its dense fast path), made on first use
 
     @property
