@@ -88,9 +88,11 @@ class CudaOp:
         drv, ctx, arch = _context()
         _check(drv.cuCtxSetCurrent(ctx))  # the context is per calling thread
         if self._loaded is None:
-            ptx = self.ptx if arch == self.arch else generate_ptx(self.func, arch)[0]
+            # a device of another architecture gets PTX of its own; the kernels are looked up by the names
+            # that this PTX defines (a fresh code generation names its module afresh)
+            ptx, kernels = (self.ptx, self.kernels) if arch == self.arch else generate_ptx(self.func, arch)[:2]
             mod = _check(drv.cuModuleLoadData(ptx.encode() + b"\0"))
-            fns = [_check(drv.cuModuleGetFunction(mod, k.name.encode())) for k in self.kernels]
+            fns = [_check(drv.cuModuleGetFunction(mod, k.name.encode())) for k in kernels]
             self._loaded = (mod, fns)
         return drv, self._loaded[1]
 

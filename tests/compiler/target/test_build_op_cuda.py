@@ -146,3 +146,33 @@ def test_fused_reduction_gpu_schedule_values():
     bv = rng.standard_normal(128).astype(np.float32)
     out = _serial_on_cpu(_gpu_schedule())(av, bv)
     np.testing.assert_allclose(out, np.maximum(av * 2 + bv, 0).sum(1), rtol=1e-5, atol=1e-4)
+
+
+def test_kernels_are_looked_up_by_the_names_the_loaded_ptx_defines(monkeypatch):
+    """On a GPU of another architecture than the one compiled for, the op loads PTX generated for that GPU;
+    every kernel it asks the driver for must be an ``.entry`` of the PTX it loaded (a fresh code generation
+    names its module afresh: looking up the first build's names failed with CUDA_ERROR_NOT_FOUND on an H100)."""
+    import re
+
+    import compiler.target.cuda as cuda_rt
+
+    op = compiler.build_op(_gpu_schedule(), target="cuda")
+    assert op.arch != "sm_90"
+    loaded: dict = {}
+
+    class FakeDriver:
+        def cuCtxSetCurrent(self, ctx):
+            return (0,)
+
+        def cuModuleLoadData(self, image):
+            loaded["entries"] = set(re.findall(r"\.entry\s+(\w+)", image.decode().rstrip("\0")))
+            loaded["target"] = re.search(r"\.target\s+(\w+)", image.decode()).group(1)
+            return 0, "module"
+
+        def cuModuleGetFunction(self, mod, name):
+            return (0 if name.decode() in loaded["entries"] else 500), name.decode()
+
+    monkeypatch.setattr(cuda_rt, "_context", lambda: (FakeDriver(), "ctx", "sm_90"))
+    drv, fns = op._load()
+    assert loaded["target"] == "sm_90" and len(fns) == len(op.kernels) >= 1
+    assert set(fns) <= loaded["entries"]
