@@ -72,7 +72,9 @@ class Layout:
         return sum(f.width for f in self.fields)
 
 
-def _pack(name: str, spec: list[tuple[str, int] | tuple[str, int, bool]], bits: int, cfg_name: str) -> Layout:
+def _pack(name: str, spec: list[tuple[str, int] | tuple[str, int, bool]], bits: int, cfg_name: str,
+          declared: tuple[str, ...] = ()) -> Layout:
+    """Fields packed from bit 0; ConfigError when they pass ``bits`` (``declared``: a declaration's extra fields)."""
     out, lo = [], 0
     for item in spec:
         fname, width = item[0], item[1]
@@ -81,9 +83,15 @@ def _pack(name: str, spec: list[tuple[str, int] | tuple[str, int, bool]], bits: 
         lo += width
     if lo > bits:
         widest = max(out, key=lambda f: f.width)
+        extra = [f for f in out if f.name in declared]
+        hint = "reduce the scratchpad sizes"
+        if extra:
+            room = bits - (lo - sum(f.width for f in extra))
+            hint = (f"the declared extra fields ({', '.join(f'{f.name}: {f.width}' for f in extra)} bits) take "
+                    f"{sum(f.width for f in extra)}, {room} are left for them: narrow them, or {hint}")
         raise ConfigError(
             f"HwConfig {cfg_name!r}: the {name} format needs {lo} bits but a word has {bits}; "
-            f"its widest field is {widest.name} ({widest.width} bits) - reduce the scratchpad sizes")
+            f"its widest field is {widest.name} ({widest.width} bits) - {hint}")
     return Layout(name, tuple(out), bits)
 
 
@@ -107,8 +115,8 @@ def _layouts(cfg: "HwConfig", op_bits: int, _version: int) -> dict[str, Layout]:
                        ("y_pad0", PAD_BITS), ("y_pad1", PAD_BITS), ("x_pad0", PAD_BITS), ("x_pad1", PAD_BITS)]
     alu = _common() + loop + dst + alu_fields(cfg)
     uop = [("dst", cfg.uop_dst_bits), ("src", cfg.uop_src_bits), ("wgt", cfg.uop_wgt_bits)]
-    tensor = {d.format: _pack(d.format, _common() + loop + dst + tensor_fields(cfg, d), 128, cfg.name)
-              for d in tensor_declarations(cfg)}
+    tensor = {d.format: _pack(d.format, _common() + loop + dst + tensor_fields(cfg, d), 128, cfg.name,
+                              tuple(f.name for f in d.fields)) for d in tensor_declarations(cfg)}
     out = {
         **tensor,
         "ALU": _pack("ALU", alu, 128, cfg.name),
