@@ -13,7 +13,8 @@ import numpy as np
 
 from isa.alu import alu_op, alu_opcode_bits
 from isa.errors import ConfigError, EncodingError
-from isa.intrinsics import alu_fields, insn_class, registry_version, tensor_declarations, tensor_fields
+from isa.intrinsics import (RESERVED_OPCODES, alu_fields, insn_class, registry_version, tensor_declarations,
+                            tensor_fields)
 from isa.instructions import Alu, Deps, Finish, Gemm, Instruction, Load, MemType, Opcode, Store, Uop
 
 if TYPE_CHECKING:
@@ -205,15 +206,11 @@ def decode(word: int, cfg: "HwConfig") -> Instruction:
     tensor = {d.opcode: d for d in tensor_declarations(cfg)}
     if opcode in tensor:
         return _decode_tensor(word, tensor[opcode], lays[tensor[opcode].format])
-    try:
-        op = Opcode(opcode)
-        if op == Opcode.GEMM:
-            raise ValueError(op)
-    except ValueError:
-        known = [f"{o.name}={o.value}" for o in Opcode if o != Opcode.GEMM] + [
-            f"{d.format}={d.opcode}" for d in tensor.values()]
+    if opcode not in RESERVED_OPCODES:  # the fixed instructions; every other opcode is a declaration's
+        known = [f"{n}={o}" for o, n in RESERVED_OPCODES.items()] + [f"{d.format}={d.opcode}" for d in tensor.values()]
         raise EncodingError(f"undecodable instruction {word:#034x}: opcode {opcode} is not one of "
-                            f"{', '.join(known)} (HwConfig {cfg.name!r})") from None
+                            f"{', '.join(sorted(known, key=lambda k: int(k.split('=')[1])))} (HwConfig {cfg.name!r})")
+    op = Opcode(opcode)
     lay = lays["MEM" if op in (Opcode.LOAD, Opcode.STORE) else op.name]
     v = {f.name: _get(word, f) for f in lay.fields}
     deps = Deps(**{d: bool(v.pop(d)) for d in DEP_FIELDS})
