@@ -170,7 +170,10 @@ def check_alu_decl(decl: AluDecl) -> None:
     if why:
         raise ValueError(f"ALU op {name}: {why}")
     shape = (3, 4)
-    a = np.arange(-6, 6, dtype=np.int64).reshape(shape) * 37
+    a = np.array([-(1 << 31), (1 << 31) - 1, -1, 0, 1, 7, -300, 4096, 123456, -99999, 65535, -65536],
+                 dtype=np.int64).reshape(shape)
+    b = _trial_operand(decl, shape)
+    results = {}
     for what, fn in (("fn", decl.fn), ("datapath", decl.datapath)):
         if fn is None:
             continue
@@ -178,7 +181,7 @@ def check_alu_decl(decl: AluDecl) -> None:
             raise ValueError(f"ALU op {name}: {what} must be a function (ops, a, b) of the ALU primitives, got {fn!r}")
         ops = _CountingOps(32)
         try:
-            val = fn(ops, a, _trial_operand(decl, shape))
+            val = fn(ops, a, b)
         except Exception as e:  # noqa: BLE001 - reported with the declaration's name
             raise ValueError(f"ALU op {name}: its {what}(ops, a, b) is not an elementwise function of the ALU "
                              f"primitives (isa.alu.NumpyOps: add, sub, mul, wrap, round_shift, min, max, select, lt, "
@@ -190,8 +193,19 @@ def check_alu_decl(decl: AluDecl) -> None:
         if ops.muls > 1:
             raise ValueError(f"ALU op {name}: its {what} multiplies {ops.muls} times; the ALU lane has one "
                              f"multiplier (call ops.mul at most once)")
-    if decl.numpy_fn is not None and not callable(decl.numpy_fn):
-        raise ValueError(f"ALU op {name}: numpy_fn must be a function (a, b, width), got {decl.numpy_fn!r}")
+        results[what] = wrap(val.astype(np.int64), 32)
+    if decl.numpy_fn is not None:
+        if not callable(decl.numpy_fn):
+            raise ValueError(f"ALU op {name}: numpy_fn must be a function (a, b, width), got {decl.numpy_fn!r}")
+        results["numpy_fn"] = wrap(np.asarray(decl.numpy_fn(a, b, 32), dtype=np.int64), 32)
+    for what in ("datapath", "numpy_fn"):  # the other forms must compute the semantics
+        if what in results and not np.array_equal(results[what], results["fn"]):
+            k = int(np.flatnonzero(results[what] != results["fn"])[0])
+            bk = {f: int(np.asarray(getattr(b, f)).reshape(-1)[k]) for f in vars(b)} if isinstance(b, Record) \
+                else int(b.reshape(-1)[k])
+            raise ValueError(f"ALU op {name}: its {what} gives {int(results[what].reshape(-1)[k])} but its fn gives "
+                             f"{int(results['fn'].reshape(-1)[k])} for a={int(a.reshape(-1)[k])}, b={bk} (32-bit "
+                             f"lanes); they must compute the same function")
 
 
 def register_alu_decl(decl: AluDecl) -> AluDecl:

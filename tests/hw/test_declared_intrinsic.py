@@ -5,7 +5,8 @@ The intrinsic is a transposed-weight GEMM, ``acc[b, o] += sum_i x[b, i] * wt[i, 
 as BLOCK_IN x BLOCK_OUT), with a 3-cycle pipeline: it has no datapath generator, so the RTL elaborates
 its semantics with its own multipliers. Beside it the fixture declares an ALU op, ``ABSD``
 (``|dst - src|``) with its own 6-cycle pipeline and an RTL datapath different from (but equal to) its
-semantics, so the random programs on the RTL harness also check a per-op ALU timing.
+semantics, and a numpy form for the simulator, so the random programs on the RTL harness also check a
+per-op ALU timing and that the three forms agree.
 """
 from __future__ import annotations
 
@@ -47,7 +48,8 @@ def declared():
 
     decl = register_intrinsic(gemmt(), check_configs=("tiny",))
     register_alu_op("ABSD", 7, lambda ops, a, b: ops.sub(ops.max(a, b), ops.min(a, b)), "|dst - src| (test op)",
-                    timing=Timing(1, ABSD_PIPELINE), datapath=absd_datapath)
+                    timing=Timing(1, ABSD_PIPELINE), datapath=absd_datapath,
+                    numpy_fn=lambda a, b, width: np.abs(a - b))  # the simulator's form
     try:
         yield decl
     finally:
@@ -249,4 +251,8 @@ def test_bad_alu_declarations_are_rejected():
         register_alu_op("SLOW", 9, lambda ops, a, b: ops.add(a, b), timing=Timing(ii=2))
     with pytest.raises(ValueError, match=r"ALU op DP2: its datapath multiplies 2 times"):
         register_alu_op("DP2", 9, lambda ops, a, b: ops.mul(a, b), datapath=lambda ops, a, b: ops.mul(ops.mul(a, b), a))
+    with pytest.raises(ValueError, match=r"ALU op BADDP: its datapath gives -?\d+ but its fn gives -?\d+ for a=.*b="):
+        register_alu_op("BADDP", 9, lambda ops, a, b: ops.add(a, b), datapath=lambda ops, a, b: ops.sub(a, b))
+    with pytest.raises(ValueError, match=r"ALU op BADNP: its numpy_fn gives .* must compute the same function"):
+        register_alu_op("BADNP", 9, lambda ops, a, b: ops.max(a, b), numpy_fn=lambda a, b, width: np.minimum(a, b))
     assert [o.name for o in alu_ops()] == before
