@@ -141,13 +141,16 @@ def _check_element_dims(stage: "Stage", what: str, tensor: Tensor, roles: dict[I
                 f"dimension {pos} (element dimension {k}) of the {what} operand {tensor.name}, but it indexes {where}")
 
 
-def _check_extents(stage: "Stage", intr: "TensorIntrinsic", axes: dict[str, IterVar]) -> None:
+def _check_extents(stage: "Stage", intr: "TensorIntrinsic", axes: dict[str, IterVar],
+                   why: dict[str, str] | None = None) -> None:
+    """Each playing loop has its intrinsic axis' extent; ``why[name]`` says why the loop plays that axis."""
     for name, r in axes.items():
         want = intr.extents[name]
         if r.extent != want:
+            because = f" ({why[name]})" if why and name in why else ""
             raise TensorizeError(
                 f"stage {stage.name}: loop {_leaf_name(stage, r)!r} (axis {r.name}, extent {r.extent}) plays intrinsic "
-                f"{intr.name} axis {name}, whose extent is {want}")
+                f"{intr.name} axis {name}, whose extent is {want}{because}")
 
 
 def _sum_of_products(stage: "Stage", body, form: str) -> tuple[Load, Load]:
@@ -235,7 +238,10 @@ def match_tensor(stage: "Stage", iv: IterVar, intr: "TensorIntrinsic") -> Tensor
                     f"{_operand_label(o)} element dimension {o.axes.index(name)}" for o in intr.inputs if name in o.axes)
             raise TensorizeError(f"stage {stage.name}: no loop in the tensorized region plays intrinsic axis "
                                  f"{name} of {intr.name} ({where}); {form}")
-    _check_extents(stage, intr, role)
+    _check_extents(stage, intr, role, {
+        n: f"it indexes dimension {n_out - len(out_axes) + k} of {stage.tensor.name}, the intrinsic's output axis {n}: "
+           f"its output axes ({', '.join(out_axes)}) index the last {len(out_axes)} dimensions in that order"
+        for k, n in enumerate(out_axes)})
     for o in intr.inputs:
         ld = loads[o.scope]
         _check_element_dims(stage, _operand_label(o), ld.tensor, rroles[o.scope], [(n, role[n]) for n in o.axes])
