@@ -48,7 +48,7 @@ class Simulator:
         ex = self._tensor.get(name)
         if ex is None:
             intr = intrinsics(self.cfg).get(name)
-            if intr is None or intr.decl is None:
+            if intr is None or intr.kind != "tensor":
                 raise InvalidInstructionError(f"tensor intrinsic {name!r} is not available on HwConfig "
                                               f"{self.cfg.name!r}")
             ex = make_executor(self.cfg, self.sp, intr)

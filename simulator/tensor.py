@@ -86,7 +86,7 @@ class TensorExecutor:
 
 def make_executor(cfg: HwConfig, sp: Scratchpads, intr: TensorIntrinsic) -> Any:
     """The executor of a declared tensor intrinsic: its declaration's ``executor`` hook, else the generic one."""
-    hook = intr.decl.executor if intr.decl is not None else None
+    hook = getattr(intr.decl, "executor", None)
     if hook is None:
         return TensorExecutor(cfg, sp, intr)
     if isinstance(hook, str):

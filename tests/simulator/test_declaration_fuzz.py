@@ -245,3 +245,56 @@ def test_random_declarations_that_cannot_work_are_rejected_clearly(seed):
     with pytest.raises(ConfigError, match=r"'tiny'.*FZ format needs \d+ bits but a word has 128.*widest field"):
         register_intrinsic(declare(wide), check_configs=("tiny",))
     assert [d.name for d in declarations()] == before
+
+
+class SpyExecutor:
+    """An executor hook that records the instructions it runs and delegates to the generic executor."""
+
+    calls: list[int] = []
+
+    def __init__(self, cfg, sp):
+        self.inner = TensorExecutor(cfg, sp, intrinsics(cfg)["fz"])
+
+    def execute(self, i, insn):
+        SpyExecutor.calls.append(i)
+        self.inner.execute(i, insn)
+
+
+@pytest.mark.parametrize("hook", [SpyExecutor, "tests.simulator.test_declaration_fuzz:SpyExecutor"])
+def test_the_simulator_runs_a_declared_executor_hook(hook):
+    import dataclasses
+
+    rng = np.random.default_rng(77)
+    spec = random_spec(rng)
+    register_intrinsic(dataclasses.replace(declare(spec), executor=hook), check_configs=("tiny",))
+    try:
+        SpyExecutor.calls = []
+        B, BI, BO = TINY.batch, TINY.block_in, TINY.block_out
+        inp = rng.integers(-128, 128, (64, B, BI)).astype(np.int8)
+        wgt = rng.integers(-128, 128, (64, BO, BI)).astype(np.int8)
+        acc = rng.integers(-1000, 1000, (32, B, BO)).astype(np.int32)
+        uops = [Uop(1, 2, 3), Uop(4, 5, 6)]
+        insn = insn_class(intrinsics(TINY)["fz"].decl)(reset=False, uop_bgn=0, uop_end=2, iter_out=2, iter_in=1,
+                                                       dst_factor_out=1, src_factor_out=1, wgt_factor_out=1)
+        sim, _ = run(TINY, [insn, insn], uops, inp, wgt, acc)
+        assert SpyExecutor.calls == [0, 1]
+        once = reference(spec, insn, uops, {"inp": inp, "wgt": wgt, "acc": acc})
+        twice = reference(spec, insn, uops, {"inp": inp, "wgt": wgt, "acc": once})
+        assert np.array_equal(sim.scratchpads["acc"][:32], twice)
+    finally:
+        unregister_intrinsic("fz")
+
+
+def test_an_executor_hook_that_cannot_be_imported_is_named():
+    import dataclasses
+
+    from simulator.errors import InvalidInstructionError
+
+    spec = random_spec(np.random.default_rng(78))
+    register_intrinsic(dataclasses.replace(declare(spec), executor="simulator.nowhere:Fast"), check_configs=("tiny",))
+    try:
+        with pytest.raises(InvalidInstructionError, match=r"intrinsic fz: its executor hook 'simulator.nowhere:Fast' "
+                                                          r"cannot be imported"):
+            Simulator(TINY)._executor("fz")
+    finally:
+        unregister_intrinsic("fz")
