@@ -195,6 +195,21 @@ def test_random_programs_with_the_intrinsic_match_on_rtl(declared):
             r = h.run(p.dram, p.insn_addr, p.n_insns)
             assert (r.cycles, r.timeout) == (int(s.cycles), False), p.name
             assert np.array_equal(r.dram, img), p.name
+        # back-to-back ABSD instructions: the compute unit's end time is the declared 6-cycle pipeline (with the
+        # ALU family's 4 cycles the RTL would finish 2 cycles earlier per instruction)
+        from isa import Alu, Finish, Load, MemType, Uop
+        from tests.simulator.helpers import Prog
+
+        pr = Prog(TINY, 1 << 14)
+        ub = pr.place_uops([Uop(0, 1, 0), Uop(2, 3, 0)])
+        pr.add(Load(mem=MemType.UOP, sram_base=0, dram_base=ub, y_size=1, x_size=2, x_stride=2),
+               Alu(op="ABSD", reset=False, uop_bgn=0, uop_end=2, iter_out=3, iter_in=1, dst_factor_out=4,
+                   src_factor_out=4),
+               Alu(op="ABSD", reset=False, uop_bgn=0, uop_end=2, iter_out=1, iter_in=1), Finish())
+        addr, n = pr.stream()
+        s = Simulator(TINY).run(pr.dram.copy(), addr, n)
+        r = h.run(pr.dram, addr, n)
+        assert (r.cycles, r.timeout) == (int(s.cycles), False)
 
 
 def test_fields_that_do_not_fit_are_rejected():
