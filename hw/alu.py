@@ -124,7 +124,7 @@ def alu_lane(m: Module, op_code: Value, a: Value, b: Value, width: int, rec: Rec
         if op.operand == "wgt" and rec is None:
             continue
         n0 = len(ops.products)
-        val = op.fn(ops, a, rec if op.operand == "wgt" else b)
+        val = (op.datapath or op.fn)(ops, a, rec if op.operand == "wgt" else b)  # the declaration's datapath
         if len(ops.products) - n0 > 1:
             raise ValueError(f"ALU op {op.name} multiplies {len(ops.products) - n0} times; the lane has one multiplier")
         if len(ops.products) > n0:

@@ -27,7 +27,7 @@ from isa.alu import IMM_BITS, alu_opcode_bits, alu_ops
 from isa.requant import RECORD_BITS, record_supported
 from isa.config import HwConfig
 from isa.instructions import MemType, Opcode
-from isa.intrinsics import ALU_TIMING, intrinsics, tensor_declarations
+from isa.intrinsics import intrinsics, tensor_declarations
 
 EXEC, TAIL = 4, 5
 
@@ -118,7 +118,14 @@ class ComputeUnit(wiring.Component):
             m.d.sync += state.eq(EXEC)
             with m.If(final):
                 m.d.sync += state.eq(TAIL)
-        pipe: Value = Const(ALU_TIMING.depth(cfg), 5)
+        # the declared pipeline depth: an ALU op's (isa.alu.AluDecl; the ops' common depth needs no mux) or a
+        # tensor intrinsic's (by opcode)
+        alu_depths = {o.opcode: o.timing.depth(cfg) for o in alu_ops(cfg)}
+        common = max(set(alu_depths.values()), key=list(alu_depths.values()).count)
+        pipe: Value = Const(common, 5)
+        for code, depth in alu_depths.items():
+            if depth != common:
+                pipe = Mux(is_alu & (a("alu_opcode") == code), depth, pipe)
         for d in decls:
             pipe = Mux(opcode == d.opcode, d.timing.depth(cfg), pipe)
         with m.If(issue & final):

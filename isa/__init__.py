@@ -2,7 +2,7 @@
 
 The single source of truth that the simulator, runtime, RTL and compiler all derive from.
 """
-from isa.alu import AluOp, alu_op, alu_ops, evaluate as alu_evaluate, register_alu_op
+from isa.alu import AluDecl, AluOp, alu_op, alu_ops, evaluate as alu_evaluate, register_alu_decl, register_alu_op
 from isa.asm import assemble, disassemble
 from isa.config import HwConfig, make_config, preset_names
 from isa.encoding import (decode, decode_stream, decode_uop, encode, encode_stream, encode_uop, encode_uops,
@@ -13,7 +13,7 @@ from isa.instructions import (Alu, Deps, Finish, Gemm, Instruction, Load, MemTyp
                               unit_of, with_deps)
 
 __all__ = [
-    "AluOp", "alu_op", "alu_ops", "alu_evaluate", "register_alu_op", "assemble", "disassemble", "HwConfig",
+    "AluDecl", "AluOp", "register_alu_decl", "alu_op", "alu_ops", "alu_evaluate", "register_alu_op", "assemble", "disassemble", "HwConfig",
     "make_config", "preset_names", "decode", "decode_stream", "decode_uop", "encode", "encode_stream",
     "encode_uop", "encode_uops", "layouts", "AsmError", "ConfigError", "EncodingError", "Alu", "Deps", "Finish",
     "Gemm", "Instruction", "Load", "MemType", "Opcode", "Store", "Unit", "Uop", "unit_of", "with_deps",

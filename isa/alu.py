@@ -1,4 +1,5 @@
-"""The ALU operation registry: each op declared once, with its opcode and exact integer semantics.
+"""The ALU op declarations: each elementwise op declared once (:class:`AluDecl`), with its opcode,
+exact integer semantics, timing and optional datapath / fast-executor overrides.
 
 An op's semantics is a function ``fn(ops, a, b)`` written against a small set of
 primitive operations ``ops`` (see :class:`NumpyOps`). The simulator evaluates it with
@@ -15,6 +16,11 @@ scratchpad at the src index (:mod:`isa.requant`).
 The primitives are exact on ``width``-bit signed inputs; ``mul`` gives the full double-width
 product, and the hardware has ONE multiplier per lane that every op shares, so an op may call
 ``mul`` at most once, on ``width``-bit operands (wrap first).
+
+:func:`register_alu_op` builds and registers a declaration; :func:`register_alu_decl` takes a whole
+:class:`AluDecl`. Both check it now (an elementwise function of the primitives, at most one ``mul``,
+``ii == 1``) and raise ``ValueError`` naming what is wrong. Every ALU op shares the ALU instruction
+format (:func:`isa.intrinsics.alu_fields`: the opcode field widens with the largest registered opcode).
 """
 from __future__ import annotations
 
@@ -23,6 +29,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from isa.declared_timing import ALU_TIMING, Timing
 from isa.errors import EncodingError
 from isa.requant import RECORD_BITS, Record, record_supported, requant_fn
 
@@ -31,11 +38,18 @@ IMM_BITS = 16
 
 
 @dataclass(frozen=True)
-class AluOp:
-    """One ALU operation: ``name`` (upper case), ``opcode`` and ``fn(ops, a, b)``.
+class AluDecl:
+    """One elementwise ALU op as a designer declares it: ``acc[dst] = fn(ops, acc[dst], b)``, wrapped.
 
-    ``operand`` is where ``b`` comes from: ``"acc"`` (acc[src] or the immediate) or ``"wgt"`` (a
-    :class:`isa.requant.Record` per output channel from wgt[src]; no immediate).
+    ``name`` (upper case) and ``opcode`` (the ALU format's ``alu_opcode`` field); ``fn(ops, a, b)`` the
+    semantics on the primitives ``ops`` (:class:`NumpyOps` in the simulator, the RTL's Amaranth
+    primitives in hardware); ``operand`` is where ``b`` comes from: ``"acc"`` (acc[src] or the
+    immediate) or ``"wgt"`` (a :class:`isa.requant.Record` per output channel from wgt[src]; no
+    immediate). ``timing``: initiation interval (must be 1) and pipeline depth (the contract and the
+    RTL's pipeline tail read it). ``datapath(ops, a, b)``: an optional RTL-only form of ``fn`` (same
+    result, e.g. a cheaper circuit), called with the Amaranth primitives instead of ``fn``.
+    ``numpy_fn(a, b, width)``: an optional faster exact vectorized form of ``fn`` on int64 arrays
+    (the result is wrapped to ``width`` bits by the caller).
     """
 
     name: str
@@ -43,6 +57,17 @@ class AluOp:
     fn: Callable[[Any, Any, Any], Any]
     doc: str = ""
     operand: str = "acc"
+    timing: Timing = ALU_TIMING
+    datapath: Callable[[Any, Any, Any], Any] | None = None
+    numpy_fn: Callable[[np.ndarray, Any, int], np.ndarray] | None = None
+
+    @property
+    def semantics(self) -> Callable[[Any, Any, Any], Any]:
+        return self.fn
+
+
+#: The former name of :class:`AluDecl` (an ALU op *is* its declaration).
+AluOp = AluDecl
 
 
 class NumpyOps:
@@ -105,29 +130,108 @@ def wrap(values: np.ndarray, width: int) -> np.ndarray:
     return ((values + half) % mod) - half
 
 
-_REGISTRY: dict[str, AluOp] = {}
+_REGISTRY: dict[str, AluDecl] = {}
+
+
+class _CountingOps(NumpyOps):
+    """NumpyOps that count ``mul`` calls (the lane has one multiplier)."""
+
+    def __init__(self, width: int):
+        super().__init__(width)
+        self.muls = 0
+
+    def mul(self, a, b):
+        self.muls += 1
+        return super().mul(a, b)
+
+
+def _trial_operand(decl: AluDecl, shape: tuple[int, ...]):
+    rng = np.random.default_rng(0)
+    if decl.operand == "wgt":
+        from isa.requant import RECORD_FIELDS
+        return Record(**{f.name: rng.integers(0 if not f.signed else -(1 << (min(f.width, 16) - 1)),
+                                              1 << (min(f.width, 16) - 1), shape, dtype=np.int64)
+                         for f in RECORD_FIELDS})
+    return rng.integers(-1000, 1000, shape, dtype=np.int64)
+
+
+def check_alu_decl(decl: AluDecl) -> None:
+    """ValueError naming what is wrong with ``decl`` (name, opcode, operand, timing, semantics)."""
+    name = decl.name
+    if not (isinstance(name, str) and name.isidentifier() and name == name.upper()):
+        raise ValueError(f"ALU op name {name!r} must be an upper-case identifier")
+    if not isinstance(decl.opcode, int) or isinstance(decl.opcode, bool) or not 0 <= decl.opcode < 256:
+        raise ValueError(f"ALU opcode {decl.opcode!r} must be an integer in 0..255")
+    if decl.operand not in ("acc", "wgt"):
+        raise ValueError(f"ALU op {name}: operand must be 'acc' or 'wgt', got {decl.operand!r}")
+    if not isinstance(decl.timing, Timing):
+        raise ValueError(f"ALU op {name}: timing must be an isa.intrinsics.Timing, got {decl.timing!r}")
+    why = decl.timing.problem()
+    if why:
+        raise ValueError(f"ALU op {name}: {why}")
+    shape = (3, 4)
+    a = np.array([-(1 << 31), (1 << 31) - 1, -1, 0, 1, 7, -300, 4096, 123456, -99999, 65535, -65536],
+                 dtype=np.int64).reshape(shape)
+    b = _trial_operand(decl, shape)
+    results = {}
+    for what, fn in (("fn", decl.fn), ("datapath", decl.datapath)):
+        if fn is None:
+            continue
+        if not callable(fn):
+            raise ValueError(f"ALU op {name}: {what} must be a function (ops, a, b) of the ALU primitives, got {fn!r}")
+        ops = _CountingOps(32)
+        try:
+            val = fn(ops, a, b)
+        except Exception as e:  # noqa: BLE001 - reported with the declaration's name
+            raise ValueError(f"ALU op {name}: its {what}(ops, a, b) is not an elementwise function of the ALU "
+                             f"primitives (isa.alu.NumpyOps: add, sub, mul, wrap, round_shift, min, max, select, lt, "
+                             f"shr): evaluating it raised {type(e).__name__}: {e}") from None
+        if not isinstance(val, np.ndarray) or val.shape != shape or val.dtype.kind not in "iub":
+            got = f"{type(val).__name__} of shape {getattr(val, 'shape', '()')}"
+            raise ValueError(f"ALU op {name}: its {what}(ops, a, b) must return one integer per element of a "
+                             f"(an elementwise function), got {got} for a {shape} array")
+        if ops.muls > 1:
+            raise ValueError(f"ALU op {name}: its {what} multiplies {ops.muls} times; the ALU lane has one "
+                             f"multiplier (call ops.mul at most once)")
+        results[what] = wrap(val.astype(np.int64), 32)
+    if decl.numpy_fn is not None:
+        if not callable(decl.numpy_fn):
+            raise ValueError(f"ALU op {name}: numpy_fn must be a function (a, b, width), got {decl.numpy_fn!r}")
+        results["numpy_fn"] = wrap(np.asarray(decl.numpy_fn(a, b, 32), dtype=np.int64), 32)
+    for what in ("datapath", "numpy_fn"):  # the other forms must compute the semantics
+        if what in results and not np.array_equal(results[what], results["fn"]):
+            k = int(np.flatnonzero(results[what] != results["fn"])[0])
+            bk = {f: int(np.asarray(getattr(b, f)).reshape(-1)[k]) for f in vars(b)} if isinstance(b, Record) \
+                else int(b.reshape(-1)[k])
+            raise ValueError(f"ALU op {name}: its {what} gives {int(results[what].reshape(-1)[k])} but its fn gives "
+                             f"{int(results['fn'].reshape(-1)[k])} for a={int(a.reshape(-1)[k])}, b={bk} (32-bit "
+                             f"lanes); they must compute the same function")
+
+
+def register_alu_decl(decl: AluDecl) -> AluDecl:
+    """Register an ALU op declaration (checked by :func:`check_alu_decl`). Names and opcodes must be unique."""
+    check_alu_decl(decl)
+    if decl.name in _REGISTRY:
+        raise ValueError(f"ALU op {decl.name} is already registered (opcode {_REGISTRY[decl.name].opcode})")
+    for op in _REGISTRY.values():
+        if op.opcode == decl.opcode:
+            raise ValueError(f"ALU opcode {decl.opcode} is already used by {op.name}")
+    _REGISTRY[decl.name] = decl
+    return decl
 
 
 def register_alu_op(name: str, opcode: int, fn: Callable[[Any, Any, Any], Any], doc: str = "",
-                    operand: str = "acc") -> AluOp:
-    """Declare a new ALU op. Names and opcodes must be unique; the opcode field widens as needed.
+                    operand: str = "acc", *, timing: Timing = ALU_TIMING,
+                    datapath: Callable[[Any, Any, Any], Any] | None = None,
+                    numpy_fn: Callable[[np.ndarray, Any, int], np.ndarray] | None = None) -> AluDecl:
+    """Declare and register a new ALU op (an :class:`AluDecl`). Names and opcodes must be unique; the opcode
+    field widens as needed.
 
     ``operand="wgt"`` declares a record op (``b`` is an :class:`isa.requant.Record` read from wgt[src])."""
-    name = name.upper()
-    if not name.isidentifier():
+    name = name.upper() if isinstance(name, str) else name
+    if not (isinstance(name, str) and name.isidentifier()):
         raise ValueError(f"ALU op name {name!r} must be an identifier")
-    if name in _REGISTRY:
-        raise ValueError(f"ALU op {name} is already registered (opcode {_REGISTRY[name].opcode})")
-    if not isinstance(opcode, int) or not 0 <= opcode < 256:
-        raise ValueError(f"ALU opcode {opcode!r} must be an integer in 0..255")
-    for op in _REGISTRY.values():
-        if op.opcode == opcode:
-            raise ValueError(f"ALU opcode {opcode} is already used by {op.name}")
-    if operand not in ("acc", "wgt"):
-        raise ValueError(f"ALU op {name}: operand must be 'acc' or 'wgt', got {operand!r}")
-    op = AluOp(name, opcode, fn, doc, operand)
-    _REGISTRY[name] = op
-    return op
+    return register_alu_decl(AluDecl(name, opcode, fn, doc, operand, timing, datapath, numpy_fn))
 
 
 def unregister_alu_op(name: str) -> None:
@@ -137,7 +241,7 @@ def unregister_alu_op(name: str) -> None:
     _REGISTRY.pop(name.upper(), None)
 
 
-def alu_ops(cfg: "Any" = None) -> list[AluOp]:
+def alu_ops(cfg: "Any" = None) -> list[AluDecl]:
     """All registered ops, by opcode (with ``cfg``: only those ``cfg`` supports, see :func:`op_supported`)."""
     ops = sorted(_REGISTRY.values(), key=lambda o: o.opcode)
     return [o for o in ops if op_supported(o, cfg)] if cfg is not None else ops
@@ -188,7 +292,8 @@ def evaluate(op: AluOp | str | int, a: np.ndarray, b: "np.ndarray | Record", wid
             raise TypeError(f"ALU.{op.name} takes a parameter Record as its operand, got {type(b).__name__}")
     else:
         b = np.asarray(b, dtype=np.int64)
-    return wrap(np.asarray(op.fn(NumpyOps(width), a, b), dtype=np.int64), width)
+    val = op.numpy_fn(a, b, width) if op.numpy_fn is not None else op.fn(NumpyOps(width), a, b)
+    return wrap(np.asarray(val, dtype=np.int64), width)
 
 
 register_alu_op("MIN", 0, lambda ops, a, b: ops.min(a, b), "dst = min(dst, src)")

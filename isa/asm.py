@@ -74,7 +74,7 @@ def assemble_line(line: str, lineno: int = 1) -> Instruction | None:
     head = tokens[0].upper()
     base, _, qual = head.partition(".")
     tensor = {d.format: d for d in declarations()}
-    cls = _CLASSES.get(base) if base != "GEMM" else None
+    cls = _CLASSES.get(base)
     if cls is None and base in tensor:
         cls = insn_class(tensor[base])
     if cls is None:

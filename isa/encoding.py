@@ -13,7 +13,8 @@ import numpy as np
 
 from isa.alu import alu_op, alu_opcode_bits
 from isa.errors import ConfigError, EncodingError
-from isa.intrinsics import alu_fields, insn_class, registry_version, tensor_declarations, tensor_fields
+from isa.intrinsics import (RESERVED_OPCODES, alu_fields, insn_class, registry_version, tensor_declarations,
+                            tensor_fields)
 from isa.instructions import Alu, Deps, Finish, Gemm, Instruction, Load, MemType, Opcode, Store, Uop
 
 if TYPE_CHECKING:
@@ -72,7 +73,9 @@ class Layout:
         return sum(f.width for f in self.fields)
 
 
-def _pack(name: str, spec: list[tuple[str, int] | tuple[str, int, bool]], bits: int, cfg_name: str) -> Layout:
+def _pack(name: str, spec: list[tuple[str, int] | tuple[str, int, bool]], bits: int, cfg_name: str,
+          declared: tuple[str, ...] = ()) -> Layout:
+    """Fields packed from bit 0; ConfigError when they pass ``bits`` (``declared``: a declaration's extra fields)."""
     out, lo = [], 0
     for item in spec:
         fname, width = item[0], item[1]
@@ -81,9 +84,15 @@ def _pack(name: str, spec: list[tuple[str, int] | tuple[str, int, bool]], bits: 
         lo += width
     if lo > bits:
         widest = max(out, key=lambda f: f.width)
+        extra = [f for f in out if f.name in declared]
+        hint = "reduce the scratchpad sizes"
+        if extra:
+            room = bits - (lo - sum(f.width for f in extra))
+            hint = (f"the declared extra fields ({', '.join(f'{f.name}: {f.width}' for f in extra)} bits) take "
+                    f"{sum(f.width for f in extra)}, {room} are left for them: narrow them, or {hint}")
         raise ConfigError(
             f"HwConfig {cfg_name!r}: the {name} format needs {lo} bits but a word has {bits}; "
-            f"its widest field is {widest.name} ({widest.width} bits) - reduce the scratchpad sizes")
+            f"its widest field is {widest.name} ({widest.width} bits) - {hint}")
     return Layout(name, tuple(out), bits)
 
 
@@ -107,8 +116,8 @@ def _layouts(cfg: "HwConfig", op_bits: int, _version: int) -> dict[str, Layout]:
                        ("y_pad0", PAD_BITS), ("y_pad1", PAD_BITS), ("x_pad0", PAD_BITS), ("x_pad1", PAD_BITS)]
     alu = _common() + loop + dst + alu_fields(cfg)
     uop = [("dst", cfg.uop_dst_bits), ("src", cfg.uop_src_bits), ("wgt", cfg.uop_wgt_bits)]
-    tensor = {d.format: _pack(d.format, _common() + loop + dst + tensor_fields(cfg, d), 128, cfg.name)
-              for d in tensor_declarations(cfg)}
+    tensor = {d.format: _pack(d.format, _common() + loop + dst + tensor_fields(cfg, d), 128, cfg.name,
+                              tuple(f.name for f in d.fields)) for d in tensor_declarations(cfg)}
     out = {
         **tensor,
         "ALU": _pack("ALU", alu, 128, cfg.name),
@@ -197,15 +206,11 @@ def decode(word: int, cfg: "HwConfig") -> Instruction:
     tensor = {d.opcode: d for d in tensor_declarations(cfg)}
     if opcode in tensor:
         return _decode_tensor(word, tensor[opcode], lays[tensor[opcode].format])
-    try:
-        op = Opcode(opcode)
-        if op == Opcode.GEMM:
-            raise ValueError(op)
-    except ValueError:
-        known = [f"{o.name}={o.value}" for o in Opcode if o != Opcode.GEMM] + [
-            f"{d.format}={d.opcode}" for d in tensor.values()]
+    if opcode not in RESERVED_OPCODES:  # the fixed instructions; every other opcode is a declaration's
+        known = [f"{n}={o}" for o, n in RESERVED_OPCODES.items()] + [f"{d.format}={d.opcode}" for d in tensor.values()]
         raise EncodingError(f"undecodable instruction {word:#034x}: opcode {opcode} is not one of "
-                            f"{', '.join(known)} (HwConfig {cfg.name!r})") from None
+                            f"{', '.join(sorted(known, key=lambda k: int(k.split('=')[1])))} (HwConfig {cfg.name!r})")
+    op = Opcode(opcode)
     lay = lays["MEM" if op in (Opcode.LOAD, Opcode.STORE) else op.name]
     v = {f.name: _get(word, f) for f in lay.fields}
     deps = Deps(**{d: bool(v.pop(d)) for d in DEP_FIELDS})

@@ -19,9 +19,12 @@ A hardware designer declares an intrinsic with :class:`IntrinsicDecl` and
 
 :func:`intrinsics(cfg)` gives the :class:`TensorIntrinsic` instances for one config: every
 registered declaration (GEMM and the depthwise ``dwmac`` built in) and one ALU intrinsic per
-registered ALU op (the ALU instruction family is declared here too, its ops in :mod:`isa.alu`).
-The simulator executes micro-ops through ``numpy_fn``; the compiler tensorizes loop nests by
-matching ``operands``/``output``/``reduce_axes``; the RTL builds its datapaths from them.
+registered ALU op declaration (:class:`isa.alu.AluDecl`: the second declaration kind, an elementwise
+op on the accumulator; its format is the ALU family's, :func:`alu_fields`). Every consumer treats the
+declarations of a kind alike: the simulator executes micro-ops through ``numpy_fn`` (or a
+declaration's optional ``executor`` hook: GEMM's dense BLAS path); the compiler tensorizes loop nests
+by matching ``operands``/``output``/``reduce_axes``; the RTL builds its datapaths from them. Nothing
+downstream branches on an intrinsic's name.
 """
 from __future__ import annotations
 
@@ -31,7 +34,8 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 
 from isa import texpr
-from isa.alu import IMM_BITS, AluOp, alu_opcode_bits, alu_ops, evaluate, wrap
+from isa.alu import IMM_BITS, AluDecl, AluOp, alu_op, alu_opcode_bits, alu_ops, evaluate, wrap  # noqa: F401
+from isa.declared_timing import ALU_TIMING, Timing  # noqa: F401 - ALU_TIMING: the ALU ops' default timing
 from isa.errors import ConfigError
 from isa.instructions import Gemm, Opcode
 from isa.requant import Record, unpack_records
@@ -61,19 +65,6 @@ class InsnField:
 
 
 @dataclass(frozen=True)
-class Timing:
-    """Initiation interval (cycles between micro-ops) and pipeline depth (cycles after the last issue).
-
-    ``pipeline`` is an int or a function of ``HwConfig`` (GEMM: ``cfg.gemm_pipeline``)."""
-
-    ii: int = 1
-    pipeline: int | Callable[["HwConfig"], int] = 4
-
-    def depth(self, cfg: "HwConfig") -> int:
-        return int(self.pipeline(cfg) if callable(self.pipeline) else self.pipeline)
-
-
-@dataclass(frozen=True)
 class OperandDecl:
     """An input operand: name, scratchpad (``inp`` or ``wgt``) and the axes indexing it."""
 
@@ -92,6 +83,13 @@ class IntrinsicDecl:
     generator ``datapath(ctx)`` (``hw.intrinsic.DatapathContext``) returning the lanes' new
     values; ``numpy_fn(cfg)`` an optional faster exact batched implementation (the simulator
     otherwise evaluates the semantics). ``supported(cfg)`` says which configs build it.
+
+    ``executor``: an optional whole-instruction fast path for the simulator, a factory
+    ``executor(cfg, scratchpads)`` returning an object with ``execute(i, insn)`` (or its import path
+    ``"module:attr"``, so that isa/ need not import the simulator); without one the simulator's generic
+    executor runs the instruction through ``numpy_fn`` (GEMM's dense BLAS executor is its hook).
+    ``insn_cls``: the instruction class to use instead of a generated :class:`Gemm` subclass (GEMM's
+    is :class:`Gemm` itself); it must have the declaration's opcode and fields.
     """
 
     name: str
@@ -106,6 +104,8 @@ class IntrinsicDecl:
     numpy_fn: Callable[["HwConfig"], Callable[..., np.ndarray]] | None = None
     supported: Callable[["HwConfig"], bool] = lambda cfg: True
     doc: str = ""
+    executor: Callable[..., Any] | str | None = None
+    insn_cls: type | None = None
 
     @property
     def format(self) -> str:
@@ -127,9 +127,10 @@ class Operand:
 class TensorIntrinsic:
     """One hardware tensor operation for one config.
 
-    ``kind`` is ``"gemm"`` (output += product of inputs reduced over ``reduce_axes``), ``"tensor"``
-    (any other declared multiply-accumulate intrinsic) or ``"alu"`` (output = op(output, operand)
-    elementwise). ``expr`` is the human-readable form, ``tree`` the declared expression.
+    ``kind`` is the declaration kind: ``"tensor"`` (an :class:`IntrinsicDecl`, GEMM included: output +=
+    the declared tensor expression) or ``"alu"`` (an :class:`isa.alu.AluDecl`: output = op(output,
+    operand) elementwise). ``decl`` is the declaration; ``expr`` the human-readable form, ``tree`` the
+    declared expression (tensor kind).
     """
 
     name: str
@@ -140,8 +141,8 @@ class TensorIntrinsic:
     reduce_axes: tuple[str, ...]
     expr: str
     numpy_fn: Callable[..., np.ndarray]
-    alu_op: AluOp | None = None
-    decl: IntrinsicDecl | None = None
+    alu_op: AluDecl | None = None
+    decl: IntrinsicDecl | AluDecl | None = None
     tree: Expr | None = None
     vectors: dict[str, int] = field(default_factory=dict)  # operand name -> vectors per scratchpad row
     macs_per_uop: int = 0  # multiply-accumulates one micro-op does (GEMM: BATCH x BLOCK_IN x BLOCK_OUT)
@@ -203,9 +204,17 @@ def register_intrinsic(decl: IntrinsicDecl, check_configs: tuple[str, ...] | Non
         free = [o for o in range(OPCODE_SPACE) if o not in taken]
         raise ConfigError(f"intrinsic {name}: opcode {decl.opcode} is taken by {taken[decl.opcode]}; free opcodes: "
                           f"{', '.join(map(str, free)) or 'none'}")
-    if decl.timing.ii != 1:
-        raise ConfigError(f"intrinsic {name}: initiation interval {decl.timing.ii}; the compute pipeline issues one "
-                          f"micro-op per cycle (ii=1)")
+    why = decl.timing.problem() if isinstance(decl.timing, Timing) else f"timing {decl.timing!r} is not a Timing"
+    if why:
+        raise ConfigError(f"intrinsic {name}: {why}")
+    if decl.executor is not None and not (callable(decl.executor) or
+                                          (isinstance(decl.executor, str) and decl.executor.count(":") == 1)):
+        raise ConfigError(f"intrinsic {name}: executor must be a factory executor(cfg, scratchpads) or its import "
+                          f"path 'module:attr', got {decl.executor!r}")
+    if decl.insn_cls is not None and not (isinstance(decl.insn_cls, type) and issubclass(decl.insn_cls, Gemm)
+                                          and decl.insn_cls.opcode == decl.opcode and not decl.fields):
+        raise ConfigError(f"intrinsic {name}: insn_cls must be an isa.instructions.Gemm class with opcode "
+                          f"{decl.opcode} and the declaration must have no extra fields")
     reserved = {"opcode", "reset", "uop_bgn", "uop_end", "iter_out", "iter_in", "overwrite"} | {
         f"{o}_factor_{w}" for o in ("dst", "src", "wgt") for w in ("out", "in")}
     for f in decl.fields:
@@ -249,8 +258,8 @@ _CLASSES: dict[str, type] = {}
 
 def insn_class(decl: IntrinsicDecl) -> type:
     """The instruction dataclass of ``decl``: the GEMM fields (a :class:`Gemm` subclass) plus its extra fields."""
-    if decl.name == "gemm":
-        return Gemm
+    if decl.insn_cls is not None:
+        return decl.insn_cls
     cls = _CLASSES.get(decl.name)
     if cls is None or cls.opcode != decl.opcode or getattr(cls, "_decl", None) is not decl:
         cls = make_dataclass(decl.name.capitalize(), [(f.name, int, 0) for f in decl.fields], bases=(Gemm,),
@@ -301,12 +310,17 @@ def instantiate(decl: IntrinsicDecl, cfg: "HwConfig") -> TensorIntrinsic:
                               f"axis ({', '.join(decl.out_axes)}) and reduce the others (reduce_sum over {free})")
         if len(t) > 2:
             raise ConfigError(f"{where}: a product of {len(t)} elements; a micro-op multiplies two operands")
+        unused = [a for a in red if a not in used]
+        if unused:
+            raise ConfigError(f"{where}: the term {' * '.join(_show(x) for x in t)} does not use reduction axis "
+                              f"{', '.join(unused)}; summing it over {', '.join(unused)} would scale it by the "
+                              f"extent - every term inside reduce_sum must use every reduced axis")
     out_n = int(np.prod([extents[a] for a in decl.out_axes], dtype=np.int64))
     macs = sum(out_n * int(np.prod([extents[a] for a in red], dtype=np.int64)) for t in terms if len(t) == 2)
     expr_text = f"acc[{', '.join(decl.out_axes)}] += {_show(tree)}"
     numpy_fn = decl.numpy_fn(cfg) if decl.numpy_fn else _semantics_fn(cfg, tree, tuple(decl.out_axes), decl.operands)
     return TensorIntrinsic(
-        name=decl.name, kind="gemm" if decl.name == "gemm" else "tensor", extents=extents,
+        name=decl.name, kind="tensor", extents=extents,
         inputs=tuple(Operand(o.name, o.scope, tuple(o.axes), bits[o.scope]) for o in decl.operands), output=out,
         reduce_axes=tuple(red), expr=expr_text, numpy_fn=numpy_fn, decl=decl, tree=tree, vectors=vectors,
         macs_per_uop=macs)
@@ -366,7 +380,7 @@ GEMM = IntrinsicDecl(
     out_axes=("b", "o"),
     semantics=lambda inp, wgt, b, i, o: reduce_sum(inp[b, i] * wgt[o, i], i),
     timing=Timing(1, lambda cfg: cfg.gemm_pipeline),
-    datapath=_gemm_datapath, numpy_fn=_gemm_numpy,
+    datapath=_gemm_datapath, numpy_fn=_gemm_numpy, executor="simulator.gemm:GemmExecutor", insn_cls=Gemm,
     doc="acc[b, o] += inp[b, i] * wgt[o, i] over BATCH x BLOCK_IN x BLOCK_OUT (the GEMM array)")
 
 
@@ -396,13 +410,12 @@ for _d in (GEMM, DWMAC):
     _BUILTIN.add(_d.name)
 
 
-#: The ALU instruction family's own fields (after the micro-op loop and dst factors); its ops are in isa.alu.
 def alu_fields(cfg: "HwConfig") -> list[tuple]:
+    """The ALU format's fields after the micro-op loop and dst factors, shared by every ALU op declaration
+    (:class:`isa.alu.AluDecl`); ``alu_opcode`` is as wide as the largest registered op's opcode needs."""
     return [("src_factor_out", cfg.acc_idx_bits), ("src_factor_in", cfg.acc_idx_bits),
             ("alu_opcode", alu_opcode_bits()), ("use_imm", 1), ("imm", IMM_BITS, True)]
 
-
-ALU_TIMING = Timing(1, lambda cfg: cfg.alu_pipeline)
 
 
 def tensor_fields(cfg: "HwConfig", decl: IntrinsicDecl) -> list[tuple]:
@@ -414,9 +427,10 @@ def tensor_fields(cfg: "HwConfig", decl: IntrinsicDecl) -> list[tuple]:
 
 
 def timing_of(insn: object) -> Timing:
-    """The declared timing of a tensor or ALU instruction."""
+    """The declared timing of a tensor instruction (its :class:`IntrinsicDecl`) or an ALU instruction (its
+    op's :class:`isa.alu.AluDecl`)."""
     name = getattr(insn, "intrinsic", None)
-    return ALU_TIMING if name is None else declaration(name).timing
+    return alu_op(insn.op).timing if name is None else declaration(name).timing  # type: ignore[attr-defined]
 
 
 # ----------------------------------------------------------------------------- instances per config
@@ -431,7 +445,7 @@ def record_lanes(rows: np.ndarray, wgt_width: int) -> Record:
     return Record(**{k: v[:, None, :] for k, v in vars(r).items()})
 
 
-def alu_intrinsic(cfg: "HwConfig", op: AluOp) -> TensorIntrinsic:
+def alu_intrinsic(cfg: "HwConfig", op: AluDecl) -> TensorIntrinsic:
     """``acc[b, o] = op(acc[b, o], src[b, o] or imm)`` for one registered ALU op; for a record op (REQUANT)
     ``acc[b, o] = op(acc[b, o], record(wgt[src][o]))``."""
     width = cfg.acc_width
@@ -449,7 +463,7 @@ def alu_intrinsic(cfg: "HwConfig", op: AluOp) -> TensorIntrinsic:
             name=f"alu_{op.name.lower()}", kind="alu", extents={"b": cfg.batch, "o": cfg.block_out, "i": cfg.block_in},
             inputs=(Operand("rec", "wgt", ("o", "i"), cfg.wgt_width),),
             output=Operand("acc", "acc", ("b", "o"), width), reduce_axes=(),
-            expr=f"acc[b, o] = {op.name}(acc[b, o], record(wgt[src][o, :]))", numpy_fn=rfn, alu_op=op)
+            expr=f"acc[b, o] = {op.name}(acc[b, o], record(wgt[src][o, :]))", numpy_fn=rfn, alu_op=op, decl=op)
 
     def fn(dst: np.ndarray, src: np.ndarray) -> np.ndarray:
         return evaluate(op, dst, src, width)
@@ -464,6 +478,7 @@ def alu_intrinsic(cfg: "HwConfig", op: AluOp) -> TensorIntrinsic:
         expr=f"acc[b, o] = {op.name}(acc[b, o], src[b, o] | imm)",
         numpy_fn=fn,
         alu_op=op,
+        decl=op,
     )
 
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, Hashable
 
 import numpy as np
 
-from isa import Alu, Finish, Gemm, Instruction, Load, MemType, Store, Unit, alu_op, encode, encode_stream, unit_of
+from isa import Alu, Finish, Instruction, Load, MemType, Store, Unit, alu_op, encode, encode_stream, unit_of
 from isa.alu import op_supported, unsupported_reason
 from isa.encoding import layouts
 from isa.intrinsics import declaration, insn_class
@@ -193,7 +193,7 @@ class CommandQueue:
         once). Loads the uops first on a uop-cache miss. ``overwrite`` is an instruction flag, so the
         same recorded kernel serves accumulate and overwrite GEMMs. ``intrinsic`` names another declared
         tensor intrinsic (``isa.intrinsics``, e.g. ``"dwmac"``) with the same micro-op loop."""
-        cls = insn_class(declaration(intrinsic)) if intrinsic != "gemm" else Gemm
+        cls = insn_class(declaration(intrinsic))  # GEMM's class is Gemm itself (its declaration's insn_cls)
         k = self.kernel("gemm", finit, signature)
         base = self._make_resident(k)
         self._emit(cls(bool(reset), base, base + k.size, **k.loop_fields(), overwrite=bool(overwrite)))

@@ -5,10 +5,17 @@ operand is gathered from a view of its scratchpad in which one index names one o
 piece of a row (a *vector* operand: row ``v // k``, piece ``v % k``; the row's elements in
 row-major order make the operand's shape); the declaration's ``numpy_fn`` computes every
 iteration's product term at once, and duplicate dst indices are summed by segment
-(``np.add.reduceat``) before one write. GEMM itself keeps its dense fast path
-(:mod:`simulator.gemm`), which gives the same results.
+(``np.add.reduceat``) before one write.
+
+:func:`make_executor` is the one way the simulator gets an intrinsic's executor: a declaration's optional
+``executor`` hook (a factory ``executor(cfg, scratchpads)`` or its import path ``"module:attr"``) when it
+has one, else :class:`TensorExecutor`. GEMM's hook is its dense BLAS executor (:mod:`simulator.gemm`),
+which gives the same results as the generic path (tests/simulator).
 """
 from __future__ import annotations
+
+import importlib
+from typing import Any
 
 import numpy as np
 
@@ -16,6 +23,7 @@ from isa.alu import wrap
 from isa.config import HwConfig
 from isa.instructions import Gemm, n_iterations
 from isa.intrinsics import TensorIntrinsic
+from simulator.errors import InvalidInstructionError
 from simulator.gemm import _check_written_once
 from simulator.loops import check_bound, expand
 from simulator.scratchpads import Scratchpads
@@ -74,3 +82,18 @@ class TensorExecutor:
         old = 0 if insn.overwrite else sp.acc[dsts]
         with np.errstate(over="ignore"):
             sp.write_acc(dsts, wrap(old + total, cfg.acc_width))
+
+
+def make_executor(cfg: HwConfig, sp: Scratchpads, intr: TensorIntrinsic) -> Any:
+    """The executor of a declared tensor intrinsic: its declaration's ``executor`` hook, else the generic one."""
+    hook = getattr(intr.decl, "executor", None)
+    if hook is None:
+        return TensorExecutor(cfg, sp, intr)
+    if isinstance(hook, str):
+        module, _, attr = hook.partition(":")
+        try:
+            hook = getattr(importlib.import_module(module), attr)
+        except (ImportError, AttributeError) as e:
+            raise InvalidInstructionError(f"intrinsic {intr.name}: its executor hook {intr.decl.executor!r} cannot "
+                                          f"be imported ({e})") from None
+    return hook(cfg, sp)

@@ -21,6 +21,7 @@ from compiler.lower.tensorize import AluMatch, root_of
 from compiler.lower.uop_fold import fold_loops
 from compiler.lower.vthread import interleave
 from compiler.te.expr import Load
+from isa.instructions import Gemm
 
 if TYPE_CHECKING:
     from isa import HwConfig
@@ -168,7 +169,9 @@ class OpBuilder:
                 coefs = np.stack([dk, sk, wk], axis=1) if loops else np.zeros((0, 3), np.int64)
                 const = np.array([dc, sc, wc])
                 reads = (_key(ib, thread), _key(wb, thread))
-            name = m.intr.name if s.kind == "gemm" and m.intr is not None else "gemm"  # the declared intrinsic
+            # the declared intrinsic; a reset reads no operand and zeroes acc rows: it is the base tensor
+            # instruction (isa.instructions.Gemm), whatever intrinsic the stage computes with
+            name = m.intr.name if s.kind == "gemm" else Gemm.intrinsic
             if s.kind == "gemm" and self.overwrite and self._first_step(st, env):
                 red = [k for k, lv in enumerate(loops) if root_of(st, lv).kind == "reduce"]
                 return [Op("compute", "gemm", {"reset": False, "overwrite": ow, "cont": cont, "loops": hw,

@@ -3,9 +3,10 @@
 The proof works on the stage's *root* axes: the leaf loops from the tensorize point inward must
 cover whole root axes (any splits of them included, in any order), exactly one per intrinsic
 axis, with the extents the declaration gives; the body must have the declared form
-(``sum(a * b)`` for ``gemm``, ``op(dst, src | imm)`` for an ALU intrinsic); and each operand
-must be indexed by its declared axes in its innermost (element) dimensions. Every mismatch
-is reported in terms of the user's loops.
+(``sum(a * b)`` for a tensor intrinsic, GEMM included, ``op(dst, src | imm)`` for an ALU op); and
+each operand must be indexed by its declared axes in its innermost (element) dimensions. There is
+one matcher per declaration kind, driven by the declaration alone (:func:`match_tensor`,
+:func:`match_alu`). Every mismatch is reported in terms of the user's loops.
 """
 from __future__ import annotations
 
@@ -26,13 +27,17 @@ BINARY_TO_ALU = {"add": "ADD", "sub": "ADD", "mul": "MUL", "shr": "SHR", "shl": 
 
 
 @dataclass
-class GemmMatch:
-    """Which root axes play b, o, i and which tensors are inp, wgt."""
+class TensorMatch:
+    """Which root axis plays each intrinsic axis, which tensors are the inp and wgt operands, the intrinsic."""
 
     axes: dict[str, IterVar]
     inp: Load
     wgt: Load
-    intr: "TensorIntrinsic | None" = None  # the declared intrinsic (None: gemm)
+    intr: "TensorIntrinsic"
+
+
+#: The former name of :class:`TensorMatch`.
+GemmMatch = TensorMatch
 
 
 @dataclass
@@ -136,13 +141,16 @@ def _check_element_dims(stage: "Stage", what: str, tensor: Tensor, roles: dict[I
                 f"dimension {pos} (element dimension {k}) of the {what} operand {tensor.name}, but it indexes {where}")
 
 
-def _check_extents(stage: "Stage", intr: "TensorIntrinsic", axes: dict[str, IterVar]) -> None:
+def _check_extents(stage: "Stage", intr: "TensorIntrinsic", axes: dict[str, IterVar],
+                   why: dict[str, str] | None = None) -> None:
+    """Each playing loop has its intrinsic axis' extent; ``why[name]`` says why the loop plays that axis."""
     for name, r in axes.items():
         want = intr.extents[name]
         if r.extent != want:
+            because = f" ({why[name]})" if why and name in why else ""
             raise TensorizeError(
                 f"stage {stage.name}: loop {_leaf_name(stage, r)!r} (axis {r.name}, extent {r.extent}) plays intrinsic "
-                f"{intr.name} axis {name}, whose extent is {want}")
+                f"{intr.name} axis {name}, whose extent is {want}{because}")
 
 
 def _sum_of_products(stage: "Stage", body, form: str) -> tuple[Load, Load]:
@@ -158,107 +166,102 @@ def _sum_of_products(stage: "Stage", body, form: str) -> tuple[Load, Load]:
     return a, b
 
 
-def match_gemm(stage: "Stage", iv: IterVar, intr: "TensorIntrinsic") -> GemmMatch:
-    body = stage.op.body if stage.op is not None else None
+def _operand_label(op) -> str:
+    return op.scope if op.name == op.scope else f"{op.name} ({op.scope})"
+
+
+def match_tensor(stage: "Stage", iv: IterVar, intr: "TensorIntrinsic") -> TensorMatch:
+    """Any declared tensor intrinsic, GEMM included (``isa.intrinsics``: one product of an inp and a wgt operand).
+
+    The stage body must be ``sum(a * b)`` (reductions outside the region are the instruction's loops). Each
+    root axis inside the region plays one intrinsic axis: an output axis is the one indexing the output's
+    element dimension where the declaration has it; a reduction axis is the reduction indexing the operands
+    that use it (in their declared element dimensions, or, failing a unique such loop, anywhere: the element
+    check then names the wrong dimension). Then every axis is checked: extents, each operand indexed by its
+    declared axes in its last dimensions (a vector operand's other element dimension, its piece in the row,
+    may be any affine index of the loops outside the region), the output's element dimensions, and scopes.
+    Every mismatch names the user's loop and what the declaration wants."""
+    from isa import texpr
+
+    if stage.op is None:
+        raise TensorizeError(f"stage {stage.name} is a placeholder and computes nothing")
     form = f"intrinsic {intr.name} computes {intr.expr}"
-    a, b = _sum_of_products(stage, body, form)
-    roots = _region_roots(stage, iv, intr.name, len(intr.extents))
-    ra, rb = _index_roles(a, stage, roots), _index_roles(b, stage, roots)
+    terms, _red = texpr.products(intr.tree)
+    if len(terms) != 1 or len(terms[0]) != 2 or len(intr.inputs) != 2:
+        raise TensorizeError(f"intrinsic {intr.name}: the tensorizer matches one product of two operands; {form}")
+    a, b = _sum_of_products(stage, stage.op.body, form)
     if _scope(stage, b.tensor) == "inp" or _scope(stage, a.tensor) == "wgt":
-        a, b, ra, rb = b, a, rb, ra
-    inp, wgt, rinp, rwgt = a, b, ra, rb
-    last_i, last_w = inp.tensor.ndim - 1, wgt.tensor.ndim - 1
+        a, b = b, a
+    loads = {"inp": a, "wgt": b}
+    roots = _region_roots(stage, iv, intr.name, len(intr.extents))
+    rroles = {sc: _index_roles(ld, stage, roots) for sc, ld in loads.items()}
     out_pos = {r: k for k, r in enumerate(stage.op.axes) if r in roots}
-    n_out = len(stage.op.axes)
+    n_out, out_axes = len(stage.op.axes), intr.output.axes
+
+    def elem_pos(op, name: str) -> int:
+        return loads[op.scope].tensor.ndim - len(op.axes) + op.axes.index(name)
+
     role: dict[str, IterVar] = {}
-    for r in roots:
-        if r.kind == "reduce" and rinp.get(r) == last_i and rwgt.get(r) == last_w:
-            role.setdefault("i", r)
-        elif r.kind == "data" and out_pos.get(r) == n_out - 2 and r in rinp and r not in rwgt:
-            role.setdefault("b", r)
-        elif r.kind == "data" and out_pos.get(r) == n_out - 1 and r in rwgt and r not in rinp:
-            role.setdefault("o", r)
+    for k, name in enumerate(out_axes):  # output axes: by the output's element dimension
+        r = stage.op.axes[n_out - len(out_axes) + k]
+        if r in roots:
+            role[name] = r
+    for name in intr.reduce_axes:  # reductions: by the operands they index
+        users = [o for o in intr.inputs if name in o.axes]
+        free = [r for r in roots if r.kind == "reduce" and r not in role.values()]
+        strict = [r for r in free if all(rroles[o.scope].get(r) == elem_pos(o, name) for o in users)]
+        loose = [r for r in free if all(r in rroles[o.scope] for o in users)]
+        pick = strict[:1] or (loose if len(loose) == 1 else [])
+        if pick:
+            role[name] = pick[0]
     for r in roots:
         if r not in role.values():
-            why = ("it is a reduction the intrinsic does not perform" if r.kind == "reduce"
-                   else "it is an output axis that is not one of the intrinsic's")
+            if r.kind == "reduce":
+                why = ("it is a reduction the intrinsic does not perform" if not intr.reduce_axes or
+                       all(n in role for n in intr.reduce_axes) else
+                       f"it is a reduction, but not the one indexing {', '.join(_operand_label(o) for o in intr.inputs)} "
+                       f"where the intrinsic reduces ({', '.join(intr.reduce_axes)})")
+            else:
+                why = (f"it is an output axis that is not one of the intrinsic's (those index the last "
+                       f"{len(out_axes)} dimensions of {stage.tensor.name})")
             raise TensorizeError(
                 f"stage {stage.name}: loop {_leaf_name(stage, r)!r} (axis {r.name}, extent {r.extent}) is inside the "
                 f"tensorized region but matches no axis of intrinsic {intr.name} ({intr.expr}): {why}. "
                 f"Reorder it outside the tensorize point or tensorize at a loop further in")
-    for name in ("b", "o", "i"):
+    for name in intr.extents:
         if name not in role:
+            if name in out_axes:
+                where = (f"it indexes dimension {n_out - len(out_axes) + out_axes.index(name)} of the output "
+                         f"{stage.tensor.name}")
+            else:
+                where = "a reduction indexing " + " and ".join(
+                    f"{_operand_label(o)} element dimension {o.axes.index(name)}" for o in intr.inputs if name in o.axes)
             raise TensorizeError(f"stage {stage.name}: no loop in the tensorized region plays intrinsic axis "
-                                 f"{name} of {intr.name} ({intr.expr}); {form}")
-    _check_extents(stage, intr, role)
-    _check_element_dims(stage, "inp", inp.tensor, rinp, [("b", role["b"]), ("i", role["i"])])
-    _check_element_dims(stage, "wgt", wgt.tensor, rwgt, [("o", role["o"]), ("i", role["i"])])
-    _check_element_dims(stage, "acc", stage.tensor, out_pos, [("b", role["b"]), ("o", role["o"])])
-    for sc, ld, name in (("inp", inp, "inp"), ("wgt", wgt, "wgt")):
+                                 f"{name} of {intr.name} ({where}); {form}")
+    _check_extents(stage, intr, role, {
+        n: f"it indexes dimension {n_out - len(out_axes) + k} of {stage.tensor.name}, the intrinsic's output axis {n}: "
+           f"its output axes ({', '.join(out_axes)}) index the last {len(out_axes)} dimensions in that order"
+        for k, n in enumerate(out_axes)})
+    for o in intr.inputs:
+        ld = loads[o.scope]
+        _check_element_dims(stage, _operand_label(o), ld.tensor, rroles[o.scope], [(n, role[n]) for n in o.axes])
+        mine = {role[n] for n in o.axes}
+        for r, pos in rroles[o.scope].items():
+            if r not in mine:
+                plays = next(n for n, v in role.items() if v is r)
+                raise TensorizeError(
+                    f"stage {stage.name}: loop {_leaf_name(stage, r)!r} plays intrinsic axis {plays} but also indexes "
+                    f"dimension {pos} of {ld.tensor.name}; operand {o.name} of {intr.name} is indexed by "
+                    f"({', '.join(o.axes)}) only; {form}")
+    _check_element_dims(stage, "acc", stage.tensor, out_pos, [(n, role[n]) for n in out_axes])
+    for o in intr.inputs:
+        ld = loads[o.scope]
         got = _scope(stage, ld.tensor)
-        if got not in (sc, None):
+        if got not in (o.scope, None):
             raise TensorizeError(f"stage {stage.name}: {ld.tensor.name} is in scope {got!r} but intrinsic "
-                                 f"{intr.name} reads its {name} operand from {sc!r}; cache_read it into {sc!r}")
-    return GemmMatch(role, inp, wgt, intr)
-
-
-def match_tensor(stage: "Stage", iv: IterVar, intr: "TensorIntrinsic") -> GemmMatch:
-    """A declared multiply-accumulate intrinsic (``isa.intrinsics``, one product of an inp and a wgt operand).
-
-    The stage body must be ``sum(a * b)`` over any reduction (reductions outside the region are the
-    instruction's loops); inside the region each loop plays one intrinsic axis: an output axis indexes
-    the output's element dimensions in declared order, and each operand is indexed by its declared axes
-    in its last dimensions. A vector operand's other element dimension (its piece in the row) may be
-    any affine index of the loops outside the region."""
-    from isa import texpr
-
-    form = f"intrinsic {intr.name} computes {intr.expr}"
-    terms, _red = texpr.products(intr.tree)
-    if len(terms) != 1 or len(terms[0]) != 2:
-        raise TensorizeError(f"intrinsic {intr.name}: the tensorizer matches one product of two operands; {form}")
-    body = stage.op.body
-    a, b = _sum_of_products(stage, body, form)
-    if _scope(stage, b.tensor) == "inp" or _scope(stage, a.tensor) == "wgt":
-        a, b = b, a
-    loads = {"inp": a, "wgt": b}
-    roots = _region_roots(stage, iv, intr.name, len(intr.output.axes))
-    role: dict[str, IterVar] = {}
-    out_pos = {r: k for k, r in enumerate(stage.op.axes) if r in roots}
-
-    def claim(name: str, r: IterVar | None, where: str) -> None:
-        if r is None or r not in roots:
-            raise TensorizeError(f"stage {stage.name}: no loop in the tensorized region plays intrinsic axis {name} "
-                                 f"({where}); {form}")
-        if role.setdefault(name, r) is not r:
-            raise TensorizeError(f"stage {stage.name}: intrinsic axis {name} is played by both "
-                                 f"{_leaf_name(stage, role[name])!r} and {_leaf_name(stage, r)!r}; {form}")
-
-    n_out = len(stage.op.axes)
-    for k, name in enumerate(intr.output.axes):
-        claim(name, stage.op.axes[n_out - len(intr.output.axes) + k], "an element dimension of the output")
-    for op in intr.inputs:
-        ld = loads[op.scope]
-        got = _scope(stage, ld.tensor)
-        if got not in (op.scope, None):
-            raise TensorizeError(f"stage {stage.name}: {ld.tensor.name} is in scope {got!r} but intrinsic "
-                                 f"{intr.name} reads its {op.name} operand from {op.scope!r}; cache_read it there")
-        roles = _index_roles(ld, stage, roots)
-        pos_to_root = {p: r for r, p in roles.items()}
-        for k, name in enumerate(op.axes):
-            claim(name, pos_to_root.get(ld.tensor.ndim - len(op.axes) + k), f"dimension {k} of operand {op.name}")
-        extra = [r for r in roles if r not in role.values()]
-        if extra:
-            raise TensorizeError(f"stage {stage.name}: loop {_leaf_name(stage, extra[0])!r} indexes {ld.tensor.name} "
-                                 f"but plays no axis of operand {op.name} of {intr.name}; {form}")
-    for r in roots:
-        if r not in role.values():
-            raise TensorizeError(
-                f"stage {stage.name}: loop {_leaf_name(stage, r)!r} (axis {r.name}, extent {r.extent}) is inside the "
-                f"tensorized region but matches no axis of intrinsic {intr.name} ({intr.expr}). Reorder it outside "
-                f"the tensorize point")
-    _check_extents(stage, intr, role)
-    _check_element_dims(stage, "acc", stage.tensor, out_pos, [(n, role[n]) for n in intr.output.axes])
-    return GemmMatch(role, loads["inp"], loads["wgt"], intr)
+                                 f"{intr.name} reads its {o.name} operand from {o.scope!r}; cache_read it into "
+                                 f"{o.scope!r}")
+    return TensorMatch(role, loads["inp"], loads["wgt"], intr)
 
 
 def _scope(stage: "Stage", t: Tensor) -> str | None:
@@ -319,14 +322,14 @@ def match_alu(stage: "Stage", iv: IterVar, intr: "TensorIntrinsic | None") -> Al
     return AluMatch(op, a, operand, amap)
 
 
-def match_intrinsic(stage: "Stage", iv: IterVar, intr: "TensorIntrinsic") -> GemmMatch | AluMatch:
-    """Check that ``stage``'s loops from ``iv`` inward compute ``intr``; raise :class:`TensorizeError` if not."""
+def match_intrinsic(stage: "Stage", iv: IterVar, intr: "TensorIntrinsic") -> TensorMatch | AluMatch:
+    """Check that ``stage``'s loops from ``iv`` inward compute ``intr``; raise :class:`TensorizeError` if not.
+
+    One matcher per declaration kind: :func:`match_tensor` for every tensor intrinsic (GEMM included),
+    :func:`match_alu` for every ALU op."""
     if stage.op is None:
         raise TensorizeError(f"stage {stage.name} is a placeholder and computes nothing")
-    if intr.kind == "gemm":
-        return match_gemm(stage, iv, intr)
-    if intr.kind == "alu":
-        return match_alu(stage, iv, intr)
-    if intr.kind == "tensor":
-        return match_tensor(stage, iv, intr)
-    raise TensorizeError(f"intrinsic {intr.name}: unknown kind {intr.kind!r}")
+    matcher = {"tensor": match_tensor, "alu": match_alu}.get(intr.kind)
+    if matcher is None:
+        raise TensorizeError(f"intrinsic {intr.name}: unknown declaration kind {intr.kind!r} (tensor or alu)")
+    return matcher(stage, iv, intr)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import functools
 import glob
+import threading
+import weakref
 
 import numpy as np
 
@@ -73,6 +75,25 @@ class CudaOp:
         self.arch = arch
         self.ptx, self.kernels, self.llvm_ir = generate_ptx(func, arch)
         self._loaded = None
+        self._pinned: dict[int, int | None] = {}  # id(host array) -> device pointer (None: not uploaded yet)
+        self._scratch: dict[int, tuple[int, int]] = {}  # argument position -> (bytes, device pointer), reused
+        self._lock = threading.Lock()
+
+    def pin(self, *arrays: np.ndarray) -> None:
+        """Declare host arrays constant (packed weights, biases): each is copied to the GPU at its first use
+        and reused by identity afterwards, instead of being copied on every call. The caller must not modify
+        a pinned array; its device copy is freed when the host array is garbage-collected."""
+        for a in arrays:
+            if isinstance(a, np.ndarray) and id(a) not in self._pinned:
+                self._pinned[id(a)] = None
+                weakref.finalize(a, self._unpin, id(a))
+
+    def _unpin(self, key: int) -> None:
+        d = self._pinned.pop(key, None)
+        if d is not None:
+            drv = _driver()
+            if drv is not None:
+                drv.cuMemFree(d)  # best effort: the context may already be gone at interpreter exit
 
     @property
     def loop_ir(self) -> str:
@@ -88,24 +109,43 @@ class CudaOp:
         drv, ctx, arch = _context()
         _check(drv.cuCtxSetCurrent(ctx))  # the context is per calling thread
         if self._loaded is None:
-            ptx = self.ptx if arch == self.arch else generate_ptx(self.func, arch)[0]
+            # a device of another architecture gets PTX of its own; the kernels are looked up by the names
+            # that this PTX defines (a fresh code generation names its module afresh)
+            ptx, kernels = (self.ptx, self.kernels) if arch == self.arch else generate_ptx(self.func, arch)[:2]
             mod = _check(drv.cuModuleLoadData(ptx.encode() + b"\0"))
-            fns = [_check(drv.cuModuleGetFunction(mod, k.name.encode())) for k in self.kernels]
+            fns = [_check(drv.cuModuleGetFunction(mod, k.name.encode())) for k in kernels]
             self._loaded = (mod, fns)
         return drv, self._loaded[1]
+
+    def _device(self, drv, pos: int, host: np.ndarray, given) -> int:
+        """The device buffer for argument ``pos``: a pinned constant's resident copy (uploaded once), else a
+        buffer kept for this position and reused while its size fits."""
+        key = id(given) if given is not None else None
+        if key is not None and key in self._pinned:
+            d = self._pinned[key]
+            if d is None:
+                d = _check(drv.cuMemAlloc(max(1, host.nbytes)))
+                _check(drv.cuMemcpyHtoD(d, host.ctypes.data, host.nbytes))
+                self._pinned[key] = d
+            return d
+        size, d = self._scratch.get(pos, (-1, None))
+        if size < host.nbytes:
+            if d is not None:
+                _check(drv.cuMemFree(d))
+            d = _check(drv.cuMemAlloc(max(1, host.nbytes)))
+            self._scratch[pos] = (host.nbytes, d)
+        if given is not None:
+            _check(drv.cuMemcpyHtoD(d, host.ctypes.data, host.nbytes))
+        return d
 
     def __call__(self, *inputs: np.ndarray, out=None):
         ins = check_inputs(self.func, inputs)
         outs = check_outputs(self.func, out)
         drv, fns = self._load()
         hosts = ins + outs + [np.empty(b.shape, NP_DTYPES[b.dtype]) for b in self.func.temps]
-        dptrs = []
-        try:
-            for h in hosts:
-                d = _check(drv.cuMemAlloc(max(1, h.nbytes)))
-                dptrs.append(d)
-            for h, d in zip(ins, dptrs):
-                _check(drv.cuMemcpyHtoD(d, h.ctypes.data, h.nbytes))
+        given = list(inputs) + [None] * (len(hosts) - len(ins))
+        with self._lock:  # the reused device buffers belong to one call at a time
+            dptrs = [self._device(drv, i, h, g) for i, (h, g) in enumerate(zip(hosts, given))]
             vals = np.array([int(d) for d in dptrs], dtype=np.uint64)
             params = np.array([vals[i:].ctypes.data for i in range(len(vals))], dtype=np.uint64)
             for k, fn in zip(self.kernels, fns):
@@ -113,7 +153,4 @@ class CudaOp:
             _check(drv.cuCtxSynchronize())
             for h, d in zip(outs, dptrs[len(ins):]):
                 _check(drv.cuMemcpyDtoH(h.ctypes.data, d, h.nbytes))
-        finally:
-            for d in dptrs:
-                drv.cuMemFree(d)
         return outs[0] if len(outs) == 1 else tuple(outs)

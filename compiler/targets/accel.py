@@ -34,6 +34,8 @@ class TargetAccelBackend:
             self._weights[id(w_key)] = cached
         params = requant_int.requant_params(rq, bias, spec.o)
         fn = self._kernel(spec, rq)
+        if self.target == "cuda":
+            fn.pin(cached[1])  # the packed weight stays on the GPU between runs
         return np.asarray(fn(np.ascontiguousarray(x), cached[1], *params)).reshape(spec.n, spec.o, spec.oh, spec.ow)
 
     def _kernel(self, spec: conv2d_direct.Conv2dSpec, rq: Requant):

@@ -49,7 +49,10 @@ class TargetCpuBackend:
             except UnsupportedOnTarget as exc:
                 errors.append(str(exc))
                 continue
-            self._plans[id(n)] = (plan, compile_plan(plan, self.target))
+            fn = compile_plan(plan, self.target)
+            self._plans[id(n)] = (plan, fn)
+            if self.target == "cuda":
+                fn.pin(*_plan_constants(plan, n, g))
         if errors:
             raise UnsupportedOnTarget(f"{len(errors)} node(s) cannot run on target {self.target!r}:\n  "
                                       + "\n  ".join(errors))
@@ -88,3 +91,28 @@ class TargetCpuBackend:
         if out.dtype != plan.out_dtype:  # uint8 results are computed through a wider integer
             out = out.astype(plan.out_dtype)
         return [out.reshape(plan.out_shape)]
+
+
+def _plan_constants(plan: OpPlan, node: Node, g: Graph) -> list[np.ndarray]:
+    """The kernel arguments of ``plan`` that do not depend on the node's runtime inputs (packed weights,
+    biases): ``plan.args`` called on two sets of placeholder inputs returns the very same arrays for them."""
+    def placeholders() -> list[np.ndarray | None]:
+        vals = []
+        for name in node.inputs:
+            info = g.tensors.get(name) if name else None
+            if name in g.constants:
+                vals.append(np.asarray(g.constants[name]))
+            elif info is None or any(not isinstance(d, int) for d in info.shape):
+                return []
+            else:
+                vals.append(np.zeros(info.shape, info.dtype))
+        return vals
+
+    first, second = placeholders(), placeholders()
+    if not first or not second:
+        return []
+    try:
+        a, b = plan.args(first), plan.args(second)
+    except (ValueError, TypeError, IndexError, KeyError):  # placeholders a planner cannot take: nothing is pinned
+        return []
+    return [x for x, y in zip(a, b) if x is y and isinstance(x, np.ndarray)]

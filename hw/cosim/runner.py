@@ -65,8 +65,10 @@ def design_key(cfg: HwConfig) -> str:
         h.update(path.name.encode() + str(len(path.parts)).encode() + path.read_bytes())
     for op in alu_ops():
         code = op.fn.__code__
-        h.update(f"{op.name}:{op.opcode}:".encode() + code.co_code + repr(code.co_consts).encode()
-                 + repr(code.co_names).encode())
+        h.update(f"{op.name}:{op.opcode}:{op.operand}:{op.timing.depth(cfg)}:".encode() + code.co_code
+                 + repr(code.co_consts).encode() + repr(code.co_names).encode())
+        if op.datapath is not None:
+            h.update(_code_bytes(op.datapath.__code__))
     for d in declarations():  # the tensor-intrinsic registry: a declaration made outside isa/ changes the RTL too
         h.update(f"{d.name}:{d.opcode}:{d.timing.ii}:{[(f.name, f.signed) for f in d.fields]}".encode())
         for fn in (d.semantics, d.datapath, d.axes, d.supported, *[f.bits for f in d.fields if callable(f.bits)],

@@ -3,7 +3,10 @@ compiler's tensorize and the RTL with no package edit; bad declarations are reje
 
 The intrinsic is a transposed-weight GEMM, ``acc[b, o] += sum_i x[b, i] * wt[i, o]`` (the WGT row read
 as BLOCK_IN x BLOCK_OUT), with a 3-cycle pipeline: it has no datapath generator, so the RTL elaborates
-its semantics with its own multipliers.
+its semantics with its own multipliers. Beside it the fixture declares an ALU op, ``ABSD``
+(``|dst - src|``) with its own 6-cycle pipeline and an RTL datapath different from (but equal to) its
+semantics, and a numpy form for the simulator, so the random programs on the RTL harness also check a
+per-op ALU timing and that the three forms agree.
 """
 from __future__ import annotations
 
@@ -31,13 +34,27 @@ def gemmt(**kw) -> IntrinsicDecl:
     return IntrinsicDecl(**args)
 
 
+ABSD_PIPELINE = 6
+
+
+def absd_datapath(ops, a, b):
+    """The RTL form of ABSD: one subtractor chosen by a comparison (the semantics uses max - min)."""
+    return ops.select(ops.lt(a, b), ops.sub(b, a), ops.sub(a, b))
+
+
 @pytest.fixture
 def declared():
+    from isa.alu import register_alu_op, unregister_alu_op
+
     decl = register_intrinsic(gemmt(), check_configs=("tiny",))
+    register_alu_op("ABSD", 7, lambda ops, a, b: ops.sub(ops.max(a, b), ops.min(a, b)), "|dst - src| (test op)",
+                    timing=Timing(1, ABSD_PIPELINE), datapath=absd_datapath,
+                    numpy_fn=lambda a, b, width: np.abs(a - b))  # the simulator's form
     try:
         yield decl
     finally:
         unregister_intrinsic("gemmt")
+        unregister_alu_op("ABSD")
 
 
 def _reference(acc, inp, wgt, uops, insn, cfg):
@@ -70,6 +87,35 @@ def test_encoding_asm_and_timing_follow_the_declaration(declared):
     assert text.startswith("GEMMT ") and assemble(text) == [insn]
     assert exec_cycles(TINY, insn) == 3 * 2 * 3 + 3  # iterations x ii + the declared pipeline
     assert "gemmt" in intrinsics(TINY) and intrinsics(TINY)["gemmt"].expr == "acc[b, o] += sum[i](x[b, i] * wt[i, o])"
+
+
+def test_alu_declaration_gives_timing_semantics_and_datapath(declared):
+    from amaranth.hdl import Const, Module, signed
+
+    from hw.alu import alu_lane
+    from isa import Alu, Uop
+    from isa.alu import alu_op
+    from isa.timing import exec_cycles
+    from tests.simulator.test_semantics import run_compute
+
+    insn = Alu(op="ABSD", reset=False, uop_bgn=0, uop_end=2, iter_out=3, iter_in=1, dst_factor_out=2)
+    assert exec_cycles(TINY, insn) == 3 * 2 + ABSD_PIPELINE
+    rng = np.random.default_rng(5)
+    acc = rng.integers(-1000, 1000, (16, TINY.batch, TINY.block_out)).astype(np.int32)
+    sim = run_compute(TINY, [insn], [Uop(0, 8, 0), Uop(1, 9, 0)], acc=acc)
+    want = acc.astype(np.int64).copy()
+    for i0 in range(3):
+        for d, src in ((0, 8), (1, 9)):
+            want[d + 2 * i0] = np.abs(want[d + 2 * i0] - want[src])
+    assert np.array_equal(sim.scratchpads["acc"][:16], want)
+    calls = []
+    op = alu_op("ABSD")
+    object.__setattr__(op, "datapath", lambda ops, a, b: calls.append(1) or absd_datapath(ops, a, b))
+    try:
+        alu_lane(Module(), Const(7, 3), Const(5, signed(32)), Const(-2, signed(32)), 32)
+    finally:
+        object.__setattr__(op, "datapath", absd_datapath)
+    assert calls == [1]  # the RTL lane is built from the declaration's datapath
 
 
 def test_simulator_executes_the_declared_semantics(declared):
@@ -149,6 +195,21 @@ def test_random_programs_with_the_intrinsic_match_on_rtl(declared):
             r = h.run(p.dram, p.insn_addr, p.n_insns)
             assert (r.cycles, r.timeout) == (int(s.cycles), False), p.name
             assert np.array_equal(r.dram, img), p.name
+        # back-to-back ABSD instructions: the compute unit's end time is the declared 6-cycle pipeline (with the
+        # ALU family's 4 cycles the RTL would finish 2 cycles earlier per instruction)
+        from isa import Alu, Finish, Load, MemType, Uop
+        from tests.simulator.helpers import Prog
+
+        pr = Prog(TINY, 1 << 14)
+        ub = pr.place_uops([Uop(0, 1, 0), Uop(2, 3, 0)])
+        pr.add(Load(mem=MemType.UOP, sram_base=0, dram_base=ub, y_size=1, x_size=2, x_stride=2),
+               Alu(op="ABSD", reset=False, uop_bgn=0, uop_end=2, iter_out=3, iter_in=1, dst_factor_out=4,
+                   src_factor_out=4),
+               Alu(op="ABSD", reset=False, uop_bgn=0, uop_end=2, iter_out=1, iter_in=1), Finish())
+        addr, n = pr.stream()
+        s = Simulator(TINY).run(pr.dram.copy(), addr, n)
+        r = h.run(pr.dram, addr, n)
+        assert (r.cycles, r.timeout) == (int(s.cycles), False)
 
 
 def test_fields_that_do_not_fit_are_rejected():
@@ -181,3 +242,32 @@ def test_other_bad_declarations_are_rejected():
         register_intrinsic(gemmt(timing=Timing(ii=2)), check_configs=("tiny",))
     with pytest.raises(ConfigError, match="built in"):
         unregister_intrinsic("dwmac")
+    with pytest.raises(ConfigError, match=r"pipeline depth 0; it must be an integer in 1\.\.16"):
+        register_intrinsic(gemmt(timing=Timing(1, 0)), check_configs=("tiny",))
+    with pytest.raises(ConfigError, match=r"executor must be a factory executor\(cfg, scratchpads\)"):
+        register_intrinsic(gemmt(executor=42), check_configs=("tiny",))
+    with pytest.raises(ConfigError, match=r"term x\[b, i\] \* wt\[i, o\] does not use reduction axis j"):
+        register_intrinsic(gemmt(axes=lambda cfg: {"b": cfg.batch, "i": cfg.block_in, "o": cfg.block_out, "j": 2},
+                                 semantics=lambda x, wt, b, i, o, j: reduce_sum(x[b, i] * wt[i, o], (i, j))),
+                           check_configs=("tiny",))
+
+
+def test_bad_alu_declarations_are_rejected():
+    from isa.alu import alu_ops, register_alu_op
+
+    before = [o.name for o in alu_ops()]
+    with pytest.raises(ValueError, match=r"ALU op TWOMUL: its fn multiplies 2 times; the ALU lane has one multiplier"):
+        register_alu_op("TWOMUL", 9, lambda ops, a, b: ops.mul(ops.mul(a, b), b))
+    with pytest.raises(ValueError, match=r"ALU op CONST: its fn\(ops, a, b\) must return one integer per element"):
+        register_alu_op("CONST", 9, lambda ops, a, b: 42)
+    with pytest.raises(ValueError, match=r"ALU op POP: .*not an elementwise function of the ALU primitives.*popcount"):
+        register_alu_op("POP", 9, lambda ops, a, b: ops.popcount(a))
+    with pytest.raises(ValueError, match=r"ALU op SLOW: initiation interval 2; .*one micro-op per cycle"):
+        register_alu_op("SLOW", 9, lambda ops, a, b: ops.add(a, b), timing=Timing(ii=2))
+    with pytest.raises(ValueError, match=r"ALU op DP2: its datapath multiplies 2 times"):
+        register_alu_op("DP2", 9, lambda ops, a, b: ops.mul(a, b), datapath=lambda ops, a, b: ops.mul(ops.mul(a, b), a))
+    with pytest.raises(ValueError, match=r"ALU op BADDP: its datapath gives -?\d+ but its fn gives -?\d+ for a=.*b="):
+        register_alu_op("BADDP", 9, lambda ops, a, b: ops.add(a, b), datapath=lambda ops, a, b: ops.sub(a, b))
+    with pytest.raises(ValueError, match=r"ALU op BADNP: its numpy_fn gives .* must compute the same function"):
+        register_alu_op("BADNP", 9, lambda ops, a, b: ops.max(a, b), numpy_fn=lambda a, b, width: np.minimum(a, b))
+    assert [o.name for o in alu_ops()] == before

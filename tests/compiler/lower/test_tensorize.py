@@ -109,3 +109,60 @@ def _check(x, w, out, s):
     wv = rng.integers(-128, 128, w.shape).astype(np.int8)
     got, _ = mod.run({x: xv, w: wv}, device="sim-functional")
     assert np.array_equal(got, te.evaluate(out, {x: xv, w: wv}))
+
+
+def _bad(xshape, wshape, oshape, body, xs="inp"):
+    """A GEMM-like stage with the given layouts, reordered so the region is (b, o, i) after (n, m, k)."""
+    x = te.placeholder(xshape, "int8", "x")
+    w = te.placeholder(wshape, "int8", "w")
+    k = te.reduce_axis(3, "k")
+    i = te.reduce_axis(CFG.block_in, "i")
+    acc = te.compute(oshape, lambda n, m, p, q: body(x, w, n, m, p, q, k, i), name="acc")
+    s = create_schedule(acc)
+    s.cache_read(x, xs, [acc])
+    s.cache_read(w, "wgt", [acc])
+    s[acc].set_scope("acc")
+    sa = s[acc]
+    n, m, p, q, k_, i_ = sa.leaf_iter_vars
+    sa.reorder(n, m, k_, p, q, i_)
+    return sa, p
+
+
+def test_generic_matcher_names_the_wrong_dimension():
+    """GEMM goes through the one declaration-driven matcher; its errors name the loop and the dimension."""
+    B, BI, BO = CFG.batch, CFG.block_in, CFG.block_out
+    mul = lambda a, b: a.astype("int32") * b.astype("int32")  # noqa: E731
+    sa, p = _bad((2, 3, BI, B), (2, 3, BO, BI), (2, 2, B, BO),  # inp element stored (i, b)
+                 lambda x, w, n, m, p, q, k, i: te.sum(mul(x[n, k, i, p], w[m, k, q, i]), [k, i]))
+    with pytest.raises(TensorizeError, match=r"loop 'p' plays intrinsic axis b and must index dimension 2 \(element "
+                                             r"dimension 0\) of the inp operand x.inp, but it indexes dimension 3"):
+        sa.tensorize(p, gemm_intrinsic(CFG))
+    sa, p = _bad((2, BI, B, 3), (2, 3, BO, BI), (2, 2, B, BO),  # i indexes a batch-of-rows dimension of x
+                 lambda x, w, n, m, p, q, k, i: te.sum(mul(x[n, i, p, k], w[m, k, q, i]), [k, i]))
+    with pytest.raises(TensorizeError, match=r"loop 'i' plays intrinsic axis i and must index dimension 3 .* of the "
+                                             r"inp operand x.inp, but it indexes dimension 1"):
+        sa.tensorize(p, gemm_intrinsic(CFG))
+    sa, p = _bad((2, 3, B, BI), (2, 3, BO, BI), (2, 2, BO, B),  # output element stored (o, b)
+                 lambda x, w, n, m, p, q, k, i: te.sum(mul(x[n, k, q, i], w[m, k, p, i]), [k, i]))
+    with pytest.raises(TensorizeError, match=r"loop 'p' \(axis p, extent 4\) plays intrinsic gemm axis b, whose extent "
+                                             r"is 1 \(it indexes dimension 2 of acc.*output axes \(b, o\) index the last 2"):
+        sa.tensorize(p, gemm_intrinsic(CFG))
+    sa, p = _bad((2, 3, B, BI), (2, 3, BO, BI), (2, 2, B, BO),
+                 lambda x, w, n, m, p, q, k, i: te.sum(mul(x[n, k, p, i], w[m, k, q, i]), [k, i]), xs="acc")
+    with pytest.raises(TensorizeError, match=r"x.acc is in scope 'acc' but intrinsic gemm reads its inp operand from "
+                                             r"'inp'; cache_read it into 'inp'"):
+        sa.tensorize(p, gemm_intrinsic(CFG))
+
+
+def test_same_matcher_for_another_declaration_names_the_extra_reduction():
+    """The depthwise declaration has no reduction: a GEMM body's reduction loop is named as the misfit."""
+    from isa.intrinsics import intrinsics
+
+    x, w, acc, out, s = _dense()
+    sa = s[acc]
+    n, m, b, o, k, i = sa.leaf_iter_vars
+    sa.reorder(n, m, k, b, o, i)
+    with pytest.raises(TensorizeError, match=r"loop 'i' \(axis i, extent 4\) .* matches no axis of intrinsic dwmac "
+                                             r"\(acc\[b, c\] \+= inp\[b, c\] \* wgt\[c\]\): it is a reduction the "
+                                             r"intrinsic does not perform"):
+        sa.tensorize(b, intrinsics(CFG)["dwmac"])

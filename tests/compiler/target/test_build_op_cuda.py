@@ -146,3 +146,98 @@ def test_fused_reduction_gpu_schedule_values():
     bv = rng.standard_normal(128).astype(np.float32)
     out = _serial_on_cpu(_gpu_schedule())(av, bv)
     np.testing.assert_allclose(out, np.maximum(av * 2 + bv, 0).sum(1), rtol=1e-5, atol=1e-4)
+
+
+def test_kernels_are_looked_up_by_the_names_the_loaded_ptx_defines(monkeypatch):
+    """On a GPU of another architecture than the one compiled for, the op loads PTX generated for that GPU;
+    every kernel it asks the driver for must be an ``.entry`` of the PTX it loaded (a fresh code generation
+    names its module afresh: looking up the first build's names failed with CUDA_ERROR_NOT_FOUND on an H100)."""
+    import re
+
+    import compiler.target.cuda as cuda_rt
+
+    op = compiler.build_op(_gpu_schedule(), target="cuda")
+    assert op.arch != "sm_90"
+    loaded: dict = {}
+
+    class FakeDriver:
+        def cuCtxSetCurrent(self, ctx):
+            return (0,)
+
+        def cuModuleLoadData(self, image):
+            loaded["entries"] = set(re.findall(r"\.entry\s+(\w+)", image.decode().rstrip("\0")))
+            loaded["target"] = re.search(r"\.target\s+(\w+)", image.decode()).group(1)
+            return 0, "module"
+
+        def cuModuleGetFunction(self, mod, name):
+            return (0 if name.decode() in loaded["entries"] else 500), name.decode()
+
+    monkeypatch.setattr(cuda_rt, "_context", lambda: (FakeDriver(), "ctx", "sm_90"))
+    drv, fns = op._load()
+    assert loaded["target"] == "sm_90" and len(fns) == len(op.kernels) >= 1
+    assert set(fns) <= loaded["entries"]
+
+
+class _CountingDriver:
+    """A stand-in for cuda-python's driver that records allocations and copies (kernels do nothing)."""
+
+    def __init__(self):
+        self.allocs, self.frees, self.h2d, self.d2h, self.next = [], [], [], [], 1
+
+    def cuCtxSetCurrent(self, ctx):
+        return (0,)
+
+    def cuModuleLoadData(self, image):
+        return 0, "module"
+
+    def cuModuleGetFunction(self, mod, name):
+        return 0, name
+
+    def cuMemAlloc(self, n):
+        self.next += 1
+        self.allocs.append(n)
+        return 0, self.next
+
+    def cuMemFree(self, d):
+        self.frees.append(d)
+        return (0,)
+
+    def cuMemcpyHtoD(self, d, src, n):
+        self.h2d.append((d, n))
+        return (0,)
+
+    def cuMemcpyDtoH(self, dst, d, n):
+        self.d2h.append((d, n))
+        return (0,)
+
+    def cuLaunchKernel(self, *args):
+        return (0,)
+
+    def cuCtxSynchronize(self):
+        return (0,)
+
+
+def test_pinned_constants_are_uploaded_once_and_buffers_are_reused(monkeypatch):
+    """A pinned array (a packed weight) is copied to the GPU at its first use only; the other arguments' device
+    buffers are allocated once and refilled on every call; a pinned array's device copy is freed with it."""
+    import gc
+
+    import compiler.target.cuda as cuda_rt
+
+    op = compiler.build_op(_gpu_schedule(), target="cuda")
+    drv = _CountingDriver()
+    monkeypatch.setattr(cuda_rt, "_context", lambda: (drv, "ctx", op.arch))
+    monkeypatch.setattr(cuda_rt, "_driver", lambda: drv)
+    a = np.ones((64, 128), np.float32)
+    b = np.ones(128, np.float32)
+    op.pin(b)
+    for _ in range(3):
+        op(a, b)
+    assert [n for _, n in drv.h2d] == [a.nbytes, b.nbytes, a.nbytes, a.nbytes]  # b once, a every call
+    assert len(drv.d2h) == 3 and len(drv.allocs) == 3  # a, b, the output: allocated once each
+    b_dev = drv.h2d[1][0]
+    del b
+    gc.collect()
+    assert drv.frees == [b_dev]
+    op(a, np.ones(128, np.float32))  # an unpinned array in that position is copied, into a reused buffer
+    assert drv.h2d[-1][1] == 128 * 4 and len(drv.allocs) == 4

@@ -1,0 +1,114 @@
+"""Whole models on the ``cuda`` target: correctness against the references and per-image latency.
+
+Models: the zoo's full-size ResNet-18 (and optionally MobileNetV2), 1x3x224x224. Per model:
+
+* fp32: ``build(model, target="cuda")`` (operator-library kernels, PTX from llvmlite's NVPTX backend)
+  vs onnxruntime's CPU session of the same float model; ``max_rel_err`` = max |ours - ort| / max |ort|.
+* int8: the model quantized by onnxruntime ``quantize_static`` (QDQ, default arguments) built for
+  ``cuda``, checked bit for bit against our ``ref`` integer executor (``mismatches``).
+
+Latency: min over ``--repeat`` runs after a warm-up, next to onnxruntime's CUDA provider when the
+installed onnxruntime has it (``ort_cuda_ms``; else null) and its CPU provider (``ort_cpu_ms``, all cores).
+Needs an NVIDIA GPU and cuda-python; without a GPU it prints ``{"gpu": false}`` and exits 0.
+The last line is one JSON object.
+
+    python benchmarks/bench_gpu_target.py [--models resnet18,mobilenet_v2] [--repeat 10]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import time
+import warnings
+
+import numpy as np
+
+SHAPE = (1, 3, 224, 224)
+
+
+def _min_ms(fn, repeat: int) -> float:
+    fn()
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times) * 1e3
+
+
+def _ort(model, provider: str):
+    import onnxruntime as ort
+
+    if provider not in ort.get_available_providers():
+        return None
+    return ort.InferenceSession(model.SerializeToString(), providers=[provider])
+
+
+def bench_model(name: str, repeat: int, seed: int = 0) -> dict:
+    from compiler.executor import build
+    from compiler.quant.ort_tools import ort_quantize_static
+    from compiler.zoo import get_model
+
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(SHAPE).astype(np.float32)
+    model = get_model(name)
+    t0 = time.perf_counter()
+    mod = build(model, target="cuda", progress=False)
+    build_s = time.perf_counter() - t0
+    cpu = _ort(model, "CPUExecutionProvider")
+    ref = cpu.run(None, {"input": x})[0]
+    out = np.asarray(mod(input=x))
+    gpu_ort = _ort(model, "CUDAExecutionProvider")
+    res = {"fp32": {
+        "cuda_ms": _min_ms(lambda: mod(input=x), repeat),
+        "ort_cpu_ms": _min_ms(lambda: cpu.run(None, {"input": x}), repeat),
+        "ort_cuda_ms": None if gpu_ort is None else _min_ms(lambda: gpu_ort.run(None, {"input": x}), repeat),
+        "max_rel_err": float(np.abs(out - ref).max() / np.abs(ref).max()), "build_s": build_s,
+        "reference": "onnxruntime fp32 (CPU provider)"}}
+    calib = [{"input": rng.standard_normal(SHAPE).astype(np.float32)} for _ in range(4)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        q = ort_quantize_static(model, calib, per_channel=False, defaults=True)
+        t0 = time.perf_counter()
+        qmod = build(q, target="cuda", progress=False)
+        build_s = time.perf_counter() - t0
+        refmod = build(q, target="ref", progress=False, fuse_residual=False)
+    got, exact = np.asarray(qmod(input=x)), np.asarray(refmod(input=x))
+    qcpu = _ort(q, "CPUExecutionProvider")
+    res["int8"] = {"cuda_ms": _min_ms(lambda: qmod(input=x), repeat),
+                   "ort_cpu_ms": _min_ms(lambda: qcpu.run(None, {"input": x}), repeat),
+                   "mismatches": int(np.count_nonzero(got != exact)), "build_s": build_s,
+                   "reference": "ref integer executor"}
+    return res
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", default="resnet18")
+    ap.add_argument("--repeat", type=int, default=10)
+    args = ap.parse_args(argv)
+    logging.getLogger().setLevel(logging.ERROR)
+    from compiler.target.cuda import gpu_present
+
+    if not gpu_present():
+        print("bench_gpu_target: no GPU on this machine (no /dev/nvidia*); nothing measured")
+        print(json.dumps({"gpu": False}))
+        return 0
+    models = {}
+    for name in [m.strip() for m in args.models.split(",") if m.strip()]:
+        r = models[name] = bench_model(name, args.repeat)
+        f, i = r["fp32"], r["int8"]
+        print(f"  {name} fp32: cuda {f['cuda_ms']:.2f} ms, ORT CPU {f['ort_cpu_ms']:.2f} ms, ORT CUDA "
+              f"{f['ort_cuda_ms']}, max rel err {f['max_rel_err']:.2e}", flush=True)
+        print(f"  {name} int8: cuda {i['cuda_ms']:.2f} ms, ORT CPU {i['ort_cpu_ms']:.2f} ms, "
+              f"mismatches vs ref {i['mismatches']}", flush=True)
+    summary = {"gpu": True, "repeat": args.repeat, "models": models,
+               "fp32_max_rel_err": max(m["fp32"]["max_rel_err"] for m in models.values()),
+               "int8_mismatches": sum(m["int8"]["mismatches"] for m in models.values())}
+    print(json.dumps(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
