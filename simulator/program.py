@@ -12,10 +12,11 @@ from dataclasses import dataclass, field, fields
 import numpy as np
 
 from isa import EncodingError, decode
-from isa.alu import alu_op, alu_opcode_bits, op_supported, unsupported_reason
+from isa.alu import alu_op, alu_ops, op_supported, unsupported_reason
 from isa.asm import disassemble_one, mnemonic
 from isa.config import HwConfig
 from isa.encoding import INSN_BYTES
+from isa.intrinsics import registry_version
 from isa.instructions import Alu, Deps, Finish, Gemm, Instruction, Load, MemType, Store, unit_of
 from isa.timing import dma_cycles, exec_cycles, is_nop, uses_port
 from simulator.errors import (DecodeError, DepsError, InvalidInstructionError, MisalignedError, OutOfRangeError,
@@ -172,9 +173,14 @@ class Program:
 PROGRAM_CACHE_INSNS = 1 << 19
 
 
+def _registry_key() -> tuple:
+    """What decoding depends on besides the config: the registered ALU ops and tensor-intrinsic declarations."""
+    return registry_version(), tuple(map(id, alu_ops()))
+
+
 class Decoder:
     """Decodes and checks instruction words, caching by word and whole programs by their bytes
-    (both dropped when the ALU registry's opcode width changes)."""
+    (both dropped when an ALU op or a tensor intrinsic is registered or removed)."""
 
     def __init__(self, cfg: HwConfig, max_cached_insns: int = PROGRAM_CACHE_INSNS):
         self.cfg = cfg
@@ -182,7 +188,7 @@ class Decoder:
         self._programs: OrderedDict[tuple[bytes, int], Program] = OrderedDict()
         self._cached_insns = 0
         self.max_cached_insns = max_cached_insns
-        self._bits = alu_opcode_bits()
+        self._registry = _registry_key()
 
     @property
     def cached_insns(self) -> int:
@@ -202,11 +208,12 @@ class Decoder:
         end = insn_addr + INSN_BYTES * n_insns
         if end > dram.size:
             raise StreamError(f"instructions [{insn_addr}, {end}) run past the DRAM of {dram.size} bytes")
-        if alu_opcode_bits() != self._bits:
+        registry = _registry_key()
+        if registry != self._registry:  # an ALU op or tensor intrinsic was (un)registered: words may decode anew
             self._cache.clear()
             self._programs.clear()
             self._cached_insns = 0
-            self._bits = alu_opcode_bits()
+            self._registry = registry
         raw = dram[insn_addr:end].tobytes()
         key = (raw, dram.size)
         prog = self._programs.get(key)

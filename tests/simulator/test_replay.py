@@ -8,7 +8,7 @@ import pytest
 import isa
 import simulator.replay as replay
 from hw.random_programs import random_program
-from isa import Finish, Gemm, Load, MemType, Store, Uop
+from isa import Alu, Finish, Gemm, Load, MemType, Store, Uop
 from simulator import BudgetError, OutOfRangeError, Simulator
 from tests.simulator.helpers import Prog, deps
 
@@ -195,3 +195,27 @@ def test_racing_program_replays_the_engines_order():
         sim.reset()
         got, want = sim.run(dram, addr, n), _fresh(cfg, ref, addr, n)
         assert np.array_equal(dram, ref) and got.events == want.events
+
+
+def test_re_registered_alu_op_decodes_anew():
+    """The same words after an ALU op is re-registered (same opcode, other pipeline depth): decoded again, the new
+    timing applies on the same simulator."""
+    from isa.alu import alu_ops, register_alu_op, unregister_alu_op
+    from isa.declared_timing import Timing
+
+    cfg = TINY
+    opcode = max(op.opcode for op in alu_ops()) + 1
+    cycles = []
+    sim = Simulator(cfg)
+    for depth in (4, 9):
+        register_alu_op("SIMREPLAYTEST", opcode, lambda ops, a, b: ops.add(a, b), timing=Timing(1, depth))
+        try:
+            p = Prog(cfg)
+            p.add(Alu("SIMREPLAYTEST", False, 0, 1, 1, 1, use_imm=True, imm=3), Finish())
+            addr, n = p.stream()
+            got = sim.run(p.dram, addr, n).cycles
+            assert got == Simulator(cfg, replay=False).run(p.dram.copy(), addr, n).cycles
+            cycles.append(got)
+        finally:
+            unregister_alu_op("SIMREPLAYTEST")
+    assert cycles[1] == cycles[0] + 5
