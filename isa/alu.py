@@ -145,14 +145,32 @@ class _CountingOps(NumpyOps):
         return super().mul(a, b)
 
 
+def _mixed(rng, lo: int, hi: int, n: int) -> np.ndarray:
+    """``n`` integers in [lo, hi): a third small (|v| < 300 or < 48 for narrow ranges), a third of 20 bits, a
+    third over the whole range, so that rounding and carries are exercised and not everything saturates."""
+    small = min(300, max(1, hi // 8)) if lo < 0 else min(hi, 48)
+    parts = [rng.integers(max(lo, -small), min(hi, small), n), rng.integers(max(lo, -(1 << 20)), min(hi, 1 << 20), n),
+             rng.integers(lo, hi, n)]
+    return np.stack(parts, 1).reshape(-1)[:n].astype(np.int64)
+
+
+def _trial_a(shape: tuple[int, ...]) -> np.ndarray:
+    """The accumulator values a declaration is tried on: 32-bit extremes and corner cases, then mixed values."""
+    corners = np.array([-(1 << 31), (1 << 31) - 1, -1, 0, 1, 7, -300, 4096, 123456, -99999, 65535, -65536],
+                       dtype=np.int64)
+    n = int(np.prod(shape))
+    return np.concatenate([corners, _mixed(np.random.default_rng(1), -(1 << 31), 1 << 31, n - corners.size)]).reshape(shape)
+
+
 def _trial_operand(decl: AluDecl, shape: tuple[int, ...]):
     rng = np.random.default_rng(0)
+    n = int(np.prod(shape))
     if decl.operand == "wgt":
         from isa.requant import RECORD_FIELDS
-        return Record(**{f.name: rng.integers(0 if not f.signed else -(1 << (min(f.width, 16) - 1)),
-                                              1 << (min(f.width, 16) - 1), shape, dtype=np.int64)
+        return Record(**{f.name: _mixed(rng, -(1 << (f.width - 1)) if f.signed else 0,
+                                        1 << (f.width - 1) if f.signed else 1 << f.width, n).reshape(shape)
                          for f in RECORD_FIELDS})
-    return rng.integers(-1000, 1000, shape, dtype=np.int64)
+    return _mixed(rng, -(1 << 31), 1 << 31, n).reshape(shape)
 
 
 def check_alu_decl(decl: AluDecl) -> None:
@@ -169,9 +187,8 @@ def check_alu_decl(decl: AluDecl) -> None:
     why = decl.timing.problem()
     if why:
         raise ValueError(f"ALU op {name}: {why}")
-    shape = (3, 4)
-    a = np.array([-(1 << 31), (1 << 31) - 1, -1, 0, 1, 7, -300, 4096, 123456, -99999, 65535, -65536],
-                 dtype=np.int64).reshape(shape)
+    shape = (8, 32)
+    a = _trial_a(shape)
     b = _trial_operand(decl, shape)
     results = {}
     for what, fn in (("fn", decl.fn), ("datapath", decl.datapath)):

@@ -54,3 +54,20 @@ def test_configs_without_room_for_a_record_lack_the_op():
     assert rq not in alu_ops(tiny) and rq in alu_ops()
     with pytest.raises(ValueError, match="block_in \\* wgt_width = 32 bits"):
         pack_records(tiny, n_channels=4, bias=0, mult=1, shift=0, zp=0, lo=0, hi=0)
+
+
+def test_a_record_op_whose_numpy_form_rounds_wrongly_is_rejected():
+    """Registration tries a record op on mixed-magnitude records (small shifts and bounds too, not only values
+    that saturate): a numpy form that floors where REQUANT's semantics round half up must be refused."""
+    from isa import alu
+    from isa.requant import requant_fn
+
+    def floor_numpy(a, r, width):
+        ops = alu.NumpyOps(width)
+        y = ops.mul(ops.wrap(ops.add(a, r.bias)), r.mult) >> r.shift  # floor, not round_shift
+        return ops.min(ops.max(ops.add(y, r.zp), r.lo), r.hi)
+
+    before = [o.name for o in alu.alu_ops()]
+    with pytest.raises(ValueError, match=r"ALU op RQFLOOR: its numpy_fn gives .* must compute the same function"):
+        alu.register_alu_op("RQFLOOR", 9, requant_fn, operand="wgt", numpy_fn=floor_numpy)
+    assert [o.name for o in alu.alu_ops()] == before
