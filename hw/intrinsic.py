@@ -47,25 +47,33 @@ def pair_products(x: Value, w0: Value, w1: Value, m: Module | None = None,
     which halves the DSPs of the GEMM array (the ``int8`` packing trick). With ``m`` and ``en`` the wide
     product is a signal held at 0 while ``en`` is low (operand isolation, see :func:`isolated`).
     """
-    wide, s = _wide_product(x, w0, w1, m, en)
+    wide, s = _wide_product(x, w0, w1)
+    if m is not None and en is not None:
+        wide = isolated(m, en, wide)
     return wide[:s].as_signed(), wide[s:].as_signed() + wide[s - 1]
 
 
 def pair_products_offset(x: Value, w0: Value, w1: Value, m: Module | None = None,
                          en: Value | None = None) -> tuple[tuple[Value, int], tuple[Value, int]]:
     """:func:`pair_products` in offset binary: ``((x * w0 + b0, b0), (x * w1 + b1, b1))``, unsigned values and
-    their biases (see :func:`offset_binary`), for :func:`offset_tree_sum`."""
-    wide, s = _wide_product(x, w0, w1, m, en)
-    hi, b1 = offset_binary(wide[s:])
-    return offset_binary(wide[:s]), (hi + wide[s - 1], b1)
+    their biases (see :func:`offset_binary`), for :func:`offset_tree_sum`.
 
-
-def _wide_product(x: Value, w0: Value, w1: Value, m: Module | None, en: Value | None) -> tuple[Value, int]:
-    s = len(x) + len(w0)
-    wide = (w1.as_signed().shift_left(s) + w0.as_signed()) * x.as_signed()  # len(w1) + s + 1 + len(x) bits
+    The wide product plus ``b1 << s | b0`` never wraps and splits exactly into the two biased products (the low
+    one is in ``[0, 2**s)``, so no borrow crosses into the high one): one constant add (a DSP48E1's post-adder)
+    replaces the borrow correction."""
+    wide, s = _wide_product(x, w0, w1)
+    n = len(wide)
+    b0, b1 = 1 << (s - 1), 1 << (n - s - 1)
+    biased = (wide.as_unsigned() + ((b1 << s) | b0))[:n]
     if m is not None and en is not None:
-        wide = isolated(m, en, wide)
-    return wide, s
+        biased = isolated(m, en, biased)
+    return (biased[:s], b0), (biased[s:], b1)
+
+
+def _wide_product(x: Value, w0: Value, w1: Value) -> tuple[Value, int]:
+    """``(w1 << s + w0) * x`` (``len(w1) + s + 1 + len(x)`` signed bits) and ``s``."""
+    s = len(x) + len(w0)
+    return (w1.as_signed().shift_left(s) + w0.as_signed()) * x.as_signed(), s
 
 
 def offset_binary(value: Value) -> tuple[Value, int]:
