@@ -59,8 +59,8 @@ def pair_products_offset(x: Value, w0: Value, w1: Value, m: Module | None = None
     their biases (see :func:`offset_binary`), for :func:`offset_tree_sum`.
 
     The wide product plus ``b1 << s | b0`` never wraps and splits exactly into the two biased products (the low
-    one is in ``[0, 2**s)``, so no borrow crosses into the high one): one constant add (a DSP48E1's post-adder)
-    replaces the borrow correction."""
+    one is in ``[0, 2**s)``, so no borrow crosses into the high one): one constant add replaces the borrow
+    correction (yosys ``synth_xilinx`` of two lanes: the same DSPs and no more LUTs than :func:`pair_products`)."""
     wide, s = _wide_product(x, w0, w1)
     n = len(wide)
     b0, b1 = 1 << (s - 1), 1 << (n - s - 1)
