@@ -9,6 +9,7 @@ record op (REQUANT, ``operand="wgt"``) takes its parameters from the lane's reco
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import nullcontext
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, signed
@@ -31,12 +32,13 @@ def _ext(v: Value, n: int) -> Value:
     return Cat(v, (v[-1] if v.shape().signed else Const(0, 1)).replicate(pad))
 
 
-def add_wrapped(a, b, sub: bool = False) -> Value:
+def add_wrapped(a, b, sub: bool = False, iso: Callable[[Value], Value] | None = None) -> Value:
     """``a + b`` (``a - b`` with ``sub``), widened as Amaranth does but wrapped to ``INT_BITS`` signed bits when
     that is wider (the int64 of :class:`isa.alu.NumpyOps`).
 
     The wrapped sum is built from a ``INT_BITS - 1``-bit adder and the top bit's XOR, so no intermediate is wider
-    than ``INT_BITS`` bits (the same adder in hardware; in a Verilated model, no multi-word arithmetic)."""
+    than ``INT_BITS`` bits (the same adder in hardware; in a Verilated model, no multi-word arithmetic). ``iso``
+    (see :class:`AmaranthOps`) wraps the narrower adder's result, which is used twice."""
     a, b = Value.cast(a), Value.cast(b)
     full = a - b if sub else a + b
     if len(full) <= INT_BITS:
@@ -45,22 +47,29 @@ def add_wrapped(a, b, sub: bool = False) -> Value:
     a64, b64 = _ext(a, n), _ext(b, n)
     # n bits: the low n-1 bits of the result, then the carry (borrow) into bit n-1
     low = a64[:n - 1] - b64[:n - 1] if sub else a64[:n - 1] + b64[:n - 1]
+    if iso is not None:
+        low = iso(low)
     return Cat(low[:n - 1], a64[n - 1] ^ b64[n - 1] ^ low[n - 1]).as_signed()
 
 
 class AmaranthOps:
     """Primitives on signed Amaranth values of ``width`` bits (results may be wider, at most 64 bits like the
-    int64 of :class:`isa.alu.NumpyOps`; the caller wraps)."""
+    int64 of :class:`isa.alu.NumpyOps`; the caller wraps).
 
-    def __init__(self, width: int):
+    ``iso`` wraps every computed result (and the intermediates used twice) in a signal held at 0 while the lane is
+    idle (:func:`hw.intrinsic.isolated`): a Verilated model then evaluates the lane's logic only on ALU cycles, where
+    shared intermediates would otherwise be evaluated on every cycle."""
+
+    def __init__(self, width: int, iso: Callable[[Value], Value] | None = None):
         self.width = width
         self.products: list[tuple[Value, Value, Signal]] = []
+        self.iso = iso or Value.cast
 
     def add(self, a, b):
-        return add_wrapped(a, b)
+        return self.iso(add_wrapped(a, b, iso=self.iso))
 
     def sub(self, a, b):
-        return add_wrapped(a, b, sub=True)
+        return self.iso(add_wrapped(a, b, sub=True, iso=self.iso))
 
     def mul(self, a, b):
         """The lane multiplier's product for operands ``a``, ``b`` (``width``-bit signed)."""
@@ -77,19 +86,19 @@ class AmaranthOps:
         ``(t + 1) >> 1`` is computed as ``(t >> 1) + t[0]``, which fits ``len(a)`` bits (no wider adder)."""
         a = Value.cast(a)
         amount = Mux(s == 0, 0, s - 1)[:len(s)]
-        t = a >> amount
+        t = self.iso(a >> amount)
         half = add_wrapped(t >> 1, t[0])  # fits len(a) bits: never wraps
         half = half[:len(a)].as_signed() if a.shape().signed else half[:len(a)]
-        return Mux(s == 0, a, half)
+        return self.iso(Mux(s == 0, a, half))
 
     def min(self, a, b):
-        return Mux(a < b, a, b)
+        return self.iso(Mux(a < b, a, b))
 
     def max(self, a, b):
-        return Mux(a > b, a, b)
+        return self.iso(Mux(a > b, a, b))
 
     def select(self, cond, a, b):
-        return Mux(cond, a, b)
+        return self.iso(Mux(cond, a, b))
 
     def lt(self, a, b):
         return a < b
@@ -100,7 +109,7 @@ class AmaranthOps:
         bits = max(1, lim.bit_length())
         right = Mux(s > lim, lim, Mux(s < 0, 0, s))[:bits]
         left = Mux(s < -lim, lim, Mux(s > 0, 0, -s))[:bits]
-        return Mux(s >= 0, a >> right, (a << left)[:self.width].as_signed())
+        return self.iso(Mux(s >= 0, a >> right, (a << left)[:self.width].as_signed()))
 
 
 def record_of(bits: Value) -> Record:
@@ -118,7 +127,7 @@ def alu_lane(m: Module, op_code: Value, a: Value, b: Value, width: int, rec: Rec
 
     ``rec`` is the lane's REQUANT record; without it record ops are not built (their result is 0).
     With ``en`` the multiplier and the result are 0 while ``en`` is low (operand isolation)."""
-    ops = AmaranthOps(width)
+    ops = AmaranthOps(width, (lambda v: _isolated(m, en, v)) if en is not None else None)
     cases, mul_of = {}, {}
     for op in alu_ops():
         if op.operand == "wgt" and rec is None:
@@ -151,6 +160,15 @@ def alu_lane(m: Module, op_code: Value, a: Value, b: Value, width: int, rec: Rec
     with m.If(en):
         m.d.comb += res.eq(out)
     return res
+
+
+def _isolated(m: Module, en: Value, value) -> Signal:
+    """``value`` while ``en``, else 0 (as :func:`hw.intrinsic.isolated`)."""
+    value = Value.cast(value)
+    sig = Signal(value.shape())
+    with m.If(en):
+        m.d.comb += sig.eq(value)
+    return sig
 
 
 def _enabled(m: Module, en: Value | None):

@@ -17,7 +17,7 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
-from amaranth.hdl import Array, Const, Module, Mux, Signal, Value, signed
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, Value, signed
 
 from isa import texpr
 from isa.config import HwConfig
@@ -47,13 +47,50 @@ def pair_products(x: Value, w0: Value, w1: Value, m: Module | None = None,
     which halves the DSPs of the GEMM array (the ``int8`` packing trick). With ``m`` and ``en`` the wide
     product is a signal held at 0 while ``en`` is low (operand isolation, see :func:`isolated`).
     """
-    s = len(x) + len(w0)
-    wide = (w1.as_signed().shift_left(s) + w0.as_signed()) * x.as_signed()  # len(w1) + s + 1 + len(x) bits
+    wide, s = _wide_product(x, w0, w1)
     if m is not None and en is not None:
         wide = isolated(m, en, wide)
-    lo = wide[:s].as_signed()
-    hi = (wide[s:].as_signed() + wide[s - 1])
-    return lo, hi
+    return wide[:s].as_signed(), wide[s:].as_signed() + wide[s - 1]
+
+
+def pair_products_offset(x: Value, w0: Value, w1: Value, m: Module | None = None,
+                         en: Value | None = None) -> tuple[tuple[Value, int], tuple[Value, int]]:
+    """:func:`pair_products` in offset binary: ``((x * w0 + b0, b0), (x * w1 + b1, b1))``, unsigned values and
+    their biases (see :func:`offset_binary`), for :func:`offset_tree_sum`.
+
+    The wide product plus ``b1 << s | b0`` never wraps and splits exactly into the two biased products (the low
+    one is in ``[0, 2**s)``, so no borrow crosses into the high one): one constant add replaces the borrow
+    correction (yosys ``synth_xilinx`` of two lanes: the same DSPs and no more LUTs than :func:`pair_products`)."""
+    wide, s = _wide_product(x, w0, w1)
+    n = len(wide)
+    b0, b1 = 1 << (s - 1), 1 << (n - s - 1)
+    biased = (wide.as_unsigned() + ((b1 << s) | b0))[:n]
+    if m is not None and en is not None:
+        biased = isolated(m, en, biased)
+    return (biased[:s], b0), (biased[s:], b1)
+
+
+def _wide_product(x: Value, w0: Value, w1: Value) -> tuple[Value, int]:
+    """``(w1 << s + w0) * x`` (``len(w1) + s + 1 + len(x)`` signed bits) and ``s``."""
+    s = len(x) + len(w0)
+    return (w1.as_signed().shift_left(s) + w0.as_signed()) * x.as_signed(), s
+
+
+def offset_binary(value: Value) -> tuple[Value, int]:
+    """A signed ``k``-bit ``value`` as the unsigned ``value + 2**(k - 1)`` (its top bit inverted) and that bias."""
+    v = Value.cast(value)
+    k = len(v)
+    return Cat(v[:k - 1], ~v[k - 1]), 1 << (k - 1)
+
+
+def offset_tree_sum(terms: list[tuple[Value, int]]) -> Value:
+    """The exact signed sum of offset-binary ``terms`` (``(unsigned value, bias)``, see :func:`offset_binary`).
+
+    The same sum as :func:`tree_sum` of the signed values, built from unsigned adders and one constant
+    subtraction: no sign extension inside the tree. Synthesis maps both forms to the same adder tree; the Verilated
+    model evaluates this one with plain machine adds (a signed widening add costs two sign extensions there)."""
+    total = tree_sum([u for u, _ in terms])
+    return total - sum(b for _, b in terms)
 
 
 def isolated(m: Module, en: Value, value: Value) -> Signal:
@@ -110,19 +147,19 @@ class GemmArray:
             out = []
             paired = can_pair(cfg)
             for b in range(B):
-                products: list[list[Value]] = [[] for _ in range(BO)]
+                products: list[list[tuple[Value, int]]] = [[] for _ in range(BO)]  # offset binary
                 for i in range(BI):
                     x = self.a[b][i]
                     wv = [self.w[o][i] for o in range(BO)]
                     if paired:
                         for o in range(0, BO, 2):
-                            lo, hi = pair_products(x, wv[o], wv[o + 1], self.m, self.en)
+                            lo, hi = pair_products_offset(x, wv[o], wv[o + 1], self.m, self.en)
                             products[o].append(lo)
                             products[o + 1].append(hi)
                     else:
                         for o in range(BO):
-                            products[o].append(x.as_signed() * wv[o].as_signed())
-                out += [tree_sum(products[o]) for o in range(BO)]
+                            products[o].append(offset_binary(x.as_signed() * wv[o].as_signed()))
+                out += [offset_tree_sum(products[o]) for o in range(BO)]
             self._sums = out
         return self._sums
 
