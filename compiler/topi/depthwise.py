@@ -307,8 +307,8 @@ def _scheduled(cfg: HwConfig, ds: DwShape, bias, requant: Requant | None, knobs:
     s[conv].set_scope("acc")
     for t in ep.stages:
         s[t].set_scope("acc")
-    for t, _ in ep.consts:
-        s.cache_read(t, "acc" if t.dtype == "int32" else "wgt", s.readers(t) and [r.tensor for r in s.readers(t)])
+    const_caches = [s.cache_read(t, "acc" if t.dtype == "int32" else "wgt", s.readers(t) and [r.tensor for r in s.readers(t)])
+                    for t, _ in ep.consts]
     so = s[out]
     n, c, y, x, b, o = so.leaf_iter_vars
     c_o, c_i = so.split(c, knobs.cb_tile)
@@ -318,6 +318,9 @@ def _scheduled(cfg: HwConfig, ds: DwShape, bias, requant: Requant | None, knobs:
     if knobs.vthreads > 1:
         attach = split_vthreads(so, y_o if knobs.vthread_axis == "h" else c_o, attach, knobs.vthreads)
     so.pragma(c_i, "dma_copy")
+    if knobs.vthreads * knobs.cb_tile <= ds.cb:  # constants per channel tile (see conv2d's schedule): loaded once
+        for cc in const_caches:                    # per thread and tile, the first DWMAC does not wait for all
+            s[cc].compute_at(so, attach)
     sc = s[conv]
     sc.compute_at(so, attach)
     s[inp].compute_at(so, attach)
