@@ -151,13 +151,19 @@ def estimate_dw(cfg: HwConfig, ops: list, knobs: DwKnobs, ds: DwShape) -> float:
     return float(top + (total - top) / tiles)
 
 
+def const_per_tile(ds: DwShape, knobs: DwKnobs) -> bool:
+    """Whether the per-channel constants load with each channel tile (their per-thread copies fit the reservation
+    for the whole layer) rather than all at the start."""
+    return knobs.vthreads * knobs.cb_tile <= ds.cb
+
+
 def sketch_dw(cfg: HwConfig, ds: DwShape, knobs: DwKnobs, n_alu: int = 1, n_consts: int = 0) -> float:
     """Cycles of the depthwise schedule with ``knobs`` by the timing contract, from the tile geometry alone (no
     lowering): per tile one LOAD.INP per channel block (latency + beats of its real pixels + pad elements), one
     LOAD.WGT of its vector rows, the DWMAC and ``n_alu`` ALU passes (micro-op iterations + pipeline; the reduction
     runs as about ``kh`` instructions) and one 2-D STORE; a channel tile's vectors stay resident over its row
-    tiles; ``n_consts`` per-channel constant rows are loaded once. Combined like :func:`estimate_dw` (which reads
-    the generated program instead); ranks the candidates without lowering any of them."""
+    tiles; ``n_consts`` per-channel constant rows load with them (:func:`const_per_tile`) or once. Combined like
+    :func:`estimate_dw` (which reads the generated program instead); ranks the candidates without lowering any."""
     from isa.intrinsics import ALU_TIMING, declaration
     from isa.timing import ceil_div
 
@@ -172,6 +178,7 @@ def sketch_dw(cfg: HwConfig, ds: DwShape, knobs: DwKnobs, n_alu: int = 1, n_cons
     tiles = 0
     n_ht = ceil_div(ds.oh, knobs.h_tile)
     reload_rows = knobs.h_tile * (min(knobs.vthreads, n_ht) if knobs.vthread_axis == "h" else 1)
+    per_tile_consts = const_per_tile(ds, knobs)
     for y0 in range(0, ds.oh, knobs.h_tile):
         ht = min(knobs.h_tile, ds.oh - y0)
         rows = (ht - 1) * sy + ds.kh
@@ -183,12 +190,14 @@ def sketch_dw(cfg: HwConfig, ds: DwShape, knobs: DwKnobs, n_alu: int = 1, n_cons
             cbt = min(knobs.cb_tile, ds.cb - c0)
             tiles += ds.nb
             px = cbt * ht * ds.ow
-            if y0 < reload_rows:  # a channel tile's vectors stay resident over its row tiles (per thread)
+            if y0 < reload_rows:  # a channel tile's vectors (and constants) stay resident over its row tiles
                 wgt += ds.nb * (L + cbt * ds.rows_per_block(cfg) * beats["wgt"])
+                if per_tile_consts:
+                    wgt += ds.nb * n_consts * (L + cbt * beats["wgt"])
             comp += ds.nb * (px * ds.kh * ds.kw * gemm_t.ii + ds.kh * (gemm_t.depth(cfg) + 1)
                              + n_alu * (px * alu_t.ii + alu_t.depth(cfg) + 1))
             store += ds.nb * (L + px * beats["out"])  # full-width rows: one 2-D store per tile
-    consts = n_consts * (L + ds.cb * beats["wgt"])  # per-channel records/bias, loaded once
+    consts = 0 if per_tile_consts else n_consts * (L + ds.cb * beats["wgt"])  # per-channel records, once
     busy = {"load": inp + wgt + consts, "compute": comp, "store": store}
     total, top = sum(busy.values()), max(busy.values())
     if knobs.vthreads == 1:
@@ -318,8 +327,8 @@ def _scheduled(cfg: HwConfig, ds: DwShape, bias, requant: Requant | None, knobs:
     if knobs.vthreads > 1:
         attach = split_vthreads(so, y_o if knobs.vthread_axis == "h" else c_o, attach, knobs.vthreads)
     so.pragma(c_i, "dma_copy")
-    if knobs.vthreads * knobs.cb_tile <= ds.cb:  # constants per channel tile (see conv2d's schedule): loaded once
-        for cc in const_caches:                    # per thread and tile, the first DWMAC does not wait for all
+    if const_per_tile(ds, knobs):  # constants per channel tile (see conv2d's schedule): loaded once per thread and
+        for cc in const_caches:     # channel tile, so the first DWMAC does not wait for the whole layer's
             s[cc].compute_at(so, attach)
     sc = s[conv]
     sc.compute_at(so, attach)
