@@ -209,15 +209,11 @@ _CACHE: dict = {}
 
 
 def measure_dw(cfg: HwConfig, ds: DwShape, knobs: DwKnobs, bias=None, requant: Requant | None = None) -> int:
-    """Cycles of one depthwise conv (+ epilogue) with ``knobs`` on the cycle-accurate simulator (zero data)."""
-    from compiler.codegen.module import build
+    """Cycles of one depthwise conv (+ epilogue) with ``knobs`` by the timing contract (what the cycle-accurate
+    simulator reports for any data; :func:`compiler.topi.tune.contract_cycles`)."""
+    from compiler.topi.tune import contract_cycles
 
-    k = _scheduled(cfg, ds, bias, requant, knobs)
-    mod = build(k.schedule, cfg, name="depthwise_tune")
-    inputs = {k.data: np.zeros(k.data.shape, np.int8), k.weight: np.zeros(k.weight.shape, np.int8)}
-    inputs.update({t: a for t, a in k.epilogue.consts})
-    _, prof = mod.run(inputs, device="sim")
-    return int(prof["cycles"])
+    return contract_cycles(cfg, _scheduled(cfg, ds, bias, requant, knobs).schedule, "depthwise_tune")
 
 
 def _uneven(ds: DwShape, k: DwKnobs) -> bool:

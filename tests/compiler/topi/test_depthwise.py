@@ -132,3 +132,9 @@ def test_compiled_layer_preloads_its_micro_kernels_once():
     first_gemm = next(i for i, f in enumerate(infos) if isinstance(f.insn, Gemm))
     assert len(uop_loads) == 1 and uop_loads[0] < first_gemm
     assert be.last_profile["runtime"]["uop_cache"]["misses"] > 1  # several kernels, one load
+    # the tiler's measurement (timing contract, no data) is what the simulator reports for the real run
+    from compiler.topi.depthwise import measure_dw
+
+    (rep,) = be._replays.values()
+    ds = DwShape(1, 4, 8, 8, 3, 3, (1, 1), (1, 1, 1, 1), 5)
+    assert measure_dw(PYNQ, ds, rep.comp.kernel.knobs, None, rq) == be.last_profile["cycles"]
