@@ -186,8 +186,8 @@ class SimAccelBackend:
         self.config = as_hw_config(config)
         self.device = device
         self.vthreads = vthreads
-        # > 1: simulate that many best analytic tilings per conv shape and keep the fastest (compiler.topi.tune;
-        # not on "sim-functional", which has no cycles); 1: the analytic choice alone
+        # > 1: time that many best analytic tilings per conv shape by the timing contract and keep the fastest
+        # (compiler.topi.tune; not on "sim-functional", which has no cycles); 1: the analytic choice alone
         self.tune = tune
         self.tuned = None  # tuned(cs, bias, rq) -> ConvKnobs | None: knobs from a tuning log (compiler.autotune)
         self.last_profile: dict = {}
