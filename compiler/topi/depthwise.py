@@ -312,8 +312,8 @@ def _scheduled(cfg: HwConfig, ds: DwShape, bias, requant: Requant | None, knobs:
     s[conv].set_scope("acc")
     for t in ep.stages:
         s[t].set_scope("acc")
-    const_caches = [s.cache_read(t, "acc" if t.dtype == "int32" else "wgt", s.readers(t) and [r.tensor for r in s.readers(t)])
-                    for t, _ in ep.consts]
+    const_caches = [s.cache_read(t, "acc" if t.dtype == "int32" else "wgt",
+                                 s.readers(t) and [r.tensor for r in s.readers(t)]) for t, _ in ep.consts]
     so = s[out]
     n, c, y, x, b, o = so.leaf_iter_vars
     c_o, c_i = so.split(c, knobs.cb_tile)
