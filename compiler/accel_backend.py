@@ -186,11 +186,17 @@ class SimAccelBackend:
     #: depthwise convs on the dwmac intrinsic where declared (False: block-diagonal GEMMs, for comparison)
     use_dwmac: bool = True
 
-    def __init__(self, config: Any = None, device: str = "sim", vthreads: int | None = None, tune: int = 1) -> None:
+    #: virtual-thread counts the conv tiling tries when ``vthreads`` is not pinned (a third thread helps the
+    #: DMA-bound layers: one thread's store, another's load and a third's GEMM can all be in flight)
+    thread_counts: tuple[int, ...] = (2, 3, 1)
+
+    def __init__(self, config: Any = None, device: str = "sim", vthreads: int | None = None, tune: int = 2) -> None:
         self.config = as_hw_config(config)
         self.device = device
         self.vthreads = vthreads
-        self.tune = tune  # > 1: simulate that many best analytic tilings per shape (compiler.topi.tune)
+        # > 1: time that many best analytic tilings per conv shape by the timing contract and keep the fastest
+        # (compiler.topi.tune; not on "sim-functional", which has no cycles); 1: the analytic choice alone
+        self.tune = tune
         self.tuned = None  # tuned(cs, bias, rq) -> ConvKnobs | None: knobs from a tuning log (compiler.autotune)
         self.last_profile: dict = {}
         self._replays: dict = {}
@@ -216,8 +222,9 @@ class SimAccelBackend:
         knobs = self.tuned(cs, bias, rq) if self.tuned is not None else None
         if knobs is not None and residual is not None and not fits(self.config, cs, knobs, n_consts, residual=True):
             knobs = None  # tuned without the fused residual's tiles: they do not fit beside it
-        if knobs is None and self.tune > 1 and residual is None:
-            knobs = tune_conv_knobs(self.config, cs, bias, rq, n_consts, n_alu, self.vthreads, top=self.tune)
+        if knobs is None and self.tune > 1 and self.device != "sim-functional":
+            knobs = tune_conv_knobs(self.config, cs, bias, rq, n_consts, n_alu, self.vthreads, top=self.tune,
+                                    residual=residual, thread_counts=self.thread_counts)
         elif knobs is None:
             knobs = choose_conv_knobs(self.config, cs, n_consts, n_alu, vthreads=self.vthreads,
                                       residual=residual is not None)

@@ -216,6 +216,38 @@ class CommandQueue:
                        **k.loop_fields()))
         return k
 
+    def preload_kernels(self, kernels: list[UopKernel]) -> None:
+        """Make ``kernels`` resident now, in one LOAD.UOP where the misses take one contiguous range of the uop
+        scratchpad (always so at the start of a stream): a GEMM/ALU then never waits for the DRAM port to load
+        its micro-ops behind a long LOAD of the other units. Kernels that do not fit together are left to load
+        on first use."""
+        todo, seen, total = [], set(), 0
+        for k in kernels:
+            if k.key in seen or self._uop_cache.is_resident(k):
+                continue
+            size = -(-k.size // self._uop_cache.align) * self._uop_cache.align
+            if total + size > self._uop_cache.capacity:
+                break
+            seen.add(k.key)
+            todo.append(k)
+            total += size
+        if len(todo) < 2:
+            return
+        bases = [self._uop_cache.lookup(k)[0] for k in todo]
+        lo = min(bases)
+        hi = max(b + k.size for b, k in zip(bases, todo))
+        if hi - lo > total:  # not one range (kernels already resident in between): load each one
+            for b, k in zip(bases, todo):
+                self._emit(Load(MemType.UOP, b, k.buffer.elem_offset(self.cfg, "uop"), 1, k.size, k.size))
+            return
+        words = np.zeros(hi - lo, dtype=np.uint32)
+        for b, k in zip(bases, todo):
+            words[b - lo:b - lo + k.size] = k.words
+        buf = DeviceBuffer.allocate(self.dram, words.shape, np.uint32, name=f"uop_preload{len(self._kernels)}",
+                                    align=self.align)
+        buf.copy_from(words)
+        self._emit(Load(MemType.UOP, lo, buf.elem_offset(self.cfg, "uop"), 1, hi - lo, hi - lo))
+
     def _make_resident(self, k: UopKernel) -> int:
         base, hit = self._uop_cache.lookup(k)
         if not hit:

@@ -178,6 +178,10 @@ class UopCache:
         self.stats.uops_loaded += kernel.size
         return base, False
 
+    def is_resident(self, kernel: UopKernel) -> bool:
+        """Whether ``kernel`` is in the scratchpad (no statistics or LRU change)."""
+        return kernel.key in self._resident
+
     def _find_gap(self, size: int) -> int | None:
         pos = 0
         for base, n in sorted(self._resident.values()):

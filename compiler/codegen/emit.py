@@ -31,7 +31,16 @@ def _signature(op: Op) -> tuple:
 
 
 def emit(ops: list[Op], q: "CommandQueue", dram: dict) -> None:
-    """Issue ``ops`` in order on ``q``; ``dram`` maps each input/output tensor to its DeviceBuffer."""
+    """Issue ``ops`` in order on ``q``; ``dram`` maps each input/output tensor to its DeviceBuffer. The micro-kernels
+    of all GEMM/ALU operations are recorded first and preloaded in one LOAD.UOP (``CommandQueue.preload_kernels``)."""
+    kernels = []
+    for op in ops:
+        a = op.args
+        if op.kind == "gemm":
+            kernels.append(q.kernel("gemm", _finit(a["loops"], a["uops"]), _signature(op)))
+        elif op.kind == "alu":
+            kernels.append(q.kernel("alu", _finit(a["loops"], a["uops"]), _signature(op) + (a["use_imm"], a["imm"])))
+    q.preload_kernels(kernels)
     for op in ops:
         for src in op.pops:
             q.dep_pop(src, op.unit)

@@ -169,9 +169,10 @@ def schedule_conv2d(cfg: HwConfig, cs: ConvShape, data, weight, padded, conv, ep
         s[other_acc].set_scope("acc")
     for t in ep.stages:
         s[t].set_scope("acc")
+    const_caches = []
     for t, _ in ep.consts:  # int32 per-channel constants in acc; REQUANT records (int8 elements) in wgt
         scope = "acc" if t.dtype == "int32" else "wgt"
-        s.cache_read(t, scope, s.readers(t) and [r.tensor for r in s.readers(t)])
+        const_caches.append(s.cache_read(t, scope, s.readers(t) and [r.tensor for r in s.readers(t)]))
     so = s[out]
     n, g, oc, y, x, b, o = so.leaf_iter_vars
     oc_o, oc_i = so.split(oc, knobs.oc_tile)
@@ -181,6 +182,12 @@ def schedule_conv2d(cfg: HwConfig, cs: ConvShape, data, weight, padded, conv, ep
     attach = inner  # the epilogue and the conv compute one output tile per iteration of the inner tile loop
     if knobs.vthreads > 1:
         attach = split_vthreads(so, oc_o if knobs.vthread_axis == "oc" else y_o, attach, knobs.vthreads)
+    if knobs.order == "oc" and knobs.vthreads * knobs.oc_tile <= cs.groups * cs.ocb:
+        # per-channel constants loaded with each output tile; a load is skipped while its region is unchanged, so
+        # with channel tiles outermost each thread loads a channel tile's constants once: the first GEMM waits for
+        # its own channels' constants only, not the whole layer's (a WGT row per block for the REQUANT records)
+        for c in const_caches:
+            s[c].compute_at(so, attach)
     so.pragma(oc_i, "dma_copy")
     sc = s[conv]
     sc.compute_at(so, attach)

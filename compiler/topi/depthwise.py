@@ -117,7 +117,9 @@ def _candidates(cfg: HwConfig, ds: DwShape, n_consts: int) -> list[DwKnobs]:
             fit = [c for c in range(1, ds.cb + 1) if ok(c, ht)]
             if fit:
                 divs = [c for c in fit if ds.cb % c == 0]
-                for cbt in sorted({max(fit), max(divs) if divs else max(fit)}):
+                # every dividing channel tile: small tiles shorten the unhidden first load and last
+                # compute + store, large ones cut per-instruction latency; the estimate weighs them
+                for cbt in sorted({max(fit)} | set(divs)):
                     out.append(DwKnobs(cbt, ht, v, axis))
     return out
 
@@ -149,39 +151,89 @@ def estimate_dw(cfg: HwConfig, ops: list, knobs: DwKnobs, ds: DwShape) -> float:
     return float(top + (total - top) / tiles)
 
 
+def const_per_tile(ds: DwShape, knobs: DwKnobs) -> bool:
+    """Whether the per-channel constants load with each channel tile (their per-thread copies fit the reservation
+    for the whole layer) rather than all at the start."""
+    return knobs.vthreads * knobs.cb_tile <= ds.cb
+
+
+def sketch_dw(cfg: HwConfig, ds: DwShape, knobs: DwKnobs, n_alu: int = 1, n_consts: int = 0) -> float:
+    """Cycles of the depthwise schedule with ``knobs`` by the timing contract, from the tile geometry alone (no
+    lowering): per tile one LOAD.INP per channel block (latency + beats of its real pixels + pad elements), one
+    LOAD.WGT of its vector rows, the DWMAC and ``n_alu`` ALU passes (micro-op iterations + pipeline; the reduction
+    runs as about ``kh`` instructions) and one 2-D STORE; a channel tile's vectors stay resident over its row
+    tiles; ``n_consts`` per-channel constant rows load with them (:func:`const_per_tile`) or once. Combined like
+    :func:`estimate_dw` (which reads the generated program instead); ranks the candidates without lowering any."""
+    from isa.intrinsics import ALU_TIMING, declaration
+    from isa.timing import ceil_div
+
+    L = cfg.dram_latency
+    beats = {m: ceil_div(cfg.elem_bytes(m), cfg.bus_bytes) for m in ("inp", "wgt", "out")}
+    sy, sx = ds.stride
+    top_pad = ds.padding[0]
+    cols = (ds.ow - 1) * sx + ds.kw
+    real_cols = max(0, min(cols - ds.padding[1], ds.w))  # input columns [-left, cols - left) inside the plane
+    gemm_t, alu_t = declaration("dwmac").timing, ALU_TIMING
+    inp = comp = store = wgt = 0.0
+    tiles = 0
+    n_ht = ceil_div(ds.oh, knobs.h_tile)
+    reload_rows = knobs.h_tile * (min(knobs.vthreads, n_ht) if knobs.vthread_axis == "h" else 1)
+    per_tile_consts = const_per_tile(ds, knobs)
+    for y0 in range(0, ds.oh, knobs.h_tile):
+        ht = min(knobs.h_tile, ds.oh - y0)
+        rows = (ht - 1) * sy + ds.kh
+        r0 = y0 * sy - top_pad
+        real_rows = max(0, min(r0 + rows, ds.h) - max(r0, 0))
+        per_block = L + real_rows * real_cols * beats["inp"] + rows * cols - real_rows * real_cols
+        inp += ds.nb * ds.cb * per_block
+        for c0 in range(0, ds.cb, knobs.cb_tile):
+            cbt = min(knobs.cb_tile, ds.cb - c0)
+            tiles += ds.nb
+            px = cbt * ht * ds.ow
+            if y0 < reload_rows:  # a channel tile's vectors (and constants) stay resident over its row tiles
+                wgt += ds.nb * (L + cbt * ds.rows_per_block(cfg) * beats["wgt"])
+                if per_tile_consts:
+                    wgt += ds.nb * n_consts * (L + cbt * beats["wgt"])
+            comp += ds.nb * (px * ds.kh * ds.kw * gemm_t.ii + ds.kh * (gemm_t.depth(cfg) + 1)
+                             + n_alu * (px * alu_t.ii + alu_t.depth(cfg) + 1))
+            store += ds.nb * (L + px * beats["out"])  # full-width rows: one 2-D store per tile
+    consts = 0 if per_tile_consts else n_consts * (L + ds.cb * beats["wgt"])  # per-channel records, once
+    busy = {"load": inp + wgt + consts, "compute": comp, "store": store}
+    total, top = sum(busy.values()), max(busy.values())
+    if knobs.vthreads == 1:
+        return float(total)
+    return float(top + (total - top) / tiles)
+
+
 _CACHE: dict = {}
 
 
 def measure_dw(cfg: HwConfig, ds: DwShape, knobs: DwKnobs, bias=None, requant: Requant | None = None) -> int:
-    """Cycles of one depthwise conv (+ epilogue) with ``knobs`` on the cycle-accurate simulator (zero data)."""
-    from compiler.codegen.module import build
+    """Cycles of one depthwise conv (+ epilogue) with ``knobs`` by the timing contract (what the cycle-accurate
+    simulator reports for any data; :func:`compiler.topi.tune.contract_cycles`)."""
+    from compiler.topi.tune import contract_cycles
 
-    k = _scheduled(cfg, ds, bias, requant, knobs)
-    mod = build(k.schedule, cfg, name="depthwise_tune")
-    inputs = {k.data: np.zeros(k.data.shape, np.int8), k.weight: np.zeros(k.weight.shape, np.int8)}
-    inputs.update({t: a for t, a in k.epilogue.consts})
-    _, prof = mod.run(inputs, device="sim")
-    return int(prof["cycles"])
+    return contract_cycles(cfg, _scheduled(cfg, ds, bias, requant, knobs).schedule, "depthwise_tune")
+
+
+def _uneven(ds: DwShape, k: DwKnobs) -> bool:
+    """A partial last tile, or virtual threads with unequal tile counts: the estimates miss the stalls they cause."""
+    n_ht, n_ct = -(-ds.oh // k.h_tile), -(-ds.cb // k.cb_tile)
+    split = n_ht if k.vthread_axis == "h" else n_ct
+    return ds.oh % k.h_tile != 0 or ds.cb % k.cb_tile != 0 or (k.vthreads > 1 and split % k.vthreads != 0)
 
 
 def choose_dw_knobs(cfg: HwConfig, ds: DwShape, bias=None, requant: Requant | None = None,
                     n_consts: int = 0, measure: int | None = None) -> DwKnobs:
-    """Rank the feasible knobs by :func:`estimate_dw` of their generated programs (tilings without a partial last
-    tile first: the estimate misses the virtual-thread stalls they cause), then keep the fastest of the best
-    ``measure`` on the simulator (default: 4 for layers estimated under 150k cycles, else 2, where the tiles
-    matter less next to the layer's floor); cached per shape and epilogue structure."""
-    from compiler.codegen.ops import OpBuilder
-    from compiler.lower import lower
-
+    """Rank the feasible knobs by :func:`sketch_dw` (even tilings first: see :func:`_uneven`), then keep the fastest
+    of the best ``measure`` on the simulator (default: 4 for layers estimated under 150k cycles, else 2, where the
+    tiles matter less next to the layer's floor); cached per shape and epilogue structure."""
     key = (cfg, ds, n_consts, requant is None, measure)
     if key in _CACHE:
         return _CACHE[key]
-    ranked = []
-    for n, k in enumerate(_candidates(cfg, ds, n_consts)):
-        kern = _scheduled(cfg, ds, bias, requant, k)
-        uneven = ds.oh % k.h_tile != 0 or ds.cb % k.cb_tile != 0  # a partial last tile stalls the other thread
-        ranked.append((uneven, estimate_dw(cfg, OpBuilder(lower(kern.schedule, cfg, name="depthwise"), cfg).build(),
-                                           k, ds), n, k))
+    n_alu = 1 if requant is not None else 0
+    ranked = [(_uneven(ds, k), sketch_dw(cfg, ds, k, n_alu, n_consts), n, k)
+              for n, k in enumerate(_candidates(cfg, ds, n_consts))]
     if not ranked:
         raise ValueError(f"depthwise: no tile of {ds} fits the scratchpads of {cfg.name}")
     ranked.sort(key=lambda t: t[:3])
@@ -260,8 +312,8 @@ def _scheduled(cfg: HwConfig, ds: DwShape, bias, requant: Requant | None, knobs:
     s[conv].set_scope("acc")
     for t in ep.stages:
         s[t].set_scope("acc")
-    for t, _ in ep.consts:
-        s.cache_read(t, "acc" if t.dtype == "int32" else "wgt", s.readers(t) and [r.tensor for r in s.readers(t)])
+    const_caches = [s.cache_read(t, "acc" if t.dtype == "int32" else "wgt",
+                                 s.readers(t) and [r.tensor for r in s.readers(t)]) for t, _ in ep.consts]
     so = s[out]
     n, c, y, x, b, o = so.leaf_iter_vars
     c_o, c_i = so.split(c, knobs.cb_tile)
@@ -271,6 +323,9 @@ def _scheduled(cfg: HwConfig, ds: DwShape, bias, requant: Requant | None, knobs:
     if knobs.vthreads > 1:
         attach = split_vthreads(so, y_o if knobs.vthread_axis == "h" else c_o, attach, knobs.vthreads)
     so.pragma(c_i, "dma_copy")
+    if const_per_tile(ds, knobs):  # constants per channel tile (see conv2d's schedule): loaded once per thread and
+        for cc in const_caches:     # channel tile, so the first DWMAC does not wait for the whole layer's
+            s[cc].compute_at(so, attach)
     sc = s[conv]
     sc.compute_at(so, attach)
     s[inp].compute_at(so, attach)

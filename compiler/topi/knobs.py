@@ -135,10 +135,12 @@ def estimate_conv(cfg: HwConfig, cs: "ConvShape", k: ConvKnobs, n_alu: int, over
 
 
 def rank_conv_knobs(cfg: HwConfig, cs: "ConvShape", n_consts: int = 0, n_alu: int = 3,
-                    vthreads: int | None = None, residual: bool = False) -> list[tuple[float, ConvKnobs]]:
-    """Every feasible knob setting with its estimate, cheapest first (``vthreads`` pins the thread count)."""
+                    vthreads: int | None = None, residual: bool = False,
+                    thread_counts: tuple[int, ...] = (2, 1)) -> list[tuple[float, ConvKnobs]]:
+    """Every feasible knob setting with its estimate, cheapest first (``vthreads`` pins the thread count; else the
+    ``thread_counts`` are tried, ties keeping that order)."""
     out = []
-    vts = (vthreads,) if vthreads is not None else (2, 1)
+    vts = (vthreads,) if vthreads is not None else tuple(thread_counts)
     for v in vts:
         for axis in (("oc", "h") if v > 1 else ("oc",)):
             for oc_t in _divisor_like(cs.ocb):

@@ -1,8 +1,9 @@
-"""Measured knob choice: simulate the few best analytic candidates of a conv2d and keep the fastest.
+"""Measured knob choice: time the few best analytic candidates of a conv2d and keep the fastest.
 
 The analytic estimate (:func:`compiler.topi.knobs.estimate_conv`) ranks tilings well but not
-exactly (pipeline fill, token stalls); simulating its top ``top`` candidates with zero data on
-the cycle-accurate simulator picks the real best. Results are cached per shape in-process.
+exactly (pipeline fill, token stalls); timing its top ``top`` candidates' programs by the timing
+contract (the cycle-accurate simulator's timing engine, no data moved) picks the real best.
+Results are cached per shape in-process.
 """
 from __future__ import annotations
 
@@ -15,32 +16,54 @@ from compiler.topi.knobs import ConvKnobs, rank_conv_knobs
 if TYPE_CHECKING:
     from compiler.requant import Requant
     from compiler.topi.conv2d import ConvShape
+    from compiler.topi.residual import Residual
     from isa import HwConfig
 
 _CACHE: dict = {}
 
 
+def contract_cycles(cfg: "HwConfig", schedule, name: str = "kernel") -> int:
+    """Cycles of the program a schedule compiles to, by the timing contract alone: the simulator's timing engine
+    over the decoded stream with no data moved (a program's cycles never depend on its data, docs/timing.md), so
+    a candidate costs its instruction count, not its MACs."""
+    from compiler.codegen.emit import emit
+    from compiler.codegen.ops import OpBuilder
+    from compiler.lower import lower
+    from jit_runtime.command_queue import CommandQueue
+    from simulator.program import Decoder
+    from simulator.timing_engine import run_timed
+
+    func = lower(schedule, cfg, name=name)
+    ops = OpBuilder(func, cfg).build()
+    q = CommandQueue(cfg, "sim")
+    dram = {t: q.alloc(t.shape, _NP[t.dtype], name=t.name) for t in list(func.inputs) + [func.output]}
+    emit(ops, q, dram)
+    prog = q.finalize(name=name)
+    infos = Decoder(cfg).program(prog.dram, prog.insn_addr, prog.n_insns)
+    return int(run_timed(cfg, infos, lambda i: None).cycles)
+
+
+_NP = {"int8": np.int8, "int32": np.int32, "int16": np.int16}
+
+
 def measure_conv(cfg: "HwConfig", cs: "ConvShape", knobs: ConvKnobs, bias=None,
-                 requant: "Requant | None" = None) -> int:
-    """Cycles of one conv2d (+ epilogue) with ``knobs`` on the cycle-accurate simulator (zero data)."""
-    from compiler.codegen.module import build
+                 requant: "Requant | None" = None, residual: "Residual | None" = None) -> int:
+    """Cycles of one conv2d (+ epilogue, + a fused ``residual`` Add) with ``knobs`` by the timing contract
+    (:func:`contract_cycles`: what the cycle-accurate simulator reports for any data)."""
     from compiler.topi.conv2d import conv2d_kernel
 
-    k = conv2d_kernel(cfg, cs, bias, requant, knobs)
-    mod = build(k.schedule, cfg, name="conv2d_tune")
-    inputs = {k.data: np.zeros(k.data.shape, np.int8), k.weight: np.zeros(k.weight.shape, np.int8)}
-    inputs.update({t: a for t, a in k.epilogue.consts})
-    _, prof = mod.run(inputs, device="sim")
-    return int(prof["cycles"])
+    return contract_cycles(cfg, conv2d_kernel(cfg, cs, bias, requant, knobs, residual).schedule, "conv2d_tune")
 
 
 def tune_conv_knobs(cfg: "HwConfig", cs: "ConvShape", bias=None, requant: "Requant | None" = None,
-                    n_consts: int = 0, n_alu: int = 0, vthreads: int | None = None, top: int = 4) -> ConvKnobs:
-    """The fastest (simulated) of the ``top`` best analytic candidates; cached per shape and epilogue."""
-    key = (cfg, cs, n_consts, n_alu, vthreads, top)
+                    n_consts: int = 0, n_alu: int = 0, vthreads: int | None = None, top: int = 4,
+                    residual: "Residual | None" = None, thread_counts: tuple[int, ...] = (2, 1)) -> ConvKnobs:
+    """The fastest (simulated) of the ``top`` best analytic candidates (thread counts as in
+    :func:`~compiler.topi.knobs.rank_conv_knobs`); cached per shape, epilogue and fused ``residual``."""
+    key = (cfg, cs, n_consts, n_alu, vthreads, top, None if residual is None else residual.key(), tuple(thread_counts))
     if key in _CACHE:
         return _CACHE[key]
-    ranked = rank_conv_knobs(cfg, cs, n_consts, n_alu, vthreads)[:top]
-    best = min((measure_conv(cfg, cs, kn, bias, requant), n, kn) for n, (_, kn) in enumerate(ranked))[2]
+    ranked = rank_conv_knobs(cfg, cs, n_consts, n_alu, vthreads, residual is not None, thread_counts)[:top]
+    best = min((measure_conv(cfg, cs, kn, bias, requant, residual), n, kn) for n, (_, kn) in enumerate(ranked))[2]
     _CACHE[key] = best
     return best

@@ -1,3 +1,4 @@
+import numpy as np
 import pytest
 
 from isa import Gemm, Load, MemType, make_config
@@ -137,3 +138,37 @@ def test_eviction_reloads_through_the_queue():
     assert len(uop_loads) == 5
     for g in gemms:
         assert g.uop_end - g.uop_bgn == 100 and g.uop_end <= cfg.uop_depth
+
+
+def test_preload_brings_many_kernels_in_one_load():
+    """preload_kernels: the missing kernels in one LOAD.UOP over one contiguous range (each at the base the cache
+    gave it, its words at that offset in DRAM); later pushes hit; duplicates and resident kernels are skipped."""
+    q = CommandQueue(CFG)
+    fa, fb, fc = (_kernel(uops=[(i, i, 0)] * n) for i, n in ((1, 3), (2, 4), (3, 2)))
+    q.push_gemm(fa, signature="a")  # a is resident (its own load)
+    ka, kb, kc = (q.kernel("gemm", f, sig) for f, sig in ((fa, "a"), (fb, "b"), (fc, "c")))
+    q.preload_kernels([kb, ka, kc, kb])
+    loads = [i for i in q.instructions if isinstance(i, Load)]
+    assert len(loads) == 2 and loads[1].mem == MemType.UOP
+    bases = {k.key: q._uop_cache.resident()[k.key][0] for k in (kb, kc)}
+    lo, n = loads[1].sram_base, loads[1].x_size
+    assert lo == min(bases.values()) and n == max(bases[kc.key] + kc.size, bases[kb.key] + kb.size) - lo
+    eb = CFG.elem_bytes("uop")
+    image = q.dram.image[loads[1].dram_base * eb:(loads[1].dram_base + n) * eb].view(np.uint32)
+    for k in (kb, kc):
+        assert np.array_equal(image[bases[k.key] - lo:bases[k.key] - lo + k.size], k.words)
+    q.push_gemm(fb, signature="b")
+    q.push_gemm(fc, signature="c")
+    assert [type(i).__name__ for i in q.instructions] == ["Load", "Gemm", "Load", "Gemm", "Gemm"]
+
+
+def test_preload_stops_at_the_scratchpad_capacity():
+    cfg = make_config("tiny")  # 256 uop entries: two 100-uop kernels fit, the third loads on first use
+    q = CommandQueue(cfg)
+    fs = [_kernel(uops=[(0, i, 0)] * 100) for i in range(3)]
+    ks = [q.kernel("gemm", f, i) for i, f in enumerate(fs)]
+    q.preload_kernels(ks)
+    assert [(type(i).__name__, i.x_size) for i in q.instructions] == [("Load", 200)]
+    for i, f in enumerate(fs):
+        q.push_gemm(f, signature=i)
+    assert [type(i).__name__ for i in q.instructions] == ["Load", "Gemm", "Gemm", "Load", "Gemm"]
