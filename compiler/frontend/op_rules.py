@@ -384,3 +384,25 @@ def _constant(v: NodeView) -> Iterator[str]:
 def decode_attrs(node: onnx.NodeProto) -> dict:
     """Attributes as Python values (strings decoded, tensors as arrays)."""
     return {a.name: attr_value(a) for a in node.attribute}
+
+
+@rule("ReduceMean")
+def _reduce_mean(v: NodeView) -> Iterator[str]:
+    x = v.shapes[0]
+    if x is None or None in x:
+        yield f"{v.inp(0)}: the compiler needs a static input shape (got {x}); pass input_shapes= to fix symbolic dims"
+        return
+    if "axes" in v.attrs:
+        axes = list(v.attrs["axes"])
+    elif v.has_input(1):
+        if v.consts[1] is None:
+            yield f"{v.inp(1)} (axes) must be a constant (an initializer or Constant node)"
+            return
+        axes = [int(a) for a in np.ravel(v.consts[1])]
+    else:
+        axes = []
+    bad = [a for a in axes if not -len(x) <= a < len(x)]
+    if bad:
+        yield f"{v.label}: axes {axes} out of range for input rank {len(x)} (allowed -{len(x)}..{len(x) - 1})"
+    elif len({a % len(x) for a in axes}) != len(axes):
+        yield f"{v.label}: axes {axes} repeat an axis"
