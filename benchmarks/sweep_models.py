@@ -122,7 +122,7 @@ def run_one(name: str, per_channel: bool, config: str, target: str, cli: bool, s
     import onnx
 
     from compiler.executor import build
-    from compiler.graph.offload import HostFallbackWarning
+    from compiler.graph.offload import HostFallbackWarning, float_host_ops_between_accel
     from compiler.quant.ort_tools import ort_quantize_static, ort_run
 
     logging.getLogger().setLevel(logging.ERROR)
@@ -148,7 +148,7 @@ def run_one(name: str, per_channel: bool, config: str, target: str, cli: bool, s
         ours = mod.run({inp: x})
         s = mod.profile_summary()
         r.update(accel_mac_fraction=round(s["accel_mac_fraction"], 5), host_ops=s["host_ops"],
-                 cycles=int(s["accel_cycles"]),
+                 cycles=int(s["accel_cycles"]), float_between=float_host_ops_between_accel(mod.graph),
                  cosine_vs_ort=min(cosine(a, b) for a, b in zip(ours, expect)),
                  shape_ok=all(np.shape(a) == np.shape(b) for a, b in zip(ours, expect)))
         ref = build(q, config, target="ref", progress=False).run({inp: x})
@@ -201,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
                 r = qu.get() if not qu.empty() else {"model": name, "per_channel": pc, "error": f"exit {p.exitcode}"}
             results.append(r)
             brief = {k: r.get(k) for k in ("accel_mac_fraction", "cosine_vs_ort", "ref_bit_exact", "host_ops",
-                                           "error", "warnings", "wall_s", "cli_rc")}
+                                           "float_between", "error", "warnings", "wall_s", "cli_rc")}
             print(f"{name} pc={pc}: {brief}", flush=True)
     ok = [r for r in results if "error" not in r]
     print(json.dumps({"config": args.config, "target": args.target, "n": len(results), "failed": len(results) - len(ok),
