@@ -164,6 +164,24 @@ def tf_style(seed: int = 0, opset: int = 13) -> onnx.ModelProto:
     return g.model(f"tf_o{opset}", x, y)
 
 
+def keras_style(seed: int = 0, opset: int = 12) -> onnx.ModelProto:
+    """keras2onnx/tf2onnx habits: weights as Constant nodes, auto_pad SAME_UPPER with stride 2, Dropout left in,
+    a Gemm without transB, Softmax at the end."""
+    g = _G(seed, opset)
+    x = "input_1"
+    w1 = g.constant((g.rng.standard_normal((16, 3, 3, 3)) * np.sqrt(2 / 27)).astype(np.float32), "conv1/kernel")
+    b1 = g.constant((0.05 * g.rng.standard_normal(16)).astype(np.float32), "conv1/bias")
+    y = g.op("Relu", [g.op("Conv", [x, w1, b1], kernel_shape=[3, 3], strides=[2, 2], auto_pad="SAME_UPPER")])
+    w2 = g.constant((g.rng.standard_normal((32, 16, 3, 3)) * np.sqrt(2 / 144)).astype(np.float32), "conv2/kernel")
+    y = g.op("Relu", [g.op("Conv", [y, w2], kernel_shape=[3, 3], strides=[2, 2], auto_pad="SAME_UPPER")])
+    y = g.op("MaxPool", [y], kernel_shape=[2, 2], strides=[2, 2], auto_pad="VALID")
+    y = g.op("Dropout", [y])
+    y = g.op("Flatten", [y], axis=1)
+    wd = g.constant((g.rng.standard_normal((32 * 4 * 4, 10)) * np.sqrt(1 / 512)).astype(np.float32), "dense/kernel")
+    y = g.op("Gemm", [y, wd, g.init((0.05 * g.rng.standard_normal(10)).astype(np.float32), "dense/bias")])
+    return g.model(f"keras_o{opset}", x, g.op("Softmax", [y], axis=1))
+
+
 EXPORTER_GRAPHS = {
     "torch_resnet_o11": lambda s: torch_resnet_style(s, 11),
     "torch_resnet_o13": lambda s: torch_resnet_style(s, 13),
@@ -174,4 +192,6 @@ EXPORTER_GRAPHS = {
     "inception_o13": lambda s: inception_style(s, 13),
     "tf_o13": lambda s: tf_style(s, 13),
     "tf_o11": lambda s: tf_style(s, 11),
+    "keras_o12": lambda s: keras_style(s, 12),
+    "keras_o17": lambda s: keras_style(s, 17),
 }

@@ -55,7 +55,8 @@ def _shrink_light(model, side: int, seed: int):
             g.initializer.append(t)
             inits[t.name] = t
             g.node.remove(n)
-    for _ in range(4):  # shapes change stage by stage; a few passes settle them
+    for _ in range(64):  # shapes change stage by stage: repeat until nothing changes
+        before = model.SerializeToString()
         inf = onnx.shape_inference.infer_shapes(model)
         shapes = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim] for v in
                   list(inf.graph.value_info) + list(inf.graph.input)}
@@ -65,10 +66,18 @@ def _shrink_light(model, side: int, seed: int):
                 ks = next(a for a in n.attribute if a.name == "kernel_shape")
                 if s and len(s) == 4 and s[2] and (list(ks.ints) == [7, 7] and s[2] < 7):
                     ks.ints[:] = s[2:]
+                    for a in n.attribute:
+                        if a.name == "pads":
+                            a.ints[:] = [0] * len(a.ints)
             if n.op_type == "Reshape" and n.input[1] in inits:
                 v = numpy_helper.to_array(inits[n.input[1]])
+                s = shapes.get(n.input[0])
                 if v.size == 2 and v[0] in (1, 0) and v[1] > 0:
                     inits[n.input[1]].CopyFrom(numpy_helper.from_array(np.array([v[0], -1], np.int64), n.input[1]))
+                elif v.size in (4, 5) and s and len(s) in (4, 5) and all(s[-2:]):  # channel shuffle: (.., H, W)
+                    v = v.copy()
+                    v[-2:] = s[-2:]
+                    inits[n.input[1]].CopyFrom(numpy_helper.from_array(v.astype(np.int64), n.input[1]))
             if n.op_type == "Gemm":
                 s = shapes.get(n.input[0])
                 w = numpy_helper.to_array(inits[n.input[1]])
@@ -78,6 +87,8 @@ def _shrink_light(model, side: int, seed: int):
                     shp = (w.shape[0], s[1]) if tb else (s[1], w.shape[1])
                     neww = (rng.standard_normal(shp) * np.sqrt(1.0 / s[1])).astype(np.float32)
                     inits[n.input[1]].CopyFrom(numpy_helper.from_array(neww, n.input[1]))
+        if model.SerializeToString() == before:
+            break
     del g.value_info[:]
     del g.output[:]
     last = g.node[-1]
@@ -98,9 +109,9 @@ def load(name: str, seed: int = 0):
         from tests.onnx_node.light_models import seeded_model
 
         base = name[len("light_"):]
-        m = _shrink_light(seeded_model(base, seed), LIGHT[base], seed)
-        m = version_converter.convert_version(m, 13)
+        m = version_converter.convert_version(seeded_model(base, seed), 13)
         m.ir_version = 8
+        m = _shrink_light(m, LIGHT[base], seed)
     elif name.startswith("zoo_"):
         from compiler.zoo import get_model
 

@@ -9,6 +9,7 @@ from compiler.frontend.onnx_import import onnx_to_graph
 from compiler.graph.bn_fold import fold_batchnorm
 from compiler.graph.const_fold import fold_constants
 from compiler.graph.fusion import fuse_operators
+from compiler.graph.group_merge import merge_conv_groups
 from compiler.graph.ir import Graph
 from compiler.graph.layout import pack_layouts
 from compiler.graph.residual_fuse import fuse_residual_adds, offload_standalone_adds
@@ -67,6 +68,7 @@ def compile_model(model, config, *, calibration=None, quantize: bool | None = No
     step("int8_lowered", lower_qdq(g, config) if quantize is not False else 0)
     fold_constants(g, keep_ops=frozenset())  # weights of CPU-fallback QDQ ops become float constants
     stats["taps_folded"] = fold_conv_taps(g, config)
+    stats["conv_groups_merged"] = merge_conv_groups(g, config)
     step("layout_transforms", pack_layouts(g, config))
     stats["residual_adds_fused"] = fuse_residual_adds(g, config) if fuse_residual else 0
     stats["residual_adds_standalone"] = offload_standalone_adds(g, config) if fuse_residual else 0
