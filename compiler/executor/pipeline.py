@@ -39,10 +39,12 @@ def is_qdq(g: Graph) -> bool:
 
 
 def compile_model(model, config, *, calibration=None, quantize: bool | None = None, input_shapes=None,
-                  progress: bool | None = None, fuse_residual: bool = True) -> CompiledGraph:
+                  progress: bool | None = None, fuse_residual: bool = True, regroup_convs: bool = True) -> CompiledGraph:
     """Run the whole graph-level pipeline. ``quantize``: None = auto (QDQ models and float models
     with a calibration set run int8), False = keep float on the CPU, True = require int8.
-    ``fuse_residual``: fuse quantized residual Adds into the producing accelerator conv's epilogue."""
+    ``fuse_residual``: fuse quantized residual Adds into the producing accelerator conv's epilogue.
+    ``regroup_convs``: merge the groups of grouped convs that do not fill accelerator blocks
+    (:mod:`compiler.graph.group_merge`; more MACs, on the accelerator instead of the host)."""
     g = onnx_to_graph(model, input_shapes)
     show = progress if progress is not None else len(g.nodes) >= PROGRESS_MIN_NODES
     stats: dict = {"imported_nodes": len(g.nodes)}
@@ -68,7 +70,7 @@ def compile_model(model, config, *, calibration=None, quantize: bool | None = No
     step("int8_lowered", lower_qdq(g, config) if quantize is not False else 0)
     fold_constants(g, keep_ops=frozenset())  # weights of CPU-fallback QDQ ops become float constants
     stats["taps_folded"] = fold_conv_taps(g, config)
-    stats["conv_groups_merged"] = merge_conv_groups(g, config)
+    stats["conv_groups_merged"] = merge_conv_groups(g, config) if regroup_convs else 0
     step("layout_transforms", pack_layouts(g, config))
     stats["residual_adds_fused"] = fuse_residual_adds(g, config) if fuse_residual else 0
     stats["residual_adds_standalone"] = offload_standalone_adds(g, config) if fuse_residual else 0

@@ -14,7 +14,8 @@
   op directly on the int8 tensor (these ops commute with monotone quantization; ``Relu`` only
   with zero point 0; a constant ``Pad`` pads with the quantized pad value). ``Concat`` moves int8
   data, requantizing inputs with other scales through identity ``QLookup`` tables.
-Q and DQ nodes are first moved across the ops they commute with (:mod:`compiler.quant.qdq_commute`).
+A ``DQ -> BatchNormalization -> Q`` first becomes a depthwise 1x1 conv (:mod:`compiler.quant.qdq_batchnorm`);
+Q and DQ nodes are moved across the ops they commute with (:mod:`compiler.quant.qdq_commute`).
 Everything else keeps its QDQ float form and runs on the CPU. uint8 activations are first
 rebased to int8 (:func:`compiler.quant.rebase.rebase_uint8`).
 """
@@ -26,6 +27,7 @@ from functools import partial
 import numpy as np
 
 from compiler.graph.ir import Graph, Node
+from compiler.quant.qdq_batchnorm import batchnorm_as_depthwise
 from compiler.quant.qdq_commute import commute_qdq
 from compiler.quant.int_elementwise import choose_qadd, choose_qavgpool, choose_qgap, choose_qmul, lookup_table
 from compiler.quant.requant_params import MULT_BITS, acc_bound, choose_requant, mult_bits_for
@@ -427,6 +429,7 @@ def lower_qdq(g: Graph, config=None) -> int:
     the fused REQUANT op where the config has it (and for None), the multi-pass ones (pre-shift, 15-bit
     multiplier, shift <= 31) elsewhere.
     """
+    batchnorm_as_depthwise(g)  # DQ -> BatchNormalization -> Q: a depthwise 1x1 conv
     commute_qdq(g)  # exact moves that expose the patterns below (DQ under MaxPool, Q over Reshape/Squeeze)
     count = 0
     lower_mac = partial(_lower_one, mult_bits=mult_bits_for(config))
