@@ -164,3 +164,11 @@ def expand_sum(g: Graph, n: Node) -> list[Node]:
     if len(ins) == 2:
         return [Node("Add", ins, n.outputs, {}, n.name)]
     return [n]
+
+
+def global_max_as_window(g: Graph, n: Node) -> Node:
+    """``GlobalMaxPool`` (torch's ``adaptive_max_pool2d(x, 1)``) as a ``MaxPool`` whose window is the whole
+    (static) spatial extent: it then runs on int8 data like any max pool."""
+    spatial = [int(d) for d in g.tensors[n.inputs[0]].shape[2:]]
+    return Node("MaxPool", list(n.inputs), list(n.outputs),
+                {"kernel_shape": spatial, "strides": [1] * len(spatial), "pads": [0] * (2 * len(spatial))}, n.name)

@@ -193,7 +193,7 @@ def _pool(v: NodeView) -> Iterator[str]:
         yield from _window(v, x[2:], k)
 
 
-@rule("GlobalAveragePool")
+@rule("GlobalAveragePool", "GlobalMaxPool")
 def _gap(v: NodeView) -> Iterator[str]:
     yield from _need_rank(v, 0, (3, 4, 5), "N, C, spatial...")
 
