@@ -111,11 +111,16 @@ def expand_reduce_mean(g: Graph, n: Node) -> list[Node]:
     """``ReduceMean`` as ops the compiler lowers: a mean over all spatial axes (what exporters write for
     global pooling) becomes ``GlobalAveragePool`` (+ ``Reshape`` when ``keepdims=0``), so it quantizes and
     offloads like one; other axes become ``Transpose -> Reshape (1, kept, reduced) -> GlobalAveragePool ->
-    Reshape``. Needs the input's static shape and constant axes (``validate`` checks both)."""
+    Reshape``. Axes given as a run-time input (or an input of unknown shape) keep the ``ReduceMean`` node,
+    a host kernel."""
     x, y = n.inputs[0], n.outputs[0]
+    if x not in g.tensors or any(d is None for d in g.tensors[x].shape):
+        return [n]
     shape = tuple(g.tensors[x].shape)
     rank = len(shape)
     axes = reduce_mean_axes(g, n)
+    if axes is None:
+        return [n]
     if not axes:
         return [Node("Identity", [x], [y], {}, n.name)]
     keepdims = int(n.attrs.get("keepdims", 1))

@@ -75,3 +75,15 @@ def test_torch_style_mean_pooling_head_quantized_by_ort_defaults(opset):
 def test_reduce_mean_bad_axes_are_named():
     with pytest.raises(ModelError, match=r"axes \[4\] out of range for input rank 4"):
         build(_float_model((1, 2, 3, 3), (4,), 1, 13), target="ref", quantize=False)
+
+
+def test_reduce_mean_with_run_time_axes_runs_on_the_host():
+    node = helper.make_node("ReduceMean", ["x", "axes"], ["y"], keepdims=0)
+    g = helper.make_graph([node], "rt", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4]),
+                                         helper.make_tensor_value_info("axes", TensorProto.INT64, [1])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    mod = build(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)], ir_version=8), target="ref",
+                quantize=False)
+    x = RNG.standard_normal((2, 3, 4)).astype(np.float32)
+    got = mod.run({"x": x, "axes": np.array([-2], np.int64)})[0]
+    np.testing.assert_allclose(got, x.mean(axis=1), rtol=1e-6, atol=1e-6)
