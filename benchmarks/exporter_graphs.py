@@ -182,6 +182,21 @@ def keras_style(seed: int = 0, opset: int = 12) -> onnx.ModelProto:
     return g.model(f"keras_o{opset}", x, g.op("Softmax", [y], axis=1))
 
 
+def atrous_grouped_style(seed: int = 0, opset: int = 13) -> onnx.ModelProto:
+    """A dilated 3x3 conv (DeepLab-style atrous), a ResNeXt-style grouped conv (4 groups of 8 channels),
+    a pre-activation BatchNormalization, GlobalMaxPool (torch's adaptive_max_pool2d(x, 1)), Gemm."""
+    g = _G(seed, opset)
+    x = "input"
+    y = g.op("Relu", [g.bn(g.conv(x, 3, 32, 3, stride=2, bias=False), 32)])
+    w = g.init((g.rng.standard_normal((32, 32, 3, 3)) * np.sqrt(2 / 288)).astype(np.float32), "atrous.weight")
+    y = g.op("Relu", [g.op("Conv", [y, w], kernel_shape=[3, 3], pads=[2, 2, 2, 2], dilations=[2, 2])])
+    z = g.op("Relu", [g.bn(g.conv(y, 32, 32, 3, groups=4, bias=False), 32)])
+    y = g.op("Relu", [g.bn(g.op("Add", [y, z]), 32)])  # pre-activation style: BN on a sum
+    y = g.conv(y, 32, 32, 1)
+    y = g.op("Flatten", [g.op("GlobalMaxPool", [y])], axis=1)
+    return g.model(f"atrous_o{opset}", x, g.gemm(y, 32, 10))
+
+
 EXPORTER_GRAPHS = {
     "torch_resnet_o11": lambda s: torch_resnet_style(s, 11),
     "torch_resnet_o13": lambda s: torch_resnet_style(s, 13),
@@ -194,4 +209,5 @@ EXPORTER_GRAPHS = {
     "tf_o11": lambda s: tf_style(s, 11),
     "keras_o12": lambda s: keras_style(s, 12),
     "keras_o17": lambda s: keras_style(s, 17),
+    "atrous_grouped_o13": lambda s: atrous_grouped_style(s, 13),
 }
