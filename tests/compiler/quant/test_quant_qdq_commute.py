@@ -78,3 +78,25 @@ def test_opset11_float_pool_chain_between_accel_layers_runs_in_int8():
     ours = sim.run({"x": x})[0]
     np.testing.assert_array_equal(ours, ref.run({"x": x})[0])
     assert cosine(ours, ort_run(q, {"x": x}, basic=True)[0]) >= 0.999
+
+
+def test_layout_op_between_different_quantizers_runs_on_int8_after_a_requant_table():
+    """Q(s1) -> DQ -> MaxPool -> Flatten -> Q(s2): the int8 data is requantized by an identity table (exactly
+    Q(DQ(x))) and pooled/flattened as int8; results equal onnxruntime's on every element."""
+    inits = [_init("s1", np.float32(0.03)), _init("z1", np.int8(4)), _init("s2", np.float32(0.047)),
+             _init("z2", np.int8(-11))]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s1", "z1"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "s1", "z1"], ["xf"]),
+             helper.make_node("MaxPool", ["xf"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("Flatten", ["p"], ["f"]),
+             helper.make_node("QuantizeLinear", ["f", "s2", "z2"], ["fq"]),
+             helper.make_node("DequantizeLinear", ["fq", "s2", "z2"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 6, 6])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 36])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    mod = build(model, target="ref")
+    ops = mod.compiled.stats["ops"]
+    assert ops.get("QLookup") == 1 and ops.get("Flatten") == 1 and ops.get("DequantizeLinear") == 1
+    for _ in range(3):
+        x = (RNG.standard_normal((1, 4, 6, 6)) * 3).astype(np.float32)
+        np.testing.assert_array_equal(mod.run({"x": x})[0], ort_run(model, {"x": x}, basic=True)[0])
