@@ -114,8 +114,8 @@ def expand_reduce_mean(g: Graph, n: Node) -> list[Node]:
     Reshape``. Axes given as a run-time input (or an input of unknown shape) keep the ``ReduceMean`` node,
     a host kernel."""
     x, y = n.inputs[0], n.outputs[0]
-    if x not in g.tensors or any(d is None for d in g.tensors[x].shape):
-        return [n]
+    if x not in g.tensors or any(d is None for d in g.tensors[x].shape) or g.tensors[x].dtype.kind != "f":
+        return [n]  # unknown shapes and integer means stay one ReduceMean (a host kernel)
     shape = tuple(g.tensors[x].shape)
     rank = len(shape)
     axes = reduce_mean_axes(g, n)

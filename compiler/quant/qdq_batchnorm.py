@@ -60,6 +60,8 @@ def batchnorm_as_depthwise(g: Graph) -> int:
         params = [_constant(g, prod, p) for p in n.inputs[1:5]]
         if src is None or src.op != "DequantizeLinear" or len(shape) != 4 or any(p is None for p in params):
             continue
+        if any(np.size(g.constants.get(i, np.zeros(2))) != 1 for i in src.inputs[1:3] if i):
+            continue  # a per-axis or non-constant activation DQ: the conv lowering would not take it either
         if not _feeds_quantize(g, cons, n.outputs[0]):
             continue
         scale, bias, mean, var = (np.asarray(p, np.float64).reshape(-1) for p in params)
