@@ -425,6 +425,18 @@ def unsqueeze(a, x, axes=None):
     return np.expand_dims(x, tuple(sorted(int(v) % out_rank for v in np.atleast_1d(axes))))
 
 
+@kernel("ReduceMean")
+def reduce_mean(a, x, axes=None):
+    """ReduceMean whose axes are a run-time input (constant axes are rewritten at import)."""
+    axes = a.get("axes") if axes is None else axes
+    axes = None if axes is None else [int(v) % max(x.ndim, 1) for v in np.atleast_1d(axes)]
+    if not axes:
+        if a.get("noop_with_empty_axes", 0):
+            return x
+        axes = list(range(x.ndim))
+    return np.mean(x, axis=tuple(axes), keepdims=bool(a.get("keepdims", 1))).astype(x.dtype)
+
+
 @kernel("Squeeze")
 def squeeze(a, x, axes=None):
     axes = a.get("axes") if axes is None else axes

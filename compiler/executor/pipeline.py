@@ -8,7 +8,9 @@ from tqdm.auto import tqdm
 from compiler.frontend.onnx_import import onnx_to_graph
 from compiler.graph.bn_fold import fold_batchnorm
 from compiler.graph.const_fold import fold_constants
+from compiler.graph.dilation_expand import expand_dilated_convs
 from compiler.graph.fusion import fuse_operators
+from compiler.graph.group_merge import merge_conv_groups
 from compiler.graph.ir import Graph
 from compiler.graph.layout import pack_layouts
 from compiler.graph.residual_fuse import fuse_residual_adds, offload_standalone_adds
@@ -38,10 +40,13 @@ def is_qdq(g: Graph) -> bool:
 
 
 def compile_model(model, config, *, calibration=None, quantize: bool | None = None, input_shapes=None,
-                  progress: bool | None = None, fuse_residual: bool = True) -> CompiledGraph:
+                  progress: bool | None = None, fuse_residual: bool = True, widen_convs: bool = True) -> CompiledGraph:
     """Run the whole graph-level pipeline. ``quantize``: None = auto (QDQ models and float models
     with a calibration set run int8), False = keep float on the CPU, True = require int8.
-    ``fuse_residual``: fuse quantized residual Adds into the producing accelerator conv's epilogue."""
+    ``fuse_residual``: fuse quantized residual Adds into the producing accelerator conv's epilogue.
+    ``widen_convs``: rewrite int8 convs the accelerator cannot run as they are into ones it can, with
+    more MACs: dilated kernels zero-inserted (:mod:`compiler.graph.dilation_expand`), groups that do not fill
+    blocks merged (:mod:`compiler.graph.group_merge`)."""
     g = onnx_to_graph(model, input_shapes)
     show = progress if progress is not None else len(g.nodes) >= PROGRESS_MIN_NODES
     stats: dict = {"imported_nodes": len(g.nodes)}
@@ -66,7 +71,9 @@ def compile_model(model, config, *, calibration=None, quantize: bool | None = No
         stats["uint8_rebased"] = rebase_uint8(g)
     step("int8_lowered", lower_qdq(g, config) if quantize is not False else 0)
     fold_constants(g, keep_ops=frozenset())  # weights of CPU-fallback QDQ ops become float constants
+    stats["dilations_expanded"] = expand_dilated_convs(g) if widen_convs else 0
     stats["taps_folded"] = fold_conv_taps(g, config)
+    stats["conv_groups_merged"] = merge_conv_groups(g, config) if widen_convs else 0
     step("layout_transforms", pack_layouts(g, config))
     stats["residual_adds_fused"] = fuse_residual_adds(g, config) if fuse_residual else 0
     stats["residual_adds_standalone"] = offload_standalone_adds(g, config) if fuse_residual else 0

@@ -88,3 +88,92 @@ def split_gemm_bias(g: Graph, n: Node) -> list[Node]:
         c = scaled
     nodes.append(Node("Add", [prod, c], [y], {}, f"{n.name}/bias"))
     return nodes
+
+
+def reduce_mean_axes(g: Graph, n: Node) -> list[int] | None:
+    """The sorted, non-negative axes a ``ReduceMean`` averages over (attribute before opset 18, input from 18);
+    None when the axes input is not a constant."""
+    rank = len(g.tensors[n.inputs[0]].shape)
+    if "axes" in n.attrs:
+        axes = list(n.attrs["axes"])
+    elif len(n.inputs) > 1 and n.inputs[1]:
+        if n.inputs[1] not in g.constants:
+            return None
+        axes = [int(a) for a in np.ravel(g.constants[n.inputs[1]])]
+    else:
+        axes = []
+    if not axes:
+        return [] if n.attrs.get("noop_with_empty_axes", 0) else list(range(rank))
+    return sorted({int(a) % rank for a in axes})
+
+
+def expand_reduce_mean(g: Graph, n: Node) -> list[Node]:
+    """``ReduceMean`` as ops the compiler lowers: a mean over all spatial axes (what exporters write for
+    global pooling) becomes ``GlobalAveragePool`` (+ ``Reshape`` when ``keepdims=0``), so it quantizes and
+    offloads like one; other axes become ``Transpose -> Reshape (1, kept, reduced) -> GlobalAveragePool ->
+    Reshape``. Axes given as a run-time input (or an input of unknown shape) keep the ``ReduceMean`` node,
+    a host kernel."""
+    x, y = n.inputs[0], n.outputs[0]
+    if x not in g.tensors or any(d is None for d in g.tensors[x].shape) or g.tensors[x].dtype.kind != "f":
+        return [n]  # unknown shapes and integer means stay one ReduceMean (a host kernel)
+    shape = tuple(g.tensors[x].shape)
+    rank = len(shape)
+    axes = reduce_mean_axes(g, n)
+    if axes is None:
+        return [n]
+    if not axes:
+        return [Node("Identity", [x], [y], {}, n.name)]
+    keepdims = int(n.attrs.get("keepdims", 1))
+    kept = [a for a in range(rank) if a not in axes]
+    out_shape = [1 if a in axes else shape[a] for a in range(rank)] if keepdims else [shape[a] for a in kept]
+    dtype = g.tensors[x].dtype
+    nodes: list[Node] = []
+
+    def tmp(base: str, shp) -> str:
+        name = g.fresh_name(f"{n.name}/{base}")
+        g.set_info(name, shp, dtype)
+        return name
+
+    def reshape(src: str, dst: str, shp, tag: str) -> None:
+        c = g.add_constant(g.fresh_name(f"{n.name}/{tag}_shape"), np.asarray(shp, np.int64))
+        nodes.append(Node("Reshape", [src, c], [dst], {}, f"{n.name}/{tag}"))
+
+    if rank >= 3 and axes == list(range(2, rank)):
+        pooled = y if keepdims else tmp("pool", shape[:2] + (1,) * (rank - 2))
+        nodes.append(Node("GlobalAveragePool", [x], [pooled], {}, n.name))
+        if not keepdims:
+            reshape(pooled, y, out_shape, "squeeze")
+        return nodes
+    perm = kept + axes
+    src = x
+    if perm != list(range(rank)):
+        src = tmp("transpose", [shape[a] for a in perm])
+        nodes.append(Node("Transpose", [x], [src], {"perm": perm}, f"{n.name}/transpose"))
+    n_kept = int(np.prod([shape[a] for a in kept], dtype=np.int64))
+    n_red = int(np.prod([shape[a] for a in axes], dtype=np.int64))
+    rows = tmp("rows", (1, n_kept, n_red))
+    reshape(src, rows, (1, n_kept, n_red), "rows")
+    pooled = tmp("pool", (1, n_kept, 1))
+    nodes.append(Node("GlobalAveragePool", [rows], [pooled], {}, n.name))
+    reshape(pooled, y, out_shape, "out")
+    return nodes
+
+
+def expand_sum(g: Graph, n: Node) -> list[Node]:
+    """``Sum`` of one input is ``Identity`` and of two is ``Add``, so a quantized residual
+    ``DQ, DQ -> Sum (-> Relu) -> Q`` (as Caffe2-era exports write it) lowers and offloads like ``Add``;
+    three or more inputs stay one ``Sum`` (a host kernel)."""
+    ins = [i for i in n.inputs if i]
+    if len(ins) == 1:
+        return [Node("Identity", ins, n.outputs, {}, n.name)]
+    if len(ins) == 2:
+        return [Node("Add", ins, n.outputs, {}, n.name)]
+    return [n]
+
+
+def global_max_as_window(g: Graph, n: Node) -> Node:
+    """``GlobalMaxPool`` (torch's ``adaptive_max_pool2d(x, 1)``) as a ``MaxPool`` whose window is the whole
+    (static) spatial extent: it then runs on int8 data like any max pool."""
+    spatial = [int(d) for d in g.tensors[n.inputs[0]].shape[2:]]
+    return Node("MaxPool", list(n.inputs), list(n.outputs),
+                {"kernel_shape": spatial, "strides": [1] * len(spatial), "pads": [0] * (2 * len(spatial))}, n.name)

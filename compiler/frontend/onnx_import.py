@@ -8,7 +8,8 @@ import onnx
 from onnx import numpy_helper
 
 from compiler.frontend.errors import ModelInputError, UnsupportedOperatorError
-from compiler.frontend.expand import expand_qlinear, explicit_pads, split_gemm_bias
+from compiler.frontend.expand import (expand_qlinear, expand_reduce_mean, expand_sum, explicit_pads,
+                                      global_max_as_window, split_gemm_bias)
 from compiler.frontend.support import OP_SPECS, SUPPORTED_OPS, attr_value, check_supported
 from compiler.frontend.validate import check_structure, convert_opset, validate_model
 from compiler.graph.ir import Graph, Node, TensorInfo
@@ -102,6 +103,12 @@ def onnx_to_graph(model: str | Path | onnx.ModelProto, input_shapes: dict | None
             g.nodes.extend(expand_qlinear(g, node))
         elif n.op_type == "Gemm":
             g.nodes.extend(split_gemm_bias(g, node))
+        elif n.op_type == "ReduceMean":
+            g.nodes.extend(expand_reduce_mean(g, node))
+        elif n.op_type == "Sum":
+            g.nodes.extend(expand_sum(g, node))
+        elif n.op_type == "GlobalMaxPool":
+            g.nodes.append(global_max_as_window(g, node))
         else:
             g.nodes.append(node)
     drop_unused_optional_outputs(g)

@@ -193,7 +193,7 @@ def _pool(v: NodeView) -> Iterator[str]:
         yield from _window(v, x[2:], k)
 
 
-@rule("GlobalAveragePool")
+@rule("GlobalAveragePool", "GlobalMaxPool")
 def _gap(v: NodeView) -> Iterator[str]:
     yield from _need_rank(v, 0, (3, 4, 5), "N, C, spatial...")
 
@@ -384,3 +384,23 @@ def _constant(v: NodeView) -> Iterator[str]:
 def decode_attrs(node: onnx.NodeProto) -> dict:
     """Attributes as Python values (strings decoded, tensors as arrays)."""
     return {a.name: attr_value(a) for a in node.attribute}
+
+
+@rule("ReduceMean")
+def _reduce_mean(v: NodeView) -> Iterator[str]:
+    x = v.shapes[0]
+    if x is None:
+        return
+    if "axes" in v.attrs:
+        axes = list(v.attrs["axes"])
+    elif v.has_input(1):
+        if v.consts[1] is None:
+            return  # run-time axes: a host kernel
+        axes = [int(a) for a in np.ravel(v.consts[1])]
+    else:
+        axes = []
+    bad = [a for a in axes if not -len(x) <= a < len(x)]
+    if bad:
+        yield f"{v.label}: axes {axes} out of range for input rank {len(x)} (allowed -{len(x)}..{len(x) - 1})"
+    elif len({a % len(x) for a in axes}) != len(axes):
+        yield f"{v.label}: axes {axes} repeat an axis"

@@ -42,6 +42,8 @@ OP_SPECS: dict[str, OpSpec] = {
     "MaxPool": OpSpec({**_WINDOW, "ceil_mode": (0, 1), "storage_order": (0, 1)}, spatial=(1, 2, 3)),
     "AveragePool": OpSpec({**_WINDOW, "ceil_mode": (0, 1), "count_include_pad": (0, 1)}, spatial=(1, 2, 3)),
     "GlobalAveragePool": OpSpec(),
+    "GlobalMaxPool": OpSpec(),
+    "ReduceMean": OpSpec({"axes": None, "keepdims": (0, 1), "noop_with_empty_axes": (0, 1)}),
     "Gemm": OpSpec({"alpha": None, "beta": None, "transA": (0, 1), "transB": (0, 1)}),
     "MatMul": OpSpec(), "QLinearMatMul": OpSpec(),
     "Relu": OpSpec(), "Sigmoid": OpSpec(), "HardSwish": OpSpec(),

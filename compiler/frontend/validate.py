@@ -68,20 +68,26 @@ def _initializer_problems(graph: onnx.GraphProto) -> tuple[list[str], set[str]]:
 
 
 def _with_output_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
-    """A copy whose shape-less graph outputs (allowed by runtimes, not by the checker) carry inferred shapes."""
+    """A copy whose shape-less graph outputs (allowed by runtimes, not by the checker) carry inferred shapes,
+    or an unknown-rank placeholder where inference cannot tell (a shape computed at run time, or a node whose
+    error the later checks name): the checker then judges the nodes, not the missing output shapes."""
     missing = [vi.name for vi in model.graph.output if not vi.type.tensor_type.HasField("shape")]
     if not missing:
         return model
     try:
-        inferred = shape_inference.infer_shapes(model)
-    except Exception:  # the checker reports what is wrong
-        return model
-    found = {vi.name: vi for vi in list(inferred.graph.value_info) + list(inferred.graph.output)
-             if vi.type.tensor_type.HasField("shape")}
+        inferred = shape_inference.infer_shapes(model, data_prop=True)
+        found = {vi.name: vi for vi in list(inferred.graph.value_info) + list(inferred.graph.output)
+                 if vi.type.tensor_type.HasField("shape")}
+    except Exception:  # the node checks report what is wrong
+        found = {}
     probe = onnx.ModelProto.FromString(model.SerializeToString())
     for vi in probe.graph.output:
-        if vi.name in found and not vi.type.tensor_type.HasField("shape"):
+        if vi.type.tensor_type.HasField("shape"):
+            continue
+        if vi.name in found:
             vi.type.CopyFrom(found[vi.name].type)
+        else:
+            vi.type.tensor_type.shape.SetInParent()
     return probe
 
 

@@ -99,7 +99,7 @@ def _to_accel(g: Graph, n: Node, lay: _Layouts, cfg) -> Node:
     x = lay.get_packed(n.inputs[0], bi)
     out = f"{n.outputs[0]}@packed{bo}"
     lay.register(n.outputs[0], bo, out, np.int8)
-    attrs = dict(n.attrs, requant=rq_p, orig_weight_shape=tuple(w.shape))
+    attrs = dict(n.attrs, requant=rq_p, orig_weight_shape=n.attrs.get("orig_weight_shape", tuple(w.shape)))
     return Node("AccelConv2D" if n.op == "QConv2D" else "AccelDense", [x, wp, bp], [out], attrs, n.name)
 
 

@@ -29,7 +29,9 @@ def ort_quantize_static(model: onnx.ModelProto | str | Path, calibration: list[d
                         preprocess: bool = True, reduce_range: bool = False, defaults: bool = False) -> onnx.ModelProto:
     """QDQ int8 model (int8 activations and weights) from onnxruntime's static quantizer.
 
-    ``preprocess`` runs ORT's ``quant_pre_process`` first (folds BatchNorm into Conv). ``defaults``: call
+    ``preprocess`` runs ORT's ``quant_pre_process`` first (folds BatchNorm into Conv). Per-channel weights
+    need opset 13 (DequantizeLinear's ``axis``): older models are converted to opset 13 first (onnxruntime
+    would otherwise write an invalid model). ``defaults``: call
     ``quantize_static`` with its DEFAULT arguments (only ``per_channel`` given: uint8 asymmetric activations),
     as a user does; ``symmetric_activations`` and ``reduce_range`` are then not used.
     """
@@ -45,7 +47,14 @@ def ort_quantize_static(model: onnx.ModelProto | str | Path, calibration: list[d
 
     with tempfile.TemporaryDirectory() as d:
         src, pre, dst = Path(d) / "float.onnx", Path(d) / "pre.onnx", Path(d) / "qdq.onnx"
-        onnx.save(model if isinstance(model, onnx.ModelProto) else onnx.load(str(model)), str(src))
+        proto = model if isinstance(model, onnx.ModelProto) else onnx.load(str(model))
+        opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), None)
+        if per_channel and opset is not None and opset < 13:
+            from onnx import version_converter
+
+            proto = version_converter.convert_version(proto, 13)
+            proto.ir_version = max(proto.ir_version, 7)
+        onnx.save(proto, str(src))
         if preprocess:
             quant_pre_process(str(src), str(pre), skip_symbolic_shape=True)
             src = pre

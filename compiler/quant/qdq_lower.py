@@ -11,9 +11,11 @@
   (HardSwish, HardSigmoid, Sigmoid, ...) a 256-entry ``QLookup`` table
   (:mod:`compiler.quant.int_elementwise`): integer, no float round trip.
 * ``DQ(t) -> MaxPool/Flatten/Reshape/... -> Q`` with identical scale and zero point runs the
-  op directly on the int8 tensor (these ops commute with monotone quantization; ``Relu`` only
+  op directly on the int8 tensor (with other parameters, after an identity ``QLookup`` requant) (these ops commute with monotone quantization; ``Relu`` only
   with zero point 0; a constant ``Pad`` pads with the quantized pad value). ``Concat`` moves int8
   data, requantizing inputs with other scales through identity ``QLookup`` tables.
+A ``DQ -> BatchNormalization -> Q`` first becomes a depthwise 1x1 conv (:mod:`compiler.quant.qdq_batchnorm`);
+Q and DQ nodes are moved across the ops they commute with (:mod:`compiler.quant.qdq_commute`).
 Everything else keeps its QDQ float form and runs on the CPU. uint8 activations are first
 rebased to int8 (:func:`compiler.quant.rebase.rebase_uint8`).
 """
@@ -25,10 +27,14 @@ from functools import partial
 import numpy as np
 
 from compiler.graph.ir import Graph, Node
+from compiler.quant.qdq_batchnorm import batchnorm_as_depthwise
+from compiler.quant.qdq_commute import commute_qdq
 from compiler.quant.int_elementwise import choose_qadd, choose_qavgpool, choose_qgap, choose_qmul, lookup_table
 from compiler.quant.requant_params import MULT_BITS, acc_bound, choose_requant, mult_bits_for
 
 INT_PASSTHROUGH = {"MaxPool", "Relu", "Flatten", "Reshape", "Transpose", "Identity", "Squeeze", "Unsqueeze", "Resize"}
+# ops that only move (or, MaxPool, select) elements: with other output Q parameters they run after a requant table
+REQUANT_PASSTHROUGH = {"MaxPool", "Flatten", "Reshape", "Transpose", "Identity", "Squeeze", "Unsqueeze"}
 ZERO_POINT_FREE = {"Relu"}  # ops that treat integer 0 as real zero (constant Pad is handled apart)
 LOOKUP_OPS = {"HardSwish", "HardSigmoid", "Sigmoid", "Tanh", "LeakyRelu", "Relu", "Clip", "Elu", "Softplus", "Exp"}
 
@@ -361,9 +367,19 @@ def _lower_passthrough(g: Graph, n: Node, prod, cons) -> tuple[Node, list[Node]]
     if x is None or q is None:
         return None
     qp = _q_params(g, q)
-    if qp is None or not np.isclose(qp[0], x[1], rtol=1e-7, atol=0) or qp[1] != x[2]:
+    if qp is None:
         return None
     inputs = [x[0]] + n.inputs[1:]
+    if not np.isclose(qp[0], x[1], rtol=1e-7, atol=0) or qp[1] != x[2]:
+        if n.op not in REQUANT_PASSTHROUGH:
+            return None
+        # other output parameters: requantize first (an identity QLookup: exactly Q(DQ(x))), then move data
+        t = g.fresh_name(f"{x[0]}/requant")
+        g.set_info(t, g.tensors[x[0]].shape, np.int8)
+        table = lookup_table(lambda v: v, x[1], x[2], qp[0], qp[1])
+        g.nodes.insert(g.nodes.index(n), Node("QLookup", [x[0]], [t], {"table": table, "fn": "Identity"},
+                                              f"{n.name}/requant"))
+        return Node(n.op, [t] + n.inputs[1:], [q.outputs[0]], dict(n.attrs), n.name), [n, q]
     if n.op == "Pad" and n.attrs.get("mode", "constant") == "constant":
         if len(n.inputs) < 2 or not n.inputs[1]:
             return None  # opset < 11 (pads as an attribute): stays float
@@ -425,6 +441,8 @@ def lower_qdq(g: Graph, config=None) -> int:
     the fused REQUANT op where the config has it (and for None), the multi-pass ones (pre-shift, 15-bit
     multiplier, shift <= 31) elsewhere.
     """
+    batchnorm_as_depthwise(g)  # DQ -> BatchNormalization -> Q: a depthwise 1x1 conv
+    commute_qdq(g)  # exact moves that expose the patterns below (DQ under MaxPool, Q over Reshape/Squeeze)
     count = 0
     lower_mac = partial(_lower_one, mult_bits=mult_bits_for(config))
     for kinds, fn in ((("Conv", "Gemm", "MatMul"), lower_mac), (tuple(INT_PASSTHROUGH | {"Pad"}), _lower_passthrough),
