@@ -89,25 +89,35 @@ class DwKnobs:
     vthread_axis: str = "h"
 
 
-def dw_footprint(cfg: HwConfig, ds: DwShape, k: DwKnobs, n_consts: int) -> dict[str, int]:
+def dw_footprint(cfg: HwConfig, ds: DwShape, k: DwKnobs, n_consts: int,
+                 consts_per_tile: bool = False) -> dict[str, int]:
+    """Scratchpad elements of the schedule with knobs ``k``: the per-channel constants of the whole layer are
+    reserved, or with ``consts_per_tile`` (where :func:`const_per_tile`) only each thread's channel tile."""
     rows = (k.h_tile - 1) * ds.stride[0] + ds.kh
     cols = (ds.ow - 1) * ds.stride[1] + ds.kw
     v = k.vthreads
     wrows = v * k.cb_tile * ds.rows_per_block(cfg)
-    return {"inp": v * k.cb_tile * rows * cols, "acc": v * k.cb_tile * k.h_tile * ds.ow + n_consts * ds.cb,
-            "wgt": wrows + n_consts * ds.cb, "vectors": wrows * cfg.block_out}
+    blocks = v * k.cb_tile if consts_per_tile and const_per_tile(ds, k) else ds.cb
+    return {"inp": v * k.cb_tile * rows * cols, "acc": v * k.cb_tile * k.h_tile * ds.ow + n_consts * blocks,
+            "wgt": wrows + n_consts * blocks, "vectors": wrows * cfg.block_out}
 
 
 def _candidates(cfg: HwConfig, ds: DwShape, n_consts: int) -> list[DwKnobs]:
-    """Feasible knobs: per thread count and axis, every row tile that divides the output rows (and the largest
-    that fits), each with the largest channel tile that fits and the largest one dividing the channel blocks."""
+    """Feasible knobs (see :func:`_fitting`); where the whole layer's constants leave no room beside a tile
+    (small scratchpads), knobs that load them per channel tile."""
+    return _fitting(cfg, ds, n_consts, False) or _fitting(cfg, ds, n_consts, True)
+
+
+def _fitting(cfg: HwConfig, ds: DwShape, n_consts: int, consts_per_tile: bool) -> list[DwKnobs]:
+    """Per thread count and axis, every row tile that divides the output rows (and the largest that fits), each
+    with the largest channel tile that fits and the largest one dividing the channel blocks."""
     out = []
     vec_cap = 1 << cfg.uop_wgt_bits
     for v, axis in ((1, "h"), (2, "h"), (2, "cb")):
         def ok(cbt: int, ht: int) -> bool:
             if v > 1 and axis == "h" and -(-ds.oh // ht) < 2 or v > 1 and axis == "cb" and -(-ds.cb // cbt) < 2:
                 return False
-            f = dw_footprint(cfg, ds, DwKnobs(cbt, ht, v, axis), n_consts)
+            f = dw_footprint(cfg, ds, DwKnobs(cbt, ht, v, axis), n_consts, consts_per_tile)
             return (f["inp"] <= cfg.inp_depth and f["acc"] <= cfg.acc_depth and f["wgt"] <= cfg.wgt_depth
                     and f["vectors"] <= vec_cap)
         heights = [h for h in range(1, ds.oh + 1) if ok(1, h)]

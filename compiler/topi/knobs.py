@@ -50,24 +50,33 @@ class ConvKnobs:
             raise ValueError(f"ConvKnobs.epilogue={self.epilogue!r} must be 'fused' or 'deferred'")
 
 
+def consts_loaded_per_tile(cs: "ConvShape", k: ConvKnobs) -> bool:
+    """Whether the schedule loads the per-channel constants with each output channel tile (channel tiles
+    outermost and at least one tile per thread; see ``schedule_conv2d``) rather than all before the first GEMM."""
+    return k.order == "oc" and k.vthreads * k.oc_tile <= cs.groups * cs.ocb
+
+
 def conv_footprint(cfg: HwConfig, cs: "ConvShape", k: ConvKnobs, n_consts: int,
-                   residual: bool = False) -> dict[str, int]:
+                   residual: bool = False, consts_per_tile: bool = False) -> dict[str, int]:
     """Scratchpad elements the schedule needs with knobs ``k``. Each of the ``n_consts`` per-channel constants
-    takes one element per channel block in acc (int32 constants) or in wgt (the fused REQUANT's records): both
-    are reserved. A fused ``residual`` Add adds one output tile in inp (its operand) and one in acc."""
+    takes one element per channel block in acc (int32 constants) or in wgt (the fused REQUANT's records): the
+    whole layer's are reserved, or with ``consts_per_tile`` (where :func:`consts_loaded_per_tile`) only each
+    thread's channel tile. A fused ``residual`` Add adds one output tile in inp (its operand) and one in acc."""
     rows = (k.h_tile - 1) * cs.stride[0] + cs.kh
     cols = (cs.ow - 1) * cs.stride[1] + cs.kw
     v = k.vthreads
     tile = v * k.oc_tile * k.h_tile * cs.ow if residual else 0
+    blocks = v * k.oc_tile if consts_per_tile and consts_loaded_per_tile(cs, k) else cs.groups * cs.ocb
     return {"inp": v * k.ic_tile * rows * cols + tile,
-            "wgt": v * k.oc_tile * k.ic_tile * cs.kh * cs.kw + n_consts * cs.groups * cs.ocb,
-            "acc": v * k.oc_tile * k.h_tile * cs.ow + n_consts * cs.groups * cs.ocb + tile}
+            "wgt": v * k.oc_tile * k.ic_tile * cs.kh * cs.kw + n_consts * blocks,
+            "acc": v * k.oc_tile * k.h_tile * cs.ow + n_consts * blocks + tile}
 
 
-def violation(cfg: HwConfig, cs: "ConvShape", k: ConvKnobs, n_consts: int, residual: bool = False) -> str | None:
+def violation(cfg: HwConfig, cs: "ConvShape", k: ConvKnobs, n_consts: int, residual: bool = False,
+              consts_per_tile: bool = False) -> str | None:
     """Why the schedule with knobs ``k`` cannot work (a short reason), or None when it fits (``residual``: a fused
-    residual Add's operand tiles are reserved too)."""
-    fp = conv_footprint(cfg, cs, k, n_consts, residual)
+    residual Add's operand tiles are reserved too; ``consts_per_tile``: see :func:`conv_footprint`)."""
+    fp = conv_footprint(cfg, cs, k, n_consts, residual, consts_per_tile)
     for m in fp:
         if fp[m] > cfg.depth(m):
             return f"{m} scratchpad overflow"
@@ -82,8 +91,9 @@ def violation(cfg: HwConfig, cs: "ConvShape", k: ConvKnobs, n_consts: int, resid
     return None
 
 
-def fits(cfg: HwConfig, cs: "ConvShape", k: ConvKnobs, n_consts: int, residual: bool = False) -> bool:
-    return violation(cfg, cs, k, n_consts, residual) is None
+def fits(cfg: HwConfig, cs: "ConvShape", k: ConvKnobs, n_consts: int, residual: bool = False,
+         consts_per_tile: bool = False) -> bool:
+    return violation(cfg, cs, k, n_consts, residual, consts_per_tile) is None
 
 
 def estimate_conv(cfg: HwConfig, cs: "ConvShape", k: ConvKnobs, n_alu: int, overwrite: bool = True) -> float:
@@ -139,6 +149,17 @@ def rank_conv_knobs(cfg: HwConfig, cs: "ConvShape", n_consts: int = 0, n_alu: in
                     thread_counts: tuple[int, ...] = (2, 1)) -> list[tuple[float, ConvKnobs]]:
     """Every feasible knob setting with its estimate, cheapest first (``vthreads`` pins the thread count; else the
     ``thread_counts`` are tried, ties keeping that order)."""
+    out = _rank(cfg, cs, n_consts, n_alu, vthreads, residual, thread_counts, consts_per_tile=False)
+    if not out:  # small scratchpads: the whole layer's constants do not fit beside a tile; load them per tile
+        out = _rank(cfg, cs, n_consts, n_alu, vthreads, residual, thread_counts, consts_per_tile=True)
+    if not out:
+        raise ValueError(f"conv2d {cs}: no tiling fits the scratchpads of {cfg.name} (even one row, one block)")
+    out.sort(key=lambda ck: ck[0])
+    return out
+
+
+def _rank(cfg: HwConfig, cs: "ConvShape", n_consts: int, n_alu: int, vthreads: int | None, residual: bool,
+          thread_counts: tuple[int, ...], consts_per_tile: bool) -> list[tuple[float, ConvKnobs]]:
     out = []
     vts = (vthreads,) if vthreads is not None else tuple(thread_counts)
     for v in vts:
@@ -151,13 +172,10 @@ def rank_conv_knobs(cfg: HwConfig, cs: "ConvShape", n_consts: int = 0, n_alu: in
                             continue
                         if v > 1 and axis == "h" and ceil_div(cs.oh, h_t) < v:
                             continue
-                        if not fits(cfg, cs, k, n_consts, residual):
+                        if not fits(cfg, cs, k, n_consts, residual, consts_per_tile):
                             continue
                         # the residual's identity GEMM costs about one more ALU-like pass
                         out.append((estimate_conv(cfg, cs, k, n_alu + (1 if residual else 0)), k))
-    if not out:
-        raise ValueError(f"conv2d {cs}: no tiling fits the scratchpads of {cfg.name} (even one row, one block)")
-    out.sort(key=lambda ck: ck[0])
     return out
 
 
