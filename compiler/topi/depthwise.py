@@ -250,7 +250,10 @@ def choose_dw_knobs(cfg: HwConfig, ds: DwShape, bias=None, requant: Requant | No
     if measure is None:
         measure = 4 if ranked[0][1] < 150_000 else 2
     top = [k for *_, k in ranked[:max(1, measure)]]
-    best = top[0] if len(top) == 1 else min((measure_dw(cfg, ds, k, bias, requant), n, k) for n, k in enumerate(top))[2]
+    from compiler.topi.tune import batch_cycles
+
+    best = top[0] if len(top) == 1 else min(
+        (batch_cycles(lambda shape: measure_dw(cfg, shape, k, bias, requant), ds), n, k) for n, k in enumerate(top))[2]
     _CACHE[key] = best
     return best
 

@@ -191,3 +191,32 @@ def test_topi_tune_picks_the_exhaustive_best_among_its_candidates(truth):
     ranked = [k for _, k in rank_conv_knobs(CFG, SMALL.shape, n_consts, n_alu)]
     got = tune_conv_knobs(CFG, SMALL.shape, None, RQ, n_consts, n_alu, top=len(ranked))
     assert truth[got] == min(truth[k] for k in ranked)
+
+
+@pytest.mark.parametrize("nb", [6, 16])
+def test_measured_choice_on_a_large_batch_times_two_and_three_blocks(monkeypatch, nb):
+    """The measured chooser times a batch of more than PROBE_BLOCKS blocks on two and three blocks and extrapolates
+    the per-block step (a 450-image batch would otherwise cost 450 images' timing: 20 s in the digits demo); the
+    extrapolation equals the whole batch's cycles for the chosen candidate, which is the fastest of the candidates
+    timed whole. (One block alone ranks them wrongly: pipelining across blocks differs between tilings.)"""
+    import dataclasses
+
+    from compiler.topi import tune
+    from compiler.topi.knobs import rank_conv_knobs
+
+    batch = dataclasses.replace(SMALL.shape, nb=nb)
+    n_consts, n_alu = SMALL.epilogue_size()
+    seen = []
+    real = tune.measure_conv
+
+    def spy(cfg, cs, knobs, *a, **k):
+        seen.append(cs.nb)
+        return real(cfg, cs, knobs, *a, **k)
+
+    monkeypatch.setattr(tune, "measure_conv", spy)
+    got = tune.tune_conv_knobs(CFG, batch, None, RQ, n_consts, n_alu, top=4)
+    assert seen == [2, 3] * 4
+    ranked = [k for _, k in rank_conv_knobs(CFG, batch, n_consts, n_alu)[:4]]
+    whole = {k: real(CFG, batch, k, None, RQ) for k in ranked}
+    assert whole[got] == min(whole.values())
+    assert tune.batch_cycles(lambda shape: real(CFG, shape, got, None, RQ), batch) == whole[got]
