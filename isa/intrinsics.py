@@ -217,10 +217,14 @@ def register_intrinsic(decl: IntrinsicDecl, check_configs: tuple[str, ...] | Non
                           f"{decl.opcode} and the declaration must have no extra fields")
     reserved = {"opcode", "reset", "uop_bgn", "uop_end", "iter_out", "iter_in", "overwrite"} | {
         f"{o}_factor_{w}" for o in ("dst", "src", "wgt") for w in ("out", "in")}
+    seen: set[str] = set()
     for f in decl.fields:
         if f.name in reserved or not f.name.isidentifier():
             raise ConfigError(f"intrinsic {name}: extra field {f.name!r} clashes with the micro-op loop fields "
                               f"or is not an identifier")
+        if f.name in seen:
+            raise ConfigError(f"intrinsic {name}: extra field {f.name!r} is declared twice")
+        seen.add(f.name)
     configs = check_configs if check_configs is not None else tuple(preset_names())
     _DECLS[name] = decl
     _VERSION[0] += 1
@@ -231,6 +235,11 @@ def register_intrinsic(decl: IntrinsicDecl, check_configs: tuple[str, ...] | Non
             if not decl.supported(cfg):
                 continue
             checked += 1
+            for f in decl.fields:
+                w = f.width(cfg)
+                if not isinstance(w, int) or w < 1:
+                    raise ConfigError(f"intrinsic {name} on HwConfig {cfg.name!r}: extra field {f.name!r} is {w!r} "
+                                      f"bits wide; a field needs at least 1 bit")
             instantiate(decl, cfg)
             from isa.encoding import layouts
             layouts(cfg)
@@ -274,6 +283,9 @@ def instantiate(decl: IntrinsicDecl, cfg: "HwConfig") -> TensorIntrinsic:
     """The declaration for one config: checks its operands and semantics (ConfigError otherwise)."""
     where = f"intrinsic {decl.name} on HwConfig {cfg.name!r}"
     extents = dict(decl.axes(cfg))
+    bad = {n: e for n, e in extents.items() if isinstance(e, bool) or not isinstance(e, (int, np.integer)) or e < 1}
+    if bad:
+        raise ConfigError(f"{where}: axis extents {bad} must be positive integers")
     axes = {n: Axis(n, int(e)) for n, e in extents.items()}
     scopes = [o.scope for o in decl.operands]
     for o in decl.operands:

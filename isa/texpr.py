@@ -158,6 +158,9 @@ def trace(semantics: Callable[..., object], operands: dict[str, Operand], axes: 
     except TypeError as err:
         raise ConfigError(f"{where}: semantics must be a function of the operands and axes by name "
                           f"({', '.join(list(operands) + list(axes))}): {err}") from None
+    except Exception as err:  # noqa: BLE001 - any failure of the user's function is a bad declaration
+        raise ConfigError(f"{where}: evaluating its semantics raised {type(err).__name__}: {err}; semantics must "
+                          f"build a tensor expression from operand[axes...], *, + and reduce_sum") from None
     if not isinstance(e, Expr):
         raise ConfigError(f"{where}: semantics returned {e!r} ({type(e).__name__}), not a tensor expression; "
                           f"build it from operand[axes...], *, + and reduce_sum")

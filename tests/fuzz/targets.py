@@ -46,6 +46,7 @@ ALLOWED: dict[str, tuple[type[BaseException], ...]] = {
     "decode": (EncodingError, SimulatorError),
     "config": (ConfigError,),
     "tunelog": (),  # every bad line is a TuningLogWarning naming FILE:LINE; nothing may raise
+    "declaration": (ConfigError,),  # register_intrinsic refuses a declaration with a ConfigError naming why
 }
 
 
@@ -471,5 +472,76 @@ def run_tunelog(data: bytes) -> None:
             tuned_knobs(tasks, path, cfg)
 
 
+# ------------------------------------------------------------------------------------ declarations
+_AXES = ("p", "q", "r", "s")
+
+
+def mutated_declaration(data: bytes):
+    """A tensor-intrinsic declaration drawn from ``data``: names, opcodes, axis extents (0 and non-divisors
+    too), operand scopes and axes (undeclared ones too), semantics (valid sums of products, three-way products,
+    terms skipping an axis, non-expressions, functions that raise), timing and extra fields of any width."""
+    from isa.intrinsics import InsnField, IntrinsicDecl, OperandDecl, Timing
+    from isa.texpr import reduce_sum
+
+    c = Choices(data)
+    # extents: mostly the config's block sizes (what a working declaration uses), else small constants or 0
+    sizes = {a: c.pick(("block_out", "block_out", "block_in", "batch", 1, 2, 3, 0)) for a in _AXES[:c.int(1, 4)]}
+    names = list(sizes) + ["z"]
+    out = tuple(a for a in sizes if c.bool()) or (next(iter(sizes)),)
+    red = tuple(a for a in sizes if a not in out)
+    scopes = ("inp", "wgt", "acc", "uop", "out")
+    # (each choice falls back to the working option when the input runs out: Choices then gives zeros)
+    ops = tuple(OperandDecl(n, c.pick(scopes) if c.int(0, 5) == 5 else ("inp", "wgt")[i],
+                            tuple(dict.fromkeys(c.pick(names if c.int(0, 5) == 5 else names[:-1])
+                                                for _ in range(c.int(1, 3)))))
+                for i, n in enumerate(("x", "y")[:c.int(1, 2) if c.int(0, 3) == 3 else 2]))
+    kind = c.int(0, 6) if c.bool() else 0
+
+    def semantics(**kw):
+        x, y = kw["x"], kw.get("y", kw["x"])
+        xi, yi = (tuple(kw.get(a, 0) for a in o.axes) for o in (ops[0], ops[-1]))
+        if kind == 5:
+            return 42  # not a tensor expression
+        if kind == 6:
+            raise RuntimeError("semantics that raise")
+        e = x[xi] * y[yi]
+        if kind == 3:
+            e = e * x[xi]  # three operands in one product
+        elif kind == 4:
+            e = e + x[xi]  # a term of one operand
+        return reduce_sum(e, [kw[a] for a in red if a in kw]) if red and kind != 2 else e
+
+    fields = tuple(InsnField(c.pick(("f", "g", "dst_factor_out", "opcode")), c.int(0, 70), c.bool())
+                   for _ in range(c.int(0, 2) if c.bool() else 0))
+    timing = Timing(c.int(0, 2), c.int(-1, 70)) if c.int(0, 3) == 3 else Timing(1, c.int(1, 8))
+    name = c.pick(("gemm", "Bad", "fz2", "")) if c.int(0, 3) == 3 else "fz"
+    opcode = c.int(0, 9) if c.int(0, 3) == 3 else c.pick((6, 7))
+    return IntrinsicDecl(name=name, opcode=opcode, axes=lambda cfg: {a: v if isinstance(v, int) else getattr(cfg, v)
+                                                                     for a, v in sizes.items()},
+                         operands=ops, out_axes=out, semantics=semantics, timing=timing, fields=fields)
+
+
+def run_declaration(data: bytes) -> None:
+    """Register a fuzzed declaration on every preset that supports it; when accepted, an instruction of it must
+    encode, decode and disassemble to itself and cost iterations + pipeline cycles, then it is removed again."""
+    import isa
+    from isa.encoding import decode, encode
+    from isa.intrinsics import insn_class, intrinsics, register_intrinsic, unregister_intrinsic
+    from isa.timing import exec_cycles
+
+    decl = register_intrinsic(mutated_declaration(data), check_configs=("tiny", "pynq-z1"))
+    try:
+        cfg = make_config("tiny")
+        if decl.name not in intrinsics(cfg):
+            return
+        insn = insn_class(decl)(reset=False, uop_bgn=0, uop_end=2, iter_out=3, iter_in=2)
+        if decode(encode(insn, cfg), cfg) != insn or isa.assemble(isa.disassemble([insn])) != [insn]:
+            raise AssertionError(f"{decl.name}: instruction does not round-trip: {insn}")
+        if exec_cycles(cfg, insn) != 12 + decl.timing.depth(cfg):
+            raise AssertionError(f"{decl.name}: {exec_cycles(cfg, insn)} cycles for 12 iterations")
+    finally:
+        unregister_intrinsic(decl.name)
+
+
 TARGETS = {"onnx": run_onnx, "vtaprog": run_vtaprog, "decode": run_decode, "config": run_config,
-           "tunelog": run_tunelog}
+           "tunelog": run_tunelog, "declaration": run_declaration}

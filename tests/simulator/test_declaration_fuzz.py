@@ -298,3 +298,30 @@ def test_an_executor_hook_that_cannot_be_imported_is_named():
             Simulator(TINY)._executor("fz")
     finally:
         unregister_intrinsic("fz")
+
+
+def test_declarations_found_by_the_fuzzer_are_refused_with_a_config_error():
+    """Cases benchmarks/fuzz.py's declaration target found raising other errors: a zero extent (ZeroDivisionError),
+    semantics that raise (the user's exception), a field declared twice (a dataclass TypeError) and a 0-bit field
+    (a negative shift). Each is a ConfigError naming the problem, and the registry is unchanged."""
+    import dataclasses
+
+    from isa.errors import ConfigError
+    from isa.intrinsics import declarations
+
+    spec = random_spec(np.random.default_rng(5))
+    base = declare(spec)
+    before = [d.name for d in declarations()]
+    zero = dataclasses.replace(base, axes=lambda cfg: {**spec["extents"], spec["out"][0]: 0})
+
+    def boom(**kw):
+        raise RuntimeError("boom")
+
+    cases = [(zero, r"axis extents \{'p': 0\} must be positive integers"),
+             (dataclasses.replace(base, semantics=boom), r"evaluating its semantics raised RuntimeError: boom"),
+             (dataclasses.replace(base, fields=(InsnField("f", 3), InsnField("f", 4))), r"field 'f' is declared twice"),
+             (dataclasses.replace(base, fields=(InsnField("f", 0),)), r"field 'f' is 0 bits wide")]
+    for decl, msg in cases:
+        with pytest.raises(ConfigError, match=msg):
+            register_intrinsic(decl, check_configs=("tiny",))
+    assert [d.name for d in declarations()] == before
