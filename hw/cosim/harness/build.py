@@ -34,7 +34,7 @@ DFG_FLAGS = ("-fno-dfg-peephole-replace-cond-with-else-branch-zero",
 CXX_OPT = "-O3"
 #: Tried first: rising edges with unchanged inputs skip Verilator's input-combinational phase (tb.cpp).
 EDGE_PHASES = "-DVTA_EDGE_PHASES"
-#: The wrapper registers these inputs (driven by the bench's DRAM model one cycle ahead; tb.cpp ``VTA_REG_INPUTS``).
+#: The wrapper registers these inputs (driven by the bench's DRAM model one cycle ahead; tb.cpp ``Bench.cycle``).
 REGISTERED_INPUTS = ("m_axi_rvalid", "m_axi_rlast", "m_axi_rdata", "m_axi_bvalid")
 TOP, DUT = "vta_top", "vta_dut"
 
@@ -117,7 +117,7 @@ def build_harness(cfg: HwConfig, verbose: bool = False) -> Path:
             if obj.exists():
                 shutil.rmtree(obj)
             cmd = [str(verilator_bin() / "verilator"), *VERILATOR_FLAGS, *dfg, "--Mdir", str(obj), "-o", "vta_harness",
-                   "--build-jobs", jobs, "-CFLAGS", f"{CXX_OPT} -I{bdir} -DVTA_REG_INPUTS {defines}".strip(),
+                   "--build-jobs", jobs, "-CFLAGS", f"{CXX_OPT} -I{bdir} {defines}".strip(),
                    "-MAKEFLAGS", f"OPT_FAST={CXX_OPT} OPT_SLOW=-O1 OPT_GLOBAL={CXX_OPT} CFG_CXXFLAGS_PCH_I=-include",
                    str(bdir / "vta_top.v"), str(bdir / "tb.cpp")]
             res = subprocess.run(cmd, cwd=bdir, capture_output=True, text=True)
@@ -129,7 +129,7 @@ def build_harness(cfg: HwConfig, verbose: bool = False) -> Path:
             raise RuntimeError(f"harness build failed for {cfg.name} (log {bdir / 'build.log'}):\n"
                                f"{(res.stdout + res.stderr)[-3000:]}")
         (bdir / "edge_phases").write_text(str(bool(defines)))
-        flags = [*VERILATOR_FLAGS, *dfg, f"CXX {CXX_OPT}", "-DVTA_REG_INPUTS", *([defines] if defines else [])]
+        flags = [*VERILATOR_FLAGS, *dfg, f"CXX {CXX_OPT}", *([defines] if defines else [])]
         (bdir / "flags").write_text(" ".join(flags))
         tmp = bdir / f"vta_harness.{os.getpid()}.tmp"
         shutil.copy(obj / "vta_harness", tmp)

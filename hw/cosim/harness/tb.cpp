@@ -95,7 +95,6 @@ struct Bench {
     uint8_t* map = nullptr;
     uint64_t map_size = 0;
     bool settled = false;  // outputs reflect the current inputs (one-eval mode)
-    uint8_t rdata_last[64] = {0};
 
     Bench(unsigned latency, unsigned bus_bytes) : ctx(new VerilatedContext), dram(latency, bus_bytes), B(bus_bytes) {
         top.reset(new Vvta_top(ctx.get()));
@@ -117,7 +116,6 @@ struct Bench {
         top->eval();
     }
 
-#ifdef VTA_REG_INPUTS
     // The DRAM-driven inputs (rvalid, rlast, rdata, bvalid) go through registers of the bench's Verilog wrapper
     // (build.py): the values for cycle k + 1 are computed from cycle k's outputs and written before the edge of
     // cycle k, which moves them into the design. No input-combinational evaluation is needed for them.
@@ -162,55 +160,6 @@ struct Bench {
         }
         settled = true;
     }
-#else
-    // One clock cycle: settle, sample the DUT's outputs of this cycle, clock edge, drive the next cycle.
-    inline void cycle() {
-        if (kOneEval) {
-            if (!settled) top->eval();  // clk stays 1: no edge, only the new inputs settle
-        } else {
-            top->clk = 0;
-            top->eval();
-        }
-        DramModel::Sample s;
-        s.arvalid = top->m_axi_arvalid;
-        s.awvalid = top->m_axi_awvalid;
-        s.wvalid = top->m_axi_wvalid;
-        s.araddr = top->m_axi_araddr;
-        s.awaddr = top->m_axi_awaddr;
-        s.arlen = top->m_axi_arlen;
-        s.awlen = top->m_axi_awlen;
-        if (s.wvalid) get_bytes(top->m_axi_wdata, wbuf, B);
-        s.wdata = wbuf;
-        s.wstrb = static_cast<uint64_t>(top->m_axi_wstrb);
-        axil_awready = top->s_axil_awready;
-        axil_arready = top->s_axil_arready;
-        axil_rvalid = top->s_axil_rvalid;
-        axil_rdata = top->s_axil_rdata;
-        irq = top->irq;
-        top->clk = 1;
-        if (kOneEval) {
-            arm_edge(top->rootp);
-#ifdef VTA_EDGE_PHASES
-            edge_phases(top->rootp);  // inputs are settled (evaluated above or unchanged since the last edge)
-#else
-            top->eval();
-#endif
-        } else {
-            top->eval();  // the rising edge; afterwards the outputs are settled for the unchanged inputs
-        }
-        DramModel::Drive d = dram.step(s);
-        bool same = top->m_axi_rvalid == d.rvalid && top->m_axi_rlast == d.rlast && top->m_axi_bvalid == d.bvalid;
-        top->m_axi_rvalid = d.rvalid;
-        top->m_axi_rlast = d.rlast;
-        top->m_axi_bvalid = d.bvalid;
-        if (d.rvalid && std::memcmp(rdata_last, d.rdata, B) != 0) {
-            std::memcpy(rdata_last, d.rdata, B);
-            put_bytes(top->m_axi_rdata, d.rdata, B);
-            same = false;
-        }
-        settled = same;
-    }
-#endif
 
     void axil_write(uint32_t addr, uint32_t value) {
         top->s_axil_awaddr = addr;
