@@ -212,8 +212,7 @@ class SimAccelBackend:
 
     def _compile(self, cs: ConvShape, bias, rq: Requant, residual: Residual | None = None) -> Compiled:
         from compiler.topi.conv2d import add_residual
-        from compiler.topi.knobs import choose_conv_knobs, fits
-        from compiler.topi.tune import tune_conv_knobs
+        from compiler.topi.knobs import fits
 
         ep = conv2d_epilogue(self.config, cs, conv2d_compute(self.config, cs)[3], bias, rq)
         if residual is not None:
@@ -222,13 +221,32 @@ class SimAccelBackend:
         knobs = self.tuned(cs, bias, rq) if self.tuned is not None else None
         if knobs is not None and residual is not None and not fits(self.config, cs, knobs, n_consts, residual=True):
             knobs = None  # tuned without the fused residual's tiles: they do not fit beside it
-        if knobs is None and self.tune > 1 and self.device != "sim-functional":
-            knobs = tune_conv_knobs(self.config, cs, bias, rq, n_consts, n_alu, self.vthreads, top=self.tune,
-                                    residual=residual, thread_counts=self.thread_counts)
-        elif knobs is None:
-            knobs = choose_conv_knobs(self.config, cs, n_consts, n_alu, vthreads=self.vthreads,
-                                      residual=residual is not None)
+        default = self.default_knobs(cs, bias, rq, n_consts, n_alu, residual)
+        if knobs is not None and knobs != default and self.device != "sim-functional":
+            # a log never makes a layer slower than the default build: both are timed here, in this layer's context
+            # (its fused residual included; the tuner measured the kernel alone), and the faster one is kept
+            knobs = min((self._cycles(cs, kn, bias, rq, residual), n, kn) for n, kn in enumerate((knobs, default)))[2]
+        knobs = knobs or default
         return compile_conv2d(self.config, cs, bias, rq, knobs, residual)
+
+    def default_knobs(self, cs: ConvShape, bias, rq: Requant, n_consts: int, n_alu: int,
+                      residual: Residual | None = None):
+        """The knobs this backend compiles a conv with when no tuning log covers it: the fastest of the ``tune``
+        best analytic tilings by the timing contract (the analytic choice alone on "sim-functional" or tune=1)."""
+        from compiler.topi.knobs import choose_conv_knobs
+        from compiler.topi.tune import tune_conv_knobs
+
+        if self.tune > 1 and self.device != "sim-functional":
+            return tune_conv_knobs(self.config, cs, bias, rq, n_consts, n_alu, self.vthreads, top=self.tune,
+                                   residual=residual, thread_counts=self.thread_counts)
+        return choose_conv_knobs(self.config, cs, n_consts, n_alu, vthreads=self.vthreads,
+                                 residual=residual is not None)
+
+    def _cycles(self, cs: ConvShape, knobs, bias, rq: Requant, residual: Residual | None) -> int:
+        """Cycles of the conv with ``knobs`` by the timing contract (what the simulator reports for any data)."""
+        from compiler.topi.tune import batch_cycles, measure_conv
+
+        return batch_cycles(lambda shape: measure_conv(self.config, shape, knobs, bias, rq, residual), cs)
 
     def _consts(self, comp: Compiled, cs: ConvShape, bias, rq: Requant, residual: Residual | None = None) -> dict:
         """This call's values of the kernel's constant inputs (bias/requant may change between calls; a model runs

@@ -21,6 +21,15 @@ def analytic_knobs(task: Task) -> ConvKnobs:
     return choose_conv_knobs(task.cfg, task.shape, n_consts, n_alu)
 
 
+def default_knobs(task: Task) -> ConvKnobs:
+    """The knobs a build without a log compiles ``task`` with on the ``sim`` backend (the fastest of its best
+    analytic tilings by the timing contract; see ``SimAccelBackend.default_knobs``)."""
+    from compiler.accel_backend import SimAccelBackend
+
+    n_consts, n_alu = task.epilogue_size()
+    return SimAccelBackend(task.cfg).default_knobs(task.shape, task.bias, task.requant, n_consts, n_alu)
+
+
 def make_tuner(kind: str, task: Task, seed: int = 0, transfer=None, space=None, **xgb_options) -> Tuner:
     """A tuner by name: ``xgb`` (model-based, needs xgboost; ``xgb_options`` go to
     :class:`~compiler.autotune.xgb_tuner.XGBTuner`), ``random`` or ``grid``; ``space``: a
@@ -63,8 +72,9 @@ def tune_tasks(tasks: list[Task], measure, kind: str = "xgb", n_trial: int = 32,
                include_default: bool = True) -> list[TaskResult]:
     """Tune each task with a fresh tuner of ``kind`` (XGB tuners share their data forward); log every trial.
 
-    ``include_default``: the analytic choice is measured first (one of the ``n_trial``), so a log
-    never makes a task slower than the default build."""
+    ``include_default``: the default build's knobs (:func:`default_knobs`) are measured first (one of the
+    ``n_trial``), so the log's best for a task is never slower than the default (a build with the log also
+    times its choice against the default in each layer's context and keeps the faster)."""
     transfer = None
     if kind == "xgb":
         from compiler.autotune.xgb_tuner import TransferData
@@ -75,7 +85,7 @@ def tune_tasks(tasks: list[Task], measure, kind: str = "xgb", n_trial: int = 32,
     for i, task in enumerate(tasks, 1):
         tuner = make_tuner(kind, task, seed, transfer)
         if include_default:
-            tuner.seed_points([analytic_knobs(task)])
+            tuner.seed_points([default_knobs(task)])
         cb = None
         if callback is not None:
             def cb(t, batch, results, seconds, i=i):

@@ -60,7 +60,7 @@ def check_outputs(func: PrimFunc, out) -> list[np.ndarray]:
     return outs
 
 
-_COMPILED: dict[str, tuple] = {}  # structural key of a loop-IR function -> (module, symbol, ctypes function)
+_COMPILED: dict[tuple, tuple] = {}  # (target CPU, structural key of a loop-IR function) -> (module, symbol, ctypes function)
 _COMPILED_LOCK = threading.Lock()
 
 
@@ -84,7 +84,7 @@ class CpuOp:
 
         self.func = func
         self._jit = get_jit()
-        key = structural_key(func)
+        key = (self._jit.key, structural_key(func))  # machine code per target CPU
         with _COMPILED_LOCK:
             hit = _COMPILED.get(key) if module is None else None
             if hit is None:

@@ -11,17 +11,32 @@ def _clamped(i, n: int, padded: int):
     return te.min(i, n - 1) if padded > n else i
 
 
+def tile_sizes(m: int, n: int, bm: int = 6, vec: int | None = None, nvec: int = 2) -> tuple[int, int, int]:
+    """``(bm, vec, bn)`` of the register tile for an ``m x n`` output: ``vec`` = float lanes of the target CPU
+    (:func:`~compiler.target.host.float_lanes`: 4 SSE, 8 AVX2, 16 AVX-512), ``bn = nvec * vec``, both cut down so
+    that no tile exceeds its extent: ``bm <= m``, ``bn <= n`` (fewer vectors per tile, or one vector of ``n`` lanes
+    when ``n`` is narrower than a register). A ragged last tile is fine; a tile wider than the loop is not."""
+    if min(m, n, bm, nvec) < 1 or (vec is not None and vec < 1):
+        raise ValueError(f"matmul tile: extents and tile sizes must be >= 1, got m={m} n={n} bm={bm} vec={vec} "
+                         f"nvec={nvec}")
+    vec = vec or float_lanes()
+    bm = min(bm, m)
+    if n < vec:
+        return bm, n, n
+    return bm, vec, vec * min(nvec, n // vec)
+
+
 def matmul_schedule(m: int, n: int, k: int, bm: int = 6, vec: int | None = None, nvec: int = 2):
     """``C = A @ B`` (``A: m x k``, ``B: k x n``, float32) and its CPU schedule: ``(schedule, [A, B, C])``.
 
-    Column blocks of ``bn = nvec * vec`` (``vec`` = SIMD float lanes of this CPU) run in parallel; each packs
+    Column blocks of ``bn = nvec * vec`` (``vec`` = SIMD float lanes of the target CPU) run in parallel; each packs
     its panel of ``B`` (``k x bn``, contiguous) into a stack buffer (``compute_at``), then sweeps the rows in
     ``bm x bn`` tiles accumulated in a local buffer (``cache_write``) with rows and vectors unrolled and columns
-    vectorized, so the ``bm * nvec`` accumulators stay in registers (6 x 2 AVX2 vectors: 12 of the 16 ymm
-    registers) while ``A`` is broadcast row by row. A ragged last row tile computes clamped rows it never stores.
+    vectorized, so the ``bm * nvec`` accumulators stay in registers (6 x 2 vectors: 12 of the 16 ymm registers on
+    AVX2, 12 zmm on AVX-512, 12 xmm on SSE) while ``A`` is broadcast row by row. Tiles never exceed the extents
+    (:func:`tile_sizes`); a ragged last row tile computes clamped rows it never stores.
     """
-    vec = vec or float_lanes()
-    bn = vec * nvec
+    bm, vec, bn = tile_sizes(m, n, bm, vec, nvec)
     mp, np_ = -(-m // bm) * bm, -(-n // bn) * bn
     A = te.placeholder((m, k), "float32", "A")
     B = te.placeholder((k, n), "float32", "B")

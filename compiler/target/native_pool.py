@@ -23,9 +23,9 @@ _fns: dict | None = None
 
 
 def _build() -> dict:
-    from compiler.codegen.llvm.jit import get_jit
+    from compiler.codegen.llvm.jit import get_host_jit
 
-    jit = get_jit()
+    jit = get_host_jit()  # runtime code: always this machine's CPU
     mod = ir.Module(name="vta_native_pool")
     p64 = I64.as_pointer()
     task_ty = ir.FunctionType(ir.VoidType(), [I64, I64, ir.IntType(8).as_pointer()])

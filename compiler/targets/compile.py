@@ -15,16 +15,23 @@ def compiled_kernels() -> int:
     return len(_KERNELS)
 
 
+def _cpu_key() -> tuple:
+    from compiler.target.host import target_cpu
+
+    return target_cpu().key
+
+
 def compile_plan(plan: OpPlan, target: str) -> Callable:
     """The compiled kernel of ``plan`` for ``target``: ``fn(*args) -> output array`` (cached by ``plan.key``)."""
-    fn = _KERNELS.get(plan.key)
+    key = (plan.key, target, _cpu_key() if target == "llvm" else None)  # llvm kernels per target CPU
+    fn = _KERNELS.get(key)
     if fn is None:
         with _LOCK:
-            fn = _KERNELS.get(plan.key)
+            fn = _KERNELS.get(key)
             if fn is None:
                 from compiler import build_op
 
                 s, args = build_schedule(plan)
                 fn = build_op(s, args=args, target=target)
-                _KERNELS[plan.key] = fn
+                _KERNELS[key] = fn
     return fn

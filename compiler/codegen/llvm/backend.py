@@ -30,14 +30,16 @@ def compiled_kernels() -> int:
 
 def compile_plan(plan: Plan) -> Callable:
     """The compiled function of ``plan`` (compiled once per key, -O3 MCJIT)."""
-    fn = _KERNELS.get(plan.key)
+    jit = get_jit()
+    key = (jit.key, plan.key)  # per target CPU
+    fn = _KERNELS.get(key)
     if fn is None:
         with _LOCK:
-            fn = _KERNELS.get(plan.key)
+            fn = _KERNELS.get(key)
             if fn is None:
                 k = plan.emit()
-                fn = get_jit().compile(k.finish(), k.name, len(k.args))
-                _KERNELS[plan.key] = fn
+                fn = jit.compile(k.finish(), k.name, len(k.args))
+                _KERNELS[key] = fn
     return fn
 
 

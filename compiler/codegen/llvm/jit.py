@@ -1,4 +1,6 @@
-"""One process-wide MCJIT engine: compile llvmlite IR modules at -O3 and hand back function addresses."""
+"""MCJIT engines, one per target CPU (:mod:`compiler.target.host`): compile llvmlite IR modules at -O3 and hand
+back function addresses. Code for a target this machine cannot run is compiled but never called: its functions
+raise :class:`~compiler.target.host.HostLacksFeatures` instead."""
 from __future__ import annotations
 
 import ctypes
@@ -8,21 +10,26 @@ from typing import Callable
 import llvmlite.binding as llvm
 from llvmlite import ir
 
+from compiler.target.host import CpuTarget, check_runnable, make_target, missing_features, target_cpu
+
 _LOCK = threading.Lock()
-_JIT: "Jit | None" = None
+_JITS: dict[tuple, "Jit"] = {}
 
 
 class Jit:
-    """An MCJIT engine targeting the host CPU; modules are added one by one (names must be unique)."""
+    """An MCJIT engine targeting one CPU (default: the current target); modules are added one by one
+    (names must be unique)."""
 
-    def __init__(self) -> None:
+    def __init__(self, target: CpuTarget | None = None) -> None:
         llvm.initialize_all_targets()
         llvm.initialize_all_asmprinters()
         llvm.initialize_native_target()
         llvm.initialize_native_asmprinter()
-        target = llvm.Target.from_default_triple()
-        self.tm = target.create_target_machine(cpu=llvm.get_host_cpu_name(),
-                                               features=llvm.get_host_cpu_features().flatten(), opt=3)
+        self.target = target or target_cpu()
+        self.key = self.target.key
+        self.runnable = not missing_features(self.target)
+        tgt = llvm.Target.from_default_triple()
+        self.tm = tgt.create_target_machine(cpu=self.target.cpu, features=self.target.features, opt=3)
         self.triple = llvm.get_process_triple()
         backing = llvm.parse_assembly("")
         backing.triple = self.triple
@@ -43,7 +50,8 @@ class Jit:
         return ref
 
     def compile(self, mod: ir.Module, name: str, nargs: int) -> Callable[..., None]:
-        """Compile ``mod`` and return its ``void name(i8*, ...)`` as a ctypes function of ``nargs`` pointers."""
+        """Compile ``mod`` and return its ``void name(i8*, ...)`` as a ctypes function of ``nargs`` pointers
+        (on a target this machine cannot run: a function that raises ``HostLacksFeatures``)."""
         ref = self.optimize(mod)
         with _LOCK:
             self.engine.add_module(ref)
@@ -52,18 +60,30 @@ class Jit:
             self.compiled += 1
         if not addr:
             raise RuntimeError(f"LLVM JIT: function {name!r} not found after compiling its module")
+        if not self.runnable:
+            target = self.target
+
+            def refuse(*_args) -> None:
+                check_runnable(target, f"kernel {name}")
+            return refuse
         proto = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * nargs))
         return proto(addr)
 
     def asm(self, mod: ir.Module) -> str:
-        """Optimized host assembly of ``mod`` (for inspection: vectorization, etc.)."""
+        """Optimized assembly of ``mod`` for this engine's target (to inspect vectorization, etc.)."""
         return self.tm.emit_assembly(self.optimize(mod))
 
 
-def get_jit() -> Jit:
-    """The shared engine (created on first use)."""
-    global _JIT
+def get_jit(target: CpuTarget | None = None) -> Jit:
+    """The shared engine of ``target`` (default: the current target CPU), created on first use."""
+    t = target or target_cpu()
     with _LOCK:
-        if _JIT is None:
-            _JIT = Jit()
-        return _JIT
+        jit = _JITS.get(t.key)
+        if jit is None:
+            jit = _JITS[t.key] = Jit(t)
+        return jit
+
+
+def get_host_jit() -> Jit:
+    """The engine of this machine's own CPU (for runtime code that must always run, e.g. the thread pool)."""
+    return get_jit(make_target("host"))

@@ -5,7 +5,7 @@ import pytest
 import compiler
 from compiler import te
 from compiler.schedule import create_schedule
-from compiler.target.matmul import matmul_schedule
+from compiler.target.matmul import matmul_schedule, tile_sizes
 from compiler.tir import TirError, lower_loops
 
 
@@ -33,9 +33,9 @@ def test_softmax_with_compute_at_inline_and_max_reduction():
     np.testing.assert_allclose(f(xv), ref, rtol=1e-5, atol=1e-7)
 
 
-@pytest.mark.parametrize("m,n,k", [(50, 37, 29), (6, 16, 8), (64, 48, 130)])
-def test_matmul_schedule_any_size(m, n, k):
-    """Packed B panel at compute_at, cache_write register tiles, ragged rows/columns."""
+@pytest.mark.parametrize("m,n,k", [(50, 37, 29), (6, 16, 8), (64, 48, 130), (3, 5, 7), (7, 33, 4), (1, 1, 1)])
+def test_matmul_schedule_any_size(m, n, k, cpu_level):
+    """Packed B panel at compute_at, cache_write register tiles, ragged rows/columns, extents below one tile."""
     s, args = matmul_schedule(m, n, k)
     f = compiler.build_op(s, args=args)
     rng = np.random.default_rng(m)
@@ -44,13 +44,36 @@ def test_matmul_schedule_any_size(m, n, k):
     np.testing.assert_allclose(f(a, b), a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
 
 
-def test_cache_write_tile_stays_in_registers_size():
+# the register tile of a 64^3 matmul per feature level: 6 rows x 2 vectors of 4 (SSE), 8 (AVX2), 16 (AVX-512) floats
+TILE_COLUMNS = {"x86-64-v2": 8, "x86-64-v3": 16, "x86-64-v4": 32}
+VECTOR_REGISTER = {"x86-64-v2": "xmm", "x86-64-v3": "ymm", "x86-64-v4": "zmm"}
+
+
+def test_cache_write_tile_stays_in_registers_size(cpu_level):
+    bn = TILE_COLUMNS[cpu_level]
     s, args = matmul_schedule(64, 64, 64)
-    ir = lower_loops(s, args).body
     text = compiler.target.lower(s, args)
-    assert "allocate local C.local: float32[6, 16]" in text  # region = one bm x bn tile
-    assert "allocate local Bpack: float32[1, 64, 16]" in text  # one packed panel per column block
-    assert ir
+    assert f"allocate local C.local: float32[6, {bn}]" in text  # region = one bm x bn tile
+    assert f"allocate local Bpack: float32[1, 64, {bn}]" in text  # one packed panel per column block
+    f = compiler.build_op(s, args=args)
+    assert f"<{bn // 2} x float>" in f.llvm_ir
+    asm = f.asm()  # the accumulators are registers of the level's width
+    assert VECTOR_REGISTER[cpu_level] in asm
+    assert {"x86-64-v2": "ymm", "x86-64-v3": "zmm", "x86-64-v4": "nothing wider"}[cpu_level] not in asm
+
+
+@pytest.mark.parametrize("m,n", [(6, 16), (1, 40), (64, 3), (5, 64)])
+def test_matmul_tiles_never_exceed_the_extents(m, n, cpu_level):
+    lanes = TILE_COLUMNS[cpu_level] // 2
+    bm, vec, bn = tile_sizes(m, n)
+    assert bm == min(6, m) and bn <= n and bn % vec == 0
+    assert vec == (lanes if n >= lanes else n)  # one narrower vector when n is below a register
+    assert bn == (min(2, n // lanes) * lanes if n >= lanes else n)
+
+
+def test_matmul_tile_sizes_reject_bad_extents():
+    with pytest.raises(ValueError, match="must be >= 1"):
+        tile_sizes(0, 16)
 
 
 def test_intermediate_root_stage_and_two_outputs_with_fuse():
