@@ -94,3 +94,54 @@ def synthesize(cfg: HwConfig, family: str | None = None, workdir: str | Path | N
     fits = all(counts[k] <= cap[k] for k in ("LUT", "FF", "DSP", "BRAM"))
     return {"config": cfg.name, "family": family, "top": top, "device": cap["device"], "counts": counts,
             "capacity": {k: cap[k] for k in ("LUT", "FF", "DSP", "BRAM")}, "utilization_pct": util, "fits": fits}
+
+
+#: Config fields that do not change the generated RTL (isa.signature.NEUTRAL_FIELDS): normalised away so points
+#: that differ only in them share one synthesis.
+RTL_NEUTRAL_FIELDS = ("name", "clock_mhz", "dram_latency", "fpga_part")
+
+
+def rtl_config(fields: dict) -> HwConfig:
+    """The config of ``fields`` with its RTL-neutral fields set to the defaults (one config per distinct RTL)."""
+    from isa.config import make_config
+
+    base = HwConfig()
+    return make_config({**fields, **{k: getattr(base, k) for k in RTL_NEUTRAL_FIELDS}, "name": "dse"})
+
+
+def design_hash(fields: dict, device: str) -> str:
+    """Cache key of a synthesis: the RTL's design hash (:func:`hw.cosim.runner.design_key`: hardware fields, hw/
+    and isa/ sources, Amaranth version, ALU and intrinsic registries) and the :data:`CAPACITY` device."""
+    from hw.cosim.runner import design_key
+
+    if device not in CAPACITY:
+        raise ValueError(f"unknown device {device!r}; devices: {', '.join(CAPACITY)}")
+    return f"syn-{device}-" + design_key(rtl_config(fields))
+
+
+def device_for(cfg: HwConfig) -> str:
+    """The :data:`CAPACITY` device of a config's ``fpga_part`` (Zynq-7020 unless the part names another)."""
+    part = cfg.fpga_part.lower()
+    for prefix, dev in (("xczu3eg", "xczu3eg"), ("xczu7ev", "xczu7ev")):
+        if part.startswith(prefix):
+            return dev
+    return family_for(cfg)
+
+
+def synth_record(fields: dict, device: str) -> dict:
+    """A pure (config fields, device) -> record function for sweeps: yosys counts of the config's RTL against
+    ``device`` (``LUT``, ``FF``, ``DSP``, ``RAMB36``, ``fits``, ``utilization_pct``), or ``error``; ``seconds`` is
+    the wall time."""
+    import time
+
+    t0 = time.perf_counter()
+    rec: dict = {"error": None}
+    try:
+        rep = synthesize(rtl_config(fields), device=device)
+        c = rep["counts"]
+        rec.update(LUT=int(c["LUT"]), FF=int(c["FF"]), DSP=int(c["DSP"]), RAMB36=int(c["BRAM"]),
+                   fits=bool(rep["fits"]), family=rep["family"], utilization_pct=rep["utilization_pct"])
+    except Exception as exc:  # noqa: BLE001 - a design yosys rejects is a result of the sweep, not a crash
+        rec["error"] = f"{type(exc).__name__}: {exc}"
+    rec["seconds"] = round(time.perf_counter() - t0, 3)
+    return rec

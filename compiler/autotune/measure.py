@@ -74,62 +74,55 @@ def measure(task: Task, knobs: ConvKnobs) -> Result:
     return Result(int(cycles), None, time.perf_counter() - t0)
 
 
-def _measure_args(args: tuple) -> Result:
-    return measure(*args)
+def measure_knobs(knobs: ConvKnobs, task: Task) -> Result:
+    """:func:`measure` with the candidate first: the ``fn(item, *shared)`` shape :mod:`compiler.scaleout` maps."""
+    return measure(task, knobs)
 
 
-class LocalMeasurer:
-    """Measure batches in a pool of worker processes (forked at the first batch, reused); ``workers=0``: in this process."""
+class _Measurer:
+    """Measure a batch through a :class:`compiler.scaleout.Runner` (one result per candidate, in order)."""
+
+    _runner = None
+
+    def __call__(self, task: Task, batch: list[ConvKnobs]) -> list[Result]:
+        if len(batch) == 1 or self._runner is None:
+            return [measure(task, k) for k in batch]
+        return self._runner.map(measure_knobs, batch, (task,))
+
+    def close(self) -> None:
+        if self._runner is not None:
+            self._runner.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class LocalMeasurer(_Measurer):
+    """Measure batches in a pool of worker processes (forked at the first batch, reused); ``workers=0``: in this
+    process (:class:`compiler.scaleout.PoolRunner`)."""
 
     def __init__(self, workers: int | None = None) -> None:
+        from compiler.scaleout import PoolRunner
+
         self.workers = (os.cpu_count() or 1) if workers is None else int(workers)
         if self.workers < 0:
             raise ValueError(f"workers must be >= 0, got {workers}")
-        self._pool = None
+        self._runner = PoolRunner(self.workers) if self.workers > 0 else None
+
+
+class RayMeasurer(_Measurer):
+    """Measure batches as Ray tasks (:class:`compiler.scaleout.RayRunner`, the mechanism ``vta dse --ray`` uses)
+    on the cluster at ``address``: ``"local"`` starts one here with ``workers`` CPUs, ``"auto"`` or
+    ``"ray://host:10001"`` joins one. A worker lost mid-measurement is retried, never a lost candidate."""
+
+    def __init__(self, address: str, workers: int | None = None) -> None:
+        from compiler.scaleout import RayRunner
+
+        self._runner = RayRunner(address, workers)
+        self.workers = self._runner.workers
 
     def __call__(self, task: Task, batch: list[ConvKnobs]) -> list[Result]:
-        if self.workers == 0 or len(batch) == 1:
-            return [measure(task, k) for k in batch]
-        if self._pool is None:
-            import multiprocessing
-            from concurrent.futures import ProcessPoolExecutor
-
-            self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("fork"))
-        return list(self._pool.map(_measure_args, [(task, k) for k in batch]))
-
-    def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown()
-            self._pool = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-
-class RayMeasurer:
-    """Measure batches as Ray tasks on the cluster at ``address`` (e.g. ``"auto"`` or ``"ray://host:10001"``)."""
-
-    def __init__(self, address: str) -> None:
-        try:
-            import ray
-        except ImportError as exc:
-            raise ValueError("--ray needs the ray package: pip install 'vta-stack[ray]'") from exc
-        self._ray = ray
-        if not ray.is_initialized():
-            ray.init(address=address)
-        self._remote = ray.remote(measure)
-
-    def __call__(self, task: Task, batch: list[ConvKnobs]) -> list[Result]:
-        return self._ray.get([self._remote.remote(task, k) for k in batch])
-
-    def close(self) -> None:
-        pass
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
+        return self._runner.map(measure_knobs, batch, (task,))

@@ -25,7 +25,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tuner", default="xgb", choices=("xgb", "random", "grid"), help="search strategy (default xgb)")
     p.add_argument("--batch", type=int, default=8, help="candidates measured per batch (default 8)")
     p.add_argument("--workers", type=int, default=None, help="measurement processes (default: os.cpu_count())")
-    p.add_argument("--ray", metavar="ADDRESS", help="measure on a Ray cluster instead (pip install 'vta-stack[ray]')")
+    p.add_argument("--ray", metavar="ADDRESS", help="measure as Ray tasks instead: 'local' starts a local cluster with --workers CPUs, or a "
+                        "cluster address such as 'auto' (pip install 'vta-stack[ray]')")
     p.add_argument("--calibrate", type=int, metavar="N", help="quantize a float model with N seeded random samples")
     p.add_argument("--seed", type=int, default=0, help="seed of the tuners, the input and calibration data")
     p.add_argument("--json", action="store_true", help="end with one JSON object (latencies, per-task results)")
@@ -62,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     tasks = extract_tasks(mod.compiled, mod.accel)
     print(f"{len(tasks)} task(s) to tune with {args.tuner}, {args.trials} trials each; log: {args.log}")
     before = _latency(mod, feeds)
-    measurer = RayMeasurer(args.ray) if args.ray else LocalMeasurer(args.workers)
+    measurer = RayMeasurer(args.ray, args.workers) if args.ray else LocalMeasurer(args.workers)
     t0 = time.perf_counter()
     with measurer:
         results = tune_tasks(tasks, measurer, args.tuner, args.trials, args.batch, args.log, args.seed,

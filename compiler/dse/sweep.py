@@ -1,0 +1,197 @@
+"""The sweep: validate the space, time the model on every point, synthesize only what can be on the front.
+
+Stages, cheap before expensive:
+
+1. **Prune**: every point of the space goes through the config validator (and the caller's ``check``, e.g. a
+   board's); a rejected point is recorded with its reason and costs nothing more.
+2. **Latency** of every valid point (:func:`compiler.dse.evaluate.latency_record`, seconds each).
+3. **Resources**: the analytic estimate of every point; a point dominated on (latency, estimated utilization)
+   by another point cannot be on the front and is not synthesized, nor is one whose estimate exceeds the device
+   by more than :data:`OVER_CAPACITY`; the rest are synthesized (minutes each) through the caller's
+   :class:`ResourceModel` (yosys in ``hw.synth``).
+
+Each evaluation is a pure function run through a :class:`compiler.scaleout.Runner` (a loop, a process pool or Ray
+tasks); each result is appended to the JSON-lines log under its design hash as it arrives, so a rerun (or a run
+of another space sharing points) skips what is done, and synthesis results are shared through ``synth_cache``.
+
+The front is over (latency_ms, utilization): utilization is the largest of LUT, DSP and RAMB36 as a fraction of
+the device's capacity, so "fits" is utilization <= 1 and each front point is the fastest design within its budget.
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from compiler.dse.evaluate import estimate_resources, latency_key, latency_record, model_sha
+from compiler.dse.log import ResultLog
+from compiler.dse.space import Space
+from compiler.scaleout import LoopRunner, Runner
+
+#: Resources the front compares (yosys names them LUT, DSP, BRAM; reported as RAMB36).
+RESOURCES = ("LUT", "DSP", "RAMB36")
+#: A point whose estimate exceeds the device by this factor on any resource is not synthesized.
+OVER_CAPACITY = 1.25
+
+
+@dataclass(frozen=True)
+class ResourceModel:
+    """How a sweep gets resources (passed in, so ``compiler`` does not import ``hw``):
+
+    ``device``: the capacity entry's name; ``capacity``: {LUT, DSP, RAMB36} of the device; ``key(fields, device)``:
+    the design hash a synthesis is cached under; ``evaluate(fields, device)``: the pure synthesis function
+    (a record with LUT, DSP, RAMB36, or ``error``)."""
+
+    device: str
+    capacity: dict[str, int]
+    key: Callable[[dict, str], str]
+    evaluate: Callable[[dict, str], dict]
+
+
+@dataclass
+class DseResult:
+    """Everything a sweep found: one row per valid point, the pruned points, the front and the figures."""
+
+    rows: list[dict]
+    pruned: list[dict]
+    front: list[dict]
+    stats: dict[str, Any] = field(default_factory=dict)
+
+    def summary(self) -> dict[str, Any]:
+        return {**self.stats, "pareto": self.front,
+                "pruned": [{"params": p["params"], "reason": p["reason"]} for p in self.pruned]}
+
+
+def utilization(res: dict, capacity: dict[str, int]) -> float:
+    """Largest fraction of the device any of :data:`RESOURCES` takes."""
+    return max(res[k] / capacity[k] for k in RESOURCES)
+
+
+def dominated(a: tuple, b: tuple) -> bool:
+    """``a`` is dominated by ``b`` (minimising every coordinate): b <= a everywhere and b < a somewhere."""
+    return all(y <= x for x, y in zip(a, b)) and any(y < x for x, y in zip(a, b))
+
+
+def pareto(items: list, objectives: Callable[[Any], tuple]) -> list:
+    """The items no other item dominates, in input order."""
+    objs = [objectives(i) for i in items]
+    return [it for it, o in zip(items, objs) if not any(dominated(o, p) for p in objs)]
+
+
+def _evaluate(runner: Runner, log: ResultLog, fn: Callable, todo: list[tuple[str, dict, dict]], shared: tuple,
+              desc: str, progress: bool) -> None:
+    """Run ``fn(fields, *shared)`` for each (key, fields, extra) not yet in ``log`` and append each record."""
+    from tqdm import tqdm
+
+    log.refresh()  # a shared cache: what other sweeps added since
+    todo = [t for t in todo if t[0] not in log]
+    if not todo:
+        return
+    with tqdm(total=len(todo), desc=desc, disable=not progress, leave=False) as bar:
+        for i, rec in runner.imap(fn, [t[1] for t in todo], shared):
+            key, _, extra = todo[i]
+            if key not in log:  # one record per key, whatever the runner retried
+                log.append({"key": key, **extra, **rec})
+            bar.update()
+
+
+def run_sweep(model: str | Path | bytes, space: Space, out_dir: str | Path, resources: ResourceModel | None = None,
+              runner: Runner | None = None, *, synth: bool = True, synth_cache: str | Path | None = None,
+              check: Callable[[dict], None] | None = None, progress: bool = False) -> DseResult:
+    """Sweep ``space`` for the int8 ONNX ``model`` (path or bytes); results go to ``out_dir/dse.jsonl`` and the
+    synthesis cache (``synth_cache``, default ``out_dir/synth-cache.jsonl``). ``check(fields)`` may reject a
+    point by raising ValueError (e.g. a board's constraint). ``synth=False`` stops after the estimates."""
+    runner = runner or LoopRunner()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    data = model if isinstance(model, bytes) else Path(model).read_bytes()
+    mhash = model_sha(data)
+    log = ResultLog(out / "dse.jsonl")
+    cache = ResultLog(Path(synth_cache) if synth_cache else out / "synth-cache.jsonl")
+    stats: dict[str, Any] = {"points_total": space.size}
+
+    # 1. prune: the config validator did it while expanding; the caller's check here
+    pruned = list(space.pruned)
+    points = []
+    for p in space.valid:
+        try:
+            if check is not None:
+                check(p.fields)
+        except ValueError as exc:
+            pruned.append({"index": p.index, "params": p.params, "reason": str(exc)})
+            continue
+        points.append(p)
+    if not points:
+        raise ValueError(f"the space has no valid point: {len(pruned)} rejected, e.g. {pruned[0]['reason']}")
+
+    # 2. latency of every point
+    t0 = time.perf_counter()
+    lkeys = {p.index: latency_key(p.fields, mhash) for p in points}
+    _evaluate(runner, log, latency_record, [(lkeys[p.index], p.fields, {"stage": "latency"}) for p in points],
+              (data,), "latency", progress)
+    stats["latency_stage_s"] = round(time.perf_counter() - t0, 2)
+    rows = []
+    for p in points:
+        lat = log.get(lkeys[p.index])
+        rows.append({"index": p.index, "params": p.params, "fields": p.fields, "latency_key": lkeys[p.index],
+                     "cycles": lat["cycles"], "latency_ms": lat["latency_ms"], "latency_error": lat["error"],
+                     "estimate": estimate_resources(p.fields)})
+
+    # 3. resources: skip what cannot be on the front, synthesize the rest
+    ok = [r for r in rows if r["latency_error"] is None]
+    if resources is not None:
+        cap = resources.capacity
+        for r in rows:
+            r["estimate_utilization"] = round(utilization(r["estimate"], cap), 4)
+        for r in rows:
+            if r["latency_error"] is not None:
+                r["synth"] = "skipped: no latency (" + r["latency_error"] + ")"
+            elif r["estimate_utilization"] > OVER_CAPACITY:
+                r["synth"] = f"skipped: estimate {r['estimate_utilization']:.0%} of {resources.device}"
+            elif any(dominated((r["latency_ms"], r["estimate_utilization"]), (q["latency_ms"], q["estimate_utilization"]))
+                     for q in ok if q is not r):
+                r["synth"] = "skipped: dominated on latency and estimated resources"
+            else:
+                r["synth"] = "synthesized" if synth else "skipped: --no-synth"
+        todo = [r for r in rows if r["synth"] == "synthesized"]
+        t0 = time.perf_counter()
+        for r in todo:
+            r["synth_key"] = resources.key(r["fields"], resources.device)
+        uniq = {r["synth_key"]: r for r in todo}
+        _evaluate(runner, cache, resources.evaluate,
+                  [(k, r["fields"], {"stage": "synth", "device": resources.device}) for k, r in uniq.items()],
+                  (resources.device,), "synthesis", progress)
+        stats["synth_stage_s"] = round(time.perf_counter() - t0, 2)
+        for r in todo:
+            rec = cache.get(r["synth_key"])
+            r["resources"] = None if rec["error"] else {k: rec[k] for k in RESOURCES}
+            r["synth_error"] = rec["error"]
+            r["synth_seconds"] = rec.get("seconds")
+            if r["resources"]:
+                r["utilization"] = round(utilization(r["resources"], cap), 4)
+                r["fits"] = r["utilization"] <= 1.0
+        stats.update(device=resources.device, capacity=dict(cap))
+    measured = [r for r in rows if r.get("resources")]
+    front = pareto(measured, lambda r: (r["latency_ms"], r["utilization"]))
+    front.sort(key=lambda r: r["latency_ms"])
+    stats.update(points_evaluated=len(rows), points_pruned_invalid=len(pruned),
+                 latency_errors=sum(r["latency_error"] is not None for r in rows),
+                 synth_skipped_dominated=sum(str(r.get("synth", "")).startswith("skipped: dominated") for r in rows),
+                 synth_skipped_over_capacity=sum(" of " in str(r.get("synth", "")) for r in rows),
+                 synthesized=len(measured), model_sha=mhash)
+    fitting = [r for r in measured if r["fits"]]
+    if fitting:
+        best = min(fitting, key=lambda r: r["latency_ms"])
+        stats["best_fitting"] = _front_row(best)
+    result = DseResult(rows, pruned, [_front_row(r) for r in front], stats)
+    (out / "front.json").write_text(json.dumps(result.summary(), indent=1) + "\n")
+    return result
+
+
+def _front_row(r: dict) -> dict:
+    res = r.get("resources") or {}
+    return {"index": r["index"], "params": r["params"], "latency_ms": r["latency_ms"], "cycles": r["cycles"],
+            "LUT": res.get("LUT"), "DSP": res.get("DSP"), "RAMB36": res.get("RAMB36"),
+            "utilization": r.get("utilization"), "fits": r.get("fits")}
