@@ -96,22 +96,16 @@ class Module:
 
     # -- execution ---------------------------------------------------------------------
     def _run_accel(self, n: Node, ins: list) -> tuple[np.ndarray, dict]:
-        a = n.attrs
-        try:
-            if n.op == "AccelConv2D":
-                extra = {"pad_value": int(a["pad_value"])} if a.get("pad_value") else {}
-                res = a.get("residual")
-                native = res is not None and getattr(self.accel, "supports_residual", lambda r: "no")(res) is None
-                if native:
-                    extra.update(residual=ins[3], residual_add=res)
-                out = self.accel.conv2d(ins[0], ins[1], ins[2], stride=tuple(a["strides"]), padding=tuple(a["pads"]),
-                                        groups=int(a.get("group", 1)), requant=a["requant"], **extra)
-                if res is not None and not native:  # a backend without the fused residual: the exact Add on the host
-                    from compiler.quant.int_elementwise import qadd
+        from compiler.executor.export import call_accel
 
-                    out = qadd(out, ins[3], res.params) if res.conv_is_a else qadd(ins[3], out, res.params)
-            else:
-                out = self.accel.dense(ins[0], ins[1], ins[2], requant=a["requant"])
+        res = n.attrs.get("residual") if n.op == "AccelConv2D" else None
+        try:
+            native = res is not None and getattr(self.accel, "supports_residual", lambda r: "no")(res) is None
+            out = call_accel(self.accel, n, ins, residual=native)
+            if res is not None and not native:  # a backend without the fused residual: the exact Add on the host
+                from compiler.quant.int_elementwise import qadd
+
+                out = qadd(out, ins[3], res.params) if res.conv_is_a else qadd(ins[3], out, res.params)
         except DeviceMismatchError as exc:  # rtl-check: name the first layer whose bytes or cycles differ
             raise DeviceMismatchError(f"layer {n.name!r} ({n.op}): {exc}") from None
         return out, dict(getattr(self.accel, "last_profile", {}) or {})
@@ -244,6 +238,14 @@ class Module:
 
         return write_accel_trace(path, self.profile(), self._details, float(getattr(self.compiled.config, "clock_mhz", 100.0)),
                                  self.graph.name)
+
+    def export(self, path, inputs: dict | None = None):
+        """Write this module as one file (``.vtamod``) that the runtime layer loads and runs alone:
+        ``jit_runtime.load_module(path)`` (also ``compiler.load_module``, ``vta run FILE.vtamod``). See
+        :mod:`compiler.executor.export`; ``inputs``: sample feeds (default: the inputs set, else zeros)."""
+        from compiler.executor.export import export_module
+
+        return export_module(self, path, inputs)
 
     def print_profile(self) -> None:
         """Pretty-print the profile with rich."""
