@@ -204,6 +204,11 @@ class SimAccelBackend:
         # replay_hook(replay, inputs) -> Replay.run's result: sees every program run (compiler.executor.export)
         self.replay_hook = None
 
+    @property
+    def runs_on(self) -> str:
+        """Where its layers run, for the profile: ``accel:sim``, ``accel:rtl``, ``accel:pynq``, ..."""
+        return f"accel:{self.device if isinstance(self.device, str) else getattr(self.device, 'name', 'device')}"
+
     def _run_replay(self, rep: Replay, inputs: dict):
         return rep.run(inputs) if self.replay_hook is None else self.replay_hook(rep, inputs)
 

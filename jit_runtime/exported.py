@@ -262,10 +262,12 @@ class RuntimeModule:
                 out, cycles = self._run_accel(st, ins)
                 values[st["output"]] = out
                 dt = time.perf_counter() - t0
-                rows.append({"name": st["name"], "op": st["op"], "target": "accel", "cycles": cycles,
-                             "accel_ms": cycles / (clock * 1e3), "macs": int(st.get("macs", 0)),
-                             "padded_macs": int(st.get("padded_macs", 0)), "intrinsic": st.get("intrinsic"),
-                             "device": self.device_name, "time_ms": dt * 1e3})
+                padded = int(st.get("padded_macs", 0))
+                rows.append({"name": st["name"], "op": st["op"], "target": "accel", "ran_on": f"accel:{self.device_name}",
+                             "cycles": cycles, "accel_ms": cycles / (clock * 1e3),
+                             "utilization": padded / (self.cfg.macs_per_cycle * cycles) if cycles else 0.0,
+                             "real_macs": int(st.get("macs", 0)), "padded_macs": padded,
+                             "intrinsic": st.get("intrinsic"), "time_ms": dt * 1e3})
             else:
                 fn = KERNELS[st["op"]]
                 if fn in TAKES_N_OUTPUTS:
@@ -278,9 +280,9 @@ class RuntimeModule:
                     if name:
                         values[name] = np.asarray(v)
                 dt = time.perf_counter() - t0
-                rows.append({"name": st["name"], "op": st["op"], "target": "cpu", "cycles": None, "accel_ms": None,
-                             "macs": int(st.get("macs", 0)), "padded_macs": None, "intrinsic": None,
-                             "device": "numpy", "time_ms": dt * 1e3})
+                rows.append({"name": st["name"], "op": st["op"], "target": "cpu", "ran_on": "cpu:numpy", "cycles": None,
+                             "accel_ms": None, "utilization": None, "real_macs": int(st.get("macs", 0)),
+                             "padded_macs": None, "intrinsic": None, "time_ms": dt * 1e3})
             for t in self._free_after.get(i, ()):
                 values.pop(t, None)
         self._outputs = [np.array(values[o["name"]]) for o in self.outputs]
@@ -289,8 +291,10 @@ class RuntimeModule:
 
     # -- profile ------------------------------------------------------------------------------------------
     def profile(self) -> list[dict]:
-        """Per-layer rows of the last run: name, op, target ("accel" or "cpu"), cycles and ``accel_ms`` (cycles at
-        the config's clock; accel rows), macs, ``time_ms`` (measured host time of the step), device."""
+        """Per-layer rows of the last run: name, op, target ("accel" or "cpu"), ``ran_on`` (``accel:<device>`` or
+        ``cpu:numpy``), cycles, ``accel_ms`` (cycles at the config's clock) and utilization (accel rows),
+        ``real_macs``, ``padded_macs`` (with block padding, accel rows) and ``time_ms`` (measured wall time of the
+        step here: host-op time, or the device call's time for accel rows)."""
         if not self._profile:
             raise RuntimeError("no profile yet: call run() first")
         return [dict(r) for r in self._profile]
@@ -305,7 +309,8 @@ class RuntimeModule:
         cpu_ms = sum(r["time_ms"] for r in rows if r["target"] == "cpu")
         return {"accel_layers": len(acc), "cpu_layers": len(rows) - len(acc), "accel_cycles": cycles,
                 "accel_time_ms": accel_ms, "cpu_time_ms": cpu_ms, "end_to_end_ms": accel_ms + cpu_ms,
-                "macs": sum(r["macs"] for r in acc)}
+                "real_macs": sum(r["real_macs"] for r in rows),
+                "macs": sum(r["padded_macs"] for r in acc)}
 
     def layer_programs(self) -> list[tuple[str, int, Program]]:
         """``(layer name, call index, Program)`` of every accelerator program, in run order (``vta sim/disasm

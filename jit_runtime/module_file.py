@@ -146,6 +146,17 @@ def save_module_file(path: str | Path, header: dict, programs: list[Program], ar
 
 
 # ---- load ------------------------------------------------------------------------------------------------
+def peek_format(path: str | Path) -> str | None:
+    """The ``format`` of an archive's header (``"vta-module"``, ``"vta-program"``), or None when ``path`` is not a
+    readable archive with a JSON header (the full loaders then say what is wrong)."""
+    try:
+        with zipfile.ZipFile(path) as z, z.open("header.npy") as fh:
+            header = json.loads(np.lib.format.read_array(fh, allow_pickle=False).tobytes().decode())
+        return header.get("format") if isinstance(header, dict) else None
+    except Exception:  # not a zip, no header, damaged: not recognisable here
+        return None
+
+
 def _fail(path, msg: str) -> ModuleFileError:
     return ModuleFileError(f"{path}: {msg}")
 
@@ -226,4 +237,4 @@ def read_module_file(path: str | Path) -> tuple[dict, list[Program], dict[str, n
     return header, programs, arrays
 
 
-__all__ = ["FORMAT", "VERSION", "SUFFIX", "save_module_file", "read_module_file", "encode_attr", "decode_attr"]
+__all__ = ["FORMAT", "VERSION", "SUFFIX", "peek_format", "save_module_file", "read_module_file", "encode_attr", "decode_attr"]
