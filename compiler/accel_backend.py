@@ -201,6 +201,16 @@ class SimAccelBackend:
         self.last_profile: dict = {}
         self._replays: dict = {}
         self._consts_memo: dict = {}  # (kernel, epilogue values) -> its constant inputs
+        # replay_hook(replay, inputs) -> Replay.run's result: sees every program run (compiler.executor.export)
+        self.replay_hook = None
+
+    @property
+    def runs_on(self) -> str:
+        """Where its layers run, for the profile: ``accel:sim``, ``accel:rtl``, ``accel:pynq``, ..."""
+        return f"accel:{self.device if isinstance(self.device, str) else getattr(self.device, 'name', 'device')}"
+
+    def _run_replay(self, rep: Replay, inputs: dict):
+        return rep.run(inputs) if self.replay_hook is None else self.replay_hook(rep, inputs)
 
     def _replay(self, cs: ConvShape, bias, rq: Requant, residual: Residual | None = None) -> Replay:
         key = (cs, _rq_key(bias, rq), self.vthreads, None if residual is None else residual.key())
@@ -342,7 +352,7 @@ class SimAccelBackend:
                                  f"got {r.dtype} {r.shape}")
             inputs[k.residual] = r.reshape(k.residual.shape)
         inputs.update(self._consts(comp, cs, bias, requant, residual_add))
-        out, cycles, dev_prof, dev_res = rep.run(inputs)
+        out, cycles, dev_prof, dev_res = self._run_replay(rep, inputs)
         self.last_profile = {"cycles": cycles, "macs": int(comp.macs), "utilization": _utilization(cfg, comp.macs, cycles),
                              "bytes": {"input": int(x.nbytes), "output": int(out.nbytes), "weight": int(w.nbytes),
                                        "bias": 0 if bias is None else 4 * int(np.size(bias))},
@@ -386,7 +396,7 @@ class SimAccelBackend:
         inputs = {k.data: x.reshape(k.data.shape), k.weight: wd.reshape(k.weight.shape)}
         ep = dw_epilogue(cfg, ds, k.conv, bias, requant)
         inputs.update({t: arr for (t, _), (_, arr) in zip(comp.consts, ep.consts)})
-        out, cycles, dev_prof, dev_res = rep.run(inputs)
+        out, cycles, dev_prof, dev_res = self._run_replay(rep, inputs)
         peak = cfg.batch * cfg.block_out  # the intrinsic's MACs per cycle
         self.last_profile = {"cycles": cycles, "macs": int(comp.macs), "utilization": _utilization(cfg, comp.macs, cycles),
                              "intrinsic": "dwmac", "intrinsic_utilization": comp.macs / (peak * cycles) if cycles else 0.0,

@@ -15,7 +15,8 @@ from jit_runtime.command_queue import CommandQueue
 from jit_runtime.deps import TOKEN_QUEUES
 from jit_runtime.device import Device, DeviceResult, device_names, make_device, register_device
 from jit_runtime.dram import Dram
-from jit_runtime.errors import (BitstreamError, ConfigMismatchError, ContiguousMemoryError, DependencyError, DeviceBufferError, KernelError, OutOfMemoryError,
+from jit_runtime.exported import RuntimeModule, load_module
+from jit_runtime.errors import (BitstreamError, ModuleFileError, ConfigMismatchError, ContiguousMemoryError, DependencyError, DeviceBufferError, KernelError, OutOfMemoryError,
                                 ProgramFileError, RuntimeApiError, UnknownDeviceError, UopLoopError,
                                 UseAfterFreeError)
 from jit_runtime.program import BufferInfo, Program, RunResult
@@ -27,5 +28,5 @@ __all__ = [
     "register_device", "Program", "RunResult", "BufferInfo", "load_program", "save_program", "KernelBuilder",
     "UopKernel", "TOKEN_QUEUES", "RuntimeApiError", "DeviceBufferError", "UseAfterFreeError", "OutOfMemoryError",
     "UopLoopError", "KernelError", "DependencyError", "UnknownDeviceError", "ProgramFileError", "BitstreamError",
-    "ConfigMismatchError", "ContiguousMemoryError",
+    "ConfigMismatchError", "ContiguousMemoryError", "ModuleFileError", "RuntimeModule", "load_module",
 ]

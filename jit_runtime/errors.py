@@ -40,6 +40,11 @@ class ProgramFileError(RuntimeApiError):
     """A program file that cannot be read (not a program, wrong format version, corrupt)."""
 
 
+class ModuleFileError(ProgramFileError):
+    """An exported module file (``.vtamod``) that cannot be read: damaged, another format version, a config
+    whose signature does not match, steps that refer to what the file does not hold."""
+
+
 
 class DeviceMismatchError(ValueError):
     """Two devices that must agree (the RTL and the simulator under ``rtl-check``) returned different DRAM

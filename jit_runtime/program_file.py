@@ -30,8 +30,9 @@ FORMAT = "vta-program"
 VERSION = 1
 
 
-def save_program(program: Program, path: str | Path) -> Path:
-    """Write ``program`` to ``path`` (compressed npz; the name is used as given)."""
+def program_arrays(program: Program) -> dict[str, np.ndarray]:
+    """The archive members of ``program`` (``header``, ``insns``, ``dram``, ``expected.*``); an exported module
+    (:mod:`jit_runtime.module_file`) stores its programs the same way."""
     header = {
         "format": FORMAT, "version": VERSION, "name": program.name, "config": program.cfg.to_dict(),
         "insn_addr": int(program.insn_addr), "n_insns": int(program.n_insns), "dram_bytes": int(program.dram.size),
@@ -43,9 +44,14 @@ def save_program(program: Program, path: str | Path) -> Path:
               "dram": np.asarray(program.dram, dtype=np.uint8)}
     for name, value in program.expected.items():
         arrays[f"expected.{name}"] = np.asarray(value)
+    return arrays
+
+
+def save_program(program: Program, path: str | Path) -> Path:
+    """Write ``program`` to ``path`` (compressed npz; the name is used as given)."""
     path = Path(path)
     with open(path, "wb") as fh:  # a file object keeps numpy from appending ".npz"
-        np.savez_compressed(fh, **arrays)
+        np.savez_compressed(fh, **program_arrays(program))
     return path
 
 
@@ -140,7 +146,12 @@ def load_program(path: str | Path) -> Program:
         raise FileNotFoundError(f"program file {str(path)!r} does not exist")
     if not path.is_file() or not zipfile.is_zipfile(path):
         raise _fail(path, "not a vta program file (not an .npz archive)")
-    arrays = _read_arrays(path)
+    return program_from_arrays(_read_arrays(path), path)
+
+
+def program_from_arrays(arrays: dict[str, np.ndarray], path) -> Program:
+    """A :class:`Program` from archive members (as :func:`program_arrays` writes them), with every check of
+    :func:`load_program`; ``path`` names the source in error messages."""
     for key in ("header", "insns", "dram"):
         if key not in arrays:
             raise _fail(path, f"not a vta program file (no {key!r} array)")

@@ -28,8 +28,9 @@ def _same(a: Path, b: Path) -> bool:
         return False
 
 
-def check_output_path(path: str | Path, option: str, inputs: dict[str, str | Path | None]) -> Path:
-    """``path`` can be written as a file and is none of ``inputs`` (option -> path); raises :class:`OutputPathError`."""
+def check_output_path(path: str | Path, option: str, inputs: dict[str, str | Path | None], force: bool = False) -> Path:
+    """``path`` can be written as a file, is none of ``inputs`` (option -> path) and, unless ``force``, does not exist
+    yet (no command overwrites a file it did not create without ``--force``); raises :class:`OutputPathError`."""
     p = Path(path)
     for what, src in inputs.items():
         if src is None:
@@ -40,12 +41,28 @@ def check_output_path(path: str | Path, option: str, inputs: dict[str, str | Pat
                                   f"choose another output path")
     if p.is_dir():
         raise OutputPathError(f"{option} {p} is a folder; give a file path")
+    if p.exists() and not force:
+        raise OutputPathError(f"{option} {p} already exists; pass --force to overwrite it, or choose another path")
     parent = p.resolve().parent
     if not parent.is_dir():
         raise OutputPathError(f"{option} {p}: the folder {parent} does not exist; create it first")
     if not os.access(parent, os.W_OK | os.X_OK) or (p.exists() and not os.access(p, os.W_OK)):
         raise OutputPathError(f"{option} {p} is not writable (permissions of {p if p.exists() else parent})")
     return p
+
+
+def check_output_paths(outputs: dict[str, str | Path | None], inputs: dict[str, str | Path | None],
+                       force: bool = False) -> None:
+    """:func:`check_output_path` for every given output (option -> path), and no two outputs name the same file;
+    run before any work."""
+    given = {opt: Path(p) for opt, p in outputs.items() if p}
+    for opt, p in given.items():
+        check_output_path(p, opt, inputs, force)
+    seen: dict[Path, str] = {}
+    for opt, p in given.items():
+        other = seen.setdefault(p.resolve(), opt)
+        if other != opt:
+            raise OutputPathError(f"{other} and {opt} name the same file {p}; give each output its own path")
 
 
 def check_array(a: np.ndarray, what: str, finite: bool = True) -> np.ndarray:

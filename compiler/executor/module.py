@@ -13,7 +13,7 @@ from compiler.executor.pipeline import PROGRESS_MIN_NODES, CompiledGraph
 from compiler.frontend.errors import ModelInputError, NonFiniteInputWarning, non_finite_report
 from compiler.graph.ir import Node
 from compiler.graph.memory_plan import lifetimes
-from compiler.graph.offload import mac_split
+from compiler.graph.offload import mac_split, node_macs
 from compiler.graph.partition import node_target
 from jit_runtime.errors import DeviceMismatchError
 
@@ -96,22 +96,16 @@ class Module:
 
     # -- execution ---------------------------------------------------------------------
     def _run_accel(self, n: Node, ins: list) -> tuple[np.ndarray, dict]:
-        a = n.attrs
-        try:
-            if n.op == "AccelConv2D":
-                extra = {"pad_value": int(a["pad_value"])} if a.get("pad_value") else {}
-                res = a.get("residual")
-                native = res is not None and getattr(self.accel, "supports_residual", lambda r: "no")(res) is None
-                if native:
-                    extra.update(residual=ins[3], residual_add=res)
-                out = self.accel.conv2d(ins[0], ins[1], ins[2], stride=tuple(a["strides"]), padding=tuple(a["pads"]),
-                                        groups=int(a.get("group", 1)), requant=a["requant"], **extra)
-                if res is not None and not native:  # a backend without the fused residual: the exact Add on the host
-                    from compiler.quant.int_elementwise import qadd
+        from compiler.executor.export import call_accel
 
-                    out = qadd(out, ins[3], res.params) if res.conv_is_a else qadd(ins[3], out, res.params)
-            else:
-                out = self.accel.dense(ins[0], ins[1], ins[2], requant=a["requant"])
+        res = n.attrs.get("residual") if n.op == "AccelConv2D" else None
+        try:
+            native = res is not None and getattr(self.accel, "supports_residual", lambda r: "no")(res) is None
+            out = call_accel(self.accel, n, ins, residual=native)
+            if res is not None and not native:  # a backend without the fused residual: the exact Add on the host
+                from compiler.quant.int_elementwise import qadd
+
+                out = qadd(out, ins[3], res.params) if res.conv_is_a else qadd(ins[3], out, res.params)
         except DeviceMismatchError as exc:  # rtl-check: name the first layer whose bytes or cycles differ
             raise DeviceMismatchError(f"layer {n.name!r} ({n.op}): {exc}") from None
         return out, dict(getattr(self.accel, "last_profile", {}) or {})
@@ -143,10 +137,12 @@ class Module:
                     details.append(prof)
             elif into is not None:  # the backend writes straight into the outputs' arena slots
                 outs = into(n, ins, [self._slot(o) for o in n.outputs])
-                prof = {"cpu_backend": getattr(self.cpu, "last_backend", self.cpu.name)}
+                prof = {"cpu_backend": getattr(self.cpu, "last_backend", self.cpu.name),
+                        "compile_s": getattr(self.cpu, "last_compile_s", 0.0)}
             else:
                 outs = self.cpu.run_node(n, ins)
-                prof = {"cpu_backend": getattr(self.cpu, "last_backend", self.cpu.name)}
+                prof = {"cpu_backend": getattr(self.cpu, "last_backend", self.cpu.name),
+                        "compile_s": getattr(self.cpu, "last_compile_s", 0.0)}
             dt = time.perf_counter() - t0
             for name, v in zip(n.outputs, outs):
                 if name:
@@ -198,13 +194,21 @@ class Module:
     # -- profiling ---------------------------------------------------------------------
     def _row(self, n: Node, target: str, dt: float, prof: dict) -> dict:
         by = prof.get("bytes", {})
+        accel = target == "accel"
+        cycles = int(prof.get("cycles", 0)) if accel else None
+        clock = float(getattr(self.compiled.config, "clock_mhz", 100.0))
+        compile_s = float(prof.get("compile_s", 0.0))
         return {"name": n.name, "op": n.op, "target": target, "group": n.attrs.get("fusion_group"),
-                "cycles": int(prof.get("cycles", 0)) if target == "accel" else None,
-                "utilization": float(prof.get("utilization", 0.0)) if target == "accel" else None,
-                "macs": int(prof.get("macs", 0)),
-                "intrinsic": prof.get("intrinsic", "gemm") if target == "accel" else None,
+                "ran_on": getattr(self.accel, "runs_on", "accel") if accel
+                else f"cpu:{prof.get('cpu_backend') or self.cpu.name}",
+                "cycles": cycles, "accel_ms": cycles / (clock * 1e3) if accel else None,
+                "utilization": float(prof.get("utilization", 0.0)) if accel else None,
+                "macs": int(prof.get("macs", 0)), "real_macs": node_macs(self.graph, n),
+                "padded_macs": int(prof.get("macs", 0)) if accel else None,
+                "intrinsic": prof.get("intrinsic", "gemm") if accel else None,
                 "bytes": int(sum(by.values())) if isinstance(by, dict) else int(by),
-                "cpu_backend": prof.get("cpu_backend"), "time_ms": dt * 1e3}
+                "cpu_backend": prof.get("cpu_backend"), "time_ms": (dt - compile_s) * 1e3,
+                "compile_ms": compile_s * 1e3}
 
     def profile(self) -> list[dict]:
         """Per-layer rows of the last run: name, op, target, group, cycles, utilization, macs, intrinsic (accel rows:
@@ -233,7 +237,8 @@ class Module:
                 "accel_time_ms": accel_ms, "cpu_time_ms": cpu_ms, "end_to_end_ms": accel_ms + cpu_ms,
                 "accel_mac_fraction": acc_macs / (acc_macs + host_macs) if acc_macs + host_macs else 0.0,
                 "host_macs": host_macs, "host_ops": dict(sorted(host_ops.items())),
-                "macs": sum(r["macs"] for r in acc), "bytes": sum(r["bytes"] for r in acc)}
+                "macs": sum(r["macs"] for r in acc), "real_macs": acc_macs, "bytes": sum(r["bytes"] for r in acc),
+                "jit_compile_ms": sum(r["compile_ms"] for r in rows)}
 
     def write_trace(self, path) -> str:
         """Chrome/Perfetto trace of the last run's accelerator layers; returns the timing source.
@@ -244,6 +249,14 @@ class Module:
 
         return write_accel_trace(path, self.profile(), self._details, float(getattr(self.compiled.config, "clock_mhz", 100.0)),
                                  self.graph.name)
+
+    def export(self, path, inputs: dict | None = None):
+        """Write this module as one file (``.vtamod``) that the runtime layer loads and runs alone:
+        ``jit_runtime.load_module(path)`` (also ``compiler.load_module``, ``vta run FILE.vtamod``). See
+        :mod:`compiler.executor.export`; ``inputs``: sample feeds (default: the inputs set, else zeros)."""
+        from compiler.executor.export import export_module
+
+        return export_module(self, path, inputs)
 
     def print_profile(self) -> None:
         """Pretty-print the profile with rich."""

@@ -30,6 +30,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from compiler.requant import Requant
+from jit_runtime.host_ops.layout import _pad_axes, ceil_to, pack_activation, unpack_activation  # noqa: F401 (re-exported)
 
 
 @runtime_checkable
@@ -59,20 +60,6 @@ class BlockConfig:
     clock_mhz: float = 100.0
 
 
-def ceil_to(v: int, m: int) -> int:
-    """Smallest multiple of ``m`` that is >= ``v``."""
-    return -(-int(v) // int(m)) * int(m)
-
-
-def _pad_axes(a: np.ndarray, targets: dict[int, int]) -> np.ndarray:
-    pad = [(0, 0)] * a.ndim
-    for ax, t in targets.items():
-        if a.shape[ax] > t:
-            raise ValueError(f"axis {ax} has {a.shape[ax]} > target {t}")
-        pad[ax] = (0, t - a.shape[ax])
-    return np.pad(a, pad) if any(p[1] for p in pad) else a
-
-
 def pad_channels(v: np.ndarray | int | None, n: int, dtype=np.int64) -> np.ndarray | int | None:
     """Zero-pad a per-channel array to length ``n``; scalars and None pass through."""
     if v is None or np.ndim(v) == 0:
@@ -85,34 +72,6 @@ def pad_requant(rq: Requant, n: int) -> Requant:
     """``rq`` with its per-channel ``multiplier``/``shift`` arrays zero-padded to length ``n``."""
     return Requant(rq.pre_shift, pad_channels(rq.multiplier, n), pad_channels(rq.shift, n), rq.relu,
                    rq.out_min, rq.out_max, rq.extra, rq.zero_point)
-
-
-def pack_activation(x: np.ndarray, batch: int, block: int) -> np.ndarray:
-    """NCHW -> (N//B, C//BI, H, W, B, BI), or (N, K) -> (N//B, K//BI, B, BI); zero-pads N and C."""
-    x = np.asarray(x)
-    if x.ndim not in (2, 4):
-        raise ValueError(f"pack_activation expects a 2-D (N,K) or 4-D NCHW array, got shape {x.shape}")
-    n, c = x.shape[:2]
-    x = _pad_axes(x, {0: ceil_to(n, batch), 1: ceil_to(c, block)})
-    np_, cp = x.shape[:2]
-    if x.ndim == 4:
-        h, w = x.shape[2:]
-        return np.ascontiguousarray(x.reshape(np_ // batch, batch, cp // block, block, h, w).transpose(0, 2, 4, 5, 1, 3))
-    return np.ascontiguousarray(x.reshape(np_ // batch, batch, cp // block, block).transpose(0, 2, 1, 3))
-
-
-def unpack_activation(xp: np.ndarray, n: int | None = None, c: int | None = None) -> np.ndarray:
-    """Inverse of ``pack_activation``; ``n``/``c`` crop the padding (default: keep it)."""
-    xp = np.asarray(xp)
-    if xp.ndim == 6:
-        nb, cb, h, w, b, bl = xp.shape
-        x = xp.transpose(0, 4, 1, 5, 2, 3).reshape(nb * b, cb * bl, h, w)
-    elif xp.ndim == 4:
-        nb, cb, b, bl = xp.shape
-        x = xp.transpose(0, 2, 1, 3).reshape(nb * b, cb * bl)
-    else:
-        raise ValueError(f"unpack_activation expects a 4-D or 6-D packed array, got shape {xp.shape}")
-    return np.ascontiguousarray(x[: x.shape[0] if n is None else n, : x.shape[1] if c is None else c])
 
 
 def pack_weight(w: np.ndarray, block_out: int, block_in: int) -> np.ndarray:

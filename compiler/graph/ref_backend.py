@@ -12,6 +12,8 @@ from compiler.requant import Requant, apply_requant
 class RefAccelBackend:
     """Executes ``conv2d``/``dense`` on packed int8 tensors with numpy; profile has MAC counts only."""
 
+    runs_on = "ref:numpy"  # where its layers run, for the profile (the host, not an accelerator)
+
     def __init__(self, config) -> None:
         self.config = config
         self.last_profile: dict = {}

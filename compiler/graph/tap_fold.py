@@ -18,27 +18,8 @@ from __future__ import annotations
 import numpy as np
 
 from compiler.graph.accel_interface import ceil_to
+from jit_runtime.host_ops.layout import fold_taps  # noqa: F401 (re-exported)
 from compiler.graph.ir import Graph, Node
-
-
-def fold_taps(x: np.ndarray, *, kw: int, sx: int, pads, pad_value: int = 0, kh: int = 1, sy: int = 1,
-              batch: int = 0, block: int = 0) -> np.ndarray:
-    """``FoldTaps``: NCHW -> (N, C*KH*KW, OH', OW) with channel ``(c*KH + ky)*KW + kx`` (see the module docstring);
-    ``kh == 1`` folds the horizontal taps only (``OH' = H + t + b``), else the vertical ones too (``OH' = OH``).
-    With ``block`` the result comes packed, ``(N//B, C'//BI, OH', OW, B, BI)`` as ``pack_activation`` makes it
-    (channels gathered last, so no strided transpose of the large folded tensor)."""
-    t, l, b, r = (int(p) for p in pads)
-    xp = np.pad(x, ((0, 0), (0, 0), (t, b), (l, r)), constant_values=np.asarray(pad_value).astype(x.dtype))
-    n, c, hp, wp = xp.shape
-    ow, oh = (wp - kw) // sx + 1, (hp - kh) // sy + 1
-    win = np.lib.stride_tricks.sliding_window_view(xp, (kh, kw), axis=(2, 3))[:, :, ::sy, ::sx][:, :, :oh, :ow]
-    if not block:
-        return np.ascontiguousarray(win.transpose(0, 1, 4, 5, 2, 3).reshape(n, c * kh * kw, oh, ow))
-    cf = c * kh * kw
-    nb, cb = ceil_to(n, batch) // batch, ceil_to(cf, block) // block
-    out = np.zeros((nb * batch, oh, ow, cb * block), x.dtype)
-    out[:n, :, :, :cf] = win.transpose(0, 2, 3, 1, 4, 5).reshape(n, oh, ow, cf)
-    return np.ascontiguousarray(out.reshape(nb, batch, oh, ow, cb, block).transpose(0, 4, 2, 3, 1, 5))
 
 
 def fold_plan(c: int, kh: int, kw: int, block_in: int) -> int:

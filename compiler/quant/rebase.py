@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from compiler.graph.ir import Graph, Node
+from jit_runtime.host_ops.layout import rebase_uint8_array  # noqa: F401 (re-exported)
 
 
 def _uint8_zp(g: Graph, node) -> bool:
@@ -67,8 +68,3 @@ def rebase_uint8(g: Graph) -> int:
     if moved:
         g.remove_dead()
     return moved
-
-
-def rebase_uint8_array(x: np.ndarray) -> np.ndarray:
-    """``RebaseUint8``: uint8 ``u`` -> int8 ``u - 128``."""
-    return (np.asarray(x, np.uint8).astype(np.int16) - 128).astype(np.int8)

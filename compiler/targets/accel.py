@@ -24,6 +24,7 @@ class TargetAccelBackend:
         self.config = config
         self.target = target
         self.last_profile: dict = {}
+        self.runs_on = target  # where its layers run, for the profile (no accelerator involved)
         self._weights: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # id(packed weight) -> (array, library layout)
 
     def _run(self, spec: conv2d_direct.Conv2dSpec, x: np.ndarray, w_oihw: np.ndarray, w_key: np.ndarray,

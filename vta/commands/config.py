@@ -15,12 +15,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("source", nargs="?", default="pynq-z1", help="preset name or JSON file (default pynq-z1)")
     p.add_argument("--json", action="store_true", help="end with one JSON object (config + derived)")
     p.add_argument("--save", metavar="FILE", help="also write the config to FILE as JSON")
+    p.add_argument("--force", action="store_true", help="overwrite an existing --save file")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     if args.save:
-        check_output_path(args.save, "--save", {"config file": args.source if Path(args.source).is_file() else None})
+        check_output_path(args.save, "--save", {"config file": args.source if Path(args.source).is_file() else None},
+                          args.force)
     cfg = make_config(args.source)
     print(f"vta-stack hardware config: {cfg.name}")
     print("  parameters")

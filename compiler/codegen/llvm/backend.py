@@ -6,6 +6,7 @@ generated here (:mod:`compiler.codegen.llvm.pool`)."""
 from __future__ import annotations
 
 import threading
+import time
 import weakref
 from typing import Callable, Sequence
 
@@ -80,6 +81,7 @@ class LlvmCpuBackend:
     def __init__(self, fallback=None) -> None:
         self.fallback = fallback or NumpyCpuBackend()
         self.last_backend = "llvm"
+        self.last_compile_s = 0.0  # JIT compilation inside the last run_node (reported apart from run time)
         self._plans: "weakref.WeakKeyDictionary[Node, tuple]" = weakref.WeakKeyDictionary()
 
     def supports(self, op: str) -> bool:
@@ -96,16 +98,19 @@ class LlvmCpuBackend:
         cached = self._plans.get(node)
         if cached is not None and cached[0] == key:
             return cached[1], cached[2]
+        t0 = time.perf_counter()
         if node.op in LIBRARY_OPS:
             plan, fn = _library_plan(node, inputs)
         else:
             planner = PLANNERS.get(node.op)
             plan = planner(node, list(inputs)) if planner is not None else None
             fn = compile_plan(plan) if plan is not None else None
+        self.last_compile_s += time.perf_counter() - t0
         self._plans[node] = (key, plan, fn)
         return plan, fn
 
     def run_node(self, node: Node, inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
+        self.last_compile_s = 0.0
         if node.op in VIEW_OPS:
             self.last_backend = "view"
             return self.fallback.run_node(node, inputs)
