@@ -176,7 +176,9 @@ def sum_(a, *xs):
 
 @kernel("Sigmoid")
 def sigmoid(a, x):
-    return (1.0 / (1.0 + np.exp(-_f32(x)))).astype(np.float32)
+    x = _f32(x)
+    e = np.exp(-np.abs(x))  # never overflows (exp(-x) does for x < -88: the warning every int8 table build printed)
+    return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e)).astype(np.float32)
 
 
 @kernel("HardSigmoid")

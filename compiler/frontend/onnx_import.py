@@ -10,6 +10,7 @@ from onnx import numpy_helper
 from compiler.frontend.errors import ModelInputError, UnsupportedOperatorError
 from compiler.frontend.expand import (expand_qlinear, expand_reduce_mean, expand_sum, explicit_pads,
                                       global_max_as_window, split_gemm_bias)
+from compiler.frontend.shape_fold import fold_shape_subgraphs
 from compiler.frontend.support import OP_SPECS, SUPPORTED_OPS, attr_value, check_supported
 from compiler.frontend.validate import check_structure, convert_opset, validate_model
 from compiler.graph.ir import Graph, Node, TensorInfo
@@ -70,10 +71,30 @@ def _attrs(node: onnx.NodeProto) -> dict:
     return {a.name: attr_value(a) for a in node.attribute}
 
 
+def fold_with_input_shapes(model: onnx.ModelProto, input_shapes=None) -> onnx.ModelProto:
+    """``model`` with its input shapes fixed and its shape subgraphs folded to constants
+    (:mod:`compiler.frontend.shape_fold`); unchanged when its inputs or ``input_shapes`` are at fault
+    (the import reports that after the operator check)."""
+    probe = onnx.ModelProto.FromString(model.SerializeToString())
+    try:
+        _fix_input_shapes(probe, input_shapes)
+    except ModelInputError:
+        return model
+    return fold_shape_subgraphs(probe)
+
+
+def check_model_support(model: onnx.ModelProto, input_shapes=None) -> onnx.ModelProto:
+    """Shapes first, then support: fold what the input shapes decide, then refuse what is left unsupported
+    (:class:`UnsupportedOperatorError`). Returns the folded model."""
+    folded = fold_with_input_shapes(model, input_shapes)
+    check_supported(folded)
+    return folded
+
+
 def prepare_model(model: str | Path | onnx.ModelProto, input_shapes=None) -> onnx.ModelProto:
-    """Load, check operator support (first), validate, convert to opset 13+, fix inputs, infer shapes."""
-    proto = load_model(model)
-    check_supported(proto)
+    """Load, fold shape subgraphs, check operator support, validate, convert to opset 13+, fix inputs,
+    infer shapes."""
+    proto = check_model_support(load_model(model), input_shapes)
     check_structure(proto)
     proto = convert_opset(onnx.ModelProto.FromString(proto.SerializeToString()), TARGET_OPSET)
     _fix_input_shapes(proto, input_shapes)
@@ -108,12 +129,14 @@ def onnx_to_graph(model: str | Path | onnx.ModelProto, input_shapes: dict | None
         elif n.op_type == "Sum":
             g.nodes.extend(expand_sum(g, node))
         elif n.op_type == "GlobalMaxPool":
+            require_static_shape(g, node.inputs[0], node)
             g.nodes.append(global_max_as_window(g, node))
         else:
             g.nodes.append(node)
     drop_unused_optional_outputs(g)
     for node in g.nodes:
         if node.op in ("Conv", "MaxPool", "AveragePool"):
+            require_static_shape(g, node.inputs[0], node)
             check_spatial_rank(g, node)
             explicit_pads(g, node)
     complete_tensor_infos(g)
@@ -130,6 +153,15 @@ def drop_unused_optional_outputs(g: Graph) -> None:
     for n in g.nodes:
         if n.op in OPTIONAL_OUTPUTS:
             n.outputs = [n.outputs[0]] + [o if o in read else "" for o in n.outputs[1:]]
+
+
+def require_static_shape(g: Graph, name: str, n: Node) -> None:
+    """Window operators need the static shape of their input; one computed from run-time values is refused, named."""
+    if name not in g.tensors and name not in g.constants:
+        raise ModelInputError(
+            f"the shape of tensor {name!r} (input of node {n.name!r} ({n.op})) cannot be known at compile time: it "
+            f"depends on values computed at run time (e.g. a Reshape whose target shape is a graph input or is read "
+            f"from data). Allowed: shapes that follow from the input shapes (fix symbolic ones with input_shapes=...)")
 
 
 def check_spatial_rank(g: Graph, n: Node) -> None:

@@ -159,8 +159,7 @@ def run(args: argparse.Namespace) -> int:
     from compiler.executor import available_accel_backends, build
     from compiler.executor.config import resolve_config
     from compiler.frontend.errors import NonFiniteInputWarning, UnsupportedOperatorError
-    from compiler.frontend.onnx_import import load_model
-    from compiler.frontend.support import check_supported
+    from compiler.frontend.onnx_import import check_model_support, load_model
     from compiler.graph.offload import HostFallbackWarning, LossyWeightsWarning
     from compiler.frontend.validate import check_structure
 
@@ -172,7 +171,7 @@ def run(args: argparse.Namespace) -> int:
                                                   "--config file": args.config if Path(args.config).is_file() else None})
     model = load_model(args.model)
     try:
-        check_supported(model)  # before any other work
+        check_model_support(model)  # before any other work (shape subgraphs folded first)
     except UnsupportedOperatorError as exc:
         raise ValueError(one_line_unsupported(exc)) from None
     check_structure(model, str(args.model))
