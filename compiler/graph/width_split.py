@@ -98,7 +98,11 @@ def _split(g: Graph, n: Node, chunk: int) -> list[Node]:
 
 def split_wide_convs(g: Graph, cfg) -> int:
     """Split (or keep on the host, with a reason) every int8 conv whose row does not fit ``cfg``; returns the
-    number of convs split."""
+    number of convs split. A config without scratchpad sizes (a block-size stand-in) is checked as the
+    accelerator backends run it (:func:`compiler.accel_backend.as_hw_config`)."""
+    from compiler.accel_backend import as_hw_config
+
+    cfg = as_hw_config(cfg)
     new, split = [], 0
     for n in g.nodes:
         if (n.op != "QConv2D" or tuple(n.attrs.get("dilations", (1, 1))) != (1, 1) or n.inputs[0] not in g.tensors
