@@ -461,3 +461,6 @@ def unpack_k(a, x):
 @kernel("Repack")
 def repack_k(a, x):
     return pack_activation(unpack_activation(x), int(a["batch"]), int(a["block"]))
+
+
+from compiler.cpu import transformer_kernels  # noqa: E402,F401  (registers its kernels here)

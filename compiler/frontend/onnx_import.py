@@ -135,16 +135,19 @@ def onnx_to_graph(model: str | Path | onnx.ModelProto, input_shapes: dict | None
             g.nodes.append(node)
     drop_unused_optional_outputs(g)
     for node in g.nodes:
-        if node.op in ("Conv", "MaxPool", "AveragePool"):
+        if node.op in ("Conv", "MaxPool", "AveragePool", "ConvInteger"):
             require_static_shape(g, node.inputs[0], node)
             check_spatial_rank(g, node)
             explicit_pads(g, node)
+        elif node.op == "ConvTranspose":
+            require_static_shape(g, node.inputs[0], node)
+            check_spatial_rank(g, node)
     complete_tensor_infos(g)
     return g
 
 
 # operators whose outputs after the first are optional: an unread one is dropped so it is never computed
-OPTIONAL_OUTPUTS = frozenset({"Dropout", "MaxPool", "BatchNormalization"})
+OPTIONAL_OUTPUTS = frozenset({"Dropout", "MaxPool", "BatchNormalization", "LayerNormalization"})
 
 
 def drop_unused_optional_outputs(g: Graph) -> None:
