@@ -68,6 +68,13 @@ def gemm(a, x, w, c=None):
 
 @kernel("MatMul")
 def matmul(a, x, w):
+    """float32 (the float64 and float16 types of the operands are kept: computed in float64 / float32)."""
+    x, w = np.asarray(x), np.asarray(w)
+    t = np.result_type(x.dtype, w.dtype)
+    if t == np.float64:
+        return np.matmul(x.astype(np.float64), w.astype(np.float64))
+    if t.kind == "f" and t.itemsize == 2:
+        return np.matmul(_f32(x), _f32(w)).astype(t)
     return np.matmul(_f32(x), _f32(w))
 
 

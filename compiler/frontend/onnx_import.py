@@ -10,6 +10,7 @@ from onnx import numpy_helper
 from compiler.frontend.errors import ModelInputError, UnsupportedOperatorError
 from compiler.frontend.expand import (expand_qlinear, expand_reduce_mean, expand_sum, explicit_pads,
                                       global_max_as_window, split_gemm_bias)
+from compiler.frontend.pattern_fuse import fuse_decomposed_layernorm
 from compiler.frontend.shape_fold import fold_shape_subgraphs
 from compiler.frontend.support import OP_SPECS, SUPPORTED_OPS, attr_value, check_supported
 from compiler.frontend.validate import check_structure, convert_opset, validate_model
@@ -67,6 +68,15 @@ def _tensor_info(vi: onnx.ValueInfoProto) -> TensorInfo | None:
     return TensorInfo(tuple(dims), onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type))
 
 
+def _ranks(proto: onnx.ModelProto) -> dict[str, int]:
+    g = proto.graph
+    out = {t.name: len(t.dims) for t in g.initializer}
+    for vi in list(g.input) + list(g.value_info) + list(g.output):
+        if vi.type.tensor_type.HasField("shape"):
+            out[vi.name] = len(vi.type.tensor_type.shape.dim)
+    return out
+
+
 def _attrs(node: onnx.NodeProto) -> dict:
     return {a.name: attr_value(a) for a in node.attribute}
 
@@ -104,6 +114,7 @@ def prepare_model(model: str | Path | onnx.ModelProto, input_shapes=None) -> onn
 def onnx_to_graph(model: str | Path | onnx.ModelProto, input_shapes: dict | None = None) -> Graph:
     """Import an ONNX model into the graph IR (QLinear ops expanded to DQ -> op -> Q)."""
     proto = prepare_model(model, input_shapes)
+    fuse_decomposed_layernorm(proto, _ranks(proto))
     g = Graph(proto.graph.name or "model")
     for t in proto.graph.initializer:
         g.add_constant(t.name, numpy_helper.to_array(t))
