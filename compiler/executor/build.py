@@ -10,8 +10,7 @@ from compiler.executor.config import resolve_config
 from compiler.executor.module import Module
 from compiler.executor.pipeline import compile_model
 from compiler.executor.registry import available_accel_backends, create_accel_backend
-from compiler.frontend.onnx_import import load_model
-from compiler.frontend.support import check_supported
+from compiler.frontend.onnx_import import check_model_support, load_model
 from compiler.graph.offload import warn_host_fallbacks, warn_lossy_weights
 
 
@@ -38,7 +37,7 @@ def build(model: str | Path | onnx.ModelProto, config=None, target: str = "sim",
     if tuning_log is not None and not Path(tuning_log).is_file():
         raise FileNotFoundError(f"tuning log {tuning_log} does not exist")
     model = load_model(model)
-    check_supported(model)  # unsupported operators are rejected before any compilation work
+    check_model_support(model, input_shapes)  # shapes folded, then unsupported operators rejected before any work
     cfg = resolve_config(config)
     from compiler.targets.build import MODEL_TARGETS, build_for_target
 

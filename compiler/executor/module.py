@@ -147,6 +147,8 @@ class Module:
             for name, v in zip(n.outputs, outs):
                 if name:
                     values[name] = self._place(name, v)
+            if target == "accel" and getattr(self.accel, "runs_on_host", False):  # llvm/cuda: int8 layers on the CPU
+                target, prof = "cpu", dict(prof, cpu_backend=getattr(self.accel, "target", "host"))
             rows.append(self._row(n, target, dt, prof))
             for t in self._free_after.get(idx, ()):
                 values.pop(t, None)
@@ -231,6 +233,8 @@ class Module:
             if r["target"] != "accel":
                 host_ops[r["op"]] = host_ops.get(r["op"], 0) + 1
         acc_macs, host_macs = mac_split(self.graph)
+        if getattr(self.accel, "runs_on_host", False):  # the "accelerator" layers ran on the CPU/GPU target
+            acc_macs, host_macs = 0, acc_macs + host_macs
         accel_ms = cycles / (clock * 1e3)
         cpu_ms = sum(r["time_ms"] for r in rows if r["target"] == "cpu")
         return {"accel_layers": len(acc), "cpu_layers": len(rows) - len(acc), "accel_cycles": cycles,

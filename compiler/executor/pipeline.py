@@ -15,6 +15,7 @@ from compiler.graph.ir import Graph
 from compiler.graph.layout import pack_layouts
 from compiler.graph.residual_fuse import fuse_residual_adds, offload_standalone_adds
 from compiler.graph.tap_fold import fold_conv_taps
+from compiler.graph.width_split import split_wide_convs
 from compiler.graph.memory_plan import MemoryPlan, plan_memory
 from compiler.graph.offload import host_fallbacks, mac_split
 from compiler.graph.partition import Partition, partition_graph
@@ -74,6 +75,7 @@ def compile_model(model, config, *, calibration=None, quantize: bool | None = No
     stats["dilations_expanded"] = expand_dilated_convs(g) if widen_convs else 0
     stats["taps_folded"] = fold_conv_taps(g, config)
     stats["conv_groups_merged"] = merge_conv_groups(g, config) if widen_convs else 0
+    stats["convs_split_by_width"] = split_wide_convs(g, config)
     step("layout_transforms", pack_layouts(g, config))
     stats["residual_adds_fused"] = fuse_residual_adds(g, config) if fuse_residual else 0
     stats["residual_adds_standalone"] = offload_standalone_adds(g, config) if fuse_residual else 0

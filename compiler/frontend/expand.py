@@ -42,7 +42,7 @@ def _same_pads(in_size: int, k: int, s: int, d: int, upper: bool) -> tuple[int, 
 def explicit_pads(g: Graph, n: Node) -> None:
     """Normalize Conv/pool attrs: kernel_shape, strides, dilations and 4-value pads (t, l, b, r)."""
     x_shape = g.tensors[n.inputs[0]].shape
-    if n.op == "Conv":
+    if n.op in ("Conv", "ConvInteger"):
         n.attrs.setdefault("kernel_shape", list(g.tensors[n.inputs[1]].shape[2:]))
     k = list(n.attrs["kernel_shape"])
     s = list(n.attrs.get("strides", [1] * len(k)))

@@ -10,6 +10,8 @@ from onnx import numpy_helper
 from compiler.frontend.errors import ModelInputError, UnsupportedOperatorError
 from compiler.frontend.expand import (expand_qlinear, expand_reduce_mean, expand_sum, explicit_pads,
                                       global_max_as_window, split_gemm_bias)
+from compiler.frontend.pattern_fuse import fuse_decomposed_layernorm
+from compiler.frontend.shape_fold import fold_shape_subgraphs
 from compiler.frontend.support import OP_SPECS, SUPPORTED_OPS, attr_value, check_supported
 from compiler.frontend.validate import check_structure, convert_opset, validate_model
 from compiler.graph.ir import Graph, Node, TensorInfo
@@ -66,14 +68,43 @@ def _tensor_info(vi: onnx.ValueInfoProto) -> TensorInfo | None:
     return TensorInfo(tuple(dims), onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type))
 
 
+def _ranks(proto: onnx.ModelProto) -> dict[str, int]:
+    g = proto.graph
+    out = {t.name: len(t.dims) for t in g.initializer}
+    for vi in list(g.input) + list(g.value_info) + list(g.output):
+        if vi.type.tensor_type.HasField("shape"):
+            out[vi.name] = len(vi.type.tensor_type.shape.dim)
+    return out
+
+
 def _attrs(node: onnx.NodeProto) -> dict:
     return {a.name: attr_value(a) for a in node.attribute}
 
 
+def fold_with_input_shapes(model: onnx.ModelProto, input_shapes=None) -> onnx.ModelProto:
+    """``model`` with its input shapes fixed and its shape subgraphs folded to constants
+    (:mod:`compiler.frontend.shape_fold`); unchanged when its inputs or ``input_shapes`` are at fault
+    (the import reports that after the operator check)."""
+    probe = onnx.ModelProto.FromString(model.SerializeToString())
+    try:
+        _fix_input_shapes(probe, input_shapes)
+    except ModelInputError:
+        return model
+    return fold_shape_subgraphs(probe)
+
+
+def check_model_support(model: onnx.ModelProto, input_shapes=None) -> onnx.ModelProto:
+    """Shapes first, then support: fold what the input shapes decide, then refuse what is left unsupported
+    (:class:`UnsupportedOperatorError`). Returns the folded model."""
+    folded = fold_with_input_shapes(model, input_shapes)
+    check_supported(folded)
+    return folded
+
+
 def prepare_model(model: str | Path | onnx.ModelProto, input_shapes=None) -> onnx.ModelProto:
-    """Load, check operator support (first), validate, convert to opset 13+, fix inputs, infer shapes."""
-    proto = load_model(model)
-    check_supported(proto)
+    """Load, fold shape subgraphs, check operator support, validate, convert to opset 13+, fix inputs,
+    infer shapes."""
+    proto = check_model_support(load_model(model), input_shapes)
     check_structure(proto)
     proto = convert_opset(onnx.ModelProto.FromString(proto.SerializeToString()), TARGET_OPSET)
     _fix_input_shapes(proto, input_shapes)
@@ -83,6 +114,7 @@ def prepare_model(model: str | Path | onnx.ModelProto, input_shapes=None) -> onn
 def onnx_to_graph(model: str | Path | onnx.ModelProto, input_shapes: dict | None = None) -> Graph:
     """Import an ONNX model into the graph IR (QLinear ops expanded to DQ -> op -> Q)."""
     proto = prepare_model(model, input_shapes)
+    fuse_decomposed_layernorm(proto, _ranks(proto))
     g = Graph(proto.graph.name or "model")
     for t in proto.graph.initializer:
         g.add_constant(t.name, numpy_helper.to_array(t))
@@ -108,20 +140,25 @@ def onnx_to_graph(model: str | Path | onnx.ModelProto, input_shapes: dict | None
         elif n.op_type == "Sum":
             g.nodes.extend(expand_sum(g, node))
         elif n.op_type == "GlobalMaxPool":
+            require_static_shape(g, node.inputs[0], node)
             g.nodes.append(global_max_as_window(g, node))
         else:
             g.nodes.append(node)
     drop_unused_optional_outputs(g)
     for node in g.nodes:
-        if node.op in ("Conv", "MaxPool", "AveragePool"):
+        if node.op in ("Conv", "MaxPool", "AveragePool", "ConvInteger"):
+            require_static_shape(g, node.inputs[0], node)
             check_spatial_rank(g, node)
             explicit_pads(g, node)
+        elif node.op == "ConvTranspose":
+            require_static_shape(g, node.inputs[0], node)
+            check_spatial_rank(g, node)
     complete_tensor_infos(g)
     return g
 
 
 # operators whose outputs after the first are optional: an unread one is dropped so it is never computed
-OPTIONAL_OUTPUTS = frozenset({"Dropout", "MaxPool", "BatchNormalization"})
+OPTIONAL_OUTPUTS = frozenset({"Dropout", "MaxPool", "BatchNormalization", "LayerNormalization"})
 
 
 def drop_unused_optional_outputs(g: Graph) -> None:
@@ -130,6 +167,15 @@ def drop_unused_optional_outputs(g: Graph) -> None:
     for n in g.nodes:
         if n.op in OPTIONAL_OUTPUTS:
             n.outputs = [n.outputs[0]] + [o if o in read else "" for o in n.outputs[1:]]
+
+
+def require_static_shape(g: Graph, name: str, n: Node) -> None:
+    """Window operators need the static shape of their input; one computed from run-time values is refused, named."""
+    if name not in g.tensors and name not in g.constants:
+        raise ModelInputError(
+            f"the shape of tensor {name!r} (input of node {n.name!r} ({n.op})) cannot be known at compile time: it "
+            f"depends on values computed at run time (e.g. a Reshape whose target shape is a graph input or is read "
+            f"from data). Allowed: shapes that follow from the input shapes (fix symbolic ones with input_shapes=...)")
 
 
 def check_spatial_rank(g: Graph, n: Node) -> None:

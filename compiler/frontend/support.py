@@ -74,6 +74,15 @@ OP_SPECS: dict[str, OpSpec] = {
     "Dropout": OpSpec({"ratio": None, "seed": None, "is_test": None}),
     "Constant": OpSpec({"value": None, "value_float": None, "value_int": None, "value_floats": None, "value_ints": None}),
     "ConstantOfShape": OpSpec({"value": None}),
+    # transformers, detectors, segmentation decoders (kernels: jit_runtime.host_ops.transformer_kernels)
+    "ConvTranspose": OpSpec({**_WINDOW, "group": None, "output_padding": None, "output_shape": None},
+                            spatial=(1, 2, 3)),
+    "LayerNormalization": OpSpec({"axis": None, "epsilon": None, "stash_type": (1,)}),
+    "Erf": OpSpec(), "Tanh": OpSpec(), "Pow": OpSpec(), "Sqrt": OpSpec(),
+    "Where": OpSpec(), "IsNaN": OpSpec(), "Equal": OpSpec(), "And": OpSpec(), "Expand": OpSpec(), "Range": OpSpec(),
+    "GatherND": OpSpec({"batch_dims": None}), "GatherElements": OpSpec({"axis": None}),
+    "MatMulInteger": OpSpec(), "ConvInteger": OpSpec({**_WINDOW, "group": None}, spatial=(2,)),
+    "DynamicQuantizeLinear": OpSpec(),
 }
 SUPPORTED_OPS: frozenset[str] = frozenset(OP_SPECS)
 _DEFAULT_DOMAINS = ("", "ai.onnx")

@@ -23,6 +23,8 @@ PACKABLE_ELEMWISE = {"Relu", "Clip", "Add", "Mul", "Sub", "Sigmoid", "HardSigmoi
 
 def _accel_ok(g: Graph, n: Node, cfg) -> bool:
     """Whether a QConv2D/QDense maps onto the accelerator; records ``attrs["host_reason"]`` when not."""
+    if n.attrs.get("accel_infeasible"):
+        return False  # compiler.graph.width_split recorded why (no tiling fits)
     if n.op == "QDense":
         ok = len(g.tensors[n.inputs[0]].shape) == 2
         why = "dense input is not 2-D"

@@ -20,6 +20,8 @@ from compiler.topi import conv2d_direct, requant_int
 class TargetAccelBackend:
     """Integer conv2d/dense for ``target`` ("llvm" or "cuda"); ``last_profile`` has MAC and byte counts."""
 
+    runs_on_host = True  # the Module profiles its layers as CPU layers (time measured, no accelerator MACs)
+
     def __init__(self, config, target: str = "llvm") -> None:
         self.config = config
         self.target = target

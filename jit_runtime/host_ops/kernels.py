@@ -65,6 +65,13 @@ def gemm(a, x, w, c=None):
 
 @kernel("MatMul")
 def matmul(a, x, w):
+    """float32 (the float64 and float16 types of the operands are kept: computed in float64 / float32)."""
+    x, w = np.asarray(x), np.asarray(w)
+    t = np.result_type(x.dtype, w.dtype)
+    if t == np.float64:
+        return np.matmul(x.astype(np.float64), w.astype(np.float64))
+    if t.kind == "f" and t.itemsize == 2:
+        return np.matmul(_f32(x), _f32(w)).astype(t)
     return np.matmul(_f32(x), _f32(w))
 
 
@@ -173,7 +180,9 @@ def sum_(a, *xs):
 
 @kernel("Sigmoid")
 def sigmoid(a, x):
-    return (1.0 / (1.0 + np.exp(-_f32(x)))).astype(np.float32)
+    x = _f32(x)
+    e = np.exp(-np.abs(x))  # never overflows (exp(-x) does for x < -88: the warning every int8 table build printed)
+    return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e)).astype(np.float32)
 
 
 @kernel("HardSigmoid")
@@ -456,3 +465,6 @@ def unpack_k(a, x):
 @kernel("Repack")
 def repack_k(a, x):
     return pack_activation(unpack_activation(x), int(a["batch"]), int(a["block"]))
+
+
+from jit_runtime.host_ops import transformer_kernels  # noqa: E402,F401  (registers its kernels here)

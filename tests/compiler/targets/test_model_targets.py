@@ -53,6 +53,12 @@ def test_int8_qdq_model_on_llvm_is_bit_exact_with_ref(factory):
     np.testing.assert_array_equal(got, want)
     backends = {r["cpu_backend"] for r in mod.profile() if r["target"] == "cpu"}
     assert "llvm" in backends  # quantize/dequantize run as library kernels
+    # the int8 convs ran on the CPU: profiled as CPU layers, their time in end_to_end_ms, no accelerator MACs
+    rows, summ = mod.profile(), mod.profile_summary()
+    assert {r["target"] for r in rows} == {"cpu"} and summ["accel_layers"] == 0
+    assert summ["accel_mac_fraction"] == 0.0 and summ["host_macs"] > 0
+    assert summ["end_to_end_ms"] == pytest.approx(sum(r["time_ms"] for r in rows))
+    assert ref.profile_summary()["accel_mac_fraction"] == 1.0  # the accelerator targets keep theirs
 
 
 def test_cuda_target_compiles_every_kernel_and_runs_only_with_a_gpu():
