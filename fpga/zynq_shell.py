@@ -178,6 +178,8 @@ class Shell:
                "  if {[llength $defs] == 0} { error \"IP xilinx.com:ip:${name} is not in this Vivado installation\" }",
                "  return [lindex $defs end]",
                "}",
+               "# build.tcl sets use_board_preset (1 when the board files are installed); sourced alone: 0",
+               "if {![info exists use_board_preset]} { set use_board_preset 0 }",
                f"create_bd_design {self.design}"]
         for name, kind, conf in self.cells():
             what, ip = kind.split(":", 1)
@@ -186,10 +188,12 @@ class Shell:
             else:
                 out.append(f"create_bd_cell -type module -reference {ip} {name}")
             if name == self.ps:
+                # [list ...], not braces: Tcl substitutes $use_board_preset only outside braces
                 if b.family == "zynq7":
-                    auto = "processing_system7 -config {make_external \"FIXED_IO, DDR\" apply_board_preset $use_board_preset}"
+                    auto = "processing_system7 -config [list make_external \"FIXED_IO, DDR\" apply_board_preset " \
+                           "$use_board_preset]"
                 else:
-                    auto = "zynq_ultra_ps_e -config {apply_board_preset $use_board_preset}"
+                    auto = "zynq_ultra_ps_e -config [list apply_board_preset $use_board_preset]"
                 out.append(f"apply_bd_automation -rule xilinx.com:bd_rule:{auto} [get_bd_cells {name}]")
             if conf:
                 items = " ".join(f"CONFIG.{k} {{{v}}}" for k, v in conf.items())
