@@ -18,8 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from xml.sax.saxutils import quoteattr
 
+from hw.accel_wrapper import accel_verilog as wrapper_verilog  # noqa: F401 - the module reference
 from isa.config import HwConfig
-from isa.registers import ADDR_BITS, IP_NAME, REG_SPAN
+from isa.registers import IP_NAME, REG_SPAN
 from isa.signature import config_signature
 
 #: Zynq-7000 PS settings every PYNQ-Z1/Z2 overlay shares (UART0, SD0, USB0, ENET0 on their MIO pins).
@@ -178,6 +179,8 @@ class Shell:
                "  if {[llength $defs] == 0} { error \"IP xilinx.com:ip:${name} is not in this Vivado installation\" }",
                "  return [lindex $defs end]",
                "}",
+               "# build.tcl sets use_board_preset (1 when the board files are installed); sourced alone: 0",
+               "if {![info exists use_board_preset]} { set use_board_preset 0 }",
                f"create_bd_design {self.design}"]
         for name, kind, conf in self.cells():
             what, ip = kind.split(":", 1)
@@ -186,10 +189,12 @@ class Shell:
             else:
                 out.append(f"create_bd_cell -type module -reference {ip} {name}")
             if name == self.ps:
+                # [list ...], not braces: Tcl substitutes $use_board_preset only outside braces
                 if b.family == "zynq7":
-                    auto = "processing_system7 -config {make_external \"FIXED_IO, DDR\" apply_board_preset $use_board_preset}"
+                    auto = "processing_system7 -config [list make_external \"FIXED_IO, DDR\" apply_board_preset " \
+                           "$use_board_preset]"
                 else:
-                    auto = "zynq_ultra_ps_e -config {apply_board_preset $use_board_preset}"
+                    auto = "zynq_ultra_ps_e -config [list apply_board_preset $use_board_preset]"
                 out.append(f"apply_bd_automation -rule xilinx.com:bd_rule:{auto} [get_bd_cells {name}]")
             if conf:
                 items = " ".join(f"CONFIG.{k} {{{v}}}" for k, v in conf.items())
@@ -243,47 +248,3 @@ class Shell:
                 f'<EDKSYSTEM EDWVERSION="1.2" TIMESTAMP="vta-stack" VIVADOVERSION="none (vta-stack RTL shim)">\n'
                 f'  <SYSTEMINFO ARCH="{f.arch}" BOARD="{self.board.board_part}" DEVICE="{self.board.part}" '
                 f'NAME="{self.design}"/>\n  <MODULES>\n{mods}  </MODULES>\n</EDKSYSTEM>\n')
-
-
-def wrapper_verilog(cfg: HwConfig) -> str:
-    """``vta_accel``: the module reference Vivado instantiates; ports named and annotated as AXI interfaces,
-    active-low reset, level interrupt; it instantiates the generated ``vta_top``."""
-    bw, bb = cfg.bus_width, cfg.bus_bytes
-    lite = [("awaddr", "input", ADDR_BITS), ("awvalid", "input", 1), ("awready", "output", 1),
-            ("wdata", "input", 32), ("wstrb", "input", 4), ("wvalid", "input", 1), ("wready", "output", 1),
-            ("bresp", "output", 2), ("bvalid", "output", 1), ("bready", "input", 1),
-            ("araddr", "input", ADDR_BITS), ("arvalid", "input", 1), ("arready", "output", 1),
-            ("rdata", "output", 32), ("rresp", "output", 2), ("rvalid", "output", 1), ("rready", "input", 1)]
-    full = [("araddr", "output", 32), ("arlen", "output", 8), ("arsize", "output", 3), ("arburst", "output", 2),
-            ("arvalid", "output", 1), ("arready", "input", 1), ("rdata", "input", bw), ("rresp", "input", 2),
-            ("rlast", "input", 1), ("rvalid", "input", 1), ("rready", "output", 1),
-            ("awaddr", "output", 32), ("awlen", "output", 8), ("awsize", "output", 3), ("awburst", "output", 2),
-            ("awvalid", "output", 1), ("awready", "input", 1), ("wdata", "output", bw), ("wstrb", "output", bb),
-            ("wlast", "output", 1), ("wvalid", "output", 1), ("wready", "input", 1), ("bresp", "input", 2),
-            ("bvalid", "input", 1), ("bready", "output", 1)]
-    decl, conn = [], []
-
-    def add(bus: str, ports, params: str) -> None:
-        for i, (name, d, w) in enumerate(ports):
-            attrs = f'(* X_INTERFACE_INFO = "xilinx.com:interface:aximm:1.0 {bus} {name.upper()}" *)'
-            if i == 0:
-                attrs += f' (* X_INTERFACE_PARAMETER = "{params}" *)'
-            rng = f"[{w - 1}:0] " if w > 1 else ""
-            decl.append(f"  {attrs}\n  {d} wire {rng}{bus}_{name}")
-            conn.append(f"    .{bus}_{name}({bus}_{name})")
-
-    add("s_axil", lite, f"PROTOCOL AXI4LITE, ADDR_WIDTH {ADDR_BITS}, DATA_WIDTH 32")
-    add("m_axi", full, f"PROTOCOL AXI4, ADDR_WIDTH 32, DATA_WIDTH {bw}, MAX_BURST_LENGTH 256, "
-                       f"NUM_READ_OUTSTANDING 2, NUM_WRITE_OUTSTANDING 2")
-    head = ['  (* X_INTERFACE_INFO = "xilinx.com:signal:clock:1.0 aclk CLK" *) '
-            '(* X_INTERFACE_PARAMETER = "ASSOCIATED_BUSIF s_axil:m_axi, ASSOCIATED_RESET aresetn" *)\n  input wire aclk',
-            '  (* X_INTERFACE_INFO = "xilinx.com:signal:reset:1.0 aresetn RST" *) '
-            '(* X_INTERFACE_PARAMETER = "POLARITY ACTIVE_LOW" *)\n  input wire aresetn',
-            '  (* X_INTERFACE_INFO = "xilinx.com:signal:interrupt:1.0 irq INTERRUPT" *) '
-            '(* X_INTERFACE_PARAMETER = "SENSITIVITY LEVEL_HIGH" *)\n  output wire irq']
-    return (f"// vta_accel: the vta-stack accelerator ({cfg.name}, bus {bw} bits, config signature "
-            f"0x{config_signature(cfg):08X}) as a Vivado module reference.\n"
-            "// Generated by vta-stack (fpga/zynq_shell.py); vta_top.v is the accelerator itself.\n"
-            f"module {IP_NAME} (\n" + ",\n".join(head + decl) + "\n);\n"
-            "  vta_top core (\n    .clk(aclk),\n    .rst(~aresetn),\n    .irq(irq),\n" + ",\n".join(conn) + "\n  );\n"
-            "endmodule\n")

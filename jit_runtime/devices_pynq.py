@@ -92,7 +92,9 @@ class PynqDevice:
 
     ``bitstream``: the ``.bit`` (its ``.hwh`` must sit beside it); ``pynq``: the pynq module or a
     compatible object (default: ``import pynq``); ``wait``: ``"irq"``, ``"poll"`` or ``"auto"`` (the interrupt
-    when the overlay routes one and no asyncio loop is running, else polling); ``timeout_s`` for polling.
+    when the overlay routes one and no asyncio loop is running, else polling); ``timeout_s`` for either (the
+    interrupt is awaited on the event loop current when the device was made: pynq's ``Interrupt`` attaches its UIO
+    reader to that loop).
     """
 
     def __init__(self, cfg: HwConfig, bitstream: str | Path, *, pynq: Any = None, wait: str = "auto",
@@ -125,7 +127,11 @@ class PynqDevice:
                 f"`vta hw build --board BOARD --config {cfg.name}`; nothing was run")
         cell = ip.get("fullpath", self.ip_name).split("/")[0]
         pins = [p for p in getattr(self.overlay, "interrupt_pins", {}) if p == f"{cell}/irq"]
-        self.irq = self.pynq.Interrupt(pins[0]) if pins and wait != "poll" else None
+        self.irq, self._loop = None, None
+        if pins and wait != "poll":
+            # pynq's Interrupt attaches its UIO reader to the event loop current now: every wait runs on that loop
+            self._loop = _current_loop()
+            self.irq = self.pynq.Interrupt(pins[0])
         if wait == "irq" and self.irq is None:
             raise BitstreamError(f"wait='irq' but the overlay routes no interrupt from {cell}/irq")
         self.wait = wait
@@ -192,8 +198,8 @@ class PynqDevice:
         buf[off:off + n] = dram
         buf[off + insn_addr:off + insn_addr + patched.size] = patched
         buf.flush()
-        self.mmio.write(INSN_ADDR, base + insn_addr)
-        self.mmio.write(INSN_COUNT, n_insns)
+        self.mmio.write(INSN_ADDR, int(base + insn_addr))  # pynq's MMIO takes int (not numpy integers)
+        self.mmio.write(INSN_COUNT, int(n_insns))
         t0 = time.perf_counter()
         self.mmio.write(CTRL, 1)
         self._wait()
@@ -210,8 +216,15 @@ class PynqDevice:
 
     def _wait(self) -> None:
         if self.irq is not None and (self.wait == "irq" or not _loop_running()):
+            if _loop_running():
+                raise RuntimeApiError("wait='irq' inside a running asyncio event loop (e.g. Jupyter): run() is "
+                                      "synchronous and cannot wait on that loop; use wait='auto' (polls there) or "
+                                      "'poll'")
             for _ in range(3):  # a stale level interrupt of the previous run may wake the first wait
-                asyncio.run(self.irq.wait())
+                try:  # on the loop that holds the Interrupt's UIO reader (not asyncio.run: a new loop each time)
+                    self._loop.run_until_complete(asyncio.wait_for(self.irq.wait(), self.timeout_s))
+                except TimeoutError:
+                    raise TimeoutError(f"no interrupt from the accelerator within {self.timeout_s} s") from None
                 if self.mmio.read(CTRL) & CTRL_DONE:
                     return
         deadline = time.monotonic() + self.timeout_s
@@ -223,6 +236,15 @@ class PynqDevice:
         if self._buf is not None:
             self._buf.freebuffer()
             self._buf = None
+
+
+def _current_loop() -> asyncio.AbstractEventLoop:
+    """The running event loop, else this thread's current one (made if none): the loop pynq's ``UioController``
+    attaches its reader to when an ``Interrupt`` is made."""
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.get_event_loop_policy().get_event_loop()
 
 
 def _loop_running() -> bool:

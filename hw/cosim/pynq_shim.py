@@ -2,27 +2,43 @@
 signatures, so host code written for a PYNQ board (``jit_runtime.devices_pynq``) runs unchanged against
 the Verilator model of the accelerator.
 
-- **Memory**: a contiguous region (a shared-memory file, mapped by the host and by the simulator) at a
-  DDR-like physical base address; ``allocate`` hands out page-aligned buffers in it whose
-  ``physical_address`` is what the accelerator's AXI4 master sees. ``flush``/``invalidate`` are counted
-  (the region is coherent) so tests can check the driver calls them.
-- **Overlay(bitfile)**: reads ``<name>.hwh`` beside it (the address map and interrupt nets, see
-  :meth:`fpga.zynq_shell.Shell.hwh`) into ``ip_dict``/``interrupt_pins`` and starts the simulator for the
-  config that the stand-in ``<name>.bit`` names (:func:`write_sim_bitstream`).
-- **MMIO**: AXI4-Lite reads/writes on the accelerator's register window.
-- **Interrupt(pin).wait()**: runs the design until its ``irq``.
-
-The simulator is a backend behind a small interface (:class:`ShimBackend`): :class:`CocotbBackend` runs
-the cocotb/Verilator co-simulation (:mod:`hw.cosim.pynq_server`) in a child process; a faster compiled
-harness can take its place.
+- **The design**: ``vta_accel``, the module Vivado instantiates in the Zynq shell (:mod:`hw.accel_wrapper`), on
+  the compiled Verilator harness (:class:`HarnessBackend`, the default); it runs concurrently with the host in a
+  device thread from the CTRL start write to its interrupt, as on a board. :class:`CocotbBackend` (cocotb, the
+  bare ``vta_top``, ~100x slower) is kept as a cross-check.
+- **Memory, not coherent**: the contiguous region exists twice: the DRAM the accelerator's AXI master reads and
+  writes (a shared-memory file at a DDR-like physical base, mapped by the simulator) and the CPU's view of it
+  (what ``allocate``'d buffers show to the host). ``flush()`` copies the buffer's bytes from the CPU's view to
+  DRAM, ``invalidate()`` from DRAM to the CPU's view; nothing else moves them. A driver that forgets either
+  gives a wrong result (the strict form of a write-back cache that never evicts on its own).
+- **Interrupts, axi_intc-like**: the accelerator's level ``irq`` drives input 0 of an interrupt controller model
+  with the ``axi_intc`` registers pynq uses (ISR, IPR, IER, IAR, SIE, CIE, IVR, MER; level input: an acknowledged
+  ISR bit is set again while the input is high), whose output is the PS interrupt (``IRQ_F2P``/``pl_ps_irq0``)
+  served by a UIO device: a pseudo-terminal in raw mode that, like ``/dev/uioN``, takes a 4-byte write to
+  enable the interrupt and gives a 4-byte count when it fires (then stays disabled until enabled again).
+- **pynq's own classes** (when the ``pynq`` package imports; ``pynq="auto"``): buffers are
+  ``pynq.buffer.PynqBuffer`` (pynq's flush/invalidate/offset logic calling the shim as its device), ``MMIO`` is
+  ``pynq.mmio.MMIO`` on a register device, and ``Interrupt`` is ``pynq.interrupt.Interrupt`` with its
+  ``_InterruptController`` and ``UioController`` (reader attached to the event loop current when it is made) on
+  the pty; the shim replaces only the board lookups (``PL``, ``get_uio_irq``, the MMIO device). Without pynq the
+  shim's own classes keep the same semantics (incl. the interrupt's loop affinity).
+- **Overlay(bitfile)**: reads ``<name>.hwh`` beside it (:meth:`fpga.zynq_shell.Shell.hwh`) into
+  ``ip_dict``/``interrupt_pins`` and starts the simulator for the config the stand-in ``<name>.bit`` names
+  (:func:`write_sim_bitstream`); the design is reset once, like a board after a bitstream download.
 """
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
 import os
+import select
 import socket
 import tempfile
 import threading
+import time
+import tty
+import types
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Callable, Protocol
@@ -30,10 +46,14 @@ from typing import Callable, Protocol
 import numpy as np
 
 from isa.config import HwConfig, make_config
-from isa.registers import ADDR_BITS
+from isa.registers import ADDR_BITS, CTRL
 
 PAGE = 4096
 SIM_BITSTREAM_MAGIC = "vta-stack RTL shim overlay"
+#: GIC interrupt id of the first PL-to-PS interrupt line (IRQ_F2P[0] on Zynq-7000, pl_ps_irq0[0] on ZynqMP)
+RAW_IRQ = {"zynq": 61, "zynquplus": 121}
+#: axi_intc register offsets (PG099)
+ISR, IPR, IER, IAR, SIE, CIE, IVR, MER = range(0, 0x20, 4)
 
 
 def write_sim_bitstream(path: str | Path, cfg: HwConfig, phys_base: int = 0, ddr_bytes: int = 0) -> Path:
@@ -147,62 +167,337 @@ class CocotbBackend:
         self._td.cleanup()
 
 
+class HarnessBackend:
+    """``vta_accel`` on the compiled Verilator harness (:mod:`hw.cosim.harness`, ``top="vta_accel"``), DRAM served
+    from the shim's memory file at its physical base. A device thread advances the design from each CTRL start
+    write until its interrupt (in chunks of ``chunk`` cycles, so register accesses interleave as on a board) and
+    reports the interrupt level to the listeners (:meth:`listen`)."""
+
+    concurrent = True
+
+    def __init__(self, cfg: HwConfig, mem_path: str, mem_bytes: int, phys_base: int, max_cycles: int = 50_000_000,
+                 chunk: int = 1 << 16):
+        from hw.cosim.harness import Harness
+
+        self.h = Harness(cfg, top="vta_accel")
+        self.h.map_memory(mem_path, mem_bytes, phys_base)
+        self.h.reset()  # the bitstream download
+        self.max_cycles, self.chunk = max_cycles, chunk
+        self.cycles_run = 0  # clock cycles the device thread ran (the shim's speed)
+        self.oob = 0
+        self.error: str | None = None
+        self._cv = threading.Condition()
+        self._host_waiting = 0
+        self._active = False
+        self._run_cycles = 0
+        self._fired = threading.Event()
+        self._listeners: list[Callable[[bool], None]] = []
+        self.closed = False
+        self._thread = threading.Thread(target=self._device, name="vta-shim-device", daemon=True)
+        self._thread.start()
+
+    def listen(self, fn: Callable[[bool], None]) -> None:
+        """Call ``fn(level)`` whenever the accelerator's ``irq`` changes (from the device thread)."""
+        self._listeners.append(fn)
+
+    def _level(self, high: bool) -> None:
+        for fn in self._listeners:
+            fn(high)
+
+    def _device(self) -> None:
+        while True:
+            with self._cv:
+                self._cv.wait_for(lambda: self.closed or (self._active and not self._host_waiting))
+                if self.closed:
+                    return
+                try:
+                    fired, k, oob = self.h.run_until_irq(min(self.chunk, self.max_cycles - self._run_cycles))
+                except Exception as exc:  # the harness died: report it to the waiting host
+                    self.error, fired, k, oob = f"the harness failed: {exc}", False, 0, 0
+                self.cycles_run += k
+                self._run_cycles += k
+                self.oob = oob
+                if not fired and self._run_cycles >= self.max_cycles and self.error is None:
+                    self.error = f"no interrupt within {self.max_cycles} cycles (deadlock or too long)"
+                if fired or self.error:
+                    self._active = False
+                    self._fired.set()
+                if fired:
+                    self._level(True)  # under the lock: a later start write cannot be overtaken
+
+    def _host(self, fn: Callable, *args):
+        """Run a register access between two device-thread chunks."""
+        with self._cv:
+            self._host_waiting += 1
+            try:
+                return fn(*args)
+            finally:
+                self._host_waiting -= 1
+                self._cv.notify_all()
+
+    def write(self, offset: int, value: int) -> None:
+        if self.closed:
+            raise RuntimeError("the overlay's simulator was closed")
+        start = offset == CTRL and value & 1
+
+        def wr():
+            self.h.write_reg(offset, value)
+            if start:
+                self._fired.clear()
+                self._level(False)  # done drops with the start (the harness skips the stale level, see tb.cpp)
+                self._active, self._run_cycles, self.error = True, 0, None
+        self._host(wr)
+
+    def read(self, offset: int) -> int:
+        if self.closed:
+            raise RuntimeError("the overlay's simulator was closed")
+        return self._host(self.h.read_reg, offset)
+
+    def wait_irq(self) -> int:
+        self._fired.wait()
+        if self.error:
+            raise TimeoutError(self.error)
+        return self.cycles_run
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        with self._cv:
+            self.closed = True
+            self._cv.notify_all()
+        self._thread.join(timeout=60)
+        self.h.close()
+
+
+class IntcModel:
+    """An ``axi_intc`` with one level-sensitive input (the accelerator's ``irq``) whose output drives ``uio``."""
+
+    def __init__(self, uio: "UioPty"):
+        self.isr = self.ier = self.mer = 0
+        self.level = False
+        self.uio = uio
+        self._lock = threading.Lock()
+        uio.on_enable = self._update
+
+    def set_level(self, high: bool) -> None:
+        with self._lock:
+            self.level = high
+            if high:
+                self.isr |= 1
+        self._update()
+
+    @property
+    def output(self) -> bool:
+        return bool(self.mer & 1) and bool(self.isr & self.ier)
+
+    def _update(self) -> None:
+        with self._lock:
+            out = self.output
+        if out:
+            self.uio.fire()
+
+    def read(self, off: int) -> int:
+        with self._lock:
+            if off == IVR:
+                p = self.isr & self.ier
+                return (p & -p).bit_length() - 1 if p else 0xFFFF_FFFF
+            return {ISR: self.isr, IPR: self.isr & self.ier, IER: self.ier, MER: self.mer}.get(off, 0)
+
+    def write(self, off: int, v: int) -> None:
+        with self._lock:
+            if off == ISR and not self.mer & 2:  # software interrupts only before the hardware is enabled
+                self.isr |= v & 1
+            elif off == IER:
+                self.ier = v & 1
+            elif off == IAR:
+                self.isr &= ~v
+                if self.level:  # level input: still active
+                    self.isr |= 1
+            elif off == SIE:
+                self.ier |= v & 1
+            elif off == CIE:
+                self.ier &= ~v
+            elif off == MER:
+                self.mer = v & 3
+        self._update()
+
+
+class UioPty:
+    """A UIO device stand-in: a pseudo-terminal in raw mode. The host opens :attr:`path` (``open(path, "r+b")``
+    as pynq's ``UioController`` does) and writes a non-zero 4-byte word to enable the interrupt; :meth:`fire`
+    (when enabled) sends the 4-byte event count and disables it until the next enable, as ``uio_pdrv_genirq``."""
+
+    def __init__(self, stats: dict | None = None):
+        self.stats = stats if stats is not None else {}
+        self.master, self._slave = os.openpty()
+        tty.setraw(self._slave)
+        self.path = os.ttyname(self._slave)
+        self.enabled = False
+        self.count = 0
+        self.on_enable: Callable[[], None] = lambda: None
+        self._lock = threading.Lock()
+        self._stop = False
+        self._thread = threading.Thread(target=self._serve, name="vta-shim-uio", daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        buf = b""
+        while not self._stop:
+            r, _, _ = select.select([self.master], [], [], 0.05)
+            if not r:
+                continue
+            try:
+                buf += os.read(self.master, 64)
+            except OSError:
+                return
+            while len(buf) >= 4:
+                word, buf = buf[:4], buf[4:]
+                with self._lock:
+                    self.enabled = any(word)
+                if any(word):
+                    self.on_enable()
+
+    def fire(self) -> None:
+        with self._lock:
+            if not self.enabled:
+                return
+            self.enabled = False
+            self.count += 1
+            self.stats["irq_fired"] = self.stats.get("irq_fired", 0) + 1
+            os.write(self.master, self.count.to_bytes(4, "little"))
+
+    def close(self) -> None:
+        self._stop = True
+        self._thread.join(timeout=5)
+        for fd in (self.master, self._slave):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def _import_pynq(use: bool | str):
+    """The pynq package's modules the shim uses, or None (``use="auto"`` and pynq does not import)."""
+    if use is False:
+        return None
+    try:
+        import pynq.buffer  # noqa: PLC0415 - optional
+        import pynq.interrupt
+        import pynq.mmio
+    except ImportError as exc:
+        if use == "auto":
+            return None
+        raise RuntimeError("PynqShim(pynq=True) needs the 'pynq' package (pip install --no-deps pynq==4.0.0 "
+                           "pynqmetadata pynqutils; its numpy<2 pin conflicts with this stack)") from exc
+    return pynq
+
+
 class PynqShim:
     """The ``pynq`` module's API, backed by the RTL: pass it where a driver takes ``pynq=``.
 
-    ``phys_base``: the physical address of the contiguous region (page aligned, below 4 GiB);
-    ``mem_bytes``: its size; ``backend``: ``factory(cfg, mem_path, mem_bytes, phys_base) -> ShimBackend``.
+    ``phys_base``: the physical address of the contiguous region (page aligned, below 4 GiB); ``mem_bytes``: its
+    size; ``backend``: ``factory(cfg, mem_path, mem_bytes, phys_base) -> ShimBackend`` (default
+    :class:`HarnessBackend`); ``pynq``: use pynq's own buffer, MMIO and interrupt classes (``"auto"``: when the
+    package imports; ``True``: required; ``False``: the shim's own).
     """
 
     def __init__(self, phys_base: int = 0x1800_0000, mem_bytes: int = 64 << 20,
-                 backend: Callable[..., ShimBackend] = CocotbBackend):
+                 backend: Callable[..., ShimBackend] | None = None, pynq: bool | str = "auto"):
         if phys_base % PAGE or phys_base + mem_bytes > 1 << 32:
             raise ValueError(f"phys_base {phys_base:#x} must be page aligned and the region must end below 4 GiB")
-        self.phys_base, self.mem_bytes, self._backend_factory = phys_base, mem_bytes, backend
+        if pynq not in (True, False, "auto"):
+            raise ValueError(f"pynq={pynq!r}: allowed are True, False, 'auto'")
+        self.phys_base, self.mem_bytes = phys_base, mem_bytes
+        self._backend_factory = backend or HarnessBackend
         shm = "/dev/shm" if os.path.isdir("/dev/shm") else None
         fd, self.mem_path = tempfile.mkstemp(prefix="vta-pynq-mem-", dir=shm)
         os.ftruncate(fd, mem_bytes)
         os.close(fd)
-        self.mem = np.memmap(self.mem_path, dtype=np.uint8, mode="r+", shape=(mem_bytes,))
+        self.mem = np.memmap(self.mem_path, dtype=np.uint8, mode="r+", shape=(mem_bytes,))  # DRAM (the device's)
+        self.host = np.zeros(mem_bytes, np.uint8)  # the CPU's view of the same physical range
         self._free: list[tuple[int, int]] = [(0, mem_bytes)]
-        self.stats = {"flush": 0, "invalidate": 0, "allocate": 0, "mmio_write": 0, "mmio_read": 0, "irq_wait": 0}
+        self.stats = {"flush": 0, "invalidate": 0, "allocate": 0, "mmio_write": 0, "mmio_read": 0, "irq_wait": 0,
+                      "irq_fired": 0}
         self.backend: ShimBackend | None = None
-        self.overlay: "PynqShim.Overlay | None" = None
+        self.overlay = None
+        self.intc: IntcModel | None = None
+        self.uio: UioPty | None = None
+        self.pynq = _import_pynq(pynq)
+        self._patched: list[tuple[object, str, object]] = []
         shim = self
 
-        class PynqBuffer(np.ndarray):
-            """A contiguous buffer in the shim's region (pynq.buffer.PynqBuffer's attributes)."""
+        # ---------------------------------------------------------------- the device pynq's classes talk to
+        class Device:
+            """What pynq's PynqBuffer (flush/invalidate) and MMIO (REGISTER_RW) call."""
 
-            def __array_finalize__(self, obj):
-                if isinstance(obj, PynqBuffer) and getattr(obj, "device_address", None) is not None:
-                    delta = self.__array_interface__["data"][0] - obj.__array_interface__["data"][0]
-                    self.device_address = obj.device_address + delta
-                    self._root = getattr(obj, "_root", obj)
-                else:
-                    self.device_address = None
+            def has_capability(self, cap: str) -> bool:
+                return cap == "REGISTER_RW"
 
-            @property
-            def physical_address(self) -> int:
-                return self.device_address
+            def flush(self, bo, offset, vaddr, nbytes):
+                shim._sync(bo + offset, nbytes, to_device=True)
 
-            cacheable = True
-            coherent = False
+            def invalidate(self, bo, offset, vaddr, nbytes):
+                shim._sync(bo + offset, nbytes, to_device=False)
 
-            def flush(self) -> None:
-                shim.stats["flush"] += 1
+            def read_registers(self, address: int, length: int) -> bytes:
+                return shim._reg_read(address, length).to_bytes(length, "little")
 
-            def invalidate(self) -> None:
-                shim.stats["invalidate"] += 1
+            def write_registers(self, address: int, data: bytes) -> None:
+                shim._reg_write(address, int.from_bytes(data, "little"))
 
-            sync_to_device, sync_from_device = flush, invalidate
+        self.device = Device()
 
-            def freebuffer(self) -> None:
-                if getattr(self, "_block", None) is not None:
-                    shim._release(*self._block)
-                    self._block = None
+        # ---------------------------------------------------------------- buffers
+        if self.pynq is not None:
+            class PynqBuffer(self.pynq.buffer.PynqBuffer):
+                """pynq's PynqBuffer (its flush/invalidate/offset logic) in the shim's region."""
 
-            close = freebuffer
+                # numpy 2's ndarray has a read-only ``device`` (array API); pynq 4.0 (numpy<2) assigns its own there
+                device = property(lambda self: self.__dict__.get("_pynq_device"),
+                                  lambda self, v: self.__dict__.__setitem__("_pynq_device", v))
 
+                def freebuffer(self) -> None:
+                    if getattr(self, "_block", None) is not None:
+                        shim._release(*self._block)
+                        self._block = None
+        else:
+            class PynqBuffer(np.ndarray):
+                """A contiguous buffer in the shim's region (pynq.buffer.PynqBuffer's attributes and semantics)."""
+
+                def __array_finalize__(self, obj):
+                    if isinstance(obj, PynqBuffer) and getattr(obj, "device_address", None) is not None:
+                        delta = self.__array_interface__["data"][0] - obj.__array_interface__["data"][0]
+                        self.device_address = obj.device_address + delta
+                        self.bo, self.offset, self.coherent = obj.bo, obj.offset + delta, obj.coherent
+                    else:
+                        self.device_address = None
+
+                @property
+                def physical_address(self) -> int:
+                    return self.device_address
+
+                @property
+                def cacheable(self) -> bool:
+                    return not self.coherent
+
+                def flush(self) -> None:
+                    if not self.coherent:
+                        shim.device.flush(self.bo, self.offset, 0, self.nbytes)
+
+                def invalidate(self) -> None:
+                    if not self.coherent:
+                        shim.device.invalidate(self.bo, self.offset, 0, self.nbytes)
+
+                sync_to_device, sync_from_device = flush, invalidate
+
+                def freebuffer(self) -> None:
+                    if getattr(self, "_block", None) is not None:
+                        shim._release(*self._block)
+                        self._block = None
+
+                close = freebuffer
+
+        # ---------------------------------------------------------------- overlay
         class Overlay:
             """``pynq.Overlay(bitfile)``: parses ``<name>.hwh`` and starts the simulator of the design."""
 
@@ -216,67 +511,147 @@ class PynqShim:
                 cfg = read_sim_bitstream(bit)
                 self.bitfile_name = str(bit)
                 self.ip_dict, self.interrupt_pins = parse_hwh(hwh)
+                self.interrupt_controllers = parse_intc(hwh)
+                self.timestamp = f"{bit.resolve()}@{time.time_ns()}"
                 self.config = cfg
-                if shim.backend is not None:
-                    shim.backend.close()
+                shim._unload()
                 shim.backend = shim._backend_factory(cfg, shim.mem_path, shim.mem_bytes, shim.phys_base)
                 shim.overlay = self
+                if getattr(shim.backend, "concurrent", False):
+                    shim.uio = UioPty(shim.stats)
+                    shim.intc = IntcModel(shim.uio)
+                    shim.backend.listen(shim.intc.set_level)
+                    if shim.pynq is not None:
+                        shim._patch_pynq_interrupts()
 
             def free(self) -> None:
-                if shim.overlay is self and shim.backend is not None:
-                    shim.backend.close()
-                    shim.backend = None
+                if shim.overlay is self:
+                    shim._unload()
 
-        class MMIO:
-            """``pynq.MMIO(base_addr, length)`` on the accelerator's register window."""
+        # ---------------------------------------------------------------- MMIO
+        if self.pynq is not None:
+            MMIO = functools.partial(self.pynq.mmio.MMIO, device=self.device)
+        else:
+            class MMIO:
+                """``pynq.MMIO(base_addr, length)`` (pynq's checks: int data only, aligned offsets)."""
 
-            def __init__(self, base_addr: int, length: int = 4, **_):
-                ov = shim.overlay
-                if ov is None:
-                    raise RuntimeError("no overlay is loaded")
-                self.base_addr, self.length = base_addr, length
-                for ip in ov.ip_dict.values():
-                    if ip.get("phys_addr") is not None and \
-                            ip["phys_addr"] <= base_addr and base_addr + length <= ip["phys_addr"] + ip["addr_range"]:
-                        self._offset = base_addr - ip["phys_addr"]
-                        break
-                else:
-                    raise ValueError(f"no IP of the overlay covers MMIO [{base_addr:#x}, {base_addr + length:#x})")
+                def __init__(self, base_addr: int, length: int = 4, **_):
+                    if base_addr < 0 or length < 0:
+                        raise ValueError("Base address or length cannot be negative.")
+                    self.base_addr, self.length = base_addr, length
 
-            def _check(self, offset: int) -> int:
-                if offset < 0 or offset % 4 or offset + 4 > self.length:
-                    raise ValueError(f"MMIO offset {offset:#x} must be word aligned and inside {self.length} bytes")
-                return (self._offset + offset) & ((1 << ADDR_BITS) - 1)
+                def read(self, offset: int = 0, length: int = 4, word_order: str = "little") -> int:
+                    if length != 4:
+                        raise ValueError("the shim's MMIO reads 4-byte words")
+                    if offset < 0 or offset % 4:
+                        raise MemoryError("Unaligned read: offset must be multiple of 4.")
+                    return shim._reg_read(self.base_addr + offset, 4)
 
-            def read(self, offset: int = 0, length: int = 4, word_order: str = "little") -> int:
-                if length != 4:
-                    raise ValueError("the shim's MMIO reads 4-byte words")
-                shim.stats["mmio_read"] += 1
-                return shim.backend.read(self._check(offset))
+                def write(self, offset: int, data: int) -> None:
+                    if offset < 0 or offset % 4:
+                        raise MemoryError("Unaligned write: offset must be multiple of 4.")
+                    if type(data) is not int:  # pynq's MMIO.write_reg: int or bytes only (not numpy integers)
+                        raise ValueError("Data type must be int or bytes.")
+                    shim._reg_write(self.base_addr + offset, data)
 
-            def write(self, offset: int, data: int) -> None:
-                if not isinstance(data, (int, np.integer)):
-                    raise ValueError("the shim's MMIO writes integers")
-                shim.stats["mmio_write"] += 1
-                shim.backend.write(self._check(offset), int(data) & 0xFFFF_FFFF)
-
-        class Interrupt:
-            """``pynq.Interrupt(pinname)``; ``await wait()`` runs the design until the pin's interrupt."""
-
-            def __init__(self, pinname: str):
-                if shim.overlay is None or pinname not in shim.overlay.interrupt_pins:
+        # ---------------------------------------------------------------- Interrupt
+        if self.pynq is not None:
+            def Interrupt(pinname: str):
+                """``pynq.interrupt.Interrupt(pinname)`` on the shim's interrupt controller and UIO pty."""
+                if shim.overlay is None:
                     raise ValueError(f"No Pin of name {pinname} found")
-                self.pinname = pinname
+                if shim.uio is None:
+                    raise RuntimeError("pynq's Interrupt needs a concurrent backend (HarnessBackend)")
+                return shim.pynq.interrupt.Interrupt(pinname)
+        else:
+            class Interrupt:
+                """``pynq.Interrupt(pinname)`` with pynq's mechanics: the UIO device is opened and its reader attached
+                to the event loop current when the Interrupt is made; ``await wait()`` enables the controller's
+                input and the UIO line and waits on that loop for the UIO's 4-byte event."""
 
-            async def wait(self) -> None:
-                shim.stats["irq_wait"] += 1
-                shim.backend.wait_irq()
+                def __init__(self, pinname: str):
+                    if shim.overlay is None or pinname not in shim.overlay.interrupt_pins:
+                        raise ValueError(f"No Pin of name {pinname} found")
+                    self.pinname = pinname
+                    if shim.uio is not None:
+                        self.uio = open(shim.uio.path, "r+b", buffering=0)
+                        self.loop = _current_loop()
+                        self.loop.add_reader(self.uio, self._uio_callback)
+                    self._events: list[asyncio.Event] = []
+
+                def _uio_callback(self) -> None:
+                    self.uio.read(4)
+                    events, self._events = self._events, []
+                    for e in events:
+                        e.set()
+
+                async def wait(self) -> None:
+                    shim.stats["irq_wait"] += 1
+                    if shim.intc is None:  # a synchronous backend (cocotb): run the design to its irq
+                        shim.backend.wait_irq()
+                        return
+                    if asyncio.get_running_loop() is not self.loop:
+                        raise RuntimeError(f"Interrupt {self.pinname} waited on an event loop other than the one "
+                                           f"current when it was made, which holds its UIO reader")
+                    e = asyncio.Event()
+                    self._events.append(e)
+                    shim.intc.write(SIE, 1)
+                    self.uio.write(bytes([0, 0, 0, 1]))
+                    shim.intc.write(MER, 3)
+                    await e.wait()
+                    shim.intc.write(CIE, 1)
+                    shim.intc.write(IAR, shim.intc.read(IPR))
 
         self.PynqBuffer, self.Overlay, self.MMIO, self.Interrupt = PynqBuffer, Overlay, MMIO, Interrupt
 
-    # ------------------------------------------------------------------ pynq.allocate
+    # ------------------------------------------------------------------ the API of a loaded overlay
+    def api(self) -> types.SimpleNamespace:
+        """A pynq-like module whose ``Overlay`` returns the loaded overlay (a second driver on the same design)."""
+        return types.SimpleNamespace(Overlay=lambda path, **_: self.overlay, MMIO=self.MMIO, Interrupt=self.Interrupt,
+                                     allocate=self.allocate)
+
+    # ------------------------------------------------------------------ registers
+    def _window(self, address: int) -> tuple[str, int]:
+        ov = self.overlay
+        if ov is None:
+            raise RuntimeError("no overlay is loaded")
+        for name, ip in ov.ip_dict.items():
+            if ip.get("phys_addr") is not None and ip["phys_addr"] <= address < ip["phys_addr"] + ip["addr_range"]:
+                return name, address - ip["phys_addr"]
+        raise ValueError(f"no IP of the overlay is at address {address:#x}")
+
+    def _reg_read(self, address: int, length: int) -> int:
+        if length != 4 or address % 4:
+            raise ValueError(f"register read of {length} bytes at {address:#x}: 4-byte aligned words only")
+        name, off = self._window(address)
+        self.stats["mmio_read"] += 1
+        if name in self.overlay.interrupt_controllers:
+            return self.intc.read(off)
+        return self.backend.read(off & ((1 << ADDR_BITS) - 1))
+
+    def _reg_write(self, address: int, value: int) -> None:
+        if address % 4:
+            raise ValueError(f"register write at {address:#x}: 4-byte aligned words only")
+        name, off = self._window(address)
+        self.stats["mmio_write"] += 1
+        if name in self.overlay.interrupt_controllers:
+            self.intc.write(off, value & 0xFFFF_FFFF)
+        else:
+            self.backend.write(off & ((1 << ADDR_BITS) - 1), value & 0xFFFF_FFFF)
+
+    # ------------------------------------------------------------------ memory
+    def _sync(self, start: int, nbytes: int, to_device: bool) -> None:
+        if start < 0 or start + nbytes > self.mem_bytes:
+            raise ValueError(f"cache maintenance on [{start:#x}, {start + nbytes:#x}) outside the region")
+        if to_device:
+            self.stats["flush"] += 1
+            self.mem[start:start + nbytes] = self.host[start:start + nbytes]
+        else:
+            self.stats["invalidate"] += 1
+            self.host[start:start + nbytes] = self.mem[start:start + nbytes]
+
     def allocate(self, shape, dtype="u4", target=None, **kwargs):
-        """``pynq.allocate``: a page-aligned contiguous buffer in the shim's region."""
+        """``pynq.allocate``: a page-aligned contiguous buffer in the shim's region (the CPU's view)."""
         dt = np.dtype(dtype)
         n = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
         size = max(PAGE, -(-n // PAGE) * PAGE)
@@ -288,8 +663,12 @@ class PynqShim:
             raise RuntimeError(f"Failed to allocate Memory! ({n} bytes; the shim's contiguous region has "
                                f"{sum(f[1] for f in self._free)} bytes free)")
         self.stats["allocate"] += 1
-        buf = np.ndarray.__new__(self.PynqBuffer, shape, dt, buffer=self.mem, offset=start)
-        buf.device_address = self.phys_base + start
+        if self.pynq is not None:
+            buf = self.PynqBuffer(shape, dt, buffer=self.host, offset=start, device=self.device,
+                                  device_address=self.phys_base + start, bo=start, coherent=False)
+        else:
+            buf = np.ndarray.__new__(self.PynqBuffer, shape, dt, buffer=self.host, offset=start)
+            buf.device_address, buf.bo, buf.offset, buf.coherent = self.phys_base + start, start, 0, False
         buf._block = (start, size)
         return buf
 
@@ -304,10 +683,50 @@ class PynqShim:
                 merged.append((s, n))
         self._free = merged
 
-    def close(self) -> None:
+    # ------------------------------------------------------------------ pynq's interrupt classes on the shim
+    def _patch_pynq_interrupts(self) -> None:
+        """Point pynq.interrupt's board lookups at this overlay: ``PL`` (ip_dict, interrupt pins and controllers,
+        timestamp), ``MMIO`` (the register device) and ``get_uio_irq`` (the UIO pty of the PS interrupt)."""
+        mod, ov = self.pynq.interrupt, self.overlay
+        raw = {c["raw_irq"] for c in ov.interrupt_controllers.values()}
+        pl = types.SimpleNamespace(ip_dict=ov.ip_dict, interrupt_pins=ov.interrupt_pins,
+                                   interrupt_controllers=ov.interrupt_controllers, timestamp=ov.timestamp)
+        uio = self.uio.path
+        real_lookup = mod.get_uio_irq if not self._patched else self._patched[-1][2]
+        for irq in raw:  # a UioController of an earlier shim on the same GIC line is stale
+            mod._InterruptController._uio_devices.pop(irq, None)
+        self._unpatch()
+        for name, value in (("PL", pl), ("MMIO", functools.partial(self.pynq.mmio.MMIO, device=self.device)),
+                            ("get_uio_irq", lambda irq: uio if irq in raw else real_lookup(irq))):
+            self._patched.append((mod, name, getattr(mod, name)))
+            setattr(mod, name, value)
+        self._raw_irqs = raw
+
+    def _unpatch(self) -> None:
+        for mod, name, value in reversed(self._patched):
+            setattr(mod, name, value)
+        self._patched = []
+
+    def _unload(self) -> None:
+        if self.pynq is not None and self._patched:
+            for irq in getattr(self, "_raw_irqs", ()):
+                dev = self.pynq.interrupt._InterruptController._uio_devices.pop(irq, None)
+                if dev is not None:
+                    try:
+                        _current_loop().remove_reader(dev.uio)
+                    except (ValueError, RuntimeError):
+                        pass
+            self._unpatch()
         if self.backend is not None:
             self.backend.close()
             self.backend = None
+        if self.uio is not None:
+            self.uio.close()
+            self.uio = self.intc = None
+        self.overlay = None
+
+    def close(self) -> None:
+        self._unload()
         try:
             os.unlink(self.mem_path)
         except OSError:
@@ -318,6 +737,32 @@ class PynqShim:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _current_loop() -> asyncio.AbstractEventLoop:
+    """The running event loop, else the one current in this thread (made if none): what pynq's UioController
+    attaches its reader to."""
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.get_event_loop_policy().get_event_loop()
+
+
+def parse_intc(path: str | Path) -> dict:
+    """``interrupt_controllers`` as pynq's parser gives them: ``{intc: {"parent": "", "index": i, "raw_irq": n}}``
+    for every ``axi_intc`` whose ``irq`` drives the PS's PL-to-PS interrupt (GIC id :data:`RAW_IRQ` + line)."""
+    root = ET.parse(path).getroot()
+    arch = root.find("SYSTEMINFO").get("ARCH")
+    out = {}
+    for m in root.iter("MODULE"):
+        if m.get("MODTYPE") != "axi_intc":
+            continue
+        for p in m.iter("PORT"):
+            if p.get("NAME") == "irq":
+                for c in p.iter("CONNECTION"):
+                    if c.get("PORT") in ("IRQ_F2P", "pl_ps_irq0"):
+                        out[m.get("INSTANCE")] = {"parent": "", "index": 0, "raw_irq": RAW_IRQ[arch]}
+    return out
 
 
 def parse_hwh(path: str | Path) -> tuple[dict, dict]:

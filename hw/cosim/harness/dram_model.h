@@ -31,6 +31,7 @@ struct DramModel {
 
     uint8_t* mem = nullptr;
     uint64_t size = 0;
+    uint64_t base = 0;  // the AXI address of mem[0] (a physical base for the pynq shim; 0 for run images)
     unsigned L, B;
     uint64_t k = 0;           // the sampled cycle
     uint64_t busy_until = 0;  // first cycle the port's data timeline is free
@@ -44,8 +45,8 @@ struct DramModel {
 
     DramModel(unsigned latency, unsigned bus_bytes) : L(latency), B(bus_bytes) {}
 
-    void attach(uint8_t* m, uint64_t n) {
-        mem = m; size = n; k = 0; busy_until = 0; oob = 0;
+    void attach(uint8_t* m, uint64_t n, uint64_t at = 0) {
+        mem = m; size = n; base = at; k = 0; busy_until = 0; oob = 0;
         reads.clear(); writes.clear(); bq.clear(); cur_active = false;
     }
 
@@ -72,12 +73,12 @@ struct DramModel {
         if (s.arvalid) {
             uint64_t beats = s.arlen + 1, first = k + L > busy_until ? k + L : busy_until;
             busy_until = first + beats;
-            reads.push_back({first, s.araddr, beats});
+            reads.push_back({first, s.araddr - base, beats});  // below base: wraps, out of the image
         }
         if (s.awvalid) {
             uint64_t beats = s.awlen + 1, first = k + L > busy_until ? k + L : busy_until;
             busy_until = first + beats;
-            writes.push_back({s.awaddr, beats, 0, first + beats - 1});
+            writes.push_back({s.awaddr - base, beats, 0, first + beats - 1});
         }
         if (s.wvalid && !writes.empty()) {  // W beats come in burst order
             Write& w = writes.front();

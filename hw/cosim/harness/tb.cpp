@@ -10,6 +10,9 @@
 //   wr <reg offset> <value>  -> "ok"              (AXI4-Lite write, DRAM served meanwhile)
 //   rd <reg offset>          -> "ok <value>"      (AXI4-Lite read)
 //   reset                    -> "ok"              (two cycles of rst)
+//   map <path> <bytes> <base> -> "ok"             (serve DRAM from the file at AXI address base; no reset)
+//   runirq <max_cycles>      -> "ok <irq> <cycles run> <out-of-image bytes>"  (run until the irq of the run
+//                               started last: irq seen low since that CTRL start write, then high; or max_cycles)
 //   step <n>                 -> "ok <irq>"        (n clock cycles, DRAM served from the last mapped image)
 //   quit
 // Errors answer "err <message>". Only top-level ports are driven: the bench is generic over the design.
@@ -95,6 +98,7 @@ struct Bench {
     uint8_t* map = nullptr;
     uint64_t map_size = 0;
     bool settled = false;  // outputs reflect the current inputs (one-eval mode)
+    bool irq_low_since_start = true;  // runirq: irq was seen low after the last CTRL start write
 
     Bench(unsigned latency, unsigned bus_bytes) : ctx(new VerilatedContext), dram(latency, bus_bytes), B(bus_bytes) {
         top.reset(new Vvta_top(ctx.get()));
@@ -140,6 +144,7 @@ struct Bench {
         axil_rvalid = top->s_axil_rvalid;
         axil_rdata = top->s_axil_rdata;
         irq = top->irq;
+        irq_low_since_start |= !irq;
         DramModel::Drive d = dram.step(s);
         top->m_axi_rvalid = d.rvalid;
         top->m_axi_rlast = d.rlast;
@@ -201,7 +206,7 @@ struct Bench {
         dram.attach(nullptr, 0);
     }
 
-    std::string mapfile(const char* path, uint64_t nbytes) {
+    std::string mapfile(const char* path, uint64_t nbytes, uint64_t base = 0) {
         unmap();
         if (nbytes == 0) return "";
         int fd = open(path, O_RDWR);
@@ -216,7 +221,7 @@ struct Bench {
         if (p == MAP_FAILED) return std::string("cannot map ") + path;
         map = static_cast<uint8_t*>(p);
         map_size = nbytes;
-        dram.attach(map, nbytes);
+        dram.attach(map, nbytes, base);
         return "";
     }
 };
@@ -263,11 +268,37 @@ int main(int argc, char** argv) {
         } else if (c == "wr") {
             unsigned a, v;
             if (std::sscanf(line, "wr %u %u", &a, &v) != 2) std::printf("err bad wr command\n");
-            else { b.axil_write(a, v); std::printf("ok\n"); }
+            else {
+                b.axil_write(a, v);
+                if (a == 0x00 && (v & 1)) b.irq_low_since_start = false;  // CTRL start: the old irq is stale
+                std::printf("ok\n");
+            }
         } else if (c == "rd") {
             unsigned a;
             if (std::sscanf(line, "rd %u", &a) != 1) std::printf("err bad rd command\n");
             else std::printf("ok %u\n", b.axil_read(a));
+        } else if (c == "map") {
+            char path[4096];
+            unsigned long long nbytes, base;
+            if (std::sscanf(line, "map %4095s %llu %llu", path, &nbytes, &base) != 3) {
+                std::printf("err bad map command\n");
+            } else {
+                std::string e = b.mapfile(path, nbytes, base);
+                if (e.empty()) std::printf("ok\n"); else std::printf("err %s\n", e.c_str());
+            }
+        } else if (c == "runirq") {
+            unsigned long long limit, k = 0;
+            if (std::sscanf(line, "runirq %llu", &limit) != 1) {
+                std::printf("err bad runirq command\n");
+            } else {
+                bool fired = b.irq && b.irq_low_since_start;
+                while (!fired && k < limit) {
+                    b.cycle();
+                    ++k;
+                    fired = b.irq && b.irq_low_since_start;
+                }
+                std::printf("ok %d %llu %llu\n", fired ? 1 : 0, k, static_cast<unsigned long long>(b.dram.oob));
+            }
         } else if (c == "reset") {
             b.reset();
             std::printf("ok\n");
