@@ -1,15 +1,16 @@
 """Design-space exploration of ResNet-18 on the PYNQ-Z1's part (Zynq-7020), scaled out on Ray.
 
-    python benchmarks/bench_dse.py [--workers 2] [--out build/dse-bench] [--kill-points 4]
+    python benchmarks/bench_dse.py [--workers 2] [--out build/dse-bench] [--speed-points 8] [--kill-points 2]
 
 Stages (each prints a JSON line; the last line is the summary):
 
-1. ``ray``: the latency stage of the sweep as Ray tasks on a local cluster with ``--workers`` CPUs.
+1. ``ray``: the latency stage for ``--speed-points`` points spread over the space (0: all of it) as Ray tasks on
+   a local cluster with ``--workers`` CPUs (a fresh log: nothing cached).
 2. ``loop``: the same latency stage in this process, one point after the other (fresh log): ``ray_speedup`` is
    its wall time over stage 1's, ``ray_results_equal`` compares every record field but the wall time.
-3. ``kill``: ``--kill-points`` points on Ray again (fresh log) while one worker is SIGKILLed mid-task:
+3. ``kill``: ``--kill-points`` of those points on Ray again (fresh log) while one worker is SIGKILLed mid-task:
    ``worker_killed_lost`` counts points missing, duplicated or different from stage 2's results.
-4. ``sweep``: the full sweep (resumes stage 1's latencies from the log): estimates, synthesis (yosys, as Ray tasks,
+4. ``sweep``: the full sweep (resumes stage 1's latencies): the other points' latencies on Ray, estimates, synthesis (yosys, as Ray tasks,
    at most ``--workers`` at once) of the points that can be on the front, cached by design hash in
    ``OUT/synth-cache.jsonl``; the front, the table, the plot (``OUT/sweep/pareto.png``) and where the pynq-z1
    preset stands.
@@ -67,8 +68,21 @@ def _board_ok(check, fields) -> bool:
     return True
 
 
+def _descends_from_us(pid: int) -> bool:
+    """``pid`` descends from this process (a worker of the cluster it started, not another user's)."""
+    me = os.getpid()
+    while pid > 1:
+        try:
+            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            return False
+        if pid == me:
+            return True
+    return False
+
+
 def _kill_one_worker(fn_name: str, stop: threading.Event, killed: list) -> None:
-    """SIGKILL the first Ray worker process seen running ``fn_name`` (its title is ``ray::<fn_name>``)."""
+    """SIGKILL the first of our Ray workers seen running ``fn_name`` (its title is ``ray::<fn_name>``)."""
     title = f"ray::{fn_name}".encode()
     while not stop.is_set() and not killed:
         for pid in os.listdir("/proc"):
@@ -78,7 +92,7 @@ def _kill_one_worker(fn_name: str, stop: threading.Event, killed: list) -> None:
                 cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
             except OSError:
                 continue
-            if cmd.startswith(title):
+            if cmd.startswith(title) and _descends_from_us(int(pid)):
                 time.sleep(2.0)  # well into the task
                 try:
                     os.kill(int(pid), signal.SIGKILL)
@@ -100,7 +114,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--out", default="build/dse-bench")
-    ap.add_argument("--kill-points", type=int, default=4)
+    ap.add_argument("--speed-points", type=int, default=8,
+                    help="points of the space timed on Ray and in-process for ray_speedup (0: all)")
+    ap.add_argument("--kill-points", type=int, default=2)
     ap.add_argument("--stages", default="ray,loop,kill,sweep",
                     help="stages to run; the figures of the others come from OUT/figures.json (an earlier run)")
     ap.add_argument("--model", help="an int8 ONNX model instead of ResNet-18 (a quick check of the script)")
@@ -134,15 +150,20 @@ def main(argv: list[str] | None = None) -> int:
     figures["ray_init_s"] = round(time.perf_counter() - t0, 2)
     try:
         # 1. latency on Ray (a fresh log each run: timed from nothing)
+        ok_points = [p for p in space.valid if _board_ok(check, p.fields)]
+        n = args.speed_points or len(ok_points)
+        speed = parse_space(space_dict)
+        speed.valid = ok_points[::max(1, len(ok_points) // n)][:n]  # spread over the space
+        figures["speed_points"] = [p.params for p in speed.valid]
         ray_dir = out / f"ray-{run_id}"
         if "ray" in stages:
-            ray_res = run_sweep(model, space, ray_dir, resources=None, runner=ray_runner, check=check, progress=True)
+            ray_res = run_sweep(model, speed, ray_dir, resources=None, runner=ray_runner, check=check, progress=True)
             figures.update(ray_latency_stage_s=ray_res.stats["latency_stage_s"], ray_dir=str(ray_dir))
             save("ray", latency_stage_s=figures["ray_latency_stage_s"], points=ray_res.stats["points_evaluated"])
         # 2. the same in this process
         loop_dir = out / f"loop-{run_id}"
         if "loop" in stages:
-            loop_res = run_sweep(model, space, loop_dir, resources=None, runner=LoopRunner(), check=check,
+            loop_res = run_sweep(model, speed, loop_dir, resources=None, runner=LoopRunner(), check=check,
                                  progress=True)
             figures.update(loop_latency_stage_s=loop_res.stats["latency_stage_s"], loop_dir=str(loop_dir))
             ray_log, loop_log = ResultLog(Path(figures["ray_dir"]) / "dse.jsonl"), ResultLog(loop_dir / "dse.jsonl")
@@ -153,14 +174,14 @@ def main(argv: list[str] | None = None) -> int:
             figures["latency_eval_s_mean"] = round(float(np.mean([loop_log.get(k)["seconds"] for k in keys])), 2)
             save("loop", **{k: figures[k] for k in ("loop_latency_stage_s", "ray_speedup", "ray_results_equal")})
         loop_log = ResultLog(Path(figures["loop_dir"]) / "dse.jsonl")
-        # the sweep's own log starts from the loop's latencies (they are equal to Ray's, checked above)
+        # the sweep's own log starts from Ray's latencies of those points (equal to the loop's, checked above)
         main_log = ResultLog(out / "sweep" / "dse.jsonl")
-        for k, rec in loop_log.records.items():
+        for k, rec in ResultLog(Path(figures["ray_dir"]) / "dse.jsonl").records.items():
             if k not in main_log:
                 main_log.append(rec)
         # 3. a worker killed mid-run
         sub = parse_space(space_dict)
-        sub.valid = [p for p in sub.valid if _board_ok(check, p.fields)][:args.kill_points]
+        sub.valid = speed.valid[:args.kill_points]
         kdir = out / f"kill-{run_id}"
         if "kill" in stages:
             stop, killed = threading.Event(), []
