@@ -1,4 +1,4 @@
-"""Fuzz the inputs that enter the stack: ONNX models, .vtaprog files, instruction words, config files.
+"""Fuzz the inputs that enter the stack: ONNX models, .vtaprog and .vtamod files, instruction words, config files.
 
     python benchmarks/fuzz.py --seconds 300 [--targets onnx,vtaprog,decode,config] [--engine auto|atheris|hypothesis]
 
@@ -24,7 +24,7 @@ import traceback
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-TARGET_NAMES = ("onnx", "vtaprog", "decode", "config", "tunelog", "declaration")
+TARGET_NAMES = ("onnx", "vtaprog", "vtamod", "decode", "config", "tunelog", "declaration")
 MAX_EXAMPLES = 5  # foreign exceptions listed per target
 PROJECT_PACKAGES = ("compiler", "isa", "jit_runtime", "simulator", "tests.fuzz")
 

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from jit_runtime.device import Device, make_device
-from jit_runtime.errors import ModuleFileError
+from jit_runtime.errors import ModuleFileError, RuntimeApiError
 from jit_runtime.host_ops import KERNELS, TAKES_N_OUTPUTS
 from jit_runtime.module_file import _is_int, _spec, decode_attr, read_module_file
 from jit_runtime.program import Program
@@ -22,6 +22,10 @@ from jit_runtime.program import Program
 
 class ModuleInputError(ValueError):
     """An input of an exported module with an unknown name, a wrong shape or dtype, or missing."""
+
+
+class ModuleRunError(RuntimeApiError):
+    """A host op of an exported module failed on what the file gave it (names the step)."""
 
 
 def _check_steps(header: dict, programs: list[Program], arrays: dict[str, np.ndarray], path) -> list[dict]:
@@ -270,11 +274,15 @@ class RuntimeModule:
                              "intrinsic": st.get("intrinsic"), "time_ms": dt * 1e3})
             else:
                 fn = KERNELS[st["op"]]
-                if fn in TAKES_N_OUTPUTS:
-                    used = max((j + 1 for j, o in enumerate(st["outputs"]) if o), default=1)
-                    res = fn(st["attrs"], *ins, n_outputs=used)
-                else:
-                    res = fn(st["attrs"], *ins)
+                try:
+                    if fn in TAKES_N_OUTPUTS:
+                        used = max((j + 1 for j, o in enumerate(st["outputs"]) if o), default=1)
+                        res = fn(st["attrs"], *ins, n_outputs=used)
+                    else:
+                        res = fn(st["attrs"], *ins)
+                except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+                    raise ModuleRunError(f"{self.path}: step {i} ({st['name']!r}, host op {st['op']}) failed: "
+                                         f"{type(exc).__name__}: {exc}") from None
                 outs = list(res) if isinstance(res, tuple) else [res]
                 for name, v in zip(st["outputs"], outs):
                     if name:

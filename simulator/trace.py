@@ -88,5 +88,5 @@ def plot_timeline(path: str | Path, cfg: HwConfig, infos: list[InsnInfo], tl: Ti
     ax.legend(handles, list(colours), loc="upper center", bbox_to_anchor=(0.5, -0.25), ncol=len(colours), fontsize=8)
     fig.tight_layout()
     path = Path(path)
-    fig.savefig(path, dpi=100)
+    fig.savefig(path, dpi=100, format="png")  # the path as given (no ".png" appended)
     return path

@@ -15,6 +15,9 @@ choice through :class:`Choices`, so a coverage-guided fuzzer (atheris) and hypot
 * ``decode``: one 128-bit instruction word, decoded, then run before a FINISH.
 * ``config``: a config JSON file with one field set to an arbitrary JSON value, removed or
   added, the top level replaced, or the text damaged.
+* ``vtamod``: an exported module (``Module.export`` of the base model on tiny) with damaged bytes or a damaged
+  member (header fields, a step's field, a program member, a missing member), loaded by the runtime alone and
+  run with a small cycle budget.
 * ``tunelog``: a tuning log (``vta tune``) of valid records with one record field set to an arbitrary
   JSON value or removed, or the text damaged; applied to its tasks: bad lines are warnings
   (``TuningLogWarning``), never an exception.
@@ -35,6 +38,7 @@ from compiler.frontend.support import SUPPORTED_OPS
 from isa.config import HwConfig, make_config
 from isa.errors import ConfigError, EncodingError
 from jit_runtime.errors import ProgramFileError
+from jit_runtime.exported import ModuleRunError
 from simulator.errors import SimulatorError
 
 #: Simulator budget of fuzzed programs: enough for the base program, small enough to stay fast.
@@ -43,6 +47,7 @@ FUZZ_MAX_CYCLES = 2_000_000
 ALLOWED: dict[str, tuple[type[BaseException], ...]] = {
     "onnx": (ModelError, UnsupportedOperatorError, ModelInputError),
     "vtaprog": (ProgramFileError, SimulatorError),
+    "vtamod": (ProgramFileError, SimulatorError, ModuleRunError),  # ModuleFileError is a ProgramFileError
     "decode": (EncodingError, SimulatorError),
     "config": (ConfigError,),
     "tunelog": (),  # every bad line is a TuningLogWarning naming FILE:LINE; nothing may raise
@@ -369,6 +374,87 @@ def run_vtaprog(data: bytes) -> None:
         run_program_file(path)
 
 
+# ---------------------------------------------------------------------------------- vtamod
+_BASE_MODULE: bytes | None = None
+_MODULE_KEYS = ("format", "version", "name", "config", "signature", "inputs", "outputs", "constants", "programs",
+                "steps", "producer")
+_STEP_KEYS = ("kind", "name", "op", "inputs", "outputs", "attrs", "output", "shape", "dtype", "calls", "out_index",
+              "input_sizes", "macs")
+
+
+def base_module() -> bytes:
+    """The bytes of an exported module: the base model quantized and compiled for tiny."""
+    global _BASE_MODULE
+    if _BASE_MODULE is None:
+        from compiler.executor import build
+
+        calib = np.random.default_rng(0).standard_normal((2,) + IN_SHAPE[1:]).astype(np.float32)
+        mod = build(base_model(), "tiny", calibration=calib, progress=False)
+        with tempfile.TemporaryDirectory() as d:
+            _BASE_MODULE = mod.export(Path(d) / "m.vtamod").read_bytes()
+    return _BASE_MODULE
+
+
+def _mutate_module_members(raw: bytes, c: Choices) -> bytes:
+    with np.load(io.BytesIO(raw), allow_pickle=False) as data:
+        arrays = {k: data[k] for k in data.files}
+    header = json.loads(arrays["header"].tobytes().decode())
+    action = c.int(0, 5)
+    if action == 0:
+        header[c.pick(_MODULE_KEYS)] = _json_value(c)
+    elif action == 1:
+        header.pop(c.pick(_MODULE_KEYS), None)
+    elif action == 2:  # one field of one step (a call's slot included)
+        step = c.pick(header["steps"])
+        if step.get("calls") and c.bool():
+            slot = c.pick(step["calls"])
+            target = c.pick(slot["slots"]) if slot["slots"] and c.bool() else slot
+            target[c.pick(sorted(target))] = _json_value(c)
+        else:
+            step[c.pick(_STEP_KEYS)] = _json_value(c)
+    elif action == 3:  # a member's dtype or shape
+        key = c.pick(sorted(arrays))
+        a = arrays[key]
+        arrays[key] = c.pick([a.astype(np.float32), a.reshape(1, -1), a.reshape(-1)[: c.int(0, a.size)], a.astype(np.int64)])
+    elif action == 4:
+        arrays.pop(c.pick(sorted(arrays)))
+    else:
+        header = _json_value(c)
+    arrays["header"] = np.frombuffer(json.dumps(header).encode(), np.uint8)
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **arrays)
+    return buf.getvalue()
+
+
+def mutated_module(data: bytes) -> bytes:
+    """The base module file damaged as ``data`` chooses (bytes or members)."""
+    c = Choices(data)
+    raw = bytearray(base_module())
+    action = c.int(0, 3)
+    if action == 0:
+        for _ in range(c.int(1, 8)):
+            raw[c.int(0, len(raw) - 1)] ^= c.int(1, 255)
+    elif action == 1:
+        del raw[c.int(0, len(raw) - 1):]
+    elif action == 2:
+        i = c.int(0, len(raw) - 1)
+        del raw[i:i + c.int(1, 64)]
+    else:
+        return _mutate_module_members(bytes(raw), c)
+    return bytes(raw)
+
+
+def run_vtamod(data: bytes) -> None:
+    from jit_runtime.exported import load_module
+    from simulator import Simulator
+
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "fuzz.vtamod"
+        path.write_bytes(mutated_module(data))
+        m = load_module(path, device=Simulator(make_config("tiny"), max_cycles=FUZZ_MAX_CYCLES))
+        m.run({name: np.zeros(s["shape"], s["dtype"]) for name, s in m.inputs.items()})
+
+
 # ---------------------------------------------------------------------------------- decode
 _TINY: HwConfig | None = None
 
@@ -543,5 +629,5 @@ def run_declaration(data: bytes) -> None:
         unregister_intrinsic(decl.name)
 
 
-TARGETS = {"onnx": run_onnx, "vtaprog": run_vtaprog, "decode": run_decode, "config": run_config,
+TARGETS = {"onnx": run_onnx, "vtaprog": run_vtaprog, "vtamod": run_vtamod, "decode": run_decode, "config": run_config,
            "tunelog": run_tunelog, "declaration": run_declaration}

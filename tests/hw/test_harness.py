@@ -129,7 +129,8 @@ def test_vta_run_check_names_the_first_differing_layer(tmp_path, capsys, monkeyp
     onnx.save(_model(), path)
     assert main(["run", str(path), "--config", "tiny", "--calibrate", "2", "--target", "rtl", "--check",
                  "--no-progress"]) == 0
-    assert "rtl-check" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "rtl-check" in out and "check: 2 layers: bytes and cycles equal" in out
     runs = []
     orig = RtlDevice.run_many
 

@@ -137,6 +137,10 @@ COLUMNS = (("#", "right"), ("layer", "left"), ("op", "left"), ("on", "left"), ("
            ("host ms", "right"), ("wall ms", "right"))
 
 
+def _mmacs(macs: int) -> str:
+    return f"{macs / 1e6:.2f}" if macs >= 100_000 else f"{macs / 1e6:.4f}"
+
+
 def layer_table(rows: list[dict], clock_mhz: float, title: str):
     """A table of per-layer profile rows and their totals (docs/getting-started.md explains the columns): a rich
     Table, or plain text where rich is not installed (the runtime-only install on a board).
@@ -147,8 +151,7 @@ def layer_table(rows: list[dict], clock_mhz: float, title: str):
     host = [r for r in rows if r["target"] != "accel"]
     tot_cycles = sum(r["cycles"] for r in accel)
     foot = ["", "total", "", "", f"{tot_cycles:,}", f"{tot_cycles / (clock_mhz * 1e3):,.3f}", "",
-            f"{sum(r.get('real_macs') or 0 for r in rows) / 1e6:.2f}",
-            f"{sum(r.get('padded_macs') or 0 for r in rows) / 1e6:.2f}", "",
+            _mmacs(sum(r.get('real_macs') or 0 for r in rows)), _mmacs(sum(r.get('padded_macs') or 0 for r in rows)), "",
             f"{sum(r['time_ms'] for r in host):.2f}", f"{sum(r['time_ms'] for r in rows if r['target'] == 'accel'):.1f}"]
     body = []
     for i, r in enumerate(rows):
@@ -159,7 +162,7 @@ def layer_table(rows: list[dict], clock_mhz: float, title: str):
         body.append([str(i), r["name"], r["op"], on, f"{r['cycles']:,}" if timed else "",
                      f"{r['cycles'] / (clock_mhz * 1e3):,.3f}" if timed else "",
                      f"{r['utilization']:.2f}" if timed and r.get("utilization") is not None else "",
-                     f"{real / 1e6:.2f}" if real else "", f"{padded / 1e6:.2f}" if padded else "",
+                     _mmacs(real) if real else "", _mmacs(padded) if padded else "",
                      f"{r['bytes'] / 1024:.1f}" if r.get("bytes") else "",
                      f"{r['time_ms']:.2f}" if r["target"] != "accel" else "",
                      f"{r['time_ms']:.1f}" if r["target"] == "accel" else ""])
@@ -291,7 +294,7 @@ def plot_profile(path: str, rows: list[dict], clock_mhz: float, title: str) -> N
     ax2.set_ylabel("utilization")
     ax2.set_xticks(x, names, rotation=90, fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    fig.savefig(path, dpi=100, format="png")
     plt.close(fig)
 
 
