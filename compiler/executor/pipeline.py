@@ -15,6 +15,7 @@ from compiler.graph.ir import Graph
 from compiler.graph.layout import pack_layouts
 from compiler.graph.residual_fuse import fuse_residual_adds, offload_standalone_adds
 from compiler.graph.tap_fold import fold_conv_taps
+from compiler.graph.token_matmul import flatten_token_matmuls
 from compiler.graph.width_split import split_wide_convs
 from compiler.graph.memory_plan import MemoryPlan, plan_memory
 from compiler.graph.offload import host_fallbacks, mac_split
@@ -59,6 +60,7 @@ def compile_model(model, config, *, calibration=None, quantize: bool | None = No
         steps.update()
 
     step("const_folded", fold_constants(g))
+    stats["token_matmuls_as_dense"] = flatten_token_matmuls(g)
     quantized = is_qdq(g)
     step("bn_folded", 0 if quantized else fold_batchnorm(g))
     if not quantized and quantize is not False:

@@ -18,6 +18,7 @@ import onnx
 from onnx import numpy_helper, shape_inference, version_converter
 
 from compiler.frontend.errors import ModelError
+from compiler.frontend import op_rules_modern  # noqa: F401  (registers the newer operators' rules)
 from compiler.frontend.op_rules import RULES, NodeView, decode_attrs
 
 #: Opsets of the default domain the frontend accepts (older ones are converted up, see onnx_import).

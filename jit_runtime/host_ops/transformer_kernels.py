@@ -119,7 +119,9 @@ def gather_elements(a, x, idx):
     n = x.shape[axis]
     if idx.size and (idx.min() < -n or idx.max() >= n):
         raise ValueError(f"GatherElements: index out of range [-{n}, {n - 1}] on axis {axis}")
-    return np.take_along_axis(x, np.where(idx < 0, idx + n, idx), axis=axis)
+    grid = list(np.indices(idx.shape, sparse=True))  # indices may be smaller than the data on other axes
+    grid[axis] = np.where(idx < 0, idx + n, idx)
+    return x[tuple(grid)]
 
 
 @kernel("GatherND")

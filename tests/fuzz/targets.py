@@ -7,7 +7,8 @@ choice through :class:`Choices`, so a coverage-guided fuzzer (atheris) and hypot
 (``st.binary()``) share the targets.
 
 * ``onnx``: a small valid model (Conv, Relu, MaxPool, Flatten, Gemm; its onnxruntime-quantized
-  QDQ form; or Conv, BatchNormalization, pools, Reshape, MatMul, Add, Softmax) with one mutation:
+  QDQ form; Conv, BatchNormalization, pools, Reshape, MatMul, Add, Softmax; or a transformer block with
+  LayerNormalization, attention masks, GELU and ConvTranspose) with one mutation:
   an attribute, an input dimension, an initializer, a node input, an op type or the opset;
   compiled for the simulator (float models with calibration data) and run.
 * ``vtaprog``: a saved program with damaged bytes (flips, truncation, insertion) or a damaged
@@ -128,6 +129,50 @@ def second_model(seed: int = 1) -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
 
 
+def transformer_model(seed: int = 3) -> onnx.ModelProto:
+    """The newer operators: Conv -> tokens (Reshape, Transpose) -> LayerNormalization -> attention (MatMul of two
+    activations, a Where/IsNaN/Equal/And mask, Softmax) -> GELU (Erf) and Tanh -> GatherElements -> Expand-ed
+    Range positions from Shape -> back to a plane -> ConvTranspose; opset 17."""
+    rng = np.random.default_rng(seed)
+    f = lambda *shape: (rng.standard_normal(shape) * 0.3).astype(np.float32)  # noqa: E731
+    inits = [numpy_helper.from_array(f(4, 1, 3, 3), "w"), numpy_helper.from_array(1 + f(4), "ln_g"),
+             numpy_helper.from_array(f(4), "ln_b"), numpy_helper.from_array(f(4, 4), "wq"),
+             numpy_helper.from_array(np.array([1, 4, 36], np.int64), "tok_shape"),
+             numpy_helper.from_array(np.array([1, 4, 6, 6], np.int64), "plane_shape"),
+             numpy_helper.from_array(np.float32(-1e4), "neg"), numpy_helper.from_array(np.float32(0.7071), "rsq2"),
+             numpy_helper.from_array(np.float32(1), "one"), numpy_helper.from_array(np.int64(0), "i0"),
+             numpy_helper.from_array(np.int64(1), "i1"), numpy_helper.from_array(np.array([1], np.int64), "ax1"),
+             numpy_helper.from_array(rng.integers(0, 36, (1, 36, 4)).astype(np.int64), "perm_idx"),
+             numpy_helper.from_array(f(4, 2, 2, 2), "wt")]
+    mk = helper.make_node
+    nodes = [mk("Conv", ["x", "w"], ["c"], name="conv", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             mk("Reshape", ["c", "tok_shape"], ["ct"], name="to_tokens"),
+             mk("Transpose", ["ct"], ["t"], name="tokens", perm=[0, 2, 1]),
+             mk("LayerNormalization", ["t", "ln_g", "ln_b"], ["ln"], name="ln", axis=-1, epsilon=1e-5),
+             mk("MatMul", ["ln", "wq"], ["q"], name="q"),
+             mk("Transpose", ["ln"], ["kt"], name="kt", perm=[0, 2, 1]),
+             mk("MatMul", ["q", "kt"], ["s"], name="scores"),
+             mk("Shape", ["s"], ["ss"], name="shape"), mk("Gather", ["ss", "i1"], ["n"], name="n_tokens"),
+             mk("Range", ["i0", "n", "i1"], ["pos"], name="positions"),
+             mk("Unsqueeze", ["pos", "ax1"], ["pos_col"], name="pos_col"),
+             mk("Equal", ["pos_col", "pos"], ["diag"], name="diag"), mk("IsNaN", ["s"], ["nan"], name="isnan"),
+             mk("Expand", ["diag", "ss"], ["diag3"], name="expand"), mk("And", ["diag3", "nan"], ["bad"], name="and"),
+             mk("Where", ["bad", "neg", "s"], ["sm"], name="where"),
+             mk("Softmax", ["sm"], ["p"], name="softmax", axis=-1),
+             mk("MatMul", ["p", "ln"], ["o"], name="pv"),
+             mk("Mul", ["o", "rsq2"], ["o1"], name="gelu_div"), mk("Erf", ["o1"], ["o2"], name="erf"),
+             mk("Add", ["o2", "one"], ["o3"], name="gelu_add"), mk("Mul", ["o", "o3"], ["g"], name="gelu_mul"),
+             mk("Tanh", ["g"], ["th"], name="tanh"),
+             mk("GatherElements", ["th", "perm_idx"], ["ge"], name="gather_elements", axis=1),
+             mk("Transpose", ["ge"], ["gt"], name="to_channels", perm=[0, 2, 1]),
+             mk("Reshape", ["gt", "plane_shape"], ["plane"], name="to_plane"),
+             mk("ConvTranspose", ["plane", "wt"], ["y"], name="up", strides=[2, 2], pads=[0, 0, 1, 1],
+                output_padding=[1, 1])]
+    graph = helper.make_graph(nodes, "fuzz3", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(IN_SHAPE))],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 12, 12])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
 _QDQ: bytes | None = None
 
 
@@ -143,11 +188,12 @@ def qdq_model() -> onnx.ModelProto:
     return onnx.ModelProto.FromString(_QDQ)
 
 
-BASE_MODELS = {"cnn": base_model, "cnn2": second_model, "qdq": qdq_model}
+BASE_MODELS = {"cnn": base_model, "cnn2": second_model, "qdq": qdq_model, "transformer": transformer_model}
 
 _ATTR_NAMES = ("kernel_shape", "strides", "pads", "dilations", "group", "axis", "transA", "transB", "alpha", "beta",
-               "ceil_mode", "auto_pad", "perm", "storage_order", "count_include_pad", "epsilon", "to")
-_ODD_OPS = ("Erf", "Tanh", "LSTM", "Foo")
+               "ceil_mode", "auto_pad", "perm", "storage_order", "count_include_pad", "epsilon", "to",
+               "output_padding", "output_shape", "batch_dims", "stash_type")
+_ODD_OPS = ("Round", "Hardmax", "LSTM", "Foo")
 
 
 def _random_value(c: Choices):

@@ -1,0 +1,73 @@
+"""Linear layers over tokens (3-D/4-D MatMul + bias) run as accelerator dense layers, PTQ and ORT QDQ."""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from onnx import TensorProto as T
+from onnx import helper as h
+from onnx import numpy_helper as nh
+
+from compiler import build
+from compiler.frontend.onnx_import import onnx_to_graph
+from compiler.graph.evaluate import evaluate_graph
+from compiler.graph.token_matmul import flatten_token_matmuls
+from compiler.quant.ort_tools import ort_quantize_static, ort_run
+
+RNG = np.random.default_rng(5)
+
+
+def _f(*s):
+    return (RNG.standard_normal(s) * 0.2).astype(np.float32)
+
+
+def cosine(a, b) -> float:
+    a, b = np.ravel(a).astype(np.float64), np.ravel(b).astype(np.float64)
+    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+def ffn(shape=(2, 8, 32), hidden=64):
+    """x [.., T, H] -> MatMul + b -> Relu -> MatMul + b (bias Add first operand) -> y."""
+    d = shape[-1]
+    nodes = [h.make_node("MatMul", ["x", "w1"], ["m1"]), h.make_node("Add", ["m1", "b1"], ["a1"]),
+             h.make_node("Relu", ["a1"], ["r"]), h.make_node("MatMul", ["r", "w2"], ["m2"]),
+             h.make_node("Add", ["b2", "m2"], ["y"])]
+    g = h.make_graph(nodes, "ffn", [h.make_tensor_value_info("x", T.FLOAT, list(shape))],
+                     [h.make_tensor_value_info("y", T.FLOAT, None)],
+                     [nh.from_array(_f(d, hidden), "w1"), nh.from_array(_f(hidden), "b1"),
+                      nh.from_array(_f(hidden, d), "w2"), nh.from_array(_f(d), "b2")])
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("shape", [(2, 8, 32), (1, 2, 5, 16), (3, 16)])
+def test_rewrite_is_exact_in_float(shape):
+    m = ffn(shape)
+    g = onnx_to_graph(m)
+    x = _f(*shape) * 5
+    want = evaluate_graph(g, {"x": x})["y"]
+    assert flatten_token_matmuls(g) == 2
+    assert [n.op for n in g.nodes].count("Gemm") == 2 and "MatMul" not in [n.op for n in g.nodes]
+    assert "Relu" in [n.op for n in g.nodes]
+    np.testing.assert_allclose(evaluate_graph(g, {"x": x})["y"], want, rtol=1e-5, atol=1e-5)
+
+
+def test_token_linear_layers_run_on_the_accelerator_with_builtin_ptq_and_ort_qdq():
+    m = ffn()
+    cal = [{"x": _f(2, 8, 32) * 5} for _ in range(4)]
+    x = _f(2, 8, 32) * 5
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no HostFallbackWarning
+        mod = build(m, target="sim", calibration=cal)
+    y = mod.run({"x": x})[0]
+    s = mod.profile_summary()
+    assert s["accel_mac_fraction"] == 1.0 and "Relu" not in s["host_ops"]  # the Relu rides in the epilogue
+    assert cosine(y, ort_run(m, {"x": x})[0]) > 0.999
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        q = ort_quantize_static(m, cal)
+    qmod = build(q, target="sim")
+    yq = qmod.run({"x": x})[0]
+    assert qmod.profile_summary()["accel_mac_fraction"] == 1.0
+    assert cosine(yq, ort_run(q, {"x": x})[0]) > 0.99
+    np.testing.assert_array_equal(build(q, target="ref").run({"x": x})[0], yq)  # sim == ref bit for bit
