@@ -244,7 +244,13 @@ def _current_loop() -> asyncio.AbstractEventLoop:
     try:
         return asyncio.get_running_loop()
     except RuntimeError:
+        pass
+    try:
         return asyncio.get_event_loop_policy().get_event_loop()
+    except RuntimeError:  # none set (e.g. after asyncio.run): make one current, so pynq's get_event_loop() finds it
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        return loop
 
 
 def _loop_running() -> bool:

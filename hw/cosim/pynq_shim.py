@@ -183,7 +183,8 @@ class HarnessBackend:
         self.h.map_memory(mem_path, mem_bytes, phys_base)
         self.h.reset()  # the bitstream download
         self.max_cycles, self.chunk = max_cycles, chunk
-        self.cycles_run = 0  # clock cycles the device thread ran (the shim's speed)
+        self.cycles_run = 0  # clock cycles the device thread ran
+        self.busy_s = 0.0  # wall seconds the device thread spent running them (the shim's speed: cycles_run / busy_s)
         self.oob = 0
         self.error: str | None = None
         self._cv = threading.Condition()
@@ -210,10 +211,12 @@ class HarnessBackend:
                 self._cv.wait_for(lambda: self.closed or (self._active and not self._host_waiting))
                 if self.closed:
                     return
+                t0 = time.perf_counter()
                 try:
                     fired, k, oob = self.h.run_until_irq(min(self.chunk, self.max_cycles - self._run_cycles))
                 except Exception as exc:  # the harness died: report it to the waiting host
                     self.error, fired, k, oob = f"the harness failed: {exc}", False, 0, 0
+                self.busy_s += time.perf_counter() - t0
                 self.cycles_run += k
                 self._run_cycles += k
                 self.oob = oob
@@ -696,8 +699,14 @@ class PynqShim:
         for irq in raw:  # a UioController of an earlier shim on the same GIC line is stale
             mod._InterruptController._uio_devices.pop(irq, None)
         self._unpatch()
+        def get_uio_irq(irq):  # pynq then opens the path and attaches its reader to get_event_loop()
+            if irq not in raw:
+                return real_lookup(irq)
+            self._uio_loop = _current_loop()
+            return uio
+
         for name, value in (("PL", pl), ("MMIO", functools.partial(self.pynq.mmio.MMIO, device=self.device)),
-                            ("get_uio_irq", lambda irq: uio if irq in raw else real_lookup(irq))):
+                            ("get_uio_irq", get_uio_irq)):
             self._patched.append((mod, name, getattr(mod, name)))
             setattr(mod, name, value)
         self._raw_irqs = raw
@@ -711,11 +720,12 @@ class PynqShim:
         if self.pynq is not None and self._patched:
             for irq in getattr(self, "_raw_irqs", ()):
                 dev = self.pynq.interrupt._InterruptController._uio_devices.pop(irq, None)
-                if dev is not None:
-                    try:
-                        _current_loop().remove_reader(dev.uio)
-                    except (ValueError, RuntimeError):
-                        pass
+                if dev is not None:  # what unloading the overlay's UIO driver does on a board
+                    loop = getattr(self, "_uio_loop", None)
+                    if loop is not None and not loop.is_closed():
+                        loop.remove_reader(dev.uio)
+                    dev.uio.close()
+                    dev.__class__ = type("DetachedUioController", (type(dev),), {"__del__": lambda self: None})
             self._unpatch()
         if self.backend is not None:
             self.backend.close()
@@ -745,7 +755,13 @@ def _current_loop() -> asyncio.AbstractEventLoop:
     try:
         return asyncio.get_running_loop()
     except RuntimeError:
+        pass
+    try:
         return asyncio.get_event_loop_policy().get_event_loop()
+    except RuntimeError:  # none set (e.g. after asyncio.run): make one current, so pynq's get_event_loop() finds it
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        return loop
 
 
 def parse_intc(path: str | Path) -> dict:

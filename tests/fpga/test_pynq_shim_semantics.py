@@ -1,0 +1,207 @@
+"""What the pynq shim makes observable that a board would: non-coherent memory (a missing flush or invalidate
+gives a detected wrong result), the axi_intc + UIO interrupt path, and the driver's interrupt wait on pynq's own
+event-loop mechanics (pynq.interrupt.Interrupt / _InterruptController / UioController on the shim's UIO pty):
+both default wait modes, repeated runs, and the new-loop-per-wait pattern that hangs there."""
+from __future__ import annotations
+
+import asyncio
+import os
+import select
+
+import numpy as np
+import pytest
+
+from isa import make_config
+from isa.encoding import INSN_BYTES
+
+CFG = make_config("tiny")
+BOARD = "pynq-z1"
+pytestmark = pytest.mark.xdist_group("pynq-shim")
+
+
+@pytest.fixture(scope="module")
+def overlay(tmp_path_factory):
+    from fpga.vivado_project import write_sim_overlay
+
+    return write_sim_overlay(BOARD, CFG, tmp_path_factory.mktemp("overlay"))
+
+
+@pytest.fixture(scope="module")
+def shim():
+    from fpga.boards import get_board
+    from hw.cosim.pynq_shim import PynqShim
+
+    with PynqShim(phys_base=get_board(BOARD).fam.shim_phys_base, mem_bytes=16 << 20) as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def device(shim, overlay):
+    from jit_runtime.devices_pynq import PynqDevice
+
+    shim.overlay or shim.Overlay(str(overlay))
+    return PynqDevice(CFG, overlay, pynq=shim.api(), timeout_s=20)
+
+
+def _reference(dram, p):
+    from simulator import Simulator
+
+    ref = dram.copy()
+    Simulator(CFG).run(ref, p.insn_addr, p.n_insns)
+    return ref
+
+
+def _program(seed=0):
+    """A 32^3 blocked GEMM on seeded operands: self-contained (it loads all it reads), same layout for every seed."""
+    from jit_runtime.blocked_gemm import blocked_gemm, default_plan
+
+    return blocked_gemm(CFG, default_plan(CFG, small=True), seed=seed)[0]
+
+
+def test_flush_and_invalidate_are_what_moves_data(device, shim, monkeypatch):
+    p, q = _program(0), _program(1)  # same instructions and layout, other operands
+    first = p.dram.copy()
+    device.run(first, p.insn_addr, p.n_insns)
+    assert np.array_equal(first, _reference(p.dram, p))  # with both: exact
+    # new data, same instructions: without the flush the device computes on the previous run's DRAM
+    insns = slice(p.insn_addr, p.insn_addr + INSN_BYTES * p.n_insns)
+    assert np.array_equal(p.dram[insns], q.dram[insns])
+    second = q.dram.copy()
+    want = _reference(second, q)
+    assert not np.array_equal(want, _reference(p.dram, p))  # the new data changes the result
+    monkeypatch.setattr(shim.PynqBuffer, "flush", lambda self: None)
+    got = second.copy()
+    device.run(got, p.insn_addr, p.n_insns)
+    assert not np.array_equal(got, want)
+    monkeypatch.undo()
+    # without the invalidate the host reads its own stale view: the device's results never arrive
+    monkeypatch.setattr(shim.PynqBuffer, "invalidate", lambda self: None)
+    got = second.copy()
+    device.run(got, p.insn_addr, p.n_insns)
+    assert not np.array_equal(got, want) and not np.array_equal(want, second)
+    monkeypatch.undo()
+    got = second.copy()
+    device.run(got, p.insn_addr, p.n_insns)
+    assert np.array_equal(got, want)
+
+
+def test_missing_flush_is_a_detected_mismatch(device, shim, monkeypatch):
+    from hw.cosim.pynq_check import CrossCheckDevice
+
+    xc = CrossCheckDevice(CFG, device)
+    p, q = _program(2), _program(3)
+    xc.run(p.dram.copy(), p.insn_addr, p.n_insns)
+    monkeypatch.setattr(shim.PynqBuffer, "flush", lambda self: None)
+    xc.run(q.dram.copy(), q.insn_addr, q.n_insns)
+    assert [c.ok for c in xc.checks] == [True, False] and not xc.checks[1].dram_equal
+
+
+def test_axi_intc_model_is_level_sensitive_and_uio_fires_once_per_enable():
+    from hw.cosim.pynq_shim import CIE, IAR, IER, IPR, ISR, IVR, MER, SIE, IntcModel, UioPty
+
+    uio = UioPty()
+    intc = IntcModel(uio)
+    fd = os.open(uio.path, os.O_RDWR)
+    try:
+        def readable():
+            return bool(select.select([fd], [], [], 0.3)[0])
+
+        intc.set_level(True)
+        assert intc.read(ISR) == 1 and intc.read(IPR) == 0 and intc.read(IVR) == 0xFFFF_FFFF  # not enabled
+        os.write(fd, bytes([0, 0, 0, 1]))  # UIO enable
+        intc.write(SIE, 1)
+        assert not readable()  # MER not set: no output
+        intc.write(MER, 3)
+        assert readable() and int.from_bytes(os.read(fd, 4), "little") == 1 and intc.read(IVR) == 0
+        intc.write(IAR, 1)  # acknowledged while the input is still high: pending again
+        assert intc.read(ISR) == 1
+        assert not readable()  # the UIO line stays disabled until enabled again
+        os.write(fd, bytes([0, 0, 0, 1]))
+        assert readable() and int.from_bytes(os.read(fd, 4), "little") == 2
+        intc.write(CIE, 1)
+        intc.set_level(False)
+        intc.write(IAR, 1)
+        assert intc.read(ISR) == 0 and intc.read(IER) == 0
+        os.write(fd, bytes([0, 0, 0, 1]))
+        intc.write(SIE, 1)
+        assert not readable()  # nothing pending
+    finally:
+        os.close(fd)
+        uio.close()
+
+
+def test_interrupt_runs_on_pynqs_event_loop_mechanics_both_wait_modes(device, shim):
+    pynq = pytest.importorskip("pynq")
+    from jit_runtime.devices_pynq import PynqDevice
+
+    assert type(device.irq) is pynq.interrupt.Interrupt and type(device.mmio) is pynq.mmio.MMIO
+    uio = pynq.interrupt._InterruptController._uio_devices[61]  # IRQ_F2P[0]: pynq's UioController on the pty
+    assert isinstance(uio, pynq.uio.UioController) and uio.uio.name == shim.uio.path
+    assert isinstance(device._buffer(64)[0], pynq.buffer.PynqBuffer)
+    p = _program(4)
+    want = _reference(p.dram, p)
+    for wait in ("auto", "irq"):
+        dev = device if wait == "auto" else PynqDevice(CFG, device.bitstream, pynq=shim.api(), wait="irq",
+                                                       timeout_s=20)
+        fired = shim.stats["irq_fired"]
+        for _ in range(3):  # repeated waits: asyncio.run per wait would hang from the first one
+            got = p.dram.copy()
+            dev.run(got, p.insn_addr, p.n_insns)
+            assert np.array_equal(got, want)
+        assert shim.stats["irq_fired"] - fired >= 3
+
+
+def test_auto_polls_inside_a_running_loop_and_irq_refuses(device, shim):
+    from jit_runtime import RuntimeApiError
+    from jit_runtime.devices_pynq import PynqDevice
+
+    p = _program(5)
+    want = _reference(p.dram, p)
+    irq_dev = PynqDevice(CFG, device.bitstream, pynq=shim.api(), wait="irq", timeout_s=20)
+
+    async def in_jupyter():
+        fired = shim.stats["irq_fired"]
+        got = p.dram.copy()
+        device.run(got, p.insn_addr, p.n_insns)  # wait="auto": polls CTRL.done
+        assert np.array_equal(got, want) and shim.stats["irq_fired"] == fired
+        with pytest.raises(RuntimeApiError, match="running asyncio event loop.*wait='auto'"):
+            irq_dev.run(p.dram.copy(), p.insn_addr, p.n_insns)
+
+    asyncio.run(in_jupyter())
+    got = p.dram.copy()
+    device.run(got, p.insn_addr, p.n_insns)  # and the interrupt path still works afterwards
+    assert np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("use_pynq", [True, False])
+def test_waiting_on_a_new_event_loop_fails_as_on_a_board(overlay, use_pynq):
+    """What the driver did before: asyncio.run(irq.wait()) makes a new loop, while the Interrupt's UIO reader
+    sits on the loop current when it was made: the wait never ends (pynq) or is refused (the shim's own)."""
+    if use_pynq:
+        pytest.importorskip("pynq")
+    from hw.cosim.pynq_shim import PynqShim
+    from isa.registers import CTRL, INSN_ADDR, INSN_COUNT
+    from jit_runtime.devices_pynq import PynqDevice
+
+    with PynqShim(mem_bytes=4 << 20, pynq=use_pynq) as s:  # its own overlay: the stale wait poisons nothing else
+        dev = PynqDevice(CFG, overlay, pynq=s, timeout_s=20)
+        p = _program(6)
+        buf, off = dev._buffer(p.dram.size)
+        # a trivially finishing run: start the program and wait the old way
+        from jit_runtime.devices_pynq import relocate
+        from isa import decode_stream
+
+        base = buf.physical_address + off
+        insns = decode_stream(p.dram[p.insn_addr:p.insn_addr + INSN_BYTES * p.n_insns], CFG)
+        buf[off:off + p.dram.size] = p.dram
+        buf[off + p.insn_addr:off + p.insn_addr + INSN_BYTES * p.n_insns] = relocate(insns, CFG, base)
+        buf.flush()
+        dev.mmio.write(INSN_ADDR, base + p.insn_addr)
+        dev.mmio.write(INSN_COUNT, p.n_insns)
+        dev.mmio.write(CTRL, 1)
+        if use_pynq:
+            with pytest.raises(TimeoutError):
+                asyncio.run(asyncio.wait_for(dev.irq.wait(), 1.0))
+        else:
+            with pytest.raises(RuntimeError, match="other than the one current when it was made"):
+                asyncio.run(dev.irq.wait())
