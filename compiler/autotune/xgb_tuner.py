@@ -113,24 +113,37 @@ class XGBTuner(Tuner):
 
     def __init__(self, task: Task, space: ConvSpace | None = None, seed: int = 0,
                  transfer: TransferData | None = None, chains: int = 24, steps: int = 40,
-                 own_weight: float = 4.0, explore: float = 0.05, objective: str = "reg") -> None:
+                 own_weight: float = 4.0, explore: float = 0.05, objective: str = "reg",
+                 explore_when_wrong: float = 0.25, max_same_threads: float = 0.5) -> None:
         super().__init__(task, space, seed)
         _xgb()  # fail at construction when xgboost is missing
         if not 0.0 <= explore <= 1.0:
             raise ValueError(f"explore must be in [0, 1], got {explore}")
         self.transfer = transfer
         self.chains, self.steps, self.own_weight, self.explore = chains, steps, own_weight, explore
+        self.explore_when_wrong, self.max_same_threads = explore_when_wrong, max_same_threads
         self.model = CostModel(seed, objective=objective)
         self._X: list[np.ndarray] = []
         self._y: list[float] = []
         self._fitted_on: tuple[int, int] | None = None
+        self._predicted: dict[Point, float] = {}  # the model's score of each proposed point, when proposed
+        self._boost = 0.0  # extra exploration while the model ranks this task's batches badly
 
     def update(self, batch, results) -> None:
         super().update(batch, results)
+        pred, meas = [], []
         for k, r in zip(batch, results):
             if r.cycles is not None:
                 self._X.append(self.space.features(k))
                 self._y.append(target(self.task, r.cycles))
+                p = self._predicted.get(self.space.point(k))
+                if p is not None:
+                    pred.append(p)
+                    meas.append(self._y[-1])
+        # a model that ranked this batch badly explores more next time (it is wrong about this task's region)
+        if len(pred) >= 4:
+            rho = _spearman(np.asarray(pred), np.asarray(meas))
+            self._boost = self.explore_when_wrong if rho < 0.3 else 0.0
 
     def finish(self) -> None:
         """Hand this task's measurements to the next tasks (call once tuning of this task ends)."""
@@ -165,8 +178,8 @@ class XGBTuner(Tuner):
 
     def propose(self, n: int) -> list[Point]:
         if not self._fit():
-            return [self.space.sample(self.rng) for _ in range(4 * n)]
-        n_explore = int(self.rng.binomial(n, self.explore)) if n > 1 else 0
+            return self._spread(n)
+        n_explore = int(self.rng.binomial(n, min(1.0, self.explore + self._boost))) if n > 1 else 0
         out = self._anneal(n - n_explore)
         for _ in range(8 * n):  # exploration slots, and a top-up when the chains found too few untried points
             if len(out) >= n:
@@ -211,4 +224,47 @@ class XGBTuner(Tuner):
                 if d <= 0 or (t > 0 and self.rng.random() < math.exp(-d / t)):
                     cur[k], cur_s[k] = q, s
         ranked = sorted((s, p) for p, s in seen.items() if p not in self.visited)
-        return [p for _, p in ranked[:n]]
+        # diversity: at most a share of the batch on one thread combination (virtual threads, axis, order,
+        # epilogue: the knob that changes the program's structure most), so one wrong belief cannot fill a batch
+        cap = max(1, math.ceil(self.max_same_threads * n))
+        out: list[Point] = []
+        per: dict[int, int] = {}
+        for s, p in ranked:
+            if per.get(p[3], 0) < cap:
+                out.append(p)
+                per[p[3]] = per.get(p[3], 0) + 1
+                self._predicted[p] = float(s)
+                if len(out) == n:
+                    break
+        return out
+
+    def _spread(self, n: int) -> list[Point]:
+        """A first batch without any data: valid settings spread over the feature space (greedy farthest point
+        from a random valid pool, standardized features), so the first fit sees every region."""
+        pool = list(dict.fromkeys(p for p in (self._valid_random(40) for _ in range(8 * n)) if p is not None))
+        if len(pool) <= n:
+            return pool + [self.space.sample(self.rng) for _ in range(4 * n)]
+        F = np.stack([self.space.features(self.space.knobs(p)) for p in pool]).astype(np.float64)
+        F = (F - F.mean(0)) / (F.std(0) + 1e-9)
+        chosen = [int(self.rng.integers(len(pool)))]
+        dist = np.linalg.norm(F - F[chosen[0]], axis=1)
+        while len(chosen) < n:
+            i = int(np.argmax(dist))
+            chosen.append(i)
+            dist = np.minimum(dist, np.linalg.norm(F - F[i], axis=1))
+        return [pool[i] for i in chosen]
+
+
+def _spearman(a: np.ndarray, b: np.ndarray) -> float:
+    """Rank correlation of two samples, ties sharing their mean rank (0 when either is constant)."""
+    ra, rb = _ranks(a), _ranks(b)
+    if ra.std() == 0 or rb.std() == 0:
+        return 0.0
+    return float(np.corrcoef(ra, rb)[0, 1])
+
+
+def _ranks(x: np.ndarray) -> np.ndarray:
+    """Ranks of ``x`` (0-based), tied values getting the mean of their ranks (a tree model predicts many ties)."""
+    _, inv = np.unique(x, return_inverse=True)
+    r = np.argsort(np.argsort(x, kind="stable"), kind="stable").astype(np.float64)
+    return (np.bincount(inv, r) / np.bincount(inv))[inv]

@@ -220,3 +220,45 @@ def test_measured_choice_on_a_large_batch_times_two_and_three_blocks(monkeypatch
     whole = {k: real(CFG, batch, k, None, RQ) for k in ranked}
     assert whole[got] == min(whole.values())
     assert tune.batch_cycles(lambda shape: real(CFG, shape, got, None, RQ), batch) == whole[got]
+
+
+def test_cold_first_batch_is_spread_and_batches_are_diverse(truth):
+    """Without data the XGB tuner's first batch is valid, distinct and spread over the feature space (no two points
+    closer than in a uniform random sample of the same size, on average); model batches keep at most half of their
+    slots on one thread combination."""
+    sp = ConvSpace(SMALL, max_vthreads=MAX_VT)
+    tuner = XGBTuner(SMALL, sp, seed=1, chains=8, steps=10)
+    first = tuner.next_batch(6)
+    assert len(set(first)) == 6 and all(sp.reject(k) is None for k in first)
+
+    def min_gap(ks):
+        F = np.stack([sp.features(k) for k in ks]).astype(np.float64)
+        d = np.linalg.norm(F[:, None] - F[None], axis=2) + np.eye(len(ks)) * 1e9
+        return d.min()
+    rng = np.random.default_rng(0)
+    valid = [sp.knobs(p) for p in sp.grid() if sp.reject(sp.knobs(p)) is None]
+    rand_gaps = [min_gap([valid[i] for i in rng.choice(len(valid), 6, replace=False)]) for _ in range(20)]
+    assert min_gap(first) >= np.median(rand_gaps)
+    tuner.update(first, _lookup(truth)(SMALL, first))
+    batch = tuner.next_batch(6)
+    combos = [sp.point(k)[3] for k in batch]
+    assert max(combos.count(c) for c in combos) <= 3
+
+
+def test_spearman_and_the_exploration_boost(truth):
+    from compiler.autotune.xgb_tuner import _spearman
+
+    assert _spearman(np.array([1.0, 2, 3, 4]), np.array([10.0, 20, 30, 40])) == pytest.approx(1.0)
+    assert _spearman(np.array([1.0, 2, 3, 4]), np.array([4.0, 3, 2, 1])) == pytest.approx(-1.0)
+    assert _spearman(np.array([1.0, 1, 1]), np.array([1.0, 2, 3])) == 0.0
+    sp = ConvSpace(SMALL, max_vthreads=MAX_VT)
+    tuner = XGBTuner(SMALL, sp, seed=0, chains=8, steps=10)
+    tuner.tune(12, _lookup(truth), batch_size=6)
+    pts = [sp.point(k) for k, _ in tuner.history[6:]]
+    assert all(p in tuner._predicted for p in pts)  # model-proposed points carry the prediction they were picked by
+    # a batch ranked in reverse by the model switches the extra exploration on
+    ks = [k for k, _ in tuner.history[6:]][:4]
+    for i, k in enumerate(sorted(ks, key=lambda k: truth[k])):
+        tuner._predicted[sp.point(k)] = -float(i)
+    tuner.update(ks, _lookup(truth)(SMALL, ks))
+    assert tuner._boost == tuner.explore_when_wrong

@@ -72,3 +72,27 @@ def test_missing_features_names_what_the_host_lacks():
     want = sorted({"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"} - host)
     assert missing_features(make_target("x86-64-v4")) == [f for f in want]
     assert missing_features(make_target("host")) == []
+
+
+@pytest.mark.parametrize("level", ["x86-64-v2", "x86-64-v4"])
+def test_a_whole_model_builds_for_every_level(level):
+    """The operator library's schedules compile for a level (a model built for it runs where the host has it)."""
+    import onnxruntime as ort
+
+    from compiler.executor import build
+    from compiler.zoo.builder import OnnxBuilder
+
+    b = OnnxBuilder(5)
+    y = b.conv_bn("input", 8, 16, 3)
+    y = b.op("Flatten", [b.op("GlobalAveragePool", [y])])
+    model = b.model("m", "input", (1, 8, 10, 10), b.gemm(y, 16, 10))
+    x = np.random.default_rng(2).standard_normal((1, 8, 10, 10)).astype(np.float32)
+    with use_cpu(level):
+        mod = build(model, target="llvm", progress=False)
+        runs = not missing_features()
+    if not runs:
+        with pytest.raises(HostLacksFeatures):
+            mod(input=x)
+        return
+    ref = ort.InferenceSession(model.SerializeToString()).run(None, {"input": x})[0]
+    np.testing.assert_allclose(mod(input=x), ref, rtol=1e-5, atol=1e-5)
