@@ -119,6 +119,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kill-points", type=int, default=2)
     ap.add_argument("--stages", default="ray,loop,kill,sweep",
                     help="stages to run; the figures of the others come from OUT/figures.json (an earlier run)")
+    ap.add_argument("--tune", type=int, default=2,
+                    help="conv tilings timed per layer shape (2: as build does; 1: the analytic choice, 1/3 the work)")
     ap.add_argument("--model", help="an int8 ONNX model instead of ResNet-18 (a quick check of the script)")
     ap.add_argument("--space", help="a space JSON file instead of the built-in one")
     args = ap.parse_args(argv)
@@ -139,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     saved = out / "figures.json"
     figures: dict = json.loads(saved.read_text()) if saved.exists() else {}
     figures.update({"model": args.model or "resnet18 (224x224, int8)", "board": BOARD, "space": space_dict["params"],
-                    "workers": args.workers, "cpus": os.cpu_count(), "load_avg_start": os.getloadavg()[0]})
+                    "workers": args.workers, "tune": args.tune, "cpus": os.cpu_count(), "load_avg_start": os.getloadavg()[0]})
 
     def save(stage: str, **extra) -> None:
         print(json.dumps({"stage": stage, **extra}), flush=True)
@@ -157,14 +159,14 @@ def main(argv: list[str] | None = None) -> int:
         figures["speed_points"] = [p.params for p in speed.valid]
         ray_dir = out / f"ray-{run_id}"
         if "ray" in stages:
-            ray_res = run_sweep(model, speed, ray_dir, resources=None, runner=ray_runner, check=check, progress=True)
+            ray_res = run_sweep(model, speed, ray_dir, resources=None, runner=ray_runner, check=check, progress=True, tune=args.tune)
             figures.update(ray_latency_stage_s=ray_res.stats["latency_stage_s"], ray_dir=str(ray_dir))
             save("ray", latency_stage_s=figures["ray_latency_stage_s"], points=ray_res.stats["points_evaluated"])
         # 2. the same in this process
         loop_dir = out / f"loop-{run_id}"
         if "loop" in stages:
             loop_res = run_sweep(model, speed, loop_dir, resources=None, runner=LoopRunner(), check=check,
-                                 progress=True)
+                                 progress=True, tune=args.tune)
             figures.update(loop_latency_stage_s=loop_res.stats["latency_stage_s"], loop_dir=str(loop_dir))
             ray_log, loop_log = ResultLog(Path(figures["ray_dir"]) / "dse.jsonl"), ResultLog(loop_dir / "dse.jsonl")
             keys = [r["latency_key"] for r in loop_res.rows]
@@ -187,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
             stop, killed = threading.Event(), []
             killer = threading.Thread(target=_kill_one_worker, args=("latency_record", stop, killed), daemon=True)
             killer.start()
-            kill_res = run_sweep(model, sub, kdir, resources=None, runner=ray_runner, check=check)
+            kill_res = run_sweep(model, sub, kdir, resources=None, runner=ray_runner, check=check, tune=args.tune)
             stop.set()
             klog = ResultLog(kdir / "dse.jsonl")
             lost = sum(1 for r in kill_res.rows if r["latency_key"] not in klog
@@ -199,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         # 4. the full sweep: estimates, synthesis of what can be on the front
         res = run_sweep(model, space, out / "sweep", resources=resources, runner=ray_runner, check=check,
-                        synth_cache=out / "synth-cache.jsonl", progress=True)
+                        synth_cache=out / "synth-cache.jsonl", progress=True, tune=args.tune)
     finally:
         ray_runner.close()
     from rich.console import Console
