@@ -60,6 +60,18 @@ def _identity(rec: dict) -> dict:
     return {k: v for k, v in rec.items() if k != "seconds"}
 
 
+def _reason_counts(pruned: list[dict]) -> dict[str, int]:
+    """How many points each reason pruned (the point's own name taken out of the message)."""
+    import re
+
+    out: dict[str, int] = {}
+    for p in pruned:
+        r = re.sub(r"config '[^']*': ", "", p["reason"])
+        r = re.sub(r"^HwConfig: ", "", r)
+        out[r] = out.get(r, 0) + 1
+    return out
+
+
 def _board_ok(check, fields) -> bool:
     try:
         check(fields)
@@ -175,17 +187,18 @@ def main(argv: list[str] | None = None) -> int:
             figures["ray_speedup"] = round(figures["loop_latency_stage_s"] / figures["ray_latency_stage_s"], 3)
             figures["latency_eval_s_mean"] = round(float(np.mean([loop_log.get(k)["seconds"] for k in keys])), 2)
             save("loop", **{k: figures[k] for k in ("loop_latency_stage_s", "ray_speedup", "ray_results_equal")})
-        loop_log = ResultLog(Path(figures["loop_dir"]) / "dse.jsonl")
         # the sweep's own log starts from Ray's latencies of those points (equal to the loop's, checked above)
         main_log = ResultLog(out / "sweep" / "dse.jsonl")
-        for k, rec in ResultLog(Path(figures["ray_dir"]) / "dse.jsonl").records.items():
-            if k not in main_log:
-                main_log.append(rec)
+        if "ray_dir" in figures:
+            for k, rec in ResultLog(Path(figures["ray_dir"]) / "dse.jsonl").records.items():
+                if k not in main_log:
+                    main_log.append(rec)
         # 3. a worker killed mid-run
         sub = parse_space(space_dict)
         sub.valid = speed.valid[:args.kill_points]
         kdir = out / f"kill-{run_id}"
         if "kill" in stages:
+            loop_log = ResultLog(Path(figures["loop_dir"]) / "dse.jsonl")
             stop, killed = threading.Event(), []
             killer = threading.Thread(target=_kill_one_worker, args=("latency_record", stop, killed), daemon=True)
             killer.start()
@@ -234,8 +247,7 @@ def main(argv: list[str] | None = None) -> int:
                                               "synth_skipped_dominated", "synth_skipped_over_capacity",
                                               "synthesized", "synth_stage_s", "latency_errors")})
     figures.update(pareto=res.front, best_fitting=res.stats.get("best_fitting"), preset_pynq_z1=stand,
-                   pruned_reasons=sorted({p["reason"].split(":")[0] + ": " + p["reason"].split(":", 1)[1][:80]
-                                          for p in res.pruned}),
+                   pruned_reasons=_reason_counts(res.pruned),
                    load_avg_end=os.getloadavg()[0])
     print(json.dumps(figures))
     return 0
