@@ -60,6 +60,18 @@ def _identity(rec: dict) -> dict:
     return {k: v for k, v in rec.items() if k != "seconds"}
 
 
+def _reason_counts(pruned: list[dict]) -> dict[str, int]:
+    """How many points each reason pruned (the point's own name taken out of the message)."""
+    import re
+
+    out: dict[str, int] = {}
+    for p in pruned:
+        r = re.sub(r"config '[^']*': ", "", p["reason"])
+        r = re.sub(r"^HwConfig: ", "", r)
+        out[r] = out.get(r, 0) + 1
+    return out
+
+
 def _board_ok(check, fields) -> bool:
     try:
         check(fields)
@@ -119,6 +131,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kill-points", type=int, default=2)
     ap.add_argument("--stages", default="ray,loop,kill,sweep",
                     help="stages to run; the figures of the others come from OUT/figures.json (an earlier run)")
+    ap.add_argument("--tune", type=int, default=2,
+                    help="conv tilings timed per layer shape (2: as build does; 1: the analytic choice, 1/3 the work)")
     ap.add_argument("--model", help="an int8 ONNX model instead of ResNet-18 (a quick check of the script)")
     ap.add_argument("--space", help="a space JSON file instead of the built-in one")
     args = ap.parse_args(argv)
@@ -139,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     saved = out / "figures.json"
     figures: dict = json.loads(saved.read_text()) if saved.exists() else {}
     figures.update({"model": args.model or "resnet18 (224x224, int8)", "board": BOARD, "space": space_dict["params"],
-                    "workers": args.workers, "cpus": os.cpu_count(), "load_avg_start": os.getloadavg()[0]})
+                    "workers": args.workers, "tune": args.tune, "cpus": os.cpu_count(), "load_avg_start": os.getloadavg()[0]})
 
     def save(stage: str, **extra) -> None:
         print(json.dumps({"stage": stage, **extra}), flush=True)
@@ -157,14 +171,14 @@ def main(argv: list[str] | None = None) -> int:
         figures["speed_points"] = [p.params for p in speed.valid]
         ray_dir = out / f"ray-{run_id}"
         if "ray" in stages:
-            ray_res = run_sweep(model, speed, ray_dir, resources=None, runner=ray_runner, check=check, progress=True)
+            ray_res = run_sweep(model, speed, ray_dir, resources=None, runner=ray_runner, check=check, progress=True, tune=args.tune)
             figures.update(ray_latency_stage_s=ray_res.stats["latency_stage_s"], ray_dir=str(ray_dir))
             save("ray", latency_stage_s=figures["ray_latency_stage_s"], points=ray_res.stats["points_evaluated"])
         # 2. the same in this process
         loop_dir = out / f"loop-{run_id}"
         if "loop" in stages:
             loop_res = run_sweep(model, speed, loop_dir, resources=None, runner=LoopRunner(), check=check,
-                                 progress=True)
+                                 progress=True, tune=args.tune)
             figures.update(loop_latency_stage_s=loop_res.stats["latency_stage_s"], loop_dir=str(loop_dir))
             ray_log, loop_log = ResultLog(Path(figures["ray_dir"]) / "dse.jsonl"), ResultLog(loop_dir / "dse.jsonl")
             keys = [r["latency_key"] for r in loop_res.rows]
@@ -173,21 +187,22 @@ def main(argv: list[str] | None = None) -> int:
             figures["ray_speedup"] = round(figures["loop_latency_stage_s"] / figures["ray_latency_stage_s"], 3)
             figures["latency_eval_s_mean"] = round(float(np.mean([loop_log.get(k)["seconds"] for k in keys])), 2)
             save("loop", **{k: figures[k] for k in ("loop_latency_stage_s", "ray_speedup", "ray_results_equal")})
-        loop_log = ResultLog(Path(figures["loop_dir"]) / "dse.jsonl")
         # the sweep's own log starts from Ray's latencies of those points (equal to the loop's, checked above)
         main_log = ResultLog(out / "sweep" / "dse.jsonl")
-        for k, rec in ResultLog(Path(figures["ray_dir"]) / "dse.jsonl").records.items():
-            if k not in main_log:
-                main_log.append(rec)
+        if "ray_dir" in figures:
+            for k, rec in ResultLog(Path(figures["ray_dir"]) / "dse.jsonl").records.items():
+                if k not in main_log:
+                    main_log.append(rec)
         # 3. a worker killed mid-run
         sub = parse_space(space_dict)
         sub.valid = speed.valid[:args.kill_points]
         kdir = out / f"kill-{run_id}"
         if "kill" in stages:
+            loop_log = ResultLog(Path(figures["loop_dir"]) / "dse.jsonl")
             stop, killed = threading.Event(), []
             killer = threading.Thread(target=_kill_one_worker, args=("latency_record", stop, killed), daemon=True)
             killer.start()
-            kill_res = run_sweep(model, sub, kdir, resources=None, runner=ray_runner, check=check)
+            kill_res = run_sweep(model, sub, kdir, resources=None, runner=ray_runner, check=check, tune=args.tune)
             stop.set()
             klog = ResultLog(kdir / "dse.jsonl")
             lost = sum(1 for r in kill_res.rows if r["latency_key"] not in klog
@@ -199,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         # 4. the full sweep: estimates, synthesis of what can be on the front
         res = run_sweep(model, space, out / "sweep", resources=resources, runner=ray_runner, check=check,
-                        synth_cache=out / "synth-cache.jsonl", progress=True)
+                        synth_cache=out / "synth-cache.jsonl", progress=True, tune=args.tune)
     finally:
         ray_runner.close()
     from rich.console import Console
@@ -232,8 +247,7 @@ def main(argv: list[str] | None = None) -> int:
                                               "synth_skipped_dominated", "synth_skipped_over_capacity",
                                               "synthesized", "synth_stage_s", "latency_errors")})
     figures.update(pareto=res.front, best_fitting=res.stats.get("best_fitting"), preset_pynq_z1=stand,
-                   pruned_reasons=sorted({p["reason"].split(":")[0] + ": " + p["reason"].split(":", 1)[1][:80]
-                                          for p in res.pruned}),
+                   pruned_reasons=_reason_counts(res.pruned),
                    load_avg_end=os.getloadavg()[0])
     print(json.dumps(figures))
     return 0

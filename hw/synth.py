@@ -137,7 +137,13 @@ def synth_record(fields: dict, device: str) -> dict:
     t0 = time.perf_counter()
     rec: dict = {"error": None}
     try:
-        rep = synthesize(rtl_config(fields), device=device)
+        try:
+            rep = synthesize(rtl_config(fields), device=device)
+        except RuntimeError as exc:  # killed by a signal (e.g. SIGBUS: a shared tool cache rewritten under it)
+            if not str(exc).startswith("yosys failed (-"):
+                raise
+            rec["retried_after"] = str(exc)[:200]
+            rep = synthesize(rtl_config(fields), device=device)
         c = rep["counts"]
         rec.update(LUT=int(c["LUT"]), FF=int(c["FF"]), DSP=int(c["DSP"]), RAMB36=int(c["BRAM"]),
                    fits=bool(rep["fits"]), family=rep["family"], utilization_pct=rep["utilization_pct"])

@@ -37,10 +37,15 @@ def model_sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()[:16]
 
 
-def latency_key(fields: dict[str, Any], model_hash: str) -> str:
-    """Cache key of a latency record: every config field but the name, and the model's hash."""
+#: Conv tilings timed per layer shape, as ``compiler.build(..., target="sim")`` does (1: the analytic choice alone).
+DEFAULT_TUNE = 2
+
+
+def latency_key(fields: dict[str, Any], model_hash: str, tune: int = DEFAULT_TUNE) -> str:
+    """Cache key of a latency record: every config field but the name, the model's hash and ``tune``."""
     body = {k: v for k, v in fields.items() if k not in _NAME_ONLY}
-    return "lat-" + hashlib.sha256(json.dumps([body, model_hash], sort_keys=True).encode()).hexdigest()[:20]
+    ident = [body, model_hash] if tune == DEFAULT_TUNE else [body, model_hash, {"tune": tune}]
+    return "lat-" + hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:20]
 
 
 def _zero_feeds(mod) -> dict:
@@ -54,9 +59,10 @@ def _zero_feeds(mod) -> dict:
     return feeds
 
 
-def latency_record(fields: dict[str, Any], model: bytes) -> dict[str, Any]:
+def latency_record(fields: dict[str, Any], model: bytes, tune: int = DEFAULT_TUNE) -> dict[str, Any]:
     """Compile the int8 ONNX ``model`` for the config ``fields`` and time every accelerator layer by the timing
-    contract. Returns ``cycles`` (accelerator cycles of one inference), ``latency_ms`` (at ``clock_mhz``), layer
+    contract. ``tune``: conv tilings timed per layer shape (the ``sim`` backend's default 2; 1 takes the analytic
+    choice alone, about a third of the work, the latency of ``SimAccelBackend(tune=1)``). Returns ``cycles`` (accelerator cycles of one inference), ``latency_ms`` (at ``clock_mhz``), layer
     counts and ``seconds`` (wall time of the evaluation; not part of the result's identity), or ``error``."""
     t0 = time.perf_counter()
     rec: dict[str, Any] = {"cycles": None, "latency_ms": None, "error": None}
@@ -72,8 +78,10 @@ def latency_record(fields: dict[str, Any], model: bytes) -> dict[str, Any]:
         cfg = config_from(fields)
         proto = onnx.load_model_from_string(model) if isinstance(model, (bytes, bytearray)) else onnx.load(model)
         compiled = compile_model(proto, cfg, progress=False)
-        mod = Module(compiled, SimAccelBackend(cfg, device=TimingOnlyDevice(cfg)), create_cpu_backend(None),
-                     progress=False)
+        if not isinstance(tune, int) or tune < 1:
+            raise ValueError(f"tune must be an integer >= 1, got {tune!r}")
+        backend = SimAccelBackend(cfg, device=TimingOnlyDevice(cfg), tune=tune)
+        mod = Module(compiled, backend, create_cpu_backend(None), progress=False)
         mod.run(_zero_feeds(mod))
         s = mod.profile_summary()
         rec.update(cycles=int(s["accel_cycles"]), latency_ms=round(s["accel_cycles"] / (cfg.clock_mhz * 1e3), 6),

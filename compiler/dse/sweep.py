@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from compiler.dse.evaluate import estimate_resources, latency_key, latency_record, model_sha
+from compiler.dse.evaluate import DEFAULT_TUNE, estimate_resources, latency_key, latency_record, model_sha
 from compiler.dse.log import ResultLog
 from compiler.dse.space import Space
 from compiler.scaleout import LoopRunner, Runner
@@ -99,10 +99,14 @@ def _evaluate(runner: Runner, log: ResultLog, fn: Callable, todo: list[tuple[str
 
 def run_sweep(model: str | Path | bytes, space: Space, out_dir: str | Path, resources: ResourceModel | None = None,
               runner: Runner | None = None, *, synth: bool = True, synth_cache: str | Path | None = None,
-              check: Callable[[dict], None] | None = None, progress: bool = False) -> DseResult:
+              check: Callable[[dict], None] | None = None, progress: bool = False,
+              tune: int = DEFAULT_TUNE) -> DseResult:
     """Sweep ``space`` for the int8 ONNX ``model`` (path or bytes); results go to ``out_dir/dse.jsonl`` and the
     synthesis cache (``synth_cache``, default ``out_dir/synth-cache.jsonl``). ``check(fields)`` may reject a
-    point by raising ValueError (e.g. a board's constraint). ``synth=False`` stops after the estimates."""
+    point by raising ValueError (e.g. a board's constraint). ``synth=False`` stops after the estimates. ``tune``:
+    conv tilings timed per layer (:func:`compiler.dse.evaluate.latency_record`)."""
+    if not isinstance(tune, int) or isinstance(tune, bool) or tune < 1:
+        raise ValueError(f"tune must be an integer >= 1, got {tune!r}")
     runner = runner or LoopRunner()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -128,9 +132,9 @@ def run_sweep(model: str | Path | bytes, space: Space, out_dir: str | Path, reso
 
     # 2. latency of every point
     t0 = time.perf_counter()
-    lkeys = {p.index: latency_key(p.fields, mhash) for p in points}
-    _evaluate(runner, log, latency_record, [(lkeys[p.index], p.fields, {"stage": "latency"}) for p in points],
-              (data,), "latency", progress)
+    lkeys = {p.index: latency_key(p.fields, mhash, tune) for p in points}
+    _evaluate(runner, log, latency_record, [(lkeys[p.index], p.fields, {"stage": "latency", "tune": tune})
+                                            for p in points], (data, tune), "latency", progress)
     stats["latency_stage_s"] = round(time.perf_counter() - t0, 2)
     rows = []
     for p in points:

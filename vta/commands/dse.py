@@ -28,6 +28,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--workers", type=int, default=None,
                    help="parallel evaluations (default: os.cpu_count(); 0 or 1: in this process); yosys runs are "
                         "as many")
+    p.add_argument("--tune", type=int, default=2, metavar="N",
+                   help="conv tilings timed per layer shape, as build does (default 2); 1: the analytic choice "
+                        "alone (about a third of the work per point)")
     p.add_argument("--no-synth", action="store_true", help="stop after the latencies and the analytic estimates")
     p.add_argument("--synth-cache", help="synthesis cache (JSON lines, shared by sweeps; default DIR/synth-cache.jsonl)")
     p.add_argument("-o", "--out", required=True, help="output directory (a rerun resumes from its dse.jsonl)")
@@ -81,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
           f"device {resources.device}; log {out / 'dse.jsonl'}")
     with make_runner(args.ray, args.workers) as runner:
         res = run_sweep(model, space, out, resources, runner, synth=not args.no_synth, synth_cache=args.synth_cache,
-                        check=check, progress=sys.stderr.isatty())
+                        check=check, progress=sys.stderr.isatty(), tune=args.tune)
     console = Console(width=200)
     console.print(table(res))
     with (out / "table.txt").open("w") as f:

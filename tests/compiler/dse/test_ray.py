@@ -16,7 +16,7 @@ from tests.compiler.dse.models import tiny_qdq_model
 
 ray = pytest.importorskip("ray", reason="the ray extra (pip install 'vta-stack[ray]') is not installed")
 
-SPACE = {"base": "tiny", "params": {"log_block_out": [1, 2], "bus_width": [32, 64]}}
+SPACE = {"base": "tiny", "params": {"log_block_out": [1, 2]}}  # 2 points: most of a task is a fresh worker's imports
 
 
 @pytest.fixture(scope="module")
@@ -80,18 +80,17 @@ def test_sweep_on_ray_with_a_killed_worker_equals_the_loop(cluster, tmp_path):
     assert killed, "no Ray worker was seen running latency_record"
     assert [r["cycles"] for r in got.rows] == [r["cycles"] for r in loop.rows]
     a, b = ResultLog(tmp_path / "loop" / "dse.jsonl"), ResultLog(tmp_path / "ray" / "dse.jsonl")
-    assert len(b) == 4 and b.duplicates == 0 and b.damaged == 0
+    assert len(b) == 2 and b.duplicates == 0 and b.damaged == 0
     assert all(_identity(a.get(k)) == _identity(b.get(k)) for k in a.records)
 
 
-def test_runners_agree_item_for_item(cluster):
+def test_process_pool_agrees_item_for_item():
     from isa import make_config
 
     items = [make_config("tiny", log_block_out=n).to_dict() for n in (1, 2)]
     model = tiny_qdq_model()
     want = [_identity(latency_record(f, model)) for f in items]
     assert want[0]["cycles"] != want[1]["cycles"]  # in order: the two points differ
-    assert [_identity(r) for r in cluster.map(latency_record, items, (model,))] == want
     with PoolRunner(2) as pool:
         assert [_identity(r) for r in pool.map(latency_record, items, (model,))] == want
 

@@ -143,3 +143,23 @@ def test_cli_bad_space_is_one_clear_line(tmp_path, capsys):
     assert main(["dse", str(model), "--space", str(space), "-o", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert "vta dse: error: space field 'bus_widht' is not a HwConfig field" in err
+
+
+def test_tune_1_is_the_analytic_tilings_latency():
+    import onnx
+
+    from compiler.accel_backend import SimAccelBackend
+    from compiler.cpu.backend import create_cpu_backend
+    from compiler.executor.module import Module
+    from compiler.executor.pipeline import compile_model
+
+    cfg = make_config("tiny", log_block_out=2)
+    rec = latency_record(cfg.to_dict(), tiny_qdq_model(), tune=1)
+    model = onnx.load_model_from_string(tiny_qdq_model())
+    mod = Module(compile_model(model, cfg, progress=False), SimAccelBackend(cfg, tune=1), create_cpu_backend(None),
+                 progress=False)
+    mod.run({"input": np.random.default_rng(2).standard_normal((1, 8, 8, 8)).astype(np.float32)})
+    assert rec["error"] is None and rec["cycles"] == mod.profile_summary()["accel_cycles"]
+    assert "tune must be an integer >= 1" in latency_record(cfg.to_dict(), tiny_qdq_model(), tune=0)["error"]
+    with pytest.raises(ValueError, match="tune must be an integer >= 1"):
+        run_sweep(tiny_qdq_model(), parse_space(SPACE), "unused", tune=0)
