@@ -20,6 +20,7 @@ from compiler.graph.width_split import split_wide_convs
 from compiler.graph.memory_plan import MemoryPlan, plan_memory
 from compiler.graph.offload import host_fallbacks, mac_split
 from compiler.graph.partition import Partition, partition_graph
+from compiler.quant.act_matmul import unroll_qmatmul
 from compiler.quant.calibrate import insert_qdq
 from compiler.quant.qdq_lower import lower_qdq
 from compiler.quant.rebase import rebase_uint8
@@ -74,6 +75,7 @@ def compile_model(model, config, *, calibration=None, quantize: bool | None = No
         stats["uint8_rebased"] = rebase_uint8(g)
     step("int8_lowered", lower_qdq(g, config) if quantize is not False else 0)
     fold_constants(g, keep_ops=frozenset())  # weights of CPU-fallback QDQ ops become float constants
+    stats["act_matmuls_unrolled"] = unroll_qmatmul(g)
     stats["dilations_expanded"] = expand_dilated_convs(g) if widen_convs else 0
     stats["taps_folded"] = fold_conv_taps(g, config)
     stats["conv_groups_merged"] = merge_conv_groups(g, config) if widen_convs else 0

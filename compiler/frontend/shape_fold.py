@@ -135,9 +135,12 @@ def fold_shape_subgraphs(model: onnx.ModelProto) -> onnx.ModelProto:
         return model
     consts_before = set(consts)
     read_before = {i for n in out.graph.node for i in n.input}
-    for _ in range(_MAX_ROUNDS):
-        if not _fold_round(out, consts, opset):
-            break
+    try:
+        for _ in range(_MAX_ROUNDS):
+            if not _fold_round(out, consts, opset):
+                break
+    except Exception:  # a malformed node (undefined constant types, odd attributes): the validator names it
+        return model
     read = {i for n in out.graph.node for i in n.input} | {o.name for o in out.graph.output}
     nodes = [n for n in out.graph.node if n.op_type != "Constant" or any(o in read for o in n.output)]
     if len(nodes) != len(out.graph.node):  # Constant nodes only folded nodes read
