@@ -136,6 +136,13 @@ def qdense_k(a, x, w, b=None):
     return qdense(x, w, b, a["requant"])
 
 
+@kernel("ZeroInsert")
+def zero_insert_k(a, x):
+    from compiler.graph.conv_transpose import zero_insert
+
+    return zero_insert(np.asarray(x), a["strides"], a.get("fill", 0))
+
+
 @kernel("QMatMul")
 def qmatmul_k(a, x, y):
     from compiler.quant.act_matmul import qmatmul

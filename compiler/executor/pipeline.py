@@ -8,6 +8,7 @@ from tqdm.auto import tqdm
 from compiler.frontend.onnx_import import onnx_to_graph
 from compiler.graph.bn_fold import fold_batchnorm
 from compiler.graph.const_fold import fold_constants
+from compiler.graph.conv_transpose import lower_conv_transposes
 from compiler.graph.dilation_expand import expand_dilated_convs
 from compiler.graph.fusion import fuse_operators
 from compiler.graph.group_merge import merge_conv_groups
@@ -62,6 +63,7 @@ def compile_model(model, config, *, calibration=None, quantize: bool | None = No
 
     step("const_folded", fold_constants(g))
     stats["token_matmuls_as_dense"] = flatten_token_matmuls(g)
+    stats["conv_transposes_as_conv"] = lower_conv_transposes(g) if quantize is not False else 0
     quantized = is_qdq(g)
     step("bn_folded", 0 if quantized else fold_batchnorm(g))
     if not quantized and quantize is not False:
