@@ -110,12 +110,9 @@ def _fold_round(model: onnx.ModelProto, consts: dict[str, np.ndarray], opset: in
         for name, v in zip(node.output, outs):
             if not name:
                 continue
-            consts[name] = v
-            if name in graph_outputs:  # a graph output keeps a producer: a Constant node
-                kept.append(onnx.helper.make_node("Constant", [], [name], name=f"{node.name or name}/folded",
-                                                  value=numpy_helper.from_array(v, name)))
-            else:
-                model.graph.initializer.append(numpy_helper.from_array(v, name))
+            consts[name] = v  # a Constant node (an initializer would have to be a graph input before IR 4)
+            kept.append(onnx.helper.make_node("Constant", [], [name], name=f"{node.name or name}/folded",
+                                              value=numpy_helper.from_array(v, name)))
     del model.graph.node[:]
     model.graph.node.extend(kept)
     return changed
@@ -123,7 +120,7 @@ def _fold_round(model: onnx.ModelProto, consts: dict[str, np.ndarray], opset: in
 
 def fold_shape_subgraphs(model: onnx.ModelProto) -> onnx.ModelProto:
     """A copy of ``model`` (its input shapes already fixed) in which every node computed from constants and
-    from static shapes alone is replaced by its value (an initializer; a ``Constant`` node for a graph output).
+    from static shapes alone is replaced by its value (a ``Constant`` node).
     A model that cannot be read this far is returned unchanged for the validator to report on."""
     opset = default_opset(model)
     if opset is None:

@@ -100,7 +100,8 @@ def calibrate_ranges(g: Graph, tensors: Iterable[str], batches: list[dict[str, n
     tensors = list(tensors)
     amax = {t: 0.0 for t in tensors}
     for feed in batches:
-        vals = evaluate_graph(g, {k: np.asarray(v, np.float32) for k, v in feed.items()}, keep_all=True)
+        vals = evaluate_graph(g, {k: np.asarray(v, np.float32) if np.asarray(v).dtype.kind == "f" else np.asarray(v)
+                                  for k, v in feed.items()}, keep_all=True)  # token ids stay integers
         for t in tensors:
             amax[t] = max(amax[t], float(np.abs(vals[t]).max()))
     return amax
