@@ -8,6 +8,7 @@ from tqdm.auto import tqdm
 from compiler.frontend.onnx_import import onnx_to_graph
 from compiler.graph.bn_fold import fold_batchnorm
 from compiler.graph.const_fold import fold_constants
+from compiler.graph.conv_transpose import lower_conv_transposes
 from compiler.graph.dilation_expand import expand_dilated_convs
 from compiler.graph.fusion import fuse_operators
 from compiler.graph.group_merge import merge_conv_groups
@@ -20,6 +21,7 @@ from compiler.graph.width_split import split_wide_convs
 from compiler.graph.memory_plan import MemoryPlan, plan_memory
 from compiler.graph.offload import host_fallbacks, mac_split
 from compiler.graph.partition import Partition, partition_graph
+from compiler.quant.act_matmul import unroll_qmatmul
 from compiler.quant.calibrate import insert_qdq
 from compiler.quant.qdq_lower import lower_qdq
 from compiler.quant.rebase import rebase_uint8
@@ -61,6 +63,7 @@ def compile_model(model, config, *, calibration=None, quantize: bool | None = No
 
     step("const_folded", fold_constants(g))
     stats["token_matmuls_as_dense"] = flatten_token_matmuls(g)
+    stats["conv_transposes_as_conv"] = lower_conv_transposes(g) if quantize is not False else 0
     quantized = is_qdq(g)
     step("bn_folded", 0 if quantized else fold_batchnorm(g))
     if not quantized and quantize is not False:
@@ -74,6 +77,7 @@ def compile_model(model, config, *, calibration=None, quantize: bool | None = No
         stats["uint8_rebased"] = rebase_uint8(g)
     step("int8_lowered", lower_qdq(g, config) if quantize is not False else 0)
     fold_constants(g, keep_ops=frozenset())  # weights of CPU-fallback QDQ ops become float constants
+    stats["act_matmuls_unrolled"] = unroll_qmatmul(g)
     stats["dilations_expanded"] = expand_dilated_convs(g) if widen_convs else 0
     stats["taps_folded"] = fold_conv_taps(g, config)
     stats["conv_groups_merged"] = merge_conv_groups(g, config) if widen_convs else 0

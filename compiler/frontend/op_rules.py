@@ -370,6 +370,8 @@ def _clip(v: NodeView) -> Iterator[str]:
     for i, c in ((1, lo), (2, hi)):
         if c is not None and c.size != 1:
             yield f"{v.inp(i)} must be a scalar, got shape {c.shape}"
+        elif c is None and i < len(v.shapes) and v.shapes[i] is not None and any(d != 1 for d in v.shapes[i]):
+            yield f"{v.inp(i)} must be a scalar, got shape {tuple(v.shapes[i])}"
     if lo is not None and hi is not None and lo.size == 1 and hi.size == 1 and float(lo.ravel()[0]) > float(hi.ravel()[0]):
         yield f"{v.label}: min {lo.ravel()[0]} > max {hi.ravel()[0]}"
 

@@ -201,7 +201,7 @@ def _conv_integer(v: NodeView) -> Iterator[str]:
 def _matmul_integer(v: NodeView) -> Iterator[str]:
     a, b = v.shapes[0], v.shapes[1]
     for i, what, n in ((2, "A zero point", None if a is None or len(a) < 2 else a[-2]),
-                       (3, "B zero point", None if b is None else b[-1])):
+                       (3, "B zero point", None if b is None or len(b) < 1 else b[-1])):
         s = v.shapes[i] if i < len(v.shapes) else None
         if s is not None and not (len(s) == 0 or tuple(s) == (1,) or (n is not None and tuple(s) == (n,))):
             yield f"{v.inp(i)} ({what}) has shape {tuple(s)}; allowed: a scalar or one value per " + (

@@ -110,12 +110,9 @@ def _fold_round(model: onnx.ModelProto, consts: dict[str, np.ndarray], opset: in
         for name, v in zip(node.output, outs):
             if not name:
                 continue
-            consts[name] = v
-            if name in graph_outputs:  # a graph output keeps a producer: a Constant node
-                kept.append(onnx.helper.make_node("Constant", [], [name], name=f"{node.name or name}/folded",
-                                                  value=numpy_helper.from_array(v, name)))
-            else:
-                model.graph.initializer.append(numpy_helper.from_array(v, name))
+            consts[name] = v  # a Constant node (an initializer would have to be a graph input before IR 4)
+            kept.append(onnx.helper.make_node("Constant", [], [name], name=f"{node.name or name}/folded",
+                                              value=numpy_helper.from_array(v, name)))
     del model.graph.node[:]
     model.graph.node.extend(kept)
     return changed
@@ -123,7 +120,7 @@ def _fold_round(model: onnx.ModelProto, consts: dict[str, np.ndarray], opset: in
 
 def fold_shape_subgraphs(model: onnx.ModelProto) -> onnx.ModelProto:
     """A copy of ``model`` (its input shapes already fixed) in which every node computed from constants and
-    from static shapes alone is replaced by its value (an initializer; a ``Constant`` node for a graph output).
+    from static shapes alone is replaced by its value (a ``Constant`` node).
     A model that cannot be read this far is returned unchanged for the validator to report on."""
     opset = default_opset(model)
     if opset is None:
@@ -135,9 +132,12 @@ def fold_shape_subgraphs(model: onnx.ModelProto) -> onnx.ModelProto:
         return model
     consts_before = set(consts)
     read_before = {i for n in out.graph.node for i in n.input}
-    for _ in range(_MAX_ROUNDS):
-        if not _fold_round(out, consts, opset):
-            break
+    try:
+        for _ in range(_MAX_ROUNDS):
+            if not _fold_round(out, consts, opset):
+                break
+    except Exception:  # a malformed node (undefined constant types, odd attributes): the validator names it
+        return model
     read = {i for n in out.graph.node for i in n.input} | {o.name for o in out.graph.output}
     nodes = [n for n in out.graph.node if n.op_type != "Constant" or any(o in read for o in n.output)]
     if len(nodes) != len(out.graph.node):  # Constant nodes only folded nodes read

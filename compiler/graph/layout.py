@@ -92,9 +92,17 @@ def _scalar_operand(g: Graph, name: str) -> bool:
 
 def _to_accel(g: Graph, n: Node, lay: _Layouts, cfg) -> Node:
     bi, bo = cfg.block_in, cfg.block_out
-    w = g.constants[n.inputs[1]]
+    if n.inputs[1] in g.constants:
+        w = g.constants[n.inputs[1]]
+        wp = g.add_constant(g.fresh_name(f"{n.name}/w_packed"), pack_weight(w, bo, bi))
+    else:  # a weight computed at run time (compiler.quant.act_matmul): packed by a host node
+        w = np.empty(g.tensors[n.inputs[1]].shape, np.int8)  # shape only
+        wp = g.fresh_name(f"{n.name}/w_packed")
+        g.set_info(wp, pack_weight(w, bo, bi).shape, np.int8)
+        lay.new_nodes.append(Node("PackDenseWeight", [lay.get_plain(n.inputs[1])], [wp], {"block_out": bo, "block_in": bi},
+                                  f"{n.name}/pack_weight"))
+        lay.transforms += 1
     o_pad = ceil_to(w.shape[0], bo)
-    wp = g.add_constant(g.fresh_name(f"{n.name}/w_packed"), pack_weight(w, bo, bi))
     bias = g.constants.get(n.inputs[2]) if len(n.inputs) > 2 and n.inputs[2] else None
     bp = g.add_constant(g.fresh_name(f"{n.name}/b_padded"), pad_channels(bias, o_pad, np.int32)) if bias is not None else ""
     rq_p = pad_requant(n.attrs["requant"], o_pad)

@@ -21,7 +21,15 @@ from compiler.graph.ir import Graph, Node
 QUANT_OPS = ("Conv", "Gemm", "MatMul")
 
 
+def _act_matmul(g: Graph, n: Node) -> bool:
+    """A MatMul of two activations (attention's scores and context): both operands get Q/DQ."""
+    return (n.op == "MatMul" and n.inputs[0] not in g.constants and n.inputs[1] not in g.constants
+            and all(g.tensors[i].dtype.kind == "f" and len(g.tensors[i].shape) >= 2 for i in n.inputs[:2]))
+
+
 def _quantizable(g: Graph, n: Node) -> bool:
+    if _act_matmul(g, n):
+        return True
     if n.op not in QUANT_OPS or n.inputs[1] not in g.constants:
         return False
     if n.op == "Gemm":
@@ -92,7 +100,8 @@ def calibrate_ranges(g: Graph, tensors: Iterable[str], batches: list[dict[str, n
     tensors = list(tensors)
     amax = {t: 0.0 for t in tensors}
     for feed in batches:
-        vals = evaluate_graph(g, {k: np.asarray(v, np.float32) for k, v in feed.items()}, keep_all=True)
+        vals = evaluate_graph(g, {k: np.asarray(v, np.float32) if np.asarray(v).dtype.kind == "f" else np.asarray(v)
+                                  for k, v in feed.items()}, keep_all=True)  # token ids stay integers
         for t in tensors:
             amax[t] = max(amax[t], float(np.abs(vals[t]).max()))
     return amax
@@ -106,6 +115,7 @@ def insert_qdq(g: Graph, calibration) -> int:
         return 0
     adds = [n for n in g.nodes if _residual_add(g, n)]
     act_in = {n.inputs[0] for n in targets} | {i for n in adds for i in n.inputs[:1 if n.op in UNARY_INT_OPS else 2]}
+    act_in |= {n.inputs[1] for n in targets if _act_matmul(g, n)}
     act_out = {_output_tensor(g, n, cons) for n in targets + adds}
     forced: dict[str, str] = {}  # graph outputs keep their name: producer -> raw -> Q -> DQ -> name
     for t in sorted(act_out & set(g.outputs)):
@@ -141,6 +151,8 @@ def insert_qdq(g: Graph, calibration) -> int:
     for n in g.nodes:
         if n in targets and n.inputs[0] not in dq_of.values():
             n.inputs[0] = qdq(n.inputs[0])
+        if n in targets and _act_matmul(g, n) and n.inputs[1] not in dq_of.values():
+            n.inputs[1] = qdq(n.inputs[1])
         if n in adds:
             k = 1 if n.op in UNARY_INT_OPS or n.op in ("GlobalAveragePool", "AveragePool") else 2
             n.inputs = [i if j >= k or i in dq_of.values() else qdq(i) for j, i in enumerate(n.inputs)]

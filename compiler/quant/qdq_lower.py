@@ -27,6 +27,7 @@ from functools import partial
 import numpy as np
 
 from compiler.graph.ir import Graph, Node
+from compiler.quant.act_matmul import lower_act_matmul
 from compiler.quant.qdq_batchnorm import batchnorm_as_depthwise
 from compiler.quant.qdq_commute import commute_qdq
 from compiler.quant.int_elementwise import choose_qadd, choose_qavgpool, choose_qgap, choose_qmul, lookup_table
@@ -218,6 +219,9 @@ def _lower_one(g: Graph, n: Node, prod, cons, mult_bits: int = MULT_BITS) -> tup
     elif n.op == "Gemm":
         if n.attrs.get("transA", 0) or n.attrs.get("alpha", 1.0) != 1.0 or n.attrs.get("beta", 1.0) != 1.0:
             return _host(n, "Gemm with transA, alpha != 1 or beta != 1")
+    elif n.inputs[1] not in g.constants and _act_params(g, prod.get(n.inputs[1])) is not None:
+        res = lower_act_matmul(g, n, prod, cons, _act_params, _epilogue_chain, _q_params, mult_bits)
+        return _host(n, res) if isinstance(res, str) else res  # two activations: QMatMul (compiler.quant.act_matmul)
     elif len(g.tensors[n.inputs[0]].shape) != 2:
         return _host(n, "MatMul input is not 2-D")
     out_axis = weight_out_axis(n)

@@ -133,6 +133,28 @@ def qdense_k(a, x, w, b=None):
     return qdense(x, w, b, a["requant"])
 
 
+@kernel("ZeroInsert")
+def zero_insert_k(a, x):
+    from compiler.graph.conv_transpose import zero_insert
+
+    return zero_insert(np.asarray(x), a["strides"], a.get("fill", 0))
+
+
+@kernel("QMatMul")
+def qmatmul_k(a, x, y):
+    from compiler.quant.act_matmul import qmatmul
+
+    return qmatmul(x, y, a["requant"])
+
+
+@kernel("PackDenseWeight")
+def pack_dense_weight_k(a, w):
+    """A dense weight computed at run time, (M, K) int8 -> the packed (M//BO, K//BI, BO, BI) layout."""
+    from compiler.graph.accel_interface import pack_weight
+
+    return pack_weight(w, int(a["block_out"]), int(a["block_in"]))
+
+
 # ---- elementwise -------------------------------------------------------------------------
 @kernel("Relu")
 def relu(a, x):

@@ -147,9 +147,10 @@ def conv_transpose_geometry(a: dict, in_spatial, w_shape) -> tuple[list[int], li
     """(kernel, strides, dilations, output_padding, crop start, output size) per spatial axis of a ConvTranspose.
 
     The full scatter has ``s * (in - 1) + output_padding + (k - 1) * d + 1`` positions; the output is the
-    window of ``output size`` starting at ``crop start`` (zeros where it leaves the scatter). ``auto_pad``
-    SAME_* without ``pads`` splits the total padding to reach ``output_shape`` (default ``in * s``); otherwise
-    ``pads`` (default 0) give the start, and ``output_shape`` (if given) the size, as onnx's reference does."""
+    window of ``output size`` starting at ``crop start`` (zeros where it leaves the scatter). With
+    ``output_shape`` (then ``pads`` are ignored, as the specification and onnxruntime have it) or ``auto_pad``
+    SAME_* (target ``in * s``) the total padding is split: SAME_UPPER puts the smaller half first, otherwise
+    the larger; else ``pads`` (default 0) give the window."""
     r = len(in_spatial)
     k = [int(v) for v in (a.get("kernel_shape") or w_shape[2:])]
     s = [int(v) for v in (a.get("strides") or [1] * r)]
@@ -161,7 +162,7 @@ def conv_transpose_geometry(a: dict, in_spatial, w_shape) -> tuple[list[int], li
     if out_shape is not None:
         out_shape = [int(v) for v in out_shape][-r:]
     full = [s[i] * (in_spatial[i] - 1) + op[i] + (k[i] - 1) * d[i] + 1 for i in range(r)]
-    if pads is None and auto in ("SAME_UPPER", "SAME_LOWER"):
+    if out_shape is not None or (pads is None and auto in ("SAME_UPPER", "SAME_LOWER")):
         target = out_shape if out_shape is not None else [in_spatial[i] * s[i] for i in range(r)]
         total = [full[i] - target[i] for i in range(r)]
         start = [t // 2 if auto == "SAME_UPPER" else t - t // 2 for t in total]

@@ -44,9 +44,9 @@ def test_reshape_target_from_shape_chain_folds(op):
     mod = build(m, target="ref", quantize=False, input_shapes={"x": (2, 8, 4, 6)})
     np.testing.assert_allclose(mod.run({"x": x})[0], ort_run(m, {"x": x})[0], rtol=1e-5, atol=1e-5)
     folded = fold_with_input_shapes(m, {"x": (2, 8, 4, 6)})
-    assert [n.op_type for n in folded.graph.node] == ["Reshape", "Conv"]
-    shp = next(t for t in folded.graph.initializer if t.name == "shp")
-    assert nh.to_array(shp).tolist() == [2, 8, 6, 4]
+    assert [n.op_type for n in folded.graph.node] == ["Constant", "Reshape", "Conv"]
+    shp = next(n for n in folded.graph.node if n.output[0] == "shp")
+    assert nh.to_array(shp.attribute[0].t).tolist() == [2, 8, 6, 4]
 
 
 def test_anchor_grid_from_input_shape_folds():
