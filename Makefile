@@ -14,6 +14,9 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[test]'
+	# pynq's own classes for the pynq shim's tests (its numpy<2 / grpcio pins conflict with this stack; the
+	# modules used work with numpy 2, their imports are in the test extra)
+	$(PY) -m pip install --quiet --no-deps 'pynq==4.0.0' 'pynqmetadata==0.2.0' 'pynqutils==0.1.3'
 	touch $(STAMP)
 
 setup: $(STAMP)

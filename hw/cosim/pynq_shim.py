@@ -33,6 +33,7 @@ import functools
 import json
 import os
 import select
+import signal
 import socket
 import tempfile
 import threading
@@ -372,11 +373,23 @@ class UioPty:
     def close(self) -> None:
         self._stop = True
         self._thread.join(timeout=5)
-        for fd in (self.master, self._slave):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        try:  # the pty became the controlling terminal (a session leader without one opened it, e.g. a Jupyter
+            os.tcgetpgrp(self._slave)  # kernel: open() without O_NOCTTY): closing the master hangs up the session
+            ctty = True
+        except OSError:
+            ctty = False
+        if ctty and threading.current_thread() is not threading.main_thread():
+            return  # SIGHUP cannot be held off from here: keep the two descriptors
+        old = signal.signal(signal.SIGHUP, signal.SIG_IGN) if ctty else None
+        try:
+            for fd in (self.master, self._slave):
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        finally:
+            if ctty:
+                signal.signal(signal.SIGHUP, old)
 
 
 def _import_pynq(use: bool | str):

@@ -191,3 +191,20 @@ def test_compiled_model_on_the_pynq_target_equals_the_sim_target(overlay):
     assert len(got) == len(want) and all(np.array_equal(a, b) for a, b in zip(got, want))
     cyc = [r.get("cycles") for r in mp.profile() if r.get("cycles")]
     assert cyc == [r.get("cycles") for r in ms.profile() if r.get("cycles")] and len(cyc) >= 3
+
+
+def test_cocotb_backend_still_agrees(overlay):
+    """The cocotb co-simulation (bare vta_top, kept as a cross-check of the harness backend) under the same driver."""
+    from hw.cosim.pynq_shim import CocotbBackend, PynqShim
+    from jit_runtime.devices_pynq import PynqDevice
+    from jit_runtime.suite import suite_cases
+    from simulator import Simulator
+
+    p = suite_cases(CFG)["relu"]()[0]
+    a, b = p.dram.copy(), p.dram.copy()
+    want = Simulator(CFG).run(a, p.insn_addr, p.n_insns)
+    with PynqShim(mem_bytes=1 << 20, backend=CocotbBackend, pynq=False) as s:
+        dev = PynqDevice(CFG, overlay, pynq=s)
+        got = dev.run(b, p.insn_addr, p.n_insns)
+        assert s.stats["irq_wait"] >= 1 and s.stats["flush"] == 1
+    assert np.array_equal(a, b) and got.cycles == int(want.cycles)
