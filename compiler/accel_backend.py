@@ -201,6 +201,7 @@ class SimAccelBackend:
         self.last_profile: dict = {}
         self._replays: dict = {}
         self._consts_memo: dict = {}  # (kernel, epilogue values) -> its constant inputs
+        self._dense_axes: dict = {}  # dense problem -> "w" or "h" (dense_rows_axis)
         # replay_hook(replay, inputs) -> Replay.run's result: sees every program run (compiler.executor.export)
         self.replay_hook = None
 
@@ -290,9 +291,30 @@ class SimAccelBackend:
             bias = _pad_vec(bias, n_out, "bias")
         return cs, bias, _pad_requant(requant, n_out), w
 
+    def dense_rows_axis(self, x, w, bias, requant: Requant) -> str:
+        """Where a packed dense puts its batch rows in the 1x1 conv it runs as: ``"w"`` (the width: one DMA row,
+        the faster layout) when some tiling fits the scratchpads, else ``"h"`` (rows tile like any other: a large
+        batch on a small config)."""
+        from compiler.topi.knobs import NoTilingError, rank_conv_knobs
+
+        x6, w6 = _dense_as_conv(x, w, "w")
+        cs, b, rq, w6 = self.conv2d_problem(x6, w6, bias, stride=(1, 1), padding=(0, 0, 0, 0), groups=1,
+                                            requant=requant)
+        key = ("dense-axis", cs, _rq_key(b, rq))
+        axis = self._dense_axes.get(key)
+        if axis is None:
+            ep = conv2d_epilogue(self.config, cs, conv2d_compute(self.config, cs)[3], b, rq)
+            try:
+                rank_conv_knobs(self.config, cs, len(ep.consts), len(ep.stages), self.vthreads)
+                axis = "w"
+            except NoTilingError:
+                axis = "h"
+            self._dense_axes[key] = axis
+        return axis
+
     def dense_problem(self, x, w, bias, *, requant: Requant):
         """Like :meth:`conv2d_problem` for a packed dense (run as a 1x1 conv, see :meth:`dense`)."""
-        x6, w6 = _dense_as_conv(x, w)
+        x6, w6 = _dense_as_conv(x, w, self.dense_rows_axis(x, w, bias, requant))
         return self.conv2d_problem(x6, w6, bias, stride=(1, 1), padding=(0, 0, 0, 0), groups=1, requant=requant)
 
     def supports_residual(self, residual: Residual) -> str | None:
@@ -408,21 +430,23 @@ class SimAccelBackend:
     def dense(self, x, w, bias, *, requant: Requant) -> np.ndarray:
         """Packed int8 dense: (N//B, K//BI, B, BI) x (M//BO, K//BI, BO, BI) -> (N//B, M//BO, B, BO), as a 1x1 conv."""
         x, w = np.asarray(x), np.asarray(w)
-        x6, w6 = _dense_as_conv(x, w)
+        x6, w6 = _dense_as_conv(x, w, self.dense_rows_axis(x, w, bias, requant))
         nb = x.shape[0]
         out = self.conv2d(x6, w6, bias, stride=(1, 1), padding=(0, 0, 0, 0), groups=1, requant=requant)
         return np.ascontiguousarray(out.reshape(w.shape[0], nb, x.shape[2], w.shape[2]).transpose(1, 0, 2, 3))
 
 
-def _dense_as_conv(x: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Packed dense operands as a 1x1 conv: rows of the batch become the spatial width (topi.dense_shape)."""
+def _dense_as_conv(x: np.ndarray, w: np.ndarray, rows: str = "w") -> tuple[np.ndarray, np.ndarray]:
+    """Packed dense operands as a 1x1 conv: rows of the batch become the spatial width (``rows="w"``,
+    topi.dense_shape) or height (``"h"``); both lay the bytes out the same way."""
     x, w = np.asarray(x), np.asarray(w)
     if x.ndim != 4 or w.ndim != 4:
         raise ValueError(f"dense: x must be (N//B, K//BI, B, BI) and w (M//BO, K//BI, BO, BI); got {x.shape}, {w.shape}")
     if x.shape[1] != w.shape[1]:
         raise ValueError(f"dense: x has {x.shape[1]} K blocks but w has {w.shape[1]}")
     nb = x.shape[0]
-    x6 = np.ascontiguousarray(x.transpose(1, 0, 2, 3)).reshape(1, x.shape[1], 1, nb, x.shape[2], x.shape[3])
+    hw = (1, nb) if rows == "w" else (nb, 1)
+    x6 = np.ascontiguousarray(x.transpose(1, 0, 2, 3)).reshape(1, x.shape[1], *hw, x.shape[2], x.shape[3])
     w6 = w.reshape(w.shape[0], w.shape[1], 1, 1, w.shape[2], w.shape[3])
     return x6, w6
 

@@ -18,6 +18,10 @@ if TYPE_CHECKING:
     from compiler.topi.conv2d import ConvShape
 
 
+class NoTilingError(ValueError):
+    """No output tile of the conv fits the config's scratchpads (the width is never split)."""
+
+
 @dataclass(frozen=True)
 class ConvKnobs:
     """Output tile = ``oc_tile`` channel blocks x ``h_tile`` rows x full width; ``ic_tile`` input blocks per chunk.
@@ -153,7 +157,7 @@ def rank_conv_knobs(cfg: HwConfig, cs: "ConvShape", n_consts: int = 0, n_alu: in
     if not out:  # small scratchpads: the whole layer's constants do not fit beside a tile; load them per tile
         out = _rank(cfg, cs, n_consts, n_alu, vthreads, residual, thread_counts, consts_per_tile=True)
     if not out:
-        raise ValueError(f"conv2d {cs}: no tiling fits the scratchpads of {cfg.name} (even one row, one block)")
+        raise NoTilingError(f"conv2d {cs}: no tiling fits the scratchpads of {cfg.name} (even one row, one block)")
     out.sort(key=lambda ck: ck[0])
     return out
 
