@@ -6,8 +6,8 @@ layer (and the int8 lowering, and the built-in PTQ) take a 2-D ``(rows, K) x (K,
 in the requant epilogue. :func:`flatten_token_matmuls` rewrites each such MatMul whose weight is a
 2-D constant (or DequantizeLinear of one) into ``Reshape (rows, H) -> Gemm(x, W, b) -> Reshape [..., T, O]``;
 a following ``Add`` of a constant bias with one value per output column becomes the Gemm's C. When the
-activation comes from a per-tensor DequantizeLinear read only here, the Reshape moves onto the integer
-side (``Reshape -> DQ``: exact, a per-tensor DQ is elementwise), so the QDQ pattern stays intact.
+activation comes from a per-tensor DequantizeLinear, the Reshape reads its integer input and a DQ of its own
+follows (``Reshape -> DQ``: exact, a per-tensor DQ is elementwise), so the QDQ pattern stays intact.
 """
 from __future__ import annotations
 
@@ -80,12 +80,11 @@ def flatten_token_matmuls(g: Graph) -> int:
             g.set_info(x2, (rows, xs[-1]), g.tensors[x].dtype)
             shape = g.add_constant(g.fresh_name(f"{n.name}/rows_shape"), np.asarray([rows, xs[-1]], np.int64))
             dq = prod.get(x)
-            if _per_tensor_dq(g, dq) and len(cons.get(x, [])) == 1 and x not in g.outputs:
-                xq = g.fresh_name(f"{n.name}/rows_q")  # the Reshape on the integer side: DQ stays next to the Gemm
+            if _per_tensor_dq(g, dq):  # the Reshape on the integer side, then a DQ of its own next to the Gemm
+                xq = g.fresh_name(f"{n.name}/rows_q")
                 g.set_info(xq, (rows, xs[-1]), g.tensors[dq.inputs[0]].dtype)
-                new.insert(new.index(dq), Node("Reshape", [dq.inputs[0], shape], [xq], {}, f"{n.name}/rows_q"))
-                dq.inputs[0], dq.outputs[0] = xq, x2
-                g.tensors.pop(x, None)
+                new.append(Node("Reshape", [dq.inputs[0], shape], [xq], {}, f"{n.name}/rows_q"))
+                new.append(Node("DequantizeLinear", [xq, *dq.inputs[1:]], [x2], dict(dq.attrs), f"{n.name}/rows_dq"))
             else:
                 new.append(Node("Reshape", [x, shape], [x2], {}, f"{n.name}/to_rows"))
             x = x2

@@ -222,15 +222,20 @@ MODELS = {"bert": bert, "vit": vit, "yolo": yolo, "dbnet": dbnet, "recognizer": 
 
 
 def sample_inputs(model: onnx.ModelProto, n: int, seed: int = 0) -> list[dict[str, np.ndarray]]:
-    """``n`` seeded feeds: token ids in 1..vocab-1 (a few trailing padding zeros), images ~ N(0, 1)."""
+    """``n`` seeded feeds: token ids in 1..vocab-1 (vocab from the embedding table, at most 100; up to two
+    trailing padding zeros), images ~ N(0, 1)."""
     rng = np.random.default_rng(seed)
+    inits = {t.name: t for t in model.graph.initializer}
+    tables = [inits[n.input[0]].dims[0] for n in model.graph.node
+              if n.op_type == "Gather" and n.input[0] in inits and n.input[1] in {i.name for i in model.graph.input}]
+    vocab = min([100] + [int(v) for v in tables])
     feeds = []
     for _ in range(n):
         feed = {}
         for vi in model.graph.input:
             shape = tuple(d.dim_value for d in vi.type.tensor_type.shape.dim)
             if vi.type.tensor_type.elem_type == onnx.TensorProto.INT64:
-                ids = rng.integers(1, 100, shape).astype(np.int64)
+                ids = rng.integers(1, vocab, shape).astype(np.int64)
                 pad = int(rng.integers(0, 3))
                 if pad:
                     ids[..., -pad:] = 0
