@@ -110,6 +110,10 @@ class NumpyOps:
     def lt(self, a, b):
         return a < b
 
+    def stage(self, *values):
+        """Identity (the RTL's stage boundaries are placed by its own primitives)."""
+        return values[0] if len(values) == 1 else values
+
     def shr(self, a, s):
         """Arithmetic shift right by signed ``s`` (negative shifts left), amount clamped to width-1."""
         lim = self.width - 1
