@@ -1,7 +1,7 @@
 """``Timing``: the initiation interval and pipeline depth an intrinsic declaration carries.
 
 Shared by the tensor-intrinsic declarations (:mod:`isa.intrinsics`) and the ALU op declarations
-(:mod:`isa.alu`); the timing contract (:mod:`isa.timing`) and the RTL's pipeline tail read it.
+(:mod:`isa.alu`); the timing contract (:mod:`isa.timing`) and the RTL's pipeline stages read it.
 """
 from __future__ import annotations
 
