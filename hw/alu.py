@@ -58,58 +58,123 @@ class AmaranthOps:
 
     ``iso`` wraps every computed result (and the intermediates used twice) in a signal held at 0 while the lane is
     idle (:func:`hw.intrinsic.isolated`): a Verilated model then evaluates the lane's logic only on ALU cycles, where
-    shared intermediates would otherwise be evaluated on every cycle."""
+    shared intermediates would otherwise be evaluated on every cycle.
 
-    def __init__(self, width: int, iso: Callable[[Value], Value] | None = None):
+    Stages: every value has a *level* (register stages after the lane's inputs, level 0). ``mul``'s product comes
+    ``mul_level`` levels after its operands (the lane multiplier's input and output registers, see
+    :func:`alu_lane`); a primitive whose operands are at different levels delays the earlier ones with registers
+    (``m`` needed), so an op written as one expression (``fn(ops, a, b)``) is a correct pipeline. With ``enable``
+    (a function of the level) each result is isolated by its own level's enable instead of ``iso``."""
+
+    def __init__(self, width: int, iso: Callable[[Value], Value] | None = None, *, m: Module | None = None,
+                 enable: Callable[[int], Value] | None = None, mul_level: int = 0):
         self.width = width
         self.products: list[tuple[Value, Value, Signal]] = []
         self.iso = iso or Value.cast
+        self.m, self.enable, self.mul_level = m, enable, mul_level
+        self._levels: dict[int, tuple[Value, int]] = {}
+        self._delayed: dict[tuple[int, int], Value] = {}
 
+    # ---------------------------------------------------------------- levels
+    def level(self, v) -> int:
+        got = self._levels.get(id(v))
+        return got[1] if got is not None and got[0] is v else 0
+
+    def _at(self, v, level: int, isolate: bool = True) -> Value:
+        v = Value.cast(v)
+        if isolate:
+            v = self._iso(v, level)
+        self._levels[id(v)] = (v, level)
+        return v
+
+    def _iso(self, v, level: int) -> Value:
+        if self.enable is None:
+            return self.iso(v)
+        return _isolated(self.m, self.enable(level), v)
+
+    def delay(self, v, n: int) -> Value:
+        """``v`` ``n`` cycles later (registers, shared between uses)."""
+        if n <= 0:
+            return v
+        key = (id(v), n)
+        hit = self._delayed.get(key)
+        if hit is not None and hit[0] is v:
+            return hit[1]
+        src = Value.cast(self.delay(v, n - 1))
+        got = Signal(src.shape())
+        self.m.d.sync += got.eq(src)
+        self._delayed[key] = (v, got)  # holds v: its id stays unique while cached
+        self._levels[id(got)] = (got, self.level(v) + n)
+        return got
+
+    def _align(self, *vals):
+        top = max(self.level(v) for v in vals)
+        return [self.delay(v, top - self.level(v)) for v in vals], top
+
+    # ---------------------------------------------------------------- primitives
     def add(self, a, b):
-        return self.iso(add_wrapped(a, b, iso=self.iso))
+        (a, b), lv = self._align(a, b)
+        return self._at(add_wrapped(a, b, iso=lambda v: self._iso(v, lv)), lv)
 
     def sub(self, a, b):
-        return self.iso(add_wrapped(a, b, sub=True, iso=self.iso))
+        (a, b), lv = self._align(a, b)
+        return self._at(add_wrapped(a, b, sub=True, iso=lambda v: self._iso(v, lv)), lv)
 
     def mul(self, a, b):
-        """The lane multiplier's product for operands ``a``, ``b`` (``width``-bit signed)."""
+        """The lane multiplier's product for operands ``a``, ``b`` (``width``-bit signed), ``mul_level`` levels
+        after them (the operands must be at level 0: the multiplier is shared by every op of the lane)."""
+        (a, b), lv = self._align(a, b)
+        if lv and self.mul_level:
+            raise ValueError("ALU op: ops.mul takes values at the lane's first stage (the lane multiplier's "
+                             "registers are shared by every op)")
         p = Signal(signed(2 * self.width), name=f"product{len(self.products)}")
         self.products.append((a, b, p))
+        self._levels[id(p)] = (p, lv + self.mul_level)
         return p
 
     def wrap(self, a):
-        return Value.cast(a)[:self.width].as_signed()
+        return self._at(Value.cast(a)[:self.width].as_signed(), self.level(a), isolate=False)
 
     def round_shift(self, a, s):
         """``((a >> (s - 1)) + 1) >> 1`` for ``s > 0``, ``a`` for ``s == 0`` (``s`` unsigned).
 
         ``(t + 1) >> 1`` is computed as ``(t >> 1) + t[0]``, which fits ``len(a)`` bits (no wider adder)."""
+        (a, s), lv = self._align(a, s)
         a = Value.cast(a)
         amount = Mux(s == 0, 0, s - 1)[:len(s)]
-        t = self.iso(a >> amount)
+        t = self._iso(a >> amount, lv)
         half = add_wrapped(t >> 1, t[0])  # fits len(a) bits: never wraps
         half = half[:len(a)].as_signed() if a.shape().signed else half[:len(a)]
-        return self.iso(Mux(s == 0, a, half))
+        return self._at(Mux(s == 0, a, half), lv)
 
     def min(self, a, b):
-        return self.iso(Mux(a < b, a, b))
+        (a, b), lv = self._align(a, b)
+        return self._at(Mux(a < b, a, b), lv)
 
     def max(self, a, b):
-        return self.iso(Mux(a > b, a, b))
+        (a, b), lv = self._align(a, b)
+        return self._at(Mux(a > b, a, b), lv)
 
     def select(self, cond, a, b):
-        return self.iso(Mux(cond, a, b))
+        (cond, a, b), lv = self._align(cond, a, b)
+        return self._at(Mux(cond, a, b), lv)
 
     def lt(self, a, b):
-        return a < b
+        (a, b), lv = self._align(a, b)
+        return self._at(a < b, lv, isolate=False)
 
     def shr(self, a, s):
         """Arithmetic shift right by signed ``s`` (negative: left), amount clamped to width-1."""
+        (a, s), lv = self._align(a, s)
         lim = self.width - 1
         bits = max(1, lim.bit_length())
         right = Mux(s > lim, lim, Mux(s < 0, 0, s))[:bits]
         left = Mux(s < -lim, lim, Mux(s > 0, 0, -s))[:bits]
-        return self.iso(Mux(s >= 0, a >> right, (a << left)[:self.width].as_signed()))
+        return self._at(Mux(s >= 0, a >> right, (a << left)[:self.width].as_signed()), lv)
+
+    def stage(self, *values):
+        """Identity: an ALU op's stage boundaries are the lane multiplier's registers (see :func:`alu_lane`)."""
+        return values[0] if len(values) == 1 else values
 
 
 def record_of(bits: Value) -> Record:
@@ -122,15 +187,39 @@ def record_of(bits: Value) -> Record:
 
 
 def alu_lane(m: Module, op_code: Value, a: Value, b: Value, width: int, rec: Record | None = None,
-             en: Value | None = None) -> Value:
+             en: Value | None = None, *, enable: Callable[[int], Value] | None = None,
+             levels: dict[int, int] | None = None) -> Value:
     """One lane: ``op(a, b)`` wrapped to ``width`` bits, selected by ``op_code`` over every registered op.
 
     ``rec`` is the lane's REQUANT record; without it record ops are not built (their result is 0).
-    With ``en`` the multiplier and the result are 0 while ``en`` is low (operand isolation)."""
-    ops = AmaranthOps(width, (lambda v: _isolated(m, en, v)) if en is not None else None)
+    With ``en`` the multiplier and the result are 0 while ``en`` is low (operand isolation).
+
+    Pipelined (``enable`` and ``levels``): ``levels[opcode]`` is the register stages an op has between the lane's
+    inputs (``a``, ``b``, ``rec``: level 0) and its result; ``enable(level)`` is high when a micro-op's values are
+    at that level. The lane multiplier gets an output register when every op that multiplies has a stage for it,
+    and input registers too when they all have two (DSP48E1 / MULT18X18D input and output registers); each op's
+    result is then delayed by the stages it has left, so op ``c``'s result is ``levels[c]`` cycles after its inputs
+    (registers, not a counter)."""
+    staged = enable is not None and levels is not None
+    mul_ops = []
+    if staged:  # which ops multiply (a dry elaboration, outside any module, counts the products)
+        for op in alu_ops():
+            if op.operand == "wgt" and rec is None or op.opcode not in levels:
+                continue
+            dry = AmaranthOps(width)
+            (op.datapath or op.fn)(dry, a, rec if op.operand == "wgt" else b)
+            if dry.products:
+                mul_ops.append(op.opcode)
+    mul_level = min([2] + [levels[c] for c in mul_ops]) if staged and mul_ops else 0
+    if staged:
+        ops = AmaranthOps(width, m=m, enable=enable, mul_level=mul_level)
+    else:
+        ops = AmaranthOps(width, (lambda v: _isolated(m, en, v)) if en is not None else None)
     cases, mul_of = {}, {}
     for op in alu_ops():
         if op.operand == "wgt" and rec is None:
+            continue
+        if staged and op.opcode not in levels:
             continue
         n0 = len(ops.products)
         val = (op.datapath or op.fn)(ops, a, rec if op.operand == "wgt" else b)  # the declaration's datapath
@@ -138,7 +227,13 @@ def alu_lane(m: Module, op_code: Value, a: Value, b: Value, width: int, rec: Rec
             raise ValueError(f"ALU op {op.name} multiplies {len(ops.products) - n0} times; the lane has one multiplier")
         if len(ops.products) > n0:
             mul_of[op.opcode] = ops.products[-1]
-        cases[op.opcode] = Value.cast(val)[:width].as_signed()
+        v = ops._at(Value.cast(val)[:width].as_signed(), ops.level(val), isolate=False)
+        if staged:
+            if ops.level(v) > levels[op.opcode]:
+                raise ValueError(f"ALU op {op.name}: its datapath takes {ops.level(v)} register stages; its declared "
+                                 f"pipeline leaves {levels[op.opcode]}")
+            v = ops.delay(v, levels[op.opcode] - ops.level(v))
+        cases[op.opcode] = v
     if mul_of:  # the one multiplier, its operands chosen by the op
         x, y = Signal(signed(width)), Signal(signed(width))
         xv: Value = Value.cast(0)
@@ -147,8 +242,23 @@ def alu_lane(m: Module, op_code: Value, a: Value, b: Value, width: int, rec: Rec
             xv = Mux(op_code == code, pa, xv)
             yv = Mux(op_code == code, pb, yv)
         prod = Signal(signed(2 * width))
-        with _enabled(m, en):
-            m.d.comb += [x.eq(xv), y.eq(yv), prod.eq(x * y)]
+        if staged:
+            with m.If(enable(0)):
+                m.d.comb += [x.eq(xv), y.eq(yv)]
+            lv = 0
+            if mul_level >= 2:  # input registers
+                xr, yr = Signal(signed(width)), Signal(signed(width))
+                m.d.sync += [xr.eq(x), yr.eq(y)]
+                x, y, lv = xr, yr, 1
+            with m.If(enable(lv)):
+                m.d.comb += prod.eq(x * y)
+            if mul_level >= 1:  # output register
+                pr = Signal(signed(2 * width))
+                m.d.sync += pr.eq(prod)
+                prod = pr
+        else:
+            with _enabled(m, en):
+                m.d.comb += [x.eq(xv), y.eq(yv), prod.eq(x * y)]
         for _, _, p in mul_of.values():
             m.d.comb += p.eq(prod)
     out: Value = Value.cast(0)

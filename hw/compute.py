@@ -1,15 +1,19 @@
 """The compute unit: LOAD.UOP/LOAD.ACC, the declared tensor intrinsics (GEMM, DWMAC, ...), ALU and FINISH.
 
-Tensor intrinsics and ALU issue one micro-op per cycle from ``s`` through a three-stage pipeline:
-S0 reads the uop, S1 adds the loop offsets and reads inp/wgt/acc, S2 computes and writes
-acc (and the narrowed OUT mirror). A record ALU op (REQUANT) reads WGT at the src index in S1
-(the WGT port is otherwise idle during ALU instructions); lane ``(b, o)`` takes its record from
-the first ``RECORD_BITS`` bits of the element's row ``o``. The acc read ports are transparent for the acc write
-port, which forwards a result to the next micro-op's read in the same cycle, so no
-hazard is visible. The unit ends at ``e = s + n + pipeline`` (docs/timing.md), ``pipeline`` the
-instruction's declared depth. Every tensor intrinsic shares the micro-op loop (its format starts
-with GEMM's fields) and gets its S2 datapath from its declaration (:mod:`hw.intrinsic`); a vector
-operand's row is read at ``index >> log2(k)`` and its piece chosen by the low bits in S2.
+Tensor intrinsics and ALU issue one micro-op per cycle from ``s`` through ``P`` register stages, ``P`` the
+instruction's declared depth (docs/timing.md, *Pipeline and hazards*): S0 reads the uop, S1 adds the loop
+offsets and reads inp/wgt/acc, S2 receives the rows (registered there when ``P >= 3``: the BRAM output
+register), the datapath's own stages follow (:class:`hw.intrinsic.Stager`: the GEMM array's product and tree
+registers, a declaration's ``ctx.stage``, the ALU lane's multiplier registers) and stage ``P`` accumulates and
+writes acc (and the narrowed OUT mirror). The micro-op's valid bit, dst and a mark on the last micro-op travel
+down the stages; the unit ends when the marked micro-op writes (``e = s + n + P``). A tensor intrinsic's
+accumulate takes the old value from the newest of the row read in S1 and the writes of the ``P - 2`` cycles
+since (forwarding); the ALU relies on the hazard rule the simulator enforces. A record ALU op (REQUANT) reads
+WGT at the src index in S1 (the WGT port is otherwise idle during ALU instructions); lane ``(b, o)`` takes its
+record from the first ``RECORD_BITS`` bits of the element's row ``o``. Every tensor intrinsic shares the
+micro-op loop (its format starts with GEMM's fields) and gets its datapath from its declaration
+(:mod:`hw.intrinsic`); a vector operand's row is read at ``index >> log2(k)`` and its piece chosen by the low
+bits at the datapath's first stage.
 """
 from __future__ import annotations
 
@@ -19,7 +23,7 @@ from amaranth.lib.wiring import In, Out
 
 from hw.alu import alu_lane, record_of
 from hw.common import clog2, epb, field, log2
-from hw.intrinsic import DatapathContext, GemmArray, can_pair, isolated, lane_terms, pair_products, tree_sum  # noqa: F401
+from hw.intrinsic import DatapathContext, GemmArray, Stager, can_pair, isolated, lane_terms, pair_products, tree_sum  # noqa: F401
 from hw.dma_read import DmaRead
 from hw.load import connect_engine, mem_ports, mux_read_masters, read_master, read_port
 from hw.unit import IDLE, REQ, dma_control, frontend, push
@@ -29,7 +33,15 @@ from isa.config import HwConfig
 from isa.instructions import MemType, Opcode
 from isa.intrinsics import intrinsics, tensor_declarations
 
-EXEC, TAIL = 4, 5
+EXEC, DRAIN = 4, 5
+#: Fewest stages a compute pipeline can have: the micro-op read, then operand read + compute + write.
+MIN_DEPTH = 2
+
+
+def _reg(m: Module, v: Value, name: str) -> Signal:
+    r = Signal(Value.cast(v).shape(), name=name)
+    m.d.sync += r.eq(v)
+    return r
 
 
 class ComputeUnit(wiring.Component):
@@ -86,13 +98,31 @@ class ComputeUnit(wiring.Component):
         ea = engines["acc"]
         mux_read_masters(m, self, engines["uop"], ea)
 
+        # ---------------------------------------------------------------- declared depths
+        alu_depths = {o.opcode: o.timing.depth(cfg) for o in alu_ops(cfg)}
+        tensor_depths = {d.opcode: d.timing.depth(cfg) for d in decls}
+        for what, depths in (("ALU op", {o.name: alu_depths[o.opcode] for o in alu_ops(cfg)}),
+                             ("intrinsic", {d.name: tensor_depths[d.opcode] for d in decls})):
+            for name, depth in depths.items():
+                if depth < MIN_DEPTH:
+                    raise ValueError(f"{what} {name}: pipeline depth {depth}; the compute pipeline has at least "
+                                     f"{MIN_DEPTH} stages (micro-op read, operand read + compute + write)")
+        p_max = max([*alu_depths.values(), *tensor_depths.values()])
+        # the current instruction's depth (an ALU op's, or a tensor intrinsic's by opcode): its write stage
+        common = max(set(alu_depths.values()), key=list(alu_depths.values()).count)
+        pipe: Value = Const(common, 5)
+        for code, depth in alu_depths.items():
+            if depth != common:
+                pipe = Mux(is_alu & (a("alu_opcode") == code), depth, pipe)
+        for d in decls:
+            pipe = Mux(opcode == d.opcode, tensor_depths[d.opcode], pipe)
+
         # ---------------------------------------------------------------- loop issue (S0)
         k_r, i1_r, i0_r = Signal(cfg.uop_idx_bits + 1), Signal(14), Signal(14)
         ab, ib, wb = cfg.acc_idx_bits, cfg.inp_idx_bits, cfg.wgt_idx_bits
         sb = max(ab, ib)
         od_r, os_r, ow_r = Signal(ab), Signal(sb), Signal(wb)
         bd_r, bs_r, bw_r = Signal(ab), Signal(sb), Signal(wb)
-        tail = Signal(5)
         issue = Signal()
         in_exec = state == EXEC
         kk = Mux(in_exec, k_r, bgn)
@@ -117,35 +147,16 @@ class ComputeUnit(wiring.Component):
                     m.d.comb += final.eq(i0 + 1 == it_out)
             m.d.sync += state.eq(EXEC)
             with m.If(final):
-                m.d.sync += state.eq(TAIL)
-        # the declared pipeline depth: an ALU op's (isa.alu.AluDecl; the ops' common depth needs no mux) or a
-        # tensor intrinsic's (by opcode)
-        alu_depths = {o.opcode: o.timing.depth(cfg) for o in alu_ops(cfg)}
-        common = max(set(alu_depths.values()), key=list(alu_depths.values()).count)
-        pipe: Value = Const(common, 5)
-        for code, depth in alu_depths.items():
-            if depth != common:
-                pipe = Mux(is_alu & (a("alu_opcode") == code), depth, pipe)
-        for d in decls:
-            pipe = Mux(opcode == d.opcode, d.timing.depth(cfg), pipe)
-        with m.If(issue & final):
-            m.d.sync += tail.eq(pipe)
-        with m.If(state == TAIL):
-            m.d.sync += tail.eq(tail - 1)
-            with m.If(tail == 1):
-                m.d.comb += last.eq(1)
-                m.d.sync += state.eq(IDLE)
+                m.d.sync += state.eq(DRAIN)  # the pipeline drains: the unit ends when the last micro-op writes
         m.d.comb += self.uop_r_addr.eq(kk)
 
         # ---------------------------------------------------------------- S1: indices, operand reads
-        op_bits = alu_opcode_bits()
-        v1, od1, os1, ow1 = Signal(), Signal(ab), Signal(sb), Signal(wb)
-        alu1, rst1, op1, ui1, imm1 = Signal(), Signal(), Signal(op_bits), Signal(), Signal(IMM_BITS)
-        ovw1 = Signal()  # GEMM overwrite: the old accumulator is not added (reset still wins)
-        opc1 = Signal(3)
-        m.d.sync += [v1.eq(issue), od1.eq(od), os1.eq(os), ow1.eq(ow), alu1.eq(is_alu), rst1.eq(g("reset")),
-                     ovw1.eq(is_gemm & g("overwrite")), opc1.eq(opcode),
-                     op1.eq(a("alu_opcode")), ui1.eq(a("use_imm")), imm1.eq(a("imm"))]
+        # per-micro-op control travels down the stages (valid, dst, the last micro-op's mark); everything else is
+        # the current instruction's (``cur`` holds it until the unit ends)
+        v1, fin1, od1, os1, ow1 = Signal(), Signal(), Signal(ab), Signal(sb), Signal(wb)
+        m.d.sync += [v1.eq(issue), fin1.eq(issue & final), od1.eq(od), os1.eq(os), ow1.eq(ow)]
+        rst = g("reset")  # the same bit in the ALU format
+        ovw = is_gemm & g("overwrite")  # GEMM overwrite: the old accumulator is not added (reset still wins)
         uword = self.uop_r_data[:32]
         u_dst, u_src, u_wgt = (field(uword, cfg, "UOP", f) for f in ("dst", "src", "wgt"))
         dst1, src1, wgt1 = Signal(ab), Signal(sb), Signal(wb)
@@ -154,8 +165,8 @@ class ComputeUnit(wiring.Component):
         rec_codes = [o.opcode for o in alu_ops(cfg) if o.operand == "wgt"]
         rec1 = Signal()  # a record op: WGT is read at the src index
         if rec_codes:
-            m.d.comb += rec1.eq(alu1 & Cat(*[op1 == c for c in rec_codes]).any())
-        # a vector operand (k pieces per row): the row at index >> log2(k), the piece (low bits) chosen in S2
+            m.d.comb += rec1.eq(is_alu & Cat(*[a("alu_opcode") == c for c in rec_codes]).any())
+        # a vector operand (k pieces per row): the row at index >> log2(k), the piece (low bits) chosen later
         inp_addr: Value = src1
         wgt_addr: Value = wgt1
         for d in decls:
@@ -164,60 +175,121 @@ class ComputeUnit(wiring.Component):
                 if vk[o.name] > 1:
                     sh = log2(vk[o.name])
                     if o.scope == "inp":
-                        inp_addr = Mux(opc1 == d.opcode, src1 >> sh, inp_addr)
+                        inp_addr = Mux(opcode == d.opcode, src1 >> sh, inp_addr)
                     else:
-                        wgt_addr = Mux(opc1 == d.opcode, wgt1 >> sh, wgt_addr)
+                        wgt_addr = Mux(opcode == d.opcode, wgt1 >> sh, wgt_addr)
         m.d.comb += [self.inp_r_addr.eq(inp_addr), self.wgt_r_addr.eq(Mux(rec1, src1, wgt_addr)),
                      self.acc0_r_addr.eq(dst1), self.acc1_r_addr.eq(src1)]
-        v2, dst2, alu2, rst2, op2, ui2 = Signal(), Signal(ab), Signal(), Signal(), Signal(op_bits), Signal()
-        imm2, ovw2, opc2 = Signal(IMM_BITS), Signal(), Signal(3)
-        isub2, wsub2 = Signal(sb), Signal(wb)  # the S1 src / wgt indices: a vector operand's piece is their low bits
-        m.d.sync += [v2.eq(v1), dst2.eq(dst1), alu2.eq(alu1), rst2.eq(rst1), op2.eq(op1), ui2.eq(ui1),
-                     imm2.eq(imm1), ovw2.eq(ovw1), opc2.eq(opc1), isub2.eq(src1), wsub2.eq(wgt1)]
 
-        # ---------------------------------------------------------------- S2: compute, write back
+        # stage k (k >= 2) holds the micro-op that was in S1 k - 1 cycles ago
+        def chain(first: Value, n: int, name: str) -> list[Value]:
+            out = [None, first]
+            for k in range(2, n + 1):
+                r = Signal(Value.cast(first).shape(), name=f"{name}{k}")
+                m.d.sync += r.eq(out[-1])
+                out.append(r)
+            return out
+
+        vk_ = chain(v1, p_max, "v")
+        dstk = chain(dst1, p_max, "dst")
+        fink = chain(fin1, p_max, "fin")
+        isubk = chain(src1, 3, "isub")  # a vector operand's piece: the low bits of the src / wgt index
+        wsubk = chain(wgt1, 3, "wsub")
+
+        # ---------------------------------------------------------------- S2: operand rows; the BRAM output register
         B, BI, BO = cfg.batch, cfg.block_in, cfg.block_out
         ww, aw, ow_ = cfg.wgt_width, cfg.acc_width, cfg.out_width
-        inp = self.inp_r_data
-        wgt = self.wgt_r_data
-        acc_d = self.acc0_r_data
-        acc_s = self.acc1_r_data
         lanes = B * BO
-        tensor_go, alu_go = Signal(name="tensor_go"), Signal(name="alu_go")  # a tensor / an ALU micro-op in S2 (operand isolation of each datapath)
-        m.d.comb += [tensor_go.eq(v2 & ~rst2 & ~alu2), alu_go.eq(v2 & ~rst2 & alu2)]
-        array = GemmArray(cfg, m, tensor_go)
-        terms = {}
-        for d in decls:  # each declared tensor intrinsic's lane values (GEMM first: the array's default user)
+        raw = {"inp": self.inp_r_data, "wgt": self.wgt_r_data, "acc_d": self.acc0_r_data, "acc_s": self.acc1_r_data}
+        rows = {2: raw}
+        if p_max >= 3:  # the rows registered as they leave the block RAMs (level 0 of every datapath of depth >= 3)
+            rows[3] = {k: _reg(m, v, f"{k}_q") for k, v in raw.items()}
+        tensor_max = max(tensor_depths.values(), default=2)
+        accd = [None] + chain(self.acc0_r_data, max(tensor_max - 1, 1), "accd")  # accd[k]: the dst row at stage k
+        # the pipeline's writes of the last cycles (hist_*[k]: k cycles ago), for the tensor intrinsics' forwarding
+        hist_n = max(tensor_max - 2, 0)
+        hist_v = [None] + [Signal(name=f"hist_v{k}") for k in range(1, hist_n + 1)]
+        hist_a = [None] + [Signal(ab, name=f"hist_a{k}") for k in range(1, hist_n + 1)]
+        hist_d = [None] + [Signal(lanes * aw, name=f"hist_d{k}") for k in range(1, hist_n + 1)]
+
+        def first_stage(depth: int) -> int:
+            return 2 if depth == 2 else 3
+
+        # ---------------------------------------------------------------- tensor intrinsics: stages, accumulate
+        ten = is_gemm & ~rst
+        gemm_depth = tensor_depths[decls[0].opcode] if decls else 3
+        g0 = first_stage(gemm_depth)
+        levels = max(BI - 1, 0).bit_length()
+        arr_stager = Stager(m, gemm_depth - g0, lambda lv: vk_[g0 + lv] & ten)
+        array = GemmArray(cfg, m, vk_[g0] & ten, arr_stager, min(gemm_depth - g0, 1 + max(levels - 1, 0)))
+        array.s0 = g0
+        tensor_res: list[Value] = [Const(0, aw)] * lanes  # per lane: the OR of every declaration's (isolated) result
+        for d in decls:
             intr = intrs[d.name]
+            depth = tensor_depths[d.opcode]
+            s0 = first_stage(depth)
+            sel = opcode == d.opcode
             subs = {}
             for o in d.operands:
                 k = intr.vectors[o.name]
-                subs[o.scope] = (isub2 if o.scope == "inp" else wsub2)[:max(1, log2(k))]
-            ctx = DatapathContext(cfg, intr, {"inp": inp, "wgt": wgt}, subs, opc2 == d.opcode, array)
-            terms[d.opcode] = lane_terms(ctx)
+                subs[o.scope] = (isubk if o.scope == "inp" else wsubk)[s0][:max(1, log2(k))]
+            st = Stager(m, depth - s0, lambda lv, s0=s0, sel=sel: vk_[s0 + lv] & sel & ~rst)
+            ctx = DatapathContext(cfg, intr, {"inp": rows[s0]["inp"], "wgt": rows[s0]["wgt"]}, subs, sel, array, st)
+            ctx.s0 = s0
+            terms = lane_terms(ctx)
+            go = vk_[depth] & sel & ~rst
+            # the old accumulator at the write stage: the row read in S1, or the newest result written since
+            fwd = accd[depth]
+            for k in range(depth - 2, 0, -1):
+                fwd = Mux(hist_v[k] & (hist_a[k] == dstk[depth]), hist_d[k], fwd)
+            for j in range(lanes):
+                old = fwd[j * aw:][:aw].as_signed()
+                base = Mux(ovw, 0, old)  # overwrite: acc[dst] = term, the old value is not read
+                tensor_res[j] = tensor_res[j] | isolated(m, go, (base + terms[j])[:aw])
         if array.users:
             array.elaborate(m)
-        tensor_res, alu_res = [], []
+
+        # ---------------------------------------------------------------- ALU lanes
+        alu_min = min(alu_depths.values())
+        a0 = first_stage(alu_min)
+        alu_levels = {code: depth - a0 for code, depth in alu_depths.items()}
+        alu_on = is_alu & ~rst
+        imm = a("imm")
+        ar = rows[a0]
+        alu_res = []
         for b in range(B):
             for o in range(BO):
                 j = b * BO + o
-                av = acc_d[j * aw:][:aw].as_signed()
-                base = Mux(ovw2, 0, av)  # overwrite: acc[dst] = term, the old value is not read
-                t: Value = terms[decls[0].opcode][j]
-                for d in decls[1:]:
-                    t = Mux(opc2 == d.opcode, terms[d.opcode][j], t)
-                tensor_res.append(isolated(m, tensor_go, (base + t)[:aw]))
-                bv = Mux(ui2, imm2.as_signed(), acc_s[j * aw:][:aw].as_signed())
-                rec = record_of(wgt[o * BI * ww:][:RECORD_BITS]) if records else None
-                alu_res.append(alu_lane(m, op2, av, bv, aw, rec, en=alu_go)[:aw])
-        res = Signal(lanes * aw)  # both datapaths are 0 unless theirs is the micro-op (and 0 on reset)
-        m.d.comb += res.eq(Cat(*[tv | al for tv, al in zip(tensor_res, alu_res)]))
+                av = ar["acc_d"][j * aw:][:aw].as_signed()
+                bv = Mux(a("use_imm"), imm.as_signed(), ar["acc_s"][j * aw:][:aw].as_signed())
+                rec = record_of(ar["wgt"][o * BI * ww:][:RECORD_BITS]) if records else None
+                lane = alu_lane(m, a("alu_opcode"), av, bv, aw, rec, enable=lambda lv: vk_[a0 + lv] & alu_on,
+                                levels=alu_levels)
+                alu_res.append(lane)
 
-        # acc / out writes: the pipeline (S2) or the acc DMA
+        # ---------------------------------------------------------------- the write stage
+        at = {k: pipe == k for k in sorted({*alu_depths.values(), *tensor_depths.values()})}
+        v_w, dst_w, fin_w = Signal(), Signal(ab), Signal()
+        for k, hit in at.items():
+            with m.If(hit):
+                m.d.comb += [v_w.eq(vk_[k]), dst_w.eq(dstk[k]), fin_w.eq(fink[k])]
+        alu_go = v_w & alu_on
+        res = Signal(lanes * aw)  # every datapath is 0 unless it is the micro-op's (and all are 0 on reset)
+        m.d.comb += res.eq(Cat(*[tv | isolated(m, alu_go, al)[:aw] for tv, al in zip(tensor_res, alu_res)]))
+        with m.If(fin_w):  # the last micro-op writes: the instruction ends (e = its write cycle + 1)
+            m.d.comb += last.eq(1)
+            m.d.sync += state.eq(IDLE)
+        # the writes of the last cycles, newest first, for the tensor intrinsics' forwarding
+        hv, ha, hd = v_w, dst_w, res
+        for k in range(1, hist_n + 1):
+            m.d.sync += [hist_v[k].eq(hv), hist_a[k].eq(ha), hist_d[k].eq(hd)]
+            hv, ha, hd = hist_v[k], hist_a[k], hist_d[k]
+
+        # acc / out writes: the pipeline's write stage or the acc DMA
         ka = epb(cfg, cfg.acc_elem_bytes)
         acc_data = Signal(ka * lanes * aw)
-        with m.If(v2):
-            m.d.comb += [self.acc_w_addr.eq(dst2), acc_data.eq(res), self.acc_w_count.eq(1), self.acc_w_en.eq(1)]
+        with m.If(v_w):
+            m.d.comb += [self.acc_w_addr.eq(dst_w), acc_data.eq(res), self.acc_w_count.eq(1), self.acc_w_en.eq(1)]
         with m.Else():
             m.d.comb += [self.acc_w_addr.eq(ea.w_addr), acc_data.eq(ea.w_data), self.acc_w_count.eq(ea.w_count),
                          self.acc_w_en.eq(ea.w_en)]

@@ -1,15 +1,25 @@
 """RTL datapaths of the declared tensor intrinsics (``isa.intrinsics``), generated from the declarations.
 
-The compute unit's S2 stage gives every declaration a :class:`DatapathContext`: the operands'
-elements (sliced from the scratchpad rows read in S1; a vector operand's piece selected by the low
-index bits), a fresh multiplier ``mul`` and the one shared ``gemm_array``. A declaration's
-``datapath(ctx)`` returns, per acc lane (the output axes in row-major order), the value added to
-(or, with ``overwrite``, stored in) the accumulator. Without a ``datapath`` the semantics is
-elaborated directly: each product term with its own multiplier, summed by a balanced adder tree.
+The compute unit gives every declaration a :class:`DatapathContext`: the operands' elements (sliced from
+the scratchpad rows; a vector operand's piece selected by the low index bits), a fresh multiplier
+``mul``, the one shared ``gemm_array`` and ``stage``, the declaration's register boundaries. A
+declaration's ``datapath(ctx)`` returns, per acc lane (the output axes in row-major order), the value added
+to (or, with ``overwrite``, stored in) the accumulator. Without a ``datapath`` the semantics is elaborated
+directly: each product term with its own multiplier, summed by a balanced adder tree, with registers after
+the products and between tree levels (:func:`staged_tree_sum`).
+
+Stages (docs/timing.md, *Pipeline and hazards*): a declaration of pipeline depth ``P`` writes the
+accumulator ``P`` cycles after its micro-op issues. The first two cycles read the micro-op and the operand
+rows; with ``P >= 3`` the rows are registered as they leave the block RAMs (the BRAM output register) and
+the datapath's inputs are those registers; the ``P - 3`` further boundaries are the declaration's: each
+``ctx.stage(values)`` registers ``values`` (everything used after it must come from its result) while
+boundaries are left, the GEMM array takes its own (the products' register, then tree levels), and those
+left over register the datapath's result. The accumulate (old value + term, the old value forwarded from
+the micro-ops still in flight) and the write are the last stage.
 
 ``gemm_array(A, W)`` computes ``sum_i A[b][i] * W[o][i]`` for every lane on the GEMM array's
 multipliers (two products per DSP when they fit, see :func:`pair_products`); several declarations
-may use it (DWMAC feeds it a diagonal weight matrix), their inputs muxed by the opcode in S2, so
+may use it (DWMAC feeds it a diagonal weight matrix), their inputs muxed by the opcode, so
 a new intrinsic on it costs multiplexers, not multipliers.
 """
 from __future__ import annotations
@@ -35,6 +45,68 @@ def tree_sum(values: list[Value]) -> Value:
             nxt.append(values[-1])
         values = nxt
     return values[0]
+
+
+def _map(values, fn):
+    """``fn`` over the Values in nested lists/tuples ``values`` (the same nesting back)."""
+    if isinstance(values, (list, tuple)):
+        return type(values)(_map(v, fn) for v in values)
+    return fn(values)
+
+
+class Stager:
+    """The register boundaries of one datapath: ``budget`` of them between its inputs (level 0) and its write.
+
+    ``stage(values)`` registers ``values`` (nested lists of Values) and moves to the next level while
+    boundaries are left, else returns them unchanged; ``finish(values)`` spends what is left as output
+    registers. ``enable(level)`` is high in the cycles a micro-op's values are at ``level`` (the
+    datapath's operand isolation, see :func:`isolated`)."""
+
+    def __init__(self, m: Module, budget: int, enable=None):
+        self.m, self.budget, self.level = m, max(budget, 0), 0
+        self._enable = enable
+
+    @property
+    def left(self) -> int:
+        return self.budget - self.level
+
+    def enable(self, level: int | None = None) -> Value | None:
+        return None if self._enable is None else self._enable(self.level if level is None else level)
+
+    def register(self, v) -> Signal:
+        v = Value.cast(v)
+        r = Signal(v.shape())
+        self.m.d.sync += r.eq(v)
+        return r
+
+    def stage(self, values):
+        if self.level >= self.budget:
+            return values
+        self.level += 1
+        return _map(values, self.register)
+
+    def finish(self, values):
+        while self.level < self.budget:
+            values = self.stage(values)
+        return values
+
+
+def staged_tree_sums(lanes: list[list[Value]], stager: Stager | None = None, boundaries: int = 0) -> list[Value]:
+    """:func:`tree_sum` of every list in ``lanes``, reduced level by level together, with up to ``boundaries`` of
+    ``stager``'s registers placed evenly between the levels (every lane registered at the same cuts)."""
+    lanes = [list(v) for v in lanes]
+    levels = max((max(len(v) - 1, 0).bit_length() for v in lanes), default=0)
+    boundaries = min(boundaries, stager.left if stager is not None else 0, max(levels - 1, 0))
+    cuts = {round(levels * (j + 1) / (boundaries + 1)) for j in range(boundaries)}
+    for level in range(1, levels + 1):
+        nxt = []
+        for values in lanes:
+            red = [values[i] + values[i + 1] for i in range(0, len(values) - 1, 2)]
+            if len(values) % 2:
+                red.append(values[-1])
+            nxt.append(red)
+        lanes = stager.stage(nxt) if level in cuts else nxt
+    return [v[0] for v in lanes]
 
 
 def pair_products(x: Value, w0: Value, w1: Value, m: Module | None = None,
@@ -113,11 +185,16 @@ def can_pair(cfg: HwConfig) -> bool:
 
 
 class GemmArray:
-    """The shared ``BATCH x BLOCK_OUT x BLOCK_IN`` multiplier array; users register inputs with a select."""
+    """The shared ``BATCH x BLOCK_OUT x BLOCK_IN`` multiplier array; users register inputs with a select.
 
-    def __init__(self, cfg: HwConfig, m: Module | None = None, en: Value | None = None):
+    With a ``stager`` the array takes ``stages`` of its boundaries: the products' register (the DSP's output
+    register), then cuts between adder-tree levels; every user must have them left when it calls ``use``."""
+
+    def __init__(self, cfg: HwConfig, m: Module | None = None, en: Value | None = None,
+                 stager: "Stager | None" = None, stages: int = 0):
         """``m``/``en``: hold the array's products at 0 while ``en`` is low (see :func:`isolated`)."""
         self.cfg, self.m, self.en = cfg, m, en
+        self.stager, self.stages = stager, (min(stages, stager.left) if stager is not None else 0)
         B, BI, BO = cfg.batch, cfg.block_in, cfg.block_out
         self.a = [[Signal(signed(cfg.inp_width), name=f"arr_a_{b}_{i}") for i in range(BI)] for b in range(B)]
         self.w = [[Signal(signed(cfg.wgt_width), name=f"arr_w_{o}_{i}") for i in range(BI)] for o in range(BO)]
@@ -146,6 +223,7 @@ class GemmArray:
             B, BI, BO = cfg.batch, cfg.block_in, cfg.block_out
             out = []
             paired = can_pair(cfg)
+            lanes: list[list[tuple[Value, int]]] = []
             for b in range(B):
                 products: list[list[tuple[Value, int]]] = [[] for _ in range(BO)]  # offset binary
                 for i in range(BI):
@@ -159,8 +237,18 @@ class GemmArray:
                     else:
                         for o in range(BO):
                             products[o].append(offset_binary(x.as_signed() * wv[o].as_signed()))
-                out += [offset_tree_sum(products[o]) for o in range(BO)]
-            self._sums = out
+                lanes += products
+            st = self.stager
+            if st is None or self.stages == 0:
+                self._sums = [offset_tree_sum(p) for p in lanes]
+                return self._sums
+            st0 = Stager(self.m, self.stages, st._enable)  # the array's own boundaries, from the user's level 0
+            vals = st0.stage([[u for u, _ in p] for p in lanes])  # the products' register (DSP output register)
+            sums = staged_tree_sums(vals, st0, st0.left)
+            en = st0.enable()
+            self._sums = [t - sum(b for _, b in p) for t, p in zip(sums, lanes)]
+            if en is not None:
+                self._sums = [isolated(self.m, en, v) for v in self._sums]
         return self._sums
 
 
@@ -168,9 +256,21 @@ class DatapathContext:
     """What one declaration's datapath generator sees in S2 (see the module docstring)."""
 
     def __init__(self, cfg: HwConfig, intr: TensorIntrinsic, rows: dict[str, Value], subs: dict[str, Value],
-                 sel: Value, array: GemmArray):
+                 sel: Value, array: GemmArray, stager: Stager | None = None):
         self.cfg, self.intr, self.sel, self.array = cfg, intr, sel, array
         self.rows, self.subs = rows, subs
+        self.stager = stager
+
+    def stage(self, values):
+        """Register ``values`` (a Value or nested lists of them) at the datapath's next boundary while the declared
+        pipeline has boundaries left, else return them unchanged. Everything used after a stage must come from its
+        result (values not passed through it would be a cycle early)."""
+        return values if self.stager is None else self.stager.stage(values)
+
+    @property
+    def stages_left(self) -> int:
+        """Register boundaries the declared pipeline depth still has for this datapath."""
+        return 0 if self.stager is None else self.stager.left
 
     def bits(self, name: str) -> int:
         return next(o.bits for o in self.intr.inputs if o.name == name)
@@ -196,7 +296,24 @@ class DatapathContext:
         return a.as_signed() * b.as_signed()
 
     def gemm_array(self, a: list, w: list) -> list[Value]:
-        """``sum_i a[b][i] * w[o][i]`` per lane on the shared GEMM array (selected by this intrinsic's opcode)."""
+        """``sum_i a[b][i] * w[o][i]`` per lane on the shared GEMM array (selected by this intrinsic's opcode).
+
+        The array's pipeline registers count as this datapath's boundaries: call it on level-0 values (before any
+        ``stage``); the sums come back that many levels later."""
+        st = self.stager
+        if st is not None and self.array.stager is not None:
+            if getattr(self, "s0", None) != getattr(self.array, "s0", None):
+                raise ValueError(
+                    f"intrinsic {self.intr.name}: the GEMM array's inputs are the rows of pipeline stage "
+                    f"{getattr(self.array, 's0', '?')} (its pipeline depth); this declaration's depth puts its "
+                    f"inputs at stage {getattr(self, 's0', '?')}: declare a depth of at least 3 (or the GEMM's)")
+            if st.level != 0 or st.left < self.array.stages:
+                raise ValueError(
+                    f"intrinsic {self.intr.name}: the GEMM array takes its inputs at the datapath's first stage and "
+                    f"returns its sums {self.array.stages} register stage(s) later; this datapath is at stage "
+                    f"{st.level} with {st.left} boundary(ies) left (declare a pipeline depth of at least "
+                    f"{self.array.stages + 3} and call gemm_array before ctx.stage)")
+            st.level += self.array.stages
         return self.array.use(self.sel, a, w)
 
 
@@ -231,8 +348,10 @@ def semantics_datapath(ctx: DatapathContext) -> list[Value]:
                 env.update(zip(red, r_idx))
                 xs = [pick(acc, env) for acc in t]
                 vals.append(xs[0] if len(xs) == 1 else ctx.mul(xs[0], xs[1]))
-        lanes.append(tree_sum(vals))
-    return lanes
+        lanes.append(vals)
+    lanes = ctx.stage(lanes)  # the products' register
+    return staged_tree_sums(lanes, ctx.stager, ctx.stages_left) if ctx.stager is not None else \
+        [tree_sum(v) for v in lanes]
 
 
 def lane_terms(ctx: DatapathContext) -> list[Value]:
@@ -243,4 +362,5 @@ def lane_terms(ctx: DatapathContext) -> list[Value]:
     if len(lanes) != want:
         raise ValueError(f"intrinsic {ctx.intr.name}: its datapath returned {len(lanes)} lanes; the accumulator "
                          f"row has {want} (BATCH x BLOCK_OUT)")
-    return [Value.cast(v) for v in lanes]
+    lanes = [Value.cast(v) for v in lanes]
+    return ctx.stager.finish(lanes) if ctx.stager is not None else lanes

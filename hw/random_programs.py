@@ -8,6 +8,11 @@ writes each of its dst indices once (the simulator rejects anything else).
 
 Besides small 2D transfers with padding, the DMAs include whole-scratchpad transfers, rows longer
 than 256 beats (split into several AXI bursts) and rows that cross a 4 KiB boundary (split there).
+Hazard chains (docs/timing.md, *Pipeline and hazards*): some compute slots are a run of micro-ops that update
+the same accumulator rows again and again at one distance ``k`` (micro-op ``j`` reads the row micro-op ``j - k``
+writes), ``k`` from 1 to beyond the pipeline depth: GEMM and DWMAC at every distance (the accumulator is
+forwarded), ALU at the distances the hazard rule allows (``k > depth - 2``), back to back with the GEMMs on the same
+rows. Every other ALU instruction keeps the rule too (redrawn, or its dst rows laid out distinct).
 Some blocks fill the load->compute token queue to its depth: ``dep_queue_depth - 1`` token-only NOP
 loads run ahead while compute still waits for the previous block's (long) store, then the real loads;
 compute pops them with as many token-only NOP GEMMs. Those runs of NOPs also fill the load and compute
@@ -15,7 +20,7 @@ command queues, so fetch stalls on a full queue.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -23,6 +28,7 @@ from isa import Alu, Deps, Finish, Gemm, Load, MemType, Store, Uop, encode_strea
 from isa.alu import IMM_BITS, alu_ops
 from isa.config import HwConfig
 from isa.encoding import LOOP_BITS
+from isa.timing import alu_hazard, in_flight
 
 REGION = 2048  # smallest data region in bytes (multiple of every element size used)
 
@@ -162,6 +168,54 @@ def random_program(cfg: HwConfig, seed: int, blocks: int | None = None,
             uop_words.append(int(encode_uops([u], cfg)[0]))
         return Load(MemType.UOP, start, daddr, 1, len(uops), len(uops), deps=deps), start, start + len(uops)
 
+    def seq(insn, uops: list[Uop], which: str) -> np.ndarray:
+        """The rows (``which``: dst or src) the micro-ops of ``insn`` touch, in issue order."""
+        fo, fi = ((insn.dst_factor_out, insn.dst_factor_in) if which == "dst"
+                  else (insn.src_factor_out, insn.src_factor_in))
+        return np.array([getattr(u, which) + i0 * fo + i1 * fi for i0 in range(insn.iter_out)
+                         for i1 in range(insn.iter_in) for u in uops], np.int64)
+
+    def alu_ok(insn: Alu, uops: list[Uop]) -> bool:
+        if insn.reset:
+            return True
+        reads_src = not insn.use_imm and alu_ops_by_name[insn.op].operand == "acc"
+        return alu_hazard(seq(insn, uops, "dst"), seq(insn, uops, "src") if reads_src else None,
+                          in_flight(cfg, insn)) is None
+
+    chain_classes = [insn_class(declaration(t)) for t in ("gemm", "dwmac") if declaration(t).supported(cfg)]
+
+    def hazard_chain() -> list:
+        """Micro-ops on the same rows at one distance ``k``: a tensor intrinsic (GEMM / DWMAC, forwarded) at any
+        ``k`` in 1..depth+1, then an ALU op at the smallest distances the rule allows, on the same rows."""
+        out = []
+        cls = chain_classes[int(rng.integers(0, len(chain_classes)))]
+        depth = cls(reset=False, uop_bgn=0, uop_end=1, iter_out=1, iter_in=1)
+        depth = in_flight(cfg, depth) + 2
+        k = int(rng.integers(1, depth + 2))
+        k = min(k, cfg.acc_depth, cfg.uop_depth)
+        reps = int(rng.integers(2, 5))
+        r0 = int(rng.integers(0, cfg.acc_depth - k + 1))
+        uops = [Uop(r0 + (j % k), int(rng.integers(0, cfg.inp_depth)), int(rng.integers(0, cfg.wgt_depth)))
+                for j in range(min(k * reps, cfg.uop_depth))]
+        ld, u0, u1 = load_uops(uops, Deps())
+        out += [ld, cls(reset=False, uop_bgn=u0, uop_end=u1, iter_out=int(rng.integers(1, 3)),
+                        iter_in=int(rng.integers(1, 3)))]  # zero factors: the loops repeat the same rows
+        acc_ops = [o for o in alu_ops(cfg) if o.operand == "acc"]
+        op = acc_ops[int(rng.integers(0, len(acc_ops)))]
+        probe = Alu(op=op.name, reset=False, uop_bgn=0, uop_end=1, iter_out=1, iter_in=1)
+        ka = max(k, in_flight(cfg, probe) + 1)  # the closest distance the ALU rule allows
+        ka = min(ka, cfg.acc_depth - r0, cfg.uop_depth)
+        auops = [Uop(r0 + (j % ka), r0 + ((j + 1) % ka), 0) for j in range(min(ka * reps, cfg.uop_depth))]
+        alu = Alu(op=op.name, reset=False, uop_bgn=0, uop_end=len(auops), iter_out=1, iter_in=1,
+                  use_imm=bool(rng.random() < 0.5), imm=int(rng.integers(-40, 40)))
+        if not alu_ok(alu, auops):
+            alu = replace(alu, use_imm=True)
+        if alu_ok(alu, auops):
+            ld, u0, u1 = load_uops(auops, Deps())
+            out += [ld, replace(alu, uop_bgn=u0, uop_end=u1)]
+        return out
+
+    alu_ops_by_name = {o.name: o for o in alu_ops(cfg)}
     nop_load = Load(MemType.INP, 0, 0, 0, 0, 0)
     nop_gemm = Gemm(reset=False, uop_bgn=0, uop_end=0, iter_out=1, iter_in=1)
     n_fill = cfg.dep_queue_depth - 1
@@ -201,21 +255,32 @@ def random_program(cfg: HwConfig, seed: int, blocks: int | None = None,
                                 dst_factor_in=lp["fac"]["dst"][1], src_factor_out=lp["fac"]["src"][0],
                                 src_factor_in=lp["fac"]["src"][1], wgt_factor_out=lp["fac"]["wgt"][0],
                                 wgt_factor_in=lp["fac"]["wgt"][1], overwrite=overwrite))
+            elif r < 0.8:
+                cmp += hazard_chain()
             elif r < 0.95:
                 ops = alu_ops(cfg)
                 op = ops[int(rng.integers(0, len(ops)))]
                 record = op.operand == "wgt"  # REQUANT: src indexes WGT (random bytes: random records)
-                lp, uops = loops((cfg.acc_depth, min(cfg.wgt_depth, 1 << cfg.uop_src_bits) if record else cfg.acc_depth, 1))
-                ld, u0, u1 = load_uops(uops, Deps())
                 imm = int(rng.integers(-(1 << (IMM_BITS - 1)), 1 << (IMM_BITS - 1)))
                 if rng.random() < 0.5:
                     imm = int(rng.integers(-40, 40))
-                cmp.append(ld)
-                cmp.append(Alu(op=op.name, reset=bool(rng.random() < 0.1), uop_bgn=u0, uop_end=u1,
+                reset, use_imm = bool(rng.random() < 0.1), not record and bool(rng.random() < 0.5)
+                for attempt in range(20):  # the hazard rule: no read of a row one of the last depth-2 micro-ops writes
+                    lp, uops = loops((cfg.acc_depth, min(cfg.wgt_depth, 1 << cfg.uop_src_bits) if record
+                                      else cfg.acc_depth, 1))
+                    if attempt >= 10:
+                        lp, uops = distinct_dst(lp, uops)
+                    insn = Alu(op=op.name, reset=reset, uop_bgn=0, uop_end=len(uops),
                                iter_out=lp["iter_out"], iter_in=lp["iter_in"], dst_factor_out=lp["fac"]["dst"][0],
                                dst_factor_in=lp["fac"]["dst"][1], src_factor_out=lp["fac"]["src"][0],
-                               src_factor_in=lp["fac"]["src"][1], use_imm=not record and bool(rng.random() < 0.5),
-                               imm=imm))
+                               src_factor_in=lp["fac"]["src"][1], use_imm=use_imm or attempt >= 15, imm=imm)
+                    if alu_ok(insn, uops):
+                        break
+                else:
+                    insn = replace(insn, reset=True)  # writes only: no hazard
+                ld, u0, u1 = load_uops(uops, Deps())
+                cmp.append(ld)
+                cmp.append(replace(insn, uop_bgn=u0, uop_end=u1))
             else:
                 cmp.append(nop_gemm)
         cmp[0] = _with(cmp[0], pop_prev=True)
@@ -245,8 +310,6 @@ def _round(n: int, align: int) -> int:
 
 
 def _with(insn, **flags: bool):
-    from dataclasses import replace
-
     return replace(insn, deps=replace(insn.deps, **{k: v for k, v in flags.items() if v}))
 
 

@@ -46,7 +46,7 @@ class AluDecl:
     primitives in hardware); ``operand`` is where ``b`` comes from: ``"acc"`` (acc[src] or the
     immediate) or ``"wgt"`` (a :class:`isa.requant.Record` per output channel from wgt[src]; no
     immediate). ``timing``: initiation interval (must be 1) and pipeline depth (the contract and the
-    RTL's pipeline tail read it). ``datapath(ops, a, b)``: an optional RTL-only form of ``fn`` (same
+    RTL's pipeline stages read it). ``datapath(ops, a, b)``: an optional RTL-only form of ``fn`` (same
     result, e.g. a cheaper circuit), called with the Amaranth primitives instead of ``fn``.
     ``numpy_fn(a, b, width)``: an optional faster exact vectorized form of ``fn`` on int64 arrays
     (the result is wrapped to ``width`` bits by the caller).
@@ -109,6 +109,10 @@ class NumpyOps:
 
     def lt(self, a, b):
         return a < b
+
+    def stage(self, *values):
+        """Identity (the RTL's stage boundaries are placed by its own primitives)."""
+        return values[0] if len(values) == 1 else values
 
     def shr(self, a, s):
         """Arithmetic shift right by signed ``s`` (negative shifts left), amount clamped to width-1."""

@@ -111,8 +111,8 @@ class HwConfig:
         need(isinstance(self.cmd_queue_depth, int) and 1 <= self.cmd_queue_depth <= 1024, "cmd_queue_depth", "must be in 1..1024")
         need(isinstance(self.dep_queue_depth, int) and 1 <= self.dep_queue_depth <= 65535, "dep_queue_depth", "must be in 1..65535")
         need(isinstance(self.fetch_burst, int) and 1 <= self.fetch_burst <= 256, "fetch_burst", "must be in 1..256 instructions")
-        need(isinstance(self.gemm_pipeline, int) and 1 <= self.gemm_pipeline <= 16, "gemm_pipeline", "must be in 1..16 cycles")
-        need(isinstance(self.alu_pipeline, int) and 1 <= self.alu_pipeline <= 16, "alu_pipeline", "must be in 1..16 cycles")
+        need(isinstance(self.gemm_pipeline, int) and 2 <= self.gemm_pipeline <= 16, "gemm_pipeline", "must be in 2..16 cycles (register stages: micro-op read, then operand read + write at least)")
+        need(isinstance(self.alu_pipeline, int) and 2 <= self.alu_pipeline <= 16, "alu_pipeline", "must be in 2..16 cycles (register stages: micro-op read, then operand read + write at least)")
         # a micro-op packs three scratchpad indices into 32 bits
         uop_bits = self.uop_dst_bits + self.uop_src_bits + self.uop_wgt_bits
         if uop_bits > UOP_BITS:

@@ -1,7 +1,7 @@
 """``Timing``: the initiation interval and pipeline depth an intrinsic declaration carries.
 
 Shared by the tensor-intrinsic declarations (:mod:`isa.intrinsics`) and the ALU op declarations
-(:mod:`isa.alu`); the timing contract (:mod:`isa.timing`) and the RTL's pipeline tail read it.
+(:mod:`isa.alu`); the timing contract (:mod:`isa.timing`) and the RTL's pipeline stages read it.
 """
 from __future__ import annotations
 
@@ -11,13 +11,16 @@ from typing import TYPE_CHECKING, Callable
 if TYPE_CHECKING:
     from isa.config import HwConfig
 
-#: Most pipeline cycles after the last issue the compute unit's tail counter holds (HwConfig's pipelines: 1..16).
+#: Deepest compute pipeline (register stages from a micro-op's issue to its accumulator write; HwConfig's: 2..16).
 MAX_PIPELINE = 16
+#: Shallowest: the micro-op read, then the operand read, compute and write in one stage (docs/timing.md).
+MIN_PIPELINE = 2
 
 
 @dataclass(frozen=True)
 class Timing:
-    """Initiation interval (cycles between micro-ops) and pipeline depth (cycles after the last issue).
+    """Initiation interval (cycles between micro-ops) and pipeline depth: the register stages from a micro-op's issue
+    to its accumulator write, which is also the cycles the instruction takes after its last issue.
 
     ``pipeline`` is an int or a function of ``HwConfig`` (GEMM: ``cfg.gemm_pipeline``)."""
 
@@ -32,8 +35,9 @@ class Timing:
         if self.ii != 1:
             return (f"initiation interval {self.ii}; the compute pipeline issues one micro-op per cycle (ii=1)")
         p = self.pipeline
-        if not callable(p) and not (isinstance(p, int) and 1 <= p <= MAX_PIPELINE):
-            return f"pipeline depth {p!r}; it must be an integer in 1..{MAX_PIPELINE} (or a function of HwConfig)"
+        if not callable(p) and not (isinstance(p, int) and MIN_PIPELINE <= p <= MAX_PIPELINE):
+            return (f"pipeline depth {p!r}; it must be an integer in {MIN_PIPELINE}..{MAX_PIPELINE} (or a function of "
+                    f"HwConfig): the micro-op read and the operand read + write take at least {MIN_PIPELINE} stages")
         return ""
 
 

@@ -12,6 +12,8 @@ from isa.intrinsics import timing_of
 from isa.instructions import Alu, Finish, Gemm, Instruction, Load, MemType, Store, n_iterations
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from isa.config import HwConfig
 
 #: Requesters of the single DRAM port, highest priority first.
@@ -62,6 +64,37 @@ def exec_cycles(cfg: "HwConfig", insn: Instruction) -> int:
         t = timing_of(insn)
         return n_iterations(insn) * t.ii + t.depth(cfg)
     raise ValueError(f"{type(insn).__name__} is a DMA instruction: use dma_cycles")
+
+
+def in_flight(cfg: "HwConfig", insn: Gemm | Alu) -> int:
+    """Micro-ops of ``insn`` still in its pipeline when a micro-op reads its operands: ``depth - 2``.
+
+    A micro-op issued at ``u`` reads the accumulator at ``u + 1`` and writes it at ``u + depth``
+    (docs/timing.md, *Pipeline and hazards*); the read sees writes up to its own cycle, so the ``depth - 2``
+    micro-ops issued just before it have not written yet. A tensor intrinsic forwards their results to its
+    accumulate stage; an ALU micro-op must not read (as dst or src) a row any of them writes
+    (:func:`alu_hazard`)."""
+    return max(timing_of(insn).depth(cfg) - 2, 0)
+
+
+def alu_hazard(dst: "np.ndarray", src: "np.ndarray | None", window: int) -> tuple[int, int, int, str] | None:
+    """The first ALU read-after-write hazard in a micro-op sequence, or None.
+
+    ``dst``/``src``: the accumulator rows each micro-op (iteration order) writes / reads besides its dst (None:
+    an immediate, a record op or a reset). A micro-op ``j`` that reads a row written by micro-op ``j - k``,
+    ``1 <= k <= window`` (:func:`in_flight`), is a hazard: returns ``(j, k, row, "dst" | "src")``."""
+    import numpy as np
+
+    dst = np.asarray(dst)
+    best = None
+    for k in range(1, min(window, dst.size - 1) + 1):
+        for name, reads in (("dst", dst), ("src", src)):
+            if reads is None:
+                continue
+            hit = np.flatnonzero(np.asarray(reads)[k:] == dst[:-k])
+            if hit.size and (best is None or hit[0] + k < best[0]):
+                best = (int(hit[0]) + k, k, int(dst[hit[0]]), name)
+    return best
 
 
 def uses_port(insn: Instruction) -> bool:

@@ -5,9 +5,11 @@
 events, Perfetto trace, timeline plot).
 """
 from simulator.core import Simulator
-from simulator.errors import (BudgetError, DecodeError, DeadlockError, DepsError, InvalidInstructionError, MisalignedError,
+from simulator.errors import (BudgetError, DecodeError, DeadlockError, DepsError, HazardError, InvalidInstructionError,
+                              MisalignedError,
                               OutOfRangeError, SimulatorError, StreamError, TokenOverflowError)
 from simulator.result import Event, SimResult
 
 __all__ = ["Simulator", "SimResult", "Event", "SimulatorError", "BudgetError", "DeadlockError", "DecodeError", "DepsError",
+           "HazardError",
            "InvalidInstructionError", "MisalignedError", "OutOfRangeError", "StreamError", "TokenOverflowError"]

@@ -9,7 +9,7 @@ free of conflicts (reads of a wave happen before its writes) and run wave by wav
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -17,7 +17,8 @@ from isa.alu import alu_op
 from isa.config import HwConfig
 from isa.instructions import Alu, n_iterations
 from isa.intrinsics import alu_intrinsic
-from simulator.errors import BudgetError
+from isa.timing import alu_hazard, in_flight
+from simulator.errors import BudgetError, HazardError
 from simulator.loops import check_bound, expand
 from simulator.scratchpads import Scratchpads
 
@@ -34,6 +35,7 @@ class _AluPlan:
     wgt_src: bool = False  # s indexes WGT (a record op)
     s_rows: tuple[np.ndarray, np.ndarray] | None = None  # wgt_src without waves: (distinct s, inverse)
     dslice: slice | None = None  # d as a slice when it is consecutive rows
+    hazard_free: set = field(default_factory=set)  # (window, repetitions) already checked
 
 
 def conflict_waves(d: np.ndarray, s: np.ndarray | None) -> list[np.ndarray]:
@@ -126,6 +128,8 @@ class AluExecutor:
             return
         unit, reps = repeated_unit(insn)
         p = self._plan(i, unit)
+        if not insn.reset:
+            self._check_hazard(i, insn, p, reps)
         if insn.reset:  # idempotent: one repetition is the whole effect
             self.sp.write_acc(p.d, np.zeros((p.d.size,) + self.sp.acc.shape[1:], np.int64))
             return
@@ -145,6 +149,29 @@ class AluExecutor:
                     f"instruction {i} (ALU.{insn.op}): its {n_iterations(insn):,} iterations update the same "
                     f"accumulators one after another without settling; more than {MAX_SEQUENTIAL_STEPS:,} sequential "
                     f"steps is over the simulator's host-time budget")
+
+    def _check_hazard(self, i: int, insn: Alu, p: _AluPlan, reps: int) -> None:
+        """HazardError if a micro-op reads a row one of the ``in_flight`` micro-ops before it still writes."""
+        window = in_flight(self.cfg, insn)
+        if not window or p.d.size * reps < 2:
+            return
+        reps = min(reps, window // p.d.size + 2)  # enough repetitions to cover every distance up to the window
+        if (window, reps) in p.hazard_free:
+            return
+        d = np.tile(p.d, reps)
+        s = None if p.s is None or p.wgt_src else np.tile(p.s, reps)
+        hit = alu_hazard(d, s, window)
+        if hit is None:
+            p.hazard_free.add((window, reps))
+            return
+        j, k, row, what = hit
+        depth = window + 2
+        raise HazardError(
+            f"instruction {i} (ALU.{insn.op}): micro-op iteration {j} reads acc row {row} (its {what}), which "
+            f"iteration {j - k} writes only {k} micro-op(s) earlier; the ALU pipeline (depth {depth}) has not "
+            f"written it yet. An ALU micro-op must not read a row written by any of the {window} micro-ops issued "
+            f"just before it (distance 1..{window}); reorder the loop or split the instruction (docs/timing.md, "
+            f"Pipeline and hazards)")
 
     def _apply(self, insn: Alu, p: _AluPlan) -> None:
         fn, sp = self._fn(insn.op), self.sp

@@ -40,3 +40,8 @@ class DeadlockError(SimulatorError):
 
 class BudgetError(SimulatorError):
     """A program that needs more cycles than the simulator's budget (``Simulator(max_cycles=...)``)."""
+
+
+class HazardError(InvalidInstructionError):
+    """An ALU micro-op that reads an accumulator row an earlier micro-op of its instruction is still writing
+    (within the pipeline's in-flight window, docs/timing.md *Pipeline and hazards*)."""

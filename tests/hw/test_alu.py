@@ -101,3 +101,59 @@ def test_new_op_appears_in_hardware(absdiff):
     cases += [(alu_op("ADD").opcode, *(_operands(rng, "X")))]
     for (code, a, b), y in zip(cases, run_alu(cases)):
         assert np.array_equal(y, evaluate(code, a, b, WIDTH))
+
+
+@pytest.mark.parametrize("depth", [0, 1, 2, 3])
+def test_pipelined_lane_gives_each_op_after_its_stages(depth):
+    """``alu_lane`` with ``depth`` register stages per op (the compute pipeline's form): a new micro-op every cycle
+    (II = 1, ops mixed), each result ``depth`` cycles after its operands equals numpy's. At depth >= 1 the lane
+    multiplier is registered, at >= 2 its inputs too, so REQUANT's record fields must be delayed to meet its
+    product: a misaligned stage would mix micro-ops."""
+    from amaranth.hdl import Module, Signal, signed
+
+    from hw.alu import alu_lane, record_of
+
+    rng = np.random.default_rng(depth)
+    m = Module()
+    op = Signal(8)
+    a, b = Signal(signed(WIDTH)), Signal(signed(WIDTH))
+    rec_bits = Signal(RECORD_BITS)
+    valid = [Signal(name=f"v{k}") for k in range(depth + 1)]
+    m.d.sync += [valid[k + 1].eq(valid[k]) for k in range(depth)]
+    tick = Signal()
+    m.d.sync += tick.eq(~tick)  # a sync domain even at depth 0
+    ops = alu_ops()
+    levels = {o.opcode: depth for o in ops}
+    # the op code is the instruction's (constant while its micro-ops flow): one run per op, ops in turn
+    y = alu_lane(m, op, a, b, WIDTH, record_of(rec_bits), enable=lambda lv: valid[lv], levels=levels)
+    out = Signal(signed(WIDTH))
+    m.d.comb += out.eq(y)
+    n = 12
+
+    async def tb(ctx):
+        for o in ops:
+            cases = [_operands(rng, o.name) for _ in range(n)]
+            ctx.set(op, o.opcode)
+            got = []
+            for t in range(n + depth):
+                if t < n:
+                    av, bv = cases[t]
+                    ctx.set(a, int(av[0]))
+                    if isinstance(bv, Record):
+                        ctx.set(rec_bits, _pack_records(bv) & ((1 << RECORD_BITS) - 1))
+                    else:
+                        ctx.set(b, int(bv[0]))
+                ctx.set(valid[0], int(t < n))
+                if t >= depth:
+                    got.append(ctx.get(out))
+                await ctx.tick()
+            for (av, bv), g in zip(cases, got):
+                bb = Record(**{f.name: np.asarray(getattr(bv, f.name))[:1] for f in RECORD_FIELDS}) \
+                    if isinstance(bv, Record) else bv[:1]
+                want = int(evaluate(o, av[:1], bb, WIDTH)[0])
+                assert g == want, (o.name, depth, int(av[0]), g, want)
+
+    sim = Simulator(m)
+    sim.add_clock(1e-8)
+    sim.add_testbench(tb)
+    sim.run()

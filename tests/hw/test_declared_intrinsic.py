@@ -242,7 +242,7 @@ def test_other_bad_declarations_are_rejected():
         register_intrinsic(gemmt(timing=Timing(ii=2)), check_configs=("tiny",))
     with pytest.raises(ConfigError, match="built in"):
         unregister_intrinsic("dwmac")
-    with pytest.raises(ConfigError, match=r"pipeline depth 0; it must be an integer in 1\.\.16"):
+    with pytest.raises(ConfigError, match=r"pipeline depth 0; it must be an integer in 2\.\.16"):
         register_intrinsic(gemmt(timing=Timing(1, 0)), check_configs=("tiny",))
     with pytest.raises(ConfigError, match=r"executor must be a factory executor\(cfg, scratchpads\)"):
         register_intrinsic(gemmt(executor=42), check_configs=("tiny",))

@@ -68,7 +68,7 @@ def random_spec(rng: np.random.Generator) -> dict:
         terms = [("x", "y")] + [valid[int(k)] for k in rng.integers(0, len(valid), int(rng.integers(0, 2)))]
         fields = [(f"f{k}", int(rng.integers(1, 9)), bool(rng.integers(0, 2))) for k in range(int(rng.integers(0, 2)))]
         return {"out": tuple(out), "red": tuple(red), "extents": extents, "ops": ops, "terms": terms,
-                "pipeline": int(rng.integers(1, 9)), "fields": fields}
+                "pipeline": int(rng.integers(2, 9)), "fields": fields}
 
 
 def declare(spec: dict, name: str = "fz", opcode: int = 6) -> IntrinsicDecl:
