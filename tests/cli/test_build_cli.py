@@ -169,3 +169,14 @@ def test_two_outputs_on_one_path_are_refused(files, capsys, tmp_path):
     p = tmp_path / "same"
     assert main(["run", str(mod_path), "--outputs", str(p), "--plot", str(p)]) == 2
     assert "name the same file" in capsys.readouterr().err and not p.exists()
+
+
+def test_llvm_cpu_jit_compile_time_is_reported_once_apart_from_the_rows(files, capsys):
+    d, model, *_ = files
+    assert main(["run", str(model), "--config", "tiny", "--calibrate", "1", "--cpu", "llvm", "--json",
+                 "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    j = _last_json(out)
+    compiled = [r for r in j["layers"] if r.get("compile_ms")]
+    assert compiled and j["summary"]["jit_compile_ms"] == pytest.approx(sum(r["compile_ms"] for r in compiled))
+    assert "JIT compilation (once, on first use; not in the rows)" in out

@@ -131,8 +131,8 @@ def one_line_unsupported(exc) -> str:
 
     parts = [f"{op} ({len(names)} node(s): {', '.join(names[:3])}{', ...' if len(names) > 3 else ''})"
              for op, names in sorted(exc.unsupported.items())]
-    return "unsupported operator(s): " + "; ".join(parts) + f" (rejected before compilation; {len(SUPPORTED_OPS)} operators are supported: "
-            f"compiler.frontend.support.SUPPORTED_OPS, docs/getting-started.md)"
+    return ("unsupported operator(s): " + "; ".join(parts) + f" (rejected before compilation; {len(SUPPORTED_OPS)} "
+            "operators are supported: compiler.frontend.support.SUPPORTED_OPS, docs/getting-started.md)")
 
 
 COLUMNS = (("#", "right"), ("layer", "left"), ("op", "left"), ("on", "left"), ("cycles", "right"),
