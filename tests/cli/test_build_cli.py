@@ -180,3 +180,13 @@ def test_llvm_cpu_jit_compile_time_is_reported_once_apart_from_the_rows(files, c
     compiled = [r for r in j["layers"] if r.get("compile_ms")]
     assert compiled and j["summary"]["jit_compile_ms"] == pytest.approx(sum(r["compile_ms"] for r in compiled))
     assert "JIT compilation (once, on first use; not in the rows)" in out
+
+
+def test_tuning_log_option_reaches_build(files, capsys, tmp_path):
+    d, model, *_ = files
+    assert main(["run", str(model), "--calibrate", "1", "--tuning-log", str(tmp_path / "none.log")]) == 2
+    err = capsys.readouterr().err
+    assert "tuning log" in err and "does not exist" in err
+    (tmp_path / "t.log").write_text("")
+    assert main(["run", str(model), "--target", "llvm", "--tuning-log", str(tmp_path / "t.log")]) == 2
+    assert "--tuning-log applies to accelerator targets" in capsys.readouterr().err
