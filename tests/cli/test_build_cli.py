@@ -169,3 +169,24 @@ def test_two_outputs_on_one_path_are_refused(files, capsys, tmp_path):
     p = tmp_path / "same"
     assert main(["run", str(mod_path), "--outputs", str(p), "--plot", str(p)]) == 2
     assert "name the same file" in capsys.readouterr().err and not p.exists()
+
+
+def test_llvm_cpu_jit_compile_time_is_reported_once_apart_from_the_rows(files, capsys):
+    d, model, *_ = files
+    assert main(["run", str(model), "--config", "tiny", "--calibrate", "1", "--cpu", "llvm", "--json",
+                 "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    j = _last_json(out)
+    compiled = [r for r in j["layers"] if r.get("compile_ms")]
+    assert compiled and j["summary"]["jit_compile_ms"] == pytest.approx(sum(r["compile_ms"] for r in compiled))
+    assert "JIT compilation (once, on first use; not in the rows)" in out
+
+
+def test_tuning_log_option_reaches_build(files, capsys, tmp_path):
+    d, model, *_ = files
+    assert main(["run", str(model), "--calibrate", "1", "--tuning-log", str(tmp_path / "none.log")]) == 2
+    err = capsys.readouterr().err
+    assert "tuning log" in err and "does not exist" in err
+    (tmp_path / "t.log").write_text("")
+    assert main(["run", str(model), "--target", "llvm", "--tuning-log", str(tmp_path / "t.log")]) == 2
+    assert "--tuning-log applies to accelerator targets" in capsys.readouterr().err

@@ -3,6 +3,8 @@ the design hash, models on the RTL (``build(..., target="rtl")``, ``vta run --ta
 from __future__ import annotations
 
 
+import re
+
 import numpy as np
 import pytest
 
@@ -130,7 +132,7 @@ def test_vta_run_check_names_the_first_differing_layer(tmp_path, capsys, monkeyp
     assert main(["run", str(path), "--config", "tiny", "--calibrate", "2", "--target", "rtl", "--check",
                  "--no-progress"]) == 0
     out = capsys.readouterr().out
-    assert "rtl-check" in out and "check: 2 layers: bytes and cycles equal" in out
+    assert "rtl-check" in out and re.search(r"check: [1-9]\d* layers: bytes and cycles equal", out)
     runs = []
     orig = RtlDevice.run_many
 

@@ -127,9 +127,12 @@ def calibration_set(args: argparse.Namespace, inputs: dict, feeds: dict) -> np.n
 
 
 def one_line_unsupported(exc) -> str:
+    from compiler.frontend.support import SUPPORTED_OPS
+
     parts = [f"{op} ({len(names)} node(s): {', '.join(names[:3])}{', ...' if len(names) > 3 else ''})"
              for op, names in sorted(exc.unsupported.items())]
-    return "unsupported operator(s): " + "; ".join(parts) + " (rejected before compilation; `vta run --help`)"
+    return ("unsupported operator(s): " + "; ".join(parts) + f" (rejected before compilation; {len(SUPPORTED_OPS)} "
+            "operators are supported: compiler.frontend.support.SUPPORTED_OPS, docs/getting-started.md)")
 
 
 COLUMNS = (("#", "right"), ("layer", "left"), ("op", "left"), ("on", "left"), ("cycles", "right"),
