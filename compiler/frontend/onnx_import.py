@@ -82,15 +82,11 @@ def _attrs(node: onnx.NodeProto) -> dict:
 
 
 def fold_with_input_shapes(model: onnx.ModelProto, input_shapes=None) -> onnx.ModelProto:
-    """``model`` with its input shapes fixed and its shape subgraphs folded to constants
-    (:mod:`compiler.frontend.shape_fold`); unchanged when its inputs or ``input_shapes`` are at fault
-    (the import reports that after the operator check)."""
-    probe = onnx.ModelProto.FromString(model.SerializeToString())
-    try:
-        _fix_input_shapes(probe, input_shapes)
-    except ModelInputError:
-        return model
-    return fold_shape_subgraphs(probe)
+    """``model`` with its shape subgraphs folded to constants for the given input shapes
+    (:mod:`compiler.frontend.shape_fold`; the inputs themselves are fixed later, by the import); unchanged
+    when nothing folds or its inputs or ``input_shapes`` are at fault (the import reports that after the
+    operator check)."""
+    return fold_shape_subgraphs(model, lambda work: _fix_input_shapes(work, input_shapes))
 
 
 def check_model_support(model: onnx.ModelProto, input_shapes=None) -> onnx.ModelProto:

@@ -118,41 +118,74 @@ def _fold_round(model: onnx.ModelProto, consts: dict[str, np.ndarray], opset: in
     return changed
 
 
-def fold_shape_subgraphs(model: onnx.ModelProto) -> onnx.ModelProto:
-    """A copy of ``model`` (its input shapes already fixed) in which every node computed from constants and
-    from static shapes alone is replaced by its value (a ``Constant`` node).
-    A model that cannot be read this far is returned unchanged for the validator to report on."""
+#: Initializers up to this many elements take part in folding (shape tensors, scalars, small tables); larger
+#: ones (weights) are left out of the working copy, so shape inference and copying stay cheap on big models.
+SMALL_CONSTANT = 1 << 16
+
+
+def _skeleton(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """A light copy for folding: small initializers kept (and returned as arrays), large ones become typed
+    graph inputs (their shapes still known to inference, their data never copied)."""
+    g = model.graph
+    sk = onnx.ModelProto()
+    sk.ir_version = model.ir_version
+    sk.opset_import.extend(model.opset_import)
+    sg = sk.graph
+    sg.name = g.name
+    sg.node.extend(g.node)
+    sg.input.extend(g.input)
+    sg.output.extend(g.output)
+    sg.value_info.extend(g.value_info)
+    inputs = {i.name for i in g.input}
+    consts = {}
+    for t in g.initializer:
+        if int(np.prod(t.dims, dtype=np.int64)) <= SMALL_CONSTANT:
+            sg.initializer.append(t)
+            consts[t.name] = numpy_helper.to_array(t)
+        elif t.name not in inputs:
+            sg.input.append(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+    return sk, consts
+
+
+def fold_shape_subgraphs(model: onnx.ModelProto, fix_inputs=None) -> onnx.ModelProto:
+    """``model`` with every node computed from (small) constants and static shapes alone replaced by its value
+    (a ``Constant`` node); the model itself when nothing folds. ``fix_inputs(proto)`` fixes the input shapes
+    of the working copy (symbolic dims, ``input_shapes``) and may raise to leave the model unchanged. A model
+    that cannot be read this far is returned unchanged for the validator to report on."""
     opset = default_opset(model)
     if opset is None:
         return model
-    out = onnx.ModelProto.FromString(model.SerializeToString())
     try:
-        consts = {t.name: numpy_helper.to_array(t) for t in out.graph.initializer}
-    except Exception:  # unreadable initializers: the validator names them
+        work, consts = _skeleton(model)
+        if fix_inputs is not None:
+            fix_inputs(work)
+    except Exception:  # unreadable initializers or inputs: the validator (or the input check) names them
         return model
-    consts_before = set(consts)
-    read_before = {i for n in out.graph.node for i in n.input}
+    folded_any = False
     try:
         for _ in range(_MAX_ROUNDS):
-            if not _fold_round(out, consts, opset):
+            if not _fold_round(work, consts, opset):
                 break
+            folded_any = True
     except Exception:  # a malformed node (undefined constant types, odd attributes): the validator names it
         return model
-    read = {i for n in out.graph.node for i in n.input} | {o.name for o in out.graph.output}
-    nodes = [n for n in out.graph.node if n.op_type != "Constant" or any(o in read for o in n.output)]
-    if len(nodes) != len(out.graph.node):  # Constant nodes only folded nodes read
-        del out.graph.node[:]
-        out.graph.node.extend(nodes)
-    read |= {i.name for i in out.graph.input}
-    # initializers only the folded nodes read (and folded values no node reads) are dropped
-    dropped = {t.name for t in out.graph.initializer if t.name not in read and (t.name in read_before or
-                                                                                t.name not in consts_before)}
-    if dropped:
-        kept = [t for t in out.graph.initializer if t.name not in dropped]
+    if not folded_any:
+        return model
+    read = {i for n in work.graph.node for i in n.input} | {o.name for o in model.graph.output}
+    nodes = [n for n in work.graph.node if n.op_type != "Constant" or any(o in read for o in n.output)]
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    del out.graph.node[:]
+    out.graph.node.extend(nodes)
+    read |= {i for n in nodes for i in n.input} | {i.name for i in model.graph.input}
+    read_before = {i for n in model.graph.node for i in n.input}
+    # initializers only the folded nodes read are dropped; stale value_info of folded tensors too
+    kept = [t for t in out.graph.initializer if t.name in read or t.name not in read_before]
+    if len(kept) != len(out.graph.initializer):
         del out.graph.initializer[:]
         out.graph.initializer.extend(kept)
-    inits = {t.name for t in out.graph.initializer}
-    vis = [vi for vi in out.graph.value_info if vi.name not in inits]  # stale: inference recomputes it
+    produced = {o for n in nodes if n.op_type == "Constant" for o in n.output}
+    vis = [vi for vi in out.graph.value_info if vi.name not in produced]
     if len(vis) != len(out.graph.value_info):
         del out.graph.value_info[:]
         out.graph.value_info.extend(vis)
