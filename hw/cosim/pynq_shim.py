@@ -440,6 +440,7 @@ class PynqShim:
         self.uio: UioPty | None = None
         self.pynq = _import_pynq(pynq)
         self._patched: list[tuple[object, str, object]] = []
+        self._uio_reader = None
         shim = self
 
         # ---------------------------------------------------------------- the device pynq's classes talk to
@@ -580,39 +581,53 @@ class PynqShim:
                     raise RuntimeError("pynq's Interrupt needs a concurrent backend (HarnessBackend)")
                 return shim.pynq.interrupt.Interrupt(pinname)
         else:
+            class UioReader:
+                """One per overlay, shared by its Interrupts (pynq caches its UioController per interrupt line):
+                the UIO device opened and its reader attached to the event loop current when it is made."""
+
+                def __init__(self):
+                    self.uio = open(shim.uio.path, "r+b", buffering=0)
+                    self.loop = _current_loop()
+                    self.loop.add_reader(self.uio, self._callback)
+                    self.events: list[asyncio.Event] = []
+
+                def _callback(self) -> None:
+                    self.uio.read(4)
+                    events, self.events = self.events, []
+                    for e in events:
+                        e.set()
+
+                def close(self) -> None:
+                    if not self.loop.is_closed():
+                        self.loop.remove_reader(self.uio)
+                    self.uio.close()
+
             class Interrupt:
-                """``pynq.Interrupt(pinname)`` with pynq's mechanics: the UIO device is opened and its reader attached
-                to the event loop current when the Interrupt is made; ``await wait()`` enables the controller's
-                input and the UIO line and waits on that loop for the UIO's 4-byte event."""
+                """``pynq.Interrupt(pinname)`` with pynq's mechanics: ``await wait()`` enables the controller's input
+                and the UIO line and waits for the UIO's 4-byte event on the loop that holds the UIO reader."""
 
                 def __init__(self, pinname: str):
                     if shim.overlay is None or pinname not in shim.overlay.interrupt_pins:
                         raise ValueError(f"No Pin of name {pinname} found")
                     self.pinname = pinname
-                    if shim.uio is not None:
-                        self.uio = open(shim.uio.path, "r+b", buffering=0)
-                        self.loop = _current_loop()
-                        self.loop.add_reader(self.uio, self._uio_callback)
-                    self._events: list[asyncio.Event] = []
-
-                def _uio_callback(self) -> None:
-                    self.uio.read(4)
-                    events, self._events = self._events, []
-                    for e in events:
-                        e.set()
+                    if shim.uio is not None and shim._uio_reader is None:
+                        shim._uio_reader = UioReader()
+                    self.reader = shim._uio_reader
 
                 async def wait(self) -> None:
                     shim.stats["irq_wait"] += 1
                     if shim.intc is None:  # a synchronous backend (cocotb): run the design to its irq
                         shim.backend.wait_irq()
                         return
-                    if asyncio.get_running_loop() is not self.loop:
+                    if asyncio.get_running_loop() is not self.reader.loop:
                         raise RuntimeError(f"Interrupt {self.pinname} waited on an event loop other than the one "
                                            f"current when it was made, which holds its UIO reader")
                     e = asyncio.Event()
-                    self._events.append(e)
+                    first = not self.reader.events
+                    self.reader.events.append(e)
                     shim.intc.write(SIE, 1)
-                    self.uio.write(bytes([0, 0, 0, 1]))
+                    if first:
+                        self.reader.uio.write(bytes([0, 0, 0, 1]))
                     shim.intc.write(MER, 3)
                     await e.wait()
                     shim.intc.write(CIE, 1)
@@ -740,6 +755,9 @@ class PynqShim:
                     dev.uio.close()
                     dev.__class__ = type("DetachedUioController", (type(dev),), {"__del__": lambda self: None})
             self._unpatch()
+        if self._uio_reader is not None:
+            self._uio_reader.close()
+            self._uio_reader = None
         if self.backend is not None:
             self.backend.close()
             self.backend = None
