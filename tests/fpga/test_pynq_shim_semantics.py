@@ -97,7 +97,7 @@ def test_missing_flush_is_a_detected_mismatch(device, shim, monkeypatch):
 
 
 def test_axi_intc_model_is_level_sensitive_and_uio_fires_once_per_enable():
-    from hw.cosim.pynq_shim import CIE, IAR, IER, IPR, ISR, IVR, MER, SIE, IntcModel, UioPty
+    from hw.cosim.pynq_irq import CIE, IAR, IER, IPR, ISR, IVR, MER, SIE, IntcModel, UioPty
 
     uio = UioPty()
     intc = IntcModel(uio)
