@@ -12,7 +12,8 @@ with the cycle-accurate simulator (DRAM bytes and cycle count):
 
 All in one simulator process (the design is reset once, when the overlay loads, as on a board). Last line:
 one JSON object with ``programs``, ``mismatches``, ``model_output_equal``, ``cycles_per_s`` (the shim's speed:
-clock cycles the harness ran per wall second it ran them), ``end_to_end_cycles_per_s`` (accelerator cycles per
+clock cycles the harness ran per wall second it ran them; ``cycles_per_cpu_s`` per CPU second of the harness
+process, register accesses included, which a loaded machine does not dilute), ``end_to_end_cycles_per_s`` (accelerator cycles per
 wall second of the whole loop, host, driver and the simulator's cross-check included) and ``pynq_classes``.
 """
 from __future__ import annotations
@@ -110,6 +111,7 @@ def main() -> None:
         mp.set_input("input", x)
         got_target = mp.run()
         harness_cycles, harness_s = shim.backend.cycles_run, shim.backend.busy_s
+        harness_cpu = shim.backend.h.cpu_seconds()
         classes = "pynq" if shim.pynq is not None else "shim"
     ms = build(small_model(), cfg, target="sim", calibration=calib, progress=False)
     ms.set_input("input", x)
@@ -126,6 +128,8 @@ def main() -> None:
                       "mismatches": len(bad), "model_output_equal": bool(equal), "cycles": cycles,
                       "wall_s": round(wall, 2), "cycles_per_s": round(harness_cycles / harness_s, 1),
                       "harness_cycles": harness_cycles, "harness_s": round(harness_s, 3),
+                      "harness_cpu_s": round(harness_cpu, 3),
+                      "cycles_per_cpu_s": round(harness_cycles / harness_cpu, 1) if harness_cpu else None,
                       "end_to_end_cycles_per_s": round(cycles / wall, 1), "top": "vta_accel",
                       "pynq_classes": classes, "wait": args.wait,
                       "sim_start_s": round(start_s, 2), "build_s": round(build_s, 2),

@@ -88,6 +88,7 @@ def write_project(board: str, out_dir: str | Path, cfg: HwConfig | None = None, 
                                   "cd \"$(dirname \"$0\")\" && exec vivado -mode batch -source build.tcl\n")
     (out / "build.sh").chmod(0o755)
     amap = [{"space": sp, "segment": seg, "offset": off, "range": rng} for sp, seg, off, rng in shell.address_map()]
+    rep_check = check_tcl(out, b)
     vivado = shutil.which("vivado")
     run = bool(vivado) if run is None else run
     command = f"cd {out.resolve()} && vivado -mode batch -source build.tcl"
@@ -96,7 +97,7 @@ def write_project(board: str, out_dir: str | Path, cfg: HwConfig | None = None, 
            "accelerator": ACCEL_CELL, "registers": REGISTERS, "address_map": amap,
            "bitstream": str(out / f"{name}.bit"), "hwh": str(out / f"{name}.hwh"), "command": command,
            "files": sorted(p.name for p in out.iterdir() if p.is_file() and p.name != "report.json") + ["report.json"],
-           "vivado_ran": False}
+           "vivado_ran": False, "tcl_check": rep_check}
     if run:
         if not vivado:
             raise FileNotFoundError("vivado is not on PATH; run the project's build.sh on a machine that has it")
@@ -107,6 +108,21 @@ def write_project(board: str, out_dir: str | Path, cfg: HwConfig | None = None, 
     rep["seconds"] = round(time.time() - t0, 1)
     (out / "report.json").write_text(json.dumps(rep, indent=1))
     return rep
+
+
+def check_tcl(out: Path, board) -> str:
+    """Run the written project's Tcl in Tcl 8.6 against the Vivado stand-ins (:mod:`fpga.tcl_check`), without and
+    with the board files installed; raises :class:`fpga.tcl_check.TclCheckError` on what Vivado would reject.
+    Returns what was checked ("skipped: ..." where Python has no tkinter, e.g. on some board images)."""
+    try:
+        import tkinter  # noqa: F401
+    except ImportError:
+        return "skipped: this Python has no tkinter (Tcl)"
+    from fpga.tcl_check import check_project
+
+    for parts in ((), (board.board_part,)):
+        check_project(out, board_parts=parts)
+    return "passed (Tcl 8.6, with and without the board files)"
 
 
 def write_sim_overlay(board: str, cfg: HwConfig, out_dir: str | Path, name: str = "vta",

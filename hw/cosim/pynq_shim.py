@@ -32,29 +32,22 @@ import asyncio
 import functools
 import json
 import os
-import select
-import signal
-import socket
 import tempfile
-import threading
 import time
-import tty
 import types
 import xml.etree.ElementTree as ET
 from pathlib import Path
-from typing import Callable, Protocol
+from typing import Callable
 
 import numpy as np
 
+from hw.cosim.pynq_backends import CocotbBackend, HarnessBackend, ShimBackend  # noqa: F401 - the shim's API
+from hw.cosim.pynq_irq import CIE, IAR, IPR, MER, RAW_IRQ, SIE, IntcModel, UioPty
 from isa.config import HwConfig, make_config
-from isa.registers import ADDR_BITS, CTRL
+from isa.registers import ADDR_BITS
 
 PAGE = 4096
 SIM_BITSTREAM_MAGIC = "vta-stack RTL shim overlay"
-#: GIC interrupt id of the first PL-to-PS interrupt line (IRQ_F2P[0] on Zynq-7000, pl_ps_irq0[0] on ZynqMP)
-RAW_IRQ = {"zynq": 61, "zynquplus": 121}
-#: axi_intc register offsets (PG099)
-ISR, IPR, IER, IAR, SIE, CIE, IVR, MER = range(0, 0x20, 4)
 
 
 def write_sim_bitstream(path: str | Path, cfg: HwConfig, phys_base: int = 0, ddr_bytes: int = 0) -> Path:
@@ -74,322 +67,6 @@ def read_sim_bitstream(path: str | Path) -> HwConfig:
         raise ValueError(f"{path} is not a shim overlay (write one with fpga.vivado_project.write_sim_overlay); "
                          f"a Vivado bitstream needs a real board") from exc
     return make_config(dict(spec["config"]))
-
-
-class ShimBackend(Protocol):
-    """What the shim needs from a simulator of the design."""
-
-    def write(self, offset: int, value: int) -> None: ...
-
-    def read(self, offset: int) -> int: ...
-
-    def wait_irq(self) -> int: ...
-
-    def close(self) -> None: ...
-
-
-class CocotbBackend:
-    """The design under cocotb + Verilator in a child process, DRAM served from the shim's memory file."""
-
-    def __init__(self, cfg: HwConfig, mem_path: str, mem_bytes: int, phys_base: int, max_cycles: int = 50_000_000):
-        from cocotb_tools.runner import get_runner
-
-        from hw.cosim.runner import ROOT, _env_path, build
-
-        bdir = build(cfg)
-        _env_path()
-        self._td = tempfile.TemporaryDirectory(prefix="vta-pynq-shim-")
-        sock_path = os.path.join(self._td.name, "shim.sock")
-        srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        srv.bind(sock_path)
-        srv.listen(1)
-        srv.settimeout(600)
-        spec = {"socket": sock_path, "mem": mem_path, "mem_bytes": mem_bytes, "phys_base": phys_base,
-                "latency": cfg.dram_latency, "bus_bytes": cfg.bus_bytes, "max_cycles": max_cycles}
-        runner = get_runner("verilator")
-        self.error: BaseException | None = None
-
-        def sim() -> None:
-            try:
-                runner.test(test_module="hw.cosim.pynq_server", hdl_toplevel="vta_top", hdl_toplevel_lang="verilog",
-                            build_dir=bdir, test_dir=self._td.name,
-                            extra_env={"VTA_PYNQ_SHIM": json.dumps(spec), "PYTHONPATH": str(ROOT)},
-                            log_file=os.path.join(self._td.name, "sim.log"))
-            except BaseException as exc:  # reported on the next request
-                self.error = exc
-
-        self._thread = threading.Thread(target=sim, daemon=True)
-        self._thread.start()
-        try:
-            self._conn, _ = srv.accept()
-        except socket.timeout as exc:
-            raise RuntimeError(f"the RTL simulator did not start; log: {self._log_tail()}") from exc
-        finally:
-            srv.close()
-        self._r, self._w = self._conn.makefile("r"), self._conn.makefile("w")
-        self.closed = False
-
-    def _log_tail(self) -> str:
-        p = Path(self._td.name) / "sim.log"
-        return p.read_text(errors="replace")[-2000:] if p.exists() else "(none)"
-
-    def _call(self, **req) -> dict:
-        if self.closed:
-            raise RuntimeError("the overlay's simulator was closed")
-        self._w.write(json.dumps(req) + "\n")
-        self._w.flush()
-        line = self._r.readline()
-        if not line:
-            raise RuntimeError(f"the RTL simulator exited; log tail:\n{self._log_tail()}")
-        return json.loads(line)
-
-    def write(self, offset: int, value: int) -> None:
-        self._call(op="write", off=offset, val=value)
-
-    def read(self, offset: int) -> int:
-        return int(self._call(op="read", off=offset)["val"])
-
-    def wait_irq(self) -> int:
-        r = self._call(op="wait_irq")
-        if not r["ok"]:
-            raise TimeoutError(r["error"])
-        return int(r["cycles_served"])
-
-    def close(self) -> None:
-        if self.closed:
-            return
-        try:
-            self._call(op="close")
-        except (RuntimeError, OSError):
-            pass
-        self.closed = True
-        self._conn.close()
-        self._thread.join(timeout=60)
-        self._td.cleanup()
-
-
-class HarnessBackend:
-    """``vta_accel`` on the compiled Verilator harness (:mod:`hw.cosim.harness`, ``top="vta_accel"``), DRAM served
-    from the shim's memory file at its physical base. A device thread advances the design from each CTRL start
-    write until its interrupt (in chunks of ``chunk`` cycles, so register accesses interleave as on a board) and
-    reports the interrupt level to the listeners (:meth:`listen`)."""
-
-    concurrent = True
-
-    def __init__(self, cfg: HwConfig, mem_path: str, mem_bytes: int, phys_base: int, max_cycles: int = 50_000_000,
-                 chunk: int = 1 << 16):
-        from hw.cosim.harness import Harness
-
-        self.h = Harness(cfg, top="vta_accel")
-        self.h.map_memory(mem_path, mem_bytes, phys_base)
-        self.h.reset()  # the bitstream download
-        self.max_cycles, self.chunk = max_cycles, chunk
-        self.cycles_run = 0  # clock cycles the device thread ran
-        self.busy_s = 0.0  # wall seconds the device thread spent running them (the shim's speed: cycles_run / busy_s)
-        self.oob = 0
-        self.error: str | None = None
-        self._cv = threading.Condition()
-        self._host_waiting = 0
-        self._active = False
-        self._run_cycles = 0
-        self._fired = threading.Event()
-        self._listeners: list[Callable[[bool], None]] = []
-        self.closed = False
-        self._thread = threading.Thread(target=self._device, name="vta-shim-device", daemon=True)
-        self._thread.start()
-
-    def listen(self, fn: Callable[[bool], None]) -> None:
-        """Call ``fn(level)`` whenever the accelerator's ``irq`` changes (from the device thread)."""
-        self._listeners.append(fn)
-
-    def _level(self, high: bool) -> None:
-        for fn in self._listeners:
-            fn(high)
-
-    def _device(self) -> None:
-        while True:
-            with self._cv:
-                self._cv.wait_for(lambda: self.closed or (self._active and not self._host_waiting))
-                if self.closed:
-                    return
-                t0 = time.perf_counter()
-                try:
-                    fired, k, oob = self.h.run_until_irq(min(self.chunk, self.max_cycles - self._run_cycles))
-                except Exception as exc:  # the harness died: report it to the waiting host
-                    self.error, fired, k, oob = f"the harness failed: {exc}", False, 0, 0
-                self.busy_s += time.perf_counter() - t0
-                self.cycles_run += k
-                self._run_cycles += k
-                self.oob = oob
-                if not fired and self._run_cycles >= self.max_cycles and self.error is None:
-                    self.error = f"no interrupt within {self.max_cycles} cycles (deadlock or too long)"
-                if fired or self.error:
-                    self._active = False
-                    self._fired.set()
-                if fired:
-                    self._level(True)  # under the lock: a later start write cannot be overtaken
-
-    def _host(self, fn: Callable, *args):
-        """Run a register access between two device-thread chunks."""
-        with self._cv:
-            self._host_waiting += 1
-            try:
-                return fn(*args)
-            finally:
-                self._host_waiting -= 1
-                self._cv.notify_all()
-
-    def write(self, offset: int, value: int) -> None:
-        if self.closed:
-            raise RuntimeError("the overlay's simulator was closed")
-        start = offset == CTRL and value & 1
-
-        def wr():
-            self.h.write_reg(offset, value)
-            if start:
-                self._fired.clear()
-                self._level(False)  # done drops with the start (the harness skips the stale level, see tb.cpp)
-                self._active, self._run_cycles, self.error = True, 0, None
-        self._host(wr)
-
-    def read(self, offset: int) -> int:
-        if self.closed:
-            raise RuntimeError("the overlay's simulator was closed")
-        return self._host(self.h.read_reg, offset)
-
-    def wait_irq(self) -> int:
-        self._fired.wait()
-        if self.error:
-            raise TimeoutError(self.error)
-        return self.cycles_run
-
-    def close(self) -> None:
-        if self.closed:
-            return
-        with self._cv:
-            self.closed = True
-            self._cv.notify_all()
-        self._thread.join(timeout=60)
-        self.h.close()
-
-
-class IntcModel:
-    """An ``axi_intc`` with one level-sensitive input (the accelerator's ``irq``) whose output drives ``uio``."""
-
-    def __init__(self, uio: "UioPty"):
-        self.isr = self.ier = self.mer = 0
-        self.level = False
-        self.uio = uio
-        self._lock = threading.Lock()
-        uio.on_enable = self._update
-
-    def set_level(self, high: bool) -> None:
-        with self._lock:
-            self.level = high
-            if high:
-                self.isr |= 1
-        self._update()
-
-    @property
-    def output(self) -> bool:
-        return bool(self.mer & 1) and bool(self.isr & self.ier)
-
-    def _update(self) -> None:
-        with self._lock:
-            out = self.output
-        if out:
-            self.uio.fire()
-
-    def read(self, off: int) -> int:
-        with self._lock:
-            if off == IVR:
-                p = self.isr & self.ier
-                return (p & -p).bit_length() - 1 if p else 0xFFFF_FFFF
-            return {ISR: self.isr, IPR: self.isr & self.ier, IER: self.ier, MER: self.mer}.get(off, 0)
-
-    def write(self, off: int, v: int) -> None:
-        with self._lock:
-            if off == ISR and not self.mer & 2:  # software interrupts only before the hardware is enabled
-                self.isr |= v & 1
-            elif off == IER:
-                self.ier = v & 1
-            elif off == IAR:
-                self.isr &= ~v
-                if self.level:  # level input: still active
-                    self.isr |= 1
-            elif off == SIE:
-                self.ier |= v & 1
-            elif off == CIE:
-                self.ier &= ~v
-            elif off == MER:
-                self.mer = v & 3
-        self._update()
-
-
-class UioPty:
-    """A UIO device stand-in: a pseudo-terminal in raw mode. The host opens :attr:`path` (``open(path, "r+b")``
-    as pynq's ``UioController`` does) and writes a non-zero 4-byte word to enable the interrupt; :meth:`fire`
-    (when enabled) sends the 4-byte event count and disables it until the next enable, as ``uio_pdrv_genirq``."""
-
-    def __init__(self, stats: dict | None = None):
-        self.stats = stats if stats is not None else {}
-        self.master, self._slave = os.openpty()
-        tty.setraw(self._slave)
-        self.path = os.ttyname(self._slave)
-        self.enabled = False
-        self.count = 0
-        self.on_enable: Callable[[], None] = lambda: None
-        self._lock = threading.Lock()
-        self._stop = False
-        self._thread = threading.Thread(target=self._serve, name="vta-shim-uio", daemon=True)
-        self._thread.start()
-
-    def _serve(self) -> None:
-        buf = b""
-        while not self._stop:
-            r, _, _ = select.select([self.master], [], [], 0.05)
-            if not r:
-                continue
-            try:
-                buf += os.read(self.master, 64)
-            except OSError:
-                return
-            while len(buf) >= 4:
-                word, buf = buf[:4], buf[4:]
-                with self._lock:
-                    self.enabled = any(word)
-                if any(word):
-                    self.on_enable()
-
-    def fire(self) -> None:
-        with self._lock:
-            if not self.enabled:
-                return
-            self.enabled = False
-            self.count += 1
-            self.stats["irq_fired"] = self.stats.get("irq_fired", 0) + 1
-            os.write(self.master, self.count.to_bytes(4, "little"))
-
-    def close(self) -> None:
-        self._stop = True
-        self._thread.join(timeout=5)
-        try:  # the pty became the controlling terminal (a session leader without one opened it, e.g. a Jupyter
-            os.tcgetpgrp(self._slave)  # kernel: open() without O_NOCTTY): closing the master hangs up the session
-            ctty = True
-        except OSError:
-            ctty = False
-        if ctty and threading.current_thread() is not threading.main_thread():
-            return  # SIGHUP cannot be held off from here: keep the two descriptors
-        old = signal.signal(signal.SIGHUP, signal.SIG_IGN) if ctty else None
-        try:
-            for fd in (self.master, self._slave):
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
-        finally:
-            if ctty:
-                signal.signal(signal.SIGHUP, old)
 
 
 def _import_pynq(use: bool | str):
@@ -440,6 +117,7 @@ class PynqShim:
         self.uio: UioPty | None = None
         self.pynq = _import_pynq(pynq)
         self._patched: list[tuple[object, str, object]] = []
+        self._uio_reader = None
         shim = self
 
         # ---------------------------------------------------------------- the device pynq's classes talk to
@@ -580,39 +258,53 @@ class PynqShim:
                     raise RuntimeError("pynq's Interrupt needs a concurrent backend (HarnessBackend)")
                 return shim.pynq.interrupt.Interrupt(pinname)
         else:
+            class UioReader:
+                """One per overlay, shared by its Interrupts (pynq caches its UioController per interrupt line):
+                the UIO device opened and its reader attached to the event loop current when it is made."""
+
+                def __init__(self):
+                    self.uio = open(shim.uio.path, "r+b", buffering=0)
+                    self.loop = _current_loop()
+                    self.loop.add_reader(self.uio, self._callback)
+                    self.events: list[asyncio.Event] = []
+
+                def _callback(self) -> None:
+                    self.uio.read(4)
+                    events, self.events = self.events, []
+                    for e in events:
+                        e.set()
+
+                def close(self) -> None:
+                    if not self.loop.is_closed():
+                        self.loop.remove_reader(self.uio)
+                    self.uio.close()
+
             class Interrupt:
-                """``pynq.Interrupt(pinname)`` with pynq's mechanics: the UIO device is opened and its reader attached
-                to the event loop current when the Interrupt is made; ``await wait()`` enables the controller's
-                input and the UIO line and waits on that loop for the UIO's 4-byte event."""
+                """``pynq.Interrupt(pinname)`` with pynq's mechanics: ``await wait()`` enables the controller's input
+                and the UIO line and waits for the UIO's 4-byte event on the loop that holds the UIO reader."""
 
                 def __init__(self, pinname: str):
                     if shim.overlay is None or pinname not in shim.overlay.interrupt_pins:
                         raise ValueError(f"No Pin of name {pinname} found")
                     self.pinname = pinname
-                    if shim.uio is not None:
-                        self.uio = open(shim.uio.path, "r+b", buffering=0)
-                        self.loop = _current_loop()
-                        self.loop.add_reader(self.uio, self._uio_callback)
-                    self._events: list[asyncio.Event] = []
-
-                def _uio_callback(self) -> None:
-                    self.uio.read(4)
-                    events, self._events = self._events, []
-                    for e in events:
-                        e.set()
+                    if shim.uio is not None and shim._uio_reader is None:
+                        shim._uio_reader = UioReader()
+                    self.reader = shim._uio_reader
 
                 async def wait(self) -> None:
                     shim.stats["irq_wait"] += 1
                     if shim.intc is None:  # a synchronous backend (cocotb): run the design to its irq
                         shim.backend.wait_irq()
                         return
-                    if asyncio.get_running_loop() is not self.loop:
+                    if asyncio.get_running_loop() is not self.reader.loop:
                         raise RuntimeError(f"Interrupt {self.pinname} waited on an event loop other than the one "
                                            f"current when it was made, which holds its UIO reader")
                     e = asyncio.Event()
-                    self._events.append(e)
+                    first = not self.reader.events
+                    self.reader.events.append(e)
                     shim.intc.write(SIE, 1)
-                    self.uio.write(bytes([0, 0, 0, 1]))
+                    if first:
+                        self.reader.uio.write(bytes([0, 0, 0, 1]))
                     shim.intc.write(MER, 3)
                     await e.wait()
                     shim.intc.write(CIE, 1)
@@ -740,6 +432,9 @@ class PynqShim:
                     dev.uio.close()
                     dev.__class__ = type("DetachedUioController", (type(dev),), {"__del__": lambda self: None})
             self._unpatch()
+        if self._uio_reader is not None:
+            self._uio_reader.close()
+            self._uio_reader = None
         if self.backend is not None:
             self.backend.close()
             self.backend = None

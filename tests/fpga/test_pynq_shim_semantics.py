@@ -97,7 +97,7 @@ def test_missing_flush_is_a_detected_mismatch(device, shim, monkeypatch):
 
 
 def test_axi_intc_model_is_level_sensitive_and_uio_fires_once_per_enable():
-    from hw.cosim.pynq_shim import CIE, IAR, IER, IPR, ISR, IVR, MER, SIE, IntcModel, UioPty
+    from hw.cosim.pynq_irq import CIE, IAR, IER, IPR, ISR, IVR, MER, SIE, IntcModel, UioPty
 
     uio = UioPty()
     intc = IntcModel(uio)
@@ -205,3 +205,24 @@ def test_waiting_on_a_new_event_loop_fails_as_on_a_board(overlay, use_pynq):
         else:
             with pytest.raises(RuntimeError, match="other than the one current when it was made"):
                 asyncio.run(dev.irq.wait())
+
+
+@pytest.mark.parametrize("use_pynq", [True, False])
+def test_two_drivers_on_one_overlay_share_the_interrupt_line(overlay, use_pynq):
+    """A second driver on the loaded overlay (as build(target="pynq") makes): one UIO reader per line, as pynq
+    caches its UioController; a reader per Interrupt would let the idle one swallow the other's event."""
+    if use_pynq:
+        pytest.importorskip("pynq")
+    from hw.cosim.pynq_shim import PynqShim
+    from jit_runtime.devices_pynq import PynqDevice
+
+    p = _program(7)
+    want = _reference(p.dram, p)
+    with PynqShim(mem_bytes=4 << 20, pynq=use_pynq) as s:
+        first = PynqDevice(CFG, overlay, pynq=s, timeout_s=20)
+        second = PynqDevice(CFG, overlay, pynq=s.api(), timeout_s=20)
+        for dev in (second, first, second):
+            got = p.dram.copy()
+            dev.run(got, p.insn_addr, p.n_insns)
+            assert np.array_equal(got, want)
+        assert s.stats["irq_fired"] == 3
