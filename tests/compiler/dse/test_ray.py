@@ -107,3 +107,12 @@ def test_tuning_run_on_ray_measures_what_the_local_measurer_does(cluster, tmp_pa
     assert ray.is_initialized()  # closing a measurer that joined a cluster leaves the cluster running
     assert [r.cycles for r in got] == [r.cycles for r in want] and got[0].cycles is not None
     assert (tmp_path / "ray.jsonl").read_text().count("\n") == (tmp_path / "local.jsonl").read_text().count("\n") > 0
+
+
+def _nice(_item) -> int:
+    return os.nice(0)
+
+
+def test_local_cluster_workers_run_at_the_drivers_priority(cluster):
+    """Ray's default worker niceness (15) starves evaluations on a shared machine; a local cluster uses 0."""
+    assert cluster.map(_nice, [0, 1]) == [os.nice(0)] * 2
