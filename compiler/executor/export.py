@@ -278,4 +278,4 @@ def export_module(mod, path: str | Path, inputs: dict | None = None) -> Path:
     n_accel = sum(node_target(n) == "accel" for n in mod.graph.nodes)
     if not n_accel:
         raise ExportError("the model has no accelerator layers: nothing to export (it runs on the host alone)")
-    return _Exporter(mod).export(path, feeds, getattr(mod.accel, "device", "sim"))
+    return _Exporter(mod).export(path, feeds, str(getattr(mod.accel, "runs_on", "accel")))

@@ -28,7 +28,7 @@ def list_layers(path: str, as_json: bool) -> int:
     print(f"module {m.name!r}: config {m.cfg.name}, {len(m.steps)} steps, {len(progs)} accelerator programs "
           f"(vta disasm/sim {path} --layer N)")
     for i, (name, call, prog) in enumerate(progs):
-        print(f"  {i:>3}  {name}{f' #{call}' if call else ''}: {prog.n_insns} instructions, DRAM image {prog.dram.size} bytes")
+        print(f"  {i:>3}  {name}{f'#{call}' if call else ''}: {prog.n_insns} instructions, DRAM image {prog.dram.size} bytes")
     if as_json:
         print(json.dumps({"module": m.name, "config": m.cfg.name, "programs": [
             {"index": i, "layer": name, "call": call, "n_insns": prog.n_insns} for i, (name, call, prog) in enumerate(progs)]}))
