@@ -218,12 +218,9 @@ def run_ecp5_flow(top, platform, out: Path, clock_mhz: float | None = None, allo
             (out / stale).unlink(missing_ok=True)
         plan.extract(str(out))
         proc = subprocess.run(["sh", f"{plan.script}.sh"], cwd=out, capture_output=True, text=True)
-    log = (out / "top.tim").read_text(errors="replace") if (out / "top.tim").exists() else ""
-    fmax = parse_fmax(log)
-    path = parse_nextpnr_critical_path(log)
-    rec = {"fmax_mhz": min(fmax.values()) if fmax else None, "fmax_by_clock_mhz": fmax, "target_mhz": target,
-           "critical_path": path, "bitstream": str(out / "top.bit") if (out / "top.bit").exists() else None,
-           "returncode": proc.returncode}
+    rec = ecp5_result(out, target)
+    rec["returncode"] = proc.returncode
+    path = rec["critical_path"]
     if proc.returncode != 0:
         achieved = f"{rec['fmax_mhz']:.2f} MHz" if rec["fmax_mhz"] else "no Fmax (nextpnr did not get to timing)"
         where = (f"; critical path {path['from']} -> {path['to']} ({path['delay_ns']} ns: {path['logic_ns']} ns logic, "
@@ -236,14 +233,29 @@ def run_ecp5_flow(top, platform, out: Path, clock_mhz: float | None = None, allo
     return rec
 
 
+def ecp5_result(out: Path, target_mhz: float) -> dict:
+    """What an ECP5 flow directory holds: nextpnr's post-route Fmax per clock (the slowest as ``fmax_mhz``), its
+    critical path, and the bitstream if ecppack wrote one."""
+    out = Path(out)
+    log = (out / "top.tim").read_text(errors="replace") if (out / "top.tim").exists() else ""
+    fmax = parse_fmax(log)
+    return {"fmax_mhz": min(fmax.values()) if fmax else None, "fmax_by_clock_mhz": fmax, "target_mhz": target_mhz,
+            "critical_path": parse_nextpnr_critical_path(log),
+            "bitstream": str(out / "top.bit") if (out / "top.bit").exists() else None}
+
+
+def ecp5_method(cfg: HwConfig) -> str:
+    return (f"nextpnr-ecp5 place and route (ULX3S self-test system on {cfg.fpga_part}, "
+            f"yosys synth_ecp5 -abc9, clock constrained to {cfg.clock_mhz:g} MHz)")
+
+
 def _ecp5_run(cfg: HwConfig, out: Path) -> dict:
     from fpga.soc import BoardTop, self_test_for
 
     plat = ulx3s_platform(cfg.fpga_part)
     rec = run_ecp5_flow(BoardTop(cfg, self_test_for(cfg), button="button_fire"), plat, out,
                         clock_mhz=cfg.clock_mhz, allow_fail=True)
-    rec["method"] = (f"nextpnr-ecp5 place and route (ULX3S self-test system on {cfg.fpga_part}, "
-                     f"yosys synth_ecp5 -abc9, clock constrained to {cfg.clock_mhz:g} MHz)")
+    rec["method"] = ecp5_method(cfg)
     rec.pop("returncode", None)
     return rec
 
