@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from isa import HwConfig, Load, Store, decode_stream, encode
-from isa.encoding import INSN_BYTES
+from isa.encoding import INSN_BYTES, layouts
 from isa.registers import CTRL, CTRL_DONE, CYCLES, INSN_ADDR, INSN_COUNT, IP_NAME, REG_SPAN, SIGNATURE
 from isa.signature import config_signature
 from jit_runtime.device import register_device
@@ -68,15 +68,35 @@ def dma_ranges(insns: list, cfg: HwConfig) -> list[tuple[int, str, int, int]]:
     return out
 
 
-def relocate(insns: list, cfg: HwConfig, base: int) -> np.ndarray:
+def relocate(insns: list, cfg: HwConfig, base: int, raw: np.ndarray | None = None) -> np.ndarray:
     """The instruction words with every LOAD/STORE ``dram_base`` moved by ``base`` bytes (a multiple of every
-    element size), as DRAM bytes."""
-    words = []
-    for insn in insns:
+    element size), as DRAM bytes. With ``raw`` (the program's own instruction bytes, ``insns`` decoded from them)
+    only the ``dram_base`` field of the LOAD/STORE words is rewritten and every other word is copied: the same
+    bytes as re-encoding everything, without encoding each instruction in Python (27k instructions: ~0.1 s
+    instead of ~14 s here, minutes on a board's ARM core)."""
+    if raw is None:
+        words = []
+        for insn in insns:
+            if isinstance(insn, (Load, Store)):
+                insn = replace(insn, dram_base=insn.dram_base + base // cfg.elem_bytes(insn.mem.name.lower()))
+            words.append(encode(insn, cfg).to_bytes(INSN_BYTES, "little"))
+        return np.frombuffer(b"".join(words), np.uint8).copy()
+    out = np.array(raw, dtype=np.uint8).reshape(-1)
+    if out.size != INSN_BYTES * len(insns):
+        raise RuntimeApiError(f"{out.size} instruction bytes for {len(insns)} instructions")
+    f = {fl.name: fl for fl in layouts(cfg)["MEM"].fields}["dram_base"]
+    mask = ((1 << f.width) - 1) << f.lo
+    for i, insn in enumerate(insns):
         if isinstance(insn, (Load, Store)):
-            insn = replace(insn, dram_base=insn.dram_base + base // cfg.elem_bytes(insn.mem.name.lower()))
-        words.append(encode(insn, cfg).to_bytes(INSN_BYTES, "little"))
-    return np.frombuffer(b"".join(words), np.uint8).copy()
+            new = insn.dram_base + base // cfg.elem_bytes(insn.mem.name.lower())
+            if not f.lo_value <= new <= f.hi_value:
+                raise ContiguousMemoryError(
+                    f"instruction {i} ({type(insn).__name__.upper()}): dram_base {new} at the physical address "
+                    f"does not fit its {f.width}-bit field; allocate the contiguous buffer lower")
+            at = slice(i * INSN_BYTES, (i + 1) * INSN_BYTES)
+            word = (int.from_bytes(out[at].tobytes(), "little") & ~mask) | (new << f.lo)
+            out[at] = np.frombuffer(word.to_bytes(INSN_BYTES, "little"), np.uint8)
+    return out
 
 
 def base_alignment(cfg: HwConfig) -> int:
@@ -192,7 +212,7 @@ class PynqDevice:
         insns = self.check(dram, insn_addr, n_insns)
         buf, off = self._buffer(dram.size)
         base = buf.physical_address + off
-        patched = relocate(insns, self.cfg, base)
+        patched = relocate(insns, self.cfg, base, dram[insn_addr:insn_addr + INSN_BYTES * n_insns])
         n = dram.size
         original = dram[insn_addr:insn_addr + patched.size].copy()
         buf[off:off + n] = dram

@@ -103,8 +103,8 @@ def test_axi_intc_model_is_level_sensitive_and_uio_fires_once_per_enable():
     intc = IntcModel(uio)
     fd = os.open(uio.path, os.O_RDWR)
     try:
-        def readable():
-            return bool(select.select([fd], [], [], 0.3)[0])
+        def readable(timeout=0.3):  # negative checks wait 0.3 s; positive ones up to 10 s (a loaded machine)
+            return bool(select.select([fd], [], [], timeout)[0])
 
         intc.set_level(True)
         assert intc.read(ISR) == 1 and intc.read(IPR) == 0 and intc.read(IVR) == 0xFFFF_FFFF  # not enabled
@@ -112,12 +112,12 @@ def test_axi_intc_model_is_level_sensitive_and_uio_fires_once_per_enable():
         intc.write(SIE, 1)
         assert not readable()  # MER not set: no output
         intc.write(MER, 3)
-        assert readable() and int.from_bytes(os.read(fd, 4), "little") == 1 and intc.read(IVR) == 0
+        assert readable(10) and int.from_bytes(os.read(fd, 4), "little") == 1 and intc.read(IVR) == 0
         intc.write(IAR, 1)  # acknowledged while the input is still high: pending again
         assert intc.read(ISR) == 1
         assert not readable()  # the UIO line stays disabled until enabled again
         os.write(fd, bytes([0, 0, 0, 1]))
-        assert readable() and int.from_bytes(os.read(fd, 4), "little") == 2
+        assert readable(10) and int.from_bytes(os.read(fd, 4), "little") == 2
         intc.write(CIE, 1)
         intc.set_level(False)
         intc.write(IAR, 1)
