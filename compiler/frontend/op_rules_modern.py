@@ -1,6 +1,6 @@
 """Import rules of the transformer / detector / segmentation operators (registered into ``op_rules.RULES``).
 
-Shapes and constants the kernels of :mod:`compiler.cpu.transformer_kernels` rely on, checked where the
+Shapes and constants the kernels of :mod:`jit_runtime.host_ops.transformer_kernels` rely on, checked where the
 model enters, each problem naming the node, the input or attribute and what is allowed.
 """
 from __future__ import annotations
@@ -168,7 +168,7 @@ def _conv_like(v: NodeView, transpose: bool) -> Iterator[str]:
 
 
 def _transpose_size(v: NodeView, x: Shape, w: Shape) -> Iterator[str]:
-    from compiler.cpu.transformer_kernels import conv_transpose_geometry
+    from jit_runtime.host_ops.transformer_kernels import conv_transpose_geometry
 
     if any(d is None for d in list(x[2:]) + list(w)):
         return

@@ -1,7 +1,7 @@
 """ConvTranspose through the accelerator's conv path: zero-inserted input, flipped weights, stride-1 conv.
 
 A 2-D ``ConvTranspose(x, W)`` with strides ``s``, dilations ``d`` and the output window of
-:func:`compiler.cpu.transformer_kernels.conv_transpose_geometry` (crop start ``p``, size ``n``) equals
+:func:`jit_runtime.host_ops.transformer_kernels.conv_transpose_geometry` (crop start ``p``, size ``n``) equals
 ``Conv(Z, W')`` where ``Z`` is ``x`` with ``s - 1`` zeros inserted between neighbours (``ZeroInsert``),
 ``W'[g*Og + o, c] = flip(W[g*Cg + c, o])`` (the kernel reversed on both spatial axes, in/out swapped per
 group), dilation ``d``, stride 1 and padding ``(k - 1) * d - p`` before and ``n - len(Z) - before +
@@ -60,7 +60,7 @@ def _weight(g: Graph, prod, name: str, group: int):
 
 def lower_conv_transposes(g: Graph) -> int:
     """Rewrite every 2-D ConvTranspose with a constant (or DQ-of-constant) weight as ZeroInsert -> Conv."""
-    from compiler.cpu.transformer_kernels import conv_transpose_geometry
+    from jit_runtime.host_ops.transformer_kernels import conv_transpose_geometry
 
     prod, cons = g.producers(), g.consumers()
     new: list[Node] = []

@@ -217,7 +217,6 @@ def make_console():
     return Console(highlight=False, width=max(Console().width, 150))
 
 
-<<<<<<< HEAD
 def is_module_file(path: str) -> bool:
     """Whether ``path`` is an exported module (``vta build``), not an ONNX model."""
     from jit_runtime.module_file import FORMAT, peek_format
@@ -316,18 +315,8 @@ def finish(args, console, cfg_name: str, clock: float, names, outs, rows, summar
 def run_exported(args: argparse.Namespace) -> int:
     """``vta run FILE.vtamod``: load with the runtime alone and run on --target sim|rtl|pynq."""
     from jit_runtime.exported import load_module
-=======
-def run(args: argparse.Namespace) -> int:
-    from compiler.executor import available_accel_backends, build
-    from compiler.executor.config import resolve_config
-    from compiler.frontend.errors import NonFiniteInputWarning, UnsupportedOperatorError
-    from compiler.frontend.onnx_import import check_model_support, load_model
-    from compiler.graph.offload import HostFallbackWarning, LossyWeightsWarning
-    from compiler.frontend.validate import check_structure
->>>>>>> modern23
 
     console = make_console()
-<<<<<<< HEAD
     fixed = [o for o, v in (("--calibrate", args.calibrate), ("--calibration-data", args.calibration_data),
                             ("--tuning-log", args.tuning_log), ("--check", args.check), ("--trace", args.trace)) if v]
     if args.cpu != "numpy":
@@ -339,32 +328,6 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"an exported module runs on the accelerator devices sim, rtl or pynq, not --target "
                          f"{args.target!r} (whole-model CPU/GPU targets need the ONNX model)")
     if args.target == "pynq" and not args.bitstream:
-=======
-    if args.trace:  # before any work, and never one of the inputs
-        check_output_path(args.trace, "--trace", {"model": args.model, "--input": args.input,
-                                                  "--calibration-data": args.calibration_data,
-                                                  "--config file": args.config if Path(args.config).is_file() else None})
-    model = load_model(args.model)
-    try:
-        check_model_support(model)  # before any other work (shape subgraphs folded first)
-    except UnsupportedOperatorError as exc:
-        raise ValueError(one_line_unsupported(exc)) from None
-    check_structure(model, str(args.model))
-    if getattr(args, "check", False):
-        if args.target != "rtl":
-            raise ValueError(f"--check compares the RTL with the simulator: it needs --target rtl, not {args.target!r}")
-        args.target = "rtl-check"
-    from compiler.targets import MODEL_TARGETS
-
-    model_target = args.target in MODEL_TARGETS
-    if not model_target and args.target not in available_accel_backends():
-        raise ValueError(f"unknown --target {args.target!r}; available: "
-                         f"{', '.join(available_accel_backends() + list(MODEL_TARGETS))}")
-    if model_target and getattr(args, "cpu", "numpy") != "numpy":
-        raise ValueError(f"--cpu chooses the host backend of accelerator targets; --target {args.target} compiles "
-                         "every layer with the operator library")
-    if args.target == "pynq" and not getattr(args, "bitstream", None):
->>>>>>> modern23
         raise ValueError("--target pynq needs --bitstream FILE.bit (written by `vta hw build --board BOARD`)")
     opts = {"bitstream": args.bitstream} if args.target == "pynq" else {}
     m = load_module(args.model, device=args.target, **opts)
