@@ -188,13 +188,12 @@ def _conv_transpose(v: NodeView) -> Iterator[str]:
 @rule("ConvInteger")
 def _conv_integer(v: NodeView) -> Iterator[str]:
     yield from _conv_like(v, transpose=False)
-    x, w = v.shapes[0], v.shapes[1]
+    w = v.shapes[1]
     for i, what, n in ((2, "input zero point", 1), (3, "weight zero point", None if w is None else w[0])):
         s = v.shapes[i] if i < len(v.shapes) else None
         if s is not None and not (len(s) == 0 or tuple(s) == (1,) or (n is not None and tuple(s) == (n,))):
             yield f"{v.inp(i)} ({what}) has shape {tuple(s)}; allowed: a scalar" + (
                 f" or ({n},), one per output channel" if i == 3 else "")
-    del x
 
 
 @rule("MatMulInteger")

@@ -15,10 +15,6 @@ import onnx
 from onnx import numpy_helper
 
 
-def _const(name: str, consts: dict) -> np.ndarray | None:
-    return consts.get(name)
-
-
 def _axes(node: onnx.NodeProto, consts: dict) -> list[int] | None:
     for a in node.attribute:
         if a.name == "axes":
@@ -67,11 +63,11 @@ def fuse_decomposed_layernorm(model: onnx.ModelProto, ranks: dict[str, int]) -> 
         if add_eps is None or add_eps.op_type != "Add":
             continue
         var_name, eps_name = add_eps.input if add_eps.input[1] in consts else add_eps.input[::-1]
-        eps, var = _scalar(_const(eps_name, consts)), prod.get(var_name)
+        eps, var = _scalar(consts.get(eps_name)), prod.get(var_name)
         if eps is None or var is None or var.op_type != "ReduceMean":
             continue
         sqr = prod.get(var.input[0])
-        if sqr is None or not ((sqr.op_type == "Pow" and _scalar(_const(sqr.input[1], consts)) == 2.0
+        if sqr is None or not ((sqr.op_type == "Pow" and _scalar(consts.get(sqr.input[1])) == 2.0
                                 and sqr.input[0] == d) or (sqr.op_type == "Mul" and list(sqr.input) == [d, d])):
             continue
         x, m = sub.input

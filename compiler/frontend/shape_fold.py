@@ -84,7 +84,6 @@ def _shape_of(node: onnx.NodeProto, shape: tuple[int, ...]) -> list[np.ndarray] 
 
 def _fold_round(model: onnx.ModelProto, consts: dict[str, np.ndarray], opset: int) -> bool:
     shapes = _static_shapes(model)
-    graph_outputs = {o.name for o in model.graph.output}
     kept: list[onnx.NodeProto] = []
     changed = False
     for node in model.graph.node:

@@ -24,7 +24,8 @@ QUANT_OPS = ("Conv", "Gemm", "MatMul")
 def _act_matmul(g: Graph, n: Node) -> bool:
     """A MatMul of two activations (attention's scores and context): both operands get Q/DQ."""
     return (n.op == "MatMul" and n.inputs[0] not in g.constants and n.inputs[1] not in g.constants
-            and all(g.tensors[i].dtype.kind == "f" and len(g.tensors[i].shape) >= 2 for i in n.inputs[:2]))
+            and all(i in g.tensors and g.tensors[i].dtype.kind == "f" and len(g.tensors[i].shape) >= 2
+                    for i in n.inputs[:2]))
 
 
 def _quantizable(g: Graph, n: Node) -> bool:

@@ -62,13 +62,15 @@ class TargetAccelBackend:
             if n.op not in ("AccelConv2D", "AccelDense"):
                 continue
             a = n.attrs
-            xs_shape, w = g.tensors[n.inputs[0]].shape, g.constants[n.inputs[1]]
+            xs_shape = g.tensors[n.inputs[0]].shape
+            w = g.constants.get(n.inputs[1])  # None: a weight computed at run time (attention's MatMuls)
+            w_shape = g.tensors[n.inputs[1]].shape if w is None else w.shape
             if n.op == "AccelConv2D":
-                spec = self._conv_spec(xs_shape, w.shape, a["strides"], a["pads"], int(a.get("group", 1)),
+                spec = self._conv_spec(xs_shape, w_shape, a["strides"], a["pads"], int(a.get("group", 1)),
                                        int(a.get("pad_value", 0)))
             else:
                 nb, kb, b, bi = xs_shape
-                spec = conv2d_direct.Conv2dSpec(nb * b, kb * bi, 1, 1, w.shape[0] * w.shape[2], 1, 1, dtype="int8")
+                spec = conv2d_direct.Conv2dSpec(nb * b, kb * bi, 1, 1, w_shape[0] * w_shape[2], 1, 1, dtype="int8")
             self._kernel(spec, pad_requant(a["requant"], spec.o))
             count += 1
         return count

@@ -123,3 +123,16 @@ def test_qmatmul_kernel_is_the_exact_integer_product():
     want = np.clip(np.rint((a.astype(np.int64) @ b.astype(np.int64)) / 700.0), -128, 127)
     assert got.dtype == np.int8
     assert np.abs(got.astype(np.int64) - want).max() <= 1  # ties may round either way
+
+
+def test_attention_int8_on_the_llvm_target_equals_ref():
+    """The llvm target runs the unrolled attention dense layers (run-time weights packed by numpy glue) bit for
+    bit like the ref executor."""
+    m = attention()
+    cal = [{"x": _f(1, 8, 32) * 5} for _ in range(2)]
+    x = _f(1, 8, 32) * 5
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = build(m, target="llvm", calibration=cal, progress=False).run({"x": x})[0]
+        want = build(m, target="ref", calibration=cal, progress=False).run({"x": x})[0]
+    np.testing.assert_array_equal(got, want)
