@@ -118,6 +118,7 @@ class PynqShim:
         self.pynq = _import_pynq(pynq)
         self._patched: list[tuple[object, str, object]] = []
         self._uio_reader = None
+        self._uio_controllers: list = []  # pynq UioControllers on this shim's pty
         shim = self
 
         # ---------------------------------------------------------------- the device pynq's classes talk to
@@ -256,7 +257,12 @@ class PynqShim:
                     raise ValueError(f"No Pin of name {pinname} found")
                 if shim.uio is None:
                     raise RuntimeError("pynq's Interrupt needs a concurrent backend (HarnessBackend)")
-                return shim.pynq.interrupt.Interrupt(pinname)
+                irq = shim.pynq.interrupt.Interrupt(pinname)
+                for dev in shim.pynq.interrupt._InterruptController._uio_devices.values():
+                    if getattr(getattr(dev, "uio", None), "name", None) == shim.uio.path and \
+                            dev not in shim._uio_controllers:
+                        shim._uio_controllers.append(dev)  # detached when this overlay unloads
+                return irq
         else:
             class UioReader:
                 """One per overlay, shared by its Interrupts (pynq caches its UioController per interrupt line):
@@ -401,13 +407,13 @@ class PynqShim:
                                    interrupt_controllers=ov.interrupt_controllers, timestamp=ov.timestamp)
         uio = self.uio.path
         real_lookup = mod.get_uio_irq if not self._patched else self._patched[-1][2]
-        for irq in raw:  # a UioController of an earlier shim on the same GIC line is stale
+        for irq in raw:  # a UioController of an earlier shim on the same GIC line (that shim detaches it)
             mod._InterruptController._uio_devices.pop(irq, None)
         self._unpatch()
         def get_uio_irq(irq):  # pynq then opens the path and attaches its reader to get_event_loop()
             if irq not in raw:
                 return real_lookup(irq)
-            self._uio_loop = _current_loop()
+            _UIO_LOOPS[uio] = _current_loop()
             return uio
 
         for name, value in (("PL", pl), ("MMIO", functools.partial(self.pynq.mmio.MMIO, device=self.device)),
@@ -423,14 +429,13 @@ class PynqShim:
 
     def _unload(self) -> None:
         if self.pynq is not None and self._patched:
+            cache = self.pynq.interrupt._InterruptController._uio_devices
             for irq in getattr(self, "_raw_irqs", ()):
-                dev = self.pynq.interrupt._InterruptController._uio_devices.pop(irq, None)
-                if dev is not None:  # what unloading the overlay's UIO driver does on a board
-                    loop = getattr(self, "_uio_loop", None)
-                    if loop is not None and not loop.is_closed():
-                        loop.remove_reader(dev.uio)
-                    dev.uio.close()
-                    dev.__class__ = type("DetachedUioController", (type(dev),), {"__del__": lambda self: None})
+                if cache.get(irq) in self._uio_controllers:
+                    cache.pop(irq)
+            for dev in self._uio_controllers:
+                _detach_uio(dev)
+            self._uio_controllers = []
             self._unpatch()
         if self._uio_reader is not None:
             self._uio_reader.close()
@@ -455,6 +460,23 @@ class PynqShim:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+#: the event loop each UIO pty's pynq UioController attached its reader to (recorded when pynq looked the pty up)
+_UIO_LOOPS: dict[str, asyncio.AbstractEventLoop] = {}
+
+
+def _detach_uio(dev) -> None:
+    """What unloading the overlay's UIO driver does on a board, for a pynq ``UioController`` on a shim's pty:
+    its reader removed from its loop, its file closed, and its ``__del__`` (which calls ``get_event_loop()``,
+    an error when no loop is current) made a no-op."""
+    if dev is None:
+        return
+    loop = _UIO_LOOPS.pop(dev.uio.name, None)
+    if loop is not None and not loop.is_closed():
+        loop.remove_reader(dev.uio)
+    dev.uio.close()
+    dev.__class__ = type("DetachedUioController", (type(dev),), {"__del__": lambda self: None})
 
 
 def _current_loop() -> asyncio.AbstractEventLoop:

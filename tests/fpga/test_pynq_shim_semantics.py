@@ -226,3 +226,17 @@ def test_two_drivers_on_one_overlay_share_the_interrupt_line(overlay, use_pynq):
             dev.run(got, p.insn_addr, p.n_insns)
             assert np.array_equal(got, want)
         assert s.stats["irq_fired"] == 3
+
+
+def test_interrupt_wait_times_out_with_a_clear_error(overlay):
+    from dataclasses import replace
+
+    from hw.cosim.pynq_shim import PynqShim
+    from jit_runtime.blocked_gemm import blocked_gemm, default_plan
+    from jit_runtime.devices_pynq import PynqDevice
+
+    p = blocked_gemm(CFG, replace(default_plan(CFG), n=128, k=128, m=128))[0]  # ~0.26 M cycles: > 1 ms here
+    with PynqShim(mem_bytes=4 << 20) as s:
+        dev = PynqDevice(CFG, overlay, pynq=s, wait="irq", timeout_s=1e-4)
+        with pytest.raises(TimeoutError, match=r"no interrupt from the accelerator within 0.0001 s"):
+            dev.run(p.dram.copy(), p.insn_addr, p.n_insns)
