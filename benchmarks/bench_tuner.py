@@ -130,7 +130,6 @@ def compare_tuners(cfg, tasks, trials: int, batch: int, seeds, measure, kinds=TU
                 print(f"seed {seed} {task.name:4s} {kind:6s} best {tuner.best_cycles} after {len(tuner.history)} "
                       f"trials, rejected {sum(tuner.rejected.values())}, {time.time() - t0:.1f} s",
                       file=sys.stderr, flush=True)
-        for task in tasks:
             tuners = per[task.name]
             best = min(t.best_cycles for t in tuners.values() if t.best_cycles)
             need = {k: needed(t.best_curve, best / 0.99) for k, t in tuners.items()}
@@ -144,6 +143,7 @@ def compare_tuners(cfg, tasks, trials: int, batch: int, seeds, measure, kinds=TU
                 if k in need and "random" in need:
                     row[f"ratio_{k}_random"] = ratio(need[k], need["random"], trials)
             rows.append(row)
+            print("row " + json.dumps({k: v for k, v in row.items() if k != "rejected"}), file=sys.stderr, flush=True)
     kinds = [k for k in kinds if k in per[tasks[0].name]]
     out = {"rows": rows,
            "avg_needed_uncensored_as_budget": {k: round(float(np.mean([r[f"needed_{k}"] or trials for r in rows])), 2)
