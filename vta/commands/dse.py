@@ -21,7 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                                                   "{\"from\", \"to\", \"step\"|\"times\"}}}")
     p.add_argument("--board", choices=board_names(),
                    help="compare against this board's device and prune configs its shell cannot connect "
-                        "(default: each config's fpga_part)")
+                        "(default: the device of the base config's fpga_part)")
     p.add_argument("--ray", metavar="ADDRESS",
                    help="evaluate as Ray tasks: 'local' starts a local cluster with --workers CPUs, or a cluster "
                         "address (pip install 'vta-stack[ray]')")
