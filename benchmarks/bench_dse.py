@@ -133,6 +133,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="stages to run; the figures of the others come from OUT/figures.json (an earlier run)")
     ap.add_argument("--tune", type=int, default=2,
                     help="conv tilings timed per layer shape (2: as build does; 1: the analytic choice, 1/3 the work)")
+    ap.add_argument("--no-synth", action="store_true",
+                    help="run no yosys in the sweep stage: the front from the syntheses already cached")
     ap.add_argument("--model", help="an int8 ONNX model instead of ResNet-18 (a quick check of the script)")
     ap.add_argument("--space", help="a space JSON file instead of the built-in one")
     args = ap.parse_args(argv)
@@ -214,7 +216,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         # 4. the full sweep: estimates, synthesis of what can be on the front
         res = run_sweep(model, space, out / "sweep", resources=resources, runner=ray_runner, check=check,
-                        synth_cache=out / "synth-cache.jsonl", progress=True, tune=args.tune)
+                        synth_cache=out / "synth-cache.jsonl", progress=True, tune=args.tune,
+                        synth=not args.no_synth)
     finally:
         ray_runner.close()
     from rich.console import Console
@@ -227,15 +230,18 @@ def main(argv: list[str] | None = None) -> int:
     stand: dict = {"in_space": bool(same)}
     if same:
         p = same[0]
-        if not p.get("resources"):  # skipped by the estimate: synthesize it anyway to say where it stands
-            key = design_hash(p["fields"], "xc7")
-            cache = ResultLog(out / "synth-cache.jsonl")
-            if key not in cache:
-                cache.append({"key": key, "stage": "synth", "device": "xc7", **synth_record(p["fields"], "xc7")})
+        key = design_hash(p["fields"], "xc7")
+        cache = ResultLog(out / "synth-cache.jsonl")
+        if not p.get("resources") and key not in cache and not args.no_synth:
+            # skipped by the estimate: synthesize it anyway to say where it stands
+            cache.append({"key": key, "stage": "synth", "device": "xc7", **synth_record(p["fields"], "xc7")})
+        if not p.get("resources") and key in cache and cache.get(key)["error"] is None:
             rec = cache.get(key)
             p["resources"] = {k: rec[k] for k in ("LUT", "DSP", "RAMB36")}
             p["utilization"] = max(rec[k] / resources.capacity[k] for k in ("LUT", "DSP", "RAMB36"))
             p["fits"] = p["utilization"] <= 1
+        stand.update(index=p["index"], latency_ms=p["latency_ms"], synth=p.get("synth"))
+    if same and p.get("resources"):
         front_idx = {f["index"] for f in res.front}
         better = [f for f in res.front if f["fits"] and f["latency_ms"] <= p["latency_ms"]
                   and f["utilization"] <= p["utilization"] and f["index"] != p["index"]]
@@ -245,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
                                     "utilization": f["utilization"]} for f in better])
     figures.update({k: res.stats[k] for k in ("points_total", "points_evaluated", "points_pruned_invalid",
                                               "synth_skipped_dominated", "synth_skipped_over_capacity",
-                                              "synthesized", "synth_stage_s", "latency_errors")})
+                                              "synthesized", "synth_missing", "synth_stage_s", "latency_errors")})
     figures.update(pareto=res.front, best_fitting=res.stats.get("best_fitting"), preset_pynq_z1=stand,
                    pruned_reasons=_reason_counts(res.pruned),
                    load_avg_end=os.getloadavg()[0])

@@ -103,7 +103,8 @@ def run_sweep(model: str | Path | bytes, space: Space, out_dir: str | Path, reso
               tune: int = DEFAULT_TUNE) -> DseResult:
     """Sweep ``space`` for the int8 ONNX ``model`` (path or bytes); results go to ``out_dir/dse.jsonl`` and the
     synthesis cache (``synth_cache``, default ``out_dir/synth-cache.jsonl``). ``check(fields)`` may reject a
-    point by raising ValueError (e.g. a board's constraint). ``synth=False`` stops after the estimates. ``tune``:
+    point by raising ValueError (e.g. a board's constraint). ``synth=False`` runs no synthesis: points
+    whose synthesis is cached use it, the others stay out of the front. ``tune``:
     conv tilings timed per layer (:func:`compiler.dse.evaluate.latency_record`)."""
     if not isinstance(tune, int) or isinstance(tune, bool) or tune < 1:
         raise ValueError(f"tune must be an integer >= 1, got {tune!r}")
@@ -158,15 +159,22 @@ def run_sweep(model: str | Path | bytes, space: Space, out_dir: str | Path, reso
                      for q in ok if q is not r):
                 r["synth"] = "skipped: dominated on latency and estimated resources"
             else:
-                r["synth"] = "synthesized" if synth else "skipped: --no-synth"
+                r["synth"] = "synthesized"
         todo = [r for r in rows if r["synth"] == "synthesized"]
         t0 = time.perf_counter()
         for r in todo:
             r["synth_key"] = resources.key(r["fields"], resources.device)
-        uniq = {r["synth_key"]: r for r in todo}
-        _evaluate(runner, cache, resources.evaluate,
-                  [(k, r["fields"], {"stage": "synth", "device": resources.device}) for k, r in uniq.items()],
-                  (resources.device,), "synthesis", progress)
+        if synth:
+            uniq = {r["synth_key"]: r for r in todo}
+            _evaluate(runner, cache, resources.evaluate,
+                      [(k, r["fields"], {"stage": "synth", "device": resources.device}) for k, r in uniq.items()],
+                      (resources.device,), "synthesis", progress)
+        else:  # no yosys: what the cache already holds (a hit costs nothing), the rest is left out of the front
+            cache.refresh()
+            for r in todo:
+                if r["synth_key"] not in cache:
+                    r["synth"] = "not synthesized (--no-synth, not in the cache)"
+            todo = [r for r in todo if r["synth_key"] in cache]
         stats["synth_stage_s"] = round(time.perf_counter() - t0, 2)
         for r in todo:
             rec = cache.get(r["synth_key"])
@@ -184,7 +192,8 @@ def run_sweep(model: str | Path | bytes, space: Space, out_dir: str | Path, reso
                  latency_errors=sum(r["latency_error"] is not None for r in rows),
                  synth_skipped_dominated=sum(str(r.get("synth", "")).startswith("skipped: dominated") for r in rows),
                  synth_skipped_over_capacity=sum(" of " in str(r.get("synth", "")) for r in rows),
-                 synthesized=len(measured), model_sha=mhash)
+                 synthesized=len(measured), synth_missing=sum(str(r.get("synth", "")).startswith("not synth")
+                                                              for r in rows), model_sha=mhash)
     fitting = [r for r in measured if r["fits"]]
     if fitting:
         best = min(fitting, key=lambda r: r["latency_ms"])

@@ -34,3 +34,16 @@ def test_parse_stat_ultrascale_plus():
            "     RAMB18E2 1\n     CARRY8 4\n"
     c = parse_stat(text, "xcup")
     assert (c["LUT"], c["FF"], c["DSP"], c["BRAM"], c["CARRY8"]) == (7, 12, 5, 4, 4)
+
+
+def test_design_hash_ignores_fields_the_rtl_does_not_depend_on():
+    from hw.synth import design_hash, device_for
+    from isa import make_config
+
+    base = make_config("tiny").to_dict()
+    same = make_config("tiny", clock_mhz=150.0, dram_latency=20, name="other", fpga_part="xc7z020").to_dict()
+    wider = make_config("tiny", log_block_out=3).to_dict()
+    assert design_hash(base, "xc7") == design_hash(same, "xc7")
+    assert design_hash(base, "xc7") != design_hash(wider, "xc7") and design_hash(base, "xc7") != design_hash(base, "ecp5")
+    assert device_for(make_config("ultra96")) == "xczu3eg" and device_for(make_config("ecp5-85f")) == "ecp5"
+    assert device_for(make_config("pynq-z1")) == "xc7"

@@ -21,7 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                                                   "{\"from\", \"to\", \"step\"|\"times\"}}}")
     p.add_argument("--board", choices=board_names(),
                    help="compare against this board's device and prune configs its shell cannot connect "
-                        "(default: each config's fpga_part)")
+                        "(default: the device of the base config's fpga_part)")
     p.add_argument("--ray", metavar="ADDRESS",
                    help="evaluate as Ray tasks: 'local' starts a local cluster with --workers CPUs, or a cluster "
                         "address (pip install 'vta-stack[ray]')")
@@ -31,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tune", type=int, default=2, metavar="N",
                    help="conv tilings timed per layer shape, as build does (default 2); 1: the analytic choice "
                         "alone (about a third of the work per point)")
-    p.add_argument("--no-synth", action="store_true", help="stop after the latencies and the analytic estimates")
+    p.add_argument("--no-synth", action="store_true", help="run no synthesis: latencies, estimates, and the syntheses already in the cache")
     p.add_argument("--synth-cache", help="synthesis cache (JSON lines, shared by sweeps; default DIR/synth-cache.jsonl)")
     p.add_argument("-o", "--out", required=True, help="output directory (a rerun resumes from its dse.jsonl)")
     p.add_argument("--json", action="store_true", help="end with one JSON object (the front and the figures)")

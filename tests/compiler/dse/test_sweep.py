@@ -163,3 +163,16 @@ def test_tune_1_is_the_analytic_tilings_latency():
     assert "tune must be an integer >= 1" in latency_record(cfg.to_dict(), tiny_qdq_model(), tune=0)["error"]
     with pytest.raises(ValueError, match="tune must be an integer >= 1"):
         run_sweep(tiny_qdq_model(), parse_space(SPACE), "unused", tune=0)
+
+
+def test_no_synth_uses_the_cache_and_runs_no_synthesis(tmp_path):
+    sp = parse_space(SPACE)
+    cache = tmp_path / "synth.jsonl"
+    full = run_sweep(tiny_qdq_model(), sp, tmp_path / "a", RESOURCES, LoopRunner(), synth_cache=cache)
+    runner = CountingRunner()
+    again = run_sweep(tiny_qdq_model(), sp, tmp_path / "b", RESOURCES, runner, synth_cache=cache, synth=False)
+    assert runner.calls == 4  # the latencies of the new log; no synthesis
+    assert again.front == full.front and again.stats["synth_missing"] == 0
+    empty = run_sweep(tiny_qdq_model(), sp, tmp_path / "b", RESOURCES, LoopRunner(), synth_cache=tmp_path / "none.jsonl",
+                      synth=False)
+    assert empty.front == [] and empty.stats["synth_missing"] == full.stats["synthesized"] > 0
