@@ -13,9 +13,14 @@ ONNX_NP_DTYPES: dict[int, np.dtype] = {
 
 
 def onnx_np_dtype(elem_type: int) -> np.dtype:
-    """The numpy dtype of ONNX element type ``elem_type``; ValueError for types numpy lacks (string, bfloat16, ...)."""
+    """The numpy dtype of ONNX element type ``elem_type``. The table covers numpy's own types; the others (bfloat16,
+    float8, int4, ...: ml_dtypes types) are onnx's own answer where onnx is installed, else a ValueError."""
+    dt = ONNX_NP_DTYPES.get(int(elem_type))
+    if dt is not None:
+        return dt
     try:
-        return ONNX_NP_DTYPES[int(elem_type)]
-    except KeyError:
-        raise ValueError(f"ONNX element type {elem_type} has no numpy dtype here; supported: "
+        from onnx import helper  # with the compiler's install: exactly onnx's mapping (ml_dtypes types)
+    except ImportError:
+        raise ValueError(f"ONNX element type {elem_type} needs onnx/ml_dtypes; numpy types here: "
                          f"{sorted(ONNX_NP_DTYPES)}") from None
+    return np.dtype(helper.tensor_dtype_to_np_dtype(int(elem_type)))
