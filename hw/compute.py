@@ -279,6 +279,9 @@ class ComputeUnit(wiring.Component):
         with m.If(fin_w):  # the last micro-op writes: the instruction ends (e = its write cycle + 1)
             m.d.comb += last.eq(1)
             m.d.sync += state.eq(IDLE)
+            # every micro-op of the instruction has written (none issues after the last): clear the stages, so a
+            # next instruction of another depth, whose write stage is another tap, sees no stale micro-op
+            m.d.sync += [v.eq(0) for v in vk_[2:]] + [f.eq(0) for f in fink[2:]]
         # the writes of the last cycles, newest first, for the tensor intrinsics' forwarding
         hv, ha, hd = v_w, dst_w, res
         for k in range(1, hist_n + 1):
