@@ -30,7 +30,8 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from compiler.requant import Requant
-from jit_runtime.host_ops.layout import _pad_axes, ceil_to, pack_activation, unpack_activation  # noqa: F401 (re-exported)
+from jit_runtime.host_ops.layout import (  # noqa: F401 (re-exported)
+    _pad_axes, ceil_to, pack_activation, pack_weight, unpack_activation, unpack_weight)
 
 
 @runtime_checkable
@@ -74,27 +75,8 @@ def pad_requant(rq: Requant, n: int) -> Requant:
                    rq.out_min, rq.out_max, rq.extra, rq.zero_point)
 
 
-def pack_weight(w: np.ndarray, block_out: int, block_in: int) -> np.ndarray:
-    """OIHW -> (O//BO, I//BI, KH, KW, BO, BI), or (M, K) -> (M//BO, K//BI, BO, BI); zero-pads O and I."""
-    w = np.asarray(w)
-    if w.ndim not in (2, 4):
-        raise ValueError(f"pack_weight expects a 2-D (M,K) or 4-D OIHW array, got shape {w.shape}")
-    w = _pad_axes(w, {0: ceil_to(w.shape[0], block_out), 1: ceil_to(w.shape[1], block_in)})
-    o, i = w.shape[:2]
-    if w.ndim == 4:
-        kh, kw = w.shape[2:]
-        return np.ascontiguousarray(w.reshape(o // block_out, block_out, i // block_in, block_in, kh, kw).transpose(0, 2, 4, 5, 1, 3))
-    return np.ascontiguousarray(w.reshape(o // block_out, block_out, i // block_in, block_in).transpose(0, 2, 1, 3))
 
 
-def unpack_weight(wp: np.ndarray) -> np.ndarray:
-    """Inverse of ``pack_weight`` (keeps the zero padding)."""
-    wp = np.asarray(wp)
-    if wp.ndim == 6:
-        ob, ib, kh, kw, bo, bi = wp.shape
-        return wp.transpose(0, 4, 1, 5, 2, 3).reshape(ob * bo, ib * bi, kh, kw)
-    ob, ib, bo, bi = wp.shape
-    return wp.transpose(0, 2, 1, 3).reshape(ob * bo, ib * bi)
 
 
 def conv_supported_on_accel(c: int, o: int, groups: int, block_in: int, block_out: int) -> bool:

@@ -16,15 +16,9 @@ from __future__ import annotations
 import numpy as np
 
 from compiler.graph.ir import Graph, Node
+from jit_runtime.host_ops.layout import zero_insert  # noqa: F401 (re-exported: the host kernel)
 
 
-def zero_insert(x: np.ndarray, strides, fill=0) -> np.ndarray:
-    """``(N, C, H, W)`` -> ``(N, C, (H-1)*sy+1, (W-1)*sx+1)`` with ``x`` on the stride grid and ``fill`` between."""
-    sy, sx = (int(s) for s in strides)
-    n, c, hgt, wid = x.shape
-    z = np.full((n, c, (hgt - 1) * sy + 1, (wid - 1) * sx + 1), fill, dtype=x.dtype)
-    z[:, :, ::sy, ::sx] = x
-    return z
 
 
 def conv_weight(w: np.ndarray, group: int) -> np.ndarray:

@@ -14,13 +14,10 @@ from __future__ import annotations
 import numpy as np
 
 from compiler.graph.ir import Graph, Node
-from compiler.requant import Requant, apply_requant, wrap_int32
+from compiler.requant import Requant, apply_requant, wrap_int32  # noqa: F401
+from jit_runtime.host_ops.requant import qmatmul  # noqa: F401 (re-exported: the host kernel)
 
 
-def qmatmul(a: np.ndarray, b: np.ndarray, rq: Requant) -> np.ndarray:
-    """int8 ``a @ b`` (numpy broadcasting of the batch axes) with exact int32 accumulators, then ``rq``."""
-    acc = wrap_int32(np.matmul(np.asarray(a).astype(np.int64), np.asarray(b).astype(np.int64)))
-    return apply_requant(acc, None, rq, 1).astype(np.int8)
 
 
 def lower_act_matmul(g: Graph, n: Node, prod, cons, act_params, epilogue_chain, q_params, mult_bits: int):

@@ -12,8 +12,9 @@ from jit_runtime.host_ops import pooling
 from jit_runtime.host_ops.conv_kernels import conv2d_nchw, qconv2d, qdense
 from jit_runtime.host_ops.dtypes import onnx_np_dtype
 from jit_runtime.host_ops.int_elementwise import qadd, qavgpool, qgap, qlookup, qmul
-from jit_runtime.host_ops.layout import fold_taps, pack_activation, rebase_uint8_array, unpack_activation
+from jit_runtime.host_ops.layout import fold_taps, pack_activation, pack_weight, rebase_uint8_array, unpack_activation, zero_insert
 from jit_runtime.host_ops.pool_kernels import packed_max_pool
+from jit_runtime.host_ops.requant import qmatmul
 from jit_runtime.host_ops.pooling import pool_pads  # noqa: F401  (re-exported: the LLVM pool kernels use it)
 from jit_runtime.host_ops.resize import resize
 
@@ -135,23 +136,17 @@ def qdense_k(a, x, w, b=None):
 
 @kernel("ZeroInsert")
 def zero_insert_k(a, x):
-    from compiler.graph.conv_transpose import zero_insert
-
     return zero_insert(np.asarray(x), a["strides"], a.get("fill", 0))
 
 
 @kernel("QMatMul")
 def qmatmul_k(a, x, y):
-    from compiler.quant.act_matmul import qmatmul
-
     return qmatmul(x, y, a["requant"])
 
 
 @kernel("PackDenseWeight")
 def pack_dense_weight_k(a, w):
     """A dense weight computed at run time, (M, K) int8 -> the packed (M//BO, K//BI, BO, BI) layout."""
-    from compiler.graph.accel_interface import pack_weight
-
     return pack_weight(w, int(a["block_out"]), int(a["block_in"]))
 
 

@@ -73,3 +73,35 @@ def fold_taps(x: np.ndarray, *, kw: int, sx: int, pads, pad_value: int = 0, kh: 
 def rebase_uint8_array(x: np.ndarray) -> np.ndarray:
     """``RebaseUint8``: uint8 ``u`` -> int8 ``u - 128``."""
     return (np.asarray(x, np.uint8).astype(np.int16) - 128).astype(np.int8)
+
+
+def pack_weight(w: np.ndarray, block_out: int, block_in: int) -> np.ndarray:
+    """OIHW -> (O//BO, I//BI, KH, KW, BO, BI), or (M, K) -> (M//BO, K//BI, BO, BI); zero-pads O and I."""
+    w = np.asarray(w)
+    if w.ndim not in (2, 4):
+        raise ValueError(f"pack_weight expects a 2-D (M,K) or 4-D OIHW array, got shape {w.shape}")
+    w = _pad_axes(w, {0: ceil_to(w.shape[0], block_out), 1: ceil_to(w.shape[1], block_in)})
+    o, i = w.shape[:2]
+    if w.ndim == 4:
+        kh, kw = w.shape[2:]
+        return np.ascontiguousarray(w.reshape(o // block_out, block_out, i // block_in, block_in, kh, kw).transpose(0, 2, 4, 5, 1, 3))
+    return np.ascontiguousarray(w.reshape(o // block_out, block_out, i // block_in, block_in).transpose(0, 2, 1, 3))
+
+
+def unpack_weight(wp: np.ndarray) -> np.ndarray:
+    """Inverse of ``pack_weight`` (keeps the zero padding)."""
+    wp = np.asarray(wp)
+    if wp.ndim == 6:
+        ob, ib, kh, kw, bo, bi = wp.shape
+        return wp.transpose(0, 4, 1, 5, 2, 3).reshape(ob * bo, ib * bi, kh, kw)
+    ob, ib, bo, bi = wp.shape
+    return wp.transpose(0, 2, 1, 3).reshape(ob * bo, ib * bi)
+
+
+def zero_insert(x: np.ndarray, strides, fill=0) -> np.ndarray:
+    """``(N, C, H, W)`` -> ``(N, C, (H-1)*sy+1, (W-1)*sx+1)`` with ``x`` on the stride grid and ``fill`` between."""
+    sy, sx = (int(s) for s in strides)
+    n, c, hgt, wid = x.shape
+    z = np.full((n, c, (hgt - 1) * sy + 1, (wid - 1) * sx + 1), fill, dtype=x.dtype)
+    z[:, :, ::sy, ::sx] = x
+    return z

@@ -114,3 +114,9 @@ def apply_requant(acc: np.ndarray, bias: np.ndarray | None, rq: Requant, channel
     if rq.out_min >= -128 and rq.out_max <= 127:
         return y.astype(np.int8)
     return y.astype(np.int32)
+
+
+def qmatmul(a: np.ndarray, b: np.ndarray, rq: Requant) -> np.ndarray:
+    """int8 ``a @ b`` (numpy broadcasting of the batch axes) with exact int32 accumulators, then ``rq``."""
+    acc = wrap_int32(np.matmul(np.asarray(a).astype(np.int64), np.asarray(b).astype(np.int64)))
+    return apply_requant(acc, None, rq, 1).astype(np.int8)
