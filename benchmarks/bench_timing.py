@@ -62,14 +62,14 @@ def main(argv: list[str] | None = None) -> int:
     from isa.config import preset_names
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--configs", default=None, help="comma-separated configs (default: every preset)")
+    ap.add_argument("--configs", default=None, help="comma-separated configs (default: every preset; '' for none)")
     ap.add_argument("--models", default="resnet18,mobilenet_v2")
     ap.add_argument("--model-config", default="pynq-z1", help="config the models run on (at its clock_mhz)")
     ap.add_argument("--no-models", action="store_true", help="timing only")
     ap.add_argument("--no-cache", action="store_true", help="rerun the tools even for cached designs")
     args = ap.parse_args(argv)
     logging.getLogger().setLevel(logging.ERROR)
-    names = [c.strip() for c in args.configs.split(",")] if args.configs else list(preset_names())
+    names = [c.strip() for c in args.configs.split(",") if c.strip()] if args.configs is not None else preset_names()
     out: dict = {"configs": {}, "models": {}, "commit": commit(),
                  "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")}
     for name in names:

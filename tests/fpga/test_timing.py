@@ -110,6 +110,29 @@ def test_parse_sta_path_ends_and_ns():
     assert parse_sta("no timing here") is None
 
 
+def test_timing_record_xilinx_estimate_and_cache(tmp_path, monkeypatch):
+    """The record from a (stand-in) sta run: path x ROUTING_FACTOR, meets against the config's clock, and the tool
+    run cached by design hash (a second call does not run it; a different clock reuses it, the estimate has none)."""
+    import fpga.timing as T
+
+    runs = []
+
+    def fake_run(cfg, out):
+        runs.append(cfg.name)
+        return {"family": "xc7", "sta": T.parse_sta(STA_LOG)}
+
+    monkeypatch.setattr(T, "CACHE", tmp_path)
+    monkeypatch.setattr(T, "_xilinx_run", fake_run)
+    monkeypatch.setattr(T, "design_hash", lambda cfg: "h" + cfg.fpga_part)
+    cfg = make_config("pynq-z1")
+    rec = T.timing_record(cfg.replace(clock_mhz=2000.0))  # above the estimate (1069 MHz)
+    assert rec["fmax_mhz"] == pytest.approx(1000 / (0.425 * T.ROUTING_FACTOR), abs=0.01)
+    assert rec["critical_path"]["logic_ns"] == 0.425 and not rec["meets"] and not rec["cached"]
+    again = T.timing_record(cfg.replace(clock_mhz=100.0))
+    assert again["cached"] and again["meets"] and again["fmax_mhz"] == rec["fmax_mhz"] and runs == ["pynq-z1"]
+    assert "routing factor" in again["method"]
+
+
 class _Mac(Elaboratable):
     """Counters feeding a registered 16x16 multiply and an accumulator: a real path of a few ns."""
 

@@ -42,7 +42,7 @@ def test_field_of_the_wrong_type_or_range(tmp_path, field, value, words):
 
 @pytest.mark.parametrize("constant", ["Infinity", "-Infinity", "NaN"])
 def test_non_finite_clock(tmp_path, constant):
-    text = json.dumps(_full()).replace('"clock_mhz": 100.0', f'"clock_mhz": {constant}')
+    text = json.dumps({**_full(), "clock_mhz": 100.0}).replace('"clock_mhz": 100.0', f'"clock_mhz": {constant}')
     assert constant in text
     _expect(tmp_path, text, constant)
 
