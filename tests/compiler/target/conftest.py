@@ -5,7 +5,7 @@ is reported as skipped ("compile-only") when that call is refused (``HostLacksFe
 and code generation are still checked, code for missing features is never executed. CUDA tests run once."""
 import pytest
 
-from compiler.target.host import HostLacksFeatures, missing_features, make_target, use_cpu
+from compiler.target.host import HostLacksFeatures, use_cpu
 
 LEVEL_NAMES = ("x86-64-v2", "x86-64-v3", "x86-64-v4")
 
@@ -26,10 +26,6 @@ def cpu_level(request):
         return
     with use_cpu(level):
         yield level
-
-
-def runnable(level: str) -> bool:
-    return not missing_features(make_target(level))
 
 
 @pytest.hookimpl(hookwrapper=True)
