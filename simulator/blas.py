@@ -18,6 +18,7 @@ without a BLAS it can control) nothing changes.
 from __future__ import annotations
 
 import os
+import sys
 from contextlib import contextmanager
 from typing import Iterator
 
@@ -30,7 +31,11 @@ _state: dict = {}
 
 
 def _controllers() -> list:
-    if "libs" not in _state:
+    # Rescan when modules were imported since the last scan (an extension such as scipy's may bring its own
+    # BLAS), but only while every library is at its default, so the defaults read are the libraries' own.
+    stale = "libs" in _state and _state["current"] is None and _state["nmods"] != len(sys.modules)
+    if "libs" not in _state or stale:
+        _state["nmods"] = len(sys.modules)
         try:
             from threadpoolctl import ThreadpoolController
 

@@ -64,3 +64,26 @@ def test_simulator_run_restores_the_default():
     p, _ = blocked_gemm(cfg)
     Simulator(cfg).run(np.array(p.dram, copy=True), p.insn_addr, p.n_insns)
     assert _threads() == before
+
+
+def test_a_blas_loaded_after_the_first_scan_is_controlled_too():
+    """scipy brings its own OpenBLAS: imported after the simulator's first scan, it must still be set to one thread
+    for small products (it was left at its default, and the suite saw [1, 2] instead of [1, 1])."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("threadpoolctl")
+    pytest.importorskip("scipy")
+    code = """
+import simulator.blas as blas
+from threadpoolctl import ThreadpoolController
+with blas.blas_session():
+    blas.use_threads_for(10)
+import scipy.linalg, scipy.special  # noqa: E401,F401
+with blas.blas_session():
+    blas.use_threads_for(10)
+    print([lib.num_threads for lib in ThreadpoolController().select(user_api="blas").lib_controllers])
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    threads = eval(out.strip().splitlines()[-1])
+    assert threads and all(n == 1 for n in threads), threads
