@@ -217,6 +217,18 @@ def make_console():
     return Console(highlight=False, width=max(Console().width, 150))
 
 
+def input_feeds(args: argparse.Namespace, inputs: dict, console) -> dict:
+    """The run's input arrays: from ``--input`` if given, else seeded random ones; printed, with casts announced."""
+    if getattr(args, "input", None):
+        feeds = load_inputs(args.input, inputs)
+        console.print(f"inputs from {args.input}: " + ", ".join(f"{k} {v.shape} {v.dtype}" for k, v in feeds.items()))
+    else:
+        feeds = random_inputs(inputs, args.seed)
+        console.print(f"no --input given: using seeded random input (seed {args.seed}): "
+                      + ", ".join(f"{k} {v.shape} {v.dtype}" for k, v in feeds.items()))
+    return explicit_casts(feeds, inputs, console)
+
+
 def is_module_file(path: str) -> bool:
     """Whether ``path`` is an exported module (``vta build``), not an ONNX model."""
     from jit_runtime.module_file import FORMAT, peek_format
@@ -339,14 +351,7 @@ def run_exported(args: argparse.Namespace) -> int:
             raise ValueError(f"{args.model} was compiled for config {m.cfg.name!r}, not --config {args.config} "
                              f"({want.name}); rebuild it with vta build --config {args.config}")
     inputs = {k: (list(s["shape"]), s["dtype"]) for k, s in m.inputs.items()}
-    if args.input:
-        feeds = load_inputs(args.input, inputs)
-        console.print(f"inputs from {args.input}: " + ", ".join(f"{k} {v.shape} {v.dtype}" for k, v in feeds.items()))
-    else:
-        feeds = random_inputs(inputs, args.seed)
-        console.print(f"no --input given: using seeded random input (seed {args.seed}): "
-                      + ", ".join(f"{k} {v.shape} {v.dtype}" for k, v in feeds.items()))
-    feeds = explicit_casts(feeds, inputs, console)
+    feeds = input_feeds(args, inputs, console)
     console.print(f"running exported module {args.model} ({m.name}, config {m.cfg.name}) on {args.target} ...")
     outs = m.run(feeds)
     for name, out in zip(m.output_names, outs):
@@ -396,14 +401,7 @@ def compile_for_cli(args: argparse.Namespace, console, *, target: str, show: boo
     target_options = {"bitstream": args.bitstream} if target == "pynq" else None
     cfg = resolve_config(args.config or "pynq-z1")
     inputs = model_inputs(model)
-    if getattr(args, "input", None):
-        feeds = load_inputs(args.input, inputs)
-        console.print(f"inputs from {args.input}: " + ", ".join(f"{k} {v.shape} {v.dtype}" for k, v in feeds.items()))
-    else:
-        feeds = random_inputs(inputs, args.seed)
-        console.print(f"no --input given: using seeded random input (seed {args.seed}): "
-                      + ", ".join(f"{k} {v.shape} {v.dtype}" for k, v in feeds.items()))
-    feeds = explicit_casts(feeds, inputs, console)
+    feeds = input_feeds(args, inputs, console)
     calibration = None
     if is_quantized(model) and args.calibrate:
         console.print(f"warning: {args.model} is already quantized (QDQ): --calibrate {args.calibrate} is ignored "
