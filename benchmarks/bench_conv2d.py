@@ -18,9 +18,9 @@ import time
 import numpy as np
 
 from compiler import te
-from compiler.accel_backend import compile_conv2d, run_compiled
+from compiler.backend.accel.backend import compile_conv2d, run_compiled
 from compiler.quant.requant_params import acc_bound, choose_requant
-from compiler.requant import Requant, apply_requant
+from jit_runtime.host_ops.requant import Requant, apply_requant
 from compiler.topi.conv2d import ConvShape
 from compiler.topi.knobs import choose_conv_knobs
 from compiler.topi.tune import tune_conv_knobs

@@ -17,8 +17,8 @@ from collections import defaultdict
 
 import numpy as np
 
-from compiler.codegen.llvm import compiled_kernels
-from compiler.codegen.llvm.models import zoo_workloads
+from compiler.backend.llvm import compiled_kernels
+from compiler.zoo.cpu_workloads import zoo_workloads
 from compiler.executor import build
 
 

@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=10)
     args = ap.parse_args(argv)
     logging.getLogger().setLevel(logging.ERROR)
-    from compiler.target.cuda import gpu_present
+    from compiler.backend.cuda.runtime import gpu_present
 
     if not gpu_present():
         print("bench_gpu_target: no GPU on this machine (no /dev/nvidia*); nothing measured")

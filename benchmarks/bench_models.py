@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     target = args.target or ("sim" if "sim" in have else "ref")
     note = "" if target == "sim" else f"target {target!r}: no cycle counts; time figures are the numpy reference's"
     print(f"bench_models: target {target} (registered: {have}), config {args.config}" + (f"; {note}" if note else ""))
-    from compiler.accel_backend import SimAccelBackend
+    from compiler.backend.accel.backend import SimAccelBackend
 
     results = {}
     modes = {"on": [True], "off": [False], "both": [False, True]}[args.dwmac]

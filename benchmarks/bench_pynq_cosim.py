@@ -48,7 +48,7 @@ def main() -> None:
     ap.add_argument("--no-pynq", action="store_true", help="the shim's own classes even when pynq imports")
     args = ap.parse_args()
 
-    from compiler.accel_backend import SimAccelBackend
+    from compiler.backend.accel.backend import SimAccelBackend
     from compiler.executor import build, register_accel_backend
     from fpga.boards import get_board
     from fpga.vivado_project import write_sim_overlay

@@ -129,7 +129,7 @@ def resnet18_rtl(seed: int = 0) -> dict:
     """The zoo ResNet-18 (quantized as in bench_models) on pynq-z1: every accelerator layer on the RTL and on
     the simulator; counts layers whose bytes or cycles differ. ``wall_s``: the network's run time with the
     simulator's share taken out (RTL layers + CPU layers)."""
-    from compiler.accel_backend import SimAccelBackend
+    from compiler.backend.accel.backend import SimAccelBackend
     from compiler.executor import build, register_accel_backend
     from compiler.quant.ort_tools import ort_quantize_static
     from compiler.zoo import get_model
@@ -189,7 +189,8 @@ def resnet18_rtl(seed: int = 0) -> dict:
 
 def pynq_workloads() -> dict:
     """The compiled conv2d layer and the blocked GEMMs on pynq-z1, RTL vs simulator (one harness process)."""
-    from hw.cosim.workloads import blocked_gemms, compiled_conv2d
+    from compiler.backend.accel.conv_job import compiled_conv2d
+    from hw.cosim.workloads import blocked_gemms
 
     pcfg = make_config("pynq-z1")
     conv = compiled_conv2d(pcfg)

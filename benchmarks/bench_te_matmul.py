@@ -1,6 +1,6 @@
 """A float32 matmul written in TE and compiled for this CPU vs numpy (OpenBLAS), side by side.
 
-``compiler.target.matmul.matmul_schedule`` packs A and B into panels, accumulates 6 x 16 tiles in
+``compiler.backend.llvm.matmul.matmul_schedule`` packs A and B into panels, accumulates 6 x 16 tiles in
 registers (AVX2: 12 ymm accumulators, FMA), and runs the tiles on the runtime thread pool. Both sides
 use the same thread count (numpy's BLAS limited through threadpoolctl); blocks of ``--repeat`` runs
 alternate between the two, ``--rounds`` times, with a pause between blocks (OpenBLAS's threads spin after
@@ -47,9 +47,9 @@ def _best(fn, repeat: int) -> float:
 def run(size: int = 512, threads: tuple[int, ...] = (1, 2), repeat: int = 20, rounds: int = 8, seed: int = 0) -> dict:
     """Measure the TE matmul and numpy at each thread count; returns a JSON-able dict."""
     import compiler
-    from compiler.target import set_num_threads
-    from compiler.target.host import host_cpu
-    from compiler.target.matmul import matmul_schedule
+    from compiler.backend import set_num_threads
+    from compiler.backend.llvm.host import host_cpu
+    from compiler.backend.llvm.matmul import matmul_schedule
 
     rng = np.random.default_rng(seed)
     a = rng.standard_normal((size, size)).astype(np.float32)

@@ -37,7 +37,7 @@ from compiler.autotune.network import analytic_knobs  # noqa: E402
 from compiler.autotune.space import ConvSpace  # noqa: E402
 from compiler.autotune.task import config_hash  # noqa: E402
 from compiler.autotune.xgb_tuner import OBJECTIVES, TransferData  # noqa: E402
-from compiler.requant import Requant  # noqa: E402
+from jit_runtime.host_ops.requant import Requant  # noqa: E402
 from compiler.topi.conv2d import ConvShape  # noqa: E402
 from compiler.topi.knobs import ConvKnobs  # noqa: E402
 from compiler.topi.requant import fused_ok  # noqa: E402

@@ -1,6 +1,6 @@
 """The ``rtl`` device: runs a program on the generated Verilog under Verilator.
 
-Registered with the runtime as ``"rtl"`` by :mod:`jit_runtime.devices_rtl`. By default it runs the
+Registered with the runtime as ``"rtl"`` by :mod:`hw.register_devices`. By default it runs the
 compiled harness (:mod:`hw.cosim.harness`): one harness process per design, shared by every
 ``rtl`` device of this Python process, built once and cached by the design hash.
 ``engine="cocotb"`` runs the cocotb bench instead (one simulator process per :meth:`RtlDevice.run_many`

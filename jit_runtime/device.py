@@ -39,7 +39,7 @@ class Device(Protocol):
 DeviceFactory = Callable[..., Device]
 _REGISTRY: dict[str, DeviceFactory] = {}
 #: Devices registered by a module imported on first use (so the runtime does not import ``hw`` eagerly).
-_LAZY: dict[str, str] = {"rtl": "jit_runtime.devices_rtl", "rtl-check": "jit_runtime.devices_rtl",
+_LAZY: dict[str, str] = {"rtl": "hw.register_devices", "rtl-check": "hw.register_devices",
                         "pynq": "jit_runtime.devices_pynq"}
 
 

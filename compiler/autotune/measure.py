@@ -53,7 +53,7 @@ def kernel_cycles(task: Task, knobs: ConvKnobs, device="timing") -> int:
     timing engine alone, :class:`TimingOnlyDevice`) or a ``jit_runtime`` device name such as ``"sim"``."""
     import numpy as np
 
-    from compiler.codegen.module import build
+    from compiler.backend.accel.module import build
     from compiler.topi.conv2d import conv2d_kernel
 
     k = conv2d_kernel(task.cfg, task.shape, task.bias, task.requant, knobs)

@@ -24,7 +24,7 @@ def analytic_knobs(task: Task) -> ConvKnobs:
 def default_knobs(task: Task) -> ConvKnobs:
     """The knobs a build without a log compiles ``task`` with on the ``sim`` backend (the fastest of its best
     analytic tilings by the timing contract; see ``SimAccelBackend.default_knobs``)."""
-    from compiler.accel_backend import SimAccelBackend
+    from compiler.backend.accel.backend import SimAccelBackend
 
     n_consts, n_alu = task.epilogue_size()
     return SimAccelBackend(task.cfg).default_knobs(task.shape, task.bias, task.requant, n_consts, n_alu)

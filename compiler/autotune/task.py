@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from compiler.requant import Requant
+from jit_runtime.host_ops.requant import Requant
 from compiler.topi.conv2d import ConvShape, conv2d_compute, conv2d_epilogue
 from isa import HwConfig
 
@@ -26,7 +26,7 @@ def config_hash(cfg: HwConfig) -> str:
 
 def epilogue_key(bias, rq: Requant | None) -> list:
     """The epilogue's structure (what decides its ALU stages), as JSON-ready values; see the sim backend's cache."""
-    from compiler.accel_backend import _rq_key
+    from compiler.backend.accel.backend import _rq_key
 
     def j(v):
         return [j(x) for x in v] if isinstance(v, tuple) else v

@@ -69,9 +69,9 @@ def latency_record(fields: dict[str, Any], model: bytes, tune: int = DEFAULT_TUN
     try:
         import onnx
 
-        from compiler.accel_backend import SimAccelBackend
+        from compiler.backend.accel.backend import SimAccelBackend
         from compiler.autotune.measure import TimingOnlyDevice
-        from compiler.cpu.backend import create_cpu_backend
+        from compiler.executor.registry import create_cpu_backend
         from compiler.executor.module import Module
         from compiler.executor.pipeline import compile_model
 

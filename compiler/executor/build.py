@@ -5,11 +5,11 @@ from pathlib import Path
 
 import onnx
 
-from compiler.cpu.backend import CpuBackend, create_cpu_backend
+from compiler.graph.cpu_backend import CpuBackend
 from compiler.executor.config import resolve_config
 from compiler.executor.module import Module
 from compiler.executor.pipeline import compile_model
-from compiler.executor.registry import available_accel_backends, create_accel_backend
+from compiler.executor.registry import available_accel_backends, create_accel_backend, create_cpu_backend
 from compiler.frontend.onnx_import import check_model_support, load_model
 from compiler.graph.offload import warn_host_fallbacks, warn_lossy_weights
 
@@ -19,7 +19,7 @@ def build(model: str | Path | onnx.ModelProto, config=None, target: str = "sim",
           cpu: CpuBackend | str | None = None, progress: bool | None = None, fuse_residual: bool = True,
           target_options: dict | None = None, tuning_log: str | Path | None = None) -> Module:
     """Compile ``model`` and bind it to accelerator backend ``target`` ("ref", "sim", ...), or compile the
-    whole model for a CPU/GPU target (``"llvm"``, ``"cuda"``: :mod:`compiler.targets.build`; float models run
+    whole model for a CPU/GPU target (``"llvm"``, ``"cuda"``: :mod:`compiler.executor.targets`; float models run
     in float32 unless ``calibration`` is given, QDQ models in int8; ``cpu``/``tuning_log``/``target_options``
     do not apply there).
 
@@ -39,7 +39,7 @@ def build(model: str | Path | onnx.ModelProto, config=None, target: str = "sim",
     model = load_model(model)
     check_model_support(model, input_shapes)  # shapes folded, then unsupported operators rejected before any work
     cfg = resolve_config(config)
-    from compiler.targets.build import MODEL_TARGETS, build_for_target
+    from compiler.executor.targets import MODEL_TARGETS, build_for_target
 
     if target in MODEL_TARGETS:
         extra = [k for k, v in (("cpu", cpu), ("tuning_log", tuning_log), ("target_options", target_options)) if v]

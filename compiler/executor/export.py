@@ -150,7 +150,7 @@ class _Exporter:
         return key
 
     def accel(self, n: Node, ins: list) -> np.ndarray:
-        from compiler.conv_stripes import stripe_rows
+        from compiler.backend.accel.conv_stripes import stripe_rows
 
         backend = self.mod.accel
         res = n.attrs.get("residual") if n.op == "AccelConv2D" else None
@@ -228,7 +228,7 @@ class _Exporter:
                  for k, v in n.attrs.items() if k not in INFO_ATTRS}
         self.steps.append({"kind": "host", "name": n.name, "op": n.op, "inputs": list(n.inputs),
                            "outputs": list(n.outputs), "attrs": attrs, "macs": node_macs(self.g, n)})
-        from compiler.cpu.backend import NumpyCpuBackend
+        from compiler.graph.cpu_backend import NumpyCpuBackend
 
         return NumpyCpuBackend().run_node(n, ins)
 

@@ -8,7 +8,7 @@ import warnings
 import numpy as np
 from tqdm.auto import tqdm
 
-from compiler.cpu.backend import CpuBackend, NumpyCpuBackend
+from compiler.graph.cpu_backend import CpuBackend, NumpyCpuBackend
 from compiler.executor.pipeline import PROGRESS_MIN_NODES, CompiledGraph
 from compiler.frontend.errors import ModelInputError, NonFiniteInputWarning, non_finite_report
 from compiler.graph.ir import Node
@@ -103,7 +103,7 @@ class Module:
             native = res is not None and getattr(self.accel, "supports_residual", lambda r: "no")(res) is None
             out = call_accel(self.accel, n, ins, residual=native)
             if res is not None and not native:  # a backend without the fused residual: the exact Add on the host
-                from compiler.quant.int_elementwise import qadd
+                from jit_runtime.host_ops.int_elementwise import qadd
 
                 out = qadd(out, ins[3], res.params) if res.conv_is_a else qadd(ins[3], out, res.params)
         except DeviceMismatchError as exc:  # rtl-check: name the first layer whose bytes or cycles differ

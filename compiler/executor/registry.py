@@ -1,9 +1,11 @@
-"""Registry of accelerator backends selected by ``build(..., target=name)``."""
+"""Registries of the backends `build` binds a model to: accelerator backends (``target=name``) and CPU backends
+(``cpu=name``)."""
 from __future__ import annotations
 
 from typing import Callable
 
 from compiler.graph.accel_interface import AccelBackend
+from compiler.graph.cpu_backend import CpuBackend, NumpyCpuBackend
 
 BackendFactory = Callable[[object], AccelBackend]
 _REGISTRY: dict[str, BackendFactory] = {}
@@ -44,14 +46,14 @@ def _register_builtin() -> None:
 
 def _sim_backend(config):
     """The accelerator backend on the cycle-accurate simulator (imported lazily: it pulls in the runtime)."""
-    from compiler.accel_backend import SimAccelBackend
+    from compiler.backend.accel.backend import SimAccelBackend
 
     return SimAccelBackend(config)
 
 
 def _rtl_backend(config):
     """The same compiled layers run on the RTL (Verilator, compiled harness): the hardware's bytes and cycles."""
-    from compiler.accel_backend import SimAccelBackend
+    from compiler.backend.accel.backend import SimAccelBackend
 
     return SimAccelBackend(config, device="rtl")
 
@@ -59,7 +61,7 @@ def _rtl_backend(config):
 def _rtl_check_backend(config):
     """Every layer on the RTL and on the simulator; the first layer whose bytes or cycles differ raises
     ``jit_runtime.errors.DeviceMismatchError`` naming it."""
-    from compiler.accel_backend import SimAccelBackend
+    from compiler.backend.accel.backend import SimAccelBackend
 
     return SimAccelBackend(config, device="rtl-check")
 
@@ -68,7 +70,7 @@ def _pynq_backend(config, bitstream=None, pynq=None, **device_options):
     """The accelerator layers on a PYNQ board (``jit_runtime.devices_pynq``): the compiled programs of the
     ``sim`` backend, run by one pynq device (the overlay is loaded once). ``bitstream`` defaults to
     ``$VTA_BITSTREAM``; ``pynq`` is the pynq module or a compatible shim (``hw.cosim.pynq_shim.PynqShim``)."""
-    from compiler.accel_backend import SimAccelBackend, as_hw_config
+    from compiler.backend.accel.backend import SimAccelBackend, as_hw_config
     from jit_runtime.devices_pynq import make_pynq_device
 
     cfg = as_hw_config(config)
@@ -76,3 +78,21 @@ def _pynq_backend(config, bitstream=None, pynq=None, **device_options):
 
 
 _register_builtin()
+
+
+CPU_BACKENDS = ("numpy", "llvm")
+
+
+def create_cpu_backend(cpu: "CpuBackend | str | None") -> CpuBackend:
+    """A CPU backend from a name in ``CPU_BACKENDS`` (None = numpy) or an existing backend object."""
+    if cpu is None or cpu == "numpy":
+        return NumpyCpuBackend()
+    if cpu == "llvm":
+        from compiler.backend.llvm.backend import LlvmCpuBackend  # imported lazily: it pulls in llvmlite
+
+        return LlvmCpuBackend()
+    if isinstance(cpu, str):
+        raise ValueError(f"unknown CPU backend {cpu!r}; available: {', '.join(CPU_BACKENDS)}")
+    if not isinstance(cpu, CpuBackend):
+        raise TypeError(f"cpu={cpu!r} is neither a backend name {CPU_BACKENDS} nor a CpuBackend object")
+    return cpu

@@ -18,7 +18,7 @@ group ``ob // (O/groups/BO)`` and reads input blocks ``g*(C/groups/BI) ... +(C/g
 Per-channel arrays (``bias`` int32, ``requant.multiplier``/``shift`` when arrays) have length
 ``O_pad = w.shape[0] * BO`` (shorter arrays are zero-padded by ``pad_channels``). The
 arithmetic: int8 x int8 products summed in int32 (wrapping), then
-``compiler.requant.apply_requant`` on the output-channel axis. Spatial padding holds
+``jit_runtime.host_ops.requant.apply_requant`` on the output-channel axis. Spatial padding holds
 ``pad_value`` (the input's zero point; only passed when non-zero). Padded input channels and
 padded batch rows may hold anything: padded weights are zero and padded rows are dropped.
 """
@@ -29,7 +29,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from compiler.requant import Requant
+from jit_runtime.host_ops.requant import Requant
 from jit_runtime.host_ops.layout import (  # noqa: F401 (re-exported)
     _pad_axes, ceil_to, pack_activation, pack_weight, unpack_activation, unpack_weight)
 

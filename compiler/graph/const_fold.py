@@ -11,7 +11,7 @@ KEEP_OPS = frozenset({"DequantizeLinear"})
 
 def fold_constants(g: Graph, keep_ops: frozenset[str] = KEEP_OPS) -> int:
     """Fold in place; returns the number of nodes removed."""
-    from compiler.cpu.backend import NumpyCpuBackend
+    from compiler.graph.cpu_backend import NumpyCpuBackend
 
     cpu = NumpyCpuBackend()
     kept, folded = [], 0

@@ -9,7 +9,7 @@ from compiler.graph.ir import Graph
 def evaluate_graph(g: Graph, feeds: dict[str, np.ndarray], keep_all: bool = False,
                    backend=None) -> dict[str, np.ndarray]:
     """Run every node in order; returns graph outputs (or all values with ``keep_all``)."""
-    from compiler.cpu.backend import NumpyCpuBackend
+    from compiler.graph.cpu_backend import NumpyCpuBackend
 
     backend = backend or NumpyCpuBackend()
     values: dict[str, np.ndarray] = dict(g.constants)

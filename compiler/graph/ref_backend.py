@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler.cpu.conv_kernels import int_conv2d_acc, int_dense_acc
+from jit_runtime.host_ops.conv_kernels import int_conv2d_acc, int_dense_acc
 from compiler.graph.accel_interface import (check_conv_operands, dense_operands, host_profile, pack_activation,
                                             pad_channels, pad_requant, unpack_activation, unpack_weight)
-from compiler.requant import Requant, apply_requant
+from jit_runtime.host_ops.requant import Requant, apply_requant
 
 
 class RefAccelBackend:

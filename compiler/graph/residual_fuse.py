@@ -16,7 +16,7 @@ from compiler.graph.ir import Graph, Node
 
 
 def _hw(cfg):
-    from compiler.accel_backend import as_hw_config  # lazily: the backend module pulls the TE stack
+    from compiler.backend.accel.backend import as_hw_config  # lazily: the backend module pulls the TE stack
 
     return as_hw_config(cfg)
 
@@ -66,7 +66,7 @@ def offload_standalone_adds(g: Graph, cfg) -> int:
     """A ``QAdd`` of two accelerator results that could not be fused (both are used elsewhere too) runs on the
     accelerator as a grouped 1x1 conv with identity weights (one channel block per group: one GEMM per
     vector, its requant the identity) with the other operand fused as above. Returns the number rewritten."""
-    from compiler.requant import Requant
+    from jit_runtime.host_ops.requant import Requant
     from compiler.topi.residual import Residual, residual_supported
 
     hw = _hw(cfg)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from compiler.graph.ir import Graph, Node
-from compiler.requant import Requant, apply_requant, wrap_int32  # noqa: F401
+from jit_runtime.host_ops.requant import Requant, apply_requant, wrap_int32  # noqa: F401
 from jit_runtime.host_ops.requant import qmatmul  # noqa: F401 (re-exported: the host kernel)
 
 

@@ -1,7 +1,7 @@
 """Lower QDQ patterns to integer operators.
 
 * ``DQ(x) -> Conv/Gemm/MatMul(DQ(w) | float w, bias) [-> Q -> DQ] [-> Relu/Clip] -> Q`` becomes
-  ``QConv2D``/``QDense`` on int8 with an integer :class:`~compiler.requant.Requant` (relu and
+  ``QConv2D``/``QDense`` on int8 with an integer :class:`~jit_runtime.host_ops.requant.Requant` (relu and
   clip ranges fold into the epilogue). Zero points are exact: the activation zero point ``zx``
   folds into the bias (``b - zx * sum(w)``) and becomes the conv's ``pad_value`` (padding holds
   the real zero); the output zero point is ``Requant.zero_point``. Weight zero points are
@@ -9,7 +9,7 @@
 * ``DQ(a) + DQ(b) [-> Relu] -> Q`` becomes ``QAdd``, ``DQ(a) * DQ(b) -> Q`` ``QMul``,
   ``DQ(x) -> GlobalAveragePool/AveragePool -> Q`` ``QGlobalAveragePool``/``QAveragePool`` and ``DQ -> unary op -> Q``
   (HardSwish, HardSigmoid, Sigmoid, ...) a 256-entry ``QLookup`` table
-  (:mod:`compiler.quant.int_elementwise`): integer, no float round trip.
+  (:mod:`jit_runtime.host_ops.int_elementwise`): integer, no float round trip.
 * ``DQ(t) -> MaxPool/Flatten/Reshape/... -> Q`` with identical scale and zero point runs the
   op directly on the int8 tensor (with other parameters, after an identity ``QLookup`` requant) (these ops commute with monotone quantization; ``Relu`` only
   with zero point 0; a constant ``Pad`` pads with the quantized pad value). ``Concat`` moves int8
@@ -30,7 +30,7 @@ from compiler.graph.ir import Graph, Node
 from compiler.quant.act_matmul import lower_act_matmul
 from compiler.quant.qdq_batchnorm import batchnorm_as_depthwise
 from compiler.quant.qdq_commute import commute_qdq
-from compiler.quant.int_elementwise import choose_qadd, choose_qavgpool, choose_qgap, choose_qmul, lookup_table
+from jit_runtime.host_ops.int_elementwise import choose_qadd, choose_qavgpool, choose_qgap, choose_qmul, lookup_table
 from compiler.quant.requant_params import MULT_BITS, acc_bound, choose_requant, mult_bits_for
 
 INT_PASSTHROUGH = {"MaxPool", "Relu", "Flatten", "Reshape", "Transpose", "Identity", "Squeeze", "Unsqueeze", "Resize"}
@@ -319,7 +319,7 @@ def _lower_mul(g: Graph, n: Node, prod, cons) -> tuple[Node, list[Node]] | None:
 
 def _lower_unary(g: Graph, n: Node, prod, cons) -> tuple[Node, list[Node]] | None:
     """``DQ -> unary op -> Q``: a 256-entry table built with the CPU kernel of the op."""
-    from compiler.cpu.kernels import KERNELS  # the float kernels define the op once
+    from jit_runtime.host_ops.kernels import KERNELS  # the float kernels define the op once
 
     x = _act_params(g, prod.get(n.inputs[0]))
     oq = _output_quantize(g, n, cons)
@@ -334,7 +334,7 @@ def _lower_unary(g: Graph, n: Node, prod, cons) -> tuple[Node, list[Node]] | Non
 
 
 def _lower_avgpool(g: Graph, n: Node, prod, cons) -> tuple[Node, list[Node]] | None:
-    from compiler.cpu.kernels import pool_pads  # the one pool padding rule (ceil_mode included)
+    from jit_runtime.host_ops.kernels import pool_pads  # the one pool padding rule (ceil_mode included)
 
     x = _act_params(g, prod.get(n.inputs[0]))
     oq = _output_quantize(g, n, cons)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler.requant import Requant
+from jit_runtime.host_ops.requant import Requant
 
 #: Multiplier magnitude bits: 31 (int32, the fused REQUANT op's 32 x 32 -> 64-bit product) by default;
 #: 15 for the legacy multi-pass ALU epilogue (signed 16-bit immediate, product within int32).

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from compiler import te
-from compiler.requant import Requant
+from jit_runtime.host_ops.requant import Requant
 from compiler.schedule import Schedule, create_schedule
 from compiler.topi.knobs import ConvKnobs, choose_conv_knobs
 from compiler.topi.pad import OutputPlane, pad_spatial

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from compiler import te
-from compiler.requant import Requant
+from jit_runtime.host_ops.requant import Requant
 from compiler.schedule import Schedule, create_schedule
 from compiler.topi.conv2d import split_vthreads
 from compiler.topi.pad import OutputPlane, pad_spatial

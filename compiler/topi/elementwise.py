@@ -1,6 +1,6 @@
 """Elementwise operators in TE: activations on one tensor and broadcasting binary arithmetic.
 
-Float math is float32 and follows the numpy kernels of :mod:`compiler.cpu.kernels` operation for
+Float math is float32 and follows the numpy kernels of :mod:`jit_runtime.host_ops.kernels` operation for
 operation (so the CPU/GPU targets agree with onnxruntime to rounding).
 """
 from __future__ import annotations

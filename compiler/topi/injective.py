@@ -5,7 +5,7 @@ from compiler.te import Tensor
 
 VECTOR = 8          # float32 lanes of one AVX2 register
 # Loops smaller than this stay on the calling thread: handing them to the runtime's thread pool
-# (compiler.target.parallel) on a shared 2-core machine cost more than they saved (MobileNetV2: 89 vs 63 ms
+# (compiler.backend.llvm.parallel) on a shared 2-core machine cost more than they saved (MobileNetV2: 89 vs 63 ms
 # with a 1M multiply-add threshold).
 PARALLEL_MIN = 1 << 20  # elements of an elementwise loop
 PARALLEL_MIN_MACS = 8 << 20  # multiply-adds of a convolution / dense

@@ -19,7 +19,7 @@ class PoolSpec:
     kw: int
     stride: tuple[int, int] = (1, 1)
     pads: tuple[int, int, int, int] = (0, 0, 0, 0)
-    oh: int = 0  # output size (ONNX rules incl. ceil_mode: compiler.cpu.pooling.pool_axes)
+    oh: int = 0  # output size (ONNX rules incl. ceil_mode: jit_runtime.host_ops.pooling.pool_axes)
     ow: int = 0
 
 

@@ -1,10 +1,10 @@
-"""The exact int8 elementwise ops of lowered QDQ graphs in TE (:mod:`compiler.quant.int_elementwise`):
+"""The exact int8 elementwise ops of lowered QDQ graphs in TE (:mod:`jit_runtime.host_ops.int_elementwise`):
 ``QAdd`` and ``QMul`` (fixed-point rescale, rounding shift, zero points, clip; numpy broadcasting) and
 ``QLookup`` (a 256-entry int8 table indexed by ``x + 128``). Integer arithmetic wraps like numpy's."""
 from __future__ import annotations
 
 from compiler import te
-from compiler.quant.int_elementwise import QAddParams, QMulParams
+from jit_runtime.host_ops.int_elementwise import QAddParams, QMulParams
 from compiler.te import Tensor
 from compiler.topi.elementwise import _bcast_index, broadcast_shape
 

@@ -1,6 +1,6 @@
 """The requantization epilogue as elementwise TE stages on the accumulator.
 
-Reproduces :func:`compiler.requant.apply_requant` bit for bit. Where the config has the fused
+Reproduces :func:`jit_runtime.host_ops.requant.apply_requant` bit for bit. Where the config has the fused
 ``REQUANT`` ALU op (:mod:`isa.requant`) and the Requant has no pre-shift and int16 bounds, the
 whole epilogue is ONE stage (one ALU pass) reading a per-channel parameter record from a WGT
 tensor. Otherwise it is one stage per ALU op: bias ADD, rounding shifts as ADD 2^(s-1) then SHR
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 
 from compiler import te
-from compiler.requant import Requant
+from jit_runtime.host_ops.requant import Requant
 from isa.alu import alu_op, op_supported
 from isa.requant import pack_records
 

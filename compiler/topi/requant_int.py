@@ -1,4 +1,4 @@
-"""The requant epilogue (:func:`compiler.requant.apply_requant`) as one TE expression in plain integer math.
+"""The requant epilogue (:func:`jit_runtime.host_ops.requant.apply_requant`) as one TE expression in plain integer math.
 
 For the CPU/GPU targets: ``v = wrap32(acc + bias[c])``, the legacy rounding pre-shift, the exact 64-bit
 product with ``multiplier[c]``, ``((p >> (s-1)) + 1) >> 1`` for ``s = shift[c] > 0``, + zero point, clip to
@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from compiler import te
-from compiler.requant import Requant
+from jit_runtime.host_ops.requant import Requant
 from compiler.te import Tensor
 
 

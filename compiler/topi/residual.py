@@ -1,6 +1,6 @@
 """The quantized residual Add (+ Relu) fused into a conv's epilogue, on the existing ISA.
 
-``QAdd`` (:mod:`compiler.quant.int_elementwise`) computes
+``QAdd`` (:mod:`jit_runtime.host_ops.int_elementwise`) computes
 ``clip(zy + round_shift(ma*(a - za) + mb*(b - zb), shift), lo, hi)``. Here ``a`` is the conv's
 requantized int8 result, already in an acc tile, and ``b`` (the other operand, int8, packed like the
 output) is brought into a second acc tile by a GEMM with an identity weight block (exact: ``acc = b``).
@@ -28,7 +28,7 @@ from isa.alu import alu_op, op_supported
 from isa.requant import pack_records
 
 if TYPE_CHECKING:
-    from compiler.quant.int_elementwise import QAddParams
+    from jit_runtime.host_ops.int_elementwise import QAddParams
     from isa.config import HwConfig
 
 

@@ -15,7 +15,7 @@ import numpy as np
 from compiler.topi.knobs import ConvKnobs, rank_conv_knobs
 
 if TYPE_CHECKING:
-    from compiler.requant import Requant
+    from jit_runtime.host_ops.requant import Requant
     from compiler.topi.conv2d import ConvShape
     from compiler.topi.residual import Residual
     from isa import HwConfig
@@ -27,8 +27,8 @@ def contract_cycles(cfg: "HwConfig", schedule, name: str = "kernel") -> int:
     """Cycles of the program a schedule compiles to, by the timing contract alone: the simulator's timing engine
     over the decoded stream with no data moved (a program's cycles never depend on its data, docs/timing.md), so
     a candidate costs its instruction count, not its MACs."""
-    from compiler.codegen.emit import emit
-    from compiler.codegen.ops import OpBuilder
+    from compiler.backend.accel.emit import emit
+    from compiler.backend.accel.ops import OpBuilder
     from compiler.lower import lower
     from jit_runtime.command_queue import CommandQueue
     from simulator.program import Decoder

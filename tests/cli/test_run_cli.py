@@ -167,7 +167,7 @@ def test_run_qdq_model_on_llvm_target_and_bad_combinations(digits_q, capsys):
 
 
 def test_run_on_cuda_target_compiles_and_runs_only_with_a_gpu(tmp_path, capsys):
-    from compiler.target.cuda import gpu_present
+    from compiler.backend.cuda.runtime import gpu_present
 
     path = tmp_path / "r18.onnx"
     onnx.save(resnet18_small(), str(path))

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler.accel_backend import SimAccelBackend
+from compiler.backend.accel.backend import SimAccelBackend
 from compiler.graph.accel_interface import pack_activation, pack_weight, unpack_activation
 from compiler.graph.ref_backend import RefAccelBackend
-from compiler.requant import Requant
+from jit_runtime.host_ops.requant import Requant
 from isa import make_config
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler.accel_backend import SimAccelBackend
-from compiler.requant import Requant
+from compiler.backend.accel.backend import SimAccelBackend
+from jit_runtime.host_ops.requant import Requant
 from isa import make_config
 
 RQ = Requant(multiplier=1 << 20, shift=24)

@@ -555,7 +555,7 @@ def run_config(data: bytes) -> None:
 # --------------------------------------------------------------------------------- tunelog
 def _tunelog_tasks():
     from compiler.autotune import Task
-    from compiler.requant import Requant
+    from jit_runtime.host_ops.requant import Requant
     from compiler.topi.conv2d import ConvShape
 
     cfg = make_config("pynq-z1")

@@ -1,9 +1,9 @@
 """A compiled conv2d layer on the pynq-z1 RTL: byte-identical DRAM and the same cycle count as the simulator.
 
 The layer (3x3, stride 1, pad 1, 16 -> 32 channels, 8x8, int8, bias + requant epilogue) is compiled by the
-real backend (:class:`compiler.accel_backend.SimAccelBackend`: schedule, lower, codegen, jit_runtime
+real backend (:class:`compiler.backend.accel.backend.SimAccelBackend`: schedule, lower, codegen, jit_runtime
 ``Program``); a recording device runs it on the simulator and keeps the DRAM image the device received
-(:func:`hw.cosim.workloads.compiled_conv2d`). That image then runs on the Verilator model of the RTL, in one
+(:func:`compiler.backend.accel.conv_job.compiled_conv2d`). That image then runs on the Verilator model of the RTL, in one
 simulator process together with the pynq-z1 blocked GEMMs (one pynq-z1 build, cached in build/rtl/ like
 every other pynq-z1 co-simulation: the cache key is the config + RTL sources).
 """
@@ -26,7 +26,8 @@ def test_compiled_conv2d_pynq_z1_matches_simulator_and_numpy():
 
     from compiler.quant.requant_params import choose_requant
     from hw.cosim.runner import run_programs
-    from hw.cosim.workloads import blocked_gemms, compiled_conv2d
+    from compiler.backend.accel.conv_job import compiled_conv2d
+    from hw.cosim.workloads import blocked_gemms
     from jit_runtime.suite import requant
 
     conv = compiled_conv2d(CFG)

@@ -32,7 +32,7 @@ def test_random_programs_with_dwmac_match_simulator():
 
 def _reference(x, w, bias, rq, stride, pad, pad_value):
     """numpy depthwise conv + requant on packed operands (channel c = block * BI + lane)."""
-    from compiler.requant import apply_requant
+    from jit_runtime.host_ops.requant import apply_requant
 
     nb, cb, h, wd, B, BI = x.shape
     xp = np.pad(x.astype(np.int64), ((0, 0), (0, 0), (pad[0], pad[2]), (pad[1], pad[3]), (0, 0), (0, 0)),
@@ -51,8 +51,8 @@ def _reference(x, w, bias, rq, stride, pad, pad_value):
 
 
 def test_compiled_depthwise_layer_rtl_equals_simulator_and_numpy():
-    from compiler.accel_backend import SimAccelBackend
-    from compiler.requant import Requant
+    from compiler.backend.accel.backend import SimAccelBackend
+    from jit_runtime.host_ops.requant import Requant
 
     rng = np.random.default_rng(7)
     B, BI = TINY.batch, TINY.block_in

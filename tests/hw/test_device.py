@@ -23,14 +23,14 @@ def test_vta_sim_device_rtl(tmp_path, capsys):
 
 
 def test_rtl_device_registers_lazily(monkeypatch):
-    """``make_device("rtl")`` / ``Program.run("rtl")`` need no manual ``import jit_runtime.devices_rtl``."""
+    """``make_device("rtl")`` / ``Program.run("rtl")`` need no manual ``import hw.register_devices``."""
     import sys
 
     from hw.device import RtlDevice
     from jit_runtime import device as devmod
 
     monkeypatch.delitem(devmod._REGISTRY, "rtl", raising=False)
-    monkeypatch.delitem(sys.modules, "jit_runtime.devices_rtl", raising=False)
+    monkeypatch.delitem(sys.modules, "hw.register_devices", raising=False)
     assert "rtl" in devmod.device_names()  # listed before it is imported
     dev = devmod.make_device("rtl", make_config("tiny"))
     assert isinstance(dev, RtlDevice) and "rtl" in devmod._REGISTRY
@@ -44,7 +44,7 @@ def test_program_run_rtl_without_import(monkeypatch):
     from jit_runtime.suite import suite_cases
 
     monkeypatch.delitem(devmod._REGISTRY, "rtl", raising=False)
-    monkeypatch.delitem(sys.modules, "jit_runtime.devices_rtl", raising=False)
+    monkeypatch.delitem(sys.modules, "hw.register_devices", raising=False)
     prog, _ = suite_cases(make_config("tiny"))["relu"]()
     rtl, sim = prog.run("rtl"), prog.run("sim")
     assert rtl.cycles == sim.cycles

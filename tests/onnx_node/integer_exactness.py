@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
-from compiler.cpu.conv_kernels import int_conv2d_acc
+from jit_runtime.host_ops.conv_kernels import int_conv2d_acc
 
 
 def qdq_conv_case(seed: int = 0, c: int = 32, o: int = 48, hw: int = 14):

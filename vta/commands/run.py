@@ -378,7 +378,7 @@ def compile_for_cli(args: argparse.Namespace, console, *, target: str, show: boo
     from compiler.frontend.onnx_import import check_model_support, load_model
     from compiler.frontend.validate import check_structure
     from compiler.graph.offload import HostFallbackWarning, LossyWeightsWarning
-    from compiler.targets import MODEL_TARGETS
+    from compiler.executor.targets import MODEL_TARGETS
 
     model = load_model(args.model)
     try:
@@ -450,7 +450,7 @@ def run(args: argparse.Namespace) -> int:
     check_output_paths(output_options(args), input_files(args), args.force)
     if is_module_file(args.model):
         return run_exported(args)
-    from compiler.targets import MODEL_TARGETS
+    from compiler.executor.targets import MODEL_TARGETS
 
     console = make_console()
     target = args.target
@@ -462,7 +462,7 @@ def run(args: argparse.Namespace) -> int:
     mod, cfg, _ = compile_for_cli(args, console, target=target, show=not args.no_progress)
     mod.keep_details = bool(args.trace)
     if target == "cuda":
-        from compiler.target.cuda import gpu_present
+        from compiler.backend.cuda.runtime import gpu_present
 
         if not gpu_present():
             raise ValueError(f"--target cuda: the model compiled ({len(getattr(mod.cpu, '_plans', {}))} GPU kernels, PTX) "

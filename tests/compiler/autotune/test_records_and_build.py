@@ -7,12 +7,12 @@ import warnings
 import numpy as np
 import pytest
 
-from compiler.accel_backend import Replay, compile_conv2d
+from compiler.backend.accel.backend import Replay, compile_conv2d
 from compiler.autotune import (RandomTuner, Task, TuningLog, TuningLogWarning, best_records, extract_tasks,
                                load_records, measure, tune_tasks)
 from compiler.autotune.measure import Result
 from compiler.executor import build
-from compiler.requant import Requant
+from jit_runtime.host_ops.requant import Requant
 from compiler.topi.conv2d import ConvShape
 from compiler.topi.knobs import ConvKnobs
 from compiler.zoo.builder import OnnxBuilder

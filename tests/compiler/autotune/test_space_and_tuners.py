@@ -9,7 +9,7 @@ import pytest
 from compiler.autotune.measure import kernel_cycles
 from compiler.autotune import ConvSpace, GridTuner, LocalMeasurer, RandomTuner, RayMeasurer, Result, Task, measure
 from compiler.autotune.xgb_tuner import CostModel, TransferData, XGBTuner, target
-from compiler.requant import Requant
+from jit_runtime.host_ops.requant import Requant
 from compiler.topi.conv2d import ConvShape
 from compiler.topi.knobs import ConvKnobs, choose_conv_knobs
 from compiler.topi.tune import measure_conv

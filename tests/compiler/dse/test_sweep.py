@@ -148,8 +148,8 @@ def test_cli_bad_space_is_one_clear_line(tmp_path, capsys):
 def test_tune_1_is_the_analytic_tilings_latency():
     import onnx
 
-    from compiler.accel_backend import SimAccelBackend
-    from compiler.cpu.backend import create_cpu_backend
+    from compiler.backend.accel.backend import SimAccelBackend
+    from compiler.executor.registry import create_cpu_backend
     from compiler.executor.module import Module
     from compiler.executor.pipeline import compile_model
 

@@ -10,7 +10,7 @@ from onnx import helper as h
 from onnx import numpy_helper as nh
 
 from compiler import build
-from compiler.cpu.kernels import KERNELS
+from jit_runtime.host_ops.kernels import KERNELS
 from compiler.frontend.onnx_import import onnx_to_graph
 from compiler.quant.ort_tools import ort_run
 

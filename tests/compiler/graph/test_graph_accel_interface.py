@@ -7,7 +7,7 @@ import pytest
 from compiler.graph.accel_interface import (AccelBackend, BlockConfig, pack_activation, pack_weight, unpack_activation,
                                             unpack_weight)
 from compiler.graph.ref_backend import RefAccelBackend
-from compiler.requant import Requant, apply_requant
+from jit_runtime.host_ops.requant import Requant, apply_requant
 
 RNG = np.random.default_rng(1)
 
@@ -87,7 +87,7 @@ def test_ref_dense_bit_exact_and_wraps():
 @pytest.mark.parametrize("c", [16, 24])
 def test_depthwise_on_the_accelerator_matches_a_naive_loop(c):
     """Depthwise convs qualify for the accelerator; ref and sim backends agree with a per-channel loop."""
-    from compiler.accel_backend import SimAccelBackend
+    from compiler.backend.accel.backend import SimAccelBackend
     from compiler.graph.accel_interface import conv_supported_on_accel
     from isa import make_config
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from compiler.accel_backend import SimAccelBackend
-from compiler.conv_stripes import PLANE_LIMIT, conv2d_in_stripes, stripe_rows
+from compiler.backend.accel.backend import SimAccelBackend
+from compiler.backend.accel.conv_stripes import PLANE_LIMIT, conv2d_in_stripes, stripe_rows
 from compiler.graph.accel_interface import BlockConfig, pack_activation, pack_weight
 from compiler.graph.ref_backend import RefAccelBackend
-from compiler.requant import Requant
+from jit_runtime.host_ops.requant import Requant
 
 RNG = np.random.default_rng(3)
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from compiler.cpu.kernels import KERNELS
-from compiler.cpu.pool_kernels import packed_max_pool
+from jit_runtime.host_ops.kernels import KERNELS
+from jit_runtime.host_ops.pool_kernels import packed_max_pool
 from compiler.graph.accel_interface import pack_activation, unpack_activation
 
 

@@ -13,7 +13,7 @@ from compiler.graph.fusion import fuse_operators
 from compiler.graph.ir import Graph, Node
 from compiler.graph.layout import count_layout_transforms, pack_layouts
 from compiler.graph.memory_plan import check_plan, plan_memory
-from compiler.requant import Requant
+from jit_runtime.host_ops.requant import Requant
 from compiler.zoo.builder import OnnxBuilder
 
 RNG = np.random.default_rng(2)

@@ -113,7 +113,7 @@ def test_attention_matmuls_of_two_activations_run_on_the_accelerator():
 
 
 def test_qmatmul_kernel_is_the_exact_integer_product():
-    from compiler.cpu.kernels import KERNELS
+    from jit_runtime.host_ops.kernels import KERNELS
     from compiler.quant.requant_params import choose_requant
 
     a = RNG.integers(-128, 128, (2, 3, 5, 16)).astype(np.int8)

@@ -14,7 +14,7 @@ from compiler.executor.config import resolve_config
 from compiler.graph.evaluate import evaluate_graph
 from compiler.graph.ir import Graph, Node
 from compiler.graph.width_split import conv_width_chunk, split_wide_convs
-from compiler.requant import Requant
+from jit_runtime.host_ops.requant import Requant
 
 RNG = np.random.default_rng(0)
 

@@ -6,7 +6,7 @@ import pytest
 import compiler
 from compiler import te
 from compiler.schedule import create_schedule
-from compiler.target.host import (HostLacksFeatures, float_lanes, host_cpu, int8_dot, make_target, missing_features,
+from compiler.backend.llvm.host import (HostLacksFeatures, float_lanes, host_cpu, int8_dot, make_target, missing_features,
                                   target_cpu, use_cpu, vector_bits)
 
 

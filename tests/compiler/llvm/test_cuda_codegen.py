@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 
 import compiler
-from compiler.codegen.cuda import CudaToolError, assemble_ptx, compile_cuda, have_nvcc, have_ptxas
+from compiler.backend.cuda import CudaToolError, assemble_ptx, compile_cuda, have_nvcc, have_ptxas
 from compiler.graph.ir import Node, TensorInfo
-from compiler.targets.plans import build_schedule, plan_node
+from compiler.backend.plans.plans import build_schedule, plan_node
 
 needs_nvcc = pytest.mark.skipif(not have_nvcc(), reason="nvcc not on PATH (CUDA toolkit absent): cannot compile CUDA C")
 needs_ptxas = pytest.mark.skipif(not have_ptxas(), reason="ptxas not on PATH (CUDA toolkit absent): cannot assemble PTX")

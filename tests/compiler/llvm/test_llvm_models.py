@@ -6,12 +6,12 @@ import logging
 import numpy as np
 import pytest
 
-from compiler.codegen.llvm.models import zoo_workloads
+from compiler.zoo.cpu_workloads import zoo_workloads
 from compiler.executor import build
 
 logging.getLogger().setLevel(logging.ERROR)
 WORK = zoo_workloads()
-# integer host ops of the offload path (compiler.quant.int_elementwise, tap folding, packed pools): numpy only so far
+# integer host ops of the offload path (jit_runtime.host_ops.int_elementwise, tap folding, packed pools): numpy only so far
 # (QAdd, QMul and QLookup have LLVM kernels)
 NUMPY_INT_OPS = {"QGlobalAveragePool", "FoldTaps", "PackedMaxPool", "PackedSqueezeHW",
                  "RebaseUint8"}

@@ -4,10 +4,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from compiler.codegen.llvm import LlvmCpuBackend
-from compiler.cpu import NumpyCpuBackend
+from compiler.backend.llvm import LlvmCpuBackend
+from compiler.graph.cpu_backend import NumpyCpuBackend
 from compiler.graph.ir import Node
-from compiler.requant import Requant
+from jit_runtime.host_ops.requant import Requant
 
 pytestmark = pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
 RNG = np.random.default_rng(1)
@@ -147,7 +147,7 @@ def test_views_and_fallback_are_labelled():
 
 
 def test_kernel_cache_reuses_compiled_code():
-    from compiler.codegen.llvm import compiled_kernels
+    from compiler.backend.llvm import compiled_kernels
 
     x = f32(3, 17)
     LL.run_node(Node("Relu", ["x"], ["y"]), [x])

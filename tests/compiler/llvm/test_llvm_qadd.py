@@ -4,9 +4,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from compiler.codegen.llvm import LlvmCpuBackend
+from compiler.backend.llvm import LlvmCpuBackend
 from compiler.graph.ir import Node
-from compiler.quant.int_elementwise import choose_qadd, qadd
+from jit_runtime.host_ops.int_elementwise import choose_qadd, qadd
 
 
 @pytest.mark.parametrize("shapes,relu", [(((1, 4, 5, 5, 1, 16), (1, 4, 5, 5, 1, 16)), False),
@@ -23,7 +23,7 @@ def test_llvm_qadd_matches_numpy(shapes, relu):
 
 @pytest.mark.parametrize("scales", [(0.02, 0.004, 0.01), (1e-4, 1.0, 1.0)])  # shift <= 24 (int32) and > 24 (int64)
 def test_llvm_qmul_and_qlookup_match_numpy(scales):
-    from compiler.quant.int_elementwise import choose_qmul, lookup_table, qlookup, qmul
+    from jit_runtime.host_ops.int_elementwise import choose_qmul, lookup_table, qlookup, qmul
 
     rng = np.random.default_rng(1)
     a, b = rng.integers(-128, 128, (2, 8, 5, 5)).astype(np.int8), rng.integers(-128, 128, (2, 8, 1, 1)).astype(np.int8)

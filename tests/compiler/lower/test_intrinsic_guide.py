@@ -4,7 +4,7 @@ import pytest
 
 import isa
 from compiler import te
-from compiler.codegen import build
+from compiler.backend.accel import build
 from compiler.schedule import create_schedule
 from isa.alu import unregister_alu_op
 from isa.intrinsics import alu_intrinsic, intrinsics

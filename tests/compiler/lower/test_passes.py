@@ -1,7 +1,7 @@
 """Lowering passes: DMA folding with pads, allocation errors, dependency tokens, vthread interleaving."""
 import pytest
 
-from compiler.codegen import OpBuilder
+from compiler.backend.accel import OpBuilder
 from compiler.lower import AllocationError, format_ir, lower
 from compiler.lower.deps import Op, insert_tokens
 from compiler.lower.dma import region_descs

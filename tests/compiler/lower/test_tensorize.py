@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from compiler import te
-from compiler.codegen import build
+from compiler.backend.accel import build
 from compiler.lower import TensorizeError
 from compiler.schedule import create_schedule
 from isa import make_config

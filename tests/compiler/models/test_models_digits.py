@@ -21,10 +21,10 @@ def _demo_module():
 
 @pytest.fixture(scope="module")
 def sim_result():
-    # No skip: the simulator backend must be registered (compiler/accel_backend.py registers "sim").
+    # No skip: the simulator backend must be registered (compiler/backend/accel/backend.py registers "sim").
     assert "sim" in available_accel_backends(), (
         f"accelerator backend 'sim' is not registered (have {available_accel_backends()}): "
-        "compiler/accel_backend.py must register it")
+        "compiler/backend/accel/backend.py must register it")
     return _demo_module().run_demo("pynq-z1", "sim", progress=False)
 
 

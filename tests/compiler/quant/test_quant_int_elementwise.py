@@ -10,7 +10,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from compiler.executor import build
 from compiler.graph.offload import HostFallbackWarning
-from compiler.quant.int_elementwise import choose_qadd, choose_qgap, choose_qmul, lookup_table, qadd, qgap, qlookup, qmul
+from jit_runtime.host_ops.int_elementwise import choose_qadd, choose_qgap, choose_qmul, lookup_table, qadd, qgap, qlookup, qmul
 from tests.compiler.helpers import cosine
 
 RNG = np.random.default_rng(5)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from compiler.quant.requant_params import acc_bound, choose_requant
-from compiler.requant import Requant, apply_requant
+from jit_runtime.host_ops.requant import Requant, apply_requant
 
 
 def test_per_channel_scales_are_accurate():

@@ -6,10 +6,10 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from compiler.cpu.conv_kernels import qconv2d
+from jit_runtime.host_ops.conv_kernels import qconv2d
 from compiler.executor import build
 from compiler.graph.tap_fold import fold_plan, fold_taps
-from compiler.requant import Requant, apply_requant
+from jit_runtime.host_ops.requant import Requant, apply_requant
 
 RNG = np.random.default_rng(11)
 

@@ -3,9 +3,9 @@ tiling, and loaded once per thread and channel tile when channel tiles are the o
 import numpy as np
 import pytest
 
-from compiler.accel_backend import compile_conv2d, run_compiled
+from compiler.backend.accel.backend import compile_conv2d, run_compiled
 from compiler.graph.accel_interface import pack_activation, pack_weight
-from compiler.requant import Requant
+from jit_runtime.host_ops.requant import Requant
 from compiler.topi.conv2d import ConvShape
 from compiler.topi.knobs import ConvKnobs
 from isa import make_config

@@ -1,7 +1,7 @@
 """``conv2d_epilogue`` is the epilogue ``conv2d_kernel`` schedules (the backend re-derives per-call constants from it)."""
 import numpy as np
 
-from compiler.requant import Requant
+from jit_runtime.host_ops.requant import Requant
 from compiler.topi.conv2d import ConvShape, conv2d_compute, conv2d_epilogue, conv2d_kernel
 from compiler.topi.knobs import ConvKnobs
 from isa import make_config

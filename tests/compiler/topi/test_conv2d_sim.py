@@ -2,9 +2,9 @@
 import numpy as np
 import pytest
 
-from compiler.accel_backend import SimAccelBackend
+from compiler.backend.accel.backend import SimAccelBackend
 from compiler.graph.accel_interface import pack_activation, pack_weight
-from compiler.requant import Requant, apply_requant
+from jit_runtime.host_ops.requant import Requant, apply_requant
 from isa import make_config
 
 CFG = make_config("pynq-z1")
@@ -86,7 +86,7 @@ def test_pad_value_fills_the_padding(be, c, s, p, pad_value):
 
 def test_pad_value_reaches_the_load_instructions():
     from compiler.topi.conv2d import ConvShape
-    from compiler.accel_backend import Replay, compile_conv2d
+    from compiler.backend.accel.backend import Replay, compile_conv2d
 
     cs = ConvShape(1, 1, 1, 1, 6, 6, 3, 3, (1, 1), (1, 1, 1, 1), pad_value=-9)
     prog = Replay(CFG, compile_conv2d(CFG, cs, None, None), "sim-functional").program

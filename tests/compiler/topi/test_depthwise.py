@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from compiler.accel_backend import SimAccelBackend
-from compiler.requant import Requant, apply_requant
+from compiler.backend.accel.backend import SimAccelBackend
+from jit_runtime.host_ops.requant import Requant, apply_requant
 from compiler.topi.depthwise import DwShape, choose_dw_knobs, dwmac_supported, pack_dw_weight
 from isa import make_config
 
@@ -89,7 +89,7 @@ def test_tiles_keep_weight_vectors_addressable():
 def test_sketch_agrees_with_the_generated_program(cb, h, stride):
     """The chooser ranks tiles by ``sketch_dw`` (geometry only); it must agree with ``estimate_dw`` of the lowered
     program (instruction by instruction) within 2 % on every kind of tiling."""
-    from compiler.codegen.ops import OpBuilder
+    from compiler.backend.accel.ops import OpBuilder
     from compiler.lower import lower
     from compiler.topi.depthwise import DwKnobs, _scheduled, dw_compute, dw_epilogue, estimate_dw, sketch_dw
 

@@ -3,13 +3,13 @@ import numpy as np
 import pytest
 
 from compiler import te
-from compiler.accel_backend import SimAccelBackend, compile_conv2d, run_compiled
-from compiler.codegen import OpBuilder
+from compiler.backend.accel.backend import SimAccelBackend, compile_conv2d, run_compiled
+from compiler.backend.accel import OpBuilder
 from compiler.graph.accel_interface import pack_activation, pack_weight
 from compiler.lower import lower
 from compiler.lower.dma import region_descs
 from compiler.lower.ir import Buffer
-from compiler.requant import Requant, apply_requant
+from jit_runtime.host_ops.requant import Requant, apply_requant
 from compiler.te import placeholder
 from compiler.topi.conv2d import ConvShape, conv2d_kernel
 from compiler.topi.knobs import ConvKnobs
@@ -55,7 +55,7 @@ def test_instruction_stream_has_overwrite_and_no_reset_gemm():
     func = lower(k.schedule, CFG)
 
     def stream(overwrite):
-        from compiler.codegen.emit import emit
+        from compiler.backend.accel.emit import emit
         ops = OpBuilder(lower(k.schedule, CFG), CFG, overwrite=overwrite).build()
         q = CommandQueue(CFG, "sim")
         dram = {t: q.alloc(t.shape, np.int8 if t.dtype == "int8" else np.int32, name=t.name)

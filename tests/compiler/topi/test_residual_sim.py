@@ -4,9 +4,9 @@ import zlib
 import numpy as np
 import pytest
 
-from compiler.accel_backend import SimAccelBackend
-from compiler.quant.int_elementwise import choose_qadd, qadd
-from compiler.requant import Requant
+from compiler.backend.accel.backend import SimAccelBackend
+from jit_runtime.host_ops.int_elementwise import choose_qadd, qadd
+from jit_runtime.host_ops.requant import Requant
 from compiler.topi.residual import Residual, residual_supported
 from isa import make_config
 
@@ -71,7 +71,7 @@ def test_fused_residual_hand_case():
     # QAdd: a_mult 3, b_mult 5, shift 2, za 1, zb -2, zy 7, relu at zy
     # pixel 0: (3*(10-1) + 5*(4+2)) = 57 -> (57 + 2) >> 2 = 14 -> + 7 = 21
     # pixel 1: (3*(-6-1) + 30) = 9 -> (9 + 2) >> 2 = 2 -> + 7 = 9
-    from compiler.quant.int_elementwise import QAddParams
+    from jit_runtime.host_ops.int_elementwise import QAddParams
 
     p = QAddParams(3, 5, 2, 1, -2, 7, 7, 127)
     z = be.conv2d(x, w, None, stride=(1, 1), padding=(0, 0, 0, 0), groups=1, requant=rq, residual=r,
@@ -90,7 +90,7 @@ def test_residual_errors():
                   residual_add=Residual(p), **kw)
     assert "no REQUANT" in residual_supported(make_config("tiny"), Residual(p))
     assert residual_supported(make_config("pynq-z1"), Residual(p)) is None
-    from compiler.quant.int_elementwise import QAddParams
+    from jit_runtime.host_ops.int_elementwise import QAddParams
 
     big = Residual(QAddParams(40000, 1, 3, 0, 0, 0))
     assert "16-bit ALU immediate" in residual_supported(make_config("pynq-z1"), big)
@@ -100,7 +100,7 @@ def test_residual_errors():
 
 def test_striped_conv_adds_on_the_host(monkeypatch):
     """A conv too large for the DMA fields runs in row stripes; its residual Add then runs as the host QAdd."""
-    import compiler.accel_backend as ab
+    import compiler.backend.accel.backend as ab
 
     be = SimAccelBackend("pynq-z1")
     x, w, bias, rq, kw = _case(False)

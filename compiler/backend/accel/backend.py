@@ -1,0 +1,479 @@
+"""The ``"sim"`` accelerator backend: packed conv2d/dense compiled by the TE stack, run on the simulator.
+
+Compiled kernels (schedule -> loop IR -> operations with dependency tokens) are cached per
+shape and epilogue structure and finalized once into a jit_runtime ``Program`` (:class:`Replay`);
+per call only the input, weight and constant bytes are patched into a copy of its DRAM image
+before the device runs. Importing this module registers the backend.
+"""
+from __future__ import annotations
+
+from dataclasses import astuple, dataclass
+from typing import Any
+
+import numpy as np
+
+from compiler.backend.accel.emit import emit
+from compiler.backend.accel.ops import OpBuilder
+from compiler.backend.accel.conv_stripes import conv2d_in_stripes, stripe_rows
+from compiler.lower import lower
+from jit_runtime.host_ops.requant import Requant
+from compiler.topi.conv2d import ConvShape, conv2d_compute, conv2d_epilogue, conv2d_kernel
+from compiler.topi.knobs import ConvKnobs
+from compiler.topi.residual import Residual, residual_supported
+from isa import HwConfig, make_config
+
+
+def as_hw_config(config: Any) -> HwConfig:
+    """An ``isa.HwConfig`` from one, from a preset name, or from an object with batch/block sizes."""
+    if isinstance(config, HwConfig):
+        return config
+    if config is None or isinstance(config, str):
+        return make_config(config or "pynq-z1")
+    b, bi, bo = int(config.batch), int(config.block_in), int(config.block_out)
+    return make_config("pynq-z1", log_batch=b.bit_length() - 1, log_block_in=bi.bit_length() - 1,
+                       log_block_out=bo.bit_length() - 1)
+
+
+#: Devices whose cycles follow the timing contract exactly (data-independent, so a program's profile is fixed).
+_CONTRACT_TIMED = frozenset({"sim", "rtl", "rtl-check"})
+
+
+@dataclass
+class Compiled:
+    """A compiled kernel: its tensors, constant inputs, operations and MAC count."""
+
+    kernel: Any
+    ops: list
+    consts: list
+    macs: int
+
+
+def _value_key(v) -> tuple:
+    """A scalar or array (or None) as a hashable key of its value."""
+    if v is None:
+        return ("none",)
+    a = np.asarray(v)
+    return (a.dtype.str, a.shape, a.tobytes())
+
+
+def _rq_key(bias, rq: Requant | None) -> tuple:
+    if rq is None:
+        return ("none",)
+
+    def k(v):
+        a = np.asarray(v)
+        return ("arr", a.shape) if a.ndim else ("s", int(a))
+    return (bias is not None, k(rq.pre_shift), k(rq.multiplier), k(rq.shift), rq.relu, rq.out_min, rq.out_max,
+            int(rq.zero_point))
+
+
+def compile_conv2d(cfg: HwConfig, cs: ConvShape, bias, requant: Requant | None,
+                   knobs: ConvKnobs | None = None, residual: Residual | None = None) -> Compiled:
+    """Schedule, lower and generate operations for one packed conv2d (values of bias/requant included;
+    ``residual``: a fused residual Add whose other operand is the kernel's ``residual`` input)."""
+    k = conv2d_kernel(cfg, cs, bias, requant, knobs, residual)
+    func = lower(k.schedule, cfg, name="conv2d")
+    ops = OpBuilder(func, cfg).build()
+    return Compiled(k, ops, k.epilogue.consts, cs.macs(cfg))
+
+
+class Replay:
+    """A compiled kernel finalized once into a jit_runtime ``Program``; each run patches the input,
+    weight and constant bytes into a copy of its DRAM image and runs the device on it."""
+
+    def __init__(self, cfg: HwConfig, comp: Compiled, device: str = "sim") -> None:
+        from jit_runtime.command_queue import CommandQueue
+
+        self.cfg, self.comp, self.device = cfg, comp, device
+        q = CommandQueue(cfg, device)
+        self.slots: dict = {}
+        extra = [comp.kernel.residual] if comp.kernel.residual is not None else []
+        for t in [comp.kernel.data, comp.kernel.weight] + extra + [t for t, _ in comp.consts]:
+            self.slots[t] = q.alloc(t.shape, _np_dtype(t.dtype), name=t.name)
+        out_t = comp.kernel.out
+        dram = dict(self.slots)
+        dram[out_t] = q.alloc(out_t.shape, _np_dtype(out_t.dtype), name="out")
+        emit(comp.ops, q, dram)
+        self.program = q.finalize(name="conv2d")
+        self.where = {t: (b.addr, _np_dtype(t.dtype), b.nbytes) for t, b in self.slots.items()}
+        self.out = self.program.buffers["out"]
+        self._dev = None
+        self._profile: dict | None = None
+
+    def run(self, inputs: dict) -> tuple[np.ndarray, int, dict, object]:
+        """``inputs`` maps every data/weight/const placeholder to an array.
+
+        Returns (output, cycles, device profile, device result); the result carries the simulator's
+        per-instruction events for traces."""
+        from jit_runtime.device import make_device
+
+        image = self.program.dram.copy()
+        for t, (addr, dt, nbytes) in self.where.items():
+            a = np.ascontiguousarray(inputs[t], dtype=dt)
+            if a.nbytes != nbytes:
+                raise ValueError(f"input {t.name}: {a.nbytes} bytes, expected {nbytes} (shape {t.shape})")
+            image[addr:addr + nbytes] = a.reshape(-1).view(np.uint8)
+        if self._dev is None:
+            self._dev = make_device(self.device, self.cfg)
+        res = self._dev.run(image, self.program.insn_addr, self.program.n_insns)
+        if self.device not in _CONTRACT_TIMED:  # a board's DRAM latency varies: its profile is per run
+            return self.out.read(image), int(res.cycles), dict(res.profile), res
+        if self._profile is None:  # the timing contract never depends on data: one program, one profile
+            self._profile = dict(res.profile)
+        return self.out.read(image), int(res.cycles), dict(self._profile), res
+
+
+def run_compiled(cfg: HwConfig, comp: Compiled, inputs: dict, device: str = "sim") -> tuple[np.ndarray, dict]:
+    """Run a compiled kernel: ``inputs`` maps TE placeholders to arrays; returns (output, profile)."""
+    from jit_runtime.command_queue import CommandQueue
+
+    q = CommandQueue(cfg, device)
+    dram = {}
+    for t, arr in list(inputs.items()) + list(comp.consts):
+        buf = q.alloc(t.shape, _np_dtype(t.dtype), name=t.name)
+        buf.copy_from(np.ascontiguousarray(arr, dtype=_np_dtype(t.dtype)))
+        dram[t] = buf
+    out_t = comp.kernel.out
+    out = q.alloc(out_t.shape, _np_dtype(out_t.dtype), name="out")
+    dram[out_t] = out
+    emit(comp.ops, q, dram)
+    res = q.synchronize()
+    result = out.copy_to()
+    cycles = int(res.cycles)
+    prof = {"cycles": cycles, "macs": int(comp.macs), "utilization": _utilization(cfg, comp.macs, cycles),
+            "bytes": {"input": int(sum(np.asarray(a).nbytes for a in inputs.values())),
+                      "output": int(result.nbytes)},
+            "device": res.profile}
+    return result, prof
+
+
+def _utilization(cfg: HwConfig, macs: int, cycles: int) -> float:
+    """MACs done / MACs the array could do in ``cycles``."""
+    return float(macs / (cfg.macs_per_cycle * cycles)) if cycles else 0.0
+
+
+def _np_dtype(d: str):
+    return {"int8": np.int8, "int32": np.int32, "int16": np.int16}[d]
+
+
+def _conv_shape_from(cfg: HwConfig, x: np.ndarray, w: np.ndarray, stride, padding, groups: int,
+                     pad_value: int = 0) -> ConvShape:
+    if x.ndim != 6 or w.ndim != 6:
+        raise ValueError(f"conv2d: x must be 6-D (N//B, C//BI, H, W, B, BI) and w 6-D (O//BO, I//BI, KH, KW, BO, BI); "
+                         f"got {x.shape} and {w.shape}")
+    if x.dtype != np.int8 or w.dtype != np.int8:
+        raise ValueError(f"conv2d: x and w must be int8, got {x.dtype} and {w.dtype}")
+    if x.shape[4:] != (cfg.batch, cfg.block_in) or w.shape[4:] != (cfg.block_out, cfg.block_in):
+        raise ValueError(f"conv2d: packed blocks x{x.shape[4:]} w{w.shape[4:]} do not match config {cfg.name} "
+                         f"(batch={cfg.batch}, block_in={cfg.block_in}, block_out={cfg.block_out})")
+    groups = int(groups)
+    if groups < 1 or x.shape[1] % groups or w.shape[0] % groups:
+        raise ValueError(f"conv2d: groups={groups} must divide the input blocks ({x.shape[1]}) and output blocks "
+                         f"({w.shape[0]}); channels per group must be multiples of the block")
+    if x.shape[1] // groups != w.shape[1]:
+        raise ValueError(f"conv2d: input has {x.shape[1]} channel blocks = {groups} groups x {x.shape[1] // groups}, "
+                         f"but the weight has {w.shape[1]} input blocks per group")
+    if len(stride) != 2 or len(padding) != 4:
+        raise ValueError(f"conv2d: stride must be (sy, sx) and padding (top, left, bottom, right); got {stride}, {padding}")
+    return ConvShape(x.shape[0], groups, x.shape[1] // groups, w.shape[0] // groups, x.shape[2], x.shape[3],
+                     w.shape[2], w.shape[3], tuple(int(s) for s in stride), tuple(int(p) for p in padding),
+                     int(pad_value))
+
+
+class SimAccelBackend:
+    """``AccelBackend`` on the simulator (``device="sim"``: cycle-accurate; ``"sim-functional"``: no timing)."""
+
+    #: depthwise convs on the dwmac intrinsic where declared (False: block-diagonal GEMMs, for comparison)
+    use_dwmac: bool = True
+
+    #: virtual-thread counts the conv tiling tries when ``vthreads`` is not pinned (a third thread helps the
+    #: DMA-bound layers: one thread's store, another's load and a third's GEMM can all be in flight)
+    thread_counts: tuple[int, ...] = (2, 3, 1)
+
+    def __init__(self, config: Any = None, device: str = "sim", vthreads: int | None = None, tune: int = 2) -> None:
+        self.config = as_hw_config(config)
+        self.device = device
+        self.vthreads = vthreads
+        # > 1: time that many best analytic tilings per conv shape by the timing contract and keep the fastest
+        # (compiler.topi.tune; not on "sim-functional", which has no cycles); 1: the analytic choice alone
+        self.tune = tune
+        self.tuned = None  # tuned(cs, bias, rq) -> ConvKnobs | None: knobs from a tuning log (compiler.autotune)
+        self.last_profile: dict = {}
+        self._replays: dict = {}
+        self._consts_memo: dict = {}  # (kernel, epilogue values) -> its constant inputs
+        self._dense_axes: dict = {}  # dense problem -> "w" or "h" (dense_rows_axis)
+        # replay_hook(replay, inputs) -> Replay.run's result: sees every program run (compiler.executor.export)
+        self.replay_hook = None
+
+    @property
+    def runs_on(self) -> str:
+        """Where its layers run, for the profile: ``accel:sim``, ``accel:rtl``, ``accel:pynq``, ..."""
+        return f"accel:{self.device if isinstance(self.device, str) else getattr(self.device, 'name', 'device')}"
+
+    def _run_replay(self, rep: Replay, inputs: dict):
+        return rep.run(inputs) if self.replay_hook is None else self.replay_hook(rep, inputs)
+
+    def _replay(self, cs: ConvShape, bias, rq: Requant, residual: Residual | None = None) -> Replay:
+        key = (cs, _rq_key(bias, rq), self.vthreads, None if residual is None else residual.key())
+        rep = self._replays.get(key)
+        if rep is None:
+            rep = Replay(self.config, self._compile(cs, bias, rq, residual), self.device)
+            self._replays[key] = rep
+        return rep
+
+    def _compile(self, cs: ConvShape, bias, rq: Requant, residual: Residual | None = None) -> Compiled:
+        from compiler.topi.conv2d import add_residual
+        from compiler.topi.knobs import fits
+
+        ep = conv2d_epilogue(self.config, cs, conv2d_compute(self.config, cs)[3], bias, rq)
+        if residual is not None:
+            add_residual(self.config, cs, ep, residual)
+        n_consts, n_alu = len(ep.consts), len(ep.stages)
+        knobs = self.tuned(cs, bias, rq) if self.tuned is not None else None
+        if knobs is not None and residual is not None and not fits(self.config, cs, knobs, n_consts, residual=True):
+            knobs = None  # tuned without the fused residual's tiles: they do not fit beside it
+        default = self.default_knobs(cs, bias, rq, n_consts, n_alu, residual)
+        if knobs is not None and knobs != default and self.device != "sim-functional":
+            # a log never makes a layer slower than the default build: both are timed here, in this layer's context
+            # (its fused residual included; the tuner measured the kernel alone), and the faster one is kept
+            knobs = min((self._cycles(cs, kn, bias, rq, residual), n, kn) for n, kn in enumerate((knobs, default)))[2]
+        knobs = knobs or default
+        return compile_conv2d(self.config, cs, bias, rq, knobs, residual)
+
+    def default_knobs(self, cs: ConvShape, bias, rq: Requant, n_consts: int, n_alu: int,
+                      residual: Residual | None = None):
+        """The knobs this backend compiles a conv with when no tuning log covers it: the fastest of the ``tune``
+        best analytic tilings by the timing contract (the analytic choice alone on "sim-functional" or tune=1)."""
+        from compiler.topi.knobs import choose_conv_knobs
+        from compiler.topi.tune import tune_conv_knobs
+
+        if self.tune > 1 and self.device != "sim-functional":
+            return tune_conv_knobs(self.config, cs, bias, rq, n_consts, n_alu, self.vthreads, top=self.tune,
+                                   residual=residual, thread_counts=self.thread_counts)
+        return choose_conv_knobs(self.config, cs, n_consts, n_alu, vthreads=self.vthreads,
+                                 residual=residual is not None)
+
+    def _cycles(self, cs: ConvShape, knobs, bias, rq: Requant, residual: Residual | None) -> int:
+        """Cycles of the conv with ``knobs`` by the timing contract (what the simulator reports for any data)."""
+        from compiler.topi.tune import batch_cycles, measure_conv
+
+        return batch_cycles(lambda shape: measure_conv(self.config, shape, knobs, bias, rq, residual), cs)
+
+    def _consts(self, comp: Compiled, cs: ConvShape, bias, rq: Requant, residual: Residual | None = None) -> dict:
+        """This call's values of the kernel's constant inputs (bias/requant may change between calls; a model runs
+        the same values every time, so the last few are kept by value)."""
+        from compiler.topi.conv2d import add_residual
+
+        key = (id(comp), _value_key(bias), _value_key(rq.pre_shift), _value_key(rq.multiplier), _value_key(rq.shift),
+               bool(rq.relu), int(rq.out_min), int(rq.out_max), int(rq.zero_point),
+               None if residual is None else (bool(residual.conv_is_a), astuple(residual.params)))
+        hit = self._consts_memo.get(key)
+        if hit is not None and hit[0] is comp:
+            return dict(hit[1])
+        ep = conv2d_epilogue(self.config, cs, comp.kernel.conv, bias, rq)
+        if residual is not None:
+            add_residual(self.config, cs, ep, residual)
+        consts = {t: arr for (t, _), (_, arr) in zip(comp.consts, ep.consts)}
+        if len(self._consts_memo) >= 256:
+            self._consts_memo.clear()
+        self._consts_memo[key] = (comp, consts)
+        return dict(consts)
+
+    def conv2d_problem(self, x, w, bias, *, stride, padding, groups, requant: Requant, pad_value: int = 0):
+        """``(ConvShape, padded bias, padded requant, weight)`` of one packed conv2d call (depthwise made block-diagonal)."""
+        cfg = self.config
+        x, w = np.asarray(x), np.asarray(w)
+        if is_depthwise(cfg, x, w, groups):
+            w, groups = block_diagonal(w), x.shape[1]
+        cs = _conv_shape_from(cfg, x, w, stride, padding, groups, pad_value)
+        n_out = w.shape[0] * cfg.block_out
+        if bias is not None:
+            bias = _pad_vec(bias, n_out, "bias")
+        return cs, bias, _pad_requant(requant, n_out), w
+
+    def dense_rows_axis(self, x, w, bias, requant: Requant) -> str:
+        """Where a packed dense puts its batch rows in the 1x1 conv it runs as: ``"w"`` (the width: one DMA row,
+        the faster layout) when some tiling fits the scratchpads, else ``"h"`` (rows tile like any other: a large
+        batch on a small config)."""
+        from compiler.topi.knobs import NoTilingError, rank_conv_knobs
+
+        x6, w6 = _dense_as_conv(x, w, "w")
+        cs, b, rq, w6 = self.conv2d_problem(x6, w6, bias, stride=(1, 1), padding=(0, 0, 0, 0), groups=1,
+                                            requant=requant)
+        key = ("dense-axis", cs, _rq_key(b, rq))
+        axis = self._dense_axes.get(key)
+        if axis is None:
+            ep = conv2d_epilogue(self.config, cs, conv2d_compute(self.config, cs)[3], b, rq)
+            try:
+                rank_conv_knobs(self.config, cs, len(ep.consts), len(ep.stages), self.vthreads)
+                axis = "w"
+            except NoTilingError:
+                axis = "h"
+            self._dense_axes[key] = axis
+        return axis
+
+    def dense_problem(self, x, w, bias, *, requant: Requant):
+        """Like :meth:`conv2d_problem` for a packed dense (run as a 1x1 conv, see :meth:`dense`)."""
+        x6, w6 = _dense_as_conv(x, w, self.dense_rows_axis(x, w, bias, requant))
+        return self.conv2d_problem(x6, w6, bias, stride=(1, 1), padding=(0, 0, 0, 0), groups=1, requant=requant)
+
+    def supports_residual(self, residual: Residual) -> str | None:
+        """None when a residual Add can be fused into this backend's conv epilogue; else why not."""
+        return residual_supported(self.config, residual)
+
+    def conv2d(self, x, w, bias, *, stride, padding, groups, requant: Requant, pad_value: int = 0,
+               residual: np.ndarray | None = None, residual_add: Residual | None = None) -> np.ndarray:
+        """Packed int8 conv2d + bias + requant on the accelerator; see ``compiler.graph.accel_interface``.
+
+        ``pad_value`` (int8) fills the spatial padding (the activation zero point; LOAD ``pad_value``).
+        ``residual`` (int8, packed like the output) with ``residual_add`` fuses ``QAdd(conv, residual)``
+        (or ``QAdd(residual, conv)``) into the epilogue (:mod:`compiler.topi.residual`).
+        Planes too large for the DMA fields run as row stripes (``compiler.backend.accel.conv_stripes``)."""
+        cfg = self.config
+        x, w = np.asarray(x), np.asarray(w)
+        if (residual is None) != (residual_add is None):
+            raise ValueError("conv2d: give both residual (the other operand) and residual_add (its QAdd), or neither")
+        if residual_add is not None:
+            why = residual_supported(cfg, residual_add)
+            if why is not None:
+                raise ValueError(f"conv2d: the residual Add cannot be fused: {why}")
+        rows = stripe_rows(x.shape[2], x.shape[3], w.shape[2], w.shape[3], stride, padding) if x.ndim == 6 else None
+        if rows is not None and residual_add is not None:  # striped: conv on the accelerator, the Add on the host
+            from jit_runtime.host_ops.int_elementwise import qadd
+
+            y = self.conv2d(x, w, bias, stride=stride, padding=padding, groups=groups, requant=requant,
+                            pad_value=pad_value)
+            r = np.asarray(residual)
+            return qadd(y, r, residual_add.params) if residual_add.conv_is_a else qadd(r, y, residual_add.params)
+        if rows is not None:  # planes too large for the DMA fields: horizontal stripes
+            profs: list[dict] = []
+
+            def stripe(*a, **k):
+                out = self.conv2d(*a, **k)
+                profs.append(self.last_profile)
+                return out
+            out = conv2d_in_stripes(stripe, x, w, bias, stride=stride, padding=padding, rows=rows, groups=groups,
+                                    requant=requant, pad_value=pad_value)
+            cycles, macs = sum(p["cycles"] for p in profs), sum(p["macs"] for p in profs)
+            by = {k: sum(p["bytes"][k] for p in profs) for k in profs[0]["bytes"]}
+            self.last_profile = {"cycles": cycles, "macs": macs, "utilization": _utilization(cfg, macs, cycles),
+                                 "bytes": by, "device": profs[-1]["device"], "stripes": len(profs)}
+            return out
+        if residual_add is None and self.depthwise_on_dwmac(x, w, groups):
+            return self._depthwise(x, w, bias, stride=stride, padding=padding, requant=requant, pad_value=pad_value)
+        cs, bias, requant, w = self.conv2d_problem(x, w, bias, stride=stride, padding=padding, groups=groups,
+                                                   requant=requant, pad_value=pad_value)
+        rep = self._replay(cs, bias, requant, residual_add)
+        comp = rep.comp
+        k = comp.kernel
+        inputs = {k.data: x.reshape(k.data.shape), k.weight: w.reshape(k.weight.shape)}
+        if residual_add is not None:
+            r = np.asarray(residual)
+            if r.dtype != np.int8 or r.size != int(np.prod(k.residual.shape)):
+                raise ValueError(f"conv2d: residual must be int8 packed like the output {k.residual.shape}, "
+                                 f"got {r.dtype} {r.shape}")
+            inputs[k.residual] = r.reshape(k.residual.shape)
+        inputs.update(self._consts(comp, cs, bias, requant, residual_add))
+        out, cycles, dev_prof, dev_res = self._run_replay(rep, inputs)
+        self.last_profile = {"cycles": cycles, "macs": int(comp.macs), "utilization": _utilization(cfg, comp.macs, cycles),
+                             "bytes": {"input": int(x.nbytes), "output": int(out.nbytes), "weight": int(w.nbytes),
+                                       "bias": 0 if bias is None else 4 * int(np.size(bias))},
+                             "device": dev_prof, "runtime": rep.program.runtime, "sim_result": dev_res}
+        return out.reshape(x.shape[0], w.shape[0], cs.oh, cs.ow, cfg.batch, cfg.block_out)
+
+    def depthwise_on_dwmac(self, x, w, groups) -> bool:
+        """Whether this packed conv is a depthwise conv that runs on the ``dwmac`` intrinsic
+        (:mod:`compiler.topi.depthwise`); otherwise depthwise runs as a block-diagonal GEMM."""
+        from compiler.topi.depthwise import dwmac_supported
+
+        x, w = np.asarray(x), np.asarray(w)
+        return (self.use_dwmac and is_depthwise(self.config, x, w, groups)
+                and dwmac_supported(self.config, w.shape[2], w.shape[3]))
+
+    def _depthwise(self, x, w, bias, *, stride, padding, requant: Requant, pad_value: int) -> np.ndarray:
+        """A packed depthwise conv2d (+ bias + requant) on the dwmac intrinsic."""
+        from compiler.topi.depthwise import DwShape, depthwise_kernel, dw_epilogue, pack_dw_weight
+
+        cfg = self.config
+        if len(stride) != 2 or len(padding) != 4:
+            raise ValueError(f"conv2d: stride must be (sy, sx) and padding (top, left, bottom, right); got {stride}, "
+                             f"{padding}")
+        ds = DwShape(x.shape[0], x.shape[1], x.shape[2], x.shape[3], w.shape[2], w.shape[3],
+                     tuple(int(v) for v in stride), tuple(int(v) for v in padding), int(pad_value))
+        n_out = w.shape[0] * cfg.block_out
+        if bias is not None:
+            bias = _pad_vec(bias, n_out, "bias")
+        requant = _pad_requant(requant, n_out)
+        key = ("dwmac", ds, _rq_key(bias, requant))
+        rep = self._replays.get(key)
+        if rep is None:
+            k = depthwise_kernel(cfg, ds, bias, requant)
+            func = lower(k.schedule, cfg, name="depthwise")
+            comp = Compiled(k, OpBuilder(func, cfg).build(), k.epilogue.consts, ds.macs(cfg))
+            rep = Replay(cfg, comp, self.device)
+            self._replays[key] = rep
+        comp = rep.comp
+        k = comp.kernel
+        wd = pack_dw_weight(cfg, w)
+        inputs = {k.data: x.reshape(k.data.shape), k.weight: wd.reshape(k.weight.shape)}
+        ep = dw_epilogue(cfg, ds, k.conv, bias, requant)
+        inputs.update({t: arr for (t, _), (_, arr) in zip(comp.consts, ep.consts)})
+        out, cycles, dev_prof, dev_res = self._run_replay(rep, inputs)
+        peak = cfg.batch * cfg.block_out  # the intrinsic's MACs per cycle
+        self.last_profile = {"cycles": cycles, "macs": int(comp.macs), "utilization": _utilization(cfg, comp.macs, cycles),
+                             "intrinsic": "dwmac", "intrinsic_utilization": comp.macs / (peak * cycles) if cycles else 0.0,
+                             "bytes": {"input": int(x.nbytes), "output": int(out.nbytes), "weight": int(wd.nbytes),
+                                       "bias": 0 if bias is None else 4 * int(np.size(bias))},
+                             "device": dev_prof, "runtime": rep.program.runtime, "sim_result": dev_res}
+        return out.reshape(x.shape[0], w.shape[0], ds.oh, ds.ow, cfg.batch, cfg.block_out)
+
+    def dense(self, x, w, bias, *, requant: Requant) -> np.ndarray:
+        """Packed int8 dense: (N//B, K//BI, B, BI) x (M//BO, K//BI, BO, BI) -> (N//B, M//BO, B, BO), as a 1x1 conv."""
+        x, w = np.asarray(x), np.asarray(w)
+        x6, w6 = _dense_as_conv(x, w, self.dense_rows_axis(x, w, bias, requant))
+        nb = x.shape[0]
+        out = self.conv2d(x6, w6, bias, stride=(1, 1), padding=(0, 0, 0, 0), groups=1, requant=requant)
+        return np.ascontiguousarray(out.reshape(w.shape[0], nb, x.shape[2], w.shape[2]).transpose(1, 0, 2, 3))
+
+
+def _dense_as_conv(x: np.ndarray, w: np.ndarray, rows: str = "w") -> tuple[np.ndarray, np.ndarray]:
+    """Packed dense operands as a 1x1 conv: rows of the batch become the spatial width (``rows="w"``,
+    topi.dense_shape) or height (``"h"``); both lay the bytes out the same way."""
+    x, w = np.asarray(x), np.asarray(w)
+    if x.ndim != 4 or w.ndim != 4:
+        raise ValueError(f"dense: x must be (N//B, K//BI, B, BI) and w (M//BO, K//BI, BO, BI); got {x.shape}, {w.shape}")
+    if x.shape[1] != w.shape[1]:
+        raise ValueError(f"dense: x has {x.shape[1]} K blocks but w has {w.shape[1]}")
+    nb = x.shape[0]
+    hw = (1, nb) if rows == "w" else (nb, 1)
+    x6 = np.ascontiguousarray(x.transpose(1, 0, 2, 3)).reshape(1, x.shape[1], *hw, x.shape[2], x.shape[3])
+    w6 = w.reshape(w.shape[0], w.shape[1], 1, 1, w.shape[2], w.shape[3])
+    return x6, w6
+
+
+def is_depthwise(cfg: HwConfig, x: np.ndarray, w: np.ndarray, groups: int) -> bool:
+    """A depthwise conv (one input channel per group, depth multiplier 1) in packed layouts."""
+    return (int(groups) > 1 and w.ndim == 6 and x.ndim == 6 and w.shape[1] == 1 and w.shape[0] == x.shape[1]
+            and int(groups) > x.shape[1] and int(groups) <= x.shape[1] * cfg.block_in
+            and cfg.block_in == cfg.block_out)
+
+
+def block_diagonal(w: np.ndarray) -> np.ndarray:
+    """Packed depthwise weights ``(C//BO, 1, KH, KW, BO, BI)`` (input column 0 used) as a grouped conv
+    of one block per group: ``w'[..., o, i] = w[..., o, 0] if o == i else 0`` (exact: the rest are zero)."""
+    bo = w.shape[4]
+    eye = np.eye(bo, w.shape[5], dtype=w.dtype)
+    return np.ascontiguousarray(w[..., :, :1] * eye)
+
+
+def _pad_vec(v, n: int, what: str) -> np.ndarray:
+    v = np.asarray(v, dtype=np.int64).reshape(-1)
+    if v.size > n:
+        raise ValueError(f"{what} has {v.size} channels but the weight has {n} (padded) output channels")
+    return np.pad(v, (0, n - v.size))
+
+
+def _pad_requant(rq: Requant, n: int) -> Requant:
+    def pc(v):
+        return v if np.ndim(v) == 0 else _pad_vec(v, n, "requant per-channel array")
+    return Requant(rq.pre_shift, pc(rq.multiplier), pc(rq.shift), rq.relu, rq.out_min, rq.out_max, rq.extra, rq.zero_point)

@@ -1,0 +1,138 @@
+"""``build_op``: compile a TE schedule for ``llvm`` (the host CPU) or ``cuda`` into a callable on numpy arrays."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import threading
+
+import numpy as np
+
+from compiler.tir.errors import TirError
+from compiler.tir.ir import PrimFunc, format_func, structural_key
+from compiler.tir.lower import lower_loops
+
+if TYPE_CHECKING:
+    from compiler.schedule.schedule import Schedule
+    from compiler.te.tensor import Tensor
+
+TARGETS = ("llvm", "cuda")
+NP_DTYPES = {"bool": np.bool_, "int8": np.int8, "int16": np.int16, "int32": np.int32, "int64": np.int64,
+             "float32": np.float32}
+
+
+class OpInputError(TirError):
+    """Arrays passed to a built operator do not match its placeholders (count, shape or dtype)."""
+
+
+def check_inputs(func: PrimFunc, arrays: tuple) -> list[np.ndarray]:
+    """The input arrays as C-contiguous numpy arrays, after checking count, dtype and shape against ``func``."""
+    bufs = func.args[:func.num_inputs]
+    if len(arrays) != len(bufs):
+        raise OpInputError(f"{func.name}: expected {len(bufs)} input arrays ({', '.join(b.name for b in bufs)}), "
+                           f"got {len(arrays)}")
+    out = []
+    for buf, a in zip(bufs, arrays):
+        if not isinstance(a, np.ndarray):
+            raise OpInputError(f"{func.name}: input {buf.name} must be a numpy array, got {type(a).__name__}")
+        want = np.dtype(NP_DTYPES[buf.dtype])
+        if a.dtype != want:
+            raise OpInputError(f"{func.name}: input {buf.name} must have dtype {want.name}, got {a.dtype.name} "
+                               f"(convert with .astype(np.{want.name}))")
+        if a.shape != tuple(buf.shape):
+            raise OpInputError(f"{func.name}: input {buf.name} must have shape {tuple(buf.shape)}, got {a.shape}")
+        out.append(np.ascontiguousarray(a))
+    return out
+
+
+def check_outputs(func: PrimFunc, out) -> list[np.ndarray]:
+    bufs = func.args[func.num_inputs:]
+    if out is None:
+        return [np.empty(b.shape, NP_DTYPES[b.dtype]) for b in bufs]
+    outs = list(out) if isinstance(out, (list, tuple)) else [out]
+    if len(outs) != len(bufs):
+        raise OpInputError(f"{func.name}: out= needs {len(bufs)} arrays, got {len(outs)}")
+    for b, a in zip(bufs, outs):
+        want = np.dtype(NP_DTYPES[b.dtype])
+        if not isinstance(a, np.ndarray) or a.dtype != want or a.shape != tuple(b.shape) or not a.flags.c_contiguous \
+                or not a.flags.writeable:
+            raise OpInputError(f"{func.name}: out array for {b.name} must be a writeable C-contiguous {want.name} array "
+                               f"of shape {tuple(b.shape)}")
+    return outs
+
+
+_COMPILED: dict[tuple, tuple] = {}  # (target CPU, structural key of a loop-IR function) -> (module, symbol, ctypes function)
+_COMPILED_LOCK = threading.Lock()
+
+
+def compiled_count() -> int:
+    """How many distinct CPU kernels this process has compiled (``build_op`` reuses structurally equal ones)."""
+    return len(_COMPILED)
+
+
+class CpuOp:
+    """A compiled CPU operator: ``op(*inputs, out=None)`` returns the output array (a tuple if several).
+
+    A function structurally equal to one compiled before in this process (same loops, shapes and arithmetic, any
+    tensor names) reuses that machine code."""
+
+    target = "llvm"
+
+    def __init__(self, func: PrimFunc, module=None, symbol: str | None = None) -> None:
+        from compiler.backend.llvm.jit import get_jit
+        from compiler.backend.llvm import parallel
+        from compiler.backend.llvm.codegen import generate
+
+        self.func = func
+        self._jit = get_jit()
+        key = (self._jit.key, structural_key(func))  # machine code per target CPU
+        with _COMPILED_LOCK:
+            hit = _COMPILED.get(key) if module is None else None
+            if hit is None:
+                if module is None:
+                    module, symbol = generate(func)
+                nbuf = len(func.args) + len(func.temps)
+                hit = (module, symbol, self._jit.compile(module, symbol, nbuf + 1))
+                _COMPILED.setdefault(key, hit)
+        self._module, self.symbol, self._cfunc = hit
+        self.llvm_ir = str(self._module)
+        self._launch = parallel.LAUNCH_ADDRESS
+
+    def __call__(self, *inputs: np.ndarray, out=None):
+        ins = check_inputs(self.func, inputs)
+        outs = check_outputs(self.func, out)
+        temps = [np.empty(b.shape, NP_DTYPES[b.dtype]) for b in self.func.temps]
+        ptrs = [a.ctypes.data for a in ins + outs + temps]
+        self._cfunc(self._launch, *ptrs)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    @property
+    def loop_ir(self) -> str:
+        return format_func(self.func)
+
+    def asm(self) -> str:
+        """Host assembly of the kernel (to inspect vectorization)."""
+        return self._jit.asm(self._module)
+
+
+def build_op(sched: "Schedule", target: str = "llvm", args: "list[Tensor] | None" = None, name: str = "op"):
+    """Compile ``sched`` for ``target``: ``"llvm"`` (this CPU) or ``"cuda"``.
+
+    ``args`` orders the tensors of the callable: placeholders are its inputs (in that order), the
+    schedule's outputs are returned; by default inputs are the placeholders in schedule order.
+    """
+    if target not in TARGETS:
+        raise TirError(f"build_op: unknown target {target!r}; targets: {TARGETS}")
+    func = lower_loops(sched, args, name)
+    if target == "llvm":
+        return CpuOp(func)
+    from compiler.backend.cuda.runtime import CudaOp
+
+    return CudaOp(func)
+
+
+def lower(sched: "Schedule", args: "list[Tensor] | None" = None, name: str = "op") -> str:
+    """The loop IR of ``sched`` as text (what ``build_op`` compiles)."""
+    return format_func(lower_loops(sched, args, name))
+
+
+__all__ = ["build_op", "lower", "CpuOp", "OpInputError", "TARGETS"]

@@ -1,0 +1,517 @@
+"""LLVM IR (llvmlite) from loop IR for the host CPU.
+
+The kernel is ``void name(i8* launch, T0* a0, ...)``: ``launch`` is the runtime's parallel-loop
+callback (:mod:`compiler.backend.llvm.parallel`), then one pointer per argument and temporary buffer.
+Index arithmetic runs in i64; values in their dtype (float32, int8/16/32/64, bool as i1).
+``vectorize`` loops become LLVM vector operations (contiguous accesses as vector loads/stores,
+the rest gathered/scattered lane by lane), ``unroll`` loops are replicated, ``parallel`` loops
+are outlined into a task function run by the thread pool.
+"""
+from __future__ import annotations
+
+import itertools
+
+from llvmlite import ir
+
+from compiler.te.expr import Binary, Call, Cast, Const, Expr, Select, Var, is_float
+from compiler.tir.arith import atom_vars, linear, substitute, var_ranges_bounds
+from compiler.tir.errors import TirError
+from compiler.tir.ir import Allocate, BufLoad, Buffer, For, IfThen, PrimFunc, Store, Sync
+
+I1, I8, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(64)
+F32 = ir.FloatType()
+_TYPES = {"bool": I8, "int8": I8, "int16": ir.IntType(16), "int32": ir.IntType(32), "int64": I64, "float32": F32}
+_IDS = itertools.count()
+_FLOAT_FLAGS = ("contract",)
+_LLVM_MATH = {"exp": "llvm.exp", "log": "llvm.log", "sqrt": "llvm.sqrt", "abs": "llvm.fabs", "floor": "llvm.floor",
+              "round": "llvm.rint"}
+_LIBM = {"tanh": "tanhf", "erf": "erff"}
+
+
+def mem_type(dtype: str) -> ir.Type:
+    return _TYPES[dtype]
+
+
+def _align(ty: ir.Type) -> int:
+    return 4 if ty == F32 else max(1, ty.width // 8)
+
+
+def _width(ty: ir.Type) -> int:
+    return 32 if ty == F32 else ty.width
+
+
+def _is_vec(v: ir.Value) -> bool:
+    return isinstance(v.type, ir.VectorType)
+
+
+class _Ctx:
+    """Per-function state: builder, variable values, buffer pointers."""
+
+    def __init__(self, fn: ir.Function, b: ir.IRBuilder, env: dict, bufs: dict) -> None:
+        self.fn, self.b, self.env, self.bufs = fn, b, env, bufs
+
+
+class LlvmCodegen:
+    """Emits one module holding the kernel and its outlined parallel tasks."""
+
+    def __init__(self, f: PrimFunc, name: str | None = None) -> None:
+        self.f = f
+        self.name = name or f"vta_te_{f.name}_{next(_IDS)}"
+        self.module = ir.Module(name=self.name)
+        self.buffers = list(f.args) + list(f.temps)
+        self.vec: tuple[Var, int, int] | None = None  # (loop var, lanes, offset of lane 0)
+        self.in_parallel = False
+        self.ntasks = 0
+        self.select_depth = 0
+        self.ranges: dict = {}  # loop var -> extent (to prove loads in bounds)
+        self._setup()
+
+    def _setup(self) -> None:
+        """Create the kernel function ``void name(i8* launch, buffers...)``."""
+        tys = [mem_type(b.dtype).as_pointer() for b in self.buffers]
+        fty = ir.FunctionType(ir.VoidType(), [I8.as_pointer()] + tys)
+        fn = ir.Function(self.module, fty, self.name)
+        for a in fn.args[1:]:
+            a.add_attribute("noalias")
+        self.launch = fn.args[0]
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        self.c = _Ctx(fn, b, {}, dict(zip(self.buffers, fn.args[1:])))
+
+    # ------------------------------------------------------------ driver
+    def generate(self) -> ir.Module:
+        self.stmts(self.f.body)
+        self.c.b.ret_void()
+        return self.module
+
+    def stmts(self, body: list) -> None:
+        for s in body:
+            self.stmt(s)
+
+    def stmt(self, s) -> None:
+        if isinstance(s, For):
+            self.loop(s)
+        elif isinstance(s, Store):
+            self.store(s)
+        elif isinstance(s, IfThen):
+            self.if_then(s)
+        elif isinstance(s, Allocate):
+            self.allocate(s.buffer)
+        elif isinstance(s, Sync):
+            return
+        else:
+            raise TirError(f"llvm codegen: unknown statement {s!r}")
+
+    # ---------------------------------------------------------- memory
+    def allocate(self, buf: Buffer) -> None:
+        b = self.c.b
+        cur = b.block
+        b.position_at_start(self.c.fn.entry_basic_block)
+        slot = b.alloca(ir.ArrayType(mem_type(buf.dtype), buf.size))
+        slot.align = 64
+        ptr = b.bitcast(slot, mem_type(buf.dtype).as_pointer())
+        b.position_at_end(cur)
+        self.c.bufs[buf] = ptr
+
+    def _ptr(self, buf: Buffer) -> ir.Value:
+        if buf not in self.c.bufs:
+            raise TirError(f"llvm codegen: buffer {buf.name} used outside its allocation")
+        return self.c.bufs[buf]
+
+    def _contiguous(self, index: Expr):
+        """``(base index expr, 'contig'|'uniform')`` of ``index`` in the vector loop, or ``None`` (gather)."""
+        var, _, offset = self.vec
+        f = linear(index)
+        for atom in f.coefs:
+            if not isinstance(atom, Var) and var in atom_vars(atom):
+                return None
+        c = f.coefs.get(var, 0)
+        if c == 0:
+            return index, "uniform"
+        if c == 1:
+            return substitute(index, {var: Const(offset)}), "contig"
+        return None
+
+    def _maybe_out_of_bounds(self, e: BufLoad) -> bool:
+        bnd = var_ranges_bounds(linear(e.index), self.ranges)
+        return bnd is None or bnd[0] < 0 or bnd[1] >= e.buffer.size
+
+    def _clamped_load(self, e: BufLoad) -> ir.Value:
+        """A load inside a select branch whose index may leave the buffer (e.g. padding): the index is clamped so the
+        access is always legal; the select discards the value where its condition is false."""
+        b = self.c.b
+        ptr = self._ptr(e.buffer)
+        ty = mem_type(e.buffer.dtype)
+        idx = self.index(e.index)
+        lo = self._splat_like(ir.Constant(I64, 0), idx)
+        hi = self._splat_like(ir.Constant(I64, e.buffer.size - 1), idx)
+        idx = b.select(b.icmp_signed("<", idx, lo), lo, idx)
+        idx = b.select(b.icmp_signed(">", idx, hi), hi, idx)
+        if not _is_vec(idx):
+            return self._from_mem(b.load(b.gep(ptr, [idx], inbounds=True)), e.buffer.dtype)
+        out = ir.Constant(ir.VectorType(ty, idx.type.count), ir.Undefined)
+        for k in range(idx.type.count):
+            kk = ir.Constant(ir.IntType(32), k)
+            out = b.insert_element(out, b.load(b.gep(ptr, [b.extract_element(idx, kk)], inbounds=True)), kk)
+        return self._from_mem(out, e.buffer.dtype)
+
+    def load(self, e: BufLoad) -> ir.Value:
+        b = self.c.b
+        ptr = self._ptr(e.buffer)
+        ty = mem_type(e.buffer.dtype)
+        if self.select_depth and self._maybe_out_of_bounds(e):
+            return self._clamped_load(e)
+        if self.vec is not None:
+            how = self._contiguous(e.index)
+            lanes = self.vec[1]
+            if how is not None and how[1] == "contig":
+                p = b.gep(ptr, [self.index(how[0])], inbounds=True)
+                v = b.load(b.bitcast(p, ir.VectorType(ty, lanes).as_pointer()), align=_align(ty))
+                return self._from_mem(v, e.buffer.dtype)
+            if how is None:
+                idx = self.index(e.index)
+                out = ir.Constant(ir.VectorType(ty, lanes), ir.Undefined)
+                for k in range(lanes):
+                    ik = b.extract_element(idx, ir.Constant(ir.IntType(32), k)) if _is_vec(idx) else idx
+                    out = b.insert_element(out, b.load(b.gep(ptr, [ik], inbounds=True)), ir.Constant(ir.IntType(32), k))
+                return self._from_mem(out, e.buffer.dtype)
+        v = b.load(b.gep(ptr, [self.index(e.index)], inbounds=True))
+        return self._from_mem(v, e.buffer.dtype)
+
+    def _from_mem(self, v: ir.Value, dtype: str) -> ir.Value:
+        if dtype == "bool":
+            zero = self._splat_like(ir.Constant(I8, 0), v)
+            return self.c.b.icmp_signed("!=", v, zero)
+        return v
+
+    def store(self, s: Store) -> None:
+        b = self.c.b
+        ptr = self._ptr(s.buffer)
+        ty = mem_type(s.buffer.dtype)
+        val = self.convert(self.value(s.value), s.value.dtype, s.buffer.dtype)
+        if s.buffer.dtype == "bool":
+            val = b.zext(val, self._vec_type(I8, val))
+        if self.vec is not None:
+            lanes = self.vec[1]
+            how = self._contiguous(s.index)
+            if how is not None and how[1] == "contig":
+                val = self._broadcast(val, lanes)
+                p = b.gep(ptr, [self.index(how[0])], inbounds=True)
+                b.store(val, b.bitcast(p, ir.VectorType(ty, lanes).as_pointer()), align=_align(ty))
+                return
+            idx = self.index(s.index)
+            if not _is_vec(idx) and not _is_vec(val):
+                b.store(val, b.gep(ptr, [idx], inbounds=True))
+                return
+            if not _is_vec(idx):
+                raise TirError(f"vectorized loop {self.vec[0].name}: every lane stores to the same element of "
+                               f"{s.buffer.name}; vectorize a loop the stored index depends on")
+            for k in range(lanes):
+                kk = ir.Constant(ir.IntType(32), k)
+                ik = b.extract_element(idx, kk) if _is_vec(idx) else idx
+                vk = b.extract_element(val, kk) if _is_vec(val) else val
+                b.store(vk, b.gep(ptr, [ik], inbounds=True))
+            return
+        b.store(val, b.gep(ptr, [self.index(s.index)], inbounds=True))
+
+    # ------------------------------------------------------------ control
+    def if_then(self, s: IfThen) -> None:
+        cond = self.convert(self.value(s.cond), s.cond.dtype, "bool")
+        if not _is_vec(cond):
+            with self.c.b.if_then(cond):
+                self.stmts(s.body)
+            return
+        # a guard inside a vectorized loop: the vector body when every lane passes, else the lanes one by one
+        b = self.c.b
+        lanes = cond.type.count
+        every = b.icmp_unsigned("==", b.bitcast(cond, ir.IntType(lanes)), ir.Constant(ir.IntType(lanes), (1 << lanes) - 1))
+        with b.if_else(every) as (full, partial):
+            with full:
+                self.stmts(s.body)
+            with partial:
+                var, vec_val = self.vec[0], self.c.env[self.vec[0]]
+                saved = self.vec
+                self.vec = None
+                try:
+                    self.serial(For(var, lanes, [s]), saved[2], saved[2] + lanes)
+                finally:
+                    self.vec = saved
+                    self.c.env[var] = vec_val
+
+    def loop(self, s: For) -> None:
+        kind = s.kind
+        self.ranges[s.var] = s.extent
+        if kind.startswith(("blockIdx", "threadIdx")):
+            raise TirError(f"loop {s.var.name} is bound to {kind}: bind is for target='cuda'; on the CPU use "
+                           f"parallel/vectorize")
+        if kind == "unroll":
+            for k in range(s.extent):
+                self.c.env[s.var] = ir.Constant(I64, k)
+                self.stmts(s.body)
+            del self.c.env[s.var]
+            return
+        if kind == "vectorize" and s.extent > 1 and self.vec is None and _vectorizable(s):
+            # power-of-two pieces (LLVM's optimizer mishandles some odd vector widths): 10 lanes -> 8 + 2
+            offset = 0
+            for lanes in _pow2_pieces(s.extent):
+                if lanes == 1:
+                    self.c.env[s.var] = ir.Constant(I64, offset)
+                    self.stmts(s.body)
+                else:
+                    self.vec = (s.var, lanes, offset)
+                    self.c.env[s.var] = ir.Constant(ir.VectorType(I64, lanes), list(range(offset, offset + lanes)))
+                    try:
+                        self.stmts(s.body)
+                    finally:
+                        self.vec = None
+                offset += lanes
+            del self.c.env[s.var]
+            return
+        if kind == "parallel" and not self.in_parallel and self.vec is None:
+            self.parallel(s)
+            return
+        self.serial(s, 0, s.extent)
+
+    def serial(self, s: For, start, stop) -> None:
+        b = self.c.b
+        start = ir.Constant(I64, start) if isinstance(start, int) else start
+        stop = ir.Constant(I64, stop) if isinstance(stop, int) else stop
+        pre = b.block
+        head = b.append_basic_block(f"{s.var.name}.head")
+        body = b.append_basic_block(f"{s.var.name}.body")
+        end = b.append_basic_block(f"{s.var.name}.end")
+        b.branch(head)
+        b.position_at_end(head)
+        i = b.phi(I64, name=s.var.name)
+        i.add_incoming(start, pre)
+        b.cbranch(b.icmp_signed("<", i, stop), body, end)
+        b.position_at_end(body)
+        self.c.env[s.var] = i
+        self.stmts(s.body)
+        del self.c.env[s.var]
+        nxt = b.add(i, ir.Constant(I64, 1), flags=["nsw"])
+        i.add_incoming(nxt, b.block)
+        b.branch(head)
+        b.position_at_end(end)
+
+    def parallel(self, s: For) -> None:
+        """Outline ``s`` into a task ``void(i64 begin, i64 end, i64* closure)`` and hand it to the runtime."""
+        outer = self.c
+        b = outer.b
+        captured = list(outer.env.items()) + list(outer.bufs.items())
+        tname = f"{self.name}_task{self.ntasks}"
+        self.ntasks += 1
+        tfn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [I64, I64, I64.as_pointer()]), tname)
+        # closure: one i64 per captured value, in the caller's entry block
+        cur = b.block
+        b.position_at_start(outer.fn.entry_basic_block)
+        clo = b.alloca(ir.ArrayType(I64, max(1, len(captured))))
+        b.position_at_end(cur)
+        for k, (_, v) in enumerate(captured):
+            slot = b.gep(clo, [ir.Constant(ir.IntType(32), 0), ir.Constant(ir.IntType(32), k)])
+            b.store(b.ptrtoint(v, I64) if isinstance(v.type, ir.PointerType) else v, slot)
+        launch_ty = ir.FunctionType(ir.VoidType(), [I8.as_pointer(), I64, I8.as_pointer()])
+        launch = b.bitcast(self.launch, launch_ty.as_pointer())
+        b.call(launch, [b.bitcast(tfn, I8.as_pointer()), ir.Constant(I64, s.extent), b.bitcast(clo, I8.as_pointer())])
+        # the task body
+        tb = ir.IRBuilder(tfn.append_basic_block("entry"))
+        env, bufs = {}, {}
+        for k, (key, v) in enumerate(captured):
+            x = tb.load(tb.gep(tfn.args[2], [ir.Constant(I64, k)]))
+            if isinstance(v.type, ir.PointerType):
+                bufs[key] = tb.inttoptr(x, v.type)
+            else:
+                env[key] = x
+        self.c = _Ctx(tfn, tb, env, bufs)
+        self.in_parallel = True
+        try:
+            self.serial(For(s.var, s.extent, s.body), tfn.args[0], tfn.args[1])
+            tb.ret_void()
+        finally:
+            self.c = outer
+            self.in_parallel = False
+
+    # ------------------------------------------------------------ values
+    def _vec_type(self, scalar: ir.Type, like: ir.Value) -> ir.Type:
+        return ir.VectorType(scalar, like.type.count) if _is_vec(like) else scalar
+
+    def _splat_like(self, c: ir.Constant, like: ir.Value) -> ir.Value:
+        if _is_vec(like):
+            return ir.Constant(ir.VectorType(c.type, like.type.count), [c.constant] * like.type.count)
+        return c
+
+    def _broadcast(self, v: ir.Value, lanes: int) -> ir.Value:
+        if _is_vec(v):
+            return v
+        if isinstance(v, ir.Constant):
+            return ir.Constant(ir.VectorType(v.type, lanes), [v.constant] * lanes)
+        b = self.c.b
+        t = b.insert_element(ir.Constant(ir.VectorType(v.type, lanes), ir.Undefined), v, ir.Constant(ir.IntType(32), 0))
+        return b.shuffle_vector(t, ir.Constant(ir.VectorType(v.type, lanes), ir.Undefined),
+                                ir.Constant(ir.VectorType(ir.IntType(32), lanes), [0] * lanes))
+
+    def _match(self, a: ir.Value, b_: ir.Value) -> tuple[ir.Value, ir.Value]:
+        if _is_vec(a) and not _is_vec(b_):
+            b_ = self._broadcast(b_, a.type.count)
+        elif _is_vec(b_) and not _is_vec(a):
+            a = self._broadcast(a, b_.type.count)
+        return a, b_
+
+    def index(self, e: Expr) -> ir.Value:
+        """An integer expression as i64 (scalar, or a vector inside a vectorized loop)."""
+        v = self.value(e)
+        return self.convert(v, e.dtype, "int64")
+
+    def convert(self, v: ir.Value, src: str, dst: str) -> ir.Value:
+        """``v`` (computed for dtype ``src``, ints possibly widened to i64) as ``dst``."""
+        b = self.c.b
+        st = v.type.element if _is_vec(v) else v.type
+        if dst == "bool":
+            if st == I1:
+                return v
+            zero = self._splat_like(ir.Constant(st, 0), v)
+            return b.fcmp_unordered("!=", v, zero) if st == F32 else b.icmp_signed("!=", v, zero)
+        dt = mem_type(dst)
+        if st == dt:
+            return v
+        ty = self._vec_type(dt, v)
+        if st == F32:
+            return b.fptosi(v, ty)
+        if dt == F32:
+            return b.uitofp(v, ty) if st == I1 else b.sitofp(v, ty)
+        if st == I1:
+            return b.zext(v, ty)
+        return b.trunc(v, ty) if _width(st) > _width(dt) else b.sext(v, ty)
+
+    def value(self, e: Expr) -> ir.Value:
+        b = self.c.b
+        if isinstance(e, Const):
+            if is_float(e.dtype):
+                return ir.Constant(F32, float(e.value))
+            if e.dtype == "bool":
+                return ir.Constant(I1, int(bool(e.value)))
+            return ir.Constant(mem_type(e.dtype), int(e.value))
+        if isinstance(e, Var):
+            if e not in self.c.env:
+                raise TirError(f"llvm codegen: variable {e.name} used outside its loop")
+            return self.c.env[e]
+        if isinstance(e, BufLoad):
+            return self.load(e)
+        if isinstance(e, Cast):
+            return self.convert(self.value(e.a), e.a.dtype, e.dtype)
+        if isinstance(e, Select):
+            c = self.convert(self.value(e.cond), e.cond.dtype, "bool")
+            self.select_depth += 1
+            try:
+                x, y = self._pair(e.a, e.b, e.dtype)
+            finally:
+                self.select_depth -= 1
+            if _is_vec(x) and not _is_vec(c):
+                c = self._broadcast(c, x.type.count)
+            elif _is_vec(c):
+                x, y = self._broadcast(x, c.type.count), self._broadcast(y, c.type.count)
+            return b.select(c, x, y)
+        if isinstance(e, Call):
+            return self.call(e)
+        if isinstance(e, Binary):
+            return self.binary(e)
+        raise TirError(f"llvm codegen: cannot compile expression {e!r} ({type(e).__name__})")
+
+    def _pair(self, ea: Expr, eb: Expr, dtype: str) -> tuple[ir.Value, ir.Value]:
+        """Both operands in one type: float32 if ``dtype`` is float, else the wider integer type."""
+        x, y = self.value(ea), self.value(eb)
+        if is_float(dtype):
+            x, y = self.convert(x, ea.dtype, "float32"), self.convert(y, eb.dtype, "float32")
+        else:
+            wx = (x.type.element if _is_vec(x) else x.type).width
+            wy = (y.type.element if _is_vec(y) else y.type).width
+            w = max(wx, wy, 8)
+            name = {8: "int8", 16: "int16", 32: "int32", 64: "int64"}[w]
+            x, y = self.convert(x, ea.dtype, name), self.convert(y, eb.dtype, name)
+        return self._match(x, y)
+
+    def binary(self, e: Binary) -> ir.Value:
+        b = self.c.b
+        op = e.op
+        if op in ("and", "or"):
+            x = self.convert(self.value(e.a), e.a.dtype, "bool")
+            y = self.convert(self.value(e.b), e.b.dtype, "bool")
+            x, y = self._match(x, y)
+            return b.and_(x, y) if op == "and" else b.or_(x, y)
+        cmp_dtype = "float32" if (is_float(e.a.dtype) or is_float(e.b.dtype)) else "int64"
+        if op in ("lt", "le", "gt", "ge", "eq", "ne"):
+            x, y = self._pair(e.a, e.b, cmp_dtype)
+            sym = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}[op]
+            if cmp_dtype == "float32":
+                return b.fcmp_unordered(sym, x, y) if op == "ne" else b.fcmp_ordered(sym, x, y)
+            return b.icmp_signed(sym, x, y)
+        x, y = self._pair(e.a, e.b, e.dtype)
+        fl = is_float(e.dtype)
+        if op == "add":
+            return b.fadd(x, y, flags=_FLOAT_FLAGS) if fl else b.add(x, y)
+        if op == "sub":
+            return b.fsub(x, y, flags=_FLOAT_FLAGS) if fl else b.sub(x, y)
+        if op == "mul":
+            return b.fmul(x, y, flags=_FLOAT_FLAGS) if fl else b.mul(x, y)
+        if op == "div":
+            return b.fdiv(x, y)
+        if op in ("min", "max"):
+            sym = "<" if op == "min" else ">"
+            c = b.fcmp_ordered(sym, x, y) if fl else b.icmp_signed(sym, x, y)
+            return b.select(c, x, y)
+        if op == "shr":
+            return b.ashr(x, y)
+        if op == "shl":
+            return b.shl(x, y)
+        if op in ("floordiv", "floormod"):
+            if fl:
+                q = self._math("floor", b.fdiv(x, y))
+                return q if op == "floordiv" else b.fsub(x, b.fmul(q, y))
+            q, r = b.sdiv(x, y), b.srem(x, y)
+            zero = self._splat_like(ir.Constant(x.type.element if _is_vec(x) else x.type, 0), x)
+            fix = b.and_(b.icmp_signed("!=", r, zero), b.icmp_signed("!=", b.icmp_signed("<", r, zero),
+                                                                       b.icmp_signed("<", y, zero)))
+            if op == "floordiv":
+                return b.sub(q, b.zext(fix, q.type))
+            return b.select(fix, b.add(r, y), r)
+        raise TirError(f"llvm codegen: unknown binary op {op!r}")
+
+    def _math(self, name: str, x: ir.Value) -> ir.Value:
+        b = self.c.b
+        if name in _LLVM_MATH:
+            suffix = f"v{x.type.count}f32" if _is_vec(x) else "f32"
+            fname = f"{_LLVM_MATH[name]}.{suffix}"
+            fn = self.module.globals.get(fname) or ir.Function(self.module, ir.FunctionType(x.type, [x.type]), fname)
+            return b.call(fn, [x])
+        fname = _LIBM[name]
+        fn = self.module.globals.get(fname) or ir.Function(self.module, ir.FunctionType(F32, [F32]), fname)
+        if not _is_vec(x):
+            return b.call(fn, [x])
+        out = ir.Constant(x.type, ir.Undefined)
+        for k in range(x.type.count):
+            kk = ir.Constant(ir.IntType(32), k)
+            out = b.insert_element(out, b.call(fn, [b.extract_element(x, kk)]), kk)
+        return out
+
+    def call(self, e: Call) -> ir.Value:
+        return self._math(e.name, self.convert(self.value(e.a), e.a.dtype, "float32"))
+
+
+def _pow2_pieces(n: int, widest: int = 64) -> list[int]:
+    """``n`` as a sum of powers of two, largest first, none above ``widest``."""
+    out = []
+    while n:
+        p = min(widest, 1 << (n.bit_length() - 1))
+        out.append(p)
+        n -= p
+    return out
+
+
+def _vectorizable(s) -> bool:
+    """A vectorized loop holds only stores and guards around stores (no nested loops or allocations)."""
+    return all(isinstance(x, Store) or (isinstance(x, IfThen) and _vectorizable(x)) for x in s.body)
+
+
+def generate(f: PrimFunc, name: str | None = None) -> tuple[ir.Module, str]:
+    """The llvmlite module for ``f`` and the kernel's symbol name."""
+    cg = LlvmCodegen(f, name)
+    return cg.generate(), cg.name

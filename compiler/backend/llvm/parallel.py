@@ -1,0 +1,175 @@
+"""The CPU runtime's thread pool: generated code hands a parallel loop to ``launch`` (a C callback).
+
+A parallel loop is outlined into ``void task(i64 begin, i64 end, i8* closure)``; the kernel calls
+the callback with that function, the trip count and the closure. The callback splits the range into
+about four chunks per thread that the pool's threads and the calling thread take in turn (a dynamic
+schedule, robust to a shared machine). On x86 the hand-off is native (:mod:`compiler.backend.llvm.native_pool`):
+idle workers spin ~1 ms in native code and take chunks without the GIL; otherwise, or while another
+Python thread's launch holds the native record, chunks go through a queue and ctypes calls.
+"""
+from __future__ import annotations
+
+import ctypes
+import itertools
+import os
+import queue
+import threading
+
+TASK = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p)
+LAUNCH = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p)
+
+_lock = threading.Lock()
+_threads: int | None = None
+_tasks: dict[int, object] = {}
+
+
+class _Pool:
+    """Persistent daemon workers fed through a C-implemented queue; a job is ``(callable, completion queue or None)``."""
+
+    def __init__(self) -> None:
+        self.jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self.size = 0
+
+    def grow(self, n: int) -> None:
+        with _lock:
+            while self.size < n:
+                threading.Thread(target=self._work, name=f"vta-cpu-{self.size}", daemon=True).start()
+                self.size += 1
+
+    def _work(self) -> None:
+        while True:
+            job, done = self.jobs.get()
+            try:
+                job()
+            except BaseException as exc:  # reported to the launching thread
+                if done is not None:
+                    done.put(exc)
+            else:
+                if done is not None:
+                    done.put(None)
+
+
+_pool = _Pool()
+SPIN_ITERATIONS = 20000  # pause-loop iterations an idle worker waits natively for a new launch (~1 ms) before sleeping
+_record = (ctypes.c_int64 * 8)()  # the native hand-off record (compiler.backend.llvm.native_pool)
+_record_addr = ctypes.addressof(_record)
+_native_busy = threading.Lock()  # one native launch at a time; a concurrent launch takes the Python path
+_generation = 0
+
+
+def _after_fork_in_child() -> None:
+    """A forked child has none of the parent's worker threads: start from an empty pool and free locks."""
+    global _pool, _native_busy, _lock
+    _pool = _Pool()
+    _native_busy = threading.Lock()
+    _lock = threading.Lock()
+    _record[:] = [0] * len(_record)
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _native_ok() -> bool:
+    """The native hand-off publishes with plain stores, which keep their order on x86 (TSO) only."""
+    import platform
+
+    return platform.machine().lower() in ("x86_64", "amd64") and os.environ.get("VTA_NATIVE_POOL", "1") != "0"
+
+
+_NATIVE = _native_ok()
+
+
+def _native_worker_job() -> None:
+    from compiler.backend.llvm.native_pool import functions
+
+    functions()["worker"](_record_addr, SPIN_ITERATIONS)
+
+
+def num_threads() -> int:
+    """Threads a parallel loop uses: ``set_num_threads``, else ``$VTA_NUM_THREADS``, else the CPU count."""
+    if _threads is not None:
+        return _threads
+    env = os.environ.get("VTA_NUM_THREADS")
+    if env:
+        try:
+            n = int(env)
+        except ValueError:
+            raise ValueError(f"VTA_NUM_THREADS must be a positive integer, got {env!r}") from None
+        if n > 0:
+            return n
+        raise ValueError(f"VTA_NUM_THREADS must be a positive integer, got {env!r}")
+    return os.cpu_count() or 1
+
+
+def set_num_threads(n: int | None) -> None:
+    """Use ``n`` threads for parallel loops (``None``: back to the default)."""
+    global _threads
+    if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n <= 0):
+        raise ValueError(f"set_num_threads: need a positive int or None, got {n!r}")
+    _threads = n
+
+
+def _launch(fn: int, n: int, closure: int) -> None:
+    t = min(num_threads(), n)
+    if t <= 1:
+        _task(fn)(0, n, closure)
+        return
+    # dynamic schedule: ~4 chunks per thread, taken in order by whichever thread is free (the machine may be shared)
+    nchunks = min(n, 4 * t)
+    if _NATIVE and _native_busy.acquire(blocking=False):
+        try:
+            _launch_native(fn, n, closure, t, nchunks)
+        finally:
+            _native_busy.release()
+        return
+    _launch_python(_task(fn), n, closure, t, nchunks)
+
+
+def _task(fn: int):
+    task = _tasks.get(fn)
+    if task is None:
+        task = _tasks.setdefault(fn, TASK(fn))
+    return task
+
+
+def _launch_native(fn: int, n: int, closure: int, t: int, nchunks: int) -> None:
+    """Publish the launch in the record; spinning workers join without the GIL, sleeping ones are woken."""
+    from compiler.backend.llvm.native_pool import CHUNKS, CLOSURE, DONE, SPINNING, TASK_SLOT, TRIP, WORD, functions
+
+    global _generation
+    native = functions()
+    _generation = (_generation + 1) & 0x7FFFFFFF
+    rec = _record
+    rec[TASK_SLOT], rec[CLOSURE], rec[TRIP], rec[CHUNKS], rec[DONE] = fn, closure, n, nchunks, 0
+    rec[WORD] = _generation << 32  # publishes the fields above (x86 keeps store order)
+    _pool.grow(t - 1)
+    for _ in range(max(0, (t - 1) - rec[SPINNING])):
+        _pool.jobs.put((_native_worker_job, None))
+    native["work"](_record_addr, _generation)
+    native["wait"](_record_addr, nchunks)
+
+
+def _launch_python(task, n: int, closure: int, t: int, nchunks: int) -> None:
+    """The same schedule through Python (another thread's launch holds the native record, or not x86)."""
+    bounds = [n * i // nchunks for i in range(nchunks + 1)]
+    counter = itertools.count()
+
+    def worker() -> None:
+        while True:
+            c = next(counter)
+            if c >= nchunks:
+                return
+            task(bounds[c], bounds[c + 1], closure)
+
+    _pool.grow(t - 1)
+    done: queue.SimpleQueue = queue.SimpleQueue()
+    for _ in range(t - 1):
+        _pool.jobs.put((worker, done))
+    worker()
+    errors = [e for e in (done.get() for _ in range(t - 1)) if e is not None]
+    if errors:
+        raise errors[0]
+
+
+LAUNCH_CALLBACK = LAUNCH(_launch)
+LAUNCH_ADDRESS = ctypes.cast(LAUNCH_CALLBACK, ctypes.c_void_p).value

@@ -1,0 +1,47 @@
+"""Emit float32 sums in numpy's exact association order (pairwise summation, 8 accumulators)."""
+from __future__ import annotations
+
+from typing import Callable
+
+from llvmlite import ir
+
+from compiler.backend.llvm.irutil import F32, Kernel, i64
+
+BLOCK = 128  # numpy's PW_BLOCKSIZE
+
+
+def pairwise_sum(k: Kernel, load: Callable[[ir.Value], ir.Value], base: ir.Value, n: int, stride: int = 1) -> ir.Value:
+    """numpy's ``pairwise_sum`` of ``load(base + i*stride)`` for i < n (static n), as float32."""
+    b = k.b
+
+    def at(i) -> ir.Value:
+        off = k.madd((i, stride)) if isinstance(i, ir.Value) else i64(int(i) * stride)
+        return load(b.add(base, off))
+
+    def rec(start: int, m: int) -> ir.Value:
+        if m < 8:
+            res = ir.Constant(F32, -0.0)
+            for i in range(m):
+                res = b.fadd(res, at(start + i))
+            return res
+        if m <= BLOCK:
+            slots = []
+            for j in range(8):
+                s = k.alloca(F32)
+                b.store(at(start + j), s)
+                slots.append(s)
+            full = m - m % 8
+            if full > 8:
+                with k.loop(start + full, start=start + 8, step=8) as i:
+                    for j in range(8):
+                        b.store(b.fadd(b.load(slots[j]), at(b.add(i, i64(j)))), slots[j])
+            r = [b.load(s) for s in slots]
+            res = b.fadd(b.fadd(b.fadd(r[0], r[1]), b.fadd(r[2], r[3])), b.fadd(b.fadd(r[4], r[5]), b.fadd(r[6], r[7])))
+            for i in range(start + full, start + m):
+                res = b.fadd(res, at(i))
+            return res
+        half = m // 2
+        half -= half % 8
+        return b.fadd(rec(start, half), rec(start + half, m - half))
+
+    return rec(0, n)

@@ -1,0 +1,115 @@
+"""``TargetAccelBackend``: the int8 conv2d/dense layers of a lowered QDQ model on a CPU/GPU target.
+
+The same layer contract as :class:`compiler.graph.ref_backend.RefAccelBackend` (packed int8 in and out,
+int32 accumulation, the requant epilogue), computed by the operator library's integer direct conv2d
+(:mod:`compiler.topi.conv2d_direct` with :mod:`compiler.topi.requant_int`), so it is bit-exact with ``ref``.
+A dense layer is a 1x1 convolution over a 1x1 image.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from compiler.graph.accel_interface import (check_conv_operands, dense_operands, host_profile, pack_activation,
+                                            pad_channels, pad_requant, unpack_activation, unpack_weight)
+from jit_runtime.host_ops.requant import Requant
+from compiler.backend.plans.compile import compile_plan
+from compiler.backend.plans.plans import OpPlan
+from compiler.topi import conv2d_direct, requant_int
+
+
+class TargetAccelBackend:
+    """Integer conv2d/dense for ``target`` ("llvm" or "cuda"); ``last_profile`` has MAC and byte counts."""
+
+    runs_on_host = True  # the Module profiles its layers as CPU layers (time measured, no accelerator MACs)
+
+    def __init__(self, config, target: str = "llvm") -> None:
+        self.config = config
+        self.target = target
+        self.last_profile: dict = {}
+        self.runs_on = target  # where its layers run, for the profile (no accelerator involved)
+        self._weights: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # id(packed weight) -> (array, library layout)
+
+    def _run(self, spec: conv2d_direct.Conv2dSpec, x: np.ndarray, w_oihw: np.ndarray, w_key: np.ndarray,
+             bias, rq: Requant) -> np.ndarray:
+        cached = self._weights.get(id(w_key))
+        if cached is None or cached[0] is not w_key:
+            cached = (w_key, conv2d_direct.pack_weight(spec, w_oihw))
+            self._weights[id(w_key)] = cached
+        params = requant_int.requant_params(rq, bias, spec.o)
+        fn = self._kernel(spec, rq)
+        if self.target == "cuda":
+            fn.pin(cached[1])  # the packed weight stays on the GPU between runs
+        return np.asarray(fn(np.ascontiguousarray(x), cached[1], *params)).reshape(spec.n, spec.o, spec.oh, spec.ow)
+
+    def _kernel(self, spec: conv2d_direct.Conv2dSpec, rq: Requant):
+        """The compiled int8 conv + requant kernel of ``spec`` (compiled once per shape and epilogue constants)."""
+        scal = (int(rq.pre_shift), int(rq.zero_point), int(rq.clip_low), int(rq.out_max))
+        key = ("qconv2d", spec, scal, self.target)
+
+        def make():
+            extra, fn, dt = requant_int.requant_stage(rq, spec.o)
+            op = conv2d_direct.conv2d(spec, stage=(extra, fn, dt))
+            sched = conv2d_direct.schedule_gpu if self.target == "cuda" else conv2d_direct.schedule_cpu
+            return op.inputs, op.out, lambda s: sched(op, s)
+
+        return compile_plan(OpPlan(key, make, lambda ins: list(ins)), self.target)
+
+    def prepare(self, g) -> int:
+        """Compile the kernels of ``g``'s AccelConv2D/AccelDense layers from their static shapes (no data runs);
+        returns how many layers were prepared."""
+        count = 0
+        for n in g.nodes:
+            if n.op not in ("AccelConv2D", "AccelDense"):
+                continue
+            a = n.attrs
+            xs_shape = g.tensors[n.inputs[0]].shape
+            w = g.constants.get(n.inputs[1])  # None: a weight computed at run time (attention's MatMuls)
+            w_shape = g.tensors[n.inputs[1]].shape if w is None else w.shape
+            if n.op == "AccelConv2D":
+                spec = self._conv_spec(xs_shape, w_shape, a["strides"], a["pads"], int(a.get("group", 1)),
+                                       int(a.get("pad_value", 0)))
+            else:
+                nb, kb, b, bi = xs_shape
+                spec = conv2d_direct.Conv2dSpec(nb * b, kb * bi, 1, 1, w_shape[0] * w_shape[2], 1, 1, dtype="int8")
+            self._kernel(spec, pad_requant(a["requant"], spec.o))
+            count += 1
+        return count
+
+    @staticmethod
+    def _conv_spec(x_shape, w_shape, stride, padding, groups: int, pad_value: int) -> conv2d_direct.Conv2dSpec:
+        """The unpacked conv geometry of packed shapes x (N/B, C/BI, H, W, B, BI) and w (O/BO, C/BI, KH, KW, BO, BI)."""
+        nb, cb, h, wd, b, bi = x_shape
+        ob, ib, kh, kw, bo, _ = w_shape
+        n, c, o, cw = nb * b, cb * bi, ob * bo, ib * bi
+        if groups > 1 and ib == 1 and ob == cb and groups > cb:
+            cw, groups = 1, c  # depthwise: every padded channel is its own group
+        if c != cw * groups:
+            raise ValueError(f"conv2d: input has {c} padded channels, weight {cw} x groups {groups}")
+        return conv2d_direct.Conv2dSpec(n, c, h, wd, o, kh, kw, tuple(int(v) for v in stride),
+                                        tuple(int(v) for v in padding), (1, 1), int(groups), "int8", int(pad_value))
+
+    def _profile(self, macs: int, x, w, bias, out) -> None:
+        self.last_profile = host_profile(macs, x, w, bias, out)
+
+    def conv2d(self, x, w, bias, *, stride, padding, groups, requant: Requant, pad_value: int = 0) -> np.ndarray:
+        cfg = self.config
+        check_conv_operands(cfg, x, w)
+        spec = self._conv_spec(x.shape, w.shape, stride, padding, int(groups), int(pad_value))
+        xs, ws = unpack_activation(x), unpack_weight(w)[:, :spec.cg]  # depthwise: one input channel per group
+        o = spec.o
+        out = self._run(spec, xs, ws, w, pad_channels(bias, o), pad_requant(requant, o))
+        packed = pack_activation(out.astype(np.int8), cfg.batch, cfg.block_out)
+        self._profile(spec.macs, x, w, bias, packed)
+        return packed
+
+    def dense(self, x, w, bias, *, requant: Requant) -> np.ndarray:
+        cfg = self.config
+        xs, ws = dense_operands(x, w)
+        n, k = xs.shape
+        m = ws.shape[0]
+        spec = conv2d_direct.Conv2dSpec(n, k, 1, 1, m, 1, 1, dtype="int8")
+        out = self._run(spec, xs.reshape(n, k, 1, 1), ws.reshape(m, k, 1, 1), w, pad_channels(bias, m),
+                        pad_requant(requant, m))
+        packed = pack_activation(out.reshape(n, m).astype(np.int8), cfg.batch, cfg.block_out)
+        self._profile(n * k * m, x, w, bias, packed)
+        return packed

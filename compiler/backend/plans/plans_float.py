@@ -1,0 +1,286 @@
+"""Planners of the float32 operators: conv2d (plain or fused with bias/residual/activation), dense, elementwise
+activations and arithmetic (also int8/uint8/int32 where exact), pooling and softmax."""
+from __future__ import annotations
+
+import numpy as np
+
+from jit_runtime.host_ops.pooling import pool_axes
+from compiler.graph.ir import Node
+from compiler.backend.plans.oplan import OpPlan, UnsupportedOnTarget, check_f32, const_input, f32
+from compiler.topi import conv2d_direct, dense_float, elementwise, lrn, pool, softmax
+from compiler.topi.injective import schedule_injective
+
+UNARY = {"Relu": "relu", "Clip": "clip", "Sigmoid": "sigmoid", "HardSwish": "hardswish", "HardSigmoid": "hardsigmoid",
+         "LeakyRelu": "leakyrelu"}
+BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div"}
+
+
+def plan_conv(node: Node, infos, consts, target: str) -> OpPlan:
+    check_f32(node, infos)
+    a = node.attrs
+    x = infos[0]
+    if len(x.shape) != 4:
+        raise UnsupportedOnTarget(f"node {node.name!r} ({node.op}): only 2-D convolutions (4-D NCHW input) are in the "
+                                  f"library, got input shape {x.shape}")
+    w = const_input(consts, node.inputs[1], "weight", node).astype(np.float32)
+    bias = consts.get(node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] else None
+    if len(node.inputs) > 2 and node.inputs[2] and bias is None:
+        raise UnsupportedOnTarget(f"node {node.name!r}: the conv bias must be a constant initializer")
+    residual = bool(a.get("residual", False))
+    spec = conv2d_direct.Conv2dSpec(x.shape[0], x.shape[1], x.shape[2], x.shape[3], w.shape[0], w.shape[2], w.shape[3],
+                                    tuple(int(v) for v in a.get("strides", (1, 1))),
+                                    tuple(int(v) for v in a.get("pads", (0, 0, 0, 0))),
+                                    tuple(int(v) for v in a.get("dilations", (1, 1))), int(a.get("group", 1)))
+    try:
+        spec.check()
+    except Exception as exc:
+        raise UnsupportedOnTarget(f"node {node.name!r} ({node.op}): {exc}") from None
+    act, params = a.get("activation"), tuple(a.get("act_params", ()))
+    wp = conv2d_direct.pack_weight(spec, w)
+    ob = spec.block
+    bp = None if bias is None else f32(bias).reshape(-1)
+    key = ("conv2d", spec, ob, bp is not None, residual, act, params, target)
+
+    def make():
+        op = conv2d_direct.conv2d(spec, bias=bp is not None, residual=residual, act=act, act_params=params)
+        sched = conv2d_direct.schedule_gpu if target == "cuda" else conv2d_direct.schedule_cpu
+        return op.inputs, op.out, lambda s: sched(op, s)
+
+    def args(ins):
+        out = [f32(ins[0]), wp]
+        if bp is not None:
+            out.append(bp)
+        if residual:
+            out.append(f32(ins[3]).reshape(conv2d_direct.output_shape(spec)))
+        return out
+
+    return OpPlan(key, make, args, (spec.n, spec.o, spec.oh, spec.ow), np.dtype(np.float32), spec.macs)
+
+
+def plan_dense(node: Node, infos, consts, target: str) -> OpPlan:
+    check_f32(node, infos)
+    a = node.attrs
+    x = infos[0]
+    if len(x.shape) != 2 or a.get("transA", 0):
+        raise UnsupportedOnTarget(f"node {node.name!r} ({node.op}): dense needs a 2-D, non-transposed input, got "
+                                  f"{x.shape} transA={a.get('transA', 0)}")
+    if float(a.get("alpha", 1.0)) != 1.0 or float(a.get("beta", 1.0)) != 1.0:
+        raise UnsupportedOnTarget(f"node {node.name!r} ({node.op}): alpha/beta other than 1 are not in the library")
+    w = const_input(consts, node.inputs[1], "weight", node).astype(np.float32)
+    w_mk = w if a.get("transB", 0) else w.T  # (M, K)
+    if node.op == "MatMul":
+        w_mk = w.T
+    bias = None
+    if len(node.inputs) > 2 and node.inputs[2]:
+        bias = const_input(consts, node.inputs[2], "bias", node)
+        if bias.size != w_mk.shape[0]:
+            raise UnsupportedOnTarget(f"node {node.name!r}: the bias must have one value per output ({w_mk.shape[0]})")
+    n, k, m = x.shape[0], x.shape[1], w_mk.shape[0]
+    if w_mk.shape[1] != k:
+        raise UnsupportedOnTarget(f"node {node.name!r}: input has K={k} but the weight {w.shape}")
+    act, params = a.get("activation"), tuple(a.get("act_params", ()))
+    wp = dense_float.pack_dense_weight(w_mk)
+    bp = None if bias is None else f32(bias).reshape(-1)
+    key = ("dense", n, k, m, bp is not None, act, params, target)
+
+    def make():
+        op = dense_float.dense(n, k, m, bias=bp is not None, act=act, act_params=params)
+        sched = dense_float.schedule_gpu if target == "cuda" else dense_float.schedule_cpu
+        return op.inputs, op.out, lambda s: sched(op, s)
+
+    def args(ins):
+        return [f32(ins[0]), wp] + ([bp] if bp is not None else [])
+
+    return OpPlan(key, make, args, (n, m), np.dtype(np.float32), n * k * m)
+
+
+# uint8 has no TE dtype: uint8 elementwise ops compute in int16 (exact: results are cast back modulo 256)
+_COMPUTE = {"uint8": "int16"}
+
+
+def plan_unary(node: Node, infos, consts, target: str) -> OpPlan:
+    x = infos[0]
+    kind = UNARY[node.op]
+    params = ()
+    if node.op in ("Clip", "HardSigmoid", "LeakyRelu"):
+        params = _clip_params(node, consts) if node.op == "Clip" else _act_params_attrs(node)
+    dt = str(x.dtype)
+    if dt not in ("float32", "int8", "uint8", "int32") or (dt != "float32" and kind not in ("relu", "clip")):
+        raise UnsupportedOnTarget(f"node {node.name!r} ({node.op}): dtype {dt} not supported (float32; relu/clip "
+                                  f"also int8/uint8/int32)")
+    cdt = _COMPUTE.get(dt, dt)
+    shape = tuple(x.shape) or (1,)
+    key = ("unary", kind, params, shape, cdt, target)
+
+    def make():
+        ins, y = elementwise.unary(shape, cdt, kind, params)
+        return ins, y, lambda s: schedule_injective(s, y, target)
+
+    return OpPlan(key, make, lambda ins: [np.ascontiguousarray(ins[0], dtype=cdt).reshape(shape)], tuple(x.shape),
+                  np.dtype(dt))
+
+
+def _clip_params(node: Node, consts) -> tuple:
+    lo, hi = node.attrs.get("min"), node.attrs.get("max")
+    if len(node.inputs) > 1 and node.inputs[1]:
+        lo = float(np.asarray(const_input(consts, node.inputs[1], "min", node)).reshape(()))
+    if len(node.inputs) > 2 and node.inputs[2]:
+        hi = float(np.asarray(const_input(consts, node.inputs[2], "max", node)).reshape(()))
+    return (None if lo is None else float(lo), None if hi is None else float(hi))
+
+
+def _act_params_attrs(node: Node) -> tuple:
+    a = node.attrs
+    if node.op == "HardSigmoid":
+        return (float(a.get("alpha", 0.2)), float(a.get("beta", 0.5)))
+    return (float(a.get("alpha", 0.01)),)
+
+
+def plan_binary(node: Node, infos, consts, target: str) -> OpPlan:
+    xa, xb = infos[0], infos[1]
+    dt = str(xa.dtype)
+    if xb.dtype != xa.dtype or dt not in ("float32", "int32", "int8", "uint8") or (dt != "float32" and node.op == "Div"):
+        raise UnsupportedOnTarget(f"node {node.name!r} ({node.op}): operands {xa.dtype}/{xb.dtype}; the library has "
+                                  f"float32 (and int8/uint8/int32 Add/Sub/Mul, wrapping) with equal dtypes")
+    cdt = _COMPUTE.get(dt, dt)
+    sa, sb = tuple(xa.shape), tuple(xb.shape)
+    op = BINARY[node.op]
+    key = ("binary", op, sa, sb, cdt, target)
+    out_shape = elementwise.broadcast_shape(sa, sb)
+
+    def make():
+        ins, y = elementwise.binary(sa, sb, cdt, op)
+        return ins, y, lambda s: schedule_injective(s, y, target)
+
+    def args(ins):
+        return [np.ascontiguousarray(ins[0], dtype=cdt).reshape(sa or (1,)),
+                np.ascontiguousarray(ins[1], dtype=cdt).reshape(sb or (1,))]
+
+    return OpPlan(key, make, args, out_shape, np.dtype(dt))
+
+
+def plan_pool(node: Node, infos, consts, target: str) -> OpPlan:
+    x = infos[0]
+    if node.op != "MaxPool" or str(x.dtype) not in ("int8", "uint8"):
+        check_f32(node, infos)
+    cdt = _COMPUTE.get(str(x.dtype), str(x.dtype))
+    a = node.attrs
+    if len(x.shape) != 4:
+        raise UnsupportedOnTarget(f"node {node.name!r} ({node.op}): only 2-D pooling (NCHW) is in the library")
+    n, c, h, w = x.shape
+    if node.op == "GlobalAveragePool":
+        key = ("gap", tuple(x.shape), target)
+
+        def make_gap():
+            ins, y = pool.global_avg_pool(n, c, h, w)
+            sched = pool.schedule_gpu if target == "cuda" else pool.schedule_cpu
+            return ins, y, lambda s: sched(s, [y.op.inputs[0], y])
+
+        return OpPlan(key, make_gap, lambda ins: [f32(ins[0])], (n, c, 1, 1))
+    if len(node.outputs) > 1 and node.outputs[1]:
+        raise UnsupportedOnTarget(f"node {node.name!r}: MaxPool's Indices output is not in the library")
+    if any(int(d) != 1 for d in a.get("dilations") or (1, 1)):
+        raise UnsupportedOnTarget(f"node {node.name!r} ({node.op}): dilated pooling is not in the library")
+    ax = pool_axes(a, (h, w))
+    spec = pool.PoolSpec(n, c, h, w, ax[0].k, ax[1].k, (ax[0].s, ax[1].s),
+                         (ax[0].begin, ax[1].begin, ax[0].end, ax[1].end), ax[0].out, ax[1].out)
+    include = bool(a.get("count_include_pad", 0))
+    key = (node.op, spec, include, cdt, target)
+
+    def make():
+        if node.op == "MaxPool":
+            ins, y = pool.max_pool(spec, cdt)
+            stages = [y]
+        else:
+            ins, y = pool.avg_pool(spec, include)
+            stages = [y.op.inputs[0], y]
+        sched = pool.schedule_gpu if target == "cuda" else pool.schedule_cpu
+        return ins, y, lambda s: sched(s, stages)
+
+    return OpPlan(key, make, lambda ins: [np.ascontiguousarray(ins[0], dtype=cdt)], (n, c, spec.oh, spec.ow),
+                  np.dtype(x.dtype))
+
+
+def plan_softmax(node: Node, infos, consts, target: str) -> OpPlan:
+    check_f32(node, infos)
+    x = infos[0]
+    shape = tuple(x.shape)
+    axis = int(node.attrs.get("axis", -1)) % len(shape)
+    key = ("softmax", shape, axis, target)
+
+    def make():
+        ins, stages = softmax.softmax(shape, axis)
+        sched = softmax.schedule_gpu if target == "cuda" else softmax.schedule_cpu
+        return ins, stages[-1], lambda s: sched(s, stages)
+
+    return OpPlan(key, make, lambda ins: [f32(ins[0])], shape)
+
+
+def plan_batchnorm(node: Node, infos, consts, target: str) -> OpPlan:
+    """Inference BatchNormalization that no Conv absorbed (e.g. pre-activation blocks): a per-channel affine."""
+    check_f32(node, infos)
+    shape = tuple(infos[0].shape)
+    if len(shape) < 2:
+        raise UnsupportedOnTarget(f"node {node.name!r} (BatchNormalization): input must be (N, C, ...), got {shape}")
+    gamma, beta, mean, var = (const_input(consts, node.inputs[k], what, node).astype(np.float64).reshape(-1)
+                              for k, what in ((1, "scale"), (2, "bias"), (3, "mean"), (4, "variance")))
+    k = gamma / np.sqrt(var + float(node.attrs.get("epsilon", 1e-5)))
+    scale, shift = f32(k), f32(beta - mean * k)
+    key = ("channel_affine", shape, target)
+
+    def make():
+        ins, y = elementwise.channel_affine(shape)
+        return ins, y, lambda s: schedule_injective(s, y, target)
+
+    return OpPlan(key, make, lambda ins: [f32(ins[0]), scale, shift], shape)
+
+
+def plan_sum(node: Node, infos, consts, target: str) -> OpPlan:
+    """ONNX ``Sum`` of any number of float32 operands (numpy broadcasting)."""
+    dts = sorted({str(t.dtype) for t in infos})
+    if dts != ["float32"]:
+        raise UnsupportedOnTarget(f"node {node.name!r} (Sum): operand dtypes {dts}; the library sums float32 operands")
+    dt = "float32"
+    shapes = [tuple(t.shape) for t in infos]
+    try:
+        out_shape = tuple(int(d) for d in np.broadcast_shapes(*shapes))
+    except ValueError:
+        raise UnsupportedOnTarget(f"node {node.name!r} (Sum): shapes {shapes} do not broadcast") from None
+    key = ("sum", tuple(shapes), dt, target)
+
+    def make():
+        ins, y = elementwise.sum_n(shapes, dt)
+        return ins, y, lambda s: schedule_injective(s, y, target)
+
+    def args(ins):
+        return [np.ascontiguousarray(a, dtype=dt).reshape(sh or (1,)) for a, sh in zip(ins, shapes)]
+
+    return OpPlan(key, make, args, out_shape, np.dtype(dt))
+
+
+def plan_lrn(node: Node, infos, consts, target: str) -> OpPlan:
+    """ONNX ``LRN`` across channels (float32)."""
+    check_f32(node, infos)
+    shape = tuple(infos[0].shape)
+    a = node.attrs
+    if "size" not in a or int(a["size"]) < 1:
+        raise UnsupportedOnTarget(f"node {node.name!r} (LRN): attribute size (>= 1) is required, got {a.get('size')}")
+    if len(shape) < 3:
+        raise UnsupportedOnTarget(f"node {node.name!r} (LRN): input must be (N, C, D1, ...), got {shape}")
+    params = (int(a["size"]), float(a.get("alpha", 1e-4)), float(a.get("beta", 0.75)), float(a.get("bias", 1.0)))
+    if params[3] <= 0:
+        raise UnsupportedOnTarget(f"node {node.name!r} (LRN): bias must be > 0 (the base of the power), got {params[3]}")
+    key = ("lrn", shape, params, target)
+
+    def make():
+        ins, stages = lrn.lrn(shape, *params)
+        sched = pool.schedule_gpu if target == "cuda" else pool.schedule_cpu
+        return ins, stages[-1], lambda s: sched(s, stages)
+
+    return OpPlan(key, make, lambda ins: [f32(ins[0])], shape)
+
+
+PLANNERS = {"Conv": plan_conv, "FusedConv": plan_conv, "Gemm": plan_dense, "FusedDense": plan_dense, "MatMul": plan_dense,
+            "MaxPool": plan_pool, "AveragePool": plan_pool, "GlobalAveragePool": plan_pool, "Softmax": plan_softmax,
+            "BatchNormalization": plan_batchnorm, "Sum": plan_sum, "LRN": plan_lrn,
+            **{k: plan_unary for k in UNARY}, **{k: plan_binary for k in BINARY}}

@@ -1,0 +1,44 @@
+"""Whole models on the CPU/GPU targets: ``build(model, target="llvm" | "cuda")``.
+
+float models (no calibration) run in float32: the graph pipeline with ``quantize=False``, then conv/dense
+epilogue fusion (:mod:`compiler.graph.float_fuse`). int8 QDQ models (or float models with ``calibration``)
+go through the same lowering as for the accelerator; their integer conv/dense layers run on
+:class:`~compiler.backend.plans.accel.TargetAccelBackend`. Every kernel comes from the operator library
+(:mod:`compiler.topi`) and is compiled at build time.
+"""
+from __future__ import annotations
+
+from compiler.executor.module import Module
+from compiler.executor.pipeline import compile_model
+
+MODEL_TARGETS = ("llvm", "cuda")
+
+
+def build_for_target(model, cfg, target: str, *, calibration=None, quantize: bool | None = None,
+                     input_shapes=None, progress: bool | None = None) -> Module:
+    """Compile the loaded, checked ONNX ``model`` for ``target`` (see the module docstring)."""
+    from compiler.graph.memory_plan import plan_memory
+    from compiler.graph.partition import partition_graph
+    from compiler.backend.plans.accel import TargetAccelBackend
+    from compiler.backend.plans.backend import TargetCpuBackend
+    from compiler.graph.float_fuse import fuse_conv_epilogues
+
+    if target not in MODEL_TARGETS:
+        raise ValueError(f"unknown model target {target!r}; allowed: {', '.join(MODEL_TARGETS)}")
+    qdq = any(n.op_type in ("QuantizeLinear", "DequantizeLinear") for n in model.graph.node)
+    if quantize is None:
+        quantize = calibration is not None or qdq
+    if quantize and calibration is None and not qdq:
+        raise ValueError("quantize=True on a float model needs calibration data (calibration=...)")
+    compiled = compile_model(model, cfg, calibration=calibration, quantize=None if quantize else False,
+                             input_shapes=input_shapes, progress=progress, fuse_residual=False,
+                             widen_convs=False)  # the CPU would do the widened convs' extra MACs
+    if not quantize:
+        compiled.stats["epilogues_fused"] = fuse_conv_epilogues(compiled.graph)
+        compiled.partitions = partition_graph(compiled.graph)
+        compiled.memory_plan = plan_memory(compiled.graph)
+    cpu = TargetCpuBackend(target)
+    cpu.prepare(compiled.graph)
+    accel = TargetAccelBackend(cfg, target)
+    compiled.stats["int8_layers_compiled"] = accel.prepare(compiled.graph)
+    return Module(compiled, accel, cpu, progress)

@@ -1,0 +1,243 @@
+"""TE -> loop IR -> NVPTX: the fused elementwise+reduction op bound to GPU threads with a shared-memory cache."""
+import numpy as np
+import pytest
+
+import compiler
+from compiler import te
+from compiler.backend.cuda.nvcc import have_ptxas
+from compiler.schedule import create_schedule
+from compiler.backend.build import CpuOp
+from compiler.backend.cuda.runtime import NoGpuError, gpu_present
+from compiler.backend.llvm.codegen import generate
+from compiler.tir import For, IfThen, TirError, lower_loops
+
+
+def _serial_on_cpu(s):
+    """The GPU schedule's loop IR with every bound loop run serially on the CPU: same values, redundant shared fills.
+    Checks the lowering (regions of shared caches, indices) without a GPU."""
+    func = lower_loops(s)
+
+    def walk(body):
+        for st in body:
+            if isinstance(st, For):
+                st.kind = "serial"
+                walk(st.body)
+            elif isinstance(st, IfThen):
+                walk(st.body)
+
+    walk(func.body)
+    mod, sym = generate(func)
+    return CpuOp(func, mod, sym)
+
+
+def _gpu_matmul(m=64, n=48, k=80, t=16):
+    A = te.placeholder((m, k), "float32", "A")
+    B = te.placeholder((k, n), "float32", "B")
+    r = te.reduce_axis(k, "k")
+    C = te.compute((m, n), lambda i, j: te.sum(A[i, r] * B[r, j], axis=r), name="C")
+    s = create_schedule(C)
+    io, jo, ii, ji = s[C].tile(*C.op.axes, t, t)
+    for iv, tag in ((io, "blockIdx.y"), (jo, "blockIdx.x"), (ii, "threadIdx.y"), (ji, "threadIdx.x")):
+        s[C].bind(iv, tag)
+    ko, ki = s[C].split(r, t)
+    for src in (A, B):
+        sh = s.cache_read(src, "shared", [C])
+        s[sh].compute_at(s[C], ko)
+        s[sh].bind(s[sh].op.axes[0], "threadIdx.y")
+        s[sh].bind(s[sh].op.axes[1], "threadIdx.x")
+    return s
+
+
+def _gpu_schedule(n=64, m=128, tx=32):
+    a = te.placeholder((n, m), "float32", "a")
+    b = te.placeholder((m,), "float32", "b")
+    k = te.reduce_axis(m, "k")
+    c = te.compute((n,), lambda i: te.sum(te.max(a[i, k] * 2.0 + b[k], 0.0), axis=k), name="c")
+    s = create_schedule(c)
+    io, ii = s[c].split(c.op.axes[0], tx)
+    s[c].bind(io, "blockIdx.x")
+    s[c].bind(ii, "threadIdx.x")
+    bs = s.cache_read(b, "shared", [c])
+    ko, ki = s[c].split(s[c].reduce_axis[0], tx)
+    s[bs].compute_at(s[c], ko)
+    s[bs].bind(s[bs].op.axes[0], "threadIdx.x")
+    return s
+
+
+def test_bound_kernel_compiles_to_ptx():
+    op = compiler.build_op(_gpu_schedule(), target="cuda")
+    assert [(k.grid, k.block) for k in op.kernels] == [((2, 1, 1), (32, 1, 1))]
+    ptx = op.ptx
+    assert f".entry {op.kernels[0].name}" in ptx
+    assert "%ctaid.x" in ptx and "%tid.x" in ptx
+    assert ".shared" in ptx and "bar.sync" in ptx  # the shared-memory cache and its barriers
+    if have_ptxas():
+        assert len(op.assemble()) > 0
+
+
+def test_cuda_schedule_errors():
+    a = te.placeholder((8,), "float32", "a")
+    c = te.compute((8,), lambda i: a[i] + 1.0, name="c")
+    s = create_schedule(c)
+    with pytest.raises(TirError, match="no loop bound to blockIdx/threadIdx"):
+        compiler.build_op(s, target="cuda")
+    o, i = s[c].split(c.op.axes[0], 4)
+    s[c].parallel(o)
+    s[c].bind(i, "threadIdx.x")
+    with pytest.raises(TirError, match="marked parallel"):
+        compiler.build_op(s, target="cuda")
+    big = te.placeholder((4096,), "float32", "big")
+    d = te.compute((4096,), lambda i: big[i] * 2.0, name="d")
+    s = create_schedule(d)
+    s[d].bind(d.op.axes[0], "threadIdx.x")
+    with pytest.raises(TirError, match="at most 1024"):
+        compiler.build_op(s, target="cuda")
+
+
+def test_runs_on_gpu_and_matches_numpy():
+    op = compiler.build_op(_gpu_schedule(), target="cuda")
+    rng = np.random.default_rng(3)
+    av = rng.standard_normal((64, 128)).astype(np.float32)
+    bv = rng.standard_normal(128).astype(np.float32)
+    if not gpu_present():
+        with pytest.raises(NoGpuError, match="no GPU"):
+            op(av, bv)
+        pytest.skip("no GPU")
+    np.testing.assert_allclose(op(av, bv), np.maximum(av * 2 + bv, 0).sum(1), rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("fn", ["exp", "log", "sqrt", "tanh", "abs_", "floor", "round_", "erf"])
+def test_math_functions_compile_for_cuda(fn):
+    """PTX has no libm: every TE math function must lower to PTX instructions (no unresolved calls)."""
+    x = te.placeholder((64,), "float32", "x")
+    y = te.compute((64,), lambda i: getattr(te, fn)(x[i]), name="y")
+    s = create_schedule(y)
+    o, i = s[y].split(y.op.axes[0], 32)
+    s[y].bind(o, "blockIdx.x")
+    s[y].bind(i, "threadIdx.x")
+    op = compiler.build_op(s, target="cuda")
+    assert "call" not in op.ptx.split(".entry")[1]
+    if have_ptxas():
+        op.assemble()
+
+
+def test_shared_tiles_cover_the_whole_thread_block():
+    """A and B tiles in shared memory: each is one t x t region per block (threads relaxed), filled one element per
+    thread; the loop IR computes the matmul (run serially on the CPU) and the kernel assembles."""
+    s = _gpu_matmul()
+    op = compiler.build_op(s, target="cuda")
+    assert "allocate shared A.shared: float32[16, 16]" in op.loop_ir
+    assert "allocate shared B.shared: float32[16, 16]" in op.loop_ir
+    assert [(k.grid, k.block) for k in op.kernels] == [((3, 4, 1), (16, 16, 1))]
+    assert op.ptx.count("bar.sync") >= 2
+    if have_ptxas():
+        op.assemble()
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((64, 80)).astype(np.float32)
+    b = rng.standard_normal((80, 48)).astype(np.float32)
+    np.testing.assert_allclose(_serial_on_cpu(_gpu_matmul())(a, b), a @ b, rtol=1e-4, atol=1e-4)
+    if gpu_present():
+        np.testing.assert_allclose(op(a, b), a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_fused_reduction_gpu_schedule_values():
+    rng = np.random.default_rng(8)
+    av = rng.standard_normal((64, 128)).astype(np.float32)
+    bv = rng.standard_normal(128).astype(np.float32)
+    out = _serial_on_cpu(_gpu_schedule())(av, bv)
+    np.testing.assert_allclose(out, np.maximum(av * 2 + bv, 0).sum(1), rtol=1e-5, atol=1e-4)
+
+
+def test_kernels_are_looked_up_by_the_names_the_loaded_ptx_defines(monkeypatch):
+    """On a GPU of another architecture than the one compiled for, the op loads PTX generated for that GPU;
+    every kernel it asks the driver for must be an ``.entry`` of the PTX it loaded (a fresh code generation
+    names its module afresh: looking up the first build's names failed with CUDA_ERROR_NOT_FOUND on an H100)."""
+    import re
+
+    import compiler.backend.cuda.runtime as cuda_rt
+
+    op = compiler.build_op(_gpu_schedule(), target="cuda")
+    assert op.arch != "sm_90"
+    loaded: dict = {}
+
+    class FakeDriver:
+        def cuCtxSetCurrent(self, ctx):
+            return (0,)
+
+        def cuModuleLoadData(self, image):
+            loaded["entries"] = set(re.findall(r"\.entry\s+(\w+)", image.decode().rstrip("\0")))
+            loaded["target"] = re.search(r"\.target\s+(\w+)", image.decode()).group(1)
+            return 0, "module"
+
+        def cuModuleGetFunction(self, mod, name):
+            return (0 if name.decode() in loaded["entries"] else 500), name.decode()
+
+    monkeypatch.setattr(cuda_rt, "_context", lambda: (FakeDriver(), "ctx", "sm_90"))
+    drv, fns = op._load()
+    assert loaded["target"] == "sm_90" and len(fns) == len(op.kernels) >= 1
+    assert set(fns) <= loaded["entries"]
+
+
+class _CountingDriver:
+    """A stand-in for cuda-python's driver that records allocations and copies (kernels do nothing)."""
+
+    def __init__(self):
+        self.allocs, self.frees, self.h2d, self.d2h, self.next = [], [], [], [], 1
+
+    def cuCtxSetCurrent(self, ctx):
+        return (0,)
+
+    def cuModuleLoadData(self, image):
+        return 0, "module"
+
+    def cuModuleGetFunction(self, mod, name):
+        return 0, name
+
+    def cuMemAlloc(self, n):
+        self.next += 1
+        self.allocs.append(n)
+        return 0, self.next
+
+    def cuMemFree(self, d):
+        self.frees.append(d)
+        return (0,)
+
+    def cuMemcpyHtoD(self, d, src, n):
+        self.h2d.append((d, n))
+        return (0,)
+
+    def cuMemcpyDtoH(self, dst, d, n):
+        self.d2h.append((d, n))
+        return (0,)
+
+    def cuLaunchKernel(self, *args):
+        return (0,)
+
+    def cuCtxSynchronize(self):
+        return (0,)
+
+
+def test_pinned_constants_are_uploaded_once_and_buffers_are_reused(monkeypatch):
+    """A pinned array (a packed weight) is copied to the GPU at its first use only; the other arguments' device
+    buffers are allocated once and refilled on every call; a pinned array's device copy is freed with it."""
+    import gc
+
+    import compiler.backend.cuda.runtime as cuda_rt
+
+    op = compiler.build_op(_gpu_schedule(), target="cuda")
+    drv = _CountingDriver()
+    monkeypatch.setattr(cuda_rt, "_context", lambda: (drv, "ctx", op.arch))
+    monkeypatch.setattr(cuda_rt, "_driver", lambda: drv)
+    a = np.ones((64, 128), np.float32)
+    b = np.ones(128, np.float32)
+    op.pin(b)
+    for _ in range(3):
+        op(a, b)
+    assert [n for _, n in drv.h2d] == [a.nbytes, b.nbytes, a.nbytes, a.nbytes]  # b once, a every call
+    assert len(drv.d2h) == 3 and len(drv.allocs) == 3  # a, b, the output: allocated once each
+    b_dev = drv.h2d[1][0]
+    del b
+    gc.collect()
+    assert drv.frees == [b_dev]
+    op(a, np.ones(128, np.float32))  # an unpinned array in that position is copied, into a reused buffer
+    assert drv.h2d[-1][1] == 128 * 4 and len(drv.allocs) == 4
