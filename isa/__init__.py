@@ -8,7 +8,8 @@ from isa.config import HwConfig, make_config, preset_names
 from isa.encoding import (decode, decode_stream, decode_uop, encode, encode_stream, encode_uop, encode_uops,
                           layouts)
 from isa.errors import AsmError, ConfigError, EncodingError
-from isa.intrinsics import IntrinsicDecl, InsnField, OperandDecl, Timing, register_intrinsic, unregister_intrinsic
+from isa.declare import register_intrinsic, unregister_intrinsic
+from isa.intrinsics import IntrinsicDecl, InsnField, OperandDecl, Timing
 from isa.instructions import (Alu, Deps, Finish, Gemm, Instruction, Load, MemType, Opcode, Store, Unit, Uop,
                               unit_of, with_deps)
 

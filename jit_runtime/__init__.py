@@ -20,7 +20,7 @@ from jit_runtime.errors import (BitstreamError, ModuleFileError, ConfigMismatchE
                                 ProgramFileError, RuntimeApiError, UnknownDeviceError, UopLoopError,
                                 UseAfterFreeError)
 from jit_runtime.program import BufferInfo, Program, RunResult
-from jit_runtime.program_file import load_program, save_program
+from jit_runtime.program import load_program, save_program
 from jit_runtime.uop_kernel import KernelBuilder, UopKernel
 
 __all__ = [

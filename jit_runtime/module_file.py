@@ -10,7 +10,7 @@ Members (format ``vta-module``, version 1):
   (hex of ``isa.config_signature``), "inputs"/"outputs": [{"name", "shape", "dtype"}], "constants":
   {tensor: member}, "programs": count, "steps": [...], "producer": {...}}``
 * ``prog.<j>.header`` / ``.insns`` / ``.dram``: program ``j`` exactly as a ``.vtaprog`` holds it
-  (:func:`jit_runtime.program_file.program_arrays`): the instruction stream, its micro-kernels and the DRAM
+  (:func:`jit_runtime.program.program_arrays`): the instruction stream, its micro-kernels and the DRAM
   image with the layer's weights and constants in place
 * ``const.<k>``: constant tensors the steps read; ``attr.<k>``: array attributes of host ops;
   ``idx.<k>``: int32/int64 gather indices (``-1``: a zero byte lane)
@@ -37,7 +37,7 @@ from isa.errors import ConfigError
 from isa.signature import config_signature
 from jit_runtime.errors import ModuleFileError, ProgramFileError
 from jit_runtime.program import Program
-from jit_runtime.program_file import program_arrays, program_from_arrays
+from jit_runtime.program import program_arrays, program_from_arrays
 
 FORMAT = "vta-module"
 VERSION = 1

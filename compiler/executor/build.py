@@ -36,8 +36,8 @@ def build(model: str | Path | onnx.ModelProto, config=None, target: str = "sim",
     """
     if tuning_log is not None and not Path(tuning_log).is_file():
         raise FileNotFoundError(f"tuning log {tuning_log} does not exist")
-    model = load_model(model)
-    check_model_support(model, input_shapes)  # shapes folded, then unsupported operators rejected before any work
+    # shapes folded, then unsupported operators rejected before any work (once: the pipeline is told so)
+    model = check_model_support(load_model(model), input_shapes)
     cfg = resolve_config(config)
     from compiler.executor.targets import MODEL_TARGETS, build_for_target
 
@@ -47,11 +47,11 @@ def build(model: str | Path | onnx.ModelProto, config=None, target: str = "sim",
             raise ValueError(f"target {target!r} compiles the whole model with the operator library; {extra} apply "
                              f"only to accelerator targets ({', '.join(available_accel_backends())})")
         return build_for_target(model, cfg, target, calibration=calibration, quantize=quantize,
-                                input_shapes=input_shapes, progress=progress)
+                                input_shapes=input_shapes, progress=progress, checked=True)
     backend = create_accel_backend(target, cfg, **(target_options or {}))  # fail fast on unknown targets
     cpu = create_cpu_backend(cpu)
     compiled = compile_model(model, cfg, calibration=calibration, quantize=quantize, input_shapes=input_shapes,
-                             progress=progress, fuse_residual=fuse_residual)
+                             progress=progress, fuse_residual=fuse_residual, checked=True)
     if tuning_log is not None:
         from compiler.autotune.apply import apply_tuning_log
 

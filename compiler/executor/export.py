@@ -150,7 +150,7 @@ class _Exporter:
         return key
 
     def accel(self, n: Node, ins: list) -> np.ndarray:
-        from compiler.backend.accel.conv_stripes import stripe_rows
+        from compiler.graph.conv_stripes import stripe_rows
 
         backend = self.mod.accel
         res = n.attrs.get("residual") if n.op == "AccelConv2D" else None

@@ -44,14 +44,16 @@ def is_qdq(g: Graph) -> bool:
 
 
 def compile_model(model, config, *, calibration=None, quantize: bool | None = None, input_shapes=None,
-                  progress: bool | None = None, fuse_residual: bool = True, widen_convs: bool = True) -> CompiledGraph:
+                  progress: bool | None = None, fuse_residual: bool = True, widen_convs: bool = True,
+                  checked: bool = False) -> CompiledGraph:
     """Run the whole graph-level pipeline. ``quantize``: None = auto (QDQ models and float models
     with a calibration set run int8), False = keep float on the CPU, True = require int8.
     ``fuse_residual``: fuse quantized residual Adds into the producing accelerator conv's epilogue.
     ``widen_convs``: rewrite int8 convs the accelerator cannot run as they are into ones it can, with
     more MACs: dilated kernels zero-inserted (:mod:`compiler.graph.dilation_expand`), groups that do not fill
-    blocks merged (:mod:`compiler.graph.group_merge`)."""
-    g = onnx_to_graph(model, input_shapes)
+    blocks merged (:mod:`compiler.graph.group_merge`). ``checked``: ``model`` was folded and checked for operator
+    support already (:func:`compiler.frontend.onnx_import.check_model_support`, which ``build`` runs first)."""
+    g = onnx_to_graph(model, input_shapes, checked=checked)
     show = progress if progress is not None else len(g.nodes) >= PROGRESS_MIN_NODES
     stats: dict = {"imported_nodes": len(g.nodes)}
     steps = tqdm(total=7, desc="compile", disable=not show, leave=False)

@@ -70,7 +70,8 @@ def _pynq_backend(config, bitstream=None, pynq=None, **device_options):
     """The accelerator layers on a PYNQ board (``jit_runtime.devices_pynq``): the compiled programs of the
     ``sim`` backend, run by one pynq device (the overlay is loaded once). ``bitstream`` defaults to
     ``$VTA_BITSTREAM``; ``pynq`` is the pynq module or a compatible shim (``hw.cosim.pynq_shim.PynqShim``)."""
-    from compiler.backend.accel.backend import SimAccelBackend, as_hw_config
+    from compiler.backend.accel.backend import SimAccelBackend
+    from compiler.graph.accel_interface import as_hw_config
     from jit_runtime.devices_pynq import make_pynq_device
 
     cfg = as_hw_config(config)

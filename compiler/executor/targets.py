@@ -15,8 +15,9 @@ MODEL_TARGETS = ("llvm", "cuda")
 
 
 def build_for_target(model, cfg, target: str, *, calibration=None, quantize: bool | None = None,
-                     input_shapes=None, progress: bool | None = None) -> Module:
-    """Compile the loaded, checked ONNX ``model`` for ``target`` (see the module docstring)."""
+                     input_shapes=None, progress: bool | None = None, checked: bool = False) -> Module:
+    """Compile the loaded ONNX ``model`` for ``target`` (see the module docstring); ``checked``: it was folded and
+    checked for operator support already (``build`` does it first)."""
     from compiler.graph.memory_plan import plan_memory
     from compiler.graph.partition import partition_graph
     from compiler.backend.plans.accel import TargetAccelBackend
@@ -32,7 +33,7 @@ def build_for_target(model, cfg, target: str, *, calibration=None, quantize: boo
         raise ValueError("quantize=True on a float model needs calibration data (calibration=...)")
     compiled = compile_model(model, cfg, calibration=calibration, quantize=None if quantize else False,
                              input_shapes=input_shapes, progress=progress, fuse_residual=False,
-                             widen_convs=False)  # the CPU would do the widened convs' extra MACs
+                             widen_convs=False, checked=checked)  # the CPU would do the widened convs' extra MACs
     if not quantize:
         compiled.stats["epilogues_fused"] = fuse_conv_epilogues(compiled.graph)
         compiled.partitions = partition_graph(compiled.graph)

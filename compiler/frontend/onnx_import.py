@@ -97,19 +97,22 @@ def check_model_support(model: onnx.ModelProto, input_shapes=None) -> onnx.Model
     return folded
 
 
-def prepare_model(model: str | Path | onnx.ModelProto, input_shapes=None) -> onnx.ModelProto:
+def prepare_model(model: str | Path | onnx.ModelProto, input_shapes=None, *, checked: bool = False) -> onnx.ModelProto:
     """Load, fold shape subgraphs, check operator support, validate, convert to opset 13+, fix inputs,
-    infer shapes."""
-    proto = check_model_support(load_model(model), input_shapes)
+    infer shapes. ``checked``: ``model`` is what :func:`check_model_support` returned (folded and checked
+    already, as ``build`` does first), so those two steps are not repeated."""
+    proto = load_model(model) if checked else check_model_support(load_model(model), input_shapes)
     check_structure(proto)
     proto = convert_opset(onnx.ModelProto.FromString(proto.SerializeToString()), TARGET_OPSET)
     _fix_input_shapes(proto, input_shapes)
     return validate_model(proto)
 
 
-def onnx_to_graph(model: str | Path | onnx.ModelProto, input_shapes: dict | None = None) -> Graph:
-    """Import an ONNX model into the graph IR (QLinear ops expanded to DQ -> op -> Q)."""
-    proto = prepare_model(model, input_shapes)
+def onnx_to_graph(model: str | Path | onnx.ModelProto, input_shapes: dict | None = None, *,
+                  checked: bool = False) -> Graph:
+    """Import an ONNX model into the graph IR (QLinear ops expanded to DQ -> op -> Q); ``checked`` as in
+    :func:`prepare_model`."""
+    proto = prepare_model(model, input_shapes, checked=checked)
     fuse_decomposed_layernorm(proto, _ranks(proto))
     g = Graph(proto.graph.name or "model")
     for t in proto.graph.initializer:

@@ -25,10 +25,11 @@ padded batch rows may hold anything: padded weights are zero and padded rows are
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from isa import HwConfig, make_config
 from jit_runtime.host_ops.requant import Requant
 from jit_runtime.host_ops.layout import (  # noqa: F401 (re-exported)
     _pad_axes, ceil_to, pack_activation, pack_weight, unpack_activation, unpack_weight)
@@ -59,6 +60,17 @@ class BlockConfig:
     block_in: int = 16
     block_out: int = 16
     clock_mhz: float = 100.0
+
+
+def as_hw_config(config: Any) -> HwConfig:
+    """An ``isa.HwConfig`` from one, from a preset name, or from an object with batch/block sizes."""
+    if isinstance(config, HwConfig):
+        return config
+    if config is None or isinstance(config, str):
+        return make_config(config or "pynq-z1")
+    b, bi, bo = int(config.batch), int(config.block_in), int(config.block_out)
+    return make_config("pynq-z1", log_batch=b.bit_length() - 1, log_block_in=bi.bit_length() - 1,
+                       log_block_out=bo.bit_length() - 1)
 
 
 def pad_channels(v: np.ndarray | int | None, n: int, dtype=np.int64) -> np.ndarray | int | None:

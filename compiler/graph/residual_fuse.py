@@ -16,7 +16,7 @@ from compiler.graph.ir import Graph, Node
 
 
 def _hw(cfg):
-    from compiler.backend.accel.backend import as_hw_config  # lazily: the backend module pulls the TE stack
+    from compiler.graph.accel_interface import as_hw_config
 
     return as_hw_config(cfg)
 

@@ -41,7 +41,7 @@ def _n_consts(cfg, cs, bias, rq) -> int:
 
 
 def _fits(cfg, cs, n_consts: int) -> bool:
-    from compiler.backend.accel.conv_stripes import PLANE_LIMIT
+    from compiler.graph.conv_stripes import PLANE_LIMIT
     from compiler.topi.knobs import ConvKnobs, fits
 
     if cs.w > PLANE_LIMIT or cs.ow > PLANE_LIMIT:
@@ -99,8 +99,8 @@ def _split(g: Graph, n: Node, chunk: int) -> list[Node]:
 def split_wide_convs(g: Graph, cfg) -> int:
     """Split (or keep on the host, with a reason) every int8 conv whose row does not fit ``cfg``; returns the
     number of convs split. A config without scratchpad sizes (a block-size stand-in) is checked as the
-    accelerator backends run it (:func:`compiler.backend.accel.backend.as_hw_config`)."""
-    from compiler.backend.accel.backend import as_hw_config
+    accelerator backends run it (:func:`compiler.graph.accel_interface.as_hw_config`)."""
+    from compiler.graph.accel_interface import as_hw_config
 
     cfg = as_hw_config(cfg)
     new, split = [], 0

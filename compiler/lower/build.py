@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from compiler.lower.bounds import Bounds
 from compiler.lower.errors import LowerError
 from compiler.lower.ir import Buffer, DmaLoad, DmaStore, For, Kernel, LoweredFunc, Stmt
-from compiler.lower.tensorize import match_alu, match_intrinsic
+from compiler.schedule.tensorize import match_alu, match_intrinsic
 from compiler.te.expr import Cast, Load
 
 if TYPE_CHECKING:

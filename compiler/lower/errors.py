@@ -1,12 +1,6 @@
-"""Errors raised while lowering a schedule."""
-
-
-class LowerError(ValueError):
-    """A schedule that cannot be lowered to the accelerator (the message names the stage and loop)."""
-
-
-class TensorizeError(LowerError):
-    """The loops under a tensorize point do not compute the intrinsic; the message names the mismatch."""
+"""Errors raised while lowering a schedule (``LowerError`` and ``TensorizeError`` live with the tensorize matcher
+in :mod:`compiler.schedule.errors`)."""
+from compiler.schedule.errors import LowerError, TensorizeError  # noqa: F401  (re-exported)
 
 
 class AllocationError(LowerError):

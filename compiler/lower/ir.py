@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Union
 from compiler.te.expr import IterVar
 
 if TYPE_CHECKING:
-    from compiler.lower.tensorize import AluMatch, GemmMatch
+    from compiler.schedule.tensorize import AluMatch, GemmMatch
     from compiler.schedule.stage import Stage
 
 SCOPE_MEM = {"inp": "inp", "wgt": "wgt", "acc": "acc"}

@@ -100,7 +100,7 @@ class Schedule:
         return [st for st in self.stages if st.attach is not None and st.attach[0] is parent and st.attach[1] is iv]
 
     def _check_tensorize(self, stage: Stage, iv: IterVar, intrinsic: "TensorIntrinsic") -> None:
-        from compiler.lower.tensorize import match_intrinsic  # lowering owns the proof
+        from compiler.schedule.tensorize import match_intrinsic
 
         match_intrinsic(stage, iv, intrinsic)
 

@@ -15,7 +15,7 @@ import numpy as np
 from compiler import te
 from jit_runtime.host_ops.requant import Requant
 from compiler.schedule import Schedule, create_schedule
-from compiler.topi.knobs import ConvKnobs, choose_conv_knobs
+from compiler.topi.knobs import ConvKnobs, choose_conv_knobs, strided_view
 from compiler.topi.pad import OutputPlane, pad_spatial
 from compiler.topi.requant import Epilogue, requant_stages
 
@@ -54,11 +54,6 @@ class ConvShape(OutputPlane):
             raise ValueError(f"conv2d: pad_value {self.pad_value} must be an int8 (-128..127)")
         if self.oh < 1 or self.ow < 1:
             raise ValueError(f"conv2d: kernel {self.kh}x{self.kw} does not fit the padded {self.h}x{self.w} input")
-
-
-def strided_view(cs: ConvShape) -> bool:
-    """A strided 1x1 conv without padding: its DMA loads only the pixels it reads (strided rows)."""
-    return cs.kh == cs.kw == 1 and cs.stride != (1, 1) and cs.padding == (0, 0, 0, 0)
 
 
 @dataclass

@@ -54,6 +54,11 @@ class ConvKnobs:
             raise ValueError(f"ConvKnobs.epilogue={self.epilogue!r} must be 'fused' or 'deferred'")
 
 
+def strided_view(cs: "ConvShape") -> bool:
+    """A strided 1x1 conv without padding: its DMA loads only the pixels it reads (strided rows)."""
+    return cs.kh == cs.kw == 1 and cs.stride != (1, 1) and cs.padding == (0, 0, 0, 0)
+
+
 def consts_loaded_per_tile(cs: "ConvShape", k: ConvKnobs) -> bool:
     """Whether the schedule loads the per-channel constants with each output channel tile (channel tiles
     outermost and at least one tile per thread; see ``schedule_conv2d``) rather than all before the first GEMM."""
@@ -102,8 +107,6 @@ def fits(cfg: HwConfig, cs: "ConvShape", k: ConvKnobs, n_consts: int, residual: 
 
 def estimate_conv(cfg: HwConfig, cs: "ConvShape", k: ConvKnobs, n_alu: int, overwrite: bool = True) -> float:
     """Estimated cycles of the conv with knobs ``k`` (see module docstring)."""
-    from compiler.topi.conv2d import strided_view
-
     L, bus = cfg.dram_latency, cfg.bus_bytes
     beats = {m: max(1, cfg.elem_bytes(m) // bus) for m in ("inp", "wgt", "out")}
     v = k.vthreads

@@ -5,7 +5,6 @@ inputs arrive as ``None``. Float math is float32 like onnxruntime; integer ops a
 """
 from __future__ import annotations
 
-from typing import Callable
 
 import numpy as np
 from jit_runtime.host_ops import pooling
@@ -16,22 +15,8 @@ from jit_runtime.host_ops.layout import fold_taps, pack_activation, pack_weight,
 from jit_runtime.host_ops.pool_kernels import packed_max_pool
 from jit_runtime.host_ops.requant import qmatmul
 from jit_runtime.host_ops.pooling import pool_pads  # noqa: F401  (re-exported: the LLVM pool kernels use it)
+from jit_runtime.host_ops.registry import KERNELS, TAKES_N_OUTPUTS, Kernel, kernel  # noqa: F401  (re-exported)
 from jit_runtime.host_ops.resize import resize
-
-Kernel = Callable[..., object]
-KERNELS: dict[str, Kernel] = {}
-# kernels of ops with optional extra outputs take ``n_outputs`` (how many outputs the node uses) as a keyword
-TAKES_N_OUTPUTS: set[Kernel] = set()
-
-
-def kernel(*ops: str, n_outputs: bool = False):
-    def deco(fn):
-        for op in ops:
-            KERNELS[op] = fn
-        if n_outputs:
-            TAKES_N_OUTPUTS.add(fn)
-        return fn
-    return deco
 
 
 def _f32(x):

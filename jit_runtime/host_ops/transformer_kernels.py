@@ -3,7 +3,7 @@
 LayerNormalization, Erf/Tanh (GELU), Pow/Sqrt (decomposed LayerNorm), the mask and index plumbing
 around attention and embeddings (Where, IsNaN, Equal, And, Expand, Range, GatherND, GatherElements),
 ConvTranspose (any spatial rank, every attribute) and onnxruntime ``quantize_dynamic``'s integer ops
-(MatMulInteger, ConvInteger, DynamicQuantizeLinear). Registered into :data:`jit_runtime.host_ops.kernels.KERNELS`.
+(MatMulInteger, ConvInteger, DynamicQuantizeLinear). Registered into :data:`jit_runtime.host_ops.registry.KERNELS`.
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import itertools
 import numpy as np
 
 from jit_runtime.host_ops.conv_kernels import conv2d_nchw
-from jit_runtime.host_ops.kernels import kernel
+from jit_runtime.host_ops.registry import kernel
 
 
 def _f32(x):

@@ -406,7 +406,7 @@ def mutated_program(data: bytes) -> bytes:
 
 
 def run_program_file(path: Path) -> None:
-    from jit_runtime.program_file import load_program
+    from jit_runtime.program import load_program
     from simulator import Simulator
 
     prog = load_program(path)
@@ -658,7 +658,8 @@ def run_declaration(data: bytes) -> None:
     encode, decode and disassemble to itself and cost iterations + pipeline cycles, then it is removed again."""
     import isa
     from isa.encoding import decode, encode
-    from isa.intrinsics import insn_class, intrinsics, register_intrinsic, unregister_intrinsic
+    from isa.declare import register_intrinsic, unregister_intrinsic
+    from isa.intrinsics import insn_class, intrinsics
     from isa.timing import exec_cycles
 
     decl = register_intrinsic(mutated_declaration(data), check_configs=("tiny", "pynq-z1"))

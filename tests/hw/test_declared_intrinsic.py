@@ -15,8 +15,8 @@ import pytest
 
 from isa import make_config
 from isa.errors import ConfigError
-from isa.intrinsics import (IntrinsicDecl, InsnField, OperandDecl, Timing, declarations, insn_class, intrinsics,
-                            register_intrinsic, unregister_intrinsic)
+from isa.declare import register_intrinsic, unregister_intrinsic
+from isa.intrinsics import IntrinsicDecl, InsnField, OperandDecl, Timing, declarations, insn_class, intrinsics
 from isa.texpr import reduce_sum
 
 TINY = make_config("tiny")

@@ -12,7 +12,8 @@ from tests.simulator.test_declaration_fuzz import ROW, TINY, declare, random_spe
 def test_random_declaration_matches_on_rtl():
     from hw.cosim.harness import Harness
     from hw.random_programs import random_program
-    from isa.intrinsics import intrinsics, register_intrinsic, unregister_intrinsic
+    from isa.declare import register_intrinsic, unregister_intrinsic
+    from isa.intrinsics import intrinsics
     from simulator import Simulator
 
     spec = random_spec(np.random.default_rng(1022))

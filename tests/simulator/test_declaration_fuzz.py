@@ -19,8 +19,8 @@ import pytest
 import isa
 from isa import Finish, Uop
 from isa.encoding import decode, encode, layouts
-from isa.intrinsics import (InsnField, IntrinsicDecl, OperandDecl, Timing, insn_class, intrinsics, register_intrinsic,
-                            row_shape, unregister_intrinsic)
+from isa.declare import register_intrinsic, unregister_intrinsic
+from isa.intrinsics import InsnField, IntrinsicDecl, OperandDecl, Timing, insn_class, intrinsics, row_shape
 from isa.texpr import reduce_sum
 from isa.timing import exec_cycles
 from simulator import Simulator

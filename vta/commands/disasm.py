@@ -5,7 +5,7 @@ import argparse
 import json
 
 from isa import disassemble
-from jit_runtime.program_file import load_program
+from jit_runtime.program import load_program
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from jit_runtime.device import device_names
-from jit_runtime.program_file import load_program
+from jit_runtime.program import load_program
 from simulator.budget import DEFAULT_MAX_CYCLES
 from vta.checks import check_output_paths
 

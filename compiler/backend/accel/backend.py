@@ -14,24 +14,14 @@ import numpy as np
 
 from compiler.backend.accel.emit import emit
 from compiler.backend.accel.ops import OpBuilder
-from compiler.backend.accel.conv_stripes import conv2d_in_stripes, stripe_rows
+from compiler.graph.accel_interface import as_hw_config
+from compiler.graph.conv_stripes import conv2d_in_stripes, stripe_rows
 from compiler.lower import lower
 from jit_runtime.host_ops.requant import Requant
 from compiler.topi.conv2d import ConvShape, conv2d_compute, conv2d_epilogue, conv2d_kernel
 from compiler.topi.knobs import ConvKnobs
 from compiler.topi.residual import Residual, residual_supported
-from isa import HwConfig, make_config
-
-
-def as_hw_config(config: Any) -> HwConfig:
-    """An ``isa.HwConfig`` from one, from a preset name, or from an object with batch/block sizes."""
-    if isinstance(config, HwConfig):
-        return config
-    if config is None or isinstance(config, str):
-        return make_config(config or "pynq-z1")
-    b, bi, bo = int(config.batch), int(config.block_in), int(config.block_out)
-    return make_config("pynq-z1", log_batch=b.bit_length() - 1, log_block_in=bi.bit_length() - 1,
-                       log_block_out=bo.bit_length() - 1)
+from isa import HwConfig
 
 
 #: Devices whose cycles follow the timing contract exactly (data-independent, so a program's profile is fixed).
@@ -328,7 +318,7 @@ class SimAccelBackend:
         ``pad_value`` (int8) fills the spatial padding (the activation zero point; LOAD ``pad_value``).
         ``residual`` (int8, packed like the output) with ``residual_add`` fuses ``QAdd(conv, residual)``
         (or ``QAdd(residual, conv)``) into the epilogue (:mod:`compiler.topi.residual`).
-        Planes too large for the DMA fields run as row stripes (``compiler.backend.accel.conv_stripes``)."""
+        Planes too large for the DMA fields run as row stripes (``compiler.graph.conv_stripes``)."""
         cfg = self.config
         x, w = np.asarray(x), np.asarray(w)
         if (residual is None) != (residual_add is None):

@@ -17,7 +17,7 @@ from compiler.lower.deps import Op, insert_tokens
 from compiler.lower.dma import pad_value_of, region_descs, source_map
 from compiler.lower.errors import LowerError
 from compiler.lower.ir import Buffer, DmaLoad, DmaStore, For, Kernel, LoweredFunc
-from compiler.lower.tensorize import AluMatch, root_of
+from compiler.schedule.tensorize import AluMatch, root_of
 from compiler.lower.uop_fold import fold_loops
 from compiler.lower.vthread import interleave
 from compiler.te.expr import Load

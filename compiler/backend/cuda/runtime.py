@@ -12,7 +12,7 @@ import weakref
 
 import numpy as np
 
-from compiler.backend.build import NP_DTYPES, check_inputs, check_outputs
+from compiler.backend.op_args import NP_DTYPES, check_inputs, check_outputs
 from compiler.backend.cuda.codegen import DEFAULT_ARCH, generate_ptx
 from compiler.tir.errors import TirError
 from compiler.tir.ir import PrimFunc, format_func

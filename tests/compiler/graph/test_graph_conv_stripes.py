@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from compiler.backend.accel.backend import SimAccelBackend
-from compiler.backend.accel.conv_stripes import PLANE_LIMIT, conv2d_in_stripes, stripe_rows
+from compiler.graph.conv_stripes import PLANE_LIMIT, conv2d_in_stripes, stripe_rows
 from compiler.graph.accel_interface import BlockConfig, pack_activation, pack_weight
 from compiler.graph.ref_backend import RefAccelBackend
 from jit_runtime.host_ops.requant import Requant

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from compiler.lower.errors import TensorizeError
+from compiler.schedule.errors import TensorizeError
 from compiler.schedule.relations import Fuse, Split
 from compiler.te.expr import AluCall, Binary, Cast, Const, Expr, IterVar, Load, Reduce, walk
 from compiler.te.tensor import Tensor
