@@ -17,7 +17,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from compiler.backend.llvm import compiled_kernels
+from compiler.backend.plans.compile import compiled_kernels
 from compiler.zoo.cpu_workloads import zoo_workloads
 from compiler.executor import build
 

@@ -89,9 +89,9 @@ def create_cpu_backend(cpu: "CpuBackend | str | None") -> CpuBackend:
     if cpu is None or cpu == "numpy":
         return NumpyCpuBackend()
     if cpu == "llvm":
-        from compiler.backend.llvm.backend import LlvmCpuBackend  # imported lazily: it pulls in llvmlite
+        from compiler.backend.plans.backend import TargetCpuBackend  # imported lazily: it pulls in llvmlite
 
-        return LlvmCpuBackend()
+        return TargetCpuBackend("llvm", lazy=True)
     if isinstance(cpu, str):
         raise ValueError(f"unknown CPU backend {cpu!r}; available: {', '.join(CPU_BACKENDS)}")
     if not isinstance(cpu, CpuBackend):

@@ -1,5 +1,5 @@
 """The CPU side of execution: the ``CpuBackend`` protocol and its numpy reference implementation (the host-op
-kernels of :mod:`jit_runtime.host_ops`); the LLVM backend is :mod:`compiler.backend.llvm.backend`."""
+kernels of :mod:`jit_runtime.host_ops`); the compiled one is :mod:`compiler.backend.plans.backend`."""
 from __future__ import annotations
 
 from typing import Protocol, Sequence, runtime_checkable

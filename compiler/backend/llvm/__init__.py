@@ -1,5 +1,2 @@
-"""LLVM (llvmlite) CPU backend: JIT-compiled kernels for the operators the accelerator leaves on the CPU."""
-from compiler.backend.llvm.backend import LlvmCpuBackend, compiled_kernels
-from compiler.backend.llvm.registry import PLANNERS, VIEW_OPS
-
-__all__ = ["LlvmCpuBackend", "compiled_kernels", "PLANNERS", "VIEW_OPS"]
+"""The LLVM target (llvmlite): code generation from the loop IR, the JIT, the CPU runtime's thread pool, the
+target CPU, and the hand-written host-op kernels (numpy's summation order) of the CPU backend."""

@@ -1,13 +1,16 @@
-"""A kernel plan: the cache key, the IR emitter and the host-side runner of one specialized kernel."""
+"""A hand-written kernel plan: the cache key, the IR emitter and the host-side runner of one specialized kernel,
+compiled once per key (:func:`compile_plan`)."""
 from __future__ import annotations
 
 import ctypes
+import threading
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
 
 from compiler.backend.llvm.irutil import Kernel
+from compiler.backend.llvm.jit import get_jit
 
 
 @dataclass
@@ -40,3 +43,27 @@ def sig(a: np.ndarray | None) -> tuple | None:
 
 def contiguous(a: np.ndarray) -> np.ndarray:
     return a if a.flags.c_contiguous else np.ascontiguousarray(a)
+
+
+_KERNELS: dict[tuple, Callable] = {}  # process-wide: (target CPU, plan key) -> compiled function
+_LOCK = threading.Lock()
+
+
+def compiled_count() -> int:
+    """How many distinct hand-written kernels this process has compiled."""
+    return len(_KERNELS)
+
+
+def compile_plan(plan: Plan) -> Callable:
+    """The compiled function of ``plan`` (compiled once per key and target CPU, -O3 MCJIT)."""
+    jit = get_jit()
+    key = (jit.key, plan.key)
+    fn = _KERNELS.get(key)
+    if fn is None:
+        with _LOCK:
+            fn = _KERNELS.get(key)
+            if fn is None:
+                k = plan.emit()
+                fn = jit.compile(k.finish(), k.name, len(k.args))
+                _KERNELS[key] = fn
+    return fn

@@ -1,39 +1,66 @@
-"""``TargetCpuBackend``: runs a model's nodes with operator-library kernels compiled for "llvm" or "cuda".
+"""``TargetCpuBackend``: the one CPU backend for host ops, on operator-library kernels compiled for "llvm" or "cuda".
 
-Plans are made (and kernels compiled) for every node at build time from the graph's static shapes
-(:meth:`prepare`), so a target that cannot run here (cuda without a GPU) still compiles everything,
-and unsupported nodes are reported before anything runs. Metadata reshapes run as numpy views, and
-data movement plus the int8 pipeline's remaining glue (:data:`~compiler.backend.plans.plans.NUMPY_GLUE_OPS`)
-by the numpy reference kernels; ``last_backend`` says which ran the last node ("llvm"/"cuda", "view" or "numpy").
+Two ways to get its kernels:
+
+* :meth:`prepare` plans (and compiles) every CPU node of a graph at build time from the graph's static shapes:
+  whole models on a target (``build(model, target="llvm" | "cuda")``). A target that cannot run here (cuda
+  without a GPU) still compiles everything, and unsupported nodes are reported before anything runs.
+* ``lazy=True``: a node that was not prepared is planned on first use from its input arrays (whose values are
+  the node's constants) and run on the numpy reference kernels when the library lacks its op or shape: the host
+  ops of an accelerator model (``build(..., cpu="llvm")``). :data:`LAZY_OPS` are the ops it compiles so;
+  GlobalAveragePool is the hand-written llvmlite kernel in numpy's pairwise summation order
+  (:mod:`compiler.backend.llvm.pool`: a TE reduction sums in another order, so it would not be bit-exact).
+
+Metadata reshapes run as numpy views, and data movement plus the int8 pipeline's remaining glue
+(:data:`~compiler.backend.plans.plans.NUMPY_GLUE_OPS`) by the numpy reference kernels; ``last_backend`` says which
+ran the last node ("llvm"/"cuda", "view" or "numpy") and ``last_compile_s`` how long its JIT compilation took.
 """
 from __future__ import annotations
 
+import time
+import weakref
 from typing import Callable, Sequence
 
 import numpy as np
 
 from compiler.graph.cpu_backend import NumpyCpuBackend
-from compiler.graph.ir import Graph, Node
+from compiler.graph.ir import Graph, Node, TensorInfo
 from compiler.backend.plans.compile import compile_plan
-from compiler.backend.plans.plans import NUMPY_GLUE_OPS, VIEW_OPS, OpPlan, UnsupportedOnTarget, plan_node
+from compiler.backend.plans.plans import NUMPY_GLUE_OPS, PLANNERS, VIEW_OPS, OpPlan, UnsupportedOnTarget, plan_node
+
+# compiled on first use with lazy=True: from the operator library (compiler.topi, TE -> LLVM through build_op) ...
+LAZY_OPS = frozenset({"QConv2D", "QDense", "Relu", "Clip", "Add", "Sub", "Mul", "Div", "MaxPool", "QuantizeLinear",
+                      "DequantizeLinear", "Softmax", "QAdd", "QMul", "QLookup", "PackActivation", "UnpackActivation",
+                      # ... and hand-written (compiler.backend.llvm.pool)
+                      "GlobalAveragePool"})
 
 
 class TargetCpuBackend:
     """The CpuBackend protocol (``supports``/``run_node``) on library kernels for ``target``."""
 
-    def __init__(self, target: str = "llvm") -> None:
+    def __init__(self, target: str = "llvm", *, lazy: bool = False, fallback=None) -> None:
         if target not in ("llvm", "cuda"):
             raise ValueError(f"unknown kernel target {target!r}; allowed: llvm, cuda")
+        if lazy and target != "llvm":
+            raise ValueError(f"lazy=True compiles kernels while the model runs, on this machine: target 'llvm' only, "
+                             f"got {target!r}")
         self.target = target
         self.name = target
+        self.lazy = lazy
         self.last_backend = target
-        self.fallback = NumpyCpuBackend()
+        self.last_compile_s = 0.0  # JIT compilation inside the last run_node (reported apart from run time)
+        self.fallback = fallback or NumpyCpuBackend()
         self._plans: dict[int, tuple[OpPlan, Callable]] = {}
+        self._lazy_plans: "weakref.WeakKeyDictionary[Node, tuple]" = weakref.WeakKeyDictionary()
 
     def supports(self, op: str) -> bool:
-        from compiler.backend.plans.plans import PLANNERS
-
+        if self.lazy:
+            return op in LAZY_OPS or op in VIEW_OPS or self.fallback.supports(op)
         return op in PLANNERS or op in VIEW_OPS or op in NUMPY_GLUE_OPS
+
+    def compiles(self, op: str) -> bool:
+        """Whether ``op`` gets a compiled kernel (some shapes/dtypes may still fall back when lazy)."""
+        return op in LAZY_OPS if self.lazy else op in PLANNERS
 
     def prepare(self, g: Graph) -> None:
         """Plan and compile every CPU node of ``g``; raises :class:`UnsupportedOnTarget` listing all bad nodes."""
@@ -74,6 +101,7 @@ class TargetCpuBackend:
         return [dst]
 
     def run_node(self, node: Node, inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
+        self.last_compile_s = 0.0
         if node.op in VIEW_OPS:
             self.last_backend = "view"
             return self.fallback.run_node(node, inputs)
@@ -81,6 +109,8 @@ class TargetCpuBackend:
             self.last_backend = "numpy"
             return self.fallback.run_node(node, inputs)
         entry = self._plans.get(id(node))
+        if entry is None and self.lazy:
+            return self._run_lazily(node, inputs)
         if entry is None:
             raise RuntimeError(f"node {node.name!r} ({node.op}) was not prepared for target {self.target!r}: build the "
                                f"module with compiler.executor.build(..., target={self.target!r})")
@@ -91,6 +121,45 @@ class TargetCpuBackend:
         if out.dtype != plan.out_dtype:  # uint8 results are computed through a wider integer
             out = out.astype(plan.out_dtype)
         return [out.reshape(plan.out_shape)]
+
+    def _run_lazily(self, node: Node, inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
+        ins = [None if a is None else np.asarray(a) for a in inputs]
+        key = tuple(None if a is None else (a.shape, a.dtype.str) for a in ins)
+        cached = self._lazy_plans.get(node)
+        if cached is None or cached[0] != key:
+            t0 = time.perf_counter()
+            cached = (key, _lazy_kernel(node, ins))
+            self.last_compile_s += time.perf_counter() - t0
+            self._lazy_plans[node] = cached
+        run = cached[1]
+        if run is None:
+            self.last_backend = self.fallback.name
+            return self.fallback.run_node(node, inputs)
+        self.last_backend = "llvm"
+        return run(ins)
+
+
+def _lazy_kernel(node: Node, ins: list[np.ndarray | None]) -> Callable | None:
+    """``run(inputs) -> outputs`` of a kernel compiled for ``node`` on these arrays, or None (numpy runs it)."""
+    if node.op == "GlobalAveragePool":
+        from compiler.backend.llvm.plan import compile_plan as compile_generated
+        from compiler.backend.llvm.pool import plan_global_avg_pool
+
+        plan = plan_global_avg_pool(node, ins)
+        if plan is None:
+            return None
+        fn = compile_generated(plan)
+        return lambda xs: plan.run(fn, xs)
+    if node.op not in LAZY_OPS:
+        return None
+    infos = [None if a is None else TensorInfo(a.shape, a.dtype) for a in ins]
+    consts = {name: a for name, a in zip(node.inputs, ins) if name and a is not None}
+    try:
+        op = plan_node(node, infos, consts, "llvm")
+    except UnsupportedOnTarget:
+        return None
+    fn = compile_plan(op, "llvm")
+    return lambda xs: [np.asarray(fn(*op.args(xs))).reshape(op.out_shape).astype(op.out_dtype, copy=False)]
 
 
 def _plan_constants(plan: OpPlan, node: Node, g: Graph) -> list[np.ndarray]:

@@ -11,8 +11,10 @@ _LOCK = threading.Lock()
 
 
 def compiled_kernels() -> int:
-    """How many distinct library kernels this process has compiled."""
-    return len(_KERNELS)
+    """How many distinct host-op kernels this process has compiled (library ones and hand-written ones)."""
+    from compiler.backend.llvm.plan import compiled_count
+
+    return len(_KERNELS) + compiled_count()
 
 
 def _cpu_key() -> tuple:

@@ -4,14 +4,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from compiler.backend.llvm import LlvmCpuBackend
+from compiler.backend.plans.backend import TargetCpuBackend
 from compiler.graph.cpu_backend import NumpyCpuBackend
 from compiler.graph.ir import Node
 from jit_runtime.host_ops.requant import Requant
 
 pytestmark = pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
 RNG = np.random.default_rng(1)
-LL, NP = LlvmCpuBackend(), NumpyCpuBackend()
+LL, NP = TargetCpuBackend("llvm", lazy=True), NumpyCpuBackend()
 
 
 def i8(*s):
@@ -147,7 +147,7 @@ def test_views_and_fallback_are_labelled():
 
 
 def test_kernel_cache_reuses_compiled_code():
-    from compiler.backend.llvm import compiled_kernels
+    from compiler.backend.plans.compile import compiled_kernels
 
     x = f32(3, 17)
     LL.run_node(Node("Relu", ["x"], ["y"]), [x])

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from compiler.backend.llvm import LlvmCpuBackend
+from compiler.backend.plans.backend import TargetCpuBackend
 from compiler.graph.ir import Node
 from jit_runtime.host_ops.int_elementwise import choose_qadd, qadd
 
@@ -15,7 +15,7 @@ def test_llvm_qadd_matches_numpy(shapes, relu):
     rng = np.random.default_rng(0)
     a, b = (rng.integers(-128, 128, s).astype(np.int8) for s in shapes)
     p = choose_qadd(0.031, -7, 0.0047, 60, 0.05, -20, out_min=-20 if relu else -128)
-    be = LlvmCpuBackend()
+    be = TargetCpuBackend("llvm", lazy=True)
     (got,) = be.run_node(Node("QAdd", ["a", "b"], ["y"], {"qadd": p}, "qadd"), [a, b])
     assert be.last_backend == "llvm"
     np.testing.assert_array_equal(got, qadd(a, b, p))
@@ -28,7 +28,7 @@ def test_llvm_qmul_and_qlookup_match_numpy(scales):
     rng = np.random.default_rng(1)
     a, b = rng.integers(-128, 128, (2, 8, 5, 5)).astype(np.int8), rng.integers(-128, 128, (2, 8, 1, 1)).astype(np.int8)
     p = choose_qmul(scales[0], 3, scales[1], -128, scales[2], -5)
-    be = LlvmCpuBackend()
+    be = TargetCpuBackend("llvm", lazy=True)
     (got,) = be.run_node(Node("QMul", ["a", "b"], ["y"], {"qmul": p}, "qmul"), [a, b])
     assert be.last_backend == "llvm"
     np.testing.assert_array_equal(got, qmul(a, b, p))
