@@ -12,20 +12,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from compiler.graph.accel_interface import as_hw_config
 from compiler.graph.ir import Graph, Node
-
-
-def _hw(cfg):
-    from compiler.graph.accel_interface import as_hw_config
-
-    return as_hw_config(cfg)
 
 
 def fuse_residual_adds(g: Graph, cfg) -> int:
     """Rewrite ``g`` in place; returns the number of Adds fused into a conv."""
     from compiler.topi.residual import Residual, residual_supported
 
-    hw = _hw(cfg)
+    hw = as_hw_config(cfg)
     prod = g.producers()
     cons = g.consumers()
     order = {id(n): k for k, n in enumerate(g.nodes)}
@@ -69,7 +64,7 @@ def offload_standalone_adds(g: Graph, cfg) -> int:
     from jit_runtime.host_ops.requant import Requant
     from compiler.topi.residual import Residual, residual_supported
 
-    hw = _hw(cfg)
+    hw = as_hw_config(cfg)
     prod = g.producers()
     count = 0
     for k, n in enumerate(g.nodes):

@@ -47,14 +47,6 @@ def _row_major(shape) -> list[int]:
     return list(reversed(out))
 
 
-def source_of(cache_body: Load) -> tuple[Tensor, list[int]]:
-    """The DRAM tensor a cache copies and the padding offset per dimension (from an inlined pad stage)."""
-    t, offs, scales = source_map(cache_body)
-    if any(k != 1 for k in scales):
-        raise LowerError(f"cache of {t.name}: strided view; use source_map")
-    return t, offs
-
-
 def source_map(cache_body: Load) -> tuple[Tensor, list[int], list[int]]:
     """The DRAM tensor a cache copies, the padding offset and the stride per dimension.
 

@@ -164,10 +164,6 @@ def float_lanes(target: CpuTarget | None = None) -> int:
     return vector_bits(target) // 32
 
 
-def has_fma(target: CpuTarget | None = None) -> bool:
-    return "fma" in (target or target_cpu()).enabled
-
-
 def int8_dot(target: CpuTarget | None = None) -> str | None:
     """The target's u8 x s8 -> s32 dot-product instruction set: ``"avx512vnni"`` (``vpdpbusd`` on zmm),
     ``"avxvnni"`` (the VEX form on ymm), or None (widening multiplies)."""
