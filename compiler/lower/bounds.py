@@ -11,11 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from compiler.lower.affine import Affine, to_affine
+from compiler.lower.affine import to_affine
 from compiler.lower.errors import LowerError
 from compiler.schedule.relations import Fuse, Split
 from compiler.te.expr import IterVar, Load, loads
 from compiler.te.tensor import Tensor
+from compiler.tir.arith import Linear
 
 if TYPE_CHECKING:
     from compiler.schedule.schedule import Schedule
@@ -30,7 +31,7 @@ class EmptyIteration(Exception):
 class Nest:
     """The loop structure of one stage instance: affine root forms and inner-loop extents."""
 
-    forms: dict[IterVar, Affine]
+    forms: dict[IterVar, Linear]
     extents: dict[IterVar, int]
     inner: list[IterVar]
 
@@ -64,7 +65,7 @@ class Bounds:
     def _nest(self, st: "Stage", env: dict) -> Nest:
         host = self.host.get(st, [])
         attached = st is not self.root
-        forms: dict[IterVar, Affine] = {}
+        forms: dict[IterVar, Linear] = {}
         extents: dict[IterVar, int] = {}
         inner = [lv for lv in st.leaf_iter_vars if lv not in host]
         region = self.region(st.tensor, env) if attached and st.op is not None and not self._unattached(st) else None
@@ -74,9 +75,9 @@ class Bounds:
             if lv in host:
                 if lv not in env:
                     raise LowerError(f"stage {st.name}: host loop {lv.name} has no value (internal ordering error)")
-                forms[lv] = Affine(env[lv])
+                forms[lv] = Linear(env[lv])
             else:
-                forms[lv] = Affine.var(lv)
+                forms[lv] = Linear(0, {lv: 1})
                 extents[lv] = lv.extent
         for rel in reversed(st.relations):
             if isinstance(rel, Split):
@@ -86,8 +87,8 @@ class Bounds:
                 if f.coefs:
                     raise LowerError(f"stage {st.name}: fused loop {rel.fused.name} is inside a DMA/micro-op region; "
                                      f"only host loops (outside every tensorize/dma_copy point) may be fused")
-                forms[rel.outer] = Affine(f.const // rel.inner.extent)
-                forms[rel.inner] = Affine(f.const % rel.inner.extent)
+                forms[rel.outer] = Linear(f.const // rel.inner.extent)
+                forms[rel.inner] = Linear(f.const % rel.inner.extent)
         data_axes = list(st.op.axes) if st.op is not None else []
         for k, r in enumerate(data_axes):
             if region is not None:
@@ -95,7 +96,7 @@ class Bounds:
                 if forms[r].coefs.get(r) != 1 or len(forms[r].coefs) != 1:
                     raise LowerError(f"stage {st.name}: data axis {r.name} of an attached stage cannot be split or "
                                      f"fused; it iterates the region its readers need. Split the reader's loops instead")
-                forms[r] = Affine(lo, {r: 1})
+                forms[r] = Linear(lo, {r: 1})
                 extents[r] = n
         # clip ragged inner loops to the axis extent
         for r in st.root_axes:
@@ -152,7 +153,7 @@ class Bounds:
         self._cache[key] = res
         return res
 
-    def load_forms(self, ld: Load, nest: Nest) -> list[Affine]:
+    def load_forms(self, ld: Load, nest: Nest) -> list[Linear]:
         return [to_affine(i, nest.forms) for i in ld.indices]
 
     def clear(self) -> None:

@@ -11,10 +11,11 @@ from dataclasses import dataclass
 from itertools import product
 from typing import TYPE_CHECKING
 
-from compiler.lower.affine import Affine, to_affine
+from compiler.lower.affine import to_affine
 from compiler.lower.errors import LowerError
 from compiler.te.expr import Const, Load, Select
 from compiler.te.tensor import Tensor
+from compiler.tir.arith import Linear
 
 if TYPE_CHECKING:
     from compiler.lower.ir import Buffer
@@ -62,7 +63,7 @@ def source_map(cache_body: Load) -> tuple[Tensor, list[int], list[int]]:
         raise LowerError(f"cache of {t.name}: an inlined stage feeding a DMA must be a padding "
                          f"select(in_bounds, data[i - pad], 0) or a subsampling data[i * s] of an input, got {body!r}")
     offs, scales = [], []
-    env = {ax: Affine.var(ax) for ax in t.op.axes}
+    env = {ax: Linear(0, {ax: 1}) for ax in t.op.axes}
     for d, (idx, ax) in enumerate(zip(inner.indices, t.op.axes)):
         f = to_affine(idx, env)
         k = f.coefs.get(ax, 0)

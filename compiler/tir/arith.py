@@ -77,7 +77,8 @@ def substitute(e: Expr, env: dict, load=None) -> Expr:
 
 
 class Linear:
-    """``const + sum(coef * atom)``; an atom is a Var or an opaque (non-linear) expression."""
+    """``const + sum(coef * atom)``; an atom is a Var or an opaque (non-linear) expression. The CPU/GPU lowering
+    and the accelerator's (:mod:`compiler.lower`, affine index forms over loop variables) share it."""
 
     def __init__(self, const: int = 0, coefs: dict | None = None) -> None:
         self.const = const
@@ -91,6 +92,22 @@ class Linear:
 
     def scale(self, s: int) -> "Linear":
         return Linear(self.const * s, {k: v * s for k, v in self.coefs.items()})
+
+    def coef(self, v: Expr) -> int:
+        return self.coefs.get(v, 0)
+
+    def bounds(self, extents: dict) -> tuple[int, int]:
+        """Min and max over ``0 <= v < extents[v]`` for every atom (all of them variables)."""
+        lo = hi = self.const
+        for v, k in self.coefs.items():
+            span = k * (extents[v] - 1)
+            lo += min(0, span)
+            hi += max(0, span)
+        return lo, hi
+
+    def __repr__(self) -> str:
+        terms = [f"{k}*{getattr(v, 'name', v)}" for v, k in self.coefs.items()]
+        return " + ".join(terms + [str(self.const)]) if terms else str(self.const)
 
     def to_expr(self) -> Expr:
         out: Expr = Const(self.const)
