@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Iterable
 
 import numpy as np
 
-from isa.alu import alu_op, alu_opcode_bits
+from isa.alu import alu_op, alu_opcode_bits, alu_ops
 from isa.errors import ConfigError, EncodingError
 from isa.intrinsics import (RESERVED_OPCODES, alu_fields, insn_class, registry_version, tensor_declarations,
                             tensor_fields)
@@ -264,6 +264,63 @@ def decode_stream(data: bytes | np.ndarray, cfg: "HwConfig") -> list[Instruction
     if len(raw) % INSN_BYTES:
         raise EncodingError(f"instruction stream of {len(raw)} bytes is not a multiple of {INSN_BYTES}")
     return [decode(int.from_bytes(raw[i:i + INSN_BYTES], "little"), cfg) for i in range(0, len(raw), INSN_BYTES)]
+
+
+def stream_words(data: bytes | np.ndarray) -> np.ndarray:
+    """An instruction stream as an (N, 2) uint64 array: the low and high 64 bits of each little-endian word."""
+    raw = np.frombuffer(data, np.uint8) if isinstance(data, bytes) else np.asarray(data, dtype=np.uint8).reshape(-1)
+    if raw.size % INSN_BYTES:
+        raise EncodingError(f"instruction stream of {raw.size} bytes is not a multiple of {INSN_BYTES}")
+    return np.ascontiguousarray(raw).view("<u8").reshape(-1, 2)
+
+
+def field_array(words: np.ndarray, f: Field) -> np.ndarray:
+    """Field ``f`` of every word of ``words`` (:func:`stream_words`), as int64 (sign-extended when signed)."""
+    if f.width > 63:
+        raise EncodingError(f"field {f.name} is {f.width} bits wide; field_array reads fields of up to 63 bits")
+    mask = np.uint64((1 << f.width) - 1)
+    lo_w, hi_w = words[:, 0], words[:, 1]
+    if f.lo >= 64:
+        v = (hi_w >> np.uint64(f.lo - 64)) & mask
+    elif f.lo + f.width <= 64:
+        v = (lo_w >> np.uint64(f.lo)) & mask
+    else:  # straddles the two halves
+        v = ((lo_w >> np.uint64(f.lo)) | (hi_w << np.uint64(64 - f.lo))) & mask
+    v = v.astype(np.int64)
+    if f.signed:
+        v = np.where(v >> (f.width - 1), v - (1 << f.width), v)
+    return v
+
+
+def undecodable(words: np.ndarray, cfg: "HwConfig") -> np.ndarray:
+    """Boolean mask of the words (:func:`stream_words`) that :func:`decode` refuses: an opcode that is neither a
+    fixed instruction's nor one of ``cfg``'s tensor declarations', a LOAD/STORE memory type or an ALU opcode
+    that does not exist. Vectorized: no instruction objects are made."""
+    lays = layouts(cfg)
+    opcode = field_array(words, lays["MEM"].field("opcode"))
+    known = list(RESERVED_OPCODES) + [d.opcode for d in tensor_declarations(cfg)]
+    bad = ~np.isin(opcode, known)
+    mem = (opcode == int(Opcode.LOAD)) | (opcode == int(Opcode.STORE))
+    if mem.any():
+        bad |= mem & ~np.isin(field_array(words, lays["MEM"].field("mem")), [int(m) for m in MemType])
+    alu = opcode == int(Opcode.ALU)
+    if alu.any():
+        bad |= alu & ~np.isin(field_array(words, lays["ALU"].field("alu_opcode")), [o.opcode for o in alu_ops()])
+    return bad
+
+
+def check_stream(data: bytes | np.ndarray, cfg: "HwConfig") -> np.ndarray:
+    """The stream's words (:func:`stream_words`) after checking that every one decodes: raises the
+    EncodingError :func:`decode_stream` raises, for the same (first) undecodable word, without decoding the
+    others one by one."""
+    words = stream_words(data)
+    bad = np.flatnonzero(undecodable(words, cfg))
+    if bad.size:
+        i = int(bad[0])
+        decode(int(words[i, 0]) | int(words[i, 1]) << 64, cfg)  # raises the decoder's own message
+        raise EncodingError(f"instruction {i} is undecodable but decode() accepted it (isa.encoding.undecodable "
+                            f"and decode disagree: a bug)")
+    return words
 
 
 def encode_uops(uops: Iterable[Uop], cfg: "HwConfig") -> np.ndarray:
