@@ -6,12 +6,13 @@ widths come from the config (scratchpad depths) and the ALU registry.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields as dc_fields
-from functools import lru_cache
+from functools import cached_property, lru_cache
+from enum import IntEnum
 from typing import TYPE_CHECKING, Iterable
 
 import numpy as np
 
-from isa.alu import alu_op, alu_opcode_bits, alu_ops
+from isa.alu import alu_op, alu_opcode_bits, alu_ops, alu_registry_version
 from isa.errors import ConfigError, EncodingError
 from isa.intrinsics import (RESERVED_OPCODES, alu_fields, insn_class, registry_version, tensor_declarations,
                             tensor_fields)
@@ -72,6 +73,14 @@ class Layout:
     def used_bits(self) -> int:
         return sum(f.width for f in self.fields)
 
+    @cached_property
+    def encode_plan(self) -> tuple[tuple[str, int, int, int, int, int], ...]:
+        """Per field: (name, lo, mask, lowest value, highest value, where the value comes from: 0 the
+        instruction's attribute, 1 its dependency flag, 2 the opcode, 3 the memory type, 4 the ALU opcode)."""
+        src = {"opcode": 2, "mem": 3, "alu_opcode": 4, **{d: 1 for d in DEP_FIELDS}}
+        return tuple((f.name, f.lo, (1 << f.width) - 1, f.lo_value, f.hi_value, src.get(f.name, 0))
+                     for f in self.fields)
+
 
 def _pack(name: str, spec: list[tuple[str, int] | tuple[str, int, bool]], bits: int, cfg_name: str,
           declared: tuple[str, ...] = ()) -> Layout:
@@ -103,7 +112,18 @@ def _common() -> list[tuple[str, int]]:
 def layouts(cfg: "HwConfig") -> dict[str, Layout]:
     """The formats for ``cfg``: MEM (LOAD/STORE), ALU, FINISH, UOP and one per tensor-intrinsic declaration
     ``cfg`` supports (GEMM, DWMAC, ...: :mod:`isa.intrinsics`), derived from the declarations."""
-    return _layouts(cfg, alu_opcode_bits(), registry_version())
+    versions = (alu_registry_version(), registry_version())
+    hit = _RECENT.get(id(cfg))  # by identity first: hashing a config costs more than encoding a field
+    if hit is not None and hit[0] is cfg and hit[1] == versions:
+        return hit[2]
+    out = _layouts(cfg, alu_opcode_bits(), registry_version())
+    if len(_RECENT) >= 64:
+        _RECENT.clear()
+    _RECENT[id(cfg)] = (cfg, versions, out)  # holds cfg, so its id is not reused while the entry lives
+    return out
+
+
+_RECENT: dict[int, tuple] = {}
 
 
 @lru_cache(maxsize=64)
@@ -171,6 +191,39 @@ def _layout_name(insn: Instruction) -> str:
 
 def encode(insn: Instruction, cfg: "HwConfig") -> int:
     """The 128-bit word of ``insn`` as a Python int; raises EncodingError naming a field that does not fit."""
+    lay = layouts(cfg).get(_layout_name(insn))
+    if lay is None:
+        return _encode_checked(insn, cfg)
+    # the common case on the instruction's own attributes (plain ints and bools in range): any other value goes
+    # through _encode_checked, which gives the same word or the error naming the field
+    attrs, deps = insn.__dict__, insn.deps.__dict__
+    word = 0
+    for name, lo, mask, lo_v, hi_v, src in lay.encode_plan:
+        if src == 0:
+            v = attrs.get(name)
+        elif src == 1:
+            v = deps[name]
+        elif src == 2:
+            v = insn.opcode
+        elif src == 3:
+            v = attrs["mem"]
+            if v.__class__ is not MemType:
+                return _encode_checked(insn, cfg)
+        else:
+            v = alu_op(attrs["op"]).opcode
+        if v.__class__ is not int:
+            if v.__class__ is bool or isinstance(v, IntEnum):
+                v = int(v)
+            else:
+                return _encode_checked(insn, cfg)
+        if v < lo_v or v > hi_v:
+            return _encode_checked(insn, cfg)
+        word |= (v & mask) << lo
+    return word
+
+
+def _encode_checked(insn: Instruction, cfg: "HwConfig") -> int:
+    """:func:`encode` field by field with every check (the error names the instruction and the field)."""
     name = _layout_name(insn)
     lays = layouts(cfg)
     if name not in lays:

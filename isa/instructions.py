@@ -168,8 +168,16 @@ def unit_of(insn: Instruction) -> Unit:
 
 
 def with_deps(insn: Instruction, **flags: bool) -> Instruction:
-    """A copy of ``insn`` with some dependency flags changed."""
-    return replace(insn, deps=replace(insn.deps, **flags))
+    """A copy of ``insn`` with some dependency flags changed (``dataclasses.replace`` of its ``deps``, made
+    without re-running ``__init__``: the instructions are plain frozen dataclasses, so the copy is equal; it is
+    the command queue's most frequent edit)."""
+    deps = replace(insn.deps, **flags)
+    if not hasattr(insn, "__dict__") or hasattr(insn, "__post_init__"):  # a declaration's own class may check
+        return replace(insn, deps=deps)
+    out = object.__new__(type(insn))
+    out.__dict__.update(insn.__dict__)
+    out.__dict__["deps"] = deps
+    return out
 
 
 def n_iterations(insn: Gemm | Alu) -> int:

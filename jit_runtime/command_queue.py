@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any, Callable, Hashable
 
 import numpy as np
 
-from isa import Alu, Finish, Instruction, Load, MemType, Store, Unit, alu_op, encode, encode_stream, unit_of
+from isa import Alu, Finish, Instruction, Load, MemType, Store, Unit, alu_op, encode, unit_of
 from isa.alu import op_supported, unsupported_reason
-from isa.encoding import layouts
+from isa.encoding import INSN_BYTES, layouts
 from isa.intrinsics import declaration, insn_class
 from jit_runtime.buffers import DeviceBuffer, buffer_alignment
 from jit_runtime.deps import TOKEN_QUEUES, add_flags, as_unit, nop, pop_flag, push_flag, queue_name
@@ -276,6 +276,7 @@ class CommandQueue:
         last = self._last.get(src)
         if not self._pending[src] and last is not None and not getattr(self._insns[last].deps, flag):
             self._insns[last] = add_flags(self._insns[last], {flag})
+            self._words[last] = encode(self._insns[last], self.cfg)
             return
         self._emit(nop(src, **{flag: True}))
 
@@ -321,6 +322,7 @@ class CommandQueue:
     # ========================================================== the stream
     def _reset_stream(self) -> None:
         self._insns: list[Instruction] = []
+        self._words: list[int] = []  # each instruction's encoding (kept in step with _insns)
         self._last: dict[Unit, int] = {}
         self._pending: dict[Unit, set[str]] = {u: set() for u in Unit}
         self._pushes: Counter[str] = Counter()
@@ -331,8 +333,9 @@ class CommandQueue:
         unit = unit_of(insn)
         insn = add_flags(insn, self._pending[unit])
         self._pending[unit] = set()
-        encode(insn, self.cfg)  # a field that does not fit fails here, at the call that made it
+        word = encode(insn, self.cfg)  # a field that does not fit fails here, at the call that made it
         self._insns.append(insn)
+        self._words.append(word)
         self._last[unit] = len(self._insns) - 1
         return insn
 
@@ -351,8 +354,12 @@ class CommandQueue:
                    **stream_summary(insns)}
         return insns, runtime
 
-    def _place(self, insns: list[Instruction]) -> int:
-        words = encode_stream(insns, self.cfg).reshape(-1)
+    def _stream_bytes(self) -> np.ndarray:
+        """The closed stream's instruction bytes (:func:`isa.encode_stream` of it, from the words made by _emit)."""
+        return np.frombuffer(b"".join(w.to_bytes(INSN_BYTES, "little") for w in self._words), np.uint8).copy()
+
+    def _place(self, words: np.ndarray) -> int:
+        """Write the stream's bytes into DRAM; returns its address."""
         addr = self.dram.alloc(words.size, self.align)
         self.dram.image[addr:addr + words.size] = words
         return addr
@@ -361,11 +368,12 @@ class CommandQueue:
         """Close the stream (token drain + FINISH) and return it as a :class:`Program`, without running.
         The program holds a copy of the used DRAM image; the queue is then ready for the next program."""
         insns, runtime = self._close()
-        addr = self._place(insns)
+        words = self._stream_bytes()
+        addr = self._place(words)
         try:
             image = self.dram.image[:self.dram.used_end].copy()
             bufs = {n: BufferInfo(b.addr, b.shape, b.dtype.str) for n, b in self.buffers().items()}
-            return Program(self.cfg, encode_stream(insns, self.cfg).reshape(-1), image, addr, len(insns), bufs,
+            return Program(self.cfg, words, image, addr, len(insns), bufs,
                            dict(expected or {}), runtime, name)
         finally:
             self.dram.free(addr)
@@ -375,7 +383,7 @@ class CommandQueue:
         """Close the stream, run it on the device in place (buffers see the results) and wait.
         Returns cycles and the profile (device profile + ``"runtime"``: uop cache, tokens, counts)."""
         insns, runtime = self._close()
-        addr = self._place(insns)
+        addr = self._place(self._stream_bytes())
         try:
             dev = make_device(self.device if device is None else device, self.cfg, trace=trace)
             res = dev.run(self.dram.image, addr, len(insns))
