@@ -16,8 +16,9 @@ to end: accelerator cycles per wall second of the whole timed loop, which makes 
 through the driver on the shim and cross-checks it with the simulator, and compiles and runs the model),
 ``harness_cycles_per_s`` (clock cycles the harness ran per wall second it spent running them: the RTL alone),
 ``harness_cycles_per_cpu_s`` (the same per CPU second of the harness process, which a loaded machine does not
-dilute), ``make_programs_s`` (the part of the timed loop spent making the suite, random and GEMM programs) and
-``pynq_classes``.
+dilute), ``make_programs_s`` (the part of the timed loop spent making the suite, random and GEMM programs),
+``host_cpu_s`` (CPU seconds of this Python process in the timed loop, all its threads: driver, simulator, model;
+the harness is another process) and ``pynq_classes``.
 """
 from __future__ import annotations
 
@@ -87,7 +88,7 @@ def main() -> None:
             finally:
                 make_s += time.perf_counter() - t
 
-        t0 = time.time()
+        t0, cpu0 = time.time(), time.process_time()
         for name, make in suite_cases(cfg).items():
             p = made(make)[0]
             xc.label = f"suite:{name}"
@@ -117,7 +118,7 @@ def main() -> None:
         mod.set_input("input", x)
         got = mod.run()
         counts["model_layers"] = len(xc.checks) - n_before
-        wall = time.time() - t0
+        wall, host_cpu = time.time() - t0, time.process_time() - cpu0
         xc.close()
         # the official target (a fresh driver on the loaded overlay) against the sim target
         mp = build(small_model(), cfg, target="pynq", calibration=calib, progress=False,
@@ -141,7 +142,7 @@ def main() -> None:
     print(json.dumps({"config": cfg.name, "board": board.name, "programs": len(xc.checks), **counts,
                       "mismatches": len(bad), "model_output_equal": bool(equal), "cycles": cycles,
                       "wall_s": round(wall, 2), "cycles_per_s": round(cycles / wall, 1),
-                      "make_programs_s": round(make_s, 2),
+                      "make_programs_s": round(make_s, 2), "host_cpu_s": round(host_cpu, 2),
                       "harness_cycles": harness_cycles, "harness_s": round(harness_s, 3),
                       "harness_cycles_per_s": round(harness_cycles / harness_s, 1),
                       "harness_cpu_s": round(harness_cpu, 3),

@@ -23,7 +23,7 @@ import numpy as np
 
 from isa import Alu, Finish, Instruction, Load, MemType, Store, Unit, alu_op, encode, unit_of
 from isa.alu import op_supported, unsupported_reason
-from isa.encoding import INSN_BYTES, layouts
+from isa.encoding import DEP_FIELDS, INSN_BYTES, layouts
 from isa.intrinsics import declaration, insn_class
 from jit_runtime.buffers import DeviceBuffer, buffer_alignment
 from jit_runtime.deps import TOKEN_QUEUES, add_flags, as_unit, nop, pop_flag, push_flag, queue_name
@@ -276,7 +276,7 @@ class CommandQueue:
         last = self._last.get(src)
         if not self._pending[src] and last is not None and not getattr(self._insns[last].deps, flag):
             self._insns[last] = add_flags(self._insns[last], {flag})
-            self._words[last] = encode(self._insns[last], self.cfg)
+            self._words[last] |= 1 << self._dep_bit[flag]  # the flag's bit (the same in every format)
             return
         self._emit(nop(src, **{flag: True}))
 
@@ -323,6 +323,7 @@ class CommandQueue:
     def _reset_stream(self) -> None:
         self._insns: list[Instruction] = []
         self._words: list[int] = []  # each instruction's encoding (kept in step with _insns)
+        self._dep_bit = {f.name: f.lo for f in layouts(self.cfg)["MEM"].fields if f.name in DEP_FIELDS}
         self._last: dict[Unit, int] = {}
         self._pending: dict[Unit, set[str]] = {u: set() for u in Unit}
         self._pushes: Counter[str] = Counter()
