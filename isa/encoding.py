@@ -74,12 +74,17 @@ class Layout:
         return sum(f.width for f in self.fields)
 
     @cached_property
-    def encode_plan(self) -> tuple[tuple[str, int, int, int, int, int], ...]:
-        """Per field: (name, lo, mask, lowest value, highest value, where the value comes from: 0 the
-        instruction's attribute, 1 its dependency flag, 2 the opcode, 3 the memory type, 4 the ALU opcode)."""
-        src = {"opcode": 2, "mem": 3, "alu_opcode": 4, **{d: 1 for d in DEP_FIELDS}}
-        return tuple((f.name, f.lo, (1 << f.width) - 1, f.lo_value, f.hi_value, src.get(f.name, 0))
-                     for f in self.fields)
+    def encode_plan(self) -> tuple[tuple[tuple[str, int, int, int, int], ...], tuple[tuple[str, int], ...],
+                                   tuple[int, int, int, int, int, int]]:
+        """For :func:`encode`: the fields read from the instruction's attributes (name, lo, mask, lowest and highest
+        value), the dependency flags' bits, and the lo/width of opcode, memory type and ALU opcode (-1: absent)."""
+        special = {"opcode", "mem", "alu_opcode", *DEP_FIELDS}
+        attrs = tuple((f.name, f.lo, (1 << f.width) - 1, f.lo_value, f.hi_value)
+                      for f in self.fields if f.name not in special)
+        deps = tuple((f.name, f.lo) for f in self.fields if f.name in DEP_FIELDS)
+        at = {f.name: (f.lo, f.width) for f in self.fields}
+        fixed = tuple(v for n in ("opcode", "mem", "alu_opcode") for v in at.get(n, (-1, 0)))
+        return attrs, deps, fixed  # type: ignore[return-value]
 
 
 def _pack(name: str, spec: list[tuple[str, int] | tuple[str, int, bool]], bits: int, cfg_name: str,
@@ -196,27 +201,30 @@ def encode(insn: Instruction, cfg: "HwConfig") -> int:
         return _encode_checked(insn, cfg)
     # the common case on the instruction's own attributes (plain ints and bools in range): any other value goes
     # through _encode_checked, which gives the same word or the error naming the field
-    attrs, deps = insn.__dict__, insn.deps.__dict__
-    word = 0
-    for name, lo, mask, lo_v, hi_v, src in lay.encode_plan:
-        if src == 0:
-            v = attrs.get(name)
-        elif src == 1:
-            v = deps[name]
-        elif src == 2:
-            v = insn.opcode
-        elif src == 3:
-            v = attrs["mem"]
-            if v.__class__ is not MemType:
-                return _encode_checked(insn, cfg)
-        else:
-            v = alu_op(attrs["op"]).opcode
-        if v.__class__ is not int:
-            if v.__class__ is bool or isinstance(v, IntEnum):
-                v = int(v)
-            else:
-                return _encode_checked(insn, cfg)
-        if v < lo_v or v > hi_v:
+    attrs_plan, deps_plan, (op_lo, op_w, mem_lo, _, alu_lo, alu_w) = lay.encode_plan
+    attrs = insn.__dict__
+    word = int(insn.opcode)
+    if op_lo != 0 or not 0 <= word < 1 << op_w:
+        return _encode_checked(insn, cfg)
+    for name, lo in deps_plan:
+        v = insn.deps.__dict__[name]
+        if v is True:
+            word |= 1 << lo
+        elif v is not False:
+            return _encode_checked(insn, cfg)
+    if mem_lo >= 0:
+        v = attrs.get("mem")
+        if v.__class__ is not MemType:
+            return _encode_checked(insn, cfg)
+        word |= int(v) << mem_lo
+    if alu_lo >= 0:
+        code = alu_op(attrs["op"]).opcode
+        if not 0 <= code < 1 << alu_w:
+            return _encode_checked(insn, cfg)
+        word |= code << alu_lo
+    for name, lo, mask, lo_v, hi_v in attrs_plan:
+        v = attrs.get(name)
+        if (v.__class__ is not int and v.__class__ is not bool) or v < lo_v or v > hi_v:
             return _encode_checked(insn, cfg)
         word |= (v & mask) << lo
     return word

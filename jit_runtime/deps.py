@@ -6,6 +6,8 @@ the instruction, in pipeline order load -> compute -> store.
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 from isa import Deps, Gemm, Instruction, Load, MemType, Store, Unit, with_deps
 from jit_runtime.errors import DependencyError
 
@@ -22,6 +24,7 @@ def as_unit(unit: "Unit | str") -> Unit:
         raise DependencyError(f"unknown unit {unit!r}; units: load, compute, store") from None
 
 
+@lru_cache(maxsize=None)  # units are few; an error is raised again on every call (lru_cache keeps no errors)
 def queue_name(src: Unit, dst: Unit) -> str:
     """The token queue from ``src`` to ``dst``; raises unless the units are neighbours."""
     if abs(int(src) - int(dst)) != 1:
@@ -30,12 +33,14 @@ def queue_name(src: Unit, dst: Unit) -> str:
     return f"{src.name.lower()}->{dst.name.lower()}"
 
 
+@lru_cache(maxsize=None)
 def push_flag(src: Unit, dst: Unit) -> str:
     """The flag set on ``src``'s instruction to push a token to ``dst``."""
     queue_name(src, dst)
     return "push_next" if dst > src else "push_prev"
 
 
+@lru_cache(maxsize=None)
 def pop_flag(src: Unit, dst: Unit) -> str:
     """The flag set on ``dst``'s instruction to pop a token pushed by ``src``."""
     queue_name(src, dst)

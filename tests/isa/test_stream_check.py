@@ -59,3 +59,34 @@ def test_check_stream_refuses_what_decode_refuses(preset):
 def test_stream_length_must_be_whole_words():
     with pytest.raises(isa.EncodingError, match="not a multiple of 16"):
         stream_words(np.zeros(17, np.uint8))
+
+
+@pytest.mark.parametrize("preset", isa.preset_names())
+def test_encode_fast_path_equals_the_checked_encoder(preset):
+    """encode's one-pass plan gives the field-by-field encoder's word for valid instructions of every kind, and its
+    error (same message) for out-of-range fields, numpy integers, bad flags and bad memory types."""
+    from dataclasses import replace
+
+    from hypothesis import given, settings
+
+    from isa import Deps, Load, MemType
+    from isa.encoding import _encode_checked
+    from tests.isa import strategies as S
+
+    cfg = isa.make_config(preset)
+
+    @settings(max_examples=150, deadline=None)
+    @given(S.instruction(cfg))
+    def same(insn):
+        assert isa.encode(insn, cfg) == _encode_checked(insn, cfg)
+
+    same()
+    good = Load(MemType.INP, 0, 5, 1, 1, 1)
+    assert isa.encode(replace(good, dram_base=np.int64(5)), cfg) == isa.encode(good, cfg)  # numpy ints still work
+    for bad in (replace(good, y_size=1 << 16), replace(good, dram_base=-1), replace(good, sram_base=1.0),
+                replace(good, deps=Deps(pop_prev=2)), replace(good, mem=7), replace(good, pad_value=1 << 20)):
+        with pytest.raises((isa.EncodingError, ValueError)) as want:
+            _encode_checked(bad, cfg)
+        with pytest.raises(type(want.value)) as got:
+            isa.encode(bad, cfg)
+        assert str(got.value) == str(want.value)
