@@ -10,7 +10,11 @@ with the cycle-accurate simulator (DRAM bytes and cycle count):
 - every accelerator layer of a small compiled CNN (3 convolutions + a dense layer), whose output is also
   compared with the same model built for the ``sim`` target.
 
-All in one simulator process (the design is reset once, when the overlay loads, as on a board). Last line:
+All in one simulator process (the design is reset once, when the overlay loads, as on a board). The GEMM is made
+and started first (``PynqDevice.start``); while the accelerator runs it, the host makes the other programs and
+builds the model, as a host keeps working while its accelerator runs (``--no-overlap``: one after the other);
+then they run, each after the previous one finished. The cross-check's simulator runs in a worker process
+beside the driver (``--sim``). Last line:
 one JSON object with ``programs``, ``mismatches``, ``model_output_equal``, ``cycles_per_s`` (the shim's speed end
 to end: accelerator cycles per wall second of the whole timed loop, which makes the programs, runs each one
 through the driver on the shim and cross-checks it with the simulator, and compiles and runs the model),
@@ -50,6 +54,10 @@ def main() -> None:
     ap.add_argument("--gemm", type=int, default=256, help="N of the N^3 blocked GEMM (0: none)")
     ap.add_argument("--wait", default="auto", choices=("auto", "irq", "poll"), help="the driver's wait mode")
     ap.add_argument("--no-pynq", action="store_true", help="the shim's own classes even when pynq imports")
+    ap.add_argument("--no-overlap", action="store_true",
+                    help="make the other programs and build the model after the GEMM finished, not while it runs")
+    ap.add_argument("--sim", default="process", choices=("process", "thread", "none"),
+                    help="where the cross-check's simulator runs while the driver runs the program (CrossCheckDevice)")
     args = ap.parse_args()
 
     from compiler.accel_backend import SimAccelBackend
@@ -76,7 +84,7 @@ def main() -> None:
                      pynq=False if args.no_pynq else "auto") as shim:
         bit = write_sim_overlay(board.name, cfg, td)
         t0 = time.time()
-        xc = CrossCheckDevice(cfg, PynqDevice(cfg, bit, pynq=shim, wait=args.wait))
+        xc = CrossCheckDevice(cfg, PynqDevice(cfg, bit, pynq=shim, wait=args.wait), worker=args.sim)
         start_s = time.time() - t0
         make_s = 0.0
 
@@ -89,35 +97,43 @@ def main() -> None:
                 make_s += time.perf_counter() - t
 
         t0, cpu0 = time.time(), time.process_time()
-        for name, make in suite_cases(cfg).items():
-            p = made(make)[0]
-            xc.label = f"suite:{name}"
-            xc.run(p.dram.copy(), p.insn_addr, p.n_insns)
-        counts["suite"] = len(xc.checks)
-        for s in range(args.random):
-            p = made(random_program, cfg, s)
-            xc.label = f"random:{s}"
-            xc.run(p.dram.copy(), p.insn_addr, p.n_insns)
-        counts["random"] = len(xc.checks) - counts["suite"]
+        running = False
         if args.gemm:
             from dataclasses import replace
 
             p, _ = made(blocked_gemm, cfg, replace(default_plan(cfg), n=args.gemm, k=args.gemm, m=args.gemm))
             xc.label = f"gemm{args.gemm}"
-            xc.run(p.dram.copy(), p.insn_addr, p.n_insns)
+            if args.no_overlap:
+                xc.run(p.dram.copy(), p.insn_addr, p.n_insns)
+            else:  # the host makes the other programs and builds the model while the accelerator runs the GEMM
+                xc.start(p.dram.copy(), p.insn_addr, p.n_insns)
+                running = True
             counts["gemm"] = 1
+        suite = [(name, made(make)[0]) for name, make in suite_cases(cfg).items()]
+        randoms = [made(random_program, cfg, s) for s in range(args.random)]
         # the model: its accelerator layers through the same driver (the overlay already loaded), cross-checked
         pynq_api = shim.api()
         register_accel_backend("pynq-crosscheck", lambda config, **kw: SimAccelBackend(cfg, device=xc), replace=True)
         rng = np.random.default_rng(0)
         calib = rng.standard_normal((8, 3, 8, 8)).astype(np.float32)
         x = rng.standard_normal((1, 3, 8, 8)).astype(np.float32)
-        n_before = len(xc.checks)
-        xc.label = "model"
         mod = build(small_model(), cfg, target="pynq-crosscheck", calibration=calib, progress=False)
         mod.set_input("input", x)
+        if running:
+            xc.finish()
+        for name, p in suite:
+            xc.label = f"suite:{name}"
+            xc.run(p.dram.copy(), p.insn_addr, p.n_insns)
+        counts["suite"] = len(suite)
+        for s, p in enumerate(randoms):
+            xc.label = f"random:{s}"
+            xc.run(p.dram.copy(), p.insn_addr, p.n_insns)
+        counts["random"] = len(randoms)
+        n_before = len(xc.checks)
+        xc.label = "model"
         got = mod.run()
         counts["model_layers"] = len(xc.checks) - n_before
+        counts = {k: counts[k] for k in ("suite", "random", "gemm", "model_layers") if k in counts}
         wall, host_cpu = time.time() - t0, time.process_time() - cpu0
         xc.close()
         # the official target (a fresh driver on the loaded overlay) against the sim target
@@ -148,7 +164,7 @@ def main() -> None:
                       "harness_cpu_s": round(harness_cpu, 3),
                       "harness_cycles_per_cpu_s": round(harness_cycles / harness_cpu, 1) if harness_cpu else None,
                       "top": "vta_accel",
-                      "pynq_classes": classes, "wait": args.wait,
+                      "pynq_classes": classes, "wait": args.wait, "sim": args.sim, "overlap": not args.no_overlap,
                       "sim_start_s": round(start_s, 2), "build_s": round(build_s, 2),
                       "flush": shim.stats["flush"], "invalidate": shim.stats["invalidate"],
                       "irq_fired": shim.stats["irq_fired"]}))

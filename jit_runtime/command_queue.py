@@ -52,6 +52,7 @@ class CommandQueue:
         self._kernels: dict[Hashable, UopKernel] = {}
         self._uop_cache = UopCache(cfg.uop_depth, align=max(1, cfg.bus_bytes // cfg.uop_elem_bytes))
         self._builder: KernelBuilder | None = None
+        self._pad_field = layouts(cfg)["MEM"].field("pad_value")
         self._reset_stream()
 
     # ================================================================ buffers
@@ -91,7 +92,7 @@ class CommandQueue:
         pad_value = int(pad_value)
         if pad_value and key != "inp":
             raise RuntimeApiError(f"load_2d: pad_value={pad_value} is only allowed for mem='inp' ({key} pads with 0)")
-        pv = layouts(self.cfg)["MEM"].field("pad_value")
+        pv = self._pad_field
         if not pv.lo_value <= pad_value <= pv.hi_value:
             raise RuntimeApiError(f"load_2d: pad_value={pad_value} does not fit the {pv.width}-bit signed pad_value "
                                   f"field (allowed {pv.lo_value}..{pv.hi_value})")

@@ -14,10 +14,16 @@ from jit_runtime.errors import DependencyError
 TOKEN_QUEUES = ("load->compute", "compute->load", "compute->store", "store->compute")
 
 
+_BY_NAME = {u.name.lower(): u for u in Unit}
+
+
 def as_unit(unit: "Unit | str") -> Unit:
     """``Unit.LOAD`` etc. from a ``Unit`` or its name (``"load"``, ``"compute"``, ``"store"``)."""
     if isinstance(unit, Unit):
         return unit
+    got = _BY_NAME.get(unit) if isinstance(unit, str) else None
+    if got is not None:
+        return got
     try:
         return Unit[str(unit).upper()]
     except KeyError:
