@@ -288,3 +288,43 @@ def test_bad_streams_are_refused_before_anything_runs(device, shim):
                                                     rf"the {p.dram.size}-byte image.*nothing was run"):
         device.run(dram, p.insn_addr, p.n_insns)
     assert shim.stats["mmio_write"] == writes
+
+
+def test_start_finish_lets_the_host_work_while_the_accelerator_runs(overlay):
+    """start() returns while the accelerator runs; finish() gives run()'s bytes and cycles; a second start before
+    finish, and finish without start, are refused; CrossCheckDevice's process worker agrees with the simulator
+    run in this process."""
+    from hw.cosim.pynq_check import CrossCheckDevice
+    from hw.cosim.pynq_shim import PynqShim
+    from jit_runtime import RuntimeApiError
+    from jit_runtime.devices_pynq import PynqDevice
+    from jit_runtime.suite import suite_cases
+    from simulator import Simulator
+
+    cases = suite_cases(CFG)  # programs that load everything they read (the device's scratchpads hold older data)
+    p, q = cases["gemm_vt2"]()[0], cases["relu"]()[0]
+    sim = Simulator(CFG)
+    want_p, want_q = p.dram.copy(), q.dram.copy()
+    cyc_p = int(sim.run(want_p, p.insn_addr, p.n_insns).cycles)
+    cyc_q = int(sim.run(want_q, q.insn_addr, q.n_insns).cycles)
+    with PynqShim(mem_bytes=4 << 20) as shim:  # its own overlay: pynq's Interrupt of another shim is gone
+        device = PynqDevice(CFG, overlay, pynq=shim)
+        got = p.dram.copy()
+        device.start(got, p.insn_addr, p.n_insns)
+        with pytest.raises(RuntimeApiError, match="already running.*finish"):
+            device.start(q.dram.copy(), q.insn_addr, q.n_insns)
+        assert np.array_equal(got, p.dram)  # nothing copied back before finish()
+        res = device.finish()
+        assert np.array_equal(got, want_p) and res.cycles == cyc_p
+        with pytest.raises(RuntimeApiError, match="finish\\(\\) without a started program"):
+            device.finish()
+        xc = CrossCheckDevice(CFG, device, worker="process")
+        try:
+            xc.label = "q"
+            got = q.dram.copy()
+            xc.start(got, q.insn_addr, q.n_insns)
+            xc.label = "changed while it ran"
+            assert xc.finish().cycles == cyc_q and np.array_equal(got, want_q)
+        finally:
+            xc.close()
+        assert [(c.name, c.sim_cycles, c.ok) for c in xc.checks] == [("q#0", cyc_q, True)]
