@@ -135,6 +135,7 @@ def wrap(values: np.ndarray, width: int) -> np.ndarray:
 
 
 _REGISTRY: dict[str, AluDecl] = {}
+_VERSION = [0]  # bumped by every (un)registration (alu_registry_version)
 
 
 class _CountingOps(NumpyOps):
@@ -238,6 +239,7 @@ def register_alu_decl(decl: AluDecl) -> AluDecl:
         if op.opcode == decl.opcode:
             raise ValueError(f"ALU opcode {decl.opcode} is already used by {op.name}")
     _REGISTRY[decl.name] = decl
+    _VERSION[0] += 1
     return decl
 
 
@@ -259,7 +261,13 @@ def unregister_alu_op(name: str) -> None:
     """Remove an op (for tests and experiments); the built-in ops cannot be removed."""
     if name.upper() in BUILTIN_OPS:
         raise ValueError(f"{name} is a built-in ALU op and cannot be removed")
-    _REGISTRY.pop(name.upper(), None)
+    if _REGISTRY.pop(name.upper(), None) is not None:
+        _VERSION[0] += 1
+
+
+def alu_registry_version() -> int:
+    """Bumped by every (un)registration of an ALU op: caches keyed on the registry include it."""
+    return _VERSION[0]
 
 
 def alu_ops(cfg: "Any" = None) -> list[AluDecl]:

@@ -6,12 +6,13 @@ widths come from the config (scratchpad depths) and the ALU registry.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields as dc_fields
-from functools import lru_cache
+from functools import cached_property, lru_cache
+from enum import IntEnum
 from typing import TYPE_CHECKING, Iterable
 
 import numpy as np
 
-from isa.alu import alu_op, alu_opcode_bits
+from isa.alu import alu_op, alu_opcode_bits, alu_ops, alu_registry_version
 from isa.errors import ConfigError, EncodingError
 from isa.intrinsics import (RESERVED_OPCODES, alu_fields, insn_class, registry_version, tensor_declarations,
                             tensor_fields)
@@ -72,6 +73,19 @@ class Layout:
     def used_bits(self) -> int:
         return sum(f.width for f in self.fields)
 
+    @cached_property
+    def encode_plan(self) -> tuple[tuple[tuple[str, int, int, int, int], ...], tuple[tuple[str, int], ...],
+                                   tuple[int, int, int, int, int, int]]:
+        """For :func:`encode`: the fields read from the instruction's attributes (name, lo, mask, lowest and highest
+        value), the dependency flags' bits, and the lo/width of opcode, memory type and ALU opcode (-1: absent)."""
+        special = {"opcode", "mem", "alu_opcode", *DEP_FIELDS}
+        attrs = tuple((f.name, f.lo, (1 << f.width) - 1, f.lo_value, f.hi_value)
+                      for f in self.fields if f.name not in special)
+        deps = tuple((f.name, f.lo) for f in self.fields if f.name in DEP_FIELDS)
+        at = {f.name: (f.lo, f.width) for f in self.fields}
+        fixed = tuple(v for n in ("opcode", "mem", "alu_opcode") for v in at.get(n, (-1, 0)))
+        return attrs, deps, fixed  # type: ignore[return-value]
+
 
 def _pack(name: str, spec: list[tuple[str, int] | tuple[str, int, bool]], bits: int, cfg_name: str,
           declared: tuple[str, ...] = ()) -> Layout:
@@ -103,7 +117,18 @@ def _common() -> list[tuple[str, int]]:
 def layouts(cfg: "HwConfig") -> dict[str, Layout]:
     """The formats for ``cfg``: MEM (LOAD/STORE), ALU, FINISH, UOP and one per tensor-intrinsic declaration
     ``cfg`` supports (GEMM, DWMAC, ...: :mod:`isa.intrinsics`), derived from the declarations."""
-    return _layouts(cfg, alu_opcode_bits(), registry_version())
+    versions = (alu_registry_version(), registry_version())
+    hit = _RECENT.get(id(cfg))  # by identity first: hashing a config costs more than encoding a field
+    if hit is not None and hit[0] is cfg and hit[1] == versions:
+        return hit[2]
+    out = _layouts(cfg, alu_opcode_bits(), registry_version())
+    if len(_RECENT) >= 64:
+        _RECENT.clear()
+    _RECENT[id(cfg)] = (cfg, versions, out)  # holds cfg, so its id is not reused while the entry lives
+    return out
+
+
+_RECENT: dict[int, tuple] = {}
 
 
 @lru_cache(maxsize=64)
@@ -171,6 +196,42 @@ def _layout_name(insn: Instruction) -> str:
 
 def encode(insn: Instruction, cfg: "HwConfig") -> int:
     """The 128-bit word of ``insn`` as a Python int; raises EncodingError naming a field that does not fit."""
+    lay = layouts(cfg).get(_layout_name(insn))
+    if lay is None:
+        return _encode_checked(insn, cfg)
+    # the common case on the instruction's own attributes (plain ints and bools in range): any other value goes
+    # through _encode_checked, which gives the same word or the error naming the field
+    attrs_plan, deps_plan, (op_lo, op_w, mem_lo, _, alu_lo, alu_w) = lay.encode_plan
+    attrs = insn.__dict__
+    word = int(insn.opcode)
+    if op_lo != 0 or not 0 <= word < 1 << op_w:
+        return _encode_checked(insn, cfg)
+    for name, lo in deps_plan:
+        v = insn.deps.__dict__[name]
+        if v is True:
+            word |= 1 << lo
+        elif v is not False:
+            return _encode_checked(insn, cfg)
+    if mem_lo >= 0:
+        v = attrs.get("mem")
+        if v.__class__ is not MemType:
+            return _encode_checked(insn, cfg)
+        word |= int(v) << mem_lo
+    if alu_lo >= 0:
+        code = alu_op(attrs["op"]).opcode
+        if not 0 <= code < 1 << alu_w:
+            return _encode_checked(insn, cfg)
+        word |= code << alu_lo
+    for name, lo, mask, lo_v, hi_v in attrs_plan:
+        v = attrs.get(name)
+        if (v.__class__ is not int and v.__class__ is not bool) or v < lo_v or v > hi_v:
+            return _encode_checked(insn, cfg)
+        word |= (v & mask) << lo
+    return word
+
+
+def _encode_checked(insn: Instruction, cfg: "HwConfig") -> int:
+    """:func:`encode` field by field with every check (the error names the instruction and the field)."""
     name = _layout_name(insn)
     lays = layouts(cfg)
     if name not in lays:
@@ -264,6 +325,63 @@ def decode_stream(data: bytes | np.ndarray, cfg: "HwConfig") -> list[Instruction
     if len(raw) % INSN_BYTES:
         raise EncodingError(f"instruction stream of {len(raw)} bytes is not a multiple of {INSN_BYTES}")
     return [decode(int.from_bytes(raw[i:i + INSN_BYTES], "little"), cfg) for i in range(0, len(raw), INSN_BYTES)]
+
+
+def stream_words(data: bytes | np.ndarray) -> np.ndarray:
+    """An instruction stream as an (N, 2) uint64 array: the low and high 64 bits of each little-endian word."""
+    raw = np.frombuffer(data, np.uint8) if isinstance(data, bytes) else np.asarray(data, dtype=np.uint8).reshape(-1)
+    if raw.size % INSN_BYTES:
+        raise EncodingError(f"instruction stream of {raw.size} bytes is not a multiple of {INSN_BYTES}")
+    return np.ascontiguousarray(raw).view("<u8").reshape(-1, 2)
+
+
+def field_array(words: np.ndarray, f: Field) -> np.ndarray:
+    """Field ``f`` of every word of ``words`` (:func:`stream_words`), as int64 (sign-extended when signed)."""
+    if f.width > 63:
+        raise EncodingError(f"field {f.name} is {f.width} bits wide; field_array reads fields of up to 63 bits")
+    mask = np.uint64((1 << f.width) - 1)
+    lo_w, hi_w = words[:, 0], words[:, 1]
+    if f.lo >= 64:
+        v = (hi_w >> np.uint64(f.lo - 64)) & mask
+    elif f.lo + f.width <= 64:
+        v = (lo_w >> np.uint64(f.lo)) & mask
+    else:  # straddles the two halves
+        v = ((lo_w >> np.uint64(f.lo)) | (hi_w << np.uint64(64 - f.lo))) & mask
+    v = v.astype(np.int64)
+    if f.signed:
+        v = np.where(v >> (f.width - 1), v - (1 << f.width), v)
+    return v
+
+
+def undecodable(words: np.ndarray, cfg: "HwConfig") -> np.ndarray:
+    """Boolean mask of the words (:func:`stream_words`) that :func:`decode` refuses: an opcode that is neither a
+    fixed instruction's nor one of ``cfg``'s tensor declarations', a LOAD/STORE memory type or an ALU opcode
+    that does not exist. Vectorized: no instruction objects are made."""
+    lays = layouts(cfg)
+    opcode = field_array(words, lays["MEM"].field("opcode"))
+    known = list(RESERVED_OPCODES) + [d.opcode for d in tensor_declarations(cfg)]
+    bad = ~np.isin(opcode, known)
+    mem = (opcode == int(Opcode.LOAD)) | (opcode == int(Opcode.STORE))
+    if mem.any():
+        bad |= mem & ~np.isin(field_array(words, lays["MEM"].field("mem")), [int(m) for m in MemType])
+    alu = opcode == int(Opcode.ALU)
+    if alu.any():
+        bad |= alu & ~np.isin(field_array(words, lays["ALU"].field("alu_opcode")), [o.opcode for o in alu_ops()])
+    return bad
+
+
+def check_stream(data: bytes | np.ndarray, cfg: "HwConfig") -> np.ndarray:
+    """The stream's words (:func:`stream_words`) after checking that every one decodes: raises the
+    EncodingError :func:`decode_stream` raises, for the same (first) undecodable word, without decoding the
+    others one by one."""
+    words = stream_words(data)
+    bad = np.flatnonzero(undecodable(words, cfg))
+    if bad.size:
+        i = int(bad[0])
+        decode(int(words[i, 0]) | int(words[i, 1]) << 64, cfg)  # raises the decoder's own message
+        raise EncodingError(f"instruction {i} is undecodable but decode() accepted it (isa.encoding.undecodable "
+                            f"and decode disagree: a bug)")
+    return words
 
 
 def encode_uops(uops: Iterable[Uop], cfg: "HwConfig") -> np.ndarray:

@@ -6,6 +6,7 @@ After ``free()`` every use raises :class:`UseAfterFreeError`.
 """
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -68,7 +69,7 @@ class DeviceBuffer:
 
     @property
     def nbytes(self) -> int:
-        return int(np.prod(self._shape, dtype=np.int64)) * self._dtype.itemsize
+        return math.prod(self._shape) * self._dtype.itemsize
 
     @property
     def freed(self) -> bool:

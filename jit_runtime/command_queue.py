@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any, Callable, Hashable
 
 import numpy as np
 
-from isa import Alu, Finish, Instruction, Load, MemType, Store, Unit, alu_op, encode, encode_stream, unit_of
+from isa import Alu, Finish, Instruction, Load, MemType, Store, Unit, alu_op, encode, unit_of
 from isa.alu import op_supported, unsupported_reason
-from isa.encoding import layouts
+from isa.encoding import DEP_FIELDS, INSN_BYTES, layouts
 from isa.intrinsics import declaration, insn_class
 from jit_runtime.buffers import DeviceBuffer, buffer_alignment
 from jit_runtime.deps import TOKEN_QUEUES, add_flags, as_unit, nop, pop_flag, push_flag, queue_name
@@ -52,6 +52,7 @@ class CommandQueue:
         self._kernels: dict[Hashable, UopKernel] = {}
         self._uop_cache = UopCache(cfg.uop_depth, align=max(1, cfg.bus_bytes // cfg.uop_elem_bytes))
         self._builder: KernelBuilder | None = None
+        self._pad_field = layouts(cfg)["MEM"].field("pad_value")
         self._reset_stream()
 
     # ================================================================ buffers
@@ -91,7 +92,7 @@ class CommandQueue:
         pad_value = int(pad_value)
         if pad_value and key != "inp":
             raise RuntimeApiError(f"load_2d: pad_value={pad_value} is only allowed for mem='inp' ({key} pads with 0)")
-        pv = layouts(self.cfg)["MEM"].field("pad_value")
+        pv = self._pad_field
         if not pv.lo_value <= pad_value <= pv.hi_value:
             raise RuntimeApiError(f"load_2d: pad_value={pad_value} does not fit the {pv.width}-bit signed pad_value "
                                   f"field (allowed {pv.lo_value}..{pv.hi_value})")
@@ -276,6 +277,7 @@ class CommandQueue:
         last = self._last.get(src)
         if not self._pending[src] and last is not None and not getattr(self._insns[last].deps, flag):
             self._insns[last] = add_flags(self._insns[last], {flag})
+            self._words[last] |= 1 << self._dep_bit[flag]  # the flag's bit (the same in every format)
             return
         self._emit(nop(src, **{flag: True}))
 
@@ -321,6 +323,8 @@ class CommandQueue:
     # ========================================================== the stream
     def _reset_stream(self) -> None:
         self._insns: list[Instruction] = []
+        self._words: list[int] = []  # each instruction's encoding (kept in step with _insns)
+        self._dep_bit = {f.name: f.lo for f in layouts(self.cfg)["MEM"].fields if f.name in DEP_FIELDS}
         self._last: dict[Unit, int] = {}
         self._pending: dict[Unit, set[str]] = {u: set() for u in Unit}
         self._pushes: Counter[str] = Counter()
@@ -331,8 +335,9 @@ class CommandQueue:
         unit = unit_of(insn)
         insn = add_flags(insn, self._pending[unit])
         self._pending[unit] = set()
-        encode(insn, self.cfg)  # a field that does not fit fails here, at the call that made it
+        word = encode(insn, self.cfg)  # a field that does not fit fails here, at the call that made it
         self._insns.append(insn)
+        self._words.append(word)
         self._last[unit] = len(self._insns) - 1
         return insn
 
@@ -351,8 +356,12 @@ class CommandQueue:
                    **stream_summary(insns)}
         return insns, runtime
 
-    def _place(self, insns: list[Instruction]) -> int:
-        words = encode_stream(insns, self.cfg).reshape(-1)
+    def _stream_bytes(self) -> np.ndarray:
+        """The closed stream's instruction bytes (:func:`isa.encode_stream` of it, from the words made by _emit)."""
+        return np.frombuffer(b"".join(w.to_bytes(INSN_BYTES, "little") for w in self._words), np.uint8).copy()
+
+    def _place(self, words: np.ndarray) -> int:
+        """Write the stream's bytes into DRAM; returns its address."""
         addr = self.dram.alloc(words.size, self.align)
         self.dram.image[addr:addr + words.size] = words
         return addr
@@ -361,11 +370,12 @@ class CommandQueue:
         """Close the stream (token drain + FINISH) and return it as a :class:`Program`, without running.
         The program holds a copy of the used DRAM image; the queue is then ready for the next program."""
         insns, runtime = self._close()
-        addr = self._place(insns)
+        words = self._stream_bytes()
+        addr = self._place(words)
         try:
             image = self.dram.image[:self.dram.used_end].copy()
             bufs = {n: BufferInfo(b.addr, b.shape, b.dtype.str) for n, b in self.buffers().items()}
-            return Program(self.cfg, encode_stream(insns, self.cfg).reshape(-1), image, addr, len(insns), bufs,
+            return Program(self.cfg, words, image, addr, len(insns), bufs,
                            dict(expected or {}), runtime, name)
         finally:
             self.dram.free(addr)
@@ -375,7 +385,7 @@ class CommandQueue:
         """Close the stream, run it on the device in place (buffers see the results) and wait.
         Returns cycles and the profile (device profile + ``"runtime"``: uop cache, tokens, counts)."""
         insns, runtime = self._close()
-        addr = self._place(insns)
+        addr = self._place(self._stream_bytes())
         try:
             dev = make_device(self.device if device is None else device, self.cfg, trace=trace)
             res = dev.run(self.dram.image, addr, len(insns))

@@ -84,10 +84,20 @@ def stream_summary(insns: list[Instruction]) -> dict[str, Any]:
     kinds: Counter[str] = Counter()
     units: Counter[str] = Counter()
     flags: Counter[str] = Counter()
+    # one representative per (class, memory, op, flags): a stream has a handful of distinct ones
+    groups: dict[tuple, list] = {}
     for insn in insns:
-        kinds[mnemonic(insn)] += 1
-        units[unit_of(insn).name.lower()] += 1
-        flags.update(insn.deps.names())
+        key = (type(insn), getattr(insn, "mem", None), getattr(insn, "op", None), insn.deps)
+        g = groups.get(key)
+        if g is None:
+            groups[key] = [insn, 1]
+        else:
+            g[1] += 1
+    for insn, n in groups.values():
+        kinds[mnemonic(insn)] += n
+        units[unit_of(insn).name.lower()] += n
+        for f in insn.deps.names():
+            flags[f] += n
     return {"n_insns": len(insns), "by_kind": dict(sorted(kinds.items())), "by_unit": dict(sorted(units.items())),
             "dep_flags": dict(sorted(flags.items()))}
 

@@ -210,15 +210,25 @@ def test_cocotb_backend_still_agrees(overlay):
     assert np.array_equal(a, b) and got.cycles == int(want.cycles)
 
 
+def _reencoded(raw, base):
+    """The reference relocation: decode every instruction, move each LOAD/STORE dram_base, encode again."""
+    from dataclasses import replace
+
+    from isa import Load, Store, decode_stream, encode_stream
+
+    insns = [replace(i, dram_base=i.dram_base + base // CFG.elem_bytes(i.mem.name.lower()))
+             if isinstance(i, (Load, Store)) else i for i in decode_stream(raw, CFG)]
+    return encode_stream(insns, CFG).reshape(-1)
+
+
 def test_relocation_patches_only_the_dram_base_fields():
-    """The driver's fast relocation (dram_base rewritten in the LOAD/STORE words) gives the same bytes as
+    """The driver's vectorized relocation (dram_base rewritten in the LOAD/STORE words) gives the same bytes as
     re-encoding every instruction, on random programs and a blocked GEMM; a base whose addresses do not fit the
-    field is refused."""
+    field is refused, naming the first such instruction."""
     from dataclasses import replace
 
     from hw.random_programs import random_program
-    from isa import decode_stream
-    from isa.encoding import INSN_BYTES
+    from isa.encoding import INSN_BYTES, check_stream
     from jit_runtime import ContiguousMemoryError
     from jit_runtime.blocked_gemm import blocked_gemm, default_plan
     from jit_runtime.devices_pynq import relocate
@@ -227,9 +237,94 @@ def test_relocation_patches_only_the_dram_base_fields():
     progs.append(blocked_gemm(CFG, replace(default_plan(CFG), n=64, k=64, m=64))[0])
     for p in progs:
         raw = p.dram[p.insn_addr:p.insn_addr + INSN_BYTES * p.n_insns]
-        insns = decode_stream(raw, CFG)
-        for base in (0x1800_0000, 0x6000_0000, 4096):
-            fast = relocate(insns, CFG, base, raw)
-            assert np.array_equal(fast, relocate(insns, CFG, base)) and not np.array_equal(fast, raw)
-    with pytest.raises(ContiguousMemoryError, match="dram_base .* does not fit its"):
-        relocate(insns, CFG, 1 << 40, raw)
+        for base in (0x1800_0000, 0x6000_0000, 4096, 0xFFF0_0000):
+            fast = relocate(check_stream(raw, CFG), CFG, base)
+            assert np.array_equal(fast, _reencoded(raw, base)) and not np.array_equal(fast, raw)
+    first = next(i for i, w in enumerate(check_stream(raw, CFG)) if int(w[0]) & 7 in (0, 1))  # first LOAD/STORE
+    with pytest.raises(ContiguousMemoryError, match=rf"instruction {first} \((LOAD|STORE)\): dram_base .* does not "
+                                                    rf"fit its 32-bit field"):
+        relocate(check_stream(raw, CFG), CFG, 1 << 40)
+
+
+def test_bad_streams_are_refused_before_anything_runs(device, shim):
+    """The vectorized check refuses what decoding each instruction refused, with the decoder's message: an unknown
+    opcode, an unknown memory type, an unknown ALU opcode; and a LOAD reaching past the image."""
+    from dataclasses import replace
+
+    from isa import EncodingError, Load, MemType, decode, decode_stream, encode_stream
+    from isa.alu import alu_ops
+    from isa.encoding import INSN_BYTES, layouts
+    from isa.intrinsics import RESERVED_OPCODES, tensor_declarations
+    from jit_runtime import ContiguousMemoryError
+    from jit_runtime.suite import suite_cases
+
+    p = suite_cases(CFG)["relu"]()[0]
+    at = slice(p.insn_addr, p.insn_addr + INSN_BYTES * p.n_insns)
+    insns = decode_stream(p.dram[at], CFG)
+    lays = layouts(CFG)
+    alu_i = next(k for k, x in enumerate(insns) if type(x).__name__ == "Alu")
+    load_i = next(k for k, x in enumerate(insns) if isinstance(x, Load) and x.y_size)
+    opcodes = set(RESERVED_OPCODES) | {d.opcode for d in tensor_declarations(CFG)}
+    corrupt = {  # what -> (instruction index, field, a value the decoder refuses)
+        "opcode": (2, lays["MEM"].field("opcode"), next(o for o in range(8) if o not in opcodes)),
+        "memory type": (load_i, lays["MEM"].field("mem"), len(MemType)),
+        "ALU opcode": (alu_i, lays["ALU"].field("alu_opcode"), max(o.opcode for o in alu_ops()) + 1),
+    }
+    writes = shim.stats["mmio_write"]
+    for what, (i, f, value) in corrupt.items():
+        dram = p.dram.copy()
+        word = int.from_bytes(dram[at][i * 16:(i + 1) * 16].tobytes(), "little")
+        word = (word & ~(((1 << f.width) - 1) << f.lo)) | (value << f.lo)
+        dram[p.insn_addr + 16 * i:p.insn_addr + 16 * (i + 1)] = np.frombuffer(word.to_bytes(16, "little"), np.uint8)
+        with pytest.raises(EncodingError) as want:
+            decode(word, CFG)
+        with pytest.raises(EncodingError) as got:
+            device.run(dram, p.insn_addr, p.n_insns)
+        assert str(got.value) == str(want.value) and what.split()[-1].lower() in str(got.value).lower()
+    insns[load_i] = replace(insns[load_i], dram_base=p.dram.size // CFG.elem_bytes(insns[load_i].mem.name.lower()))
+    dram = p.dram.copy()
+    dram[at] = encode_stream(insns, CFG).reshape(-1)
+    with pytest.raises(ContiguousMemoryError, match=rf"instruction {load_i} \(LOAD\) reaches DRAM bytes .*outside "
+                                                    rf"the {p.dram.size}-byte image.*nothing was run"):
+        device.run(dram, p.insn_addr, p.n_insns)
+    assert shim.stats["mmio_write"] == writes
+
+
+def test_start_finish_lets_the_host_work_while_the_accelerator_runs(overlay):
+    """start() returns while the accelerator runs; finish() gives run()'s bytes and cycles; a second start before
+    finish, and finish without start, are refused; CrossCheckDevice's process worker agrees with the simulator
+    run in this process."""
+    from hw.cosim.pynq_check import CrossCheckDevice
+    from hw.cosim.pynq_shim import PynqShim
+    from jit_runtime import RuntimeApiError
+    from jit_runtime.devices_pynq import PynqDevice
+    from jit_runtime.suite import suite_cases
+    from simulator import Simulator
+
+    cases = suite_cases(CFG)  # programs that load everything they read (the device's scratchpads hold older data)
+    p, q = cases["gemm_vt2"]()[0], cases["relu"]()[0]
+    sim = Simulator(CFG)
+    want_p, want_q = p.dram.copy(), q.dram.copy()
+    cyc_p = int(sim.run(want_p, p.insn_addr, p.n_insns).cycles)
+    cyc_q = int(sim.run(want_q, q.insn_addr, q.n_insns).cycles)
+    with PynqShim(mem_bytes=4 << 20) as shim:  # its own overlay: pynq's Interrupt of another shim is gone
+        device = PynqDevice(CFG, overlay, pynq=shim)
+        got = p.dram.copy()
+        device.start(got, p.insn_addr, p.n_insns)
+        with pytest.raises(RuntimeApiError, match="already running.*finish"):
+            device.start(q.dram.copy(), q.insn_addr, q.n_insns)
+        assert np.array_equal(got, p.dram)  # nothing copied back before finish()
+        res = device.finish()
+        assert np.array_equal(got, want_p) and res.cycles == cyc_p
+        with pytest.raises(RuntimeApiError, match="finish\\(\\) without a started program"):
+            device.finish()
+        xc = CrossCheckDevice(CFG, device, worker="process")
+        try:
+            xc.label = "q"
+            got = q.dram.copy()
+            xc.start(got, q.insn_addr, q.n_insns)
+            xc.label = "changed while it ran"
+            assert xc.finish().cycles == cyc_q and np.array_equal(got, want_q)
+        finally:
+            xc.close()
+        assert [(c.name, c.sim_cycles, c.ok) for c in xc.checks] == [("q#0", cyc_q, True)]

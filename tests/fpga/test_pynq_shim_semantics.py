@@ -189,12 +189,11 @@ def test_waiting_on_a_new_event_loop_fails_as_on_a_board(overlay, use_pynq):
         buf, off = dev._buffer(p.dram.size)
         # a trivially finishing run: start the program and wait the old way
         from jit_runtime.devices_pynq import relocate
-        from isa import decode_stream
 
         base = buf.physical_address + off
-        insns = decode_stream(p.dram[p.insn_addr:p.insn_addr + INSN_BYTES * p.n_insns], CFG)
+        words = dev.check(p.dram, p.insn_addr, p.n_insns)
         buf[off:off + p.dram.size] = p.dram
-        buf[off + p.insn_addr:off + p.insn_addr + INSN_BYTES * p.n_insns] = relocate(insns, CFG, base)
+        buf[off + p.insn_addr:off + p.insn_addr + INSN_BYTES * p.n_insns] = relocate(words, CFG, base)
         buf.flush()
         dev.mmio.write(INSN_ADDR, base + p.insn_addr)
         dev.mmio.write(INSN_COUNT, p.n_insns)
