@@ -351,8 +351,8 @@ class CommandQueue:
                    **stream_summary(insns)}
         return insns, runtime
 
-    def _place(self, insns: list[Instruction]) -> int:
-        words = encode_stream(insns, self.cfg).reshape(-1)
+    def _place(self, words: np.ndarray) -> int:
+        """Write the encoded stream ``words`` (uint8) into DRAM; returns its address."""
         addr = self.dram.alloc(words.size, self.align)
         self.dram.image[addr:addr + words.size] = words
         return addr
@@ -361,11 +361,12 @@ class CommandQueue:
         """Close the stream (token drain + FINISH) and return it as a :class:`Program`, without running.
         The program holds a copy of the used DRAM image; the queue is then ready for the next program."""
         insns, runtime = self._close()
-        addr = self._place(insns)
+        words = encode_stream(insns, self.cfg).reshape(-1)  # encoded once: placed in DRAM and kept in the Program
+        addr = self._place(words)
         try:
             image = self.dram.image[:self.dram.used_end].copy()
             bufs = {n: BufferInfo(b.addr, b.shape, b.dtype.str) for n, b in self.buffers().items()}
-            return Program(self.cfg, encode_stream(insns, self.cfg).reshape(-1), image, addr, len(insns), bufs,
+            return Program(self.cfg, words, image, addr, len(insns), bufs,
                            dict(expected or {}), runtime, name)
         finally:
             self.dram.free(addr)
@@ -375,7 +376,7 @@ class CommandQueue:
         """Close the stream, run it on the device in place (buffers see the results) and wait.
         Returns cycles and the profile (device profile + ``"runtime"``: uop cache, tokens, counts)."""
         insns, runtime = self._close()
-        addr = self._place(insns)
+        addr = self._place(encode_stream(insns, self.cfg).reshape(-1))
         try:
             dev = make_device(self.device if device is None else device, self.cfg, trace=trace)
             res = dev.run(self.dram.image, addr, len(insns))
