@@ -147,6 +147,13 @@ def run_compiled(cfg: HwConfig, comp: Compiled, inputs: dict, device: str = "sim
     return result, prof
 
 
+def _even_tile(n: int, most: int) -> int:
+    """Blocks per tile when ``n`` blocks are cut into as few tiles of at most ``most`` as possible, evened out
+    (450 by at most 398: two tiles of 225, one program instead of two)."""
+    tiles = -(-n // max(1, min(n, most)))
+    return -(-n // tiles)
+
+
 def _block_key(cs: ConvShape, bias, rq: Requant | None, residual: Residual | None) -> tuple:
     """One batch block's conv problem (shape without its batch, epilogue structure, fused residual)."""
     return (replace(cs, nb=0), _rq_key(bias, rq), None if residual is None else residual.key())
@@ -355,7 +362,7 @@ class SimAccelBackend:
             k = choose_conv_knobs(self.config, cs, len(ep.consts), len(ep.stages), vthreads=self.vthreads)
             insns = self._batch_tiles[key] = conv_insns(cs, k, len(ep.stages))
         nb = x.shape[0]
-        return max(1, min(nb, nb * self.max_program_insns // max(1, insns)))
+        return _even_tile(nb, nb * self.max_program_insns // max(1, insns))
 
     def dense_problem(self, x, w, bias, *, requant: Requant):
         """Like :meth:`conv2d_problem` for a packed dense (run as a 1x1 conv, see :meth:`dense`)."""
@@ -466,7 +473,7 @@ class SimAccelBackend:
                 k = choose_conv_knobs(self.config, cs, len(ep.consts), len(ep.stages), vthreads=self.vthreads,
                                       residual=residual_add is not None)
                 per_block = self._batch_tiles[key] = conv_insns(cs, k, len(ep.stages)) / 2
-        return max(1, min(nb, int(self.max_program_insns // max(1, per_block))))
+        return _even_tile(nb, int(self.max_program_insns // max(1, per_block)))
 
     def _in_batch_tiles(self, nb_t: int, x, w, bias, residual, residual_add, conv_args: dict) -> np.ndarray:
         """The conv over batch tiles of ``nb_t`` blocks: one program compiled for a tile (and one for a smaller last
