@@ -164,11 +164,19 @@ def _summed(cfg: HwConfig, profs: list[dict], parts: str) -> dict:
     bytes summed; the last program's device profile (no simulator events: a trace shows the layer's cycles)."""
     cycles, macs = sum(p["cycles"] for p in profs), sum(p["macs"] for p in profs)
     by = {k: sum(p["bytes"][k] for p in profs) for k in profs[0]["bytes"]}
+    dram = [p.get("dram_bytes") for p in profs]
     out = {"cycles": cycles, "macs": macs, "utilization": _utilization(cfg, macs, cycles), "bytes": by,
-           "device": profs[-1]["device"], parts: len(profs)}
+           "device": profs[-1]["device"], "dram_bytes": None if None in dram else sum(dram), parts: len(profs)}
     if "intrinsic" in profs[-1]:
         out["intrinsic"] = profs[-1]["intrinsic"]
     return out
+
+
+def _dram_bytes(device_profile: dict) -> int | None:
+    """Bytes the program moved over the DRAM port (instruction fetch, micro-ops, loads and stores: the device
+    profile's counters), or None when the device does not count them."""
+    by = (device_profile or {}).get("bytes")
+    return int(sum(by.values())) if isinstance(by, dict) else None
 
 
 def _utilization(cfg: HwConfig, macs: int, cycles: int) -> float:
@@ -431,7 +439,8 @@ class SimAccelBackend:
         self.last_profile = {"cycles": cycles, "macs": int(comp.macs), "utilization": _utilization(cfg, comp.macs, cycles),
                              "bytes": {"input": int(x.nbytes), "output": int(out.nbytes), "weight": int(w.nbytes),
                                        "bias": 0 if bias is None else 4 * int(np.size(bias))},
-                             "device": dev_prof, "runtime": rep.program.runtime, "sim_result": dev_res}
+                             "device": dev_prof, "dram_bytes": _dram_bytes(dev_prof), "runtime": rep.program.runtime,
+                             "sim_result": dev_res}
         return out.reshape(x.shape[0], w.shape[0], cs.oh, cs.ow, cfg.batch, cfg.block_out)
 
     def batch_tile(self, x, w, bias, *, stride, padding, groups, requant: Requant, pad_value: int = 0,
@@ -534,7 +543,8 @@ class SimAccelBackend:
                              "intrinsic": "dwmac", "intrinsic_utilization": comp.macs / (peak * cycles) if cycles else 0.0,
                              "bytes": {"input": int(x.nbytes), "output": int(out.nbytes), "weight": int(wd.nbytes),
                                        "bias": 0 if bias is None else 4 * int(np.size(bias))},
-                             "device": dev_prof, "runtime": rep.program.runtime, "sim_result": dev_res}
+                             "device": dev_prof, "dram_bytes": _dram_bytes(dev_prof), "runtime": rep.program.runtime,
+                             "sim_result": dev_res}
         return out.reshape(x.shape[0], w.shape[0], ds.oh, ds.ow, cfg.batch, cfg.block_out)
 
     def dense(self, x, w, bias, *, requant: Requant) -> np.ndarray:

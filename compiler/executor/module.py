@@ -209,6 +209,7 @@ class Module:
                 "padded_macs": int(prof.get("macs", 0)) if accel else None,
                 "intrinsic": prof.get("intrinsic", "gemm") if accel else None,
                 "bytes": int(sum(by.values())) if isinstance(by, dict) else int(by),
+                "dram_bytes": prof.get("dram_bytes") if accel else None,
                 "cpu_backend": prof.get("cpu_backend"), "time_ms": (dt - compile_s) * 1e3,
                 "compile_ms": compile_s * 1e3}
 
