@@ -373,7 +373,11 @@ class SimAccelBackend:
         return _even_tile(nb, nb * self.max_program_insns // max(1, insns))
 
     def dense_problem(self, x, w, bias, *, requant: Requant):
-        """Like :meth:`conv2d_problem` for a packed dense (run as a 1x1 conv, see :meth:`dense`)."""
+        """Like :meth:`conv2d_problem` for a packed dense (run as a 1x1 conv, see :meth:`dense`): the problem of its
+        first program (rows tiled as :meth:`dense` tiles them)."""
+        x = np.asarray(x)
+        if self.dense_rows_axis(x, w, bias, requant) == "h" and x.shape[0] > 1:
+            x = x[:self._dense_rows_tile(x, w, bias, requant)]
         x6, w6 = _dense_as_conv(x, w, self.dense_rows_axis(x, w, bias, requant))
         return self.conv2d_problem(x6, w6, bias, stride=(1, 1), padding=(0, 0, 0, 0), groups=1, requant=requant)
 

@@ -101,3 +101,38 @@ def test_depthwise_batch_runs_as_tiles(nb):
     (rep,) = be._replays.values()
     one = DwShape(1, 2, 6, 6, 3, 3, (1, 1), (1, 1, 1, 1))
     assert be.last_profile["cycles"] == nb * measure_dw(cfg, one, rep.comp.kernel.knobs, None, RQ)
+
+
+def test_tuning_tasks_are_batch_tiles_and_their_knobs_reach_every_tile():
+    """`vta tune` tunes the program a layer compiles: a batch-tiled conv's task is its tile, and a log's knobs for it
+    build every tile (the last, smaller one too)."""
+    from compiler.autotune.task import extract_tasks
+    from compiler.executor import build
+    from compiler.topi.knobs import ConvKnobs
+    from compiler.zoo.builder import OnnxBuilder
+
+    b = OnnxBuilder(3)
+    y = b.conv_bn("input", 4, 8, 3)
+    model = b.model("t", "input", (5, 4, 6, 6), b.conv_bn(y, 8, 8, 3))
+    calib = np.random.default_rng(0).standard_normal((2, 4, 6, 6)).astype(np.float32)
+    mod = build(model, "tiny", target="sim", calibration=calib, progress=False)
+    be = mod.accel
+    be.max_program_insns = 48  # the first conv: tiles of 3 and 2 images; the second: one image per program
+    tasks = extract_tasks(mod.compiled, be)
+    assert tasks and all(1 <= t.shape.nb < 5 for t in tasks)
+    pinned = ConvKnobs(oc_tile=1, h_tile=2, ic_tile=1, vthreads=1)
+    keys = {t.key for t in tasks}
+    from compiler.autotune.task import Task
+
+    asked: list[bool] = []
+
+    def log(cs, bias, rq):  # a tuning log holding a record for every task
+        asked.append(Task(be.config, cs, bias, rq).key in keys)
+        return pinned
+    be.tuned = log
+    mod(input=np.random.default_rng(1).standard_normal((5, 4, 6, 6)).astype(np.float32))
+    assert asked and all(asked)  # every compiled program's shape is a task: the log covers it
+    by_layer: dict = {}
+    for r in be._replays.values():
+        by_layer.setdefault(r.comp.kernel.shape.icb, set()).add((r.comp.kernel.shape.nb, r.comp.kernel.knobs))
+    assert {nb for nb, _ in by_layer[1]} == {3, 2} and len({k for _, k in by_layer[1]}) == 1  # the last tile: same
