@@ -466,7 +466,7 @@ class SimAccelBackend:
 
             ds = DwShape(2, x.shape[1], x.shape[2], x.shape[3], w.shape[2], w.shape[3],
                          tuple(int(v) for v in stride), tuple(int(v) for v in padding), int(pad_value))
-            key = ("dwmac", ds, requant is None)
+            key = ("dwmac", ds, _rq_key(bias, requant))
             per_block = self._batch_tiles.get(key)
             if per_block is None:
                 n_consts = len(dw_epilogue(self.config, ds, dw_compute(self.config, ds)[3], bias, requant).consts)

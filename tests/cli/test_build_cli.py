@@ -130,7 +130,7 @@ def test_roofline_points_from_the_instruction_streams(files, capsys, tmp_path):
     assert [p["name"] for p in roof["layers"]] == list(rows) == list(moved)
     for p in roof["layers"]:
         r = rows[p["name"]]
-        assert p["dram_bytes"] == moved[p["name"]]
+        assert p["dram_bytes"] == r["dram_bytes"] == moved[p["name"]]
         assert p["intensity"] == pytest.approx(r["real_macs"] / moved[p["name"]])
         assert p["macs_per_cycle"] == pytest.approx(r["real_macs"] / r["cycles"])
         assert p["macs_per_cycle"] <= min(peak, p["intensity"] * bw)  # no layer is above its roof

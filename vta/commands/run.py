@@ -274,7 +274,7 @@ def save_outputs(path: str, names: list[str], outs: list[np.ndarray]) -> None:
 
 def json_rows(rows: list[dict]) -> list[dict]:
     keys = ("name", "op", "target", "ran_on", "cycles", "accel_ms", "utilization", "real_macs", "padded_macs",
-            "bytes", "time_ms", "compile_ms", "cpu_backend")
+            "bytes", "dram_bytes", "time_ms", "compile_ms", "cpu_backend")
     return [{k: r.get(k) for k in keys if k in r} for r in rows]
 
 
