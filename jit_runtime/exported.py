@@ -224,10 +224,11 @@ class RuntimeModule:
                 self._device = make_device(self.device_name, self.cfg)
         return self._device
 
-    def _run_accel(self, st: dict, ins: list[np.ndarray]) -> tuple[np.ndarray, int]:
+    def _run_accel(self, st: dict, ins: list[np.ndarray]) -> tuple[np.ndarray, int, int | None]:
+        """Run an accelerator step's programs: (output, cycles, DRAM bytes moved or None where not counted)."""
         srcs = [np.ascontiguousarray(a).reshape(-1) for a in ins]
         flat = None
-        outs, cycles = [], 0
+        outs, cycles, dram = [], 0, 0
         dev = self._dev()
         for prog, slots in st["_calls"]:
             image = prog.dram.copy()
@@ -241,12 +242,14 @@ class RuntimeModule:
                 image[addr:addr + nbytes] = np.ascontiguousarray(data, dtype=dt).view(np.uint8)
             res = dev.run(image, prog.insn_addr, prog.n_insns)
             cycles += int(res.cycles)
+            by = (res.profile or {}).get("bytes")
+            dram = None if dram is None or not isinstance(by, dict) else dram + int(sum(by.values()))
             outs.append(prog.buffers["out"].read(image).reshape(-1))
         cat = outs[0] if len(outs) == 1 else np.concatenate(outs)
         if st["_out_index"] is not None:
             cat = _gather(cat, st["_out_index"])
         spec = st["_spec"]
-        return cat.astype(spec["dtype"], copy=False).reshape(spec["shape"]), cycles
+        return cat.astype(spec["dtype"], copy=False).reshape(spec["shape"]), cycles, dram
 
     def run(self, inputs: dict | None = None, **kw) -> list[np.ndarray]:
         """Execute once; inputs may be given here (dict or keywords) or earlier with ``set_input``."""
@@ -263,7 +266,7 @@ class RuntimeModule:
             ins = [values[t] if t else None for t in st["inputs"]]
             t0 = time.perf_counter()
             if st["kind"] == "accel":
-                out, cycles = self._run_accel(st, ins)
+                out, cycles, dram = self._run_accel(st, ins)
                 values[st["output"]] = out
                 dt = time.perf_counter() - t0
                 padded = int(st.get("padded_macs", 0))
@@ -271,7 +274,7 @@ class RuntimeModule:
                              "cycles": cycles, "accel_ms": cycles / (clock * 1e3),
                              "utilization": padded / (self.cfg.macs_per_cycle * cycles) if cycles else 0.0,
                              "real_macs": int(st.get("macs", 0)), "padded_macs": padded,
-                             "intrinsic": st.get("intrinsic"), "time_ms": dt * 1e3})
+                             "intrinsic": st.get("intrinsic"), "dram_bytes": dram, "time_ms": dt * 1e3})
             else:
                 fn = KERNELS[st["op"]]
                 try:
@@ -290,7 +293,7 @@ class RuntimeModule:
                 dt = time.perf_counter() - t0
                 rows.append({"name": st["name"], "op": st["op"], "target": "cpu", "ran_on": "cpu:numpy", "cycles": None,
                              "accel_ms": None, "utilization": None, "real_macs": int(st.get("macs", 0)),
-                             "padded_macs": None, "intrinsic": None, "time_ms": dt * 1e3})
+                             "padded_macs": None, "intrinsic": None, "dram_bytes": None, "time_ms": dt * 1e3})
             for t in self._free_after.get(i, ()):
                 values.pop(t, None)
         self._outputs = [np.array(values[o["name"]]) for o in self.outputs]

@@ -80,7 +80,8 @@ def extract_tasks(compiled, backend) -> list[Task]:
     """Distinct accelerator tasks of a compiled graph (``compiler.executor.pipeline.CompiledGraph``), in graph order.
 
     ``backend`` must offer ``conv2d_problem`` (the sim backend): it turns a node's packed operands into the
-    kernel's shape and padded bias/requant exactly as running the node would.
+    kernel's shape (a large batch: its first batch tile's, the program the node compiles) and padded bias/requant
+    exactly as running the node would.
     """
     g = compiled.graph
     tasks: dict[str, Task] = {}
@@ -98,9 +99,11 @@ def extract_tasks(compiled, backend) -> list[Task]:
         if n.op == "AccelConv2D" and on_dwmac is not None and on_dwmac(x, w, int(a.get("group", 1))):
             continue  # depthwise on the dwmac intrinsic: its own tiling (compiler.topi.depthwise), no GEMM knobs
         if n.op == "AccelConv2D":
-            cs, b, rq, _ = backend.conv2d_problem(x, w, bias, stride=tuple(a["strides"]), padding=tuple(a["pads"]),
-                                               groups=int(a.get("group", 1)), requant=a["requant"],
-                                               pad_value=int(a.get("pad_value", 0)))
+            args = dict(stride=tuple(a["strides"]), padding=tuple(a["pads"]), groups=int(a.get("group", 1)),
+                        requant=a["requant"], pad_value=int(a.get("pad_value", 0)))
+            if callable(getattr(backend, "batch_tile", None)):  # a large batch compiles one batch tile's program
+                x = x[:backend.batch_tile(x, w, bias, **args)]
+            cs, b, rq, _ = backend.conv2d_problem(x, w, bias, **args)
         else:
             cs, b, rq, _ = backend.dense_problem(x, w, bias, requant=a["requant"])
         t = Task(backend.config, cs, b, rq, n.name)

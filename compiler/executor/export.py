@@ -11,6 +11,7 @@ are written into the programs' DRAM images; only activations travel at run time.
 """
 from __future__ import annotations
 
+import hashlib
 import math
 from importlib import metadata
 from pathlib import Path
@@ -142,6 +143,7 @@ class _Exporter:
         self.g = mod.graph
         self.steps: list[dict] = []
         self.programs: list[Program] = []
+        self._stored: dict = {}  # (program, image digest) -> its index in programs
         self.arrays: dict[str, np.ndarray] = {}
 
     def _index(self, idx: np.ndarray) -> str:
@@ -188,9 +190,12 @@ class _Exporter:
                     slots.append({"addr": int(addr), "dtype": np.dtype(dt).str, "nbytes": int(nbytes), "_idx": idx})
                 referenced |= used
             p = rep.program
-            self.programs.append(Program(p.cfg, p.insn_bytes, image, p.insn_addr, p.n_insns, dict(p.buffers), {},
-                                         dict(p.runtime), f"{n.name} call {j}"))
-            calls.append({"program": len(self.programs) - 1, "slots": slots})
+            same = (id(p), hashlib.sha256(image.tobytes()).hexdigest())
+            if same not in self._stored:  # batch tiles run one program many times: stored once
+                self.programs.append(Program(p.cfg, p.insn_bytes, image, p.insn_addr, p.n_insns, dict(p.buffers), {},
+                                             dict(p.runtime), f"{n.name} call {j}"))
+                self._stored[same] = len(self.programs) - 1
+            calls.append({"program": self._stored[same], "slots": slots})
         # inputs the remaining slots read, their indices renumbered over just those
         keep = sorted(referenced | {s["source"] for c in calls for s in c["slots"] if "source" in s})
         new_off = dict(zip(keep, np.cumsum([0] + [cap.sizes[u] for u in keep])))

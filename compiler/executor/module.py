@@ -63,7 +63,8 @@ class Module:
         return self.graph.tensors[name]
 
     def set_input(self, name: str, array) -> None:
-        """Bind an input; float inputs accept any float array (cast to float32).
+        """Bind an input: an array of the model's shape and dtype (as onnxruntime, nothing is cast: a float64 array for
+        a float32 input is a :class:`ModelInputError` that says how to convert it).
 
         NaN/Inf values are reported with a :class:`NonFiniteInputWarning`, not refused.
         """
@@ -74,14 +75,13 @@ class Module:
         if a.shape != info.shape:
             raise ModelInputError(f"input {name!r} has shape {a.shape}; the module was compiled for {info.shape} "
                                   f"(rebuild with input_shapes={{{name!r}: {a.shape}}} to change it)")
-        same_kind = (np.issubdtype(a.dtype, np.floating) and np.issubdtype(info.dtype, np.floating)) or a.dtype == info.dtype
-        if not same_kind:
-            raise ModelInputError(f"input {name!r} has dtype {a.dtype}; allowed: {info.dtype}"
-                                  + (" (or another float dtype)" if np.issubdtype(info.dtype, np.floating) else ""))
+        if a.dtype != info.dtype:
+            raise ModelInputError(f"input {name!r} has dtype {a.dtype}; the model expects {np.dtype(info.dtype)} "
+                                  f"(nothing is cast silently: pass array.astype(np.{np.dtype(info.dtype)}))")
         report = non_finite_report(a, f"input {name!r}")
         if report is not None:  # legitimate for some ONNX operators: reported, not refused
             warnings.warn(NonFiniteInputWarning(f"{report}; outputs that depend on them may be NaN/Inf"), stacklevel=2)
-        self._inputs[name] = a.astype(info.dtype, copy=False)
+        self._inputs[name] = a
 
     def get_output(self, i: int | str = 0) -> np.ndarray:
         if not self._outputs:
@@ -209,6 +209,7 @@ class Module:
                 "padded_macs": int(prof.get("macs", 0)) if accel else None,
                 "intrinsic": prof.get("intrinsic", "gemm") if accel else None,
                 "bytes": int(sum(by.values())) if isinstance(by, dict) else int(by),
+                "dram_bytes": prof.get("dram_bytes") if accel else None,
                 "cpu_backend": prof.get("cpu_backend"), "time_ms": (dt - compile_s) * 1e3,
                 "compile_ms": compile_s * 1e3}
 

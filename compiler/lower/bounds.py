@@ -48,6 +48,7 @@ class Bounds:
         self.host = host          # stage -> list of host leaf IterVars
         self.readers = readers    # tensor -> list of reader stages inside the computation
         self._cache: dict = {}
+        self._loads: dict = {}  # (reader, tensor) -> its loads of the tensor (kept by clear: they never change)
 
     # ------------------------------------------------------------ nests
     def nest(self, st: "Stage", env: dict) -> Nest:
@@ -140,9 +141,7 @@ class Bounds:
             raise LowerError(f"tensor {t.name} has no reader inside the lowered computation")
         for rd in rdrs:
             nest = self.nest(rd, env)
-            for ld in loads(rd.op.body):
-                if ld.tensor is not t:
-                    continue
+            for ld in self._loads_of(rd, t):
                 for d, idx in enumerate(ld.indices):
                     a, b = to_affine(idx, nest.forms).bounds(nest.extents)
                     lo[d] = a if lo[d] is None else min(lo[d], a)
@@ -152,6 +151,14 @@ class Bounds:
             res[-2:] = [(0, n) for n in t.shape[-2:]]            # operand may read only some of its pieces)
         self._cache[key] = res
         return res
+
+    def _loads_of(self, rd: "Stage", t: Tensor) -> list[Load]:
+        """The loads of ``t`` in reader ``rd``'s body (the same in every host iteration: walked once)."""
+        key = ("loads", id(rd), id(t))
+        hit = self._loads.get(key)
+        if hit is None:
+            hit = self._loads[key] = [ld for ld in loads(rd.op.body) if ld.tensor is t]
+        return hit
 
     def load_forms(self, ld: Load, nest: Nest) -> list[Linear]:
         return [to_affine(i, nest.forms) for i in ld.indices]

@@ -215,6 +215,14 @@ def sketch_dw(cfg: HwConfig, ds: DwShape, knobs: DwKnobs, n_alu: int = 1, n_cons
     return float(top + (total - top) / tiles)
 
 
+def dw_insns(ds: DwShape, knobs: DwKnobs, n_alu: int = 1) -> int:
+    """About how many instructions the depthwise program with ``knobs`` has (per tile: a LOAD.INP per channel
+    block, a LOAD.WGT, ``kh`` DWMACs, ``n_alu`` ALU passes, a STORE and two synchronizing ones): what lowering and
+    encoding cost grows with, a fixed count per batch block."""
+    tiles = ds.nb * -(-ds.cb // knobs.cb_tile) * -(-ds.oh // knobs.h_tile)
+    return tiles * (knobs.cb_tile + 1 + ds.kh + n_alu + 3)
+
+
 _CACHE: dict = {}
 
 

@@ -121,15 +121,13 @@ def estimate_conv(cfg: HwConfig, cs: "ConvShape", k: ConvKnobs, n_alu: int, over
     tile_compute = chunks * gemm + reset + n_alu * (out_elems + cfg.alu_pipeline)
     if strided_view(cs):  # one strided load per row and input block
         inp_load = k.ic_tile * k.h_tile * (L + cs.ow * beats["inp"])
-        n_inp = k.ic_tile * k.h_tile
     else:
         rows = (k.h_tile - 1) * cs.stride[0] + cs.kh
         cols = (cs.ow - 1) * cs.stride[1] + cs.kw
         pads = k.ic_tile * (rows * cols - min(rows, cs.h) * min(cols, cs.w))
         inp_load = k.ic_tile * (L + min(rows, cs.h) * min(cols, cs.w) * beats["inp"]) + max(0, pads)
-        n_inp = k.ic_tile
         if cs.padding == (0, 0, 0, 0) and cs.kw == 1 and cs.stride[1] == 1:
-            inp_load, n_inp = L + k.ic_tile * rows * cols * beats["inp"], 1
+            inp_load = L + k.ic_tile * rows * cols * beats["inp"]
     wgt_load = L + k.oc_tile * k.ic_tile * cs.kh * cs.kw * beats["wgt"]
     per_thread_oc = oct_n * (v if k.vthread_axis == "h" else 1)
     if chunks == 1:  # operands stay resident while their region does not change in a thread
@@ -141,7 +139,7 @@ def estimate_conv(cfg: HwConfig, cs: "ConvShape", k: ConvKnobs, n_alu: int, over
         inp_total = tiles * chunks * inp_load
     n_store = 1 if k.h_tile == cs.oh else k.oc_tile
     store = L * n_store + out_elems * beats["out"]
-    insns = tiles * (chunks * (n_inp + 2 + n_red) + n_alu + n_store + 2)
+    insns = conv_insns(cs, k, n_alu)
     fetch = insns * (16 / bus + L / cfg.fetch_burst)
     port = inp_total + wgt_total + tiles * store + fetch
     compute = tiles * tile_compute
@@ -149,6 +147,25 @@ def estimate_conv(cfg: HwConfig, cs: "ConvShape", k: ConvKnobs, n_alu: int, over
         first = inp_load + wgt_load
         return max(compute, port) + first + store + 0.1 * min(compute, port) + tile_compute / max(1, chunks) * 0.5
     return compute + port
+
+
+def conv_insns(cs: "ConvShape", k: ConvKnobs, n_alu: int) -> int:
+    """Instructions of the conv's program with knobs ``k`` (per output tile and input chunk: the input loads, a
+    weight load, the GEMM and the reduction resets; per tile: ``n_alu`` ALU passes, the stores and two
+    synchronizing instructions): what lowering and encoding cost grows with, a fixed count per batch block."""
+    from compiler.topi.conv2d import strided_view
+
+    tiles = cs.nb * cs.groups * ceil_div(cs.ocb, k.oc_tile) * ceil_div(cs.oh, k.h_tile)
+    chunks = ceil_div(cs.icb, k.ic_tile)
+    n_red = sum(e > 1 for e in (k.ic_tile, cs.kh, cs.kw))
+    if strided_view(cs):
+        n_inp = k.ic_tile * k.h_tile
+    elif cs.padding == (0, 0, 0, 0) and cs.kw == 1 and cs.stride[1] == 1:
+        n_inp = 1
+    else:
+        n_inp = k.ic_tile
+    n_store = 1 if k.h_tile == cs.oh else k.oc_tile
+    return tiles * (chunks * (n_inp + 2 + n_red) + n_alu + n_store + 2)
 
 
 def rank_conv_knobs(cfg: HwConfig, cs: "ConvShape", n_consts: int = 0, n_alu: int = 3,

@@ -61,17 +61,29 @@ def choose_target(requested: str | None) -> tuple[str, str]:
                    "reference of the accelerator operators (no cycle counts)")
 
 
+_QUANTIZED: dict = {}  # calibration images' digest -> the QDQ model's bytes: the same in every run of a process
+
+
 def quantize_digits(xtr: np.ndarray):
     """onnxruntime QDQ int8 digits model and the number of calibration images used."""
+    import hashlib
+
+    import onnx
+
     from compiler.quant.ort_tools import ort_quantize_static
     from compiler.zoo.digits import digits_model_path
 
     calib = [{"input": xtr[i:i + 1]} for i in range(0, min(CALIBRATION_SPAN, len(xtr)), CALIBRATION_STEP)]
-    return ort_quantize_static(digits_model_path(), calib, symmetric_activations=True, reduce_range=True), len(calib)
+    key = hashlib.sha256(b"".join(c["input"].tobytes() for c in calib)).hexdigest()
+    if key not in _QUANTIZED:
+        _QUANTIZED[key] = ort_quantize_static(digits_model_path(), calib, symmetric_activations=True,
+                                              reduce_range=True).SerializeToString()
+    return onnx.load_from_string(_QUANTIZED[key]), len(calib)  # a fresh copy: a build may annotate its model
 
 
-def run_demo(config: str = "pynq-z1", target: str | None = None, progress: bool = True) -> DemoResult:
-    """Run the whole demo and return its measurements."""
+def run_demo(config: str = "pynq-z1", target: str | None = None, progress: bool = True,
+             images: int | None = None) -> DemoResult:
+    """Run the whole demo and return its measurements (``images``: only the first N test images; default all)."""
     from compiler.executor import build
     from compiler.executor.config import resolve_config
     from compiler.quant.ort_tools import ort_run
@@ -83,6 +95,10 @@ def run_demo(config: str = "pynq-z1", target: str | None = None, progress: bool 
     wall: dict[str, float] = {}
     t0 = time.perf_counter()
     xtr, _, xte, yte = load_digits_split()
+    if images is not None:
+        if not 1 <= images <= len(xte):
+            raise ValueError(f"--images {images}: the digits test split has {len(xte)} images; choose 1..{len(xte)}")
+        xte, yte = xte[:images], yte[:images]
     float_pred = ort_run(digits_model_path(), {"input": xte})[0].argmax(1)
     qmodel, n_calib = quantize_digits(xtr)
     ort_pred = ort_run(qmodel, {"input": xte})[0].argmax(1)
@@ -138,8 +154,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--config", default="pynq-z1")
     ap.add_argument("--target", default=None, help="sim or ref (default: sim when registered)")
+    ap.add_argument("--images", type=int, default=None, help="only the first N test images (default all 450)")
     args = ap.parse_args(argv)
-    report(run_demo(args.config, args.target))
+    report(run_demo(args.config, args.target, images=args.images))
     return 0
 
 

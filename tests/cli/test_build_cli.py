@@ -96,6 +96,61 @@ def test_plot_writes_a_png(files, capsys, tmp_path):
     assert (tmp_path / "p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def _moved_bytes(mod_path, cfg) -> dict[str, int]:
+    """DRAM bytes each accelerator layer's programs move, read from their decoded instruction streams: 16 per
+    instruction fetched, rows x columns x element bytes per LOAD/STORE (micro-op loads included)."""
+    from isa.encoding import decode_stream
+    from isa.instructions import Load, MemType, Store
+    from jit_runtime import load_module
+
+    moved: dict[str, int] = {}
+    for layer, _, prog in load_module(mod_path).layer_programs():
+        insns = decode_stream(prog.insn_bytes, cfg)
+        n = 16 * len(insns) + sum(i.y_size * i.x_size * cfg.elem_bytes(MemType(i.mem).name.lower())
+                                  for i in insns if isinstance(i, (Load, Store)))
+        moved[layer] = moved.get(layer, 0) + n
+    return moved
+
+
+def test_roofline_points_from_the_instruction_streams(files, capsys, tmp_path):
+    from isa import make_config
+
+    d, model, mod_path, *_ = files
+    cfg = make_config("tiny")
+    capsys.readouterr()
+    assert main(["run", str(mod_path), "--input", str(d / "x.npy"), "--roofline", str(tmp_path / "r.png"),
+                 "--json"]) == 0
+    res = _last_json(capsys.readouterr().out)
+    assert (tmp_path / "r.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    roof = res["roofline"]
+    peak, bw = cfg.batch * cfg.block_in * cfg.block_out, cfg.bus_width // 8  # tiny: 1x4x4 GEMM, 32-bit bus
+    assert (roof["peak_macs_per_cycle"], roof["dram_bytes_per_cycle"]) == (peak, bw) == (16, 4)
+    rows = {r["name"]: r for r in res["layers"] if r["target"] == "accel"}
+    moved = _moved_bytes(mod_path, cfg)
+    assert [p["name"] for p in roof["layers"]] == list(rows) == list(moved)
+    for p in roof["layers"]:
+        r = rows[p["name"]]
+        assert p["dram_bytes"] == r["dram_bytes"] == moved[p["name"]]
+        assert p["intensity"] == pytest.approx(r["real_macs"] / moved[p["name"]])
+        assert p["macs_per_cycle"] == pytest.approx(r["real_macs"] / r["cycles"])
+        assert p["macs_per_cycle"] <= min(peak, p["intensity"] * bw)  # no layer is above its roof
+        assert p["bound"] == ("memory" if p["intensity"] < peak / bw else "compute")
+    # the ONNX model's run draws the same points
+    assert main(["run", str(model), "--config", "tiny", "--calibrate", "4", "--calibration-data", str(d / "c.npy"),
+                 "--input", str(d / "x.npy"), "--roofline", str(tmp_path / "r2.png"), "--json", "--no-progress"]) == 0
+    again = _last_json(capsys.readouterr().out)["roofline"]["layers"]
+    assert [(p["name"], p["dram_bytes"], p["cycles"]) for p in again] == \
+        [(p["name"], p["dram_bytes"], p["cycles"]) for p in roof["layers"]]
+
+
+def test_roofline_needs_accelerator_programs(files, capsys, tmp_path):
+    _, model, *_ = files
+    assert main(["run", str(model), "--config", "tiny", "--calibrate", "1", "--target", "ref", "--roofline",
+                 str(tmp_path / "r.png")]) == 2
+    assert "--target ref runs no accelerator programs" in capsys.readouterr().err
+    assert not (tmp_path / "r.png").exists()
+
+
 def test_sim_and_disasm_of_a_layer(files, capsys):
     _, _, mod_path, *_ = files
     assert main(["disasm", str(mod_path), "--json"]) == 0
@@ -124,12 +179,13 @@ def _cases(d, model, mod_path):
     """(argv with OUT for the output path, option) for every output option."""
     run = ["run", str(mod_path)]
     return [(run + ["--outputs", "OUT"], "--outputs"), (run + ["--plot", "OUT"], "--plot"),
+            (run + ["--roofline", "OUT"], "--roofline"),
             (["run", str(model), "--config", "tiny", "--calibrate", "1", "--target", "ref", "--trace", "OUT"], "--trace"),
             (["build", str(model), "--config", "tiny", "--calibrate", "1", "-o", "OUT"], "-o"),
             (["config", "tiny", "--save", "OUT"], "--save")]
 
 
-@pytest.mark.parametrize("k", range(5))
+@pytest.mark.parametrize("k", range(6))
 def test_every_output_option_refuses_an_existing_file(files, capsys, tmp_path, k):
     d, model, mod_path, *_ = files
     argv, option = _cases(d, model, mod_path)[k]

@@ -11,6 +11,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="run the demo: the digits CNN, int8, on the simulator, beside onnxruntime")
     p.add_argument("--config", default="pynq-z1", help="hardware preset or JSON file (default pynq-z1)")
     p.add_argument("--target", default=None, help="accelerator backend (default: sim when registered, else ref)")
+    p.add_argument("--images", type=int, default=None, metavar="N",
+                   help="run only the first N test images (default: the whole 450-image test split)")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     p.set_defaults(func=run)
 
@@ -33,5 +35,5 @@ def load_demo_module() -> ModuleType:
 
 def run(args: argparse.Namespace) -> int:
     demo = load_demo_module()
-    demo.report(demo.run_demo(args.config, args.target, progress=not args.no_progress))
+    demo.report(demo.run_demo(args.config, args.target, progress=not args.no_progress, images=args.images))
     return 0

@@ -36,8 +36,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--outputs", metavar="FILE.npz", help="save the outputs, keyed by output name (np.load reads them)")
     p.add_argument("--plot", metavar="FILE.png", help="a per-layer chart: time per layer (accelerator at the clock, "
                    "host measured) and accelerator utilization")
+    p.add_argument("--roofline", metavar="FILE.png", help="a roofline of the accelerator layers: the config's peak "
+                   "MACs/cycle and DRAM bytes/cycle, each layer at its arithmetic intensity (real MACs / DRAM bytes "
+                   "moved) and attained MACs/cycle (with --json: the points too)")
     p.add_argument("--json", action="store_true", help="end with one JSON line: outputs, profile rows and totals")
-    p.add_argument("--force", action="store_true", help="overwrite existing output files (--trace, --outputs, --plot)")
+    p.add_argument("--force", action="store_true", help="overwrite existing output files (--trace, --outputs, --plot, "
+                   "--roofline)")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     p.set_defaults(func=run)
 
@@ -237,7 +241,7 @@ def is_module_file(path: str) -> bool:
 
 
 def output_options(args: argparse.Namespace) -> dict[str, str | None]:
-    return {"--trace": args.trace, "--outputs": args.outputs, "--plot": args.plot}
+    return {"--trace": args.trace, "--outputs": args.outputs, "--plot": args.plot, "--roofline": args.roofline}
 
 
 def input_files(args: argparse.Namespace) -> dict[str, str | None]:
@@ -270,7 +274,7 @@ def save_outputs(path: str, names: list[str], outs: list[np.ndarray]) -> None:
 
 def json_rows(rows: list[dict]) -> list[dict]:
     keys = ("name", "op", "target", "ran_on", "cycles", "accel_ms", "utilization", "real_macs", "padded_macs",
-            "bytes", "time_ms", "compile_ms", "cpu_backend")
+            "bytes", "dram_bytes", "time_ms", "compile_ms", "cpu_backend")
     return [{k: r.get(k) for k in keys if k in r} for r in rows]
 
 
@@ -312,14 +316,25 @@ def plot_profile(path: str, rows: list[dict], clock_mhz: float, title: str) -> N
     plt.close(fig)
 
 
-def finish(args, console, cfg_name: str, clock: float, names, outs, rows, summary, extra: dict) -> None:
-    """The outputs shared by both runs: --outputs, --plot, --json."""
+def finish(args, console, cfg_name: str, clock: float, names, outs, rows, summary, extra: dict, hw=None) -> None:
+    """The outputs shared by both runs: --outputs, --plot, --roofline (``hw``: the HwConfig), --json."""
     if args.outputs:
         save_outputs(args.outputs, names, outs)
         console.print(f"outputs written to {args.outputs} ({', '.join(names)})")
     if args.plot:
         plot_profile(args.plot, rows, clock, f"{Path(args.model).name} on {args.target} ({cfg_name})")
         console.print(f"per-layer chart written to {args.plot}")
+    if args.roofline:
+        from vta.roofline import plot_roofline, roofline_points
+
+        roof = roofline_points(rows, hw)
+        if not roof["layers"]:
+            raise ValueError(f"--roofline: no accelerator layer of this run has cycles and DRAM bytes (target "
+                             f"{args.target!r}); use an accelerator target that runs programs: sim, rtl or pynq")
+        plot_roofline(args.roofline, roof, f"{Path(args.model).name} on {args.target} ({cfg_name})")
+        console.print(f"roofline written to {args.roofline} ({len(roof['layers'])} accelerator layers; ridge at "
+                      f"{roof['ridge_intensity']:g} MACs/byte)")
+        extra = {**extra, "roofline": roof}
     if args.json:
         print(json_line(args, cfg_name, clock, names, outs, rows, summary, extra))
 
@@ -365,7 +380,7 @@ def run_exported(args: argparse.Namespace) -> int:
     console.print(f"accelerator: {s['accel_layers']} layers, {s['accel_cycles']:,} cycles = {s['accel_time_ms']:.3f} ms "
                   f"at {clock:g} MHz; host: {s['cpu_layers']} layers, {s['cpu_time_ms']:.1f} ms measured; end to end "
                   f"{s['end_to_end_ms']:.1f} ms")
-    finish(args, console, m.cfg.name, clock, m.output_names, outs, rows, s, {"exported": True})
+    finish(args, console, m.cfg.name, clock, m.output_names, outs, rows, s, {"exported": True}, hw=m.cfg)
     return 0
 
 
@@ -398,6 +413,9 @@ def compile_for_cli(args: argparse.Namespace, console, *, target: str, show: boo
                          "the operator library")
     if target == "pynq" and not getattr(args, "bitstream", None):
         raise ValueError("--target pynq needs --bitstream FILE.bit (written by `vta hw build --board BOARD`)")
+    if getattr(args, "roofline", None) and (model_target or target == "ref"):
+        raise ValueError(f"--roofline draws accelerator layers from their cycles and DRAM bytes; --target {target} "
+                         "runs no accelerator programs (use sim, rtl or pynq)")
     target_options = {"bitstream": args.bitstream} if target == "pynq" else None
     cfg = resolve_config(args.config or "pynq-z1")
     inputs = model_inputs(model)
@@ -505,5 +523,5 @@ def run(args: argparse.Namespace) -> int:
     if args.trace:
         source = mod.write_trace(args.trace)
         console.print(f"trace written to {args.trace} (timings from {source}); open it in ui.perfetto.dev")
-    finish(args, console, getattr(cfg, "name", ""), clock, mod.output_names, outs, rows, s, extra)
+    finish(args, console, getattr(cfg, "name", ""), clock, mod.output_names, outs, rows, s, extra, hw=cfg)
     return 0

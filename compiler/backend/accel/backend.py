@@ -7,7 +7,7 @@ before the device runs. Importing this module registers the backend.
 """
 from __future__ import annotations
 
-from dataclasses import astuple, dataclass
+from dataclasses import astuple, dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -137,6 +137,38 @@ def run_compiled(cfg: HwConfig, comp: Compiled, inputs: dict, device: str = "sim
     return result, prof
 
 
+def _even_tile(n: int, most: int) -> int:
+    """Blocks per tile when ``n`` blocks are cut into as few tiles of at most ``most`` as possible, evened out
+    (450 by at most 398: two tiles of 225, one program instead of two)."""
+    tiles = -(-n // max(1, min(n, most)))
+    return -(-n // tiles)
+
+
+def _block_key(cs: ConvShape, bias, rq: Requant | None, residual: Residual | None) -> tuple:
+    """One batch block's conv problem (shape without its batch, epilogue structure, fused residual)."""
+    return (replace(cs, nb=0), _rq_key(bias, rq), None if residual is None else residual.key())
+
+
+def _summed(cfg: HwConfig, profs: list[dict], parts: str) -> dict:
+    """One profile for a conv run as several programs (``parts``: "stripes" or "batch_tiles"): cycles, MACs and
+    bytes summed; the last program's device profile (no simulator events: a trace shows the layer's cycles)."""
+    cycles, macs = sum(p["cycles"] for p in profs), sum(p["macs"] for p in profs)
+    by = {k: sum(p["bytes"][k] for p in profs) for k in profs[0]["bytes"]}
+    dram = [p.get("dram_bytes") for p in profs]
+    out = {"cycles": cycles, "macs": macs, "utilization": _utilization(cfg, macs, cycles), "bytes": by,
+           "device": profs[-1]["device"], "dram_bytes": None if None in dram else sum(dram), parts: len(profs)}
+    if "intrinsic" in profs[-1]:
+        out["intrinsic"] = profs[-1]["intrinsic"]
+    return out
+
+
+def _dram_bytes(device_profile: dict) -> int | None:
+    """Bytes the program moved over the DRAM port (instruction fetch, micro-ops, loads and stores: the device
+    profile's counters), or None when the device does not count them."""
+    by = (device_profile or {}).get("bytes")
+    return int(sum(by.values())) if isinstance(by, dict) else None
+
+
 def _utilization(cfg: HwConfig, macs: int, cycles: int) -> float:
     """MACs done / MACs the array could do in ``cycles``."""
     return float(macs / (cfg.macs_per_cycle * cycles)) if cycles else 0.0
@@ -180,6 +212,9 @@ class SimAccelBackend:
     #: DMA-bound layers: one thread's store, another's load and a third's GEMM can all be in flight)
     thread_counts: tuple[int, ...] = (2, 3, 1)
 
+    #: the most instructions one program is given: a larger batch runs as batch tiles (:meth:`batch_tile`)
+    max_program_insns: int = 2048
+
     def __init__(self, config: Any = None, device: str = "sim", vthreads: int | None = None, tune: int = 2) -> None:
         self.config = as_hw_config(config)
         self.device = device
@@ -192,6 +227,8 @@ class SimAccelBackend:
         self._replays: dict = {}
         self._consts_memo: dict = {}  # (kernel, epilogue values) -> its constant inputs
         self._dense_axes: dict = {}  # dense problem -> "w" or "h" (dense_rows_axis)
+        self._batch_tiles: dict = {}  # one block's problem -> blocks per program (batch_tile)
+        self._tile_knobs: dict = {}  # one block's problem -> the knobs its batch tiles were compiled with
         # replay_hook(replay, inputs) -> Replay.run's result: sees every program run (compiler.executor.export)
         self.replay_hook = None
 
@@ -219,6 +256,9 @@ class SimAccelBackend:
         if residual is not None:
             add_residual(self.config, cs, ep, residual)
         n_consts, n_alu = len(ep.consts), len(ep.stages)
+        block = _block_key(cs, bias, rq, residual)
+        if block in self._tile_knobs:  # the last, smaller tile of a batch: the same per-block tiling as the others
+            return compile_conv2d(self.config, cs, bias, rq, self._tile_knobs[block], residual)
         knobs = self.tuned(cs, bias, rq) if self.tuned is not None else None
         if knobs is not None and residual is not None and not fits(self.config, cs, knobs, n_consts, residual=True):
             knobs = None  # tuned without the fused residual's tiles: they do not fit beside it
@@ -228,6 +268,8 @@ class SimAccelBackend:
             # (its fused residual included; the tuner measured the kernel alone), and the faster one is kept
             knobs = min((self._cycles(cs, kn, bias, rq, residual), n, kn) for n, kn in enumerate((knobs, default)))[2]
         knobs = knobs or default
+        if cs.nb > 1:  # a batch tile: a smaller last tile of the same batch reuses its tiling
+            self._tile_knobs[block] = knobs
         return compile_conv2d(self.config, cs, bias, rq, knobs, residual)
 
     def default_knobs(self, cs: ConvShape, bias, rq: Requant, n_consts: int, n_alu: int,
@@ -302,8 +344,30 @@ class SimAccelBackend:
             self._dense_axes[key] = axis
         return axis
 
+    def _dense_rows_tile(self, x, w, bias, requant: Requant) -> int:
+        """Row blocks one program of a packed dense run with its rows as the height computes: all while the program
+        stays within :attr:`max_program_insns` instructions, else as many as fit (analytic, like
+        :meth:`batch_tile`: the rows are the dense's batch)."""
+        from compiler.topi.knobs import choose_conv_knobs, conv_insns
+
+        x6, w6 = _dense_as_conv(x, w, "h")
+        cs, b, rq, _ = self.conv2d_problem(x6, w6, bias, stride=(1, 1), padding=(0, 0, 0, 0), groups=1,
+                                           requant=requant)
+        key = ("dense-rows", cs, _rq_key(b, rq))
+        insns = self._batch_tiles.get(key)
+        if insns is None:
+            ep = conv2d_epilogue(self.config, cs, conv2d_compute(self.config, cs)[3], b, rq)
+            k = choose_conv_knobs(self.config, cs, len(ep.consts), len(ep.stages), vthreads=self.vthreads)
+            insns = self._batch_tiles[key] = conv_insns(cs, k, len(ep.stages))
+        nb = x.shape[0]
+        return _even_tile(nb, nb * self.max_program_insns // max(1, insns))
+
     def dense_problem(self, x, w, bias, *, requant: Requant):
-        """Like :meth:`conv2d_problem` for a packed dense (run as a 1x1 conv, see :meth:`dense`)."""
+        """Like :meth:`conv2d_problem` for a packed dense (run as a 1x1 conv, see :meth:`dense`): the problem of its
+        first program (rows tiled as :meth:`dense` tiles them)."""
+        x = np.asarray(x)
+        if self.dense_rows_axis(x, w, bias, requant) == "h" and x.shape[0] > 1:
+            x = x[:self._dense_rows_tile(x, w, bias, requant)]
         x6, w6 = _dense_as_conv(x, w, self.dense_rows_axis(x, w, bias, requant))
         return self.conv2d_problem(x6, w6, bias, stride=(1, 1), padding=(0, 0, 0, 0), groups=1, requant=requant)
 
@@ -327,6 +391,10 @@ class SimAccelBackend:
             why = residual_supported(cfg, residual_add)
             if why is not None:
                 raise ValueError(f"conv2d: the residual Add cannot be fused: {why}")
+        conv_args = dict(stride=stride, padding=padding, groups=groups, requant=requant, pad_value=pad_value)
+        nb_t = self.batch_tile(x, w, bias, residual_add=residual_add, **conv_args) if x.ndim == 6 else x.shape[0]
+        if nb_t < x.shape[0]:
+            return self._in_batch_tiles(nb_t, x, w, bias, residual, residual_add, conv_args)
         rows = stripe_rows(x.shape[2], x.shape[3], w.shape[2], w.shape[3], stride, padding) if x.ndim == 6 else None
         if rows is not None and residual_add is not None:  # striped: conv on the accelerator, the Add on the host
             from jit_runtime.host_ops.int_elementwise import qadd
@@ -344,10 +412,7 @@ class SimAccelBackend:
                 return out
             out = conv2d_in_stripes(stripe, x, w, bias, stride=stride, padding=padding, rows=rows, groups=groups,
                                     requant=requant, pad_value=pad_value)
-            cycles, macs = sum(p["cycles"] for p in profs), sum(p["macs"] for p in profs)
-            by = {k: sum(p["bytes"][k] for p in profs) for k in profs[0]["bytes"]}
-            self.last_profile = {"cycles": cycles, "macs": macs, "utilization": _utilization(cfg, macs, cycles),
-                                 "bytes": by, "device": profs[-1]["device"], "stripes": len(profs)}
+            self.last_profile = _summed(cfg, profs, "stripes")
             return out
         if residual_add is None and self.depthwise_on_dwmac(x, w, groups):
             return self._depthwise(x, w, bias, stride=stride, padding=padding, requant=requant, pad_value=pad_value)
@@ -368,8 +433,63 @@ class SimAccelBackend:
         self.last_profile = {"cycles": cycles, "macs": int(comp.macs), "utilization": _utilization(cfg, comp.macs, cycles),
                              "bytes": {"input": int(x.nbytes), "output": int(out.nbytes), "weight": int(w.nbytes),
                                        "bias": 0 if bias is None else 4 * int(np.size(bias))},
-                             "device": dev_prof, "runtime": rep.program.runtime, "sim_result": dev_res}
+                             "device": dev_prof, "dram_bytes": _dram_bytes(dev_prof), "runtime": rep.program.runtime,
+                             "sim_result": dev_res}
         return out.reshape(x.shape[0], w.shape[0], cs.oh, cs.ow, cfg.batch, cfg.block_out)
+
+    def batch_tile(self, x, w, bias, *, stride, padding, groups, requant: Requant, pad_value: int = 0,
+                   residual_add: Residual | None = None) -> int:
+        """Batch blocks one program of this packed conv2d computes: all of them while the program stays within about
+        :attr:`max_program_insns` instructions, else as many as fit (at least one); the batch then runs as
+        batch tiles, one program launched per tile. Every block runs the same tiles, so the count comes from the
+        instructions per block of the analytic tiling of a two-block batch (``conv_insns``/``dw_insns``; one block
+        alone may tile differently), found without lowering or timing anything."""
+        from compiler.topi.knobs import choose_conv_knobs, conv_insns
+
+        x, w = np.asarray(x), np.asarray(w)
+        nb = x.shape[0]
+        if nb <= 1:
+            return nb
+        x2 = x[:2]
+        if self.depthwise_on_dwmac(x2, w, groups) and residual_add is None:
+            from compiler.topi.depthwise import DwShape, choose_dw_knobs, dw_compute, dw_epilogue, dw_insns
+
+            ds = DwShape(2, x.shape[1], x.shape[2], x.shape[3], w.shape[2], w.shape[3],
+                         tuple(int(v) for v in stride), tuple(int(v) for v in padding), int(pad_value))
+            key = ("dwmac", ds, _rq_key(bias, requant))
+            per_block = self._batch_tiles.get(key)
+            if per_block is None:
+                n_consts = len(dw_epilogue(self.config, ds, dw_compute(self.config, ds)[3], bias, requant).consts)
+                k = choose_dw_knobs(self.config, ds, bias, requant, n_consts, measure=1)
+                per_block = self._batch_tiles[key] = dw_insns(ds, k, 1 if requant is not None else 0) / 2
+        else:
+            cs, b, rq, _ = self.conv2d_problem(x2, w, bias, stride=stride, padding=padding, groups=groups,
+                                               requant=requant, pad_value=pad_value)
+            key = _block_key(cs, b, rq, residual_add)
+            per_block = self._batch_tiles.get(key)
+            if per_block is None:
+                from compiler.topi.conv2d import add_residual
+
+                ep = conv2d_epilogue(self.config, cs, conv2d_compute(self.config, cs)[3], b, rq)
+                if residual_add is not None:
+                    add_residual(self.config, cs, ep, residual_add)
+                k = choose_conv_knobs(self.config, cs, len(ep.consts), len(ep.stages), vthreads=self.vthreads,
+                                      residual=residual_add is not None)
+                per_block = self._batch_tiles[key] = conv_insns(cs, k, len(ep.stages)) / 2
+        return _even_tile(nb, int(self.max_program_insns // max(1, per_block)))
+
+    def _in_batch_tiles(self, nb_t: int, x, w, bias, residual, residual_add, conv_args: dict) -> np.ndarray:
+        """The conv over batch tiles of ``nb_t`` blocks: one program compiled for a tile (and one for a smaller last
+        tile, with the same tiling), launched once per tile; outputs concatenated, profiles summed."""
+        profs: list[dict] = []
+        outs = []
+        for b0 in range(0, x.shape[0], nb_t):
+            part = slice(b0, b0 + nb_t)
+            outs.append(self.conv2d(x[part], w, bias, residual=None if residual is None else residual[part],
+                                    residual_add=residual_add, **conv_args))
+            profs.append(self.last_profile)
+        self.last_profile = _summed(self.config, profs, "batch_tiles")
+        return np.concatenate(outs)
 
     def depthwise_on_dwmac(self, x, w, groups) -> bool:
         """Whether this packed conv is a depthwise conv that runs on the ``dwmac`` intrinsic
@@ -397,7 +517,10 @@ class SimAccelBackend:
         key = ("dwmac", ds, _rq_key(bias, requant))
         rep = self._replays.get(key)
         if rep is None:
-            k = depthwise_kernel(cfg, ds, bias, requant)
+            block = ("dwmac", replace(ds, nb=0), _rq_key(bias, requant))
+            k = depthwise_kernel(cfg, ds, bias, requant, self._tile_knobs.get(block))
+            if ds.nb > 1:  # a batch tile: a smaller last tile of the same batch reuses its tiling
+                self._tile_knobs.setdefault(block, k.knobs)
             func = lower(k.schedule, cfg, name="depthwise")
             comp = Compiled(k, OpBuilder(func, cfg).build(), k.epilogue.consts, ds.macs(cfg))
             rep = Replay(cfg, comp, self.device)
@@ -414,14 +537,24 @@ class SimAccelBackend:
                              "intrinsic": "dwmac", "intrinsic_utilization": comp.macs / (peak * cycles) if cycles else 0.0,
                              "bytes": {"input": int(x.nbytes), "output": int(out.nbytes), "weight": int(wd.nbytes),
                                        "bias": 0 if bias is None else 4 * int(np.size(bias))},
-                             "device": dev_prof, "runtime": rep.program.runtime, "sim_result": dev_res}
+                             "device": dev_prof, "dram_bytes": _dram_bytes(dev_prof), "runtime": rep.program.runtime,
+                             "sim_result": dev_res}
         return out.reshape(x.shape[0], w.shape[0], ds.oh, ds.ow, cfg.batch, cfg.block_out)
 
     def dense(self, x, w, bias, *, requant: Requant) -> np.ndarray:
         """Packed int8 dense: (N//B, K//BI, B, BI) x (M//BO, K//BI, BO, BI) -> (N//B, M//BO, B, BO), as a 1x1 conv."""
         x, w = np.asarray(x), np.asarray(w)
-        x6, w6 = _dense_as_conv(x, w, self.dense_rows_axis(x, w, bias, requant))
+        axis = self.dense_rows_axis(x, w, bias, requant)
         nb = x.shape[0]
+        rows_t = self._dense_rows_tile(x, w, bias, requant) if axis == "h" and nb > 1 else nb
+        if rows_t < nb:  # the rows as batch tiles, one program launched per tile (see batch_tile)
+            outs, profs = [], []
+            for b0 in range(0, nb, rows_t):
+                outs.append(self.dense(x[b0:b0 + rows_t], w, bias, requant=requant))
+                profs.append(self.last_profile)
+            self.last_profile = _summed(self.config, profs, "batch_tiles")
+            return np.concatenate(outs)
+        x6, w6 = _dense_as_conv(x, w, axis)
         out = self.conv2d(x6, w6, bias, stride=(1, 1), padding=(0, 0, 0, 0), groups=1, requant=requant)
         return np.ascontiguousarray(out.reshape(w.shape[0], nb, x.shape[2], w.shape[2]).transpose(1, 0, 2, 3))
 

@@ -87,6 +87,22 @@ def test_module_call_forms_and_errors():
     np.testing.assert_array_equal(m.get_output(m.output_names[0]), a)
 
 
+def test_set_input_casts_nothing():
+    """As onnxruntime: an input of another dtype (float64 for float32, int for float) is an error naming the dtype
+    the model expects and how to convert, never a silent cast."""
+    from compiler.frontend.errors import ModelInputError
+
+    m = build(_model(), target="ref", calibration=CALIB)
+    x = RNG.standard_normal((2, 3, 8, 8))
+    for bad in (x, x.astype(np.float16), (x * 10).astype(np.int32)):
+        with pytest.raises(ModelInputError, match=rf"dtype {bad.dtype}; the model expects float32.*astype\(np.float32\)"):
+            m.set_input("input", bad)
+        with pytest.raises(ModelInputError, match="the model expects float32"):
+            m(input=bad)
+    m.set_input("input", x.astype(np.float32))  # the conversion the message names
+    np.testing.assert_array_equal(m.run()[0], m(input=x.astype(np.float32)))
+
+
 def test_float_model_requires_calibration_or_quantize_false():
     with pytest.raises(ValueError, match="calibration=.*quantize=False"):
         build(_model(), target="ref")

@@ -148,3 +148,18 @@ def test_truncated_and_foreign_files(tmp_path):
     (tmp_path / "z.vtamod").write_bytes(buf.getvalue())
     with pytest.raises(ModuleFileError):
         load_module(tmp_path / "z.vtamod")
+
+
+def test_batch_tiles_store_their_program_once(tmp_path):
+    """A batch run as batch tiles launches one program per tile: the file holds each program once."""
+    mod = build(export_model(batch=5), "tiny", target="sim", calibration=CALIB, progress=False)
+    mod.accel.max_program_insns = 1  # one image per program
+    x = RNG.standard_normal((5, 3, 8, 8)).astype(np.float32)
+    want = mod(input=x)
+    rm = load_module(mod.export(tmp_path / "m.vtamod"))
+    np.testing.assert_array_equal(rm(input=x), want)
+    assert rm.profile_summary()["accel_cycles"] == mod.profile_summary()["accel_cycles"]
+    calls = rm.layer_programs()
+    stored = {id(p) for _, _, p in calls}
+    n_accel = sum(r["target"] == "accel" for r in mod.profile())
+    assert len(calls) >= 5 * (n_accel - 1) and len(stored) <= len(calls) // 4  # the dense: its 5 rows in one program
