@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from compiler.accel_backend import SimAccelBackend
+from compiler.backend.accel.backend import SimAccelBackend
 from compiler.graph.ref_backend import RefAccelBackend
-from compiler.requant import Requant
+from jit_runtime.host_ops.requant import Requant
 from compiler.topi.conv2d import ConvShape
 from compiler.topi.depthwise import DwShape, measure_dw
 from compiler.topi.tune import measure_conv
