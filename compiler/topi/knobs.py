@@ -153,8 +153,6 @@ def conv_insns(cs: "ConvShape", k: ConvKnobs, n_alu: int) -> int:
     """Instructions of the conv's program with knobs ``k`` (per output tile and input chunk: the input loads, a
     weight load, the GEMM and the reduction resets; per tile: ``n_alu`` ALU passes, the stores and two
     synchronizing instructions): what lowering and encoding cost grows with, a fixed count per batch block."""
-    from compiler.topi.conv2d import strided_view
-
     tiles = cs.nb * cs.groups * ceil_div(cs.ocb, k.oc_tile) * ceil_div(cs.oh, k.h_tile)
     chunks = ceil_div(cs.icb, k.ic_tile)
     n_red = sum(e > 1 for e in (k.ic_tile, cs.kh, cs.kw))
