@@ -5,7 +5,7 @@ a point that does not work (the record carries the ``error``): the same function
 pool or as a Ray task (:mod:`compiler.scaleout`) and gives the same record.
 
 - :func:`latency_record`: the model's accelerator cycles on the config, from the timing engine alone
-  (:class:`compiler.autotune.measure.TimingOnlyDevice`: the cycle-accurate simulator's timing, no arithmetic; a
+  (:class:`compiler.topi.tune.TimingOnlyDevice`: the cycle-accurate simulator's timing, no arithmetic; a
   program's cycles never depend on its data, docs/timing.md), and the latency at the config's clock.
 - :func:`estimate_resources`: an analytic LUT/DSP/RAMB36 estimate (no tools), used to skip synthesizing points that
   cannot be on the Pareto front.
@@ -70,10 +70,10 @@ def latency_record(fields: dict[str, Any], model: bytes, tune: int = DEFAULT_TUN
         import onnx
 
         from compiler.accel_backend import SimAccelBackend
-        from compiler.autotune.measure import TimingOnlyDevice
         from compiler.cpu.backend import create_cpu_backend
         from compiler.executor.module import Module
         from compiler.executor.pipeline import compile_model
+        from compiler.topi.tune import TimingOnlyDevice
 
         cfg = config_from(fields)
         proto = onnx.load_model_from_string(model) if isinstance(model, (bytes, bytearray)) else onnx.load(model)
