@@ -93,6 +93,15 @@ def latency_record(fields: dict[str, Any], model: bytes, tune: int = DEFAULT_TUN
     return rec
 
 
+def latency_cost(fields: dict[str, Any]) -> tuple:
+    """A sort key that puts the slower latency evaluations first (largest first: the schedule that spreads
+    evaluations over workers most evenly). Compile and timing work grows with the number of tiles a layer is
+    cut into: with fewer MACs per cycle (more GEMM blocks) and smaller scratchpads (more, smaller tiles)."""
+    c = config_from(fields)
+    return (-1.0 / c.macs_per_cycle, -1.0 / (c.inp_buff_size + c.wgt_buff_size + c.acc_buff_size),
+            -1.0 / c.bus_width)
+
+
 #: RAMB36 geometry: 36 Kbit, at most 72 bits wide (simple dual port).
 _RAMB36_BITS, _RAMB36_WIDTH = 36 * 1024, 72
 

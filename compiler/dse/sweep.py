@@ -4,7 +4,8 @@ Stages, cheap before expensive:
 
 1. **Prune**: every point of the space goes through the config validator (and the caller's ``check``, e.g. a
    board's); a rejected point is recorded with its reason and costs nothing more.
-2. **Latency** of every valid point (:func:`compiler.dse.evaluate.latency_record`, seconds each).
+2. **Latency** of every valid point (:func:`compiler.dse.evaluate.latency_record`, seconds each), the slowest
+   first (:func:`compiler.dse.evaluate.latency_cost`), so the last evaluations to finish are short ones.
 3. **Resources**: the analytic estimate of every point; a point dominated on (latency, estimated utilization)
    by another point cannot be on the front and is not synthesized, nor is one whose estimate exceeds the device
    by more than :data:`OVER_CAPACITY`; the rest are synthesized (minutes each) through the caller's
@@ -25,7 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from compiler.dse.evaluate import DEFAULT_TUNE, estimate_resources, latency_key, latency_record, model_sha
+from compiler.dse.evaluate import (DEFAULT_TUNE, estimate_resources, latency_cost, latency_key, latency_record,
+                                   model_sha)
 from compiler.dse.log import ResultLog
 from compiler.dse.space import Space
 from compiler.scaleout import LoopRunner, Runner
@@ -155,8 +157,9 @@ def run_sweep(model: str | Path | bytes, space: Space, out_dir: str | Path, reso
     # 2. latency of every point
     t0 = time.perf_counter()
     lkeys = {p.index: latency_key(p.fields, mhash, tune) for p in points}
+    slowest_first = sorted(points, key=lambda p: latency_cost(p.fields))  # an even spread over the workers
     _evaluate(runner, log, latency_record, [(lkeys[p.index], p.fields, {"stage": "latency", "tune": tune})
-                                            for p in points], (data, tune), "latency", progress)
+                                            for p in slowest_first], (data, tune), "latency", progress)
     stats["latency_stage_s"] = round(time.perf_counter() - t0, 2)
     rows = []
     for p in points:

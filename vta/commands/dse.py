@@ -40,15 +40,31 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _resources(args, base_fields: dict):
-    """The sweep's ResourceModel (yosys, hw.synth) and TimingModel (fpga.timing) for the board's or base's device:
-    on the Zynq-7020 (xc7) one yosys run gives both the counts and the sta path; ECP5 and UltraScale+ devices are
-    timed by a run of their own (nextpnr; yosys xc7 sta)."""
+def sweep_models(device: str, timing: bool = True):
+    """The sweep's ResourceModel (yosys, :mod:`hw.synth`) and TimingModel (:mod:`fpga.timing`; None without
+    ``timing``) for a :data:`hw.synth.CAPACITY` device: on the Zynq-7020 (xc7) one yosys run gives both the counts
+    and the sta path; ECP5 and UltraScale+ devices are timed by a run of their own (nextpnr; yosys xc7 sta)."""
     from functools import partial
 
     from compiler.dse import ResourceModel, TimingModel
     from fpga.timing import ROUTING_FACTOR, fmax_from_synthesis, point_timing_key, point_timing_record
-    from hw.synth import CAPACITY, design_hash, device_for, synth_record
+    from hw.synth import CAPACITY, design_hash, synth_record
+
+    cap = CAPACITY[device]
+    cap = {"LUT": cap["LUT"], "DSP": cap["DSP"], "RAMB36": cap["BRAM"]}
+    if not timing:
+        return ResourceModel(device, cap, design_hash, synth_record), None
+    if device == "xc7":
+        return (ResourceModel(device, cap, partial(design_hash, sta=True), partial(synth_record, sta=True)),
+                TimingModel(f"yosys sta in the synthesis run x routing factor {ROUTING_FACTOR} (fpga.timing)",
+                            from_synthesis=fmax_from_synthesis))
+    return (ResourceModel(device, cap, design_hash, synth_record),
+            TimingModel("fpga.timing.timing_record per design (nextpnr-ecp5 for ECP5 parts, yosys xc7 sta for "
+                        "Xilinx)", key=point_timing_key, evaluate=point_timing_record))
+
+
+def _resources(args, base_fields: dict):
+    from hw.synth import device_for
     from isa import make_config
 
     if args.board:
@@ -59,17 +75,7 @@ def _resources(args, base_fields: dict):
         device = next(v for k, v in DEVICES.items() if part.startswith(k))
     else:
         device = device_for(make_config(base_fields))
-    cap = CAPACITY[device]
-    cap = {"LUT": cap["LUT"], "DSP": cap["DSP"], "RAMB36": cap["BRAM"]}
-    if args.no_timing:
-        return ResourceModel(device, cap, design_hash, synth_record), None
-    if device == "xc7":
-        return (ResourceModel(device, cap, partial(design_hash, sta=True), partial(synth_record, sta=True)),
-                TimingModel(f"yosys sta in the synthesis run x routing factor {ROUTING_FACTOR} (fpga.timing)",
-                            from_synthesis=fmax_from_synthesis))
-    return (ResourceModel(device, cap, design_hash, synth_record),
-            TimingModel("fpga.timing.timing_record per design (nextpnr-ecp5 for ECP5 parts, yosys xc7 sta for "
-                        "Xilinx)", key=point_timing_key, evaluate=point_timing_record))
+    return sweep_models(device, timing=not args.no_timing)
 
 
 def run(args: argparse.Namespace) -> int:
