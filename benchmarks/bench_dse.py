@@ -1,19 +1,22 @@
 """Design-space exploration of ResNet-18 on the PYNQ-Z1's part (Zynq-7020), scaled out on Ray.
 
     python benchmarks/bench_dse.py [--workers 2] [--out build/dse-bench] [--speed-points 8] [--kill-points 2]
+                                   [--tune 2] [--stages ray,loop,kill,sweep] [--no-synth]
 
 Stages (each prints a JSON line; the last line is the summary):
 
 1. ``ray``: the latency stage for ``--speed-points`` points spread over the space (0: all of it) as Ray tasks on
-   a local cluster with ``--workers`` CPUs (a fresh log: nothing cached).
+   a local cluster with ``--workers`` CPUs (a fresh log: nothing cached). The workers are started and import the
+   evaluation's modules first (``ray_warm_s``), as this process has them for stage 2.
 2. ``loop``: the same latency stage in this process, one point after the other (fresh log): ``ray_speedup`` is
    its wall time over stage 1's, ``ray_results_equal`` compares every record field but the wall time.
 3. ``kill``: ``--kill-points`` of those points on Ray again (fresh log) while one worker is SIGKILLed mid-task:
    ``worker_killed_lost`` counts points missing, duplicated or different from stage 2's results.
-4. ``sweep``: the full sweep (resumes stage 1's latencies): the other points' latencies on Ray, estimates, synthesis (yosys, as Ray tasks,
-   at most ``--workers`` at once) of the points that can be on the front, cached by design hash in
-   ``OUT/synth-cache.jsonl``; the front, the table, the plot (``OUT/sweep/pareto.png``) and where the pynq-z1
-   preset stands.
+4. ``sweep``: the full sweep (resumes stage 1's latencies and any earlier sweep's): the other points' latencies
+   on Ray, estimates, synthesis with sta in the same yosys run (as Ray tasks, at most ``--workers`` at once) of
+   the points that can be on the front, cached by the Verilog's hash in ``OUT/synth-cache.jsonl``, their Fmax and
+   latency at min(clock, Fmax); the front, the table, the plot (``OUT/sweep/pareto.png``) and where the pynq-z1
+   preset stands. ``--no-synth``: only the syntheses already cached.
 
 ResNet-18 is the zoo model quantized as in bench_models (4 seeded calibration images), cached as
 ``OUT/resnet18_int8.onnx``. Wall times on a shared machine are noisy: run it twice.
