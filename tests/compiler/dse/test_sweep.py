@@ -283,3 +283,21 @@ def test_the_chosen_tiling_is_timed_once(monkeypatch):
                  progress=False)
     sim.run({"input": np.random.default_rng(3).standard_normal((1, 8, 8, 8)).astype(np.float32)})
     assert mod.profile_summary()["accel_cycles"] == sim.profile_summary()["accel_cycles"] > 0
+
+
+def test_the_latency_stage_submits_the_largest_evaluations_first(tmp_path):
+    """Fewer MACs per cycle (more GEMM blocks to compile and time) first: the last tasks to finish are short."""
+    from compiler.dse.evaluate import latency_cost
+
+    class Recording(LoopRunner):
+        items: list = []
+
+        def imap(self, fn, items, shared=()):
+            self.items = list(items)
+            yield from super().imap(fn, items, shared)
+
+    runner = Recording()
+    run_sweep(tiny_qdq_model(), parse_space(SPACE), tmp_path, None, runner)
+    blocks = [f["log_block_out"] for f in runner.items]
+    assert blocks == sorted(blocks) and len(blocks) == 4  # block_out 2 before 4
+    assert [latency_cost(f) for f in runner.items] == sorted(latency_cost(f) for f in runner.items)
