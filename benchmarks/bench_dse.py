@@ -63,7 +63,7 @@ def resnet18_int8(out: Path) -> Path:
 
 
 def _identity(rec: dict) -> dict:
-    return {k: v for k, v in rec.items() if k != "seconds"}
+    return {k: v for k, v in rec.items() if k not in ("seconds", "cpu_seconds")}
 
 
 def _reason_counts(pruned: list[dict]) -> dict[str, int]:
@@ -198,6 +198,11 @@ def main(argv: list[str] | None = None) -> int:
                                                == _identity(loop_log.get(k)) for k in keys)
             figures["ray_speedup"] = round(figures["loop_latency_stage_s"] / figures["ray_latency_stage_s"], 3)
             figures["latency_eval_s_mean"] = round(float(np.mean([loop_log.get(k)["seconds"] for k in keys])), 2)
+            # the same work on both sides (CPU seconds of the evaluations); wall time per Ray task above its CPU time
+            # is time its worker waited for a core (other jobs on a shared machine), not Ray overhead
+            figures["loop_cpu_s"] = round(sum(loop_log.get(k).get("cpu_seconds", 0.0) for k in keys), 2)
+            figures["ray_tasks_cpu_s"] = round(sum(ray_log.get(k).get("cpu_seconds", 0.0) for k in keys), 2)
+            figures["ray_tasks_wall_s"] = round(sum(ray_log.get(k)["seconds"] for k in keys), 2)
             save("loop", **{k: figures[k] for k in ("loop_latency_stage_s", "ray_speedup", "ray_results_equal")})
         # the sweep's own log starts from Ray's latencies of those points (equal to the loop's, checked above)
         main_log = ResultLog(out / "sweep" / "dse.jsonl")

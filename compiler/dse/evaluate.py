@@ -63,8 +63,9 @@ def latency_record(fields: dict[str, Any], model: bytes, tune: int = DEFAULT_TUN
     """Compile the int8 ONNX ``model`` for the config ``fields`` and time every accelerator layer by the timing
     contract. ``tune``: conv tilings timed per layer shape (the ``sim`` backend's default 2; 1 takes the analytic
     choice alone, about a third of the work, the latency of ``SimAccelBackend(tune=1)``). Returns ``cycles`` (accelerator cycles of one inference), ``latency_ms`` (at ``clock_mhz``), layer
-    counts and ``seconds`` (wall time of the evaluation; not part of the result's identity), or ``error``."""
-    t0 = time.perf_counter()
+    counts, ``seconds`` and ``cpu_seconds`` (wall and CPU time of the evaluation; not part of the result's
+    identity), or ``error``."""
+    t0, c0 = time.perf_counter(), time.process_time()
     rec: dict[str, Any] = {"cycles": None, "latency_ms": None, "error": None}
     try:
         import onnx

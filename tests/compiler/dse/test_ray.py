@@ -31,7 +31,7 @@ def cluster():
 
 
 def _identity(rec: dict) -> dict:
-    return {k: v for k, v in rec.items() if k != "seconds"}
+    return {k: v for k, v in rec.items() if k not in ("seconds", "cpu_seconds")}
 
 
 def _descends_from_us(pid: int) -> bool:
