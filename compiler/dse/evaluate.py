@@ -91,6 +91,7 @@ def latency_record(fields: dict[str, Any], model: bytes, tune: int = DEFAULT_TUN
     except Exception as exc:  # noqa: BLE001 - a point the compiler cannot serve is a result, not a crash
         rec["error"] = f"{type(exc).__name__}: {exc}"
     rec["seconds"] = round(time.perf_counter() - t0, 3)
+    rec["cpu_seconds"] = round(time.process_time() - c0, 3)
     return rec
 
 
