@@ -1,19 +1,22 @@
 """Design-space exploration of ResNet-18 on the PYNQ-Z1's part (Zynq-7020), scaled out on Ray.
 
     python benchmarks/bench_dse.py [--workers 2] [--out build/dse-bench] [--speed-points 8] [--kill-points 2]
+                                   [--tune 2] [--stages ray,loop,kill,sweep] [--no-synth]
 
 Stages (each prints a JSON line; the last line is the summary):
 
 1. ``ray``: the latency stage for ``--speed-points`` points spread over the space (0: all of it) as Ray tasks on
-   a local cluster with ``--workers`` CPUs (a fresh log: nothing cached).
+   a local cluster with ``--workers`` CPUs (a fresh log: nothing cached). The workers are started and import the
+   evaluation's modules first (``ray_warm_s``), as this process has them for stage 2.
 2. ``loop``: the same latency stage in this process, one point after the other (fresh log): ``ray_speedup`` is
    its wall time over stage 1's, ``ray_results_equal`` compares every record field but the wall time.
 3. ``kill``: ``--kill-points`` of those points on Ray again (fresh log) while one worker is SIGKILLed mid-task:
    ``worker_killed_lost`` counts points missing, duplicated or different from stage 2's results.
-4. ``sweep``: the full sweep (resumes stage 1's latencies): the other points' latencies on Ray, estimates, synthesis (yosys, as Ray tasks,
-   at most ``--workers`` at once) of the points that can be on the front, cached by design hash in
-   ``OUT/synth-cache.jsonl``; the front, the table, the plot (``OUT/sweep/pareto.png``) and where the pynq-z1
-   preset stands.
+4. ``sweep``: the full sweep (resumes stage 1's latencies and any earlier sweep's): the other points' latencies
+   on Ray, estimates, synthesis with sta in the same yosys run (as Ray tasks, at most ``--workers`` at once) of
+   the points that can be on the front, cached by the Verilog's hash in ``OUT/synth-cache.jsonl``, their Fmax and
+   latency at min(clock, Fmax); the front, the table, the plot (``OUT/sweep/pareto.png``) and where the pynq-z1
+   preset stands. ``--no-synth``: only the syntheses already cached.
 
 ResNet-18 is the zoo model quantized as in bench_models (4 seeded calibration images), cached as
 ``OUT/resnet18_int8.onnx``. Wall times on a shared machine are noisy: run it twice.
@@ -39,6 +42,9 @@ K = 1024
 SPACE = {"base": "pynq-z1", "params": {"log_block_out": [3, 4, 5], "wgt_buff_size": [64 * K, 128 * K, 256 * K],
                                        "acc_buff_size": [64 * K, 128 * K], "bus_width": [32, 64, 128]}}
 BOARD = "pynq-z1"
+#: what an evaluation imports (compiler.dse.evaluate.latency_record), imported before either side is timed
+WARM_MODULES = ("onnx", "compiler.accel_backend", "compiler.cpu.backend", "compiler.executor.module",
+                "compiler.executor.pipeline", "compiler.topi.tune", "compiler.dse.evaluate")
 
 
 def resnet18_int8(out: Path) -> Path:
@@ -57,7 +63,7 @@ def resnet18_int8(out: Path) -> Path:
 
 
 def _identity(rec: dict) -> dict:
-    return {k: v for k, v in rec.items() if k != "seconds"}
+    return {k: v for k, v in rec.items() if k not in ("seconds", "cpu_seconds")}
 
 
 def _reason_counts(pruned: list[dict]) -> dict[str, int]:
@@ -116,12 +122,14 @@ def _kill_one_worker(fn_name: str, stop: threading.Event, killed: list) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from compiler.dse import ResourceModel, ResultLog, parse_space, run_sweep
+    import importlib
+
+    from compiler.dse import ResultLog, apply_fmax, parse_space, run_sweep
     from compiler.dse.report import plot, table
     from compiler.scaleout import LoopRunner, RayRunner
     from fpga.boards import get_board
-    from hw.synth import CAPACITY, design_hash, synth_record
     from isa import make_config
+    from vta.commands.dse import sweep_models
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workers", type=int, default=2)
@@ -148,9 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     def check(fields):
         board.check_config(make_config(fields))
 
-    cap = CAPACITY["xc7"]
-    resources = ResourceModel("xc7", {"LUT": cap["LUT"], "DSP": cap["DSP"], "RAMB36": cap["BRAM"]}, design_hash,
-                              synth_record)
+    resources, timing = sweep_models("xc7")  # yosys counts and the sta path in one run; Fmax by fpga.timing
     run_id = time.strftime("%H%M%S")
     saved = out / "figures.json"
     figures: dict = json.loads(saved.read_text()) if saved.exists() else {}
@@ -164,6 +170,10 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     ray_runner = RayRunner("local", args.workers)
     figures["ray_init_s"] = round(time.perf_counter() - t0, 2)
+    # both sides start with the evaluation's modules imported: this process for the loop, every Ray worker for Ray
+    for m in WARM_MODULES:
+        importlib.import_module(m)
+    figures["ray_warm_s"] = round(ray_runner.warm(WARM_MODULES), 2)
     try:
         # 1. latency on Ray (a fresh log each run: timed from nothing)
         ok_points = [p for p in space.valid if _board_ok(check, p.fields)]
@@ -188,6 +198,11 @@ def main(argv: list[str] | None = None) -> int:
                                                == _identity(loop_log.get(k)) for k in keys)
             figures["ray_speedup"] = round(figures["loop_latency_stage_s"] / figures["ray_latency_stage_s"], 3)
             figures["latency_eval_s_mean"] = round(float(np.mean([loop_log.get(k)["seconds"] for k in keys])), 2)
+            # the same work on both sides (CPU seconds of the evaluations); wall time per Ray task above its CPU time
+            # is time its worker waited for a core (other jobs on a shared machine), not Ray overhead
+            figures["loop_cpu_s"] = round(sum(loop_log.get(k).get("cpu_seconds", 0.0) for k in keys), 2)
+            figures["ray_tasks_cpu_s"] = round(sum(ray_log.get(k).get("cpu_seconds", 0.0) for k in keys), 2)
+            figures["ray_tasks_wall_s"] = round(sum(ray_log.get(k)["seconds"] for k in keys), 2)
             save("loop", **{k: figures[k] for k in ("loop_latency_stage_s", "ray_speedup", "ray_results_equal")})
         # the sweep's own log starts from Ray's latencies of those points (equal to the loop's, checked above)
         main_log = ResultLog(out / "sweep" / "dse.jsonl")
@@ -217,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
         # 4. the full sweep: estimates, synthesis of what can be on the front
         res = run_sweep(model, space, out / "sweep", resources=resources, runner=ray_runner, check=check,
                         synth_cache=out / "synth-cache.jsonl", progress=True, tune=args.tune,
-                        synth=not args.no_synth)
+                        synth=not args.no_synth, timing=timing)
     finally:
         ray_runner.close()
     from rich.console import Console
@@ -230,28 +245,33 @@ def main(argv: list[str] | None = None) -> int:
     stand: dict = {"in_space": bool(same)}
     if same:
         p = same[0]
-        key = design_hash(p["fields"], "xc7")
+        key = resources.key(p["fields"], "xc7")
         cache = ResultLog(out / "synth-cache.jsonl")
         if not p.get("resources") and key not in cache and not args.no_synth:
             # skipped by the estimate: synthesize it anyway to say where it stands
-            cache.append({"key": key, "stage": "synth", "device": "xc7", **synth_record(p["fields"], "xc7")})
+            cache.append({"key": key, "stage": "synth", "device": "xc7", **resources.evaluate(p["fields"], "xc7")})
         if not p.get("resources") and key in cache and cache.get(key)["error"] is None:
             rec = cache.get(key)
             p["resources"] = {k: rec[k] for k in ("LUT", "DSP", "RAMB36")}
             p["utilization"] = max(rec[k] / resources.capacity[k] for k in ("LUT", "DSP", "RAMB36"))
             p["fits"] = p["utilization"] <= 1
+            apply_fmax(p, timing.from_synthesis(rec))
         stand.update(index=p["index"], latency_ms=p["latency_ms"], synth=p.get("synth"))
     if same and p.get("resources"):
         front_idx = {f["index"] for f in res.front}
         better = [f for f in res.front if f["fits"] and f["latency_ms"] <= p["latency_ms"]
                   and f["utilization"] <= p["utilization"] and f["index"] != p["index"]]
         stand.update(index=p["index"], on_front=p["index"] in front_idx, latency_ms=p["latency_ms"],
+                     clock_mhz=p["fields"]["clock_mhz"], fmax_mhz=p.get("fmax_mhz"), meets=p.get("meets"),
+                     latency_ms_at_clock=p.get("latency_ms_at_clock"),
                      utilization=round(p["utilization"], 4), synth=p.get("synth"), **p["resources"],
                      dominated_by=[{"index": f["index"], "params": f["params"], "latency_ms": f["latency_ms"],
                                     "utilization": f["utilization"]} for f in better])
     figures.update({k: res.stats[k] for k in ("points_total", "points_evaluated", "points_pruned_invalid",
                                               "synth_skipped_dominated", "synth_skipped_over_capacity",
-                                              "synthesized", "synth_missing", "synth_stage_s", "latency_errors")})
+                                              "synthesized", "synth_missing", "synth_stage_s", "latency_errors",
+                                              "synth_rounds")})
+    figures["timing_method"] = res.stats.get("timing_method")
     figures.update(pareto=res.front, best_fitting=res.stats.get("best_fitting"), preset_pynq_z1=stand,
                    pruned_reasons=_reason_counts(res.pruned),
                    load_avg_end=os.getloadavg()[0])

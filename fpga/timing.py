@@ -29,7 +29,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from hw.synth import tool_path
+from hw.synth import parse_sta, tool_path  # noqa: F401 - parse_sta re-exported
 from isa.config import HwConfig
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -136,33 +136,7 @@ def parse_nextpnr_critical_path(text: str) -> dict | None:
 
 # ---------------------------------------------------------------------------------------------- yosys sta
 
-_CLOCK_NETWORK = re.compile(r"BUFG|IBUF|<primary input>|<unknown>")
-
-
-def parse_sta(text: str) -> dict | None:
-    """yosys ``sta``: the latest arrival time (ns) and the cells the path runs between. None without one.
-
-    sta lists the path from its end back to its start, one ``ARRIVAL_PS CELL (TYPE.ARC)`` line per cell (each
-    followed by its net); the clock input and buffer it starts from are left out of ``from``/``to``."""
-    m = re.search(r"Latest arrival time in '([^']+)' is (\d+):", text)
-    if not m:
-        return None
-    cells = []
-    for line in text[m.end():].splitlines()[1:]:
-        if line.startswith(("Warning", "Arrival histogram")) or not line.strip():
-            if line.startswith("Arrival histogram") or not line.strip():
-                break
-            continue
-        cm = re.match(r"\s+(\d+)\s+(\S.*?)\s+\(([^)]*)\)\s*$", line) or re.match(r"\s+(\d+)\s+\(([^)]*)\)\s*$", line)
-        if cm and len(cm.groups()) == 3:
-            cells.append((int(cm.group(1)), cm.group(2), cm.group(3)))
-        elif cm:
-            cells.append((int(cm.group(1)), "", cm.group(2)))
-    logic = [c for c in cells if not _CLOCK_NETWORK.search(c[2])]
-    end, start = (logic[0], logic[-1]) if logic else (None, None)
-    return {"delay_ns": int(m.group(2)) / 1000.0,  # the cell library's specify delays are in ps
-            "from": f"{start[1]} ({start[2]})" if start else None, "to": f"{end[1]} ({end[2]})" if end else None,
-            "cells": len(logic)}
+# parse_sta lives beside the synthesis that runs sta in the same yosys run (hw.synth.synthesize(sta=True))
 
 
 # ---------------------------------------------------------------------------------------------- flows
@@ -322,3 +296,39 @@ def _xilinx_estimate(raw: dict) -> dict:
             "method": (f"yosys synth_xilinx -family {family} -flatten -abc9 + sta (7-series cell delays, no routing) "
                        f"x routing factor {ROUTING_FACTOR} calibrated on nextpnr-ecp5 (docs/fpga.md)"),
             "design_hash": raw.get("design_hash"), "seconds": raw.get("seconds")}
+
+
+# ---------------------------------------------------------------------------------------------- design-space sweeps
+
+def fmax_from_synthesis(synth: dict) -> dict:
+    """A sweep's timing record from a synthesis record that ran ``sta`` in the same yosys run
+    (:func:`hw.synth.synth_record` with ``sta=True``): the logic-only path x :data:`ROUTING_FACTOR`, as
+    :func:`timing_record` estimates Xilinx parts. ``fmax_mhz`` None with an ``error`` when the record has no path."""
+    if synth.get("error") or not synth.get("sta"):
+        return {"fmax_mhz": None, "error": synth.get("error") or "the synthesis record has no sta path"}
+    rec = _xilinx_estimate({"sta": synth["sta"], "family": "xc7"})
+    return {"fmax_mhz": rec["fmax_mhz"], "logic_fmax_mhz": rec["logic_fmax_mhz"],
+            "critical_path": rec["critical_path"], "method": rec["method"], "error": None}
+
+
+def point_timing_key(fields: dict) -> str:
+    """Cache key of :func:`point_timing_record` (the design hash of :func:`timing_record`)."""
+    from isa.config import make_config
+
+    return "tim-" + design_hash(make_config(dict(fields)))
+
+
+def point_timing_record(fields: dict) -> dict:
+    """A pure (config fields) -> record function for sweeps: :func:`timing_record` of the point's config (its own
+    tool run: nextpnr for ECP5 parts), or ``error``; never raises."""
+    from isa.config import make_config
+
+    t0 = time.perf_counter()
+    try:
+        rec = timing_record(make_config(dict(fields)))
+        out = {k: rec.get(k) for k in ("fmax_mhz", "critical_path", "method")}
+        out["error"] = None
+    except Exception as exc:  # noqa: BLE001 - a design the flow cannot time is a result of the sweep
+        out = {"fmax_mhz": None, "error": f"{type(exc).__name__}: {exc}"}
+    out["seconds"] = round(time.perf_counter() - t0, 3)
+    return out

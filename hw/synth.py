@@ -59,21 +59,35 @@ def parse_stat(text: str, family: str) -> dict[str, int]:
             "CCU2C": cells.get("CCU2C", 0)}
 
 
+#: The yosys script of a synthesis that also times the netlist (``synthesize(..., sta=True)``): the flattened
+#: ``synth_xilinx`` of :mod:`fpga.timing`'s Xilinx estimate, ``stat`` for the counts, then ``sta`` over the 7-series
+#: cell library's specify delays, in ONE yosys run (the counts and the logic-only critical path of one netlist).
+STA_SCRIPT = ("synth_xilinx -family {family} -flatten -abc9 -top {top}; tee -q -o stat.log stat; "
+              "read_verilog -lib -specify +/xilinx/cells_sim.v; tee -q -o sta.log sta")
+
+
 def synthesize(cfg: HwConfig, family: str | None = None, workdir: str | Path | None = None,
                verilog: Path | None = None, wrapper: str | None = None, top: str = "vta_top",
-               device: str | None = None) -> dict:
+               device: str | None = None, sta: bool = False) -> dict:
     """Run yosys on the generated Verilog; returns counts, capacities and utilisation (%).
 
     ``wrapper``: Verilog text of a module around ``vta_top`` (e.g. a board shell's module reference), synthesized
-    as ``top``; ``device``: a :data:`CAPACITY` key to compare against (default: the family's)."""
+    as ``top``; ``device``: a :data:`CAPACITY` key to compare against (default: the family's). ``sta`` (Xilinx
+    families only): synthesize flattened and run yosys ``sta`` in the same run (:data:`STA_SCRIPT`); the report
+    then carries ``sta_log``, the text :func:`parse_sta` reads."""
     from hw.cosim.runner import verilog_for
 
     device = device or family or family_for(cfg)
     family = FAMILY_OF[device]
+    if sta and family != "xc7":
+        raise ValueError(f"yosys sta in the synthesis run needs the xc7 family (the cell library's delays are "
+                         f"7-series ones), not {family!r}")
     vpath = Path(verilog) if verilog else verilog_for(cfg)
     flat = " -flatten" if wrapper else ""  # one stat block for the wrapper and the accelerator
     script = {"xc7": f"synth_xilinx -family xc7 -top {top}{flat}", "xcup": f"synth_xilinx -family xcup -top {top}{flat}",
               "ecp5": f"synth_ecp5 -top {top}"}[family]
+    if sta:
+        script = STA_SCRIPT.format(family=family, top=top)
     with tempfile.TemporaryDirectory(prefix="vta-synth-") as td:
         wd = Path(workdir) if workdir else Path(td)
         wd.mkdir(parents=True, exist_ok=True)
@@ -83,17 +97,25 @@ def synthesize(cfg: HwConfig, family: str | None = None, workdir: str | Path | N
         if wrapper:
             (wd / "wrapper.v").write_text(wrapper)
             files += " wrapper.v"
-        cmd = yosys_cmd() + ["-q", "-l", "yosys.log", "-p", f"read_verilog {files}; {script}; stat"]
+        # with sta, the counts are taken before the cell library is read (its -lib modules would join a later stat)
+        cmd = yosys_cmd() + ["-q", "-l", "yosys.log", "-p", f"read_verilog {files}; {script}" + ("" if sta else "; stat")]
         proc = subprocess.run(cmd, capture_output=True, text=True, cwd=wd)
         text = log.read_text() if log.exists() else proc.stdout
         if proc.returncode != 0:
             raise RuntimeError(f"yosys failed ({proc.returncode}): {proc.stderr[-2000:]}")
+        sta_log = None
+        if sta:
+            text = (wd / "stat.log").read_text(errors="replace")
+            sta_log = (wd / "sta.log").read_text(errors="replace")
     counts = parse_stat(text, family)
     cap = CAPACITY[device]
     util = {k: round(100.0 * counts[k] / cap[k], 1) for k in ("LUT", "FF", "DSP", "BRAM")}
     fits = all(counts[k] <= cap[k] for k in ("LUT", "FF", "DSP", "BRAM"))
-    return {"config": cfg.name, "family": family, "top": top, "device": cap["device"], "counts": counts,
-            "capacity": {k: cap[k] for k in ("LUT", "FF", "DSP", "BRAM")}, "utilization_pct": util, "fits": fits}
+    rep = {"config": cfg.name, "family": family, "top": top, "device": cap["device"], "counts": counts,
+           "capacity": {k: cap[k] for k in ("LUT", "FF", "DSP", "BRAM")}, "utilization_pct": util, "fits": fits}
+    if sta:
+        rep["sta_log"] = sta_log
+    return rep
 
 
 #: Config fields that do not change the generated RTL (isa.signature.NEUTRAL_FIELDS): normalised away so points
@@ -109,14 +131,23 @@ def rtl_config(fields: dict) -> HwConfig:
     return make_config({**fields, **{k: getattr(base, k) for k in RTL_NEUTRAL_FIELDS}, "name": "dse"})
 
 
-def design_hash(fields: dict, device: str) -> str:
-    """Cache key of a synthesis: the RTL's design hash (:func:`hw.cosim.runner.design_key`: hardware fields, hw/
-    and isa/ sources, Amaranth version, ALU and intrinsic registries) and the :data:`CAPACITY` device."""
-    from hw.cosim.runner import design_key
+#: Bump when the synthesis a sweep runs changes its figures (drops cached records).
+SYNTH_VERSION = 2
+
+
+def design_hash(fields: dict, device: str, sta: bool = False) -> str:
+    """Cache key of a synthesis: the bytes of the RTL's generated Verilog (:func:`hw.cosim.runner.verilog_for`, so
+    a source change that leaves the Verilog alone keeps the cache), the :data:`CAPACITY` device, whether ``sta``
+    ran in the same yosys run (:data:`STA_SCRIPT`) and :data:`SYNTH_VERSION`."""
+    import hashlib
+
+    from hw.cosim.runner import verilog_for
 
     if device not in CAPACITY:
         raise ValueError(f"unknown device {device!r}; devices: {', '.join(CAPACITY)}")
-    return f"syn-{device}-" + design_key(rtl_config(fields))
+    h = hashlib.sha256(verilog_for(rtl_config(fields)).read_bytes())
+    h.update(f"|{device}|sta={bool(sta)}|{SYNTH_VERSION}".encode())
+    return f"syn-{device}{'-sta' if sta else ''}-" + h.hexdigest()[:20]
 
 
 def device_for(cfg: HwConfig) -> str:
@@ -128,26 +159,60 @@ def device_for(cfg: HwConfig) -> str:
     return family_for(cfg)
 
 
-def synth_record(fields: dict, device: str) -> dict:
+def synth_record(fields: dict, device: str, sta: bool = False) -> dict:
     """A pure (config fields, device) -> record function for sweeps: yosys counts of the config's RTL against
     ``device`` (``LUT``, ``FF``, ``DSP``, ``RAMB36``, ``fits``, ``utilization_pct``), or ``error``; ``seconds`` is
-    the wall time."""
+    the wall time. ``sta`` (Xilinx 7-series): the same yosys run also times the flattened netlist
+    (:data:`STA_SCRIPT`); the record's ``sta`` is :func:`parse_sta`'s logic-only critical path."""
     import time
 
     t0 = time.perf_counter()
     rec: dict = {"error": None}
     try:
         try:
-            rep = synthesize(rtl_config(fields), device=device)
+            rep = synthesize(rtl_config(fields), device=device, sta=sta)
         except RuntimeError as exc:  # killed by a signal (e.g. SIGBUS: a shared tool cache rewritten under it)
             if not str(exc).startswith("yosys failed (-"):
                 raise
             rec["retried_after"] = str(exc)[:200]
-            rep = synthesize(rtl_config(fields), device=device)
+            rep = synthesize(rtl_config(fields), device=device, sta=sta)
         c = rep["counts"]
         rec.update(LUT=int(c["LUT"]), FF=int(c["FF"]), DSP=int(c["DSP"]), RAMB36=int(c["BRAM"]),
                    fits=bool(rep["fits"]), family=rep["family"], utilization_pct=rep["utilization_pct"])
+        if sta:
+            rec["sta"] = parse_sta(rep["sta_log"])
+            if rec["sta"] is None:
+                raise RuntimeError("yosys sta printed no arrival time")
     except Exception as exc:  # noqa: BLE001 - a design yosys rejects is a result of the sweep, not a crash
         rec["error"] = f"{type(exc).__name__}: {exc}"
     rec["seconds"] = round(time.perf_counter() - t0, 3)
     return rec
+
+
+_CLOCK_NETWORK = re.compile(r"BUFG|IBUF|<primary input>|<unknown>")
+
+
+def parse_sta(text: str) -> dict | None:
+    """yosys ``sta``: the latest arrival time (ns) and the cells the path runs between. None without one.
+
+    sta lists the path from its end back to its start, one ``ARRIVAL_PS CELL (TYPE.ARC)`` line per cell (each
+    followed by its net); the clock input and buffer it starts from are left out of ``from``/``to``."""
+    m = re.search(r"Latest arrival time in '([^']+)' is (\d+):", text)
+    if not m:
+        return None
+    cells = []
+    for line in text[m.end():].splitlines()[1:]:
+        if line.startswith(("Warning", "Arrival histogram")) or not line.strip():
+            if line.startswith("Arrival histogram") or not line.strip():
+                break
+            continue
+        cm = re.match(r"\s+(\d+)\s+(\S.*?)\s+\(([^)]*)\)\s*$", line) or re.match(r"\s+(\d+)\s+\(([^)]*)\)\s*$", line)
+        if cm and len(cm.groups()) == 3:
+            cells.append((int(cm.group(1)), cm.group(2), cm.group(3)))
+        elif cm:
+            cells.append((int(cm.group(1)), "", cm.group(2)))
+    logic = [c for c in cells if not _CLOCK_NETWORK.search(c[2])]
+    end, start = (logic[0], logic[-1]) if logic else (None, None)
+    return {"delay_ns": int(m.group(2)) / 1000.0,  # the cell library's specify delays are in ps
+            "from": f"{start[1]} ({start[2]})" if start else None, "to": f"{end[1]} ({end[2]})" if end else None,
+            "cells": len(logic)}

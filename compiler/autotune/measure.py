@@ -1,6 +1,7 @@
 """Measurement: simulator cycles of a task's kernel with given knobs (cycle-accurate timing, zero data).
 
-The timing engine runs without the arithmetic (:class:`TimingOnlyDevice`: same cycles, a fraction of the time).
+The timing engine runs without the arithmetic (:class:`TimingOnlyDevice`: same cycles, a fraction of the time),
+through the one measurement the conv chooser and the DSE use (:func:`compiler.topi.tune.measure_conv`).
 
 :class:`LocalMeasurer` runs a batch in worker processes (``os.cpu_count()`` by default, ``workers=0``
 measures in this process); :class:`RayMeasurer` spreads it over a Ray cluster (``ray`` is an optional
@@ -14,6 +15,9 @@ from dataclasses import dataclass
 
 from compiler.autotune.task import Task
 from compiler.topi.knobs import ConvKnobs
+from compiler.topi.tune import TimingOnlyDevice, measure_conv
+
+__all__ = ["LocalMeasurer", "RayMeasurer", "Result", "TimingOnlyDevice", "kernel_cycles", "measure", "measure_knobs"]
 
 
 @dataclass
@@ -25,33 +29,14 @@ class Result:
     seconds: float
 
 
-class TimingOnlyDevice:
-    """The cycle-accurate simulator's timing engine without the arithmetic (a ``jit_runtime`` device).
-
-    The simulator's timing depends on the instruction stream only, never on the data, so with zero inputs
-    the cycles equal the ``"sim"`` device's (checked by a test) while the GEMMs/ALU ops on zeros, most of a
-    run's time, are skipped. Scratchpads and outputs are left untouched: use it for cycles only."""
-
-    def __init__(self, cfg) -> None:
-        self.cfg = cfg
-
-    def run(self, dram, insn_addr: int, n_insns: int):
-        from simulator.budget import DEFAULT_MAX_CYCLES, check_budget
-        from simulator.dram import check_image
-        from simulator.program import Decoder
-        from simulator.result import SimResult
-        from simulator.timing_engine import run_timed
-
-        check_image(dram)
-        infos = Decoder(self.cfg).program(dram, insn_addr, n_insns)
-        check_budget(infos, DEFAULT_MAX_CYCLES)
-        return SimResult(self.cfg, infos, run_timed(self.cfg, infos, lambda i: None, DEFAULT_MAX_CYCLES))
-
-
 def kernel_cycles(task: Task, knobs: ConvKnobs, device="timing") -> int:
-    """Cycles of ``task``'s kernel with ``knobs`` and zero inputs; ``device``: ``"timing"`` (the simulator's
-    timing engine alone, :class:`TimingOnlyDevice`) or a ``jit_runtime`` device name such as ``"sim"``."""
+    """Cycles of ``task``'s kernel with ``knobs`` and zero inputs; ``device``: ``"timing"``, the one timing-only
+    measurement the conv chooser and the DSE use (:func:`compiler.topi.tune.measure_conv`, cached per schedule), or
+    a ``jit_runtime`` device name such as ``"sim"`` (the kernel built and run as a module, for checks)."""
     import numpy as np
+
+    if device == "timing":
+        return measure_conv(task.cfg, task.shape, knobs, task.bias, task.requant)
 
     from compiler.backend.accel.module import build
     from compiler.topi.conv2d import conv2d_kernel
@@ -60,7 +45,7 @@ def kernel_cycles(task: Task, knobs: ConvKnobs, device="timing") -> int:
     mod = build(k.schedule, task.cfg, name="conv2d_tune")
     inputs = {k.data: np.zeros(k.data.shape, np.int8), k.weight: np.zeros(k.weight.shape, np.int8)}
     inputs.update({t: a for t, a in k.epilogue.consts})
-    _, prof = mod.run(inputs, device=TimingOnlyDevice(task.cfg) if device == "timing" else device)
+    _, prof = mod.run(inputs, device=device)
     return int(prof["cycles"])
 
 

@@ -9,7 +9,7 @@ stages and the Pareto front), :mod:`compiler.dse.report` (table and plot). Evalu
 from compiler.dse.evaluate import estimate_resources, latency_key, latency_record
 from compiler.dse.log import ResultLog
 from compiler.dse.space import Point, Space, SpaceError, parse_space
-from compiler.dse.sweep import DseResult, ResourceModel, pareto, run_sweep
+from compiler.dse.sweep import DseResult, ResourceModel, TimingModel, apply_fmax, pareto, run_sweep
 
-__all__ = ["DseResult", "Point", "ResourceModel", "ResultLog", "Space", "SpaceError", "estimate_resources",
+__all__ = ["DseResult", "Point", "ResourceModel", "ResultLog", "Space", "SpaceError", "TimingModel", "apply_fmax", "estimate_resources",
            "latency_key", "latency_record", "pareto", "parse_space", "run_sweep"]

@@ -5,7 +5,7 @@ a point that does not work (the record carries the ``error``): the same function
 pool or as a Ray task (:mod:`compiler.scaleout`) and gives the same record.
 
 - :func:`latency_record`: the model's accelerator cycles on the config, from the timing engine alone
-  (:class:`compiler.autotune.measure.TimingOnlyDevice`: the cycle-accurate simulator's timing, no arithmetic; a
+  (:class:`compiler.topi.tune.TimingOnlyDevice`: the cycle-accurate simulator's timing, no arithmetic; a
   program's cycles never depend on its data, docs/timing.md), and the latency at the config's clock.
 - :func:`estimate_resources`: an analytic LUT/DSP/RAMB36 estimate (no tools), used to skip synthesizing points that
   cannot be on the Pareto front.
@@ -63,17 +63,18 @@ def latency_record(fields: dict[str, Any], model: bytes, tune: int = DEFAULT_TUN
     """Compile the int8 ONNX ``model`` for the config ``fields`` and time every accelerator layer by the timing
     contract. ``tune``: conv tilings timed per layer shape (the ``sim`` backend's default 2; 1 takes the analytic
     choice alone, about a third of the work, the latency of ``SimAccelBackend(tune=1)``). Returns ``cycles`` (accelerator cycles of one inference), ``latency_ms`` (at ``clock_mhz``), layer
-    counts and ``seconds`` (wall time of the evaluation; not part of the result's identity), or ``error``."""
-    t0 = time.perf_counter()
+    counts, ``seconds`` and ``cpu_seconds`` (wall and CPU time of the evaluation; not part of the result's
+    identity), or ``error``."""
+    t0, c0 = time.perf_counter(), time.process_time()
     rec: dict[str, Any] = {"cycles": None, "latency_ms": None, "error": None}
     try:
         import onnx
 
         from compiler.backend.accel.backend import SimAccelBackend
-        from compiler.autotune.measure import TimingOnlyDevice
         from compiler.executor.registry import create_cpu_backend
         from compiler.executor.module import Module
         from compiler.executor.pipeline import compile_model
+        from compiler.topi.tune import TimingOnlyDevice
 
         cfg = config_from(fields)
         proto = onnx.load_model_from_string(model) if isinstance(model, (bytes, bytearray)) else onnx.load(model)
@@ -90,7 +91,17 @@ def latency_record(fields: dict[str, Any], model: bytes, tune: int = DEFAULT_TUN
     except Exception as exc:  # noqa: BLE001 - a point the compiler cannot serve is a result, not a crash
         rec["error"] = f"{type(exc).__name__}: {exc}"
     rec["seconds"] = round(time.perf_counter() - t0, 3)
+    rec["cpu_seconds"] = round(time.process_time() - c0, 3)
     return rec
+
+
+def latency_cost(fields: dict[str, Any]) -> tuple:
+    """A sort key that puts the slower latency evaluations first (largest first: the schedule that spreads
+    evaluations over workers most evenly). Compile and timing work grows with the number of tiles a layer is
+    cut into: with fewer MACs per cycle (more GEMM blocks) and smaller scratchpads (more, smaller tiles)."""
+    c = config_from(fields)
+    return (-1.0 / c.macs_per_cycle, -1.0 / (c.inp_buff_size + c.wgt_buff_size + c.acc_buff_size),
+            -1.0 / c.bus_width)
 
 
 #: RAMB36 geometry: 36 Kbit, at most 72 bits wide (simple dual port).

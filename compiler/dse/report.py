@@ -7,14 +7,15 @@ from compiler.dse.sweep import RESOURCES, DseResult
 
 
 def table(result: DseResult, limit: int | None = None):
-    """A :class:`rich.table.Table`: every evaluated point, fastest first, front points marked."""
+    """A :class:`rich.table.Table`: every evaluated point, fastest first, front points marked; a timed point's
+    latency is at min(clock, Fmax), and an Fmax below the point's clock is marked "(misses)"."""
     from rich.table import Table
 
     front = {r["index"] for r in result.front}
     keys = list(result.rows[0]["params"]) if result.rows else []
     t = Table(title=f"design space: {result.stats.get('points_evaluated')} points evaluated, "
                     f"{result.stats.get('points_pruned_invalid')} pruned, {len(front)} on the front")
-    for k in ["#", *keys, "latency ms", *RESOURCES, "util", "fits", "synthesis"]:
+    for k in ["#", *keys, "latency ms", "Fmax MHz", *RESOURCES, "util", "fits", "synthesis"]:
         t.add_column(k, justify="right" if k not in ("synthesis",) else "left")
     rows = sorted(result.rows, key=lambda r: (r["latency_ms"] is None, r["latency_ms"] or 0))
     for r in rows[:limit]:
@@ -23,7 +24,8 @@ def table(result: DseResult, limit: int | None = None):
         lat = "error" if r["latency_ms"] is None else f"{r['latency_ms']:.3f}"
         util = f"{r['utilization']:.0%}" if r.get("utilization") is not None else (
             f"~{r['estimate_utilization']:.0%}" if r.get("estimate_utilization") is not None else "")
-        t.add_row(f"{mark}{r['index']}", *[str(r["params"][k]) for k in keys], lat,
+        fmax = "" if r.get("fmax_mhz") is None else f"{r['fmax_mhz']:g}" + ("" if r["meets"] else " (misses)")
+        t.add_row(f"{mark}{r['index']}", *[str(r["params"][k]) for k in keys], lat, fmax,
                   *[str(res.get(k, "")) for k in RESOURCES], util,
                   "" if r.get("fits") is None else ("yes" if r["fits"] else "no"), str(r.get("synth", "")))
     return t

@@ -178,3 +178,24 @@ def test_vta_hw_build_reports_a_missed_clock_without_traceback(missed, monkeypat
     cap = capsys.readouterr()
     assert "did not meet" in cap.err and "critical path" in cap.err and "Traceback" not in cap.err
     assert json.loads(cap.out.strip().splitlines()[-1])["fmax_mhz"] == missed.record["fmax_mhz"]
+
+
+def test_fmax_from_a_synthesis_record_is_the_xilinx_estimate():
+    """A sweep's Fmax from the sta path its synthesis run printed: the logic delay x the routing factor, as
+    timing_record estimates a Xilinx part (hand-computed: 8.378 ns x 2.2 = 18.43 ns -> 54.25 MHz)."""
+    from fpga.timing import ROUTING_FACTOR, fmax_from_synthesis
+
+    sta = {"delay_ns": 8.378, "from": "a (RAMB36E1.CLKARDCLK->DOADO)", "to": "b (DSP48E1.PCIN)", "cells": 6}
+    rec = fmax_from_synthesis({"error": None, "LUT": 1, "sta": sta})
+    assert ROUTING_FACTOR == 2.2 and rec["fmax_mhz"] == 54.25 and rec["error"] is None
+    assert rec["critical_path"]["logic_ns"] == 8.378 and rec["critical_path"]["delay_ns"] == 18.432  # rounded to ps
+    assert fmax_from_synthesis({"error": None, "LUT": 1})["fmax_mhz"] is None
+    assert fmax_from_synthesis({"error": "RuntimeError: yosys failed"})["error"] == "RuntimeError: yosys failed"
+
+
+def test_point_timing_record_is_an_error_record_for_a_config_without_a_part():
+    from fpga.timing import point_timing_record
+    from isa import make_config
+
+    rec = point_timing_record(make_config("tiny", fpga_part="").to_dict())
+    assert rec["fmax_mhz"] is None and "has no fpga_part" in rec["error"]

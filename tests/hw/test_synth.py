@@ -45,5 +45,17 @@ def test_design_hash_ignores_fields_the_rtl_does_not_depend_on():
     wider = make_config("tiny", log_block_out=3).to_dict()
     assert design_hash(base, "xc7") == design_hash(same, "xc7")
     assert design_hash(base, "xc7") != design_hash(wider, "xc7") and design_hash(base, "xc7") != design_hash(base, "ecp5")
+    # a synthesis that also ran sta is another record (flattened netlist, an sta path)
+    assert design_hash(base, "xc7", sta=True) == design_hash(same, "xc7", sta=True) != design_hash(base, "xc7")
     assert device_for(make_config("ultra96")) == "xczu3eg" and device_for(make_config("ecp5-85f")) == "ecp5"
     assert device_for(make_config("pynq-z1")) == "xc7"
+
+
+def test_sta_in_the_synthesis_run_is_xc7_only():
+    from hw.synth import STA_SCRIPT, synthesize
+    from isa import make_config
+
+    with pytest.raises(ValueError, match="needs the xc7 family"):
+        synthesize(make_config("tiny"), device="ecp5", sta=True)
+    # the counts are taken before the cell library is read, the sta after: one yosys run gives both
+    assert STA_SCRIPT.index("stat.log stat") < STA_SCRIPT.index("read_verilog -lib") < STA_SCRIPT.index("sta.log sta")

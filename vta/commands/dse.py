@@ -32,15 +32,39 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="conv tilings timed per layer shape, as build does (default 2); 1: the analytic choice "
                         "alone (about a third of the work per point)")
     p.add_argument("--no-synth", action="store_true", help="run no synthesis: latencies, estimates, and the syntheses already in the cache")
+    p.add_argument("--no-timing", action="store_true",
+                   help="no Fmax: synthesize for resources only and take every point's clock as achievable")
     p.add_argument("--synth-cache", help="synthesis cache (JSON lines, shared by sweeps; default DIR/synth-cache.jsonl)")
     p.add_argument("-o", "--out", required=True, help="output directory (a rerun resumes from its dse.jsonl)")
     p.add_argument("--json", action="store_true", help="end with one JSON object (the front and the figures)")
     p.set_defaults(func=run)
 
 
+def sweep_models(device: str, timing: bool = True):
+    """The sweep's ResourceModel (yosys, :mod:`hw.synth`) and TimingModel (:mod:`fpga.timing`; None without
+    ``timing``) for a :data:`hw.synth.CAPACITY` device: on the Zynq-7020 (xc7) one yosys run gives both the counts
+    and the sta path; ECP5 and UltraScale+ devices are timed by a run of their own (nextpnr; yosys xc7 sta)."""
+    from functools import partial
+
+    from compiler.dse import ResourceModel, TimingModel
+    from fpga.timing import ROUTING_FACTOR, fmax_from_synthesis, point_timing_key, point_timing_record
+    from hw.synth import CAPACITY, design_hash, synth_record
+
+    cap = CAPACITY[device]
+    cap = {"LUT": cap["LUT"], "DSP": cap["DSP"], "RAMB36": cap["BRAM"]}
+    if not timing:
+        return ResourceModel(device, cap, design_hash, synth_record), None
+    if device == "xc7":
+        return (ResourceModel(device, cap, partial(design_hash, sta=True), partial(synth_record, sta=True)),
+                TimingModel(f"yosys sta in the synthesis run x routing factor {ROUTING_FACTOR} (fpga.timing)",
+                            from_synthesis=fmax_from_synthesis))
+    return (ResourceModel(device, cap, design_hash, synth_record),
+            TimingModel("fpga.timing.timing_record per design (nextpnr-ecp5 for ECP5 parts, yosys xc7 sta for "
+                        "Xilinx)", key=point_timing_key, evaluate=point_timing_record))
+
+
 def _resources(args, base_fields: dict):
-    from compiler.dse import ResourceModel
-    from hw.synth import CAPACITY, design_hash, device_for, synth_record
+    from hw.synth import device_for
     from isa import make_config
 
     if args.board:
@@ -51,9 +75,7 @@ def _resources(args, base_fields: dict):
         device = next(v for k, v in DEVICES.items() if part.startswith(k))
     else:
         device = device_for(make_config(base_fields))
-    cap = CAPACITY[device]
-    return ResourceModel(device, {"LUT": cap["LUT"], "DSP": cap["DSP"], "RAMB36": cap["BRAM"]}, design_hash,
-                         synth_record)
+    return sweep_models(device, timing=not args.no_timing)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -78,13 +100,14 @@ def run(args: argparse.Namespace) -> int:
 
         def check(fields):
             board.check_config(make_config(fields))
-    resources = _resources(args, space.base.to_dict())
+    resources, timing = _resources(args, space.base.to_dict())
     out = Path(args.out)
     print(f"{space.size} points ({len(space.valid)} valid, {len(space.pruned)} rejected by the config validator); "
           f"device {resources.device}; log {out / 'dse.jsonl'}")
     with make_runner(args.ray, args.workers) as runner:
         res = run_sweep(model, space, out, resources, runner, synth=not args.no_synth, synth_cache=args.synth_cache,
-                        check=check, progress=sys.stderr.isatty(), tune=args.tune)
+                        check=check, progress=sys.stderr.isatty(), tune=args.tune,
+                        timing=timing)
     console = Console(width=200)
     console.print(table(res))
     with (out / "table.txt").open("w") as f:
@@ -94,8 +117,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"pruned {p['params']}: {p['reason']}")
     best = res.stats.get("best_fitting")
     if best:
-        print(f"fastest config that fits {resources.device}: {best['params']} {best['latency_ms']:.3f} ms "
-              f"(LUT {best['LUT']}, DSP {best['DSP']}, RAMB36 {best['RAMB36']})")
+        at = "" if best.get("fmax_mhz") is None else f" at {min(best['clock_mhz'], best['fmax_mhz']):g} MHz"
+        print(f"fastest config that fits {resources.device}: {best['params']} {best['latency_ms']:.3f} ms{at} "
+              f"(LUT {best['LUT']}, DSP {best['DSP']}, RAMB36 {best['RAMB36']}"
+              + ("" if best.get("fmax_mhz") is None else f", Fmax {best['fmax_mhz']:g} MHz") + ")")
     print(f"front: {len(res.front)} point(s); wrote {out / 'front.json'}, {out / 'table.txt'}, {png}")
     if args.json:
         print(json.dumps(res.summary()))

@@ -18,9 +18,10 @@ from compiler.graph.accel_interface import as_hw_config
 from compiler.graph.conv_stripes import conv2d_in_stripes, stripe_rows
 from compiler.lower import lower
 from jit_runtime.host_ops.requant import Requant
-from compiler.topi.conv2d import ConvShape, conv2d_compute, conv2d_epilogue, conv2d_kernel
+from compiler.topi.conv2d import ConvShape, conv2d_compute, conv2d_epilogue
 from compiler.topi.knobs import ConvKnobs
 from compiler.topi.residual import Residual, residual_supported
+from compiler.topi.tune import KernelProgram, TimingOnlyDevice, conv_program, kernel_program, rq_key
 from isa import HwConfig
 
 
@@ -30,12 +31,14 @@ _CONTRACT_TIMED = frozenset({"sim", "rtl", "rtl-check"})
 
 @dataclass
 class Compiled:
-    """A compiled kernel: its tensors, constant inputs, operations and MAC count."""
+    """A compiled kernel: its tensors, constant inputs, operations and MAC count (``built``: its finalized program
+    when it came from the per-schedule cache of :func:`compiler.topi.tune.conv_program`)."""
 
     kernel: Any
     ops: list
     consts: list
     macs: int
+    built: KernelProgram | None = None
 
 
 def _value_key(v) -> tuple:
@@ -46,47 +49,35 @@ def _value_key(v) -> tuple:
     return (a.dtype.str, a.shape, a.tobytes())
 
 
-def _rq_key(bias, rq: Requant | None) -> tuple:
-    if rq is None:
-        return ("none",)
-
-    def k(v):
-        a = np.asarray(v)
-        return ("arr", a.shape) if a.ndim else ("s", int(a))
-    return (bias is not None, k(rq.pre_shift), k(rq.multiplier), k(rq.shift), rq.relu, rq.out_min, rq.out_max,
-            int(rq.zero_point))
+_rq_key = rq_key  # the epilogue's structure (compiler.topi.tune)
 
 
 def compile_conv2d(cfg: HwConfig, cs: ConvShape, bias, requant: Requant | None,
                    knobs: ConvKnobs | None = None, residual: Residual | None = None) -> Compiled:
-    """Schedule, lower and generate operations for one packed conv2d (values of bias/requant included;
-    ``residual``: a fused residual Add whose other operand is the kernel's ``residual`` input)."""
-    k = conv2d_kernel(cfg, cs, bias, requant, knobs, residual)
-    func = lower(k.schedule, cfg, name="conv2d")
-    ops = OpBuilder(func, cfg).build()
-    return Compiled(k, ops, k.epilogue.consts, cs.macs(cfg))
+    """Schedule, lower and generate operations for one packed conv2d (``residual``: a fused residual Add whose other
+    operand is the kernel's ``residual`` input). The program is shared with the tiling chooser's measurement
+    (:func:`compiler.topi.tune.conv_program`, cached per schedule); the constants' values are patched per run."""
+    from compiler.topi.conv2d import add_residual
+
+    kp = conv_program(cfg, cs, bias, requant, knobs, residual)
+    ep = conv2d_epilogue(cfg, cs, kp.kernel.conv, bias, requant)  # this call's constant values
+    if residual is not None:
+        add_residual(cfg, cs, ep, residual)
+    consts = [(t, arr) for (t, _), (_, arr) in zip(kp.consts, ep.consts)]
+    return Compiled(kp.kernel, kp.ops, consts, cs.macs(cfg), kp)
 
 
 class Replay:
     """A compiled kernel finalized once into a jit_runtime ``Program``; each run patches the input,
-    weight and constant bytes into a copy of its DRAM image and runs the device on it."""
+    weight and constant bytes into a copy of its DRAM image and runs the device on it. On the timing-only
+    device a program the tiling chooser already timed is not run again (its cycles never depend on data)."""
 
     def __init__(self, cfg: HwConfig, comp: Compiled, device: str = "sim") -> None:
-        from jit_runtime.command_queue import CommandQueue
-
         self.cfg, self.comp, self.device = cfg, comp, device
-        q = CommandQueue(cfg, device)
-        self.slots: dict = {}
-        extra = [comp.kernel.residual] if comp.kernel.residual is not None else []
-        for t in [comp.kernel.data, comp.kernel.weight] + extra + [t for t, _ in comp.consts]:
-            self.slots[t] = q.alloc(t.shape, _np_dtype(t.dtype), name=t.name)
-        out_t = comp.kernel.out
-        dram = dict(self.slots)
-        dram[out_t] = q.alloc(out_t.shape, _np_dtype(out_t.dtype), name="out")
-        emit(comp.ops, q, dram)
-        self.program = q.finalize(name="conv2d")
-        self.where = {t: (b.addr, _np_dtype(t.dtype), b.nbytes) for t, b in self.slots.items()}
-        self.out = self.program.buffers["out"]
+        self.built = comp.built or kernel_program(cfg, comp.kernel, comp.ops, comp.consts)
+        self.program = self.built.program
+        self.where = self.built.where
+        self.out = self.built.out
         self._dev = None
         self._profile: dict | None = None
 
@@ -105,7 +96,12 @@ class Replay:
             image[addr:addr + nbytes] = a.reshape(-1).view(np.uint8)
         if self._dev is None:
             self._dev = make_device(self.device, self.cfg)
-        res = self._dev.run(image, self.program.insn_addr, self.program.n_insns)
+        if isinstance(self._dev, TimingOnlyDevice) and self.built.timed is not None:
+            res = self.built.timed  # the same program, timed when the tiling was chosen
+        else:
+            res = self._dev.run(image, self.program.insn_addr, self.program.n_insns)
+            if isinstance(self._dev, TimingOnlyDevice):
+                self.built.timed = res
         if self.device not in _CONTRACT_TIMED:  # a board's DRAM latency varies: its profile is per run
             return self.out.read(image), int(res.cycles), dict(res.profile), res
         if self._profile is None:  # the timing contract never depends on data: one program, one profile

@@ -31,7 +31,7 @@ def cluster():
 
 
 def _identity(rec: dict) -> dict:
-    return {k: v for k, v in rec.items() if k != "seconds"}
+    return {k: v for k, v in rec.items() if k not in ("seconds", "cpu_seconds")}
 
 
 def _descends_from_us(pid: int) -> bool:
@@ -116,3 +116,16 @@ def _nice(_item) -> int:
 def test_local_cluster_workers_run_at_the_drivers_priority(cluster):
     """Ray's default worker niceness (15) starves evaluations on a shared machine; a local cluster uses 0."""
     assert cluster.map(_nice, [0, 1]) == [os.nice(0)] * 2
+
+
+def _module_loaded(name) -> bool:
+    import sys
+
+    return name in sys.modules
+
+
+def test_warm_imports_the_modules_in_every_worker(cluster):
+    """RayRunner.warm: every worker started with the evaluation's modules imported before the first real task."""
+    assert not any(cluster.map(_module_loaded, ["wave"] * 2))  # a module nothing of the stack imports
+    assert cluster.warm(("wave",), hold_s=0.5) > 0
+    assert cluster.map(_module_loaded, ["wave"] * 4) == [True] * 4

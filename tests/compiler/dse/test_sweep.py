@@ -176,3 +176,128 @@ def test_no_synth_uses_the_cache_and_runs_no_synthesis(tmp_path):
     empty = run_sweep(tiny_qdq_model(), sp, tmp_path / "b", RESOURCES, LoopRunner(), synth_cache=tmp_path / "none.jsonl",
                       synth=False)
     assert empty.front == [] and empty.stats["synth_missing"] == full.stats["synthesized"] > 0
+
+
+def fmax_synth(fields: dict, device: str) -> dict:
+    """fake_synth plus an Fmax, as a synthesis run that also timed its netlist: the 64-bit bus misses tiny's
+    25 MHz clock (10 MHz), the 32-bit one makes it (100 MHz)."""
+    return {**fake_synth(fields, device), "fake_fmax": 10.0 if fields["bus_width"] == 64 else 100.0}
+
+
+def from_synth(rec: dict) -> dict:
+    return {"fmax_mhz": rec["fake_fmax"], "error": None}
+
+
+def _dominated(a, b):
+    return all(y <= x for x, y in zip(a, b)) and a != b
+
+
+def test_fmax_sets_the_latency_at_the_clock_a_point_can_run(tmp_path):
+    from compiler.dse import TimingModel
+
+    cap = {"LUT": 100_000, "DSP": 40, "RAMB36": 60}  # DSP-bound: a bus width changes the latency, not the estimate
+    res_model = ResourceModel("test-device", cap, fake_key, fmax_synth)
+    timing = TimingModel("fake", from_synthesis=from_synth)
+    runner = CountingRunner()
+    res = run_sweep(tiny_qdq_model(), parse_space(SPACE), tmp_path, res_model, runner, timing=timing)
+    clock = make_config("tiny").clock_mhz
+    timed = [r for r in res.rows if r.get("resources")]
+    assert timed and runner.calls == 4 + len(timed)  # the Fmax came with the synthesis: no run of its own
+    for r in timed:
+        fmax = 10.0 if r["params"]["bus_width"] == 64 else 100.0
+        assert r["fmax_mhz"] == fmax and r["meets"] == (fmax >= clock)
+        assert r["latency_ms"] == pytest.approx(r["cycles"] / (min(clock, fmax) * 1e3))
+        assert r["latency_ms_at_clock"] == pytest.approx(r["cycles"] / (clock * 1e3))
+    assert any(r["meets"] is False for r in timed)
+    # the skip rule after the candidates' Fmax is known: a skipped point is dominated by a point's final latency
+    # (achievable where timed), and every point that no final value dominates was synthesized
+    u = {r["index"]: max(r["estimate"][k] / cap[k] for k in cap) for r in res.rows}
+    for r in res.rows:
+        nominal = r["cycles"] / (clock * 1e3)
+        dom = any(_dominated((nominal, u[r["index"]]), (q["latency_ms"], u[q["index"]])) for q in res.rows if q is not r)
+        if r["synth"].startswith("skipped: dominated"):
+            assert dom
+        if not dom:
+            assert r["synth"] == "synthesized"
+    # a 32-bit point first skipped behind its faster 64-bit twin is synthesized once the twin's 10 MHz is known
+    assert res.stats["synth_rounds"] == 2
+    expect = {r["index"] for r in timed if not any(_dominated((r["latency_ms"], r["utilization"]),
+                                                              (q["latency_ms"], q["utilization"])) for q in timed)}
+    assert {f["index"] for f in res.front} == expect
+    assert all(f["fmax_mhz"] is not None and f["clock_mhz"] == clock for f in res.front)
+
+
+def ecp5_like_timing(fields: dict) -> dict:
+    return {"fmax_mhz": 12.5 * fields["log_block_out"], "error": None, "seconds": 0.0}
+
+
+def test_a_timing_run_of_its_own_is_cached_like_synthesis(tmp_path):
+    from compiler.dse import TimingModel
+
+    timing = TimingModel("fake run", key=lambda f: "tim-" + fake_key(f, ""), evaluate=ecp5_like_timing)
+    runner = CountingRunner()
+    cache = tmp_path / "cache.jsonl"
+    res = run_sweep(tiny_qdq_model(), parse_space(SPACE), tmp_path / "a", RESOURCES, runner, timing=timing,
+                    synth_cache=cache)
+    timed = [r for r in res.rows if r.get("resources")]
+    assert runner.calls == 4 + 2 * len(timed)  # latency, synthesis and one timing run per synthesized point
+    for r in timed:
+        assert r["fmax_mhz"] == 12.5 * r["params"]["log_block_out"]
+    again = CountingRunner()
+    res2 = run_sweep(tiny_qdq_model(), parse_space(SPACE), tmp_path / "b", RESOURCES, again, timing=timing,
+                     synth_cache=cache, synth=False)
+    assert again.calls == 4 and res2.front == res.front  # only the new log's latencies; timing from the cache
+    with pytest.raises(ValueError, match="either from_synthesis or both key and evaluate"):
+        TimingModel("neither")
+
+
+def test_the_chosen_tiling_is_timed_once(monkeypatch):
+    """SimAccelBackend(tune=2) on the timing-only device: every program is timed once (the chooser's candidates;
+    the backend's run of the chosen one reuses its timing), and the cycles are the simulator's with real data."""
+    import onnx
+
+    from compiler.accel_backend import SimAccelBackend
+    from compiler.cpu.backend import create_cpu_backend
+    from compiler.executor.module import Module
+    from compiler.executor.pipeline import compile_model
+    from compiler.topi import tune
+
+    cfg = make_config("tiny", log_block_out=2, wgt_buff_size=16384)  # a config no other test compiled
+    runs: list = []
+    real = tune.TimingOnlyDevice.run
+
+    def counted(self, dram, insn_addr, n_insns):
+        runs.append((id(dram), insn_addr, n_insns))
+        return real(self, dram, insn_addr, n_insns)
+
+    monkeypatch.setattr(tune.TimingOnlyDevice, "run", counted)
+    tune._CACHE.clear()
+    tune._PROGRAMS.clear()
+    model = onnx.load_model_from_string(tiny_qdq_model())
+    mod = Module(compile_model(model, cfg, progress=False), SimAccelBackend(cfg, device=tune.TimingOnlyDevice(cfg)),
+                 create_cpu_backend(None), progress=False)
+    mod.run({"input": np.zeros((1, 8, 8, 8), np.float32)})
+    measured = list(tune._PROGRAMS.values())
+    assert measured and len(runs) == len(measured) == sum(kp.timed is not None for kp in measured)
+    sim = Module(compile_model(model, cfg, progress=False), SimAccelBackend(cfg), create_cpu_backend(None),
+                 progress=False)
+    sim.run({"input": np.random.default_rng(3).standard_normal((1, 8, 8, 8)).astype(np.float32)})
+    assert mod.profile_summary()["accel_cycles"] == sim.profile_summary()["accel_cycles"] > 0
+
+
+def test_the_latency_stage_submits_the_largest_evaluations_first(tmp_path):
+    """Fewer MACs per cycle (more GEMM blocks to compile and time) first: the last tasks to finish are short."""
+    from compiler.dse.evaluate import latency_cost
+
+    class Recording(LoopRunner):
+        items: list = []
+
+        def imap(self, fn, items, shared=()):
+            self.items = list(items)
+            yield from super().imap(fn, items, shared)
+
+    runner = Recording()
+    run_sweep(tiny_qdq_model(), parse_space(SPACE), tmp_path, None, runner)
+    blocks = [f["log_block_out"] for f in runner.items]
+    assert blocks == sorted(blocks) and len(blocks) == 4  # block_out 2 before 4
+    assert [latency_cost(f) for f in runner.items] == sorted(latency_cost(f) for f in runner.items)
