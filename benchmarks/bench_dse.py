@@ -43,7 +43,7 @@ SPACE = {"base": "pynq-z1", "params": {"log_block_out": [3, 4, 5], "wgt_buff_siz
                                        "acc_buff_size": [64 * K, 128 * K], "bus_width": [32, 64, 128]}}
 BOARD = "pynq-z1"
 #: what an evaluation imports (compiler.dse.evaluate.latency_record), imported before either side is timed
-WARM_MODULES = ("onnx", "compiler.accel_backend", "compiler.cpu.backend", "compiler.executor.module",
+WARM_MODULES = ("onnx", "compiler.backend.accel.backend", "compiler.executor.registry", "compiler.executor.module",
                 "compiler.executor.pipeline", "compiler.topi.tune", "compiler.dse.evaluate")
 
 

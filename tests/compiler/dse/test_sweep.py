@@ -256,8 +256,8 @@ def test_the_chosen_tiling_is_timed_once(monkeypatch):
     the backend's run of the chosen one reuses its timing), and the cycles are the simulator's with real data."""
     import onnx
 
-    from compiler.accel_backend import SimAccelBackend
-    from compiler.cpu.backend import create_cpu_backend
+    from compiler.backend.accel.backend import SimAccelBackend
+    from compiler.executor.registry import create_cpu_backend
     from compiler.executor.module import Module
     from compiler.executor.pipeline import compile_model
     from compiler.topi import tune
