@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -46,6 +47,10 @@ XILINX_PARTS = {"xc7z020clg400-1": "xc7", "xczu3eg-sbva484-1-e": "xc7", "xczu7ev
 #: datapath the accelerator's critical path runs through) 47.78 ns = 21.66 logic + 26.12 routing -> 2.21; a
 #: registered 16 x 16 multiply-accumulate 6.87 = 4.45 + 2.42 -> 1.54 (a small design routes short).
 ROUTING_FACTOR = 2.2
+
+
+#: nextpnr's ``--threads`` (the parallel passes: HeAP placer, router2): the machine's CPU count
+NEXTPNR_THREADS = max(1, os.cpu_count() or 1)
 
 
 class TimingError(ValueError):
@@ -206,7 +211,7 @@ def run_ecp5_flow(top, platform, out: Path, clock_mhz: float | None = None, allo
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    nextpnr_opts = "--timing-allow-fail" if allow_fail else ""
+    nextpnr_opts = f"--threads {NEXTPNR_THREADS}" + (" --timing-allow-fail" if allow_fail else "")
     with open_flow_env():
         plan = platform.build(top, name="top", do_build=False, synth_opts=synth_opts, nextpnr_opts=nextpnr_opts)
         default_hz = platform.default_clk_frequency
