@@ -229,17 +229,22 @@ def run_ecp5_flow(top, platform, out: Path, clock_mhz: float | None = None, allo
         proc = subprocess.run(["sh", f"{plan.script}.sh"], cwd=out, capture_output=True, text=True)
     rec = ecp5_result(out, target)
     rec["returncode"] = proc.returncode
-    path = rec["critical_path"]
     if proc.returncode != 0:
-        achieved = f"{rec['fmax_mhz']:.2f} MHz" if rec["fmax_mhz"] else "no Fmax (nextpnr did not get to timing)"
-        where = (f"; critical path {path['from']} -> {path['to']} ({path['delay_ns']} ns: {path['logic_ns']} ns logic, "
-                 f"{path['routing_ns']} ns routing)") if path else ""
         tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-6:])
-        missed = rec["fmax_mhz"] is not None and rec["fmax_mhz"] < target
-        what = (f"place and route did not meet {target:g} MHz: nextpnr reaches {achieved}{where}" if missed else
-                f"the ECP5 flow failed (exit {proc.returncode}); nextpnr reached {achieved}{where}")
-        raise PlaceRouteError(f"{what}. Log: {out / 'top.tim'}" + ("" if missed else f"\n{tail}"), rec)
+        raise PlaceRouteError(place_route_message(rec, target, out, proc.returncode, tail), rec)
     return rec
+
+
+def place_route_message(rec: dict, target_mhz: float, out: Path, returncode: int = 1, tail: str = "") -> str:
+    """One line for a missed clock (achieved Fmax and critical path) or a failed flow (exit status, log tail)."""
+    path = rec.get("critical_path")
+    achieved = f"{rec['fmax_mhz']:.2f} MHz" if rec.get("fmax_mhz") else "no Fmax (nextpnr did not get to timing)"
+    where = (f"; critical path {path['from']} -> {path['to']} ({path['delay_ns']} ns: {path['logic_ns']} ns logic, "
+             f"{path['routing_ns']} ns routing)") if path else ""
+    missed = rec.get("fmax_mhz") is not None and rec["fmax_mhz"] < target_mhz
+    what = (f"place and route did not meet {target_mhz:g} MHz: nextpnr reaches {achieved}{where}" if missed else
+            f"the ECP5 flow failed (exit {returncode}); nextpnr reached {achieved}{where}")
+    return f"{what}. Log: {Path(out) / 'top.tim'}" + ("" if missed or not tail else f"\n{tail}")
 
 
 def ecp5_result(out: Path, target_mhz: float) -> dict:
