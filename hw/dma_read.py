@@ -86,7 +86,7 @@ class DmaRead(wiring.Component):
         if self.pad_lane_bits:  # the pad word: pad_value (latched at start) sign-extended into every lane
             lane = self.pad_lane_bits
             pv = Signal(signed(len(self.pad_value)))
-            m.d.sync += pv.eq(Mux(self.start, self.pad_value, pv))
+            m.d.sync += pv.eq(Mux(state == IDLE, self.pad_value, pv))
             pad_word = Cat(*[pv.as_signed()[:lane] if len(pv) >= lane else
                              Cat(pv, pv[-1].replicate(lane - len(pv))) for _ in range(wbits // lane)])
         else:
@@ -105,12 +105,16 @@ class DmaRead(wiring.Component):
         with m.If(prep[1]):
             m.d.sync += [row_sram.eq(base_x0 + top_words), side_pa.eq(base + top_words),
                          bot_pa.eq(base + top_words)]
-        with m.If(self.start):
-            m.d.sync += [state.eq(RECV), y.eq(self.y_size), x_size.eq(self.x_size), xp0.eq(self.x_pad0),
+        # the fields are tracked while idle (so the registers hold the start cycle's values) rather than loaded
+        # on ``start``: ``start`` (queue head, tokens, arbiter) then drives a few flip-flops, not every field's
+        with m.If(state == IDLE):
+            m.d.sync += [y.eq(self.y_size), x_size.eq(self.x_size), xp0.eq(self.x_pad0),
                          xp1.eq(self.x_pad1), yp0.eq(self.y_pad0), yp1.eq(self.y_pad1), width.eq(w_start),
                          base.eq(self.sram_base), r.eq(0), x.eq(0)]
             if nb > 1:
                 m.d.sync += bcnt.eq(0)
+        with m.If(self.start):
+            m.d.sync += state.eq(RECV)
         m.d.comb += self.busy.eq(state != IDLE)
 
         top_ne, side_ne, bot_ne = yp0 != 0, (xp0 + xp1) != 0, yp1 != 0
