@@ -178,3 +178,46 @@ def test_vta_hw_build_reports_a_missed_clock_without_traceback(missed, monkeypat
     cap = capsys.readouterr()
     assert "did not meet" in cap.err and "critical path" in cap.err and "Traceback" not in cap.err
     assert json.loads(cap.out.strip().splitlines()[-1])["fmax_mhz"] == missed.record["fmax_mhz"]
+
+
+@pytest.mark.parametrize("fmax", [31.5, 22.0])
+def test_ulx3s_build_reuses_the_timing_run_of_the_same_system(fmax, monkeypatch, tmp_path):
+    """`vta hw build --board ulx3s` of a config on the ULX3S's part with the default program takes `vta hw timing`'s
+    run of the same system (files copied, report says so); a run below the 25 MHz board clock is the clear error.
+    Another program is built by its own flow."""
+    import fpga.build
+    import fpga.timing
+    from fpga.timing import PlaceRouteError
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "top.bit").write_bytes(b"\xff" * 1000)
+    (run / "top.tim").write_text("Info: Device utilisation:\nInfo: \t          TRELLIS_COMB:  9000/83640    10%\n")
+    path = {"from": "a.Q", "to": "b.D", "delay_ns": round(1000 / fmax, 3), "logic_ns": 10.0, "routing_ns": 20.0}
+    calls = []
+
+    def record(cfg, use_cache=True, workdir=None):
+        calls.append(cfg.name)
+        return {"fmax_mhz": fmax, "fmax_by_clock_mhz": {"clk": fmax}, "target_mhz": 50.0, "critical_path": path,
+                "dir": str(run), "bitstream": str(run / "top.bit")}
+
+    monkeypatch.setattr(fpga.timing, "timing_record", record)
+    cfg = make_config("ecp5-85f")
+    out = tmp_path / "out"
+    if fmax >= 25:
+        rep = fpga.build.build_board("ulx3s", out, cfg)
+        assert rep["meets"] and rep["bitstream_bytes"] == 1000 and (out / "top.bit").exists()
+        assert "vta hw timing" in rep["placed_by"] and rep["utilisation"] == {"TRELLIS_COMB": "9000/83640"}
+    else:
+        with pytest.raises(PlaceRouteError) as ei:
+            fpga.build.build_board("ulx3s", out, cfg)
+        assert "did not meet 25 MHz" in str(ei.value) and "a.Q -> b.D" in str(ei.value)
+    assert calls == ["ecp5-85f"]
+
+    def own_flow(*a, **k):
+        raise RuntimeError("own flow")
+
+    monkeypatch.setattr(fpga.timing, "run_ecp5_flow", own_flow)
+    with pytest.raises(RuntimeError, match="own flow"):
+        fpga.build.build_board("ulx3s", tmp_path / "other", cfg, case="gemm_vt1")
+    assert calls == ["ecp5-85f"]
