@@ -23,7 +23,7 @@ from amaranth.lib.wiring import In, Out
 
 from hw.alu import alu_lane, record_of
 from hw.common import clog2, epb, field, log2
-from hw.intrinsic import DatapathContext, GemmArray, Stager, can_pair, isolated, lane_terms, pair_products, tree_sum  # noqa: F401
+from hw.intrinsic import DatapathContext, GemmArray, Stager, array_stages, can_pair, isolated, lane_terms, pair_products, tree_sum  # noqa: F401
 from hw.dma_read import DmaRead
 from hw.load import connect_engine, mem_ports, mux_read_masters, read_master, read_port
 from hw.unit import IDLE, REQ, dma_control, frontend, push
@@ -215,13 +215,44 @@ class ComputeUnit(wiring.Component):
         def first_stage(depth: int) -> int:
             return 2 if depth == 2 else 3
 
+        v_w, dst_w, fin_w = Signal(), Signal(ab), Signal()  # the write stage's micro-op (driven below)
+        fwd_by_depth: dict[int, Value] = {}
+
+        def forwarded(depth: int) -> Value:
+            """The old accumulator row for the micro-op at stage ``depth`` (its write stage): the newest of the
+            pipeline's writes of the last ``depth - 2`` cycles to its dst, else the row read in S1. Which one is
+            decided a stage early (stage ``depth - 1`` compares against the write now and the history one younger)
+            and registered as a one-hot select, so the write stage only muxes before its adder."""
+            if depth in fwd_by_depth:
+                return fwd_by_depth[depth]
+            n = depth - 2
+            if n <= 0:
+                fwd_by_depth[depth] = accd[depth]
+                return accd[depth]
+            d1 = dstk[depth - 1]
+            hits = [v_w & (dst_w == d1)] + [hist_v[k] & (hist_a[k] == d1) for k in range(1, n)]
+            onehot = [Signal(name=f"fwd{depth}_sel{k}") for k in range(1, n + 1)]  # onehot[k-1]: k cycles ago
+            none = Signal(name=f"fwd{depth}_none")
+            taken: Value = Const(0, 1)
+            for k, h in enumerate(hits):
+                m.d.sync += onehot[k].eq(h & ~taken)
+                taken = taken | h
+            m.d.sync += none.eq(~taken)
+            out: Value = accd[depth] & none.replicate(lanes * aw)
+            for k in range(1, n + 1):
+                out = out | (hist_d[k] & onehot[k - 1].replicate(lanes * aw))
+            sig = Signal(lanes * aw, name=f"fwd{depth}")
+            m.d.comb += sig.eq(out)
+            fwd_by_depth[depth] = sig
+            return sig
+
         # ---------------------------------------------------------------- tensor intrinsics: stages, accumulate
         ten = is_gemm & ~rst
         gemm_depth = tensor_depths[decls[0].opcode] if decls else 3
         g0 = first_stage(gemm_depth)
         levels = max(BI - 1, 0).bit_length()
         arr_stager = Stager(m, gemm_depth - g0, lambda lv: vk_[g0 + lv] & ten)
-        array = GemmArray(cfg, m, vk_[g0] & ten, arr_stager, min(gemm_depth - g0, 1 + max(levels - 1, 0)))
+        array = GemmArray(cfg, m, vk_[g0] & ten, arr_stager, array_stages(cfg, gemm_depth - g0))
         array.s0 = g0
         tensor_res: list[Value] = [Const(0, aw)] * lanes  # per lane: the OR of every declaration's (isolated) result
         for d in decls:
@@ -239,9 +270,7 @@ class ComputeUnit(wiring.Component):
             terms = lane_terms(ctx)
             go = vk_[depth] & sel & ~rst
             # the old accumulator at the write stage: the row read in S1, or the newest result written since
-            fwd = accd[depth]
-            for k in range(depth - 2, 0, -1):
-                fwd = Mux(hist_v[k] & (hist_a[k] == dstk[depth]), hist_d[k], fwd)
+            fwd = forwarded(depth)
             for j in range(lanes):
                 old = fwd[j * aw:][:aw].as_signed()
                 base = Mux(ovw, 0, old)  # overwrite: acc[dst] = term, the old value is not read
@@ -269,7 +298,6 @@ class ComputeUnit(wiring.Component):
 
         # ---------------------------------------------------------------- the write stage
         at = {k: pipe == k for k in sorted({*alu_depths.values(), *tensor_depths.values()})}
-        v_w, dst_w, fin_w = Signal(), Signal(ab), Signal()
         for k, hit in at.items():
             with m.If(hit):
                 m.d.comb += [v_w.eq(vk_[k]), dst_w.eq(dstk[k]), fin_w.eq(fink[k])]
