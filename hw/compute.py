@@ -38,6 +38,18 @@ EXEC, DRAIN = 4, 5
 MIN_DEPTH = 2
 
 
+#: Datapath boundaries (after S2) from which a tensor intrinsic accumulates a stage early (``early`` in
+#: :meth:`ComputeUnit.elaborate`): the GEMM array then has the 4 or more it needs for its deep form besides.
+EARLY_ACCUMULATE = 5
+
+
+def _or(values: list[Value]) -> Value:
+    out = values[0]
+    for v in values[1:]:
+        out = out | v
+    return out
+
+
 def _reg(m: Module, v: Value, name: str) -> Signal:
     r = Signal(Value.cast(v).shape(), name=name)
     m.d.sync += r.eq(v)
@@ -246,13 +258,52 @@ class ComputeUnit(wiring.Component):
             fwd_by_depth[depth] = sig
             return sig
 
+        def early(depth: int) -> int:
+            """1 when a tensor intrinsic of ``depth`` accumulates a stage before its write (deep pipelines: the sum is
+            registered and the write stage only writes), else 0 (it accumulates in the write stage)."""
+            return int(depth - first_stage(depth) >= EARLY_ACCUMULATE)
+
+        early_sel: dict[int, Value] = {}
+        tq_all: list[list[Signal]] = []  # the early accumulates' registered sums (per declaration, per lane)
+        newest_sigs: list[Signal] = []
+
+        def forwarded_early(depth: int) -> Value:
+            """The old accumulator row for the micro-op at stage ``depth - 1`` (where an early declaration adds): the
+            newest of the sum registered for the micro-op just before it (now at the write stage), the writes of the
+            last ``depth - 3`` cycles and the row read in S1; the choice is made at stage ``depth - 2`` and registered
+            as a one-hot select (with the overwrite bit folded in: no old value at all)."""
+            if depth in early_sel:
+                return early_sel[depth]
+            n = depth - 3  # history entries still needed
+            d2 = dstk[depth - 2]
+            hits = [vk_[depth - 1] & (dstk[depth - 1] == d2), v_w & (dst_w == d2)]
+            hits += [hist_v[k] & (hist_a[k] == d2) for k in range(1, n)]
+            onehot = [Signal(name=f"efwd{depth}_sel{k}") for k in range(len(hits))]
+            none = Signal(name=f"efwd{depth}_none")
+            taken: Value = Const(0, 1)
+            for k, h in enumerate(hits):
+                m.d.sync += onehot[k].eq(h & ~taken & ~ovw)
+                taken = taken | h
+            m.d.sync += none.eq(~taken & ~ovw)
+            w = lanes * aw
+            newest = Signal(w, name=f"efwd{depth}_newest")  # the early sums of every declaration (0 but the active)
+            newest_sigs.append(newest)  # driven once every declaration's sums exist
+            out: Value = (accd[depth - 1] & none.replicate(w)) | (newest & onehot[0].replicate(w))
+            for k in range(1, n + 1):
+                out = out | (hist_d[k] & onehot[k].replicate(w))
+            sig = Signal(w, name=f"efwd{depth}")
+            m.d.comb += sig.eq(out)
+            early_sel[depth] = sig
+            return sig
+
         # ---------------------------------------------------------------- tensor intrinsics: stages, accumulate
         ten = is_gemm & ~rst
         gemm_depth = tensor_depths[decls[0].opcode] if decls else 3
         g0 = first_stage(gemm_depth)
         levels = max(BI - 1, 0).bit_length()
-        arr_stager = Stager(m, gemm_depth - g0, lambda lv: vk_[g0 + lv] & ten)
-        array = GemmArray(cfg, m, vk_[g0] & ten, arr_stager, array_stages(cfg, gemm_depth - g0))
+        g_budget = gemm_depth - g0 - early(gemm_depth)
+        arr_stager = Stager(m, g_budget, lambda lv: vk_[g0 + lv] & ten)
+        array = GemmArray(cfg, m, vk_[g0] & ten, arr_stager, array_stages(cfg, g_budget))
         array.s0 = g0
         tensor_res: list[Value] = [Const(0, aw)] * lanes  # per lane: the OR of every declaration's (isolated) result
         for d in decls:
@@ -264,10 +315,21 @@ class ComputeUnit(wiring.Component):
             for o in d.operands:
                 k = intr.vectors[o.name]
                 subs[o.scope] = (isubk if o.scope == "inp" else wsubk)[s0][:max(1, log2(k))]
-            st = Stager(m, depth - s0, lambda lv, s0=s0, sel=sel: vk_[s0 + lv] & sel & ~rst)
+            st = Stager(m, depth - s0 - early(depth), lambda lv, s0=s0, sel=sel: vk_[s0 + lv] & sel & ~rst)
             ctx = DatapathContext(cfg, intr, {"inp": rows[s0]["inp"], "wgt": rows[s0]["wgt"]}, subs, sel, array, st)
             ctx.s0 = s0
             terms = lane_terms(ctx)
+            if early(depth):  # accumulate at stage depth - 1 into a register; the write stage writes it
+                go_e = vk_[depth - 1] & sel & ~rst
+                fwd = forwarded_early(depth)
+                regs = []
+                for j in range(lanes):
+                    old = fwd[j * aw:][:aw].as_signed()  # 0 on overwrite (folded into the select)
+                    regs.append(_reg(m, isolated(m, go_e, (old + terms[j])[:aw]), f"tq{d.opcode}_{j}"))
+                tq_all.append(regs)
+                for j in range(lanes):
+                    tensor_res[j] = tensor_res[j] | regs[j]
+                continue
             go = vk_[depth] & sel & ~rst
             # the old accumulator at the write stage: the row read in S1, or the newest result written since
             fwd = forwarded(depth)
@@ -275,6 +337,8 @@ class ComputeUnit(wiring.Component):
                 old = fwd[j * aw:][:aw].as_signed()
                 base = Mux(ovw, 0, old)  # overwrite: acc[dst] = term, the old value is not read
                 tensor_res[j] = tensor_res[j] | isolated(m, go, (base + terms[j])[:aw])
+        for newest in newest_sigs:
+            m.d.comb += newest.eq(Cat(*[_or([regs[j] for regs in tq_all]) for j in range(lanes)]))
         if array.users:
             array.elaborate(m)
 
