@@ -35,6 +35,8 @@ from isa.config import HwConfig
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / "build" / "timing"
 METHOD_VERSION = 3  # bump when a method changes its figures, to drop cached records (3: flip-flop arcs in sta)
+#: per method, so a change to one flow keeps the other's (long) cached runs: nextpnr-ecp5 2 (fixed 100 MHz target)
+METHOD_VERSIONS = {"nextpnr-ecp5": 2, "yosys-sta-xc7": METHOD_VERSION}
 
 #: ECP5 part -> the ULX3S platform class (amaranth-boards) carrying that die; all are -6 speed, CABGA381.
 ECP5_PARTS = {"LFE5U-12F-6BG381C": "ULX3S_12F_Platform", "LFE5U-25F-6BG381C": "ULX3S_25F_Platform",
@@ -160,7 +162,7 @@ def design_hash(cfg: HwConfig) -> str:
 
     method = method_for(cfg)
     h = hashlib.sha256(verilog_for(cfg).read_bytes())
-    h.update(f"{cfg.fpga_part.lower()}|{method}|{METHOD_VERSION}".encode())
+    h.update(f"{cfg.fpga_part.lower()}|{method}|{METHOD_VERSIONS.get(method, METHOD_VERSION)}".encode())
     if method == "nextpnr-ecp5":
         for name in ("soc.py", "axi_ram.py"):
             h.update((Path(__file__).parent / name).read_bytes())
