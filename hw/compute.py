@@ -346,17 +346,23 @@ class ComputeUnit(wiring.Component):
         alu_min = min(alu_depths.values())
         a0 = first_stage(alu_min)
         alu_levels = {code: depth - a0 for code, depth in alu_depths.items()}
-        alu_on = is_alu & ~rst
-        imm = a("imm")
+        # the lanes (stages >= S1, state EXEC/DRAIN) take the instruction from ``insn``, the register ``cur`` equals
+        # then: through ``cur`` the state and token logic of the take cycle reached the lane multiplier (tiny's
+        # routed critical path on ECP5, 44.55 MHz: tokens -> cur -> immediate -> bias add -> MULT18X18D)
+        def ai(name: str) -> Value:
+            return field(insn, cfg, "ALU", name)
+
+        alu_on = (field(insn, cfg, "FINISH", "opcode") == Opcode.ALU) & ~field(insn, cfg, "GEMM", "reset")
+        imm = ai("imm")
         ar = rows[a0]
         alu_res = []
         for b in range(B):
             for o in range(BO):
                 j = b * BO + o
                 av = ar["acc_d"][j * aw:][:aw].as_signed()
-                bv = Mux(a("use_imm"), imm.as_signed(), ar["acc_s"][j * aw:][:aw].as_signed())
+                bv = Mux(ai("use_imm"), imm.as_signed(), ar["acc_s"][j * aw:][:aw].as_signed())
                 rec = record_of(ar["wgt"][o * BI * ww:][:RECORD_BITS]) if records else None
-                lane = alu_lane(m, a("alu_opcode"), av, bv, aw, rec, enable=lambda lv: vk_[a0 + lv] & alu_on,
+                lane = alu_lane(m, ai("alu_opcode"), av, bv, aw, rec, enable=lambda lv: vk_[a0 + lv] & alu_on,
                                 levels=alu_levels)
                 alu_res.append(lane)
 
