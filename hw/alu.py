@@ -67,13 +67,36 @@ class AmaranthOps:
     (a function of the level) each result is isolated by its own level's enable instead of ``iso``."""
 
     def __init__(self, width: int, iso: Callable[[Value], Value] | None = None, *, m: Module | None = None,
-                 enable: Callable[[int], Value] | None = None, mul_level: int = 0):
+                 enable: Callable[[int], Value] | None = None, mul_level: int = 0, mul_in: int | None = None):
         self.width = width
         self.products: list[tuple[Value, Value, Signal]] = []
         self.iso = iso or Value.cast
         self.m, self.enable, self.mul_level = m, enable, mul_level
+        #: register stages the op being elaborated may take (None: no automatic registers, see :meth:`cut`)
+        self.budget: int | None = None
+        #: the level the shared multiplier takes its operands at (None: wherever they are, for a dry elaboration)
+        self.mul_in = mul_in
+        self.mul_operand_levels: list[int] = []
         self._levels: dict[int, tuple[Value, int]] = {}
         self._delayed: dict[tuple[int, int], Value] = {}
+
+    def cut(self, v, level: int) -> tuple[Value, int]:
+        """With a budget (a deep lane, see :func:`alu_lane`): ``v`` registered, one level later, while the op has
+        levels left; else ``v`` unchanged. Every primitive's result goes through here, so a deep lane has one
+        primitive (one carry chain, compare or shifter) between registers."""
+        if self.budget is None or level + 1 > self.budget:
+            return v, level
+        v = Value.cast(v)
+        r = Signal(v.shape())
+        self.m.d.sync += r.eq(v)
+        self._levels[id(r)] = (r, level + 1)
+        return r, level + 1
+
+    def _done(self, v, level: int, isolate: bool = True) -> Value:
+        """A primitive's result at ``level``: isolated, then registered by :meth:`cut` when the op has levels."""
+        v = self._at(v, level, isolate)
+        r, lv = self.cut(v, level)
+        return self._at(r, lv, isolate=False) if r is not v else v
 
     # ---------------------------------------------------------------- levels
     def level(self, v) -> int:
@@ -114,17 +137,24 @@ class AmaranthOps:
     # ---------------------------------------------------------------- primitives
     def add(self, a, b):
         (a, b), lv = self._align(a, b)
-        return self._at(add_wrapped(a, b, iso=lambda v: self._iso(v, lv)), lv)
+        return self._done(add_wrapped(a, b, iso=lambda v: self._iso(v, lv)), lv)
 
     def sub(self, a, b):
         (a, b), lv = self._align(a, b)
-        return self._at(add_wrapped(a, b, sub=True, iso=lambda v: self._iso(v, lv)), lv)
+        return self._done(add_wrapped(a, b, sub=True, iso=lambda v: self._iso(v, lv)), lv)
 
     def mul(self, a, b):
         """The lane multiplier's product for operands ``a``, ``b`` (``width``-bit signed), ``mul_level`` levels
         after them (the operands must be at level 0: the multiplier is shared by every op of the lane)."""
         (a, b), lv = self._align(a, b)
-        if lv and self.mul_level:
+        self.mul_operand_levels.append(lv)
+        if self.budget is not None:  # a deep lane: operands delayed to the multiplier's own input level
+            if self.mul_in is not None:
+                if lv > self.mul_in:
+                    raise ValueError(f"ALU op: ops.mul operands at level {lv}, after the lane multiplier's inputs "
+                                     f"({self.mul_in})")
+                a, b, lv = self.delay(a, self.mul_in - lv), self.delay(b, self.mul_in - lv), self.mul_in
+        elif lv and self.mul_level:
             raise ValueError("ALU op: ops.mul takes values at the lane's first stage (the lane multiplier's "
                              "registers are shared by every op)")
         p = Signal(signed(2 * self.width), name=f"product{len(self.products)}")
@@ -143,25 +173,27 @@ class AmaranthOps:
         a = Value.cast(a)
         amount = Mux(s == 0, 0, s - 1)[:len(s)]
         t = self._iso(a >> amount, lv)
+        t, lv2 = self.cut(t, lv)  # a deep lane registers the shifter's output before the rounding add
+        a, s = self.delay(a, lv2 - lv), self.delay(s, lv2 - lv)
         half = add_wrapped(t >> 1, t[0])  # fits len(a) bits: never wraps
         half = half[:len(a)].as_signed() if a.shape().signed else half[:len(a)]
-        return self._at(Mux(s == 0, a, half), lv)
+        return self._done(Mux(s == 0, a, half), lv2)
 
     def min(self, a, b):
         (a, b), lv = self._align(a, b)
-        return self._at(Mux(a < b, a, b), lv)
+        return self._done(Mux(a < b, a, b), lv)
 
     def max(self, a, b):
         (a, b), lv = self._align(a, b)
-        return self._at(Mux(a > b, a, b), lv)
+        return self._done(Mux(a > b, a, b), lv)
 
     def select(self, cond, a, b):
         (cond, a, b), lv = self._align(cond, a, b)
-        return self._at(Mux(cond, a, b), lv)
+        return self._done(Mux(cond, a, b), lv)
 
     def lt(self, a, b):
         (a, b), lv = self._align(a, b)
-        return self._at(a < b, lv, isolate=False)
+        return self._done(a < b, lv, isolate=False)
 
     def shr(self, a, s):
         """Arithmetic shift right by signed ``s`` (negative: left), amount clamped to width-1."""
@@ -170,7 +202,7 @@ class AmaranthOps:
         bits = max(1, lim.bit_length())
         right = Mux(s > lim, lim, Mux(s < 0, 0, s))[:bits]
         left = Mux(s < -lim, lim, Mux(s > 0, 0, -s))[:bits]
-        return self._at(Mux(s >= 0, a >> right, (a << left)[:self.width].as_signed()), lv)
+        return self._done(Mux(s >= 0, a >> right, (a << left)[:self.width].as_signed()), lv)
 
     def stage(self, *values):
         """Identity: an ALU op's stage boundaries are the lane multiplier's registers (see :func:`alu_lane`)."""
@@ -201,6 +233,9 @@ def alu_lane(m: Module, op_code: Value, a: Value, b: Value, width: int, rec: Rec
     result is then delayed by the stages it has left, so op ``c``'s result is ``levels[c]`` cycles after its inputs
     (registers, not a counter)."""
     staged = enable is not None and levels is not None
+    deep = _deep_plan(width, a, b, rec, levels) if staged else None
+    if deep is not None:
+        return _deep_lane(m, op_code, a, b, width, rec, enable, levels, *deep)
     mul_ops = []
     if staged:  # which ops multiply (a dry elaboration, outside any module, counts the products)
         for op in alu_ops():
@@ -270,6 +305,132 @@ def alu_lane(m: Module, op_code: Value, a: Value, b: Value, width: int, rec: Rec
     with m.If(en):
         m.d.comb += res.eq(out)
     return res
+
+
+#: DSP48E1 operand widths (signed): the deep lane's multiplier is built from products that fit one DSP each.
+DSP_A, DSP_B = 25, 18
+
+
+def _pieces(v: Value, signed_bits: int) -> list[tuple[Value, int]]:
+    """Signed ``v`` as ``sum(piece << offset)``: unsigned low pieces of ``signed_bits - 1`` bits and a signed top
+    piece of at most ``signed_bits`` bits, each a DSP operand (``(piece, offset)`` pairs)."""
+    n = len(v)
+    if n <= signed_bits:
+        return [(v.as_signed(), 0)]
+    step = signed_bits - 1
+    out, lo = [], 0
+    while n - lo > signed_bits:
+        out.append((Cat(v[lo:lo + step], Const(0, 1)).as_signed(), lo))
+        lo += step
+    out.append((v[lo:].as_signed(), lo))
+    return out
+
+
+def multiplier_stages(width: int) -> int:
+    """Register stages of :func:`deep_multiplier` for ``width``-bit operands: inputs (DSP A/B registers), the partial
+    products (M register), again (P register), then one per level of the partial-product adder tree."""
+    n = len(_pieces(Const(0, signed(width)), DSP_A)) * len(_pieces(Const(0, signed(width)), DSP_B))
+    return 3 + max(n - 1, 0).bit_length()
+
+
+def deep_multiplier(m: Module, x: Value, y: Value, width: int) -> Signal:
+    """``x * y`` (``2 * width`` signed bits) :func:`multiplier_stages` cycles after ``x``, ``y``: registered
+    operands, DSP-sized partial products with the DSP's M and P registers, and an adder tree of the shifted partial
+    products (modulo ``2 ** (2 * width)``, exact for the signed product) with a register after every level."""
+    n = 2 * width
+
+    def reg(v, name):
+        v = Value.cast(v)
+        r = Signal(v.shape(), name=name)
+        m.d.sync += r.eq(v)
+        return r
+
+    xr, yr = reg(x, "mul_x"), reg(y, "mul_y")
+    terms = []
+    for xp, xo in _pieces(xr, DSP_A):
+        for yp, yo in _pieces(yr, DSP_B):
+            p = reg(reg(xp * yp, f"mul_m{xo}_{yo}"), f"mul_p{xo}_{yo}")
+            terms.append(Cat(Const(0, xo + yo), _sext(p, n - xo - yo)) if xo + yo else _sext(p, n))
+    level = 0
+    while len(terms) > 1:
+        level += 1
+        nxt = [reg((terms[i] + terms[i + 1])[:n], f"mul_s{level}_{i // 2}") for i in range(0, len(terms) - 1, 2)]
+        if len(terms) % 2:
+            nxt.append(reg(terms[-1], f"mul_s{level}_{len(terms) // 2}"))
+        terms = nxt
+    out = Signal(signed(n))
+    m.d.comb += out.eq(terms[0][:n].as_signed())
+    return out
+
+
+def _sext(v: Value, n: int) -> Value:
+    """``v`` (signed) sign-extended or cut to ``n`` bits (unsigned bits)."""
+    v = Value.cast(v)
+    return v[:n] if len(v) >= n else Cat(v, v[-1].replicate(n - len(v)))
+
+
+def _lane_ops(rec, levels):
+    return [op for op in alu_ops() if not (op.operand == "wgt" and rec is None) and op.opcode in levels]
+
+
+def _deep_plan(width: int, a: Value, b: Value, rec, levels: dict[int, int]) -> tuple[int, int] | None:
+    """``(mul_in, mul_stages)`` when every op's datapath fits its declared levels with a register after every
+    primitive (a deep lane); None otherwise (the shallow lane: only the multiplier's registers). Found by dry
+    elaborations into a throwaway module."""
+    ml = multiplier_stages(width)
+    ops = _lane_ops(rec, levels)
+
+    def dry(op, mul_in):
+        scratch = Module()
+        scratch._MustUse__silence = True  # never elaborated: it only holds the dry run's registers
+        d = AmaranthOps(width, m=scratch, enable=lambda lv: Const(1), mul_level=ml, mul_in=mul_in)
+        d.budget = 1 << 20
+        val = (op.datapath or op.fn)(d, a, rec if op.operand == "wgt" else b)
+        return d, d.level(val)
+
+    mul_in = 0
+    for op in ops:
+        d, _ = dry(op, None)
+        if d.products:
+            mul_in = max([mul_in, *d.mul_operand_levels])
+    for op in ops:
+        d, depth = dry(op, mul_in)
+        if len(d.products) > 1 or depth > levels[op.opcode]:
+            return None
+    return mul_in, ml
+
+
+def _deep_lane(m: Module, op_code: Value, a: Value, b: Value, width: int, rec, enable, levels, mul_in: int,
+               ml: int) -> Value:
+    """:func:`alu_lane` with a register after every primitive (:meth:`AmaranthOps.cut`) and the DSP-sized
+    :func:`deep_multiplier`, whose inputs are at level ``mul_in`` (operands of earlier levels are delayed)."""
+    ops = AmaranthOps(width, m=m, enable=enable, mul_level=ml, mul_in=mul_in)
+    cases, mul_of = {}, {}
+    for op in _lane_ops(rec, levels):
+        ops.budget = levels[op.opcode]
+        n0 = len(ops.products)
+        val = (op.datapath or op.fn)(ops, a, rec if op.operand == "wgt" else b)
+        if len(ops.products) > n0:
+            mul_of[op.opcode] = ops.products[-1]
+        v = ops._at(Value.cast(val)[:width].as_signed(), ops.level(val), isolate=False)
+        cases[op.opcode] = ops.delay(v, levels[op.opcode] - ops.level(v))
+    ops.budget = None
+    if mul_of:
+        x, y = Signal(signed(width)), Signal(signed(width))
+        xv: Value = Value.cast(0)
+        yv: Value = Value.cast(0)
+        for code, (pa, pb, _) in mul_of.items():
+            xv = Mux(op_code == code, pa, xv)
+            yv = Mux(op_code == code, pb, yv)
+        with m.If(enable(mul_in)):
+            m.d.comb += [x.eq(xv), y.eq(yv)]
+        prod = deep_multiplier(m, x, y, width)
+        for _, _, p in mul_of.values():
+            m.d.comb += p.eq(prod)
+    out: Value = Value.cast(0)
+    for code, val in cases.items():
+        out = Mux(op_code == code, val, out)
+    return out
 
 
 def _isolated(m: Module, en: Value, value) -> Signal:

@@ -35,12 +35,15 @@ class BurstIssuer(wiring.Component):
         rem_r, row_beats_r = Signal(BEAT_BITS), Signal(BEAT_BITS)
         rows_r, stride_r = Signal(16), Signal(ADDR_BITS)
 
-        addr = Mux(self.start, self.base, addr_r)
-        row = Mux(self.start, self.base, row_r)
-        rem = Mux(self.start, self.row_beats, rem_r)
-        rows = Mux(self.start, self.rows, rows_r)
-        stride = Mux(self.start, self.stride, stride_r)
-        rbeats = Mux(self.start, self.row_beats, row_beats_r)
+        # A start comes only while no bursts remain (``~busy``): the inputs are selected (and tracked into the
+        # registers) by ``busy``, a flip-flop, not by ``start`` (a deep signal: queue head, tokens, arbiter), which
+        # then drives only ``valid`` and ``busy``.
+        addr = Mux(busy, addr_r, self.base)
+        row = Mux(busy, row_r, self.base)
+        rem = Mux(busy, rem_r, self.row_beats)
+        rows = Mux(busy, rows_r, self.rows)
+        stride = Mux(busy, stride_r, self.stride)
+        rbeats = Mux(busy, row_beats_r, self.row_beats)
         to_4k = Signal(range(4096 // self.bus_bytes + 1))
         m.d.comb += to_4k.eq((4096 - addr[:12]) >> lb)
         lim = Signal(9)
@@ -51,9 +54,11 @@ class BurstIssuer(wiring.Component):
         m.d.comb += [self.valid.eq(valid), self.addr.eq(addr), self.len.eq(n - 1), self.beats.eq(n),
                      self.busy.eq(busy)]
 
-        with m.If(self.start):
+        with m.If(~busy):
             m.d.sync += [stride_r.eq(self.stride), row_beats_r.eq(self.row_beats), addr_r.eq(self.base),
-                         row_r.eq(self.base), rem_r.eq(self.row_beats), rows_r.eq(self.rows), busy.eq(1)]
+                         row_r.eq(self.base), rem_r.eq(self.row_beats), rows_r.eq(self.rows)]
+        with m.If(self.start):
+            m.d.sync += busy.eq(1)
         with m.If(valid & self.ready):
             left = rem - n
             with m.If(left == 0):

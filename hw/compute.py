@@ -23,7 +23,7 @@ from amaranth.lib.wiring import In, Out
 
 from hw.alu import alu_lane, record_of
 from hw.common import clog2, epb, field, log2
-from hw.intrinsic import DatapathContext, GemmArray, Stager, can_pair, isolated, lane_terms, pair_products, tree_sum  # noqa: F401
+from hw.intrinsic import DatapathContext, GemmArray, Stager, array_stages, can_pair, isolated, lane_terms, pair_products, tree_sum  # noqa: F401
 from hw.dma_read import DmaRead
 from hw.load import connect_engine, mem_ports, mux_read_masters, read_master, read_port
 from hw.unit import IDLE, REQ, dma_control, frontend, push
@@ -36,6 +36,18 @@ from isa.intrinsics import intrinsics, tensor_declarations
 EXEC, DRAIN = 4, 5
 #: Fewest stages a compute pipeline can have: the micro-op read, then operand read + compute + write.
 MIN_DEPTH = 2
+
+
+#: Datapath boundaries (after S2) from which a tensor intrinsic accumulates a stage early (``early`` in
+#: :meth:`ComputeUnit.elaborate`): the GEMM array then has the 4 or more it needs for its deep form besides.
+EARLY_ACCUMULATE = 5
+
+
+def _or(values: list[Value]) -> Value:
+    out = values[0]
+    for v in values[1:]:
+        out = out | v
+    return out
 
 
 def _reg(m: Module, v: Value, name: str) -> Signal:
@@ -215,13 +227,83 @@ class ComputeUnit(wiring.Component):
         def first_stage(depth: int) -> int:
             return 2 if depth == 2 else 3
 
+        v_w, dst_w, fin_w = Signal(), Signal(ab), Signal()  # the write stage's micro-op (driven below)
+        fwd_by_depth: dict[int, Value] = {}
+
+        def forwarded(depth: int) -> Value:
+            """The old accumulator row for the micro-op at stage ``depth`` (its write stage): the newest of the
+            pipeline's writes of the last ``depth - 2`` cycles to its dst, else the row read in S1. Which one is
+            decided a stage early (stage ``depth - 1`` compares against the write now and the history one younger)
+            and registered as a one-hot select, so the write stage only muxes before its adder."""
+            if depth in fwd_by_depth:
+                return fwd_by_depth[depth]
+            n = depth - 2
+            if n <= 0:
+                fwd_by_depth[depth] = accd[depth]
+                return accd[depth]
+            d1 = dstk[depth - 1]
+            hits = [v_w & (dst_w == d1)] + [hist_v[k] & (hist_a[k] == d1) for k in range(1, n)]
+            onehot = [Signal(name=f"fwd{depth}_sel{k}") for k in range(1, n + 1)]  # onehot[k-1]: k cycles ago
+            none = Signal(name=f"fwd{depth}_none")
+            taken: Value = Const(0, 1)
+            for k, h in enumerate(hits):
+                m.d.sync += onehot[k].eq(h & ~taken)
+                taken = taken | h
+            m.d.sync += none.eq(~taken)
+            out: Value = accd[depth] & none.replicate(lanes * aw)
+            for k in range(1, n + 1):
+                out = out | (hist_d[k] & onehot[k - 1].replicate(lanes * aw))
+            sig = Signal(lanes * aw, name=f"fwd{depth}")
+            m.d.comb += sig.eq(out)
+            fwd_by_depth[depth] = sig
+            return sig
+
+        def early(depth: int) -> int:
+            """1 when a tensor intrinsic of ``depth`` accumulates a stage before its write (deep pipelines: the sum is
+            registered and the write stage only writes), else 0 (it accumulates in the write stage)."""
+            return int(depth - first_stage(depth) >= EARLY_ACCUMULATE)
+
+        early_sel: dict[int, Value] = {}
+        tq_all: list[list[Signal]] = []  # the early accumulates' registered sums (per declaration, per lane)
+        newest_sigs: list[Signal] = []
+
+        def forwarded_early(depth: int) -> Value:
+            """The old accumulator row for the micro-op at stage ``depth - 1`` (where an early declaration adds): the
+            newest of the sum registered for the micro-op just before it (now at the write stage), the writes of the
+            last ``depth - 3`` cycles and the row read in S1; the choice is made at stage ``depth - 2`` and registered
+            as a one-hot select (with the overwrite bit folded in: no old value at all)."""
+            if depth in early_sel:
+                return early_sel[depth]
+            n = depth - 3  # history entries still needed
+            d2 = dstk[depth - 2]
+            hits = [vk_[depth - 1] & (dstk[depth - 1] == d2), v_w & (dst_w == d2)]
+            hits += [hist_v[k] & (hist_a[k] == d2) for k in range(1, n)]
+            onehot = [Signal(name=f"efwd{depth}_sel{k}") for k in range(len(hits))]
+            none = Signal(name=f"efwd{depth}_none")
+            taken: Value = Const(0, 1)
+            for k, h in enumerate(hits):
+                m.d.sync += onehot[k].eq(h & ~taken & ~ovw)
+                taken = taken | h
+            m.d.sync += none.eq(~taken & ~ovw)
+            w = lanes * aw
+            newest = Signal(w, name=f"efwd{depth}_newest")  # the early sums of every declaration (0 but the active)
+            newest_sigs.append(newest)  # driven once every declaration's sums exist
+            out: Value = (accd[depth - 1] & none.replicate(w)) | (newest & onehot[0].replicate(w))
+            for k in range(1, n + 1):
+                out = out | (hist_d[k] & onehot[k].replicate(w))
+            sig = Signal(w, name=f"efwd{depth}")
+            m.d.comb += sig.eq(out)
+            early_sel[depth] = sig
+            return sig
+
         # ---------------------------------------------------------------- tensor intrinsics: stages, accumulate
         ten = is_gemm & ~rst
         gemm_depth = tensor_depths[decls[0].opcode] if decls else 3
         g0 = first_stage(gemm_depth)
         levels = max(BI - 1, 0).bit_length()
-        arr_stager = Stager(m, gemm_depth - g0, lambda lv: vk_[g0 + lv] & ten)
-        array = GemmArray(cfg, m, vk_[g0] & ten, arr_stager, min(gemm_depth - g0, 1 + max(levels - 1, 0)))
+        g_budget = gemm_depth - g0 - early(gemm_depth)
+        arr_stager = Stager(m, g_budget, lambda lv: vk_[g0 + lv] & ten)
+        array = GemmArray(cfg, m, vk_[g0] & ten, arr_stager, array_stages(cfg, g_budget))
         array.s0 = g0
         tensor_res: list[Value] = [Const(0, aw)] * lanes  # per lane: the OR of every declaration's (isolated) result
         for d in decls:
@@ -233,19 +315,30 @@ class ComputeUnit(wiring.Component):
             for o in d.operands:
                 k = intr.vectors[o.name]
                 subs[o.scope] = (isubk if o.scope == "inp" else wsubk)[s0][:max(1, log2(k))]
-            st = Stager(m, depth - s0, lambda lv, s0=s0, sel=sel: vk_[s0 + lv] & sel & ~rst)
+            st = Stager(m, depth - s0 - early(depth), lambda lv, s0=s0, sel=sel: vk_[s0 + lv] & sel & ~rst)
             ctx = DatapathContext(cfg, intr, {"inp": rows[s0]["inp"], "wgt": rows[s0]["wgt"]}, subs, sel, array, st)
             ctx.s0 = s0
             terms = lane_terms(ctx)
+            if early(depth):  # accumulate at stage depth - 1 into a register; the write stage writes it
+                go_e = vk_[depth - 1] & sel & ~rst
+                fwd = forwarded_early(depth)
+                regs = []
+                for j in range(lanes):
+                    old = fwd[j * aw:][:aw].as_signed()  # 0 on overwrite (folded into the select)
+                    regs.append(_reg(m, isolated(m, go_e, (old + terms[j])[:aw]), f"tq{d.opcode}_{j}"))
+                tq_all.append(regs)
+                for j in range(lanes):
+                    tensor_res[j] = tensor_res[j] | regs[j]
+                continue
             go = vk_[depth] & sel & ~rst
             # the old accumulator at the write stage: the row read in S1, or the newest result written since
-            fwd = accd[depth]
-            for k in range(depth - 2, 0, -1):
-                fwd = Mux(hist_v[k] & (hist_a[k] == dstk[depth]), hist_d[k], fwd)
+            fwd = forwarded(depth)
             for j in range(lanes):
                 old = fwd[j * aw:][:aw].as_signed()
                 base = Mux(ovw, 0, old)  # overwrite: acc[dst] = term, the old value is not read
                 tensor_res[j] = tensor_res[j] | isolated(m, go, (base + terms[j])[:aw])
+        for newest in newest_sigs:
+            m.d.comb += newest.eq(Cat(*[_or([regs[j] for regs in tq_all]) for j in range(lanes)]))
         if array.users:
             array.elaborate(m)
 
@@ -253,23 +346,28 @@ class ComputeUnit(wiring.Component):
         alu_min = min(alu_depths.values())
         a0 = first_stage(alu_min)
         alu_levels = {code: depth - a0 for code, depth in alu_depths.items()}
-        alu_on = is_alu & ~rst
-        imm = a("imm")
+        # the lanes (stages >= S1, state EXEC/DRAIN) take the instruction from ``insn``, the register ``cur`` equals
+        # then: through ``cur`` the state and token logic of the take cycle reached the lane multiplier (tiny's
+        # routed critical path on ECP5, 44.55 MHz: tokens -> cur -> immediate -> bias add -> MULT18X18D)
+        def ai(name: str) -> Value:
+            return field(insn, cfg, "ALU", name)
+
+        alu_on = (field(insn, cfg, "FINISH", "opcode") == Opcode.ALU) & ~field(insn, cfg, "GEMM", "reset")
+        imm = ai("imm")
         ar = rows[a0]
         alu_res = []
         for b in range(B):
             for o in range(BO):
                 j = b * BO + o
                 av = ar["acc_d"][j * aw:][:aw].as_signed()
-                bv = Mux(a("use_imm"), imm.as_signed(), ar["acc_s"][j * aw:][:aw].as_signed())
+                bv = Mux(ai("use_imm"), imm.as_signed(), ar["acc_s"][j * aw:][:aw].as_signed())
                 rec = record_of(ar["wgt"][o * BI * ww:][:RECORD_BITS]) if records else None
-                lane = alu_lane(m, a("alu_opcode"), av, bv, aw, rec, enable=lambda lv: vk_[a0 + lv] & alu_on,
+                lane = alu_lane(m, ai("alu_opcode"), av, bv, aw, rec, enable=lambda lv: vk_[a0 + lv] & alu_on,
                                 levels=alu_levels)
                 alu_res.append(lane)
 
         # ---------------------------------------------------------------- the write stage
         at = {k: pipe == k for k in sorted({*alu_depths.values(), *tensor_depths.values()})}
-        v_w, dst_w, fin_w = Signal(), Signal(ab), Signal()
         for k, hit in at.items():
             with m.If(hit):
                 m.d.comb += [v_w.eq(vk_[k]), dst_w.eq(dstk[k]), fin_w.eq(fink[k])]

@@ -4,6 +4,12 @@ Timing (docs/timing.md): started in the grant cycle ``g``; the first AR goes out
 cycle ``g``; data beats arrive from the DRAM; then one pad element is written per
 cycle for every pad element (zero, or ``pad_value`` in every lane for an engine built
 with ``pad_lane_bits``: LOAD.INP). ``last`` is high in the final cycle (``e - 1``).
+
+The start cycle only latches the instruction's fields; the scratchpad addresses that need a
+multiply (``y_pad0 * W`` rows before the first data row, the pad phases' sizes) are computed from
+those registers in ``g + 1`` and ``g + 2``, so the first data beat may arrive at ``g + 3`` at the
+earliest: the contract's smallest DRAM latency (``dram_latency >= 3``; :class:`fpga.axi_ram.AxiRam`
+also answers three cycles after the AR handshake). No cycle count changes.
 """
 from __future__ import annotations
 
@@ -80,37 +86,55 @@ class DmaRead(wiring.Component):
         if self.pad_lane_bits:  # the pad word: pad_value (latched at start) sign-extended into every lane
             lane = self.pad_lane_bits
             pv = Signal(signed(len(self.pad_value)))
-            m.d.sync += pv.eq(Mux(self.start, self.pad_value, pv))
+            m.d.sync += pv.eq(Mux(state == IDLE, self.pad_value, pv))
             pad_word = Cat(*[pv.as_signed()[:lane] if len(pv) >= lane else
                              Cat(pv, pv[-1].replicate(lane - len(pv))) for _ in range(wbits // lane)])
         else:
             pad_word = 0
 
         w_start = self.x_pad0 + self.x_size + self.x_pad1
-        with m.If(self.start):
-            m.d.sync += [state.eq(RECV), y.eq(self.y_size), x_size.eq(self.x_size), xp0.eq(self.x_pad0),
+        # address precompute, one register level per cycle after the start (no multiply on the instruction's
+        # combinational path): g+1: top = yp0 * W, bot = yp1 * W, base + xp0; g+2: the first data row's
+        # address and the side / bottom pad bases. ``bot_pa`` then follows the data rows (+W per row).
+        top_words, bot_words, base_x0 = Signal(A), Signal(A), Signal(A)
+        side_pa, bot_pa = Signal(A), Signal(A)
+        prep = Signal(2)  # bit 0: in g+1, bit 1: in g+2
+        m.d.sync += prep.eq(Cat(self.start, prep[0]))
+        with m.If(prep[0]):
+            m.d.sync += [top_words.eq(yp0 * width), bot_words.eq(yp1 * width), base_x0.eq(base + xp0)]
+        with m.If(prep[1]):
+            m.d.sync += [row_sram.eq(base_x0 + top_words), side_pa.eq(base + top_words),
+                         bot_pa.eq(base + top_words)]
+        # the fields are tracked while idle (so the registers hold the start cycle's values) rather than loaded
+        # on ``start``: ``start`` (queue head, tokens, arbiter) then drives a few flip-flops, not every field's
+        with m.If(state == IDLE):
+            m.d.sync += [y.eq(self.y_size), x_size.eq(self.x_size), xp0.eq(self.x_pad0),
                          xp1.eq(self.x_pad1), yp0.eq(self.y_pad0), yp1.eq(self.y_pad1), width.eq(w_start),
-                         base.eq(self.sram_base), r.eq(0), x.eq(0),
-                         row_sram.eq(self.sram_base + self.y_pad0 * w_start + self.x_pad0)]
+                         base.eq(self.sram_base), r.eq(0), x.eq(0)]
             if nb > 1:
                 m.d.sync += bcnt.eq(0)
+        with m.If(self.start):
+            m.d.sync += state.eq(RECV)
         m.d.comb += self.busy.eq(state != IDLE)
 
         top_ne, side_ne, bot_ne = yp0 != 0, (xp0 + xp1) != 0, yp1 != 0
         last = self.last
 
         def enter_top():
-            m.d.sync += [state.eq(TOP), pa.eq(base), pcnt.eq(yp0 * width)]
+            m.d.sync += [state.eq(TOP), pa.eq(base), pcnt.eq(top_words)]
 
         def enter_sides():
-            m.d.sync += [state.eq(SIDES), pa.eq(base + yp0 * width), sr.eq(0), sc.eq(0)]
+            m.d.sync += [state.eq(SIDES), pa.eq(side_pa), sr.eq(0), sc.eq(0)]
 
-        def enter_bottom():
-            m.d.sync += [state.eq(BOTTOM), pa.eq(base + (yp0 + y) * width), pcnt.eq(yp1 * width)]
+        def enter_bottom(from_recv: bool):
+            # bot_pa = base + (yp0 + rows done) * W; leaving RECV, the last row's +W is still being added
+            m.d.sync += [state.eq(BOTTOM), pa.eq(bot_pa + width if from_recv else bot_pa), pcnt.eq(bot_words)]
 
         def after(phases):
             """Go to the first non-empty phase of ``phases`` or finish (``last``) if none."""
-            table = {TOP: (top_ne, enter_top), SIDES: (side_ne, enter_sides), BOTTOM: (bot_ne, enter_bottom)}
+            from_recv = TOP in phases
+            table = {TOP: (top_ne, enter_top), SIDES: (side_ne, enter_sides),
+                     BOTTOM: (bot_ne, lambda: enter_bottom(from_recv))}
             first = True
             for ph in phases:
                 cond, fn = table[ph]
@@ -143,7 +167,7 @@ class DmaRead(wiring.Component):
                                      row_end.eq(left <= k)]
                         m.d.sync += x.eq(x + k)
                     with m.If(row_end):
-                        m.d.sync += [x.eq(0), r.eq(r + 1), row_sram.eq(row_sram + width)]
+                        m.d.sync += [x.eq(0), r.eq(r + 1), row_sram.eq(row_sram + width), bot_pa.eq(bot_pa + width)]
                         with m.If(r + 1 == y):
                             after([TOP, SIDES, BOTTOM])
             with m.Case(TOP, BOTTOM):

@@ -52,19 +52,23 @@ class DmaWrite(wiring.Component):
         m.submodules.data = fifo = SyncFIFO(width=ent_bits + cnt_bits, depth=FIFO_DEPTH)
         active = Signal()
         ra_r, r_r, x_r, y_r, xs_r = Signal(32), Signal(16), Signal(16), Signal(16), Signal(16)
-        ra = Mux(self.start, self.sram_base, ra_r)
-        rr = Mux(self.start, 0, r_r)
-        xx = Mux(self.start, 0, x_r)
-        ys = Mux(self.start, self.y_size, y_r)
-        xs = Mux(self.start, self.x_size, xs_r)
+        # a start comes only while the reader is not ``active``: select (and track) the inputs by that flip-flop,
+        # not by ``start`` (a deep signal: queue head, tokens, arbiter)
+        ra = Mux(active, ra_r, self.sram_base)
+        rr = Mux(active, r_r, 0)
+        xx = Mux(active, x_r, 0)
+        ys = Mux(active, y_r, self.y_size)
+        xs = Mux(active, xs_r, self.x_size)
         inflight = Signal()
         cnt_q = Signal(cnt_bits)
         go = (self.start | active) & (fifo.level + inflight < FIFO_DEPTH)
         m.d.comb += self.r_addr.eq(ra)
         m.d.sync += inflight.eq(go)
         m.d.comb += [fifo.w_en.eq(inflight), fifo.w_data.eq(Cat(self.r_data, cnt_q))]
+        with m.If(~active):
+            m.d.sync += [ra_r.eq(self.sram_base), r_r.eq(0), x_r.eq(0), y_r.eq(ys), xs_r.eq(xs)]
         with m.If(self.start):
-            m.d.sync += [active.eq(1), ra_r.eq(self.sram_base), r_r.eq(0), x_r.eq(0), y_r.eq(ys), xs_r.eq(xs)]
+            m.d.sync += active.eq(1)
         with m.If(go):
             if k == 1:
                 n = 1
@@ -111,11 +115,13 @@ class DmaWrite(wiring.Component):
         # ---- B responses
         aw_n, b_n = Signal(24), Signal(24)
         running = Signal()
+        with m.If(~running):
+            m.d.sync += [aw_n.eq(0), b_n.eq(0)]
         with m.If(self.start):
-            m.d.sync += [running.eq(1), aw_n.eq(0), b_n.eq(0)]
-        aw_fire = self.aw_valid & self.aw_ready
+            m.d.sync += running.eq(1)
+        aw_fire = self.aw_valid & self.aw_ready  # only in the start cycle or while running
         with m.If(aw_fire):
-            m.d.sync += aw_n.eq(Mux(self.start, 0, aw_n) + 1)
+            m.d.sync += aw_n.eq(Mux(running, aw_n, 0) + 1)
         with m.If(self.b_valid & running):
             m.d.sync += b_n.eq(b_n + 1)
             with m.If(~bi.busy & (b_n + 1 == aw_n)):

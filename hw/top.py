@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import wiring
-from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 
 from hw.arbiter import Arbiter
+from hw.cmd_queue import CommandQueue
 from hw.common import epb, log2
 from hw.compute import ComputeUnit
 from hw.fetch import FetchUnit
@@ -85,7 +85,7 @@ class Accelerator(wiring.Component):
         # ---- command queues
         queues = {}
         for u, unit in (("load", load), ("compute", comp), ("store", store)):
-            q = SyncFIFO(width=128, depth=cfg.cmd_queue_depth)
+            q = CommandQueue(128, cfg.cmd_queue_depth)
             m.submodules[f"{u}_q"] = q
             m.d.comb += [q.w_data.eq(getattr(fetch, f"{u}_w_data")), q.w_en.eq(getattr(fetch, f"{u}_w_en")),
                          getattr(fetch, f"{u}_w_rdy").eq(q.w_rdy),

@@ -21,8 +21,10 @@ def frontend(m: Module, cfg: HwConfig, unit, state: Signal, insn: Signal,
     m.d.comb += cur.eq(Mux(state == IDLE, unit.q_data, insn))
     take = (state == IDLE) & unit.q_rdy
     m.d.comb += unit.q_en.eq(take)
+    with m.If(state == IDLE):  # tracks the queue head while idle: holds the taken instruction from the take on
+        m.d.sync += insn.eq(unit.q_data)
     with m.If(take):
-        m.d.sync += [insn.eq(unit.q_data), state.eq(WAIT)]
+        m.d.sync += state.eq(WAIT)
     ok: Value = Value.cast(1)
     for flag, avail, _ in pops:
         ok = ok & (~field(cur, cfg, "FINISH", flag) | avail)

@@ -199,3 +199,81 @@ def test_point_timing_record_is_an_error_record_for_a_config_without_a_part():
 
     rec = point_timing_record(make_config("tiny", fpga_part="").to_dict())
     assert rec["fmax_mhz"] is None and "has no fpga_part" in rec["error"]
+
+
+@pytest.mark.parametrize("fmax", [31.5, 22.0])
+def test_ulx3s_build_reuses_the_timing_run_of_the_same_system(fmax, monkeypatch, tmp_path):
+    """`vta hw build --board ulx3s` of a config on the ULX3S's part with the default program takes `vta hw timing`'s
+    run of the same system (files copied, report says so); a run below the 25 MHz board clock is the clear error.
+    Another program is built by its own flow."""
+    import fpga.build
+    import fpga.timing
+    from fpga.timing import PlaceRouteError
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "top.bit").write_bytes(b"\xff" * 1000)
+    (run / "top.tim").write_text("Info: Device utilisation:\nInfo: \t          TRELLIS_COMB:  9000/83640    10%\n")
+    path = {"from": "a.Q", "to": "b.D", "delay_ns": round(1000 / fmax, 3), "logic_ns": 10.0, "routing_ns": 20.0}
+    calls = []
+
+    def record(cfg, use_cache=True, workdir=None):
+        calls.append(cfg.name)
+        return {"fmax_mhz": fmax, "fmax_by_clock_mhz": {"clk": fmax}, "target_mhz": 50.0, "critical_path": path,
+                "dir": str(run), "bitstream": str(run / "top.bit")}
+
+    monkeypatch.setattr(fpga.timing, "timing_record", record)
+    cfg = make_config("ecp5-85f")
+    out = tmp_path / "out"
+    if fmax >= 25:
+        rep = fpga.build.build_board("ulx3s", out, cfg)
+        assert rep["meets"] and rep["bitstream_bytes"] == 1000 and (out / "top.bit").exists()
+        assert "vta hw timing" in rep["placed_by"] and rep["utilisation"] == {"TRELLIS_COMB": "9000/83640"}
+    else:
+        with pytest.raises(PlaceRouteError) as ei:
+            fpga.build.build_board("ulx3s", out, cfg)
+        assert "did not meet 25 MHz" in str(ei.value) and "a.Q -> b.D" in str(ei.value)
+    assert calls == ["ecp5-85f"]
+
+    def own_flow(*a, **k):
+        raise RuntimeError("own flow")
+
+    monkeypatch.setattr(fpga.timing, "run_ecp5_flow", own_flow)
+    with pytest.raises(RuntimeError, match="own flow"):
+        fpga.build.build_board("ulx3s", tmp_path / "other", cfg, case="gemm_vt1")
+    assert calls == ["ecp5-85f"]
+
+
+def test_xilinx_sta_times_flip_flop_paths(tmp_path):
+    """A 32-bit adder between two registers: the 7-series library's flip-flops give their clock-to-Q arc only under
+    port conditions, which yosys sta cannot read, so without the retyped flops (fpga.timing.FLOP_TIMING_CELLS) sta
+    saw no path here at all (0.1 ns: the clock buffer). With them: clock-to-Q (0.303 ns) + the adder's LUT and
+    8 CARRY4s, from one register to the other."""
+    from fpga.timing import xilinx_sta
+
+    src = tmp_path / "add.v"
+    src.write_text("module add(input clk, input [31:0] a, input [31:0] b, output reg [31:0] y);\n"
+                   "  reg [31:0] ar, br;\n  always @(posedge clk) begin ar <= a; br <= b; y <= ar + br; end\n"
+                   "endmodule\n")
+    rec = xilinx_sta(src, "add", "xc7", tmp_path / "run")
+    sta = rec["sta"]
+    assert 1.5 < sta["delay_ns"] < 4.0, sta  # 8 CARRY4 (114-334 ps each) + a LUT + clock-to-Q
+    assert "C->Q" in sta["from"] and sta["to"].endswith(".D)"), sta
+    assert rec["resources"]["CARRY4"] == 8 and rec["resources"]["FDRE"] == 96
+
+
+def test_xilinx_sta_block_ram_output_register(tmp_path):
+    """A block RAM read with its output register (DOA_REG=1) arrives at 882 ps, without it at 2454 ps: the library's
+    two conditional arcs made sta take 2454 ps for both (fpga.timing.bram_timing_cells)."""
+    from fpga.timing import xilinx_sta
+
+    src = tmp_path / "ram.v"
+    ports = ".CLKARDCLK(clk), .ADDRARDADDR(ad), .ENARDEN(1'b1), .REGCEAREGCE(1'b1)"
+    src.write_text("module ram(input clk, input [15:0] ad, output reg [31:0] y);\n  wire [31:0] d;\n"
+                   f"  RAMB36E1 #(.READ_WIDTH_A(36), .DOA_REG(1)) r ({ports}, .DOADO(d));\n"
+                   "  always @(posedge clk) y <= d;\nendmodule\n")
+    sta = xilinx_sta(src, "ram", "xc7", tmp_path / "reg")["sta"]
+    assert "RAMB36E1_T" in sta["from"] and 0.8 < sta["delay_ns"] < 1.2, sta  # 96 ps clock buffer + 882 ps
+    src.write_text(src.read_text().replace(".DOA_REG(1)", ".DOA_REG(0)"))
+    sta = xilinx_sta(src, "ram", "xc7", tmp_path / "noreg")["sta"]
+    assert 2.4 < sta["delay_ns"] < 2.8, sta

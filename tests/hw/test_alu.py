@@ -103,12 +103,13 @@ def test_new_op_appears_in_hardware(absdiff):
         assert np.array_equal(y, evaluate(code, a, b, WIDTH))
 
 
-@pytest.mark.parametrize("depth", [0, 1, 2, 3])
+@pytest.mark.parametrize("depth", [0, 1, 2, 3, 11])
 def test_pipelined_lane_gives_each_op_after_its_stages(depth):
     """``alu_lane`` with ``depth`` register stages per op (the compute pipeline's form): a new micro-op every cycle
     (II = 1, ops mixed), each result ``depth`` cycles after its operands equals numpy's. At depth >= 1 the lane
     multiplier is registered, at >= 2 its inputs too, so REQUANT's record fields must be delayed to meet its
-    product: a misaligned stage would mix micro-ops."""
+    product: a misaligned stage would mix micro-ops. At 11 every op fits with a register after each primitive and
+    the DSP-sized multiplier (the deep lane): REQUANT then takes all 11."""
     from amaranth.hdl import Module, Signal, signed
 
     from hw.alu import alu_lane, record_of

@@ -57,6 +57,25 @@ def test_random_programs_match_simulator():
             assert np.array_equal(r.dram, img), p.name
 
 
+def test_smallest_dram_latency_programs_match_simulator():
+    """dram_latency 3, the smallest the contract allows: a load's first beat comes 3 cycles after its grant, when
+    the engines' address precompute (g+1, g+2) is just ready. Every suite program (all padding cases) and random
+    programs agree with the simulator in bytes and cycles."""
+    from simulator import Simulator
+
+    cfg = make_config("tiny", dram_latency=3)
+    with Harness(cfg) as h:
+        sim = Simulator(cfg)
+        progs = [(name, d, a, n) for name, d, a, n in _suite(cfg)]
+        progs += [(p.name, p.dram, p.insn_addr, p.n_insns) for p in (random_program(cfg, 20_000 + s) for s in range(20))]
+        for name, d, a, n in progs:
+            img = d.copy()
+            s = sim.run(img, a, n)
+            r = h.run(d, a, n)
+            assert (r.cycles, r.timeout) == (int(s.cycles), False), name
+            assert np.array_equal(r.dram, img), name
+
+
 def test_registers_and_errors():
     from jit_runtime.suite import suite_cases
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from amaranth.sim import Simulator
 
 from hw.arbiter import Arbiter
@@ -122,18 +123,23 @@ def test_token_queue_counts():
     _run(dut, tb)
 
 
-def test_dma_read_padding_layout_and_duration():
-    """LOAD.ACC-like transfer (element = 4 beats on tiny) with pads: writes the padded block; last after beats+pads."""
+@pytest.mark.parametrize("pads", [(1, 1, 2, 1), (0, 2, 0, 0), (3, 0, 0, 0), (0, 0, 1, 2), (2, 1, 0, 0),
+                                  (0, 0, 0, 0)])
+def test_dma_read_padding_layout_and_duration(pads):
+    """LOAD.ACC-like transfer (element = 4 beats on tiny) with pads (y_pad0, y_pad1, x_pad0, x_pad1, every
+    phase order: top, sides, bottom straight after the data, none): writes the padded block; last after beats +
+    pads. The first beat comes 3 cycles after the start (the contract's smallest DRAM latency)."""
     cfg = make_config("tiny")
     eb = cfg.acc_elem_bytes
     nb = eb // cfg.bus_bytes
     dut = DmaRead(cfg, eb, 7)
-    y, x, pads = 2, 3, (1, 1, 2, 1)
+    y, x = 2, 3
     rows, cols = pads[0] + y + pads[1], pads[2] + x + pads[3]
     rng = np.random.default_rng(3)
     data = rng.integers(0, 1 << 32, (y, x, nb), dtype=np.uint64)
     mem: dict[int, int] = {}
     stamps = {}
+    lat = 3
 
     async def tb(ctx):
         for f, v in dict(sram_base=5, dram_base=0, y_size=y, x_size=x, x_stride=x, y_pad0=pads[0], y_pad1=pads[1],
@@ -144,13 +150,14 @@ def test_dma_read_padding_layout_and_duration():
         beats = [int(b) for b in data.reshape(-1)]
         await ctx.tick()
         ctx.set(dut.start, 0)
-        for cyc in range(200):
-            if beats:
+        for cyc in range(1, 200):
+            if beats and cyc >= lat:
                 ctx.set(dut.r_valid, 1)
                 ctx.set(dut.r_data, beats.pop(0))
             else:
                 ctx.set(dut.r_valid, 0)
             if ctx.get(dut.w_en):
+                assert ctx.get(dut.w_addr) not in mem
                 mem[ctx.get(dut.w_addr)] = ctx.get(dut.w_data)
             if ctx.get(dut.last):
                 stamps["last"] = cyc
@@ -158,7 +165,7 @@ def test_dma_read_padding_layout_and_duration():
             await ctx.tick()
 
     _run(dut, tb)
-    assert stamps["last"] == y * x * nb + (rows * cols - y * x) - 1
+    assert stamps["last"] == lat - 1 + y * x * nb + (rows * cols - y * x)
     want = np.zeros((rows, cols), dtype=object)
     for r in range(y):
         for c in range(x):
@@ -330,3 +337,36 @@ def test_staged_gemm_array_streams_one_product_per_cycle():
 
         assert arr.stages == stages
         _run(m, tb)
+
+
+@pytest.mark.parametrize("depth", [1, 2, 4, 5])
+def test_command_queue_is_cycle_for_cycle_a_sync_fifo(depth):
+    """CommandQueue (head in a register) against amaranth's SyncFIFO of the same depth, random writes/reads:
+    the same r_rdy / r_data / w_rdy / level every cycle, so the timing contract cannot tell them apart."""
+    from amaranth.hdl import Module
+    from amaranth.lib.fifo import SyncFIFO
+
+    from hw.cmd_queue import CommandQueue
+
+    m = Module()
+    m.submodules.q = q = CommandQueue(16, depth)
+    m.submodules.ref = ref = SyncFIFO(width=16, depth=depth)
+    rng = np.random.default_rng(depth)
+    seen = {"reads": 0}
+
+    async def tb(ctx):
+        for cyc in range(400):
+            w, r, d = int(rng.random() < 0.55), int(rng.random() < (0.3 if cyc % 100 < 50 else 0.7)), int(rng.integers(1 << 16))
+            for f in (q, ref):
+                ctx.set(f.w_en, w)
+                ctx.set(f.r_en, r)
+                ctx.set(f.w_data, d)
+            assert ctx.get(q.r_rdy) == ctx.get(ref.r_rdy) and ctx.get(q.w_rdy) == ctx.get(ref.w_rdy), cyc
+            assert ctx.get(q.level) == ctx.get(ref.level), cyc
+            if ctx.get(ref.r_rdy):
+                assert ctx.get(q.r_data) == ctx.get(ref.r_data), cyc
+                seen["reads"] += r
+            await ctx.tick()
+
+    _run(m, tb)
+    assert seen["reads"] > 50
