@@ -271,11 +271,7 @@ def alu_lane(m: Module, op_code: Value, a: Value, b: Value, width: int, rec: Rec
         cases[op.opcode] = v
     if mul_of:  # the one multiplier, its operands chosen by the op
         x, y = Signal(signed(width)), Signal(signed(width))
-        xv: Value = Value.cast(0)
-        yv: Value = Value.cast(0)
-        for code, (pa, pb, _) in mul_of.items():
-            xv = Mux(op_code == code, pa, xv)
-            yv = Mux(op_code == code, pb, yv)
+        xv, yv = _mul_operands(mul_of, op_code)
         prod = Signal(signed(2 * width))
         if staged:
             with m.If(enable(0)):
@@ -417,11 +413,7 @@ def _deep_lane(m: Module, op_code: Value, a: Value, b: Value, width: int, rec, e
     ops.budget = None
     if mul_of:
         x, y = Signal(signed(width)), Signal(signed(width))
-        xv: Value = Value.cast(0)
-        yv: Value = Value.cast(0)
-        for code, (pa, pb, _) in mul_of.items():
-            xv = Mux(op_code == code, pa, xv)
-            yv = Mux(op_code == code, pb, yv)
+        xv, yv = _mul_operands(mul_of, op_code)
         with m.If(enable(mul_in)):
             m.d.comb += [x.eq(xv), y.eq(yv)]
         prod = deep_multiplier(m, x, y, width)
@@ -431,6 +423,16 @@ def _deep_lane(m: Module, op_code: Value, a: Value, b: Value, width: int, rec, e
     for code, val in cases.items():
         out = Mux(op_code == code, val, out)
     return out
+
+
+def _mul_operands(mul_of: dict, op_code: Value) -> tuple[Value, Value]:
+    """The lane multiplier's two operands: those of the multiplying op that ``op_code`` selects (else 0)."""
+    xv: Value = Value.cast(0)
+    yv: Value = Value.cast(0)
+    for code, (pa, pb, _) in mul_of.items():
+        xv = Mux(op_code == code, pa, xv)
+        yv = Mux(op_code == code, pb, yv)
+    return xv, yv
 
 
 def _isolated(m: Module, en: Value, value) -> Signal:

@@ -319,15 +319,20 @@ class SimAccelBackend:
             bias = _pad_vec(bias, n_out, "bias")
         return cs, bias, _pad_requant(requant, n_out), w
 
+    def _dense_problem(self, x, w, bias, requant: Requant, axis: str):
+        """The conv problem (shape, bias, requant) of a packed dense run as a 1x1 conv with its rows on ``axis``."""
+        x6, w6 = _dense_as_conv(x, w, axis)
+        cs, b, rq, _ = self.conv2d_problem(x6, w6, bias, stride=(1, 1), padding=(0, 0, 0, 0), groups=1,
+                                           requant=requant)
+        return cs, b, rq
+
     def dense_rows_axis(self, x, w, bias, requant: Requant) -> str:
         """Where a packed dense puts its batch rows in the 1x1 conv it runs as: ``"w"`` (the width: one DMA row,
         the faster layout) when some tiling fits the scratchpads, else ``"h"`` (rows tile like any other: a large
         batch on a small config)."""
         from compiler.topi.knobs import NoTilingError, rank_conv_knobs
 
-        x6, w6 = _dense_as_conv(x, w, "w")
-        cs, b, rq, w6 = self.conv2d_problem(x6, w6, bias, stride=(1, 1), padding=(0, 0, 0, 0), groups=1,
-                                            requant=requant)
+        cs, b, rq = self._dense_problem(x, w, bias, requant, "w")
         key = ("dense-axis", cs, _rq_key(b, rq))
         axis = self._dense_axes.get(key)
         if axis is None:
@@ -346,9 +351,7 @@ class SimAccelBackend:
         :meth:`batch_tile`: the rows are the dense's batch)."""
         from compiler.topi.knobs import choose_conv_knobs, conv_insns
 
-        x6, w6 = _dense_as_conv(x, w, "h")
-        cs, b, rq, _ = self.conv2d_problem(x6, w6, bias, stride=(1, 1), padding=(0, 0, 0, 0), groups=1,
-                                           requant=requant)
+        cs, b, rq = self._dense_problem(x, w, bias, requant, "h")
         key = ("dense-rows", cs, _rq_key(b, rq))
         insns = self._batch_tiles.get(key)
         if insns is None:
