@@ -16,7 +16,6 @@ The synthesis itself (:func:`hw.synth.synth_record`, yosys) lives in ``hw``; the
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import math
 import time

@@ -12,7 +12,6 @@ are written into the programs' DRAM images; only activations travel at run time.
 from __future__ import annotations
 
 import hashlib
-import math
 from importlib import metadata
 from pathlib import Path
 
