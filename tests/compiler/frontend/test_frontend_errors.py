@@ -62,7 +62,9 @@ def test_bad_user_inputs_name_shape_dtype():
         m.set_input("x", np.zeros((1, 4), np.int32))
     with pytest.raises(ModelInputError, match="inputs not set"):
         m.run()
-    np.testing.assert_array_equal(m(x=np.array([[-1, 2, -3, 4]], np.float64)), [[0, 2, 0, 4]])
+    with pytest.raises(ModelInputError, match=r"float64; the model expects float32"):
+        m(x=np.array([[-1, 2, -3, 4]], np.float64))  # nothing is cast silently (as onnxruntime)
+    np.testing.assert_array_equal(m(x=np.array([[-1, 2, -3, 4]], np.float32)), [[0, 2, 0, 4]])
 
 
 def test_input_shapes_unknown_name():
