@@ -14,25 +14,8 @@ import pytest
 from isa import make_config
 from isa.encoding import INSN_BYTES
 
-CFG = make_config("tiny")
-BOARD = "pynq-z1"
+CFG = make_config("tiny")  # the overlay and shim fixtures (conftest.py) are built for it
 pytestmark = pytest.mark.xdist_group("pynq-shim")
-
-
-@pytest.fixture(scope="module")
-def overlay(tmp_path_factory):
-    from fpga.vivado_project import write_sim_overlay
-
-    return write_sim_overlay(BOARD, CFG, tmp_path_factory.mktemp("overlay"))
-
-
-@pytest.fixture(scope="module")
-def shim():
-    from fpga.boards import get_board
-    from hw.cosim.pynq_shim import PynqShim
-
-    with PynqShim(phys_base=get_board(BOARD).fam.shim_phys_base, mem_bytes=16 << 20) as s:
-        yield s
 
 
 @pytest.fixture(scope="module")

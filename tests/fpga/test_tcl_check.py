@@ -62,60 +62,36 @@ def test_brace_variable_is_rejected(projects, tmp_path):
         check_project(d)
 
 
-def test_brace_variable_in_a_dict_is_rejected(projects, tmp_path):
-    d = copy_with(projects["zcu104"], tmp_path, "bd.tcl", "CONFIG.NUM_MI {2}", "CONFIG.NUM_MI {$n_mi}")
-    with pytest.raises(TclCheckError, match=r"unsubstituted Tcl variable '\$n_mi'"):
-        check_project(d)
+_Z1, _U96 = get_board("pynq-z1").fam, get_board("ultra96").fam
+
+# (id, board, file, the text replaced, its replacement, what the error must say)
+BROKEN = [
+    ("brace-variable-in-a-dict", "zcu104", "bd.tcl", "CONFIG.NUM_MI {2}", "CONFIG.NUM_MI {$n_mi}",
+     r"unsubstituted Tcl variable '\$n_mi'"),
+    ("misspelt-pin", "pynq-z1", "bd.tcl", "[get_bd_pins vta_0/aclk]", "[get_bd_pins vta_0/aclck]",
+     r"pin 'vta_0/aclck' does not exist.*aclk"),
+    # IRQ_F2P exists only when the PS config enables fabric interrupts
+    ("pin-of-a-disabled-ps-port", "pynq-z2", "bd.tcl", "CONFIG.PCW_USE_FABRIC_INTERRUPT {1}",
+     "CONFIG.PCW_USE_FABRIC_INTERRUPT {0}", r"pin 'processing_system7_0/IRQ_F2P' does not exist"),
+    ("overlapping-segments", "pynq-z1", "bd.tcl", f"-offset 0x{_Z1.intc_base:08X}", f"-offset 0x{_Z1.ctrl_base:08X}",
+     r"overlaps vta_0/s_axil/reg0"),
+    ("misaligned-segment", "ultra96", "bd.tcl", f"-offset 0x{_U96.ctrl_base:08X}",
+     f"-offset 0x{_U96.ctrl_base + 0x1000:08X}", r"not aligned to its range"),
+    ("segment-out-of-window", "ultra96", "bd.tcl", f"-offset 0x{_U96.ctrl_base:08X}", "-offset 0x80000000",
+     r"outside the window of zynq_ultra_ps_e_0/M_AXI_HPM0_FPD"),
+    ("unassociated-axi-clock", "pynq-z1", "vta_accel.v", "ASSOCIATED_BUSIF s_axil:m_axi", "ASSOCIATED_BUSIF s_axil",
+     r"m_axi is not associated with any clock"),
+    ("unconnected-clock", "pynq-z1", "bd.tcl", " [get_bd_pins axi_intc_0/s_axi_aclk]", "",
+     r"axi_intc_0/s_axi_aclk is not connected"),
+    ("board-preset-without-board-part", "zcu104", "build.tcl", "set use_board_preset 0", "set use_board_preset 1",
+     r"apply_board_preset 1 but the project has no board part"),
+]
 
 
-def test_misspelt_pin_is_rejected(projects, tmp_path):
-    d = copy_with(projects["pynq-z1"], tmp_path, "bd.tcl", "[get_bd_pins vta_0/aclk]", "[get_bd_pins vta_0/aclck]")
-    with pytest.raises(TclCheckError, match=r"pin 'vta_0/aclck' does not exist.*aclk"):
-        check_project(d)
-
-
-def test_pin_of_a_disabled_ps_port_is_rejected(projects, tmp_path):
-    """IRQ_F2P exists only when the PS config enables fabric interrupts."""
-    d = copy_with(projects["pynq-z2"], tmp_path, "bd.tcl", "CONFIG.PCW_USE_FABRIC_INTERRUPT {1}",
-                  "CONFIG.PCW_USE_FABRIC_INTERRUPT {0}")
-    with pytest.raises(TclCheckError, match=r"pin 'processing_system7_0/IRQ_F2P' does not exist"):
-        check_project(d)
-
-
-def test_overlapping_segments_are_rejected(projects, tmp_path):
-    f = get_board("pynq-z1").fam
-    d = copy_with(projects["pynq-z1"], tmp_path, "bd.tcl", f"-offset 0x{f.intc_base:08X}",
-                  f"-offset 0x{f.ctrl_base:08X}")
-    with pytest.raises(TclCheckError, match=r"overlaps vta_0/s_axil/reg0"):
-        check_project(d)
-
-
-def test_misaligned_and_out_of_window_segments_are_rejected(projects, tmp_path):
-    f = get_board("ultra96").fam
-    d = copy_with(projects["ultra96"], tmp_path, "bd.tcl", f"-offset 0x{f.ctrl_base:08X}",
-                  f"-offset 0x{f.ctrl_base + 0x1000:08X}")
-    with pytest.raises(TclCheckError, match=r"not aligned to its range"):
-        check_project(d)
-    d2 = copy_with(projects["ultra96"], tmp_path / "w", "bd.tcl", f"-offset 0x{f.ctrl_base:08X}", "-offset 0x80000000")
-    with pytest.raises(TclCheckError, match=r"outside the window of zynq_ultra_ps_e_0/M_AXI_HPM0_FPD"):
-        check_project(d2)
-
-
-def test_unassociated_axi_clock_is_rejected(projects, tmp_path):
-    d = copy_with(projects["pynq-z1"], tmp_path, "vta_accel.v", "ASSOCIATED_BUSIF s_axil:m_axi", "ASSOCIATED_BUSIF s_axil")
-    with pytest.raises(TclCheckError, match=r"m_axi is not associated with any clock"):
-        check_project(d)
-
-
-def test_unconnected_clock_is_rejected(projects, tmp_path):
-    d = copy_with(projects["pynq-z1"], tmp_path, "bd.tcl", " [get_bd_pins axi_intc_0/s_axi_aclk]", "")
-    with pytest.raises(TclCheckError, match=r"axi_intc_0/s_axi_aclk is not connected"):
-        check_project(d)
-
-
-def test_board_preset_without_board_part_is_rejected(projects, tmp_path):
-    d = copy_with(projects["zcu104"], tmp_path, "build.tcl", "set use_board_preset 0", "set use_board_preset 1")
-    with pytest.raises(TclCheckError, match=r"apply_board_preset 1 but the project has no board part"):
+@pytest.mark.parametrize("board, file, old, new, message", [c[1:] for c in BROKEN], ids=[c[0] for c in BROKEN])
+def test_broken_form_is_rejected(projects, tmp_path, board, file, old, new, message):
+    d = copy_with(projects[board], tmp_path, file, old, new)
+    with pytest.raises(TclCheckError, match=message):
         check_project(d)
 
 

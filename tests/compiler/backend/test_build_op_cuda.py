@@ -6,28 +6,9 @@ import compiler
 from compiler import te
 from compiler.backend.cuda.nvcc import have_ptxas
 from compiler.schedule import create_schedule
-from compiler.backend.build import CpuOp
 from compiler.backend.cuda.runtime import NoGpuError, gpu_present
-from compiler.backend.llvm.codegen import generate
-from compiler.tir import For, IfThen, TirError, lower_loops
-
-
-def _serial_on_cpu(s):
-    """The GPU schedule's loop IR with every bound loop run serially on the CPU: same values, redundant shared fills.
-    Checks the lowering (regions of shared caches, indices) without a GPU."""
-    func = lower_loops(s)
-
-    def walk(body):
-        for st in body:
-            if isinstance(st, For):
-                st.kind = "serial"
-                walk(st.body)
-            elif isinstance(st, IfThen):
-                walk(st.body)
-
-    walk(func.body)
-    mod, sym = generate(func)
-    return CpuOp(func, mod, sym)
+from compiler.tir import TirError
+from tests.compiler.gpu_on_cpu import serial_on_cpu
 
 
 def _gpu_matmul(m=64, n=48, k=80, t=16):
@@ -135,7 +116,7 @@ def test_shared_tiles_cover_the_whole_thread_block():
     rng = np.random.default_rng(7)
     a = rng.standard_normal((64, 80)).astype(np.float32)
     b = rng.standard_normal((80, 48)).astype(np.float32)
-    np.testing.assert_allclose(_serial_on_cpu(_gpu_matmul())(a, b), a @ b, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(serial_on_cpu(_gpu_matmul())(a, b), a @ b, rtol=1e-4, atol=1e-4)
     if gpu_present():
         np.testing.assert_allclose(op(a, b), a @ b, rtol=1e-4, atol=1e-4)
 
@@ -144,7 +125,7 @@ def test_fused_reduction_gpu_schedule_values():
     rng = np.random.default_rng(8)
     av = rng.standard_normal((64, 128)).astype(np.float32)
     bv = rng.standard_normal(128).astype(np.float32)
-    out = _serial_on_cpu(_gpu_schedule())(av, bv)
+    out = serial_on_cpu(_gpu_schedule())(av, bv)
     np.testing.assert_allclose(out, np.maximum(av * 2 + bv, 0).sum(1), rtol=1e-5, atol=1e-4)
 
 

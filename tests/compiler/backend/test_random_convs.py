@@ -8,9 +8,7 @@ import compiler
 from compiler import te
 from compiler.backend.cuda.nvcc import have_ptxas
 from compiler.schedule import ScheduleError, create_schedule
-from compiler.backend.build import CpuOp
-from compiler.backend.llvm.codegen import generate
-from compiler.tir import For, IfThen, lower_loops
+from tests.compiler.gpu_on_cpu import serial_on_cpu
 
 _FUNCS = [lambda v: v, te.exp, lambda v: te.tanh(v) * 2.0, lambda v: te.abs_(v) // 0.5]
 
@@ -99,17 +97,5 @@ def test_random_window_reduction_gpu_compiles_and_lowers_right(seed):
     assert all(f".entry {k.name}" in op.ptx for k in op.kernels)
     if have_ptxas():
         op.assemble()
-    func = lower_loops(schedule(), [a, c])
-
-    def serial(body):
-        for st in body:
-            if isinstance(st, For):
-                st.kind = "serial"
-                serial(st.body)
-            elif isinstance(st, IfThen):
-                serial(st.body)
-
-    serial(func.body)
     av = _input(a, seed)
-    module, symbol = generate(func)
-    np.testing.assert_allclose(CpuOp(func, module, symbol)(av), te.evaluate(c, {a: av}), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(serial_on_cpu(schedule(), [a, c])(av), te.evaluate(c, {a: av}), rtol=1e-4, atol=1e-4)

@@ -9,29 +9,10 @@ from compiler.backend.cuda.nvcc import assemble_ptx, have_ptxas
 from jit_runtime.host_ops.conv_kernels import conv2d_nchw
 from jit_runtime.host_ops.kernels import KERNELS
 from compiler.graph.ir import Node, TensorInfo
-from compiler.backend.build import CpuOp
-from compiler.backend.llvm.codegen import generate
 from compiler.backend.plans.plans import build_schedule, plan_node
-from compiler.tir import For, IfThen, lower_loops
+from tests.compiler.gpu_on_cpu import serial_on_cpu
 
 RNG = np.random.default_rng(11)
-
-
-def serial_on_cpu(s, args) -> CpuOp:
-    """The GPU loop IR with every thread/block loop run serially on the CPU (same values without a GPU)."""
-    func = lower_loops(s, args)
-
-    def walk(body):
-        for st in body:
-            if isinstance(st, For):
-                st.kind = "serial"
-                walk(st.body)
-            elif isinstance(st, IfThen):
-                walk(st.body)
-
-    walk(func.body)
-    mod, sym = generate(func)
-    return CpuOp(func, mod, sym)
 
 
 def _case(op, inputs, attrs, consts=()):
