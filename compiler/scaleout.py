@@ -17,6 +17,7 @@ task never produces a duplicate.
 """
 from __future__ import annotations
 
+import inspect
 import os
 from abc import ABC, abstractmethod
 from typing import Any, Callable, Iterator, Sequence
@@ -100,6 +101,11 @@ def _import_modules(modules: tuple, hold_s: float) -> int:
     return os.getpid()
 
 
+def _call(item, fn, *shared):
+    """``fn(item, *shared)``: the Ray task :meth:`RayRunner.imap` runs for a callable that is not a plain function."""
+    return fn(item, *shared)
+
+
 def import_ray():
     """The ``ray`` module, or a ValueError saying how to install it."""
     try:
@@ -156,9 +162,12 @@ class RayRunner(Runner):
 
     def imap(self, fn, items, shared=()):
         ray = self._ray
-        remote = ray.remote(num_cpus=self.cpus_per_task, max_retries=self.max_retries)(fn)
-        shared_refs = [ray.put(s) for s in shared]
-        pending = {remote.remote(item, *shared_refs): (i, 0) for i, item in enumerate(items)}
+        # ray.remote takes plain functions only (a busy worker's title is then ``ray::<name>``); a bound method (the
+        # synthesis stage's ResourceModel.evaluate) or another picklable callable travels as an argument of _call
+        task, lead = (fn, []) if inspect.isfunction(fn) else (_call, [ray.put(fn)])
+        remote = ray.remote(num_cpus=self.cpus_per_task, max_retries=self.max_retries)(task)
+        args = lead + [ray.put(s) for s in shared]
+        pending = {remote.remote(item, *args): (i, 0) for i, item in enumerate(items)}
         while pending:
             done, _ = ray.wait(list(pending), num_returns=1)
             ref = done[0]
@@ -170,7 +179,7 @@ class RayRunner(Runner):
                 if tries >= self.resubmits:
                     raise RuntimeError(f"item {i} failed on {tries + 1} workers: {exc}") from exc
                 self.lost += 1
-                pending[remote.remote(items[i], *shared_refs)] = (i, tries + 1)
+                pending[remote.remote(items[i], *args)] = (i, tries + 1)
                 continue
             yield i, result
 

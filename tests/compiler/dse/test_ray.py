@@ -84,6 +84,12 @@ def test_sweep_on_ray_with_a_killed_worker_equals_the_loop(cluster, tmp_path):
     assert all(_identity(a.get(k)) == _identity(b.get(k)) for k in a.records)
 
 
+def test_ray_runner_takes_a_bound_method(cluster):
+    """The synthesis stage hands imap a bound method (ResourceModel.evaluate), which ray.remote alone refuses."""
+    got = dict(cluster.imap("{}:{}".format, ["a", "b", "c"], ("shared",)))
+    assert got == {0: "a:shared", 1: "b:shared", 2: "c:shared"}
+
+
 def test_process_pool_agrees_item_for_item():
     from isa import make_config
 
