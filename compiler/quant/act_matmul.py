@@ -55,8 +55,8 @@ def lower_act_matmul(g: Graph, n: Node, prod, cons, act_params, epilogue_chain, 
 
 
 def _dense_with_zero_points(g: Graph, new: list, tag: str, x: str, w: str, zx: int, zw: int, k: int,
-                            rows_w: int, const, tmp) -> tuple[str, str, str]:
-    """``(input, weight, bias)`` of a QDense computing ``sum_k (x - zx)(w - zw)`` exactly (module
+                            rows_w: int, const, tmp) -> tuple[str, str, str, int]:
+    """``(input, weight, bias, digit columns)`` of a QDense computing ``sum_k (x - zx)(w - zw)`` exactly (module
     :mod:`jit_runtime.host_ops.zero_point`): ``RowSumDigits`` columns on ``x`` and constant digit columns on ``w``
     for the ``zw`` term, a run-time ``ZeroPointBias`` for the ``zx`` term."""
     from jit_runtime.host_ops.zero_point import digit_columns, digit_weights
@@ -75,7 +75,7 @@ def _dense_with_zero_points(g: Graph, new: list, tag: str, x: str, w: str, zx: i
         cols = const(f"{tag}/digit_w", np.broadcast_to(digit_weights(n_dig), (rows_w, n_dig)), np.int8)
         new.append(Node("Concat", [w, cols], [wd], {"axis": 1}, f"{tag}/w_digits"))
         x, w = xd, wd
-    return x, w, bias
+    return x, w, bias, n_dig
 
 
 def unroll_qmatmul(g: Graph) -> int:
@@ -140,11 +140,12 @@ def unroll_qmatmul(g: Graph) -> int:
             else:
                 wt = wt_shared
             x, w, zx, zw, rows_w = (wt, a2, zb, za, m) if swap else (a2, wt, za, zb, nn)
-            x, w, bias = _dense_with_zero_points(g, new, f"{n.name}/batch{i}", x, w, zx, zw, k, rows_w, const, tmp)
+            x, w, bias, n_dig = _dense_with_zero_points(g, new, f"{n.name}/batch{i}", x, w, zx, zw, k, rows_w, const,
+                                                        tmp)
             yi = tmp(f"y{i}", (m, nn))
             yd = tmp(f"y{i}_t", (nn, m)) if swap else yi
-            new.append(Node("QDense", [x, w, bias], [yd], {"requant": n.attrs["requant"], "runtime_weight": True},
-                            f"{n.name}/batch{i}"))
+            new.append(Node("QDense", [x, w, bias], [yd], {"requant": n.attrs["requant"], "runtime_weight": True,
+                                                          "digit_columns": n_dig}, f"{n.name}/batch{i}"))
             if swap:
                 new.append(Node("Transpose", [yd], [yi], {"perm": [1, 0]}, f"{n.name}/y{i}"))
             parts.append(yi)
