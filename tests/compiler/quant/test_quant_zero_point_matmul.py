@@ -201,3 +201,22 @@ def test_matmul_integer_left_on_the_host_is_named():
         mod = build(m, "pynq-z1", target="ref", progress=False)
     feed = {"xq": RNG.integers(0, 256, (3, 8)).astype(np.uint8), "xz": np.uint8(9)}
     np.testing.assert_array_equal(mod.run(feed)[0], ReferenceEvaluator(m).run(None, feed)[0])
+
+
+def test_integer_layers_on_the_llvm_target_equal_the_definition():
+    """The llvm target runs the byte epilogue and the zero-point glue like ref (its int8 layers on the CPU)."""
+    w = RNG.integers(-128, 128, (24, 10)).astype(np.int8)
+    m = _matmul_integer_model(w, np.int8(0), (4, 24), dynamic=False)
+    feed = {"xq": RNG.integers(0, 256, (4, 24)).astype(np.uint8), "xz": np.uint8(77)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = build(m, "pynq-z1", target="llvm", progress=False).run(feed)[0]
+    np.testing.assert_array_equal(got, (feed["xq"].astype(np.int64) - 77) @ w.astype(np.int64))
+    m = _act_matmul_model(140, 121, 100)
+    feed = {"a": RNG.normal(0, 1.5, (2, 5, 12)).astype(np.float32),
+            "b": RNG.normal(0, 2.0, (2, 12, 6)).astype(np.float32)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = build(m, "pynq-z1", target="llvm", progress=False).run(feed)[0]
+        want = build(m, "pynq-z1", target="ref", progress=False).run(feed)[0]
+    np.testing.assert_array_equal(got, want)
