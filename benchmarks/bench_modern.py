@@ -12,6 +12,7 @@ onnxruntime running the same QDQ model), ``ort_qdq_accel_mac_fraction``, ``ort_i
 accelerator) -> ``dynamic_cosine_vs_ort``, ``ort_dynamic_accel_mac_fraction``. ``quantizations`` holds one row per
 quantization (``ptq``: cosine vs fp32; ``ort_static``/``ort_dynamic``: cosine vs onnxruntime on the same model;
 ``ort_dynamic.equals_host_integer_path``: bit-equal to the integer layers run by the host kernels, the ONNX
+definition; ``ort_matmulinteger_off_definition``: onnxruntime's own MatMulInteger outputs that differ from that
 definition); ``min_accel_mac_fraction`` the lowest of them.
 
     python benchmarks/bench_modern.py [--models bert,vit,...] [--config pynq-z1] [--target sim]
@@ -80,6 +81,32 @@ def _row(mod, y, want, host: list[str], wall: float) -> dict:
             "sim_wall_s": round(wall, 2), "host_ops": s["host_ops"], "host_layers": host}
 
 
+def ort_integer_layers_off_definition(dyn, feed) -> dict:
+    """How many MatMulInteger outputs onnxruntime (CPU, no graph optimizations) computes differently from the ONNX
+    definition ``(x - x_zp) @ (W - W_zp)`` (its x86 u8 x s8 kernel saturates int16 pair sums), and by how much."""
+    import onnxruntime as ort
+    from onnx import helper, numpy_helper
+
+    q = type(dyn)()
+    q.CopyFrom(dyn)
+    inits = {i.name: numpy_helper.to_array(i) for i in q.graph.initializer}
+    nodes = [n for n in q.graph.node if n.op_type == "MatMulInteger"]
+    names = list(dict.fromkeys(t for n in nodes for t in (n.input[0], n.input[2], n.output[0]) if t not in inits))
+    del q.graph.output[:]
+    q.graph.output.extend(helper.make_empty_tensor_value_info(t) for t in names)
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    vals = dict(zip(names, ort.InferenceSession(q.SerializeToString(), so, providers=["CPUExecutionProvider"])
+                    .run(None, feed)))
+    total = off = worst = 0
+    for n in nodes:
+        x, xz = vals[n.input[0]].astype(np.int64), np.int64(vals[n.input[2]])
+        w = inits[n.input[1]].astype(np.int64) - inits[n.input[3]].astype(np.int64)
+        d = np.abs(vals[n.output[0]].astype(np.int64) - (x - xz) @ w)
+        total, off, worst = total + d.size, off + int((d > 0).sum()), max(worst, int(d.max()))
+    return {"outputs": total, "differing": off, "max_abs_diff": worst}
+
+
 def bench_model(name: str, config: str, target: str) -> dict:
     model = MODELS[name]()
     cal = sample_inputs(model, 4, seed=1)
@@ -115,6 +142,7 @@ def bench_model(name: str, config: str, target: str) -> dict:
             # the integer layers on the host (numpy, the ONNX definition) give the same result bit for bit
             href, _ = _build(dyn, config, "ref", quantize=False)
             rows["ort_dynamic"]["equals_host_integer_path"] = bool(np.array_equal(yd, href.run(feed)[0]))
+            rows["ort_dynamic"]["ort_matmulinteger_off_definition"] = ort_integer_layers_off_definition(dyn, feed)
             res.update(dynamic_cosine_vs_ort=rows["ort_dynamic"]["cosine"],
                        ort_dynamic_accel_mac_fraction=rows["ort_dynamic"]["accel_mac_fraction"])
         except Exception as exc:  # noqa: BLE001

@@ -121,7 +121,7 @@ def test_asymmetric_activation_matmul_runs_exactly_on_the_accelerator(za, zb):
     assert np.mean(y == want) > 0.98
 
 
-# ---- quantize_dynamic: MatMulInteger / ConvInteger --------------------------------------------------------------------
+# ---- quantize_dynamic: MatMulInteger / ConvInteger -----------------------------------------------------------
 def _matmul_integer_model(w, wz, x_shape, dynamic=True):
     """x (float) -> DynamicQuantizeLinear -> MatMulInteger(xq, w, xz, wz) -> y (int32); or x (uint8) and xz given."""
     inits = [("w", w), ("wz", wz)]
