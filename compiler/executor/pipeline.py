@@ -23,6 +23,7 @@ from compiler.graph.offload import host_fallbacks, mac_split
 from compiler.graph.partition import Partition, partition_graph
 from compiler.quant.act_matmul import unroll_qmatmul
 from compiler.quant.calibrate import insert_qdq
+from compiler.quant.integer_ops import has_integer_ops, lower_integer_ops
 from compiler.quant.qdq_lower import lower_qdq
 from compiler.quant.rebase import rebase_uint8
 
@@ -66,7 +67,7 @@ def compile_model(model, config, *, calibration=None, quantize: bool | None = No
     step("const_folded", fold_constants(g))
     stats["token_matmuls_as_dense"] = flatten_token_matmuls(g)
     stats["conv_transposes_as_conv"] = lower_conv_transposes(g) if quantize is not False else 0
-    quantized = is_qdq(g)
+    quantized = is_qdq(g) or has_integer_ops(g)  # QDQ pairs, or quantize_dynamic's MatMulInteger/ConvInteger
     step("bn_folded", 0 if quantized else fold_batchnorm(g))
     if not quantized and quantize is not False:
         if calibration is None:
@@ -78,6 +79,7 @@ def compile_model(model, config, *, calibration=None, quantize: bool | None = No
     if quantize is not False:
         stats["uint8_rebased"] = rebase_uint8(g)
     step("int8_lowered", lower_qdq(g, config) if quantize is not False else 0)
+    stats["integer_ops_lowered"] = lower_integer_ops(g) if quantize is not False else 0
     fold_constants(g, keep_ops=frozenset())  # weights of CPU-fallback QDQ ops become float constants
     stats["act_matmuls_unrolled"] = unroll_qmatmul(g)
     stats["dilations_expanded"] = expand_dilated_convs(g) if widen_convs else 0

@@ -26,7 +26,8 @@ def build_for_target(model, cfg, target: str, *, calibration=None, quantize: boo
 
     if target not in MODEL_TARGETS:
         raise ValueError(f"unknown model target {target!r}; allowed: {', '.join(MODEL_TARGETS)}")
-    qdq = any(n.op_type in ("QuantizeLinear", "DequantizeLinear") for n in model.graph.node)
+    qdq = any(n.op_type in ("QuantizeLinear", "DequantizeLinear", "MatMulInteger", "ConvInteger")  # quantized
+              for n in model.graph.node)
     if quantize is None:
         quantize = calibration is not None or qdq
     if quantize and calibration is None and not qdq:

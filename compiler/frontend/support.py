@@ -165,8 +165,8 @@ def node_support_key(node: onnx.NodeProto, inits: Mapping[str, onnx.TensorProto]
             return f"{node.op_type}({r}-D)"
     for key in ("to", "output_dtype"):
         t = _attr(node, key)
-        if t and t not in TENSOR_TYPES:
-            return f"{node.op_type}({key}={type_name(t)})"
+        if t and (not isinstance(t, int) or t not in TENSOR_TYPES):  # (a mangled attribute may hold a list)
+            return f"{node.op_type}({key}={type_name(t) if isinstance(t, int) else repr(t)})"
     if node.op_type in ("Constant", "ConstantOfShape"):
         v = next((a for a in node.attribute if a.name == "value"), None)
         if v is not None and v.t.data_type not in TENSOR_TYPES:

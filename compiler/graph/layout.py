@@ -105,6 +105,8 @@ def _to_accel(g: Graph, n: Node, lay: _Layouts, cfg) -> Node:
     o_pad = ceil_to(w.shape[0], bo)
     bias = g.constants.get(n.inputs[2]) if len(n.inputs) > 2 and n.inputs[2] else None
     bp = g.add_constant(g.fresh_name(f"{n.name}/b_padded"), pad_channels(bias, o_pad, np.int32)) if bias is not None else ""
+    if bias is None and len(n.inputs) > 2 and n.inputs[2]:
+        bp = lay.get_plain(n.inputs[2])  # a bias computed at run time (zero points): the backends pad it
     rq_p = pad_requant(n.attrs["requant"], o_pad)
     x = lay.get_packed(n.inputs[0], bi)
     out = f"{n.outputs[0]}@packed{bo}"

@@ -29,6 +29,22 @@ def node_macs(g: Graph, n: Node) -> int:
     """Real multiply-accumulates of one node (0 for ops without a reduction over weights)."""
     if n.op not in MAC_OPS or not n.outputs or n.outputs[0] not in g.tensors:
         return 0
+    n_bytes = int(n.attrs.get("int32_bytes", 1))  # an int32 result stored as bytes: the layer's MACs run that often
+    if n_bytes > 1 or n.attrs.get("digit_columns"):  # (and zero-point digit columns): count the model's MACs once
+        return _macs(g, n) // n_bytes * (_k(g, n) - int(n.attrs.get("digit_columns", 0))) // max(1, _k(g, n))
+    return _macs(g, n)
+
+
+def _k(g: Graph, n: Node) -> int:
+    """The reduction length of a dense layer's weight rows, block padding excluded (1 for other ops)."""
+    if n.op == "AccelDense":
+        return int(n.attrs["orig_weight_shape"][1])
+    if n.op == "QDense":
+        return int(g.tensors[n.inputs[1]].shape[1])
+    return 1
+
+
+def _macs(g: Graph, n: Node) -> int:
     out = int(np.prod(g.tensors[n.outputs[0]].shape, dtype=np.int64))
     if n.op == "AccelConv2D":
         o, cg, kh, kw = n.attrs["orig_weight_shape"]

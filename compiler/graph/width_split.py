@@ -115,6 +115,8 @@ def split_wide_convs(g: Graph, cfg) -> int:
             new.append(n)
             continue
         bias = g.constants.get(n.inputs[2]) if len(n.inputs) > 2 and n.inputs[2] else None
+        if bias is None and len(n.inputs) > 2 and n.inputs[2]:  # a run-time bias (zero points): same epilogue shape
+            bias = np.zeros(ws[0], np.int32)
         chunk = conv_width_chunk(cfg, xs, ws, n.attrs["strides"], n.attrs["pads"], group,
                                  n.attrs.get("pad_value", 0), bias, n.attrs["requant"])
         if chunk is None:

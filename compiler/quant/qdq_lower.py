@@ -211,6 +211,9 @@ def _host(n: Node, why: str) -> None:
 
 def _lower_one(g: Graph, n: Node, prod, cons, mult_bits: int = MULT_BITS) -> tuple[Node, list[Node]] | None:
     x = _act_params(g, prod.get(n.inputs[0]))
+    if x is None and not any(getattr(prod.get(i), "op", None) == "DequantizeLinear" for i in n.inputs[:2]):
+        return _host(n, "float layer: its inputs are not quantized (no DequantizeLinear)" + (
+            "; quantize_dynamic leaves activation x activation MatMuls in float" if n.op == "MatMul" else ""))
     if x is None:
         return _host(n, "input is not a per-tensor int8/uint8 DequantizeLinear with constant scale and zero point")
     if n.op == "Conv":

@@ -126,7 +126,8 @@ def zero_insert_k(a, x):
 
 @kernel("QMatMul")
 def qmatmul_k(a, x, y):
-    return qmatmul(x, y, a["requant"])
+    za, zb = a.get("zero_points", (0, 0))
+    return qmatmul(x, y, a["requant"], za, zb)
 
 
 @kernel("PackDenseWeight")
@@ -470,3 +471,4 @@ def repack_k(a, x):
 
 
 from jit_runtime.host_ops import transformer_kernels  # noqa: E402,F401  (registers its kernels here)
+from jit_runtime.host_ops import zero_point  # noqa: E402,F401  (registers its kernels here)

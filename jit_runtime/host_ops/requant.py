@@ -116,7 +116,8 @@ def apply_requant(acc: np.ndarray, bias: np.ndarray | None, rq: Requant, channel
     return y.astype(np.int32)
 
 
-def qmatmul(a: np.ndarray, b: np.ndarray, rq: Requant) -> np.ndarray:
-    """int8 ``a @ b`` (numpy broadcasting of the batch axes) with exact int32 accumulators, then ``rq``."""
-    acc = wrap_int32(np.matmul(np.asarray(a).astype(np.int64), np.asarray(b).astype(np.int64)))
+def qmatmul(a: np.ndarray, b: np.ndarray, rq: Requant, za: int = 0, zb: int = 0) -> np.ndarray:
+    """int8 ``(a - za) @ (b - zb)`` (numpy broadcasting of the batch axes) with exact int32 accumulators, then
+    ``rq``."""
+    acc = wrap_int32(np.matmul(np.asarray(a).astype(np.int64) - int(za), np.asarray(b).astype(np.int64) - int(zb)))
     return apply_requant(acc, None, rq, 1).astype(np.int8)

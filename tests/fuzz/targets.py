@@ -8,7 +8,8 @@ choice through :class:`Choices`, so a coverage-guided fuzzer (atheris) and hypot
 
 * ``onnx``: a small valid model (Conv, Relu, MaxPool, Flatten, Gemm; its onnxruntime-quantized
   QDQ form; Conv, BatchNormalization, pools, Reshape, MatMul, Add, Softmax; or a transformer block with
-  LayerNormalization, attention masks, GELU and ConvTranspose) with one mutation:
+  LayerNormalization, attention masks, GELU and ConvTranspose, also quantized by onnxruntime's quantize_static
+  defaults (zero-point attention MatMuls) and quantize_dynamic (MatMulInteger/ConvInteger)) with one mutation:
   an attribute, an input dimension, an initializer, a node input, an op type or the opset;
   compiled for the simulator (float models with calibration data) and run.
 * ``vtaprog``: a saved program with damaged bytes (flips, truncation, insertion) or a damaged
@@ -188,7 +189,38 @@ def qdq_model() -> onnx.ModelProto:
     return onnx.ModelProto.FromString(_QDQ)
 
 
-BASE_MODELS = {"cnn": base_model, "cnn2": second_model, "qdq": qdq_model, "transformer": transformer_model}
+_ORT_TRANSFORMER: dict[str, bytes] = {}
+
+
+def ort_transformer_model(kind: str) -> onnx.ModelProto:
+    """:func:`transformer_model` quantized by onnxruntime: ``"static"`` (quantize_static defaults: uint8 asymmetric
+    activations, so the attention MatMuls have zero points) or ``"dynamic"`` (quantize_dynamic: MatMulInteger,
+    ConvInteger, DynamicQuantizeLinear)."""
+    if kind not in _ORT_TRANSFORMER:
+        import warnings
+
+        from compiler.quant.ort_tools import ort_quantize_static
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            if kind == "static":
+                rng = np.random.default_rng(4)
+                cal = [{"x": rng.standard_normal(IN_SHAPE).astype(np.float32)} for _ in range(4)]
+                q = ort_quantize_static(transformer_model(), cal, defaults=True)
+            else:
+                from onnxruntime.quantization import quantize_dynamic
+
+                with tempfile.TemporaryDirectory() as d:
+                    onnx.save(transformer_model(), f"{d}/f.onnx")
+                    quantize_dynamic(f"{d}/f.onnx", f"{d}/q.onnx")
+                    q = onnx.load(f"{d}/q.onnx")
+        _ORT_TRANSFORMER[kind] = q.SerializeToString()
+    return onnx.ModelProto.FromString(_ORT_TRANSFORMER[kind])
+
+
+BASE_MODELS = {"cnn": base_model, "cnn2": second_model, "qdq": qdq_model, "transformer": transformer_model,
+               "transformer_qdq": lambda: ort_transformer_model("static"),
+               "transformer_dynamic": lambda: ort_transformer_model("dynamic")}
 
 _ATTR_NAMES = ("kernel_shape", "strides", "pads", "dilations", "group", "axis", "transA", "transB", "alpha", "beta",
                "ceil_mode", "auto_pad", "perm", "storage_order", "count_include_pad", "epsilon", "to",

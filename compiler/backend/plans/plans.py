@@ -24,7 +24,8 @@ VIEW_OPS = frozenset({"Flatten", "Reshape", "Identity", "Dropout", "Squeeze", "U
 # arithmetic, and the rest of the int8 pipeline's glue between accelerator-style layers
 NUMPY_GLUE_OPS = frozenset({"Cast", "Concat", "ConstantOfShape", "Gather", "Pad", "Resize", "Shape", "Slice", "Split",
                             "Transpose", "FoldTaps", "PackedMaxPool", "QGlobalAveragePool", "QAveragePool",
-                            "RebaseUint8", "Repack", "PackDenseWeight", "ZeroInsert"})
+                            "RebaseUint8", "Repack", "PackDenseWeight", "ZeroInsert",
+                            "RowSumDigits", "ZeroPointBias", "JoinBytes"})
 
 __all__ = ["PLANNERS", "LIBRARY_OPS", "VIEW_OPS", "NUMPY_GLUE_OPS", "OpPlan", "UnsupportedOnTarget", "plan_node",
            "build_schedule"]
