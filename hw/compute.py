@@ -42,6 +42,12 @@ MIN_DEPTH = 2
 #: :meth:`ComputeUnit.elaborate`): the GEMM array then has the 4 or more it needs for its deep form besides.
 EARLY_ACCUMULATE = 5
 
+#: Declared depth from which a datapath's operand rows get a second register (S3) after the block RAMs' output
+#: register (S2): synthesis folds the first into the RAM's synchronous read (yosys moved it to the address side,
+#: so the RAM's 2.45 ns clock-to-out reached the first ALU primitive on the Xilinx estimate); with the second the
+#: datapath's level 0 starts at flip-flops, at the cost of one of its boundaries.
+SECOND_ROW_REGISTER = 8
+
 
 def _or(values: list[Value]) -> Value:
     out = values[0]
@@ -205,8 +211,8 @@ class ComputeUnit(wiring.Component):
         vk_ = chain(v1, p_max, "v")
         dstk = chain(dst1, p_max, "dst")
         fink = chain(fin1, p_max, "fin")
-        isubk = chain(src1, 3, "isub")  # a vector operand's piece: the low bits of the src / wgt index
-        wsubk = chain(wgt1, 3, "wsub")
+        isubk = chain(src1, 4, "isub")  # a vector operand's piece: the low bits of the src / wgt index
+        wsubk = chain(wgt1, 4, "wsub")
 
         # ---------------------------------------------------------------- S2: operand rows; the BRAM output register
         B, BI, BO = cfg.batch, cfg.block_in, cfg.block_out
@@ -216,6 +222,8 @@ class ComputeUnit(wiring.Component):
         rows = {2: raw}
         if p_max >= 3:  # the rows registered as they leave the block RAMs (level 0 of every datapath of depth >= 3)
             rows[3] = {k: _reg(m, v, f"{k}_q") for k, v in raw.items()}
+        if p_max >= SECOND_ROW_REGISTER:  # and again, for the deep datapaths (see SECOND_ROW_REGISTER)
+            rows[4] = {k: _reg(m, v, f"{k}_q2") for k, v in rows[3].items()}
         tensor_max = max(tensor_depths.values(), default=2)
         accd = [None] + chain(self.acc0_r_data, max(tensor_max - 1, 1), "accd")  # accd[k]: the dst row at stage k
         # the pipeline's writes of the last cycles (hist_*[k]: k cycles ago), for the tensor intrinsics' forwarding
@@ -225,7 +233,8 @@ class ComputeUnit(wiring.Component):
         hist_d = [None] + [Signal(lanes * aw, name=f"hist_d{k}") for k in range(1, hist_n + 1)]
 
         def first_stage(depth: int) -> int:
-            return 2 if depth == 2 else 3
+            """The stage a datapath of ``depth`` takes its operand rows at (its level 0)."""
+            return 2 if depth == 2 else 4 if depth >= SECOND_ROW_REGISTER else 3
 
         v_w, dst_w, fin_w = Signal(), Signal(ab), Signal()  # the write stage's micro-op (driven below)
         fwd_by_depth: dict[int, Value] = {}
