@@ -1,20 +1,19 @@
 """The compute unit: LOAD.UOP/LOAD.ACC, the declared tensor intrinsics (GEMM, DWMAC, ...), ALU and FINISH.
 
 Tensor intrinsics and ALU issue one micro-op per cycle from ``s`` through ``P`` register stages, ``P`` the
-instruction's declared depth (docs/timing.md, *Pipeline and hazards*): S0 reads the uop, S1 adds the loop
-offsets and reads inp/wgt/acc, S2 receives the rows (registered there when ``P >= 3``: the BRAM output
-register; deep pipelines register them again in S3, :data:`SECOND_ROW_REGISTER`, and register the micro-op
-word before S1, :data:`UOP_REGISTER`), the datapath's own stages follow (:class:`hw.intrinsic.Stager`: the
-GEMM array's product and tree registers, a declaration's ``ctx.stage``, the ALU lane's multiplier registers)
-and stage ``P`` accumulates and writes acc (and the narrowed OUT mirror). The micro-op's valid bit, dst and a
-mark on the last micro-op travel down the stages; the unit ends when the marked micro-op writes
-(``e = s + n + P``). A tensor intrinsic's accumulate takes the old value from the newest of the row read in S1 and the writes of the ``P - 2`` cycles
-since (forwarding); the ALU relies on the hazard rule the simulator enforces. A record ALU op (REQUANT) reads
-WGT at the src index in S1 (the WGT port is otherwise idle during ALU instructions); lane ``(b, o)`` takes its
-record from the first ``RECORD_BITS`` bits of the element's row ``o``. Every tensor intrinsic shares the
-micro-op loop (its format starts with GEMM's fields) and gets its datapath from its declaration
-(:mod:`hw.intrinsic`); a vector operand's row is read at ``index >> log2(k)`` and its piece chosen by the low
-bits at the datapath's first stage.
+instruction's declared depth (docs/timing.md, *Pipeline and hazards*): S0 reads the uop, S1 adds the loop offsets
+and reads inp/wgt/acc, S2 receives the rows (registered there when ``P >= 3``: the BRAM output register; deep
+pipelines register them again in S3, :data:`SECOND_ROW_REGISTER`, and register the micro-op word before S1,
+:data:`UOP_REGISTER`), the datapath's own stages follow (:class:`hw.intrinsic.Stager`: the GEMM array's product and
+tree registers, a declaration's ``ctx.stage``, the ALU lane's multiplier registers) and stage ``P`` accumulates and
+writes acc (and the narrowed OUT mirror). The micro-op's valid bit, dst and a mark on the last micro-op travel down
+the stages; the unit ends when the marked micro-op writes (``e = s + n + P``). A tensor intrinsic's accumulate
+takes the old value from the newest of the row read in S1 and the writes of the ``P - 2`` cycles since
+(forwarding); the ALU relies on the hazard rule the simulator enforces. A record ALU op (REQUANT) reads WGT at the
+src index in S1 (the WGT port is otherwise idle during ALU instructions); lane ``(b, o)`` takes its record from the
+first ``RECORD_BITS`` bits of the element's row ``o``. Every tensor intrinsic shares the micro-op loop (its format
+starts with GEMM's fields) and gets its datapath from its declaration (:mod:`hw.intrinsic`); a vector operand's row
+is read at ``index >> log2(k)`` and its piece chosen by the low bits at the datapath's first stage.
 """
 from __future__ import annotations
 
