@@ -151,7 +151,8 @@ def calibration_batches(g: Graph, data) -> list[dict[str, np.ndarray]]:
 
 def entropy_threshold(absvals: np.ndarray, bins: int = 2048, levels: int = 128) -> float:
     """The clip threshold of |x| minimizing KL(P || Q): P the histogram clipped at the threshold (outliers
-    added to its last bin), Q P merged into ``levels`` bins and spread back over P's non-empty bins."""
+    added to its last bin), Q the histogram below the threshold (outliers not added) merged into ``levels``
+    bins and spread back over P's non-empty bins, smoothed where it is empty (TensorRT's entropy calibration)."""
     amax = float(absvals.max()) if absvals.size else 0.0
     if amax == 0.0:
         return 0.0
@@ -167,9 +168,10 @@ def entropy_threshold(absvals: np.ndarray, bins: int = 2048, levels: int = 128) 
         cnts = np.add.reduceat(nz.astype(np.float64), starts)
         per = np.divide(sums, cnts, out=np.zeros(levels), where=cnts > 0)
         q = np.where(nz, np.repeat(per, np.diff(np.append(starts, i))), 0.0)
-        if not np.all(q[nz] > 0):
+        if q.sum() <= 0:
             continue
         ps, qs = p[nz] / p.sum(), q[nz] / q.sum()
+        qs = np.maximum(qs, 1e-4 / nz.sum())  # smoothed: P's clipped-outlier bin may be empty in Q
         kl = float(np.sum(ps * np.log(ps / qs)))
         if kl < best_kl:
             best, best_kl = i, kl
