@@ -198,6 +198,41 @@ def calibrate_ranges(g: Graph, tensors: Iterable[str], batches: list[dict[str, n
     return amax
 
 
+INT_FORM_TOLERANCE = 0.05  # relative L2 error of an integer Softmax/LayerNorm's output beyond which it stays float
+
+
+def int_form_errors(g: Graph, nodes: list[Node], amax: dict[str, float], batches) -> dict[Node, float]:
+    """Relative L2 error ``|y_int - y| / |y|`` of each Softmax/LayerNormalization's integer form (int8 input and
+    output at the calibrated scales, :mod:`jit_runtime.host_ops.int_transformer`) against float32 on the
+    calibration batches. A masked attention's Softmax input (-1e4 or the float minimum on padding) leaves no int8
+    steps for the real scores: its error is large, and the PTQ keeps it in float."""
+    from jit_runtime.host_ops.int_transformer import choose_qlayernorm, choose_qsoftmax, qlayernorm, qsoftmax
+
+    def scale(t: str, default: float) -> float:
+        return amax[t] / 127.0 if amax.get(t, 0.0) > 0 else default
+
+    num = {n: 0.0 for n in nodes}
+    den = {n: 0.0 for n in nodes}
+    for feed in batches if nodes else ():
+        vals = evaluate_graph(g, {k: np.asarray(v, np.float32) if np.asarray(v).dtype.kind == "f" else np.asarray(v)
+                                  for k, v in feed.items()}, keep_all=True)
+        for n in nodes:
+            x, y = np.asarray(vals[n.inputs[0]], np.float64), np.asarray(vals[n.outputs[0]], np.float64)
+            sx, sy = scale(n.inputs[0], 1.0), scale(n.outputs[0], 1.0 / 127.0)
+            q = np.clip(np.rint(x / sx), -128, 127).astype(np.int8)
+            if n.op == "Softmax":
+                yi = qsoftmax(q, choose_qsoftmax(sx, sy, 0, int(n.attrs.get("axis", -1)) % x.ndim - x.ndim))
+            elif int(n.attrs.get("axis", -1)) % x.ndim == x.ndim - 1:
+                gamma = np.broadcast_to(np.asarray(g.constants[n.inputs[1]], np.float64).ravel(), (x.shape[-1],))
+                beta = g.constants[n.inputs[2]] if len(n.inputs) > 2 and n.inputs[2] else None
+                yi = qlayernorm(q, choose_qlayernorm(sx, 0, gamma, beta, float(n.attrs.get("epsilon", 1e-5)), sy, 0))
+            else:
+                continue  # not lowered to QLayerNorm: nothing to check
+            num[n] += float(np.sum((yi * sy - y) ** 2))
+            den[n] += float(np.sum(y ** 2))
+    return {n: float(np.sqrt(num[n] / den[n])) if den[n] > 0 else 0.0 for n in nodes}
+
+
 def insert_qdq(g: Graph, calibration) -> int:
     """Insert symmetric int8 Q/DQ pairs around quantizable ops; returns how many ops were covered.
     ``calibration``: the data (see :func:`calibration_batches`) or a :class:`Calibration` with options."""
@@ -214,12 +249,14 @@ def insert_qdq(g: Graph, calibration) -> int:
     prod = g.producers()
     adds = [n for n in g.nodes if (_residual_add(g, n) and not _gelu_mul(prod, n)) or
             (n.op in INT_NONLINEAR_OPS and n.op not in keep_ops and all(not i or i in g.constants for i in n.inputs[1:]))]
-    act_in = {n.inputs[0] for n in targets} | {i for n in adds for i in n.inputs[:1 if n.op in UNARY_INT_OPS
+
+    def inputs_to_quantize() -> set[str]:
+        ins = {n.inputs[0] for n in targets} | {i for n in adds for i in n.inputs[:1 if n.op in UNARY_INT_OPS
                                                                                 or n.op in INT_NONLINEAR_OPS else 2]}
-    act_in |= {n.inputs[1] for n in targets if _act_matmul(g, n)}
-    act_out = {_output_tensor(g, n, cons) for n in targets + adds}
-    act_in -= set(opts.keep_float)
-    act_out -= set(opts.keep_float)
+        return (ins | {n.inputs[1] for n in targets if _act_matmul(g, n)}) - set(opts.keep_float)
+
+    act_in = inputs_to_quantize()
+    act_out = {_output_tensor(g, n, cons) for n in targets + adds} - set(opts.keep_float)
     forced: dict[str, str] = {}  # graph outputs keep their name: producer -> raw -> Q -> DQ -> name
     for t in sorted(act_out & set(g.outputs)):
         raw = g.fresh_name(f"{t}/float")
@@ -231,7 +268,15 @@ def insert_qdq(g: Graph, calibration) -> int:
         act_in = {raw if i == t else i for i in act_in}
         forced[raw] = t
     cons = g.consumers()
-    amax = calibrate_ranges(g, act_in | act_out, calibration_batches(g, opts.data), opts.method, opts.percentile)
+    batches = calibration_batches(g, opts.data)
+    amax = calibrate_ranges(g, act_in | act_out, batches, opts.method, opts.percentile)
+    # Softmax/LayerNorm whose integer form would lose accuracy on the calibration data stay float (mixed precision)
+    for n, err in int_form_errors(g, [n for n in adds if n.op in INT_NONLINEAR_OPS], amax, batches).items():
+        if err > INT_FORM_TOLERANCE:
+            n.attrs["keep_float"] = True
+            n.attrs["keep_float_reason"] = f"int8 form's relative error {err:.3g} > {INT_FORM_TOLERANCE} on calibration data"
+            adds.remove(n)
+    act_in = inputs_to_quantize()
     dq_of: dict[str, str] = {}
     new_nodes: list[Node] = []
 
