@@ -122,8 +122,13 @@ def choose_qlayernorm(sx: float, zx: int, gamma: np.ndarray, beta: np.ndarray | 
 def isqrt_newton(v: np.ndarray) -> np.ndarray:
     """floor(sqrt(v)) of non-negative int64 values by integer Newton iterations (from above)."""
     v = np.asarray(v, np.int64)
-    x = np.left_shift(np.int64(1), (np.ceil(np.log2(np.maximum(v, 1) + 1) / 2) + 1).astype(np.int64))
-    x = np.where(v == 0, 0, x)
+    bits, rest = np.zeros(v.shape, np.int64), v.copy()  # bit length by an integer binary search (a CLZ)
+    for s in (32, 16, 8, 4, 2, 1):
+        big = rest >= (np.int64(1) << s)
+        bits += big * s
+        rest = np.where(big, rest >> s, rest)
+    bits += rest > 0
+    x = np.where(v == 0, 0, np.int64(1) << ((bits + 1) >> 1))  # 2**ceil(bits/2) >= sqrt(v): Newton from above
     for _ in range(64):
         nxt = np.where(x > 0, (x + v // np.maximum(x, 1)) >> 1, 0)
         done = nxt >= x

@@ -200,6 +200,36 @@ def test_ptq_runs_softmax_layernorm_gelu_as_integer_ops_and_keep_float_opts_out(
     assert "Softmax" in ops and "QSoftmax" not in ops and cosine(y, ref) > 0.99
 
 
+def _masked_attention(t=8, h=16, seed=3):
+    """q k^T + mask (-1e4 on the last two keys, as exporters write padding masks) -> Softmax -> p v."""
+    rng = np.random.default_rng(seed)
+    mask = np.zeros((1, t, t), np.float32)
+    mask[..., -2:] = -1e4
+    init = [numpy_helper.from_array(v, n) for n, v in
+            (("wq", (rng.standard_normal((h, h)) / np.sqrt(h)).astype(np.float32)), ("mask", mask))]
+    nodes = [helper.make_node("MatMul", ["x", "wq"], ["q"]),
+             helper.make_node("Transpose", ["x"], ["xt"], perm=[0, 2, 1]),
+             helper.make_node("MatMul", ["q", "xt"], ["scores"]),
+             helper.make_node("Add", ["scores", "mask"], ["masked"]),
+             helper.make_node("Softmax", ["masked"], ["probs"], axis=-1),
+             helper.make_node("MatMul", ["probs", "x"], ["y"])]
+    g = helper.make_graph(nodes, "masked", [helper.make_tensor_value_info("x", TensorProto.FLOAT, (1, t, h))],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, (1, t, h))], init)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_ptq_keeps_a_masked_softmax_in_float_and_reports_it():
+    model = _masked_attention()
+    feeds = _feeds(3, 4, t=8, h=16)
+    mod = build(model, None, target="ref", calibration=feeds, progress=False)
+    y, ops = _run(mod, feeds[0])
+    prec = mod.compiled.stats["precision"]
+    # int8 over +-1e4 leaves the real scores (|s| < ~10) no steps: the integer softmax would be uniform
+    assert "Softmax" in ops and "QSoftmax" not in ops and prec["host_float_ops"].get("Softmax") == 1
+    assert len(prec["kept_float"]) == 1 and prec["accel_int8_layers"] >= 1
+    assert cosine(y, _float_ref(model, feeds[0])) > 0.99
+
+
 def test_percentile_and_entropy_ranges_clip_outliers():
     from compiler.frontend.onnx_import import onnx_to_graph
 
