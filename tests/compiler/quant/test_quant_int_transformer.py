@@ -253,3 +253,13 @@ def test_calibration_options_reject_bad_values_naming_what_is_allowed():
                                               r"Gelu.*'x'"):
         build(_block(), None, target="ref", progress=False,
               calibration=Calibration(_feeds(1, 1), keep_float=["no_such_tensor"]))
+
+
+def test_exported_module_runs_the_integer_transformer_ops_bit_exact(tmp_path):
+    from jit_runtime import load_module
+
+    model, feed = _block(), _feeds(1, 9)[0]
+    mod = build(model, None, target="sim", calibration=_feeds(2, 1), progress=False)
+    want = mod.run(feed)[0]
+    got = load_module(mod.export(tmp_path / "block.vtamod"))(**feed)
+    np.testing.assert_array_equal(got, want)
