@@ -24,7 +24,8 @@ CALIBRATION_METHODS = ("max", "percentile", "entropy")
 # op types that ``keep_float`` accepts besides tensor names: their integer forms (QSoftmax, QLayerNorm, QGelu) are
 # not used and their inputs get no Q/DQ for their sake
 KEEP_FLOAT_OPS = ("Softmax", "LayerNormalization", "Gelu")
-INT_NONLINEAR_OPS = ("Softmax", "LayerNormalization")  # quantized around so they lower to QSoftmax/QLayerNorm
+# quantized around (unless they produce a model output) so they lower to QSoftmax/QLayerNorm
+INT_NONLINEAR_OPS = ("Softmax", "LayerNormalization")
 
 
 @dataclass(frozen=True)
@@ -248,7 +249,8 @@ def insert_qdq(g: Graph, calibration) -> int:
         return 0
     prod = g.producers()
     adds = [n for n in g.nodes if (_residual_add(g, n) and not _gelu_mul(prod, n)) or
-            (n.op in INT_NONLINEAR_OPS and n.op not in keep_ops and all(not i or i in g.constants for i in n.inputs[1:]))]
+            (n.op in INT_NONLINEAR_OPS and n.op not in keep_ops and n.outputs[0] not in g.outputs
+             and all(not i or i in g.constants for i in n.inputs[1:]))]  # a model's output keeps float precision
 
     def inputs_to_quantize() -> set[str]:
         ins = {n.inputs[0] for n in targets} | {i for n in adds for i in n.inputs[:1 if n.op in UNARY_INT_OPS
