@@ -16,6 +16,14 @@ definition; ``ort_matmulinteger_off_definition``: onnxruntime's own MatMulIntege
 definition); ``min_accel_mac_fraction`` the lowest of them.
 
     python benchmarks/bench_modern.py [--models bert,vit,...] [--config pynq-z1] [--target sim]
+        [--export torch] [--calibration max|percentile|entropy] [--keep-float Softmax,...]
+
+``--export torch``: bert, vit and recognizer are REAL exports instead (``compiler.zoo.modern_torch``: the
+``transformers`` package's BertModel / ViTModel with small configs and a torch CRNN/SVTR-style recognizer,
+``torch.onnx`` at opset 17, seeded weights; needs ``pip install 'vta-stack[modern]'``); the other models stay
+onnx.helper graphs (``source`` in the JSON says which). ``--calibration`` / ``--keep-float``: the built-in PTQ's
+options (``compiler.quant.calibrate.Calibration``); ``precision`` in the JSON is the build's mixed-precision
+summary (int8 accelerator layers, integer host ops such as QSoftmax/QLayerNorm/QGelu, float host ops).
 
 The last line is one JSON object: ``{"config", "target", "models": {NAME: {...}}}``. Wall times are noisy on a
 loaded machine; cosines, fractions and cycle-based latencies are deterministic.
@@ -37,6 +45,7 @@ sys.path.insert(0, str(ROOT))
 
 from compiler import build  # noqa: E402
 from compiler.graph.offload import HostFallbackWarning  # noqa: E402
+from compiler.quant.calibrate import Calibration  # noqa: E402
 from compiler.quant.ort_tools import ort_quantize_static, ort_run  # noqa: E402
 from compiler.zoo.modern import MODELS, sample_inputs  # noqa: E402
 
@@ -107,19 +116,31 @@ def ort_integer_layers_off_definition(dyn, feed) -> dict:
     return {"outputs": total, "differing": off, "max_abs_diff": worst}
 
 
-def bench_model(name: str, config: str, target: str) -> dict:
-    model = MODELS[name]()
+def load_model(name: str, export: str):
+    """(model, source): the real torch export where ``export == "torch"`` has one, else the onnx.helper graph."""
+    if export == "torch":
+        from compiler.zoo.modern_torch import EXPORTS
+
+        if name in EXPORTS:
+            return EXPORTS[name](), "torch.onnx"
+    return MODELS[name](), "onnx.helper"
+
+
+def bench_model(name: str, config: str, target: str, export: str = "helper", method: str = "max",
+                keep_float: tuple[str, ...] = ()) -> dict:
+    model, source = load_model(name, export)
     cal = sample_inputs(model, 4, seed=1)
     feed = sample_inputs(model, 1, seed=2)[0]
     fp32 = ort_run(model, feed)[0]
-    res: dict = {}
+    res: dict = {"source": source}
     rows: dict = {}
-    mod, host = _build(model, config, target, calibration=cal)
+    mod, host = _build(model, config, target, calibration=Calibration(cal, method=method, keep_float=keep_float))
     y, wall = _timed_run(mod, feed)
     rows["ptq"] = _row(mod, y, fp32, host, wall)  # cosine vs fp32
     p = rows["ptq"]
     res.update(accel_mac_fraction=p["accel_mac_fraction"], cosine_ptq_vs_fp32=p["cosine"], latency_ms=p["latency_ms"],
-               accel_ms=p["accel_ms"], sim_wall_s=p["sim_wall_s"], host_ops=p["host_ops"], host_layers=host)
+               accel_ms=p["accel_ms"], sim_wall_s=p["sim_wall_s"], host_ops=p["host_ops"], host_layers=host,
+               precision=mod.compiled.stats.get("precision"))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         qdq = ort_quantize_static(model, cal, defaults=True)
@@ -157,6 +178,10 @@ def main(argv=None) -> int:
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--config", default="pynq-z1")
     ap.add_argument("--target", default="sim")
+    ap.add_argument("--export", choices=("helper", "torch"), default="helper",
+                    help="torch: real torch.onnx exports of bert, vit, recognizer (needs the modern extra)")
+    ap.add_argument("--calibration", choices=("max", "percentile", "entropy"), default="max")
+    ap.add_argument("--keep-float", default="", help="comma-separated tensor names / op types kept in float")
     args = ap.parse_args(argv)
     names = [n for n in args.models.split(",") if n]
     unknown = [n for n in names if n not in MODELS]
@@ -165,14 +190,16 @@ def main(argv=None) -> int:
     out = {}
     for name in names:
         t0 = time.perf_counter()
-        out[name] = bench_model(name, args.config, args.target)
+        out[name] = bench_model(name, args.config, args.target, args.export, args.calibration,
+                                tuple(k for k in args.keep_float.split(",") if k))
         out[name]["bench_s"] = round(time.perf_counter() - t0, 1)
         r = out[name]
         fr = "/".join(f"{r['quantizations'][q]['accel_mac_fraction']:.3f}" for q in r["quantizations"])
         print(f"{name:11s} accel {fr} ({'/'.join(r['quantizations'])})  ptq cos {r['cosine_ptq_vs_fp32']:.4f}  "
               f"vs ort int8 {r.get('cosine_vs_ort_int8')}  dynamic vs ort {r.get('dynamic_cosine_vs_ort')}  "
               f"latency {r['latency_ms']} ms  sim {r['sim_wall_s']} s", flush=True)
-    print(json.dumps({"config": args.config, "target": args.target, "models": out}))
+    print(json.dumps({"config": args.config, "target": args.target, "export": args.export,
+                      "calibration": args.calibration, "models": out}))
     return 0
 
 

@@ -47,10 +47,12 @@ SUFFIX = ".vtamod"
 def _attr_types() -> dict[str, type]:
     """The dataclasses a host op's attributes may hold (all defined in the runtime layer)."""
     from jit_runtime.host_ops.int_elementwise import QAddParams, QAvgPoolParams, QMulParams, QPoolParams
+    from jit_runtime.host_ops.int_transformer import QGeluParams, QLayerNormParams, QSoftmaxParams
     from jit_runtime.host_ops.pooling import PoolAxis
     from jit_runtime.host_ops.requant import Requant
 
-    return {c.__name__: c for c in (Requant, QAddParams, QMulParams, QPoolParams, QAvgPoolParams, PoolAxis)}
+    return {c.__name__: c for c in (Requant, QAddParams, QMulParams, QPoolParams, QAvgPoolParams, PoolAxis,
+                                    QSoftmaxParams, QLayerNormParams, QGeluParams)}
 
 
 # ---- attribute encoding ----------------------------------------------------------------------------------

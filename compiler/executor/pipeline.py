@@ -24,6 +24,7 @@ from compiler.graph.partition import Partition, partition_graph
 from compiler.quant.act_matmul import unroll_qmatmul
 from compiler.quant.calibrate import insert_qdq
 from compiler.quant.integer_ops import has_integer_ops, lower_integer_ops
+from compiler.quant.precision import precision_summary
 from compiler.quant.qdq_lower import lower_qdq
 from compiler.quant.rebase import rebase_uint8
 
@@ -101,5 +102,5 @@ def compile_model(model, config, *, calibration=None, quantize: bool | None = No
             n.attrs.setdefault("host_reason", "quantize=False keeps the model in float on the CPU")
     acc_macs, host_macs = mac_split(g)
     stats.update(no_reuse_bytes=plan.no_reuse_bytes, nodes=len(g.nodes), ops=g.op_counts(), accel_macs=acc_macs,
-                 host_macs=host_macs, host_fallbacks=host_fallbacks(g))
+                 host_macs=host_macs, host_fallbacks=host_fallbacks(g), precision=precision_summary(g))
     return CompiledGraph(g, config, parts, groups, plan, stats)

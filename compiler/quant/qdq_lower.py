@@ -28,6 +28,7 @@ import numpy as np
 
 from compiler.graph.ir import Graph, Node
 from compiler.quant.act_matmul import lower_act_matmul
+from compiler.quant.int_transformer_lower import INT_TRANSFORMER_OPS, lower_int_transformer
 from compiler.quant.qdq_batchnorm import batchnorm_as_depthwise
 from compiler.quant.qdq_commute import commute_qdq
 from jit_runtime.host_ops.int_elementwise import choose_qadd, choose_qavgpool, choose_qgap, choose_qmul, lookup_table
@@ -455,7 +456,9 @@ def lower_qdq(g: Graph, config=None) -> int:
     for kinds, fn in ((("Conv", "Gemm", "MatMul"), lower_mac), (tuple(INT_PASSTHROUGH | {"Pad"}), _lower_passthrough),
                       (("Add",), _lower_add), (("Mul",), _lower_mul), (("GlobalAveragePool",), _lower_gap),
                       (("Concat",), _lower_concat), (("AveragePool",), _lower_avgpool),
-                      (tuple(LOOKUP_OPS), _lower_unary)):
+                      (tuple(LOOKUP_OPS), _lower_unary),
+                      (INT_TRANSFORMER_OPS, partial(lower_int_transformer, act_params=_act_params,
+                                                    output_quantize=_output_quantize))):
         changed = True
         while changed:
             changed = False

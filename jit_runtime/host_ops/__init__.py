@@ -5,5 +5,6 @@ alone; the compiler's CPU backend (``compiler.graph.cpu_backend``) uses the same
 type to ``fn(attrs, *inputs)``.
 """
 from jit_runtime.host_ops.kernels import KERNELS, TAKES_N_OUTPUTS
+from jit_runtime.host_ops import int_transformer  # noqa: F401,E402  (registers QSoftmax, QLayerNorm, QGelu)
 
 __all__ = ["KERNELS", "TAKES_N_OUTPUTS"]

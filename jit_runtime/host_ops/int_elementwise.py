@@ -66,7 +66,7 @@ def qadd(a: np.ndarray, b: np.ndarray, p: QAddParams) -> np.ndarray:
     """The integer Add of two int8 tensors (numpy broadcasting); int32 throughout (|acc| < 2**24)."""
     acc = np.asarray(a, np.int32) - np.int32(p.a_zp)
     acc *= np.int32(p.a_mult)
-    acc += (np.asarray(b, np.int32) - np.int32(p.b_zp)) * np.int32(p.b_mult)
+    acc = acc + (np.asarray(b, np.int32) - np.int32(p.b_zp)) * np.int32(p.b_mult)  # a may be the smaller operand
     if p.shift:
         acc += np.int32(1 << (p.shift - 1))
         acc >>= np.int32(p.shift)

@@ -21,11 +21,11 @@ LIBRARY_OPS = frozenset(PLANNERS)
 # metadata-only reshapes: numpy views, no data moves
 VIEW_OPS = frozenset({"Flatten", "Reshape", "Identity", "Dropout", "Squeeze", "Unsqueeze", "PackedSqueezeHW"})
 # run by the numpy reference kernels on every target (labelled "numpy" in the profile): data movement without
-# arithmetic, and the rest of the int8 pipeline's glue between accelerator-style layers
+# arithmetic, and the rest of the int8 pipeline's glue between accelerator-style layers (and the exact int64 transformer ops)
 NUMPY_GLUE_OPS = frozenset({"Cast", "Concat", "ConstantOfShape", "Gather", "Pad", "Resize", "Shape", "Slice", "Split",
                             "Transpose", "FoldTaps", "PackedMaxPool", "QGlobalAveragePool", "QAveragePool",
                             "RebaseUint8", "Repack", "PackDenseWeight", "ZeroInsert",
-                            "RowSumDigits", "ZeroPointBias", "JoinBytes"})
+                            "RowSumDigits", "ZeroPointBias", "JoinBytes", "QSoftmax", "QLayerNorm", "QGelu"})
 
 __all__ = ["PLANNERS", "LIBRARY_OPS", "VIEW_OPS", "NUMPY_GLUE_OPS", "OpPlan", "UnsupportedOnTarget", "plan_node",
            "build_schedule"]

@@ -200,3 +200,12 @@ def test_average_pool_is_integer_and_matches_qdq(attrs):
     diff = np.abs(m(x=x) - sess.run(None, {"x": x})[0])
     # one step at most: ties round half up here, half to even in onnxruntime (2x2 windows make many ties)
     assert diff.max() <= 0.03 + 1e-6 and np.mean(diff < 1e-6) > 0.9
+
+
+def test_qadd_broadcasts_a_smaller_first_operand():
+    """``Add(bias, x)`` as torch.onnx writes it (the constant first): the same as ``Add(x, bias)``."""
+    bias, x = RNG.integers(-128, 128, 8).astype(np.int8), RNG.integers(-128, 128, (2, 3, 8)).astype(np.int8)
+    ab, ba = choose_qadd(0.02, 1, 0.05, -3, 0.06, 2), choose_qadd(0.05, -3, 0.02, 1, 0.06, 2)
+    got = qadd(bias, x, ab)
+    assert got.shape == (2, 3, 8) and np.array_equal(got, qadd(x, bias, ba))
+    assert np.abs(got.astype(np.int64) - _q((bias - 1) * 0.02 + (x.astype(np.int64) + 3) * 0.05, 0.06, 2)).max() <= 1
