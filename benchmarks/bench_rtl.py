@@ -95,12 +95,12 @@ def programs_and_random(cfg, n_random: int, seed: int, suite: bool = True) -> di
             "cycles_per_s": round(d.cycles / d.rtl_s, 1) if d.rtl_s else None, "build_s": round(build_s, 2)}
 
 
-def long_gemm(n: int = 512) -> dict:
-    """The n^3 blocked GEMM on pynq-z1: RTL cycles per second (one run in a fresh harness process)."""
+def long_gemm(n: int = 512, cfg=None) -> dict:
+    """The n^3 blocked GEMM on pynq-z1 (or ``cfg``): RTL cycles per second (one run in a fresh harness process)."""
     from jit_runtime.blocked_gemm import blocked_gemm, default_plan
     from simulator import Simulator
 
-    cfg = make_config("pynq-z1")
+    cfg = cfg or make_config("pynq-z1")
     p, _ = blocked_gemm(cfg, replace(default_plan(cfg), n=n, k=n, m=n))
     img = p.dram.copy()
     t = time.perf_counter()
@@ -114,7 +114,7 @@ def long_gemm(n: int = 512) -> dict:
         wall = time.perf_counter() - t
         cpu = h.cpu_seconds() - c0
     ok = not r.timeout and r.cycles == int(s.cycles) and np.array_equal(r.dram, img)
-    print(f"long GEMM {n}^3 pynq-z1: {r.cycles:,} cycles in {wall:.2f} s = {r.cycles / wall:,.0f} cycles/s "
+    print(f"long GEMM {n}^3 {cfg.name}: {r.cycles:,} cycles in {wall:.2f} s = {r.cycles / wall:,.0f} cycles/s "
           f"(harness CPU {cpu:.2f} s = {r.cycles / max(cpu, 1e-9):,.0f} cycles/s; simulator {sim_s:.2f} s)"
           f"{'' if ok else '  MISMATCH'}", flush=True)
     from hw.cosim.harness.build import build_flags

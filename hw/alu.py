@@ -88,7 +88,8 @@ class AmaranthOps:
             return v, level
         v = Value.cast(v)
         r = Signal(v.shape())
-        self.m.d.sync += r.eq(v)
+        with _enabled(self.m, self.enable(level) if self.enable is not None else None):
+            self.m.d.sync += r.eq(v)
         self._levels[id(r)] = (r, level + 1)
         return r, level + 1
 
@@ -125,7 +126,10 @@ class AmaranthOps:
             return hit[1]
         src = Value.cast(self.delay(v, n - 1))
         got = Signal(src.shape())
-        self.m.d.sync += got.eq(src)
+        # loaded only in the cycles a micro-op's values are at the source's level (the deep lane's enables): the
+        # register then holds, which its users (isolated or registered by their own level's enable) never see
+        with _enabled(self.m, self.enable(self.level(v) + n - 1) if self.enable is not None else None):
+            self.m.d.sync += got.eq(src)
         self._delayed[key] = (v, got)  # holds v: its id stays unique while cached
         self._levels[id(got)] = (got, self.level(v) + n)
         return got
@@ -329,30 +333,35 @@ def multiplier_stages(width: int) -> int:
     return 3 + max(n - 1, 0).bit_length()
 
 
-def deep_multiplier(m: Module, x: Value, y: Value, width: int) -> Signal:
+def deep_multiplier(m: Module, x: Value, y: Value, width: int, enable: Callable[[int], Value] | None = None,
+                    level: int = 0) -> Signal:
     """``x * y`` (``2 * width`` signed bits) :func:`multiplier_stages` cycles after ``x``, ``y``: registered
     operands, DSP-sized partial products with the DSP's M and P registers, and an adder tree of the shifted partial
-    products (modulo ``2 ** (2 * width)``, exact for the signed product) with a register after every level."""
+    products (modulo ``2 ** (2 * width)``, exact for the signed product) with a register after every level.
+    With ``enable`` (a function of the level, ``x``/``y`` at ``level``) each register loads only while its input
+    level's enable is high (a clock enable; the product is read only at its own level's enable)."""
     n = 2 * width
 
-    def reg(v, name):
+    def reg(v, name, src):  # loaded at input level ``level + src``
         v = Value.cast(v)
         r = Signal(v.shape(), name=name)
-        m.d.sync += r.eq(v)
+        with _enabled(m, enable(level + src) if enable is not None else None):
+            m.d.sync += r.eq(v)
         return r
 
-    xr, yr = reg(x, "mul_x"), reg(y, "mul_y")
+    xr, yr = reg(x, "mul_x", 0), reg(y, "mul_y", 0)
     terms = []
     for xp, xo in _pieces(xr, DSP_A):
         for yp, yo in _pieces(yr, DSP_B):
-            p = reg(reg(xp * yp, f"mul_m{xo}_{yo}"), f"mul_p{xo}_{yo}")
+            p = reg(reg(xp * yp, f"mul_m{xo}_{yo}", 1), f"mul_p{xo}_{yo}", 2)
             terms.append(Cat(Const(0, xo + yo), _sext(p, n - xo - yo)) if xo + yo else _sext(p, n))
-    level = 0
+    depth = 0
     while len(terms) > 1:
-        level += 1
-        nxt = [reg((terms[i] + terms[i + 1])[:n], f"mul_s{level}_{i // 2}") for i in range(0, len(terms) - 1, 2)]
+        depth += 1
+        nxt = [reg((terms[i] + terms[i + 1])[:n], f"mul_s{depth}_{i // 2}", 2 + depth)
+               for i in range(0, len(terms) - 1, 2)]
         if len(terms) % 2:
-            nxt.append(reg(terms[-1], f"mul_s{level}_{len(terms) // 2}"))
+            nxt.append(reg(terms[-1], f"mul_s{depth}_{len(terms) // 2}", 2 + depth))
         terms = nxt
     out = Signal(signed(n))
     m.d.comb += out.eq(terms[0][:n].as_signed())
@@ -401,7 +410,8 @@ def _deep_lane(m: Module, op_code: Value, a: Value, b: Value, width: int, rec, e
     """:func:`alu_lane` with a register after every primitive (:meth:`AmaranthOps.cut`) and the DSP-sized
     :func:`deep_multiplier`, whose inputs are at level ``mul_in`` (operands of earlier levels are delayed)."""
     ops = AmaranthOps(width, m=m, enable=enable, mul_level=ml, mul_in=mul_in)
-    cases, mul_of = {}, {}
+    done: dict[int, list[tuple[int, int, Value]]] = {}  # write level -> [(result level, opcode, result)]
+    mul_of = {}
     for op in _lane_ops(rec, levels):
         ops.budget = levels[op.opcode]
         n0 = len(ops.products)
@@ -409,19 +419,29 @@ def _deep_lane(m: Module, op_code: Value, a: Value, b: Value, width: int, rec, e
         if len(ops.products) > n0:
             mul_of[op.opcode] = ops.products[-1]
         v = ops._at(Value.cast(val)[:width].as_signed(), ops.level(val), isolate=False)
-        cases[op.opcode] = ops.delay(v, levels[op.opcode] - ops.level(v))
+        done.setdefault(levels[op.opcode], []).append((ops.level(v), op.opcode, v))
     ops.budget = None
     if mul_of:
         x, y = Signal(signed(width)), Signal(signed(width))
         xv, yv = _mul_operands(mul_of, op_code)
         with m.If(enable(mul_in)):
             m.d.comb += [x.eq(xv), y.eq(yv)]
-        prod = deep_multiplier(m, x, y, width)
+        prod = deep_multiplier(m, x, y, width, enable=enable, level=mul_in)
         for _, _, p in mul_of.values():
             m.d.comb += p.eq(prod)
+    # ops of one write level: each result joins ONE value by opcode at its own level and that value is delayed to
+    # the write (not every op's result delayed separately: fewer registers, the Verilated model's per-cycle work)
     out: Value = Value.cast(0)
-    for code, val in cases.items():
-        out = Mux(op_code == code, val, out)
+    for write, results in done.items():
+        carry: Value | None = None
+        at = 0
+        for lv, code, v in sorted(results, key=lambda r: r[0]):
+            if carry is not None and lv > at:
+                carry = ops.delay(carry, lv - at)
+            carry = ops._at(Mux(op_code == code, v, 0 if carry is None else carry), lv, isolate=False)
+            at = lv
+        carry = ops.delay(carry, write - at)
+        out = Mux(Cat(*[op_code == c for _, c, _ in results]).any(), carry, out) if len(done) > 1 else carry
     return out
 
 

@@ -42,6 +42,19 @@ MIN_DEPTH = 2
 #: :meth:`ComputeUnit.elaborate`): the GEMM array then has the 4 or more it needs for its deep form besides.
 EARLY_ACCUMULATE = 5
 
+#: Declared depth from which a datapath's operand rows get a second register (S3) after the block RAMs' output
+#: register (S2): synthesis folds the first into the RAM's synchronous read (yosys moved it to the address side,
+#: so the RAM's 2.45 ns clock-to-out reached the first ALU primitive on the Xilinx estimate); with the second the
+#: datapath's level 0 starts at flip-flops, at the cost of one of its boundaries.
+SECOND_ROW_REGISTER = 8
+
+#: Smallest declared depth (over the config's ALU ops and tensor intrinsics) from which the micro-op word is
+#: registered as it leaves the UOP scratchpad, before the index adds: the UOP block RAM's clock-to-out (and, on
+#: pynq-z1, its bank mux) no longer runs through the adders into the operand RAMs' addresses. It takes one stage:
+#: the rest of the pipeline is built for ``depth - 1`` (the operand rows are read a cycle later, which the ALU
+#: hazard rule of ``depth`` covers, and the forwarding of tensor intrinsics spans one cycle less).
+UOP_REGISTER = 9
+
 
 def _or(values: list[Value]) -> Value:
     out = values[0]
@@ -119,6 +132,11 @@ class ComputeUnit(wiring.Component):
                 if depth < MIN_DEPTH:
                     raise ValueError(f"{what} {name}: pipeline depth {depth}; the compute pipeline has at least "
                                      f"{MIN_DEPTH} stages (micro-op read, operand read + compute + write)")
+        # the micro-op register (UOP_REGISTER) takes a stage from every datapath: depths below are the pipeline's
+        # after it (declared - 1)
+        uop_reg = int(min([*alu_depths.values(), *tensor_depths.values()]) >= UOP_REGISTER)
+        alu_depths = {code: depth - uop_reg for code, depth in alu_depths.items()}
+        tensor_depths = {code: depth - uop_reg for code, depth in tensor_depths.items()}
         p_max = max([*alu_depths.values(), *tensor_depths.values()])
         # the current instruction's depth (an ALU op's, or a tensor intrinsic's by opcode): its write stage
         common = max(set(alu_depths.values()), key=list(alu_depths.values()).count)
@@ -166,10 +184,14 @@ class ComputeUnit(wiring.Component):
         # per-micro-op control travels down the stages (valid, dst, the last micro-op's mark); everything else is
         # the current instruction's (``cur`` holds it until the unit ends)
         v1, fin1, od1, os1, ow1 = Signal(), Signal(), Signal(ab), Signal(sb), Signal(wb)
-        m.d.sync += [v1.eq(issue), fin1.eq(issue & final), od1.eq(od), os1.eq(os), ow1.eq(ow)]
+        s1_in = [issue, issue & final, od, os, ow]
+        uword = self.uop_r_data[:32]
+        if uop_reg:  # the micro-op and its loop offsets wait a cycle in registers (see UOP_REGISTER)
+            s1_in = [_reg(m, v, f"s0q_{k}") for k, v in enumerate(s1_in)]
+            uword = _reg(m, uword, "uop_q")
+        m.d.sync += [r.eq(v) for r, v in zip([v1, fin1, od1, os1, ow1], s1_in)]
         rst = g("reset")  # the same bit in the ALU format
         ovw = is_gemm & g("overwrite")  # GEMM overwrite: the old accumulator is not added (reset still wins)
-        uword = self.uop_r_data[:32]
         u_dst, u_src, u_wgt = (field(uword, cfg, "UOP", f) for f in ("dst", "src", "wgt"))
         dst1, src1, wgt1 = Signal(ab), Signal(sb), Signal(wb)
         m.d.comb += [dst1.eq(u_dst + od1), src1.eq(u_src + os1), wgt1.eq(u_wgt + ow1)]
@@ -205,8 +227,8 @@ class ComputeUnit(wiring.Component):
         vk_ = chain(v1, p_max, "v")
         dstk = chain(dst1, p_max, "dst")
         fink = chain(fin1, p_max, "fin")
-        isubk = chain(src1, 3, "isub")  # a vector operand's piece: the low bits of the src / wgt index
-        wsubk = chain(wgt1, 3, "wsub")
+        isubk = chain(src1, 4, "isub")  # a vector operand's piece: the low bits of the src / wgt index
+        wsubk = chain(wgt1, 4, "wsub")
 
         # ---------------------------------------------------------------- S2: operand rows; the BRAM output register
         B, BI, BO = cfg.batch, cfg.block_in, cfg.block_out
@@ -216,6 +238,8 @@ class ComputeUnit(wiring.Component):
         rows = {2: raw}
         if p_max >= 3:  # the rows registered as they leave the block RAMs (level 0 of every datapath of depth >= 3)
             rows[3] = {k: _reg(m, v, f"{k}_q") for k, v in raw.items()}
+        if p_max >= SECOND_ROW_REGISTER:  # and again, for the deep datapaths (see SECOND_ROW_REGISTER)
+            rows[4] = {k: _reg(m, v, f"{k}_q2") for k, v in rows[3].items()}
         tensor_max = max(tensor_depths.values(), default=2)
         accd = [None] + chain(self.acc0_r_data, max(tensor_max - 1, 1), "accd")  # accd[k]: the dst row at stage k
         # the pipeline's writes of the last cycles (hist_*[k]: k cycles ago), for the tensor intrinsics' forwarding
@@ -225,7 +249,8 @@ class ComputeUnit(wiring.Component):
         hist_d = [None] + [Signal(lanes * aw, name=f"hist_d{k}") for k in range(1, hist_n + 1)]
 
         def first_stage(depth: int) -> int:
-            return 2 if depth == 2 else 3
+            """The stage a datapath of ``depth`` takes its operand rows at (its level 0)."""
+            return 2 if depth == 2 else 4 if depth >= SECOND_ROW_REGISTER else 3
 
         v_w, dst_w, fin_w = Signal(), Signal(ab), Signal()  # the write stage's micro-op (driven below)
         fwd_by_depth: dict[int, Value] = {}

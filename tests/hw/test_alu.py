@@ -103,13 +103,15 @@ def test_new_op_appears_in_hardware(absdiff):
         assert np.array_equal(y, evaluate(code, a, b, WIDTH))
 
 
-@pytest.mark.parametrize("depth", [0, 1, 2, 3, 11])
-def test_pipelined_lane_gives_each_op_after_its_stages(depth):
+@pytest.mark.parametrize("depth,gaps", [(0, False), (1, False), (2, False), (3, False), (11, False), (12, True)])
+def test_pipelined_lane_gives_each_op_after_its_stages(depth, gaps):
     """``alu_lane`` with ``depth`` register stages per op (the compute pipeline's form): a new micro-op every cycle
     (II = 1, ops mixed), each result ``depth`` cycles after its operands equals numpy's. At depth >= 1 the lane
     multiplier is registered, at >= 2 its inputs too, so REQUANT's record fields must be delayed to meet its
     product: a misaligned stage would mix micro-ops. At 11 every op fits with a register after each primitive and
-    the DSP-sized multiplier (the deep lane): REQUANT then takes all 11."""
+    the DSP-sized multiplier (the deep lane): REQUANT then takes all 11; at 12 the ops' results wait a level more
+    (one value per level, muxed by opcode), and with ``gaps`` micro-ops come with idle cycles between them (the deep
+    registers load only while their level holds a micro-op)."""
     from amaranth.hdl import Module, Signal, signed
 
     from hw.alu import alu_lane, record_of
@@ -136,18 +138,24 @@ def test_pipelined_lane_gives_each_op_after_its_stages(depth):
             cases = [_operands(rng, o.name) for _ in range(n)]
             ctx.set(op, o.opcode)
             got = []
-            for t in range(n + depth):
-                if t < n:
-                    av, bv = cases[t]
+            k = 0
+            for t in range(3 * n + depth + 1):
+                issue = k < n and not (gaps and t % 3 == 1)
+                if issue:
+                    av, bv = cases[k]
+                    k += 1
                     ctx.set(a, int(av[0]))
                     if isinstance(bv, Record):
                         ctx.set(rec_bits, _pack_records(bv) & ((1 << RECORD_BITS) - 1))
                     else:
                         ctx.set(b, int(bv[0]))
-                ctx.set(valid[0], int(t < n))
-                if t >= depth:
+                else:  # an idle cycle's operands are anything: the lane must not use them
+                    ctx.set(a, int(rng.integers(-1 << 31, 1 << 31)))
+                ctx.set(valid[0], int(issue))
+                if ctx.get(valid[depth]):
                     got.append(ctx.get(out))
                 await ctx.tick()
+            assert len(got) == n
             for (av, bv), g in zip(cases, got):
                 bb = Record(**{f.name: np.asarray(getattr(bv, f.name))[:1] for f in RECORD_FIELDS}) \
                     if isinstance(bv, Record) else bv[:1]

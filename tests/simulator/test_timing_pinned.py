@@ -1,7 +1,7 @@
 """Cycle counts of small programs, worked out by hand from docs/timing.md (derivations in the comments).
 
 tiny:    L = dram_latency = 8,  B = 4 bytes/beat, F = fetch_burst = 4, Q = cmd_queue_depth = 4, pipelines 4
-pynq-z1: L = 32, B = 8, F = 8, Q = 8, pipelines 4
+pynq-z1: L = 32, B = 8, F = 8, Q = 8, gemm_pipeline 12, alu_pipeline 16
 Fetch of n instructions: D = L + ceil(16 n / B).
 """
 from __future__ import annotations
@@ -24,9 +24,9 @@ def test_worked_example_pynq():
 
     fetch burst of 4: D = 32 + ceil(64/8) = 40, port [0, 40); dispatch i0..i3 at 40, 41, 42, 43.
     i0 LOAD.INP 1x4 (16-byte elements): take 41 = start, port free -> grant 41, D = 32 + ceil(64/8) = 40 -> e 81.
-    i1 GEMM 4 uops: take 42, pops load->compute: token visible at 81 -> start 81, e = 81 + 4 + 4 = 89.
-    i2 STORE 1x4: take 43, pops compute->store (visible 89) -> start 89, grant 89, D = 40 -> e 129.
-    i3 FINISH: take = max(43 + 1, 89) = 89, e = 90.  T = max(e) = 129.
+    i1 GEMM 4 uops: take 42, pops load->compute: token visible at 81 -> start 81, e = 81 + 4 + 12 = 97.
+    i2 STORE 1x4: take 43, pops compute->store (visible 97) -> start 97, grant 97, D = 40 -> e 137.
+    i3 FINISH: take = max(43 + 1, 97) = 97, e = 98.  T = max(e) = 137.
     """
     p = Prog(PYNQ)
     a, o = p.alloc("inp", 4), p.alloc("out", 4)
@@ -34,15 +34,15 @@ def test_worked_example_pynq():
           Gemm(False, 0, 4, 1, 1, deps=deps("pop_prev", "push_next")),
           Store(MemType.OUT, 0, o, 1, 4, 4, deps=deps("pop_prev")), Finish())
     res = p.run()
-    assert res.cycles == 129
+    assert res.cycles == 137
     assert stamps(res, 0) == (40, 41, 41, 41, 81)
-    assert stamps(res, 1) == (41, 42, 81, -1, 89)
-    assert stamps(res, 2) == (42, 43, 89, 89, 129)
-    assert stamps(res, 3) == (43, 89, 89, -1, 90)
+    assert stamps(res, 1) == (41, 42, 81, -1, 97)
+    assert stamps(res, 2) == (42, 43, 97, 97, 137)
+    assert stamps(res, 3) == (43, 97, 97, -1, 98)
     units = res.profile["units"]
     assert units["compute"]["stall_token"] == 81 - 42
-    assert units["store"]["stall_token"] == 89 - 43
-    assert res.profile["macs"] == 4 * 256 and res.profile["cycles"] == 129
+    assert units["store"]["stall_token"] == 97 - 43
+    assert res.profile["macs"] == 4 * 256 and res.profile["cycles"] == 137
 
 
 def test_tiny_pipeline_with_fetch_and_port_priority():
