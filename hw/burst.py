@@ -56,8 +56,14 @@ class BurstIssuer(wiring.Component):
         m.d.comb += row_end.eq(rem <= lim)
         n = Signal(9)
         m.d.comb += n.eq(Mux(row_end, rem, lim))
+        # AXI len = n - 1 without an adder after n's mux (the start cycle's burst goes out combinationally, so this
+        # is on the path from the instruction to the AR port): rem - 1, or lim - 1, where to_4k - 1 is the floor of
+        # (4096 - 2**lb - addr) / 2**lb (the same floor division, a cycle of carry chain shorter)
+        to_4k_m1 = (Const(4096 - (1 << lb), 14) - addr[:12])[:14].as_signed() >> lb
+        len_m1 = Signal(8)
+        m.d.comb += len_m1.eq(Mux(row_end, rem - 1, Mux(near_4k, to_4k_m1, 255)))
         valid = self.start | busy
-        m.d.comb += [self.valid.eq(valid), self.addr.eq(addr), self.len.eq(n - 1), self.beats.eq(n),
+        m.d.comb += [self.valid.eq(valid), self.addr.eq(addr), self.len.eq(len_m1), self.beats.eq(n),
                      self.busy.eq(busy)]
 
         with m.If(~busy):
