@@ -78,6 +78,7 @@ class SelfTestSoC(Elaboratable):
         m.submodules.rom = rom = Memory(shape=unsigned(8 * bb), depth=n_check, init=exp_words)
         rp = rom.read_port()
         idx = Signal(clog2(n_check + 1))
+        mismatch = Signal()
         m.d.comb += [rp.addr.eq(idx), ram.dbg_addr.eq(first + idx)]
 
         def axil_write(state: str, reg: int, value: int, nxt: str) -> None:
@@ -115,9 +116,12 @@ class SelfTestSoC(Elaboratable):
                     m.d.sync += self.cycles.eq(acc.s_axil_rdata)
                     m.next = "CHECK_ADDR"
             with m.State("CHECK_ADDR"):  # ROM and RAM debug port read idx; data next cycle
+                m.next = "CHECK_DATA"
+            with m.State("CHECK_DATA"):  # the compare into a register: the block RAM reads stay off the FSM's path
+                m.d.sync += mismatch.eq(ram.dbg_data != rp.data)
                 m.next = "CHECK"
             with m.State("CHECK"):
-                with m.If(ram.dbg_data != rp.data):
+                with m.If(mismatch):
                     m.d.sync += [self.failed.eq(1), self.done.eq(1)]
                     m.next = "HOLD"
                 with m.Elif(idx == n_check - 1):

@@ -11,8 +11,8 @@ Two methods, picked by the config's ``fpga_part`` (:data:`ECP5_PARTS`, :data:`XI
   the open tools): yosys ``synth_xilinx -family xc7 -flatten -abc9`` on ``vta_top``, then ``sta`` over the
   7-series cell library's specify delays (LUT, CARRY4, DSP48E1, RAMB36E1, FF: the flip-flops retyped to cells
   whose clock-to-Q and setup arcs sta can read, :data:`FLOP_TIMING_CELLS`), which has NO routing delay. The
-  path is multiplied by :data:`ROUTING_FACTOR`, the ratio (routed path / its logic delay) that nextpnr reports
-  on the ECP5 designs (docs/fpga.md gives the calibration and its spread). UltraScale+ parts are estimated with
+  path is multiplied by :data:`ROUTING_FACTOR`, the ratio (routed period / logic-only period) that nextpnr and the
+  same sta give on the ECP5 designs (docs/fpga.md gives the calibration and its spread). UltraScale+ parts are estimated with
   the 7-series delays too (yosys has no UltraScale+ delays): a conservative figure for those faster parts.
 
 Results are cached in ``build/timing/`` by a hash of the design (generated Verilog, the self-test sources, part,
@@ -46,12 +46,11 @@ ECP5_PARTS = {"LFE5U-12F-6BG381C": "ULX3S_12F_Platform", "LFE5U-25F-6BG381C": "U
 #: Xilinx part -> the yosys family it is estimated with (the cell delays yosys has are 7-series).
 XILINX_PARTS = {"xc7z020clg400-1": "xc7", "xczu3eg-sbva484-1-e": "xc7", "xczu7ev-ffvc1156-2-e": "xc7"}
 
-#: routed delay / logic delay of nextpnr-ecp5's post-route critical paths (docs/fpga.md, "Timing"): the Xilinx
-#: estimate's logic-only path times this factor. Measured: the whole tiny ULX3S system 35.36 ns = 15.92 logic +
-#: 19.44 routing -> 2.22; two ALU lanes with REQUANT between registers (the
-#: datapath the accelerator's critical path runs through) 47.78 ns = 21.66 logic + 26.12 routing -> 2.21; a
-#: registered 16 x 16 multiply-accumulate 6.87 = 4.45 + 2.42 -> 1.54 (a small design routes short).
-ROUTING_FACTOR = 2.2
+#: nextpnr-ecp5's routed period / the logic-only yosys sta period of the same ECP5 netlist (the estimate's own
+#: method on ECP5 cells: fpga/ecp5_sta.py, benchmarks/calibrate_routing.py, docs/fpga.md "Routing factor"): the
+#: Xilinx estimate's logic-only path times this factor. Measured on the whole ULX3S systems: pipelined tiny 2.44,
+#: 2.53, 2.60; ecp5-85f with the deep datapath 2.35; the one-stage tiny of main da08723 2.12.
+ROUTING_FACTOR = 2.5
 
 
 @contextmanager
@@ -351,7 +350,7 @@ def point_timing_key(fields: dict) -> str:
     """Cache key of :func:`point_timing_record` (the design hash of :func:`timing_record`)."""
     from isa.config import make_config
 
-    return "tim-" + design_hash(make_config(dict(fields)))
+    return f"tim-{design_hash(make_config(dict(fields)))}-rf{ROUTING_FACTOR}"  # the Xilinx records scale by it
 
 
 def point_timing_record(fields: dict) -> dict:
