@@ -116,7 +116,7 @@ def conv_program(cfg: "HwConfig", cs: "ConvShape", bias, requant: "Requant | Non
     """The conv2d (+ epilogue, + fused ``residual``) with ``knobs`` compiled and finalized, cached per schedule
     (:func:`schedule_key`; the constants' values of the first call, which runs patch per call)."""
     from compiler.backend.accel.ops import OpBuilder
-    from compiler.lower import lower
+    from compiler.tir.accel import lower
     from compiler.topi.conv2d import conv2d_kernel
 
     key = schedule_key(cfg, cs, knobs, bias, requant, residual)
@@ -148,7 +148,7 @@ def contract_cycles(cfg: "HwConfig", schedule, name: str = "kernel") -> int:
     caches the program per schedule."""
     from compiler.backend.accel.emit import emit
     from compiler.backend.accel.ops import OpBuilder
-    from compiler.lower import lower
+    from compiler.tir.accel import lower
     from jit_runtime.command_queue import CommandQueue
 
     func = lower(schedule, cfg, name=name)

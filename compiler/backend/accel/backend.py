@@ -16,7 +16,7 @@ from compiler.backend.accel.emit import emit
 from compiler.backend.accel.ops import OpBuilder
 from compiler.graph.accel_interface import as_hw_config
 from compiler.graph.conv_stripes import conv2d_in_stripes, stripe_rows
-from compiler.lower import lower
+from compiler.tir.accel import lower
 from jit_runtime.host_ops.requant import Requant
 from compiler.topi.conv2d import ConvShape, conv2d_compute, conv2d_epilogue
 from compiler.topi.knobs import ConvKnobs

@@ -90,7 +90,7 @@ def test_sketch_agrees_with_the_generated_program(cb, h, stride):
     """The chooser ranks tiles by ``sketch_dw`` (geometry only); it must agree with ``estimate_dw`` of the lowered
     program (instruction by instruction) within 2 % on every kind of tiling."""
     from compiler.backend.accel.ops import OpBuilder
-    from compiler.lower import lower
+    from compiler.tir.accel import lower
     from compiler.topi.depthwise import DwKnobs, _scheduled, dw_compute, dw_epilogue, estimate_dw, sketch_dw
 
     ds = DwShape(1, cb, h, h, 3, 3, (stride, stride), (1, 1, 1, 1))

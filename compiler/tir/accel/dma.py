@@ -11,14 +11,13 @@ from dataclasses import dataclass
 from itertools import product
 from typing import TYPE_CHECKING
 
-from compiler.lower.affine import to_affine
-from compiler.lower.errors import LowerError
+from compiler.schedule.errors import LowerError
 from compiler.te.expr import Const, Load, Select
 from compiler.te.tensor import Tensor
-from compiler.tir.arith import Linear
+from compiler.tir.arith import Linear, to_affine
 
 if TYPE_CHECKING:
-    from compiler.lower.ir import Buffer
+    from compiler.tir.accel.ir import Buffer
 
 PAD_MAX = 15
 
