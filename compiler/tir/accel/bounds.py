@@ -39,9 +39,6 @@ class Nest:
     extents: dict[IterVar, int]
     inner: list[IterVar]
 
-    def root_range(self, r: IterVar) -> tuple[int, int]:
-        return self.forms[r].bounds(self.extents)
-
 
 class Bounds:
     """Region/nest queries for one lowered schedule; ``host[stage]`` lists each stage's host loops."""
@@ -160,9 +157,6 @@ class Bounds:
         if hit is None:
             hit = self._loads[key] = [ld for ld in loads(rd.op.body) if ld.tensor is t]
         return hit
-
-    def load_forms(self, ld: Load, nest: Nest) -> list[Linear]:
-        return [to_affine(i, nest.forms) for i in ld.indices]
 
     def clear(self) -> None:
         self._cache.clear()
