@@ -23,7 +23,7 @@ from compiler.quant.requant_params import acc_bound, choose_requant
 from jit_runtime.host_ops.requant import Requant, apply_requant
 from compiler.topi.conv2d import ConvShape
 from compiler.topi.knobs import choose_conv_knobs
-from compiler.topi.tune import tune_conv_knobs
+from compiler.backend.accel.measure import tune_conv_knobs
 from isa import make_config
 
 LAYERS = [("C2", 56, 64, 64, 3, 1, 1), ("C3", 56, 64, 64, 1, 1, 0), ("C4", 56, 64, 128, 3, 2, 1),
@@ -52,7 +52,7 @@ def _compile(cfg, cs, bias, epi, vthreads, tune: int):
 
     ep = conv2d_epilogue(cfg, cs, conv2d_compute(cfg, cs)[3], bias, epi)
     n_consts, n_alu = len(ep.consts), len(ep.stages)
-    if tune > 1:  # simulate the best `tune` analytic candidates (compiler.topi.tune)
+    if tune > 1:  # simulate the best `tune` analytic candidates (compiler.backend.accel.measure)
         knobs = tune_conv_knobs(cfg, cs, bias, epi, n_consts, n_alu, vthreads, top=tune)
     else:
         knobs = choose_conv_knobs(cfg, cs, n_consts, n_alu=n_alu, vthreads=vthreads)

@@ -44,7 +44,7 @@ SPACE = {"base": "pynq-z1", "params": {"log_block_out": [3, 4, 5], "wgt_buff_siz
 BOARD = "pynq-z1"
 #: what an evaluation imports (compiler.dse.evaluate.latency_record), imported before either side is timed
 WARM_MODULES = ("onnx", "compiler.backend.accel.backend", "compiler.executor.registry", "compiler.executor.module",
-                "compiler.executor.pipeline", "compiler.topi.tune", "compiler.dse.evaluate")
+                "compiler.executor.pipeline", "compiler.backend.accel.measure", "compiler.dse.evaluate")
 
 
 def resnet18_int8(out: Path) -> Path:

@@ -1,6 +1,6 @@
 """Features of a lowered conv2d loop nest for the cost model (all scale-free, so a model transfers across tasks).
 
-From the loop IR (:mod:`compiler.lower.ir`): extents of the serial loops over 1 (pre-order, padded), the virtual-thread
+From the loop IR (:mod:`compiler.tir.accel.ir`): extents of the serial loops over 1 (pre-order, padded), the virtual-thread
 count, per memory scope the DMA loads issued and the bytes they move (trip count x buffer region), the
 store bytes, the scratchpad occupancy per scope, and the uop counts of the GEMM and ALU micro-kernels
 (the loops left after the two that the instruction's hardware loop fields take). The knob values, the
@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from compiler.lower.ir import DmaLoad, DmaStore, For, Kernel
+from compiler.tir.accel.ir import DmaLoad, DmaStore, For, Kernel
 from compiler.topi.knobs import ConvKnobs, estimate_conv
 
 N_HOST = 6  # host-loop extents kept (outermost first)

@@ -1,7 +1,7 @@
 """Measurement: simulator cycles of a task's kernel with given knobs (cycle-accurate timing, zero data).
 
 The timing engine runs without the arithmetic (:class:`TimingOnlyDevice`: same cycles, a fraction of the time),
-through the one measurement the conv chooser and the DSE use (:func:`compiler.topi.tune.measure_conv`).
+through the one measurement the conv chooser and the DSE use (:func:`compiler.backend.accel.measure.measure_conv`).
 
 :class:`LocalMeasurer` runs a batch in worker processes (``os.cpu_count()`` by default, ``workers=0``
 measures in this process); :class:`RayMeasurer` spreads it over a Ray cluster (``ray`` is an optional
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from compiler.autotune.task import Task
 from compiler.topi.knobs import ConvKnobs
-from compiler.topi.tune import TimingOnlyDevice, measure_conv
+from compiler.backend.accel.measure import TimingOnlyDevice, measure_conv
 
 __all__ = ["LocalMeasurer", "RayMeasurer", "Result", "TimingOnlyDevice", "kernel_cycles", "measure", "measure_knobs"]
 
@@ -31,7 +31,7 @@ class Result:
 
 def kernel_cycles(task: Task, knobs: ConvKnobs, device="timing") -> int:
     """Cycles of ``task``'s kernel with ``knobs`` and zero inputs; ``device``: ``"timing"``, the one timing-only
-    measurement the conv chooser and the DSE use (:func:`compiler.topi.tune.measure_conv`, cached per schedule), or
+    measurement the conv chooser and the DSE use (:func:`compiler.backend.accel.measure.measure_conv`, cached per schedule), or
     a ``jit_runtime`` device name such as ``"sim"`` (the kernel built and run as a module, for checks)."""
     import numpy as np
 

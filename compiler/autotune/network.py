@@ -86,10 +86,8 @@ def tune_tasks(tasks: list[Task], measure, kind: str = "xgb", n_trial: int = 32,
         tuner = make_tuner(kind, task, seed, transfer)
         if include_default:
             tuner.seed_points([default_knobs(task)])
-        cb = None
-        if callback is not None:
-            def cb(t, batch, results, seconds, i=i):
-                callback(i, len(tasks), n_trial, t, results, seconds)
+        cb = None if callback is None else \
+            (lambda t, batch, results, seconds, i=i: callback(i, len(tasks), n_trial, t, results, seconds))
         tuner.tune(n_trial, measure, batch_size, tlog, cb)
         if hasattr(tuner, "finish"):
             tuner.finish()

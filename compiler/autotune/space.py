@@ -113,7 +113,7 @@ class ConvSpace:
     def _lower(self, k: ConvKnobs) -> tuple[str | None, np.ndarray | None]:
         """Lower the kernel with knobs ``k`` once: (reason it failed, None) or (None, features); cached."""
         from compiler.autotune.features import loop_features
-        from compiler.lower import lower
+        from compiler.tir.accel import lower
         from compiler.topi.conv2d import conv2d_kernel
 
         key = (k.oc_tile, k.h_tile, k.ic_tile, k.vthreads, k.vthread_axis, k.order, k.epilogue)

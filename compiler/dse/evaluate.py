@@ -5,7 +5,7 @@ a point that does not work (the record carries the ``error``): the same function
 pool or as a Ray task (:mod:`compiler.scaleout`) and gives the same record.
 
 - :func:`latency_record`: the model's accelerator cycles on the config, from the timing engine alone
-  (:class:`compiler.topi.tune.TimingOnlyDevice`: the cycle-accurate simulator's timing, no arithmetic; a
+  (:class:`compiler.backend.accel.measure.TimingOnlyDevice`: the cycle-accurate simulator's timing, no arithmetic; a
   program's cycles never depend on its data, docs/timing.md), and the latency at the config's clock.
 - :func:`estimate_resources`: an analytic LUT/DSP/RAMB36 estimate (no tools), used to skip synthesizing points that
   cannot be on the Pareto front.
@@ -73,7 +73,7 @@ def latency_record(fields: dict[str, Any], model: bytes, tune: int = DEFAULT_TUN
         from compiler.executor.registry import create_cpu_backend
         from compiler.executor.module import Module
         from compiler.executor.pipeline import compile_model
-        from compiler.topi.tune import TimingOnlyDevice
+        from compiler.backend.accel.measure import TimingOnlyDevice
 
         cfg = config_from(fields)
         proto = onnx.load_model_from_string(model) if isinstance(model, (bytes, bytearray)) else onnx.load(model)

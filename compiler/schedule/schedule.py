@@ -96,9 +96,6 @@ class Schedule:
         self.stages[self.stages.index(st)] = Stage(t, self)
         return cache
 
-    def attached_at(self, parent: Stage, iv: IterVar) -> list[Stage]:
-        return [st for st in self.stages if st.attach is not None and st.attach[0] is parent and st.attach[1] is iv]
-
     def _check_tensorize(self, stage: Stage, iv: IterVar, intrinsic: "TensorIntrinsic") -> None:
         from compiler.schedule.tensorize import match_intrinsic
 

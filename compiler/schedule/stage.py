@@ -12,7 +12,6 @@ if TYPE_CHECKING:
     from isa.intrinsics import TensorIntrinsic
 
 SCOPES = ("global", "inp", "wgt", "acc", "local", "shared")  # local/shared: CPU/GPU targets (registers/stack, GPU shared)
-LOOP_KINDS = ("vectorize", "parallel", "unroll")
 THREAD_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y", "threadIdx.z")
 PRAGMAS = ("dma_copy", "alu", "alu_deferred")  # alu_deferred: ALU micro-ops in their own virtual-thread segment
 

@@ -28,10 +28,6 @@ class Tensor:
     def ndim(self) -> int:
         return len(self.shape)
 
-    @property
-    def is_placeholder(self) -> bool:
-        return self.op is None
-
     def __repr__(self) -> str:
         return f"Tensor({self.name}, {self.shape}, {self.dtype})"
 

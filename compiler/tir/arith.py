@@ -1,7 +1,8 @@
 """Index arithmetic for lowering: constant-folding builders, substitution and linear forms with bounds."""
 from __future__ import annotations
 
-from compiler.te.expr import AluCall, Binary, Call, Cast, Const, Expr, Load, Reduce, Select, Var, walk
+from compiler.schedule.errors import LowerError
+from compiler.te.expr import AluCall, Binary, Call, Cast, Const, Expr, IterVar, Load, Reduce, Select, Var, walk
 
 
 def add(a: Expr, b: Expr) -> Expr:
@@ -78,7 +79,7 @@ def substitute(e: Expr, env: dict, load=None) -> Expr:
 
 class Linear:
     """``const + sum(coef * atom)``; an atom is a Var or an opaque (non-linear) expression. The CPU/GPU lowering
-    and the accelerator's (:mod:`compiler.lower`, affine index forms over loop variables) share it."""
+    and the accelerator's (:mod:`compiler.tir.accel`, :func:`to_affine` forms over loop variables) share it."""
 
     def __init__(self, const: int = 0, coefs: dict | None = None) -> None:
         self.const = const
@@ -134,6 +135,30 @@ def linear(e: Expr) -> Linear:
             if not a.coefs:
                 return b.scale(a.const)
     return Linear(0, {e: 1})
+
+
+def to_affine(e: Expr, env: dict) -> Linear:
+    """``e`` as an affine form over loop variables, each variable replaced by ``env[var]`` (a Linear); LowerError
+    naming what is not affine (the accelerator's indices must be: only +, - and * by constants)."""
+    if isinstance(e, Const):
+        return Linear(e.value)
+    if isinstance(e, (Var, IterVar)):
+        if e not in env:
+            raise LowerError(f"index uses variable {e.name}, which is not a loop of this stage")
+        return env[e]
+    if isinstance(e, Cast):
+        return to_affine(e.a, env)
+    if isinstance(e, Binary):
+        if e.op in ("add", "sub"):
+            b = to_affine(e.b, env)
+            return to_affine(e.a, env) + (b if e.op == "add" else b.scale(-1))
+        if e.op == "mul":
+            a, b = to_affine(e.a, env), to_affine(e.b, env)
+            if not a.coefs:
+                return b.scale(a.const)
+            if not b.coefs:
+                return a.scale(b.const)
+    raise LowerError(f"index expression {e!r} is not affine in the loop variables (only +, - and * by constants)")
 
 
 def var_ranges_bounds(f: Linear, ranges: dict) -> tuple[int, int] | None:

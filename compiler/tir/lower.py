@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING
 
 from compiler.te.expr import Binary, Cast, Const, Expr, IterVar, Load, Reduce, Var, loads
 from compiler.te.tensor import Tensor
-from compiler.schedule.relations import Fuse, Split
+from compiler.schedule.relations import Split
 from compiler.tir.arith import Linear, add, atom_vars, flat_index, floordiv, floormod, linear, mul, simplify, sub, substitute, \
     var_ranges_bounds
+from compiler.tir.bounds import leaf_extents, root_values
 from compiler.tir.errors import TirError
 from compiler.tir.ir import Allocate, BufLoad, Buffer, For, IfThen, PrimFunc, Store, Sync
 
@@ -144,26 +145,13 @@ class _Lowering:
             self._relations(st, inf)
 
     def _relations(self, st: "Stage", inf: _StageInfo) -> None:
-        ext = dict(inf.dom)
-        for rel in st.relations:
-            if isinstance(rel, Split):
-                n = ext[rel.parent]
-                f = min(rel.factor, n)
-                ext[rel.outer], ext[rel.inner] = -(-n // f), f
-            else:
-                ext[rel.fused] = ext[rel.outer] * ext[rel.inner]
+        ext = leaf_extents(st.relations, inf.dom)
         inf.leaf_ext = {lv: ext[lv] for lv in st.leaf_iter_vars}
-        val: dict = {lv: lv for lv in st.leaf_iter_vars}
-        for rel in reversed(st.relations):
-            if isinstance(rel, Split):
-                f = ext[rel.inner]
-                val[rel.parent] = add(mul(val[rel.outer], f), val[rel.inner])
-                if ext[rel.outer] * f != ext[rel.parent]:
-                    inf.conds.append(Binary("lt", val[rel.parent], Const(ext[rel.parent])))
-            else:
-                n = ext[rel.inner]
-                val[rel.outer] = floordiv(val[rel.fused], n)
-                val[rel.inner] = floormod(val[rel.fused], n)
+        val = root_values(st.relations, {lv: lv for lv in st.leaf_iter_vars}, ext.__getitem__,
+                          lambda o, f, i: add(mul(o, f), i), lambda v, n, _: (floordiv(v, n), floormod(v, n)))
+        for rel in reversed(st.relations):  # a ragged split: guard its parent
+            if isinstance(rel, Split) and ext[rel.outer] * ext[rel.inner] != ext[rel.parent]:
+                inf.conds.append(Binary("lt", val[rel.parent], Const(ext[rel.parent])))
         inf.rel = {r: val[r] for r in st.root_axes}
         # region that may leave the tensor: guard the absolute index, unless computing the extra points is harmless
         # (every read of a whole tensor stays inside it; reads of attached buffers cover this stage's whole nest)

@@ -31,7 +31,7 @@ from compiler import te
 from compiler.te import Tensor
 from compiler.topi.elementwise import activation
 from typing import Callable
-from compiler.topi.injective import GPU_THREADS, PARALLEL_MIN, PARALLEL_MIN_MACS, schedule_injective_gpu
+from compiler.topi.injective import GPU_THREADS, PARALLEL_MIN_MACS, schedule_injective_gpu
 
 OC_BLOCK = 8
 RAGGED_TILE = 6

@@ -223,17 +223,6 @@ def dw_insns(ds: DwShape, knobs: DwKnobs, n_alu: int = 1) -> int:
     return tiles * (knobs.cb_tile + 1 + ds.kh + n_alu + 3)
 
 
-_CACHE: dict = {}
-
-
-def measure_dw(cfg: HwConfig, ds: DwShape, knobs: DwKnobs, bias=None, requant: Requant | None = None) -> int:
-    """Cycles of one depthwise conv (+ epilogue) with ``knobs`` by the timing contract (what the cycle-accurate
-    simulator reports for any data; :func:`compiler.topi.tune.contract_cycles`)."""
-    from compiler.topi.tune import contract_cycles
-
-    return contract_cycles(cfg, _scheduled(cfg, ds, bias, requant, knobs).schedule, "depthwise_tune")
-
-
 def _uneven(ds: DwShape, k: DwKnobs) -> bool:
     """A partial last tile, or virtual threads with unequal tile counts: the estimates miss the stalls they cause."""
     n_ht, n_ct = -(-ds.oh // k.h_tile), -(-ds.cb // k.cb_tile)
@@ -241,15 +230,11 @@ def _uneven(ds: DwShape, k: DwKnobs) -> bool:
     return ds.oh % k.h_tile != 0 or ds.cb % k.cb_tile != 0 or (k.vthreads > 1 and split % k.vthreads != 0)
 
 
-def choose_dw_knobs(cfg: HwConfig, ds: DwShape, bias=None, requant: Requant | None = None,
-                    n_consts: int = 0, measure: int | None = None) -> DwKnobs:
-    """Rank the feasible knobs by :func:`sketch_dw` (even tilings first: see :func:`_uneven`), then keep the fastest
-    of the best ``measure`` on the simulator (default: 4 for layers estimated under 150k cycles, else 2, where the
-    tiles matter less next to the layer's floor); cached per shape and epilogue structure."""
-    key = (cfg, ds, n_consts, requant is None, measure)
-    if key in _CACHE:
-        return _CACHE[key]
-    n_alu = 1 if requant is not None else 0
+def rank_dw_knobs(cfg: HwConfig, ds: DwShape, n_consts: int = 0, n_alu: int = 0, measure: int | None = None
+                  ) -> list[DwKnobs]:
+    """The feasible knobs ranked by :func:`sketch_dw` (even tilings first: see :func:`_uneven`), the best ``measure``
+    of them (default: 4 for layers estimated under 150k cycles, else 2, where the tiles matter less next to the
+    layer's floor), for the measured choice (:func:`compiler.backend.accel.measure.choose_dw_knobs`)."""
     ranked = [(_uneven(ds, k), sketch_dw(cfg, ds, k, n_alu, n_consts), n, k)
               for n, k in enumerate(_candidates(cfg, ds, n_consts))]
     if not ranked:
@@ -257,13 +242,12 @@ def choose_dw_knobs(cfg: HwConfig, ds: DwShape, bias=None, requant: Requant | No
     ranked.sort(key=lambda t: t[:3])
     if measure is None:
         measure = 4 if ranked[0][1] < 150_000 else 2
-    top = [k for *_, k in ranked[:max(1, measure)]]
-    from compiler.topi.tune import batch_cycles
+    return [k for *_, k in ranked[:max(1, measure)]]
 
-    best = top[0] if len(top) == 1 else min(
-        (batch_cycles(lambda shape: measure_dw(cfg, shape, k, bias, requant), ds), n, k) for n, k in enumerate(top))[2]
-    _CACHE[key] = best
-    return best
+
+def dw_consts(cfg: HwConfig, ds: DwShape, bias, requant: Requant | None) -> int:
+    """How many per-channel constant tensors the epilogue loads (bias, requant parameters)."""
+    return len(dw_epilogue(cfg, ds, dw_compute(cfg, ds)[3], bias, requant).consts)
 
 
 @dataclass
@@ -313,16 +297,9 @@ def dw_epilogue(cfg: HwConfig, ds: DwShape, conv: te.Tensor, bias, requant: Requ
                           (ds.cb,), cfg.block_out, cfg.batch, cfg=cfg)
 
 
-def depthwise_kernel(cfg: HwConfig, ds: DwShape, bias, requant: Requant | None,
-                     knobs: DwKnobs | None = None) -> DwKernel:
-    """Build the depthwise conv (+ requant epilogue, cast to int8) and schedule it on dwmac."""
-    if knobs is None:
-        n_consts = len(dw_epilogue(cfg, ds, dw_compute(cfg, ds)[3], bias, requant).consts)
-        knobs = choose_dw_knobs(cfg, ds, bias, requant, n_consts)
-    return _scheduled(cfg, ds, bias, requant, knobs)
-
-
-def _scheduled(cfg: HwConfig, ds: DwShape, bias, requant: Requant | None, knobs: DwKnobs) -> DwKernel:
+def depthwise_kernel(cfg: HwConfig, ds: DwShape, bias, requant: Requant | None, knobs: DwKnobs) -> DwKernel:
+    """Build the depthwise conv (+ requant epilogue, cast to int8) and schedule it on dwmac with ``knobs``
+    (the measured choice: :func:`compiler.backend.accel.measure.choose_dw_knobs`)."""
     data, weight, padded, conv = dw_compute(cfg, ds)
     ep = dw_epilogue(cfg, ds, conv, bias, requant)
     out = te.compute(conv.shape, lambda *i: ep.out[i].astype("int8"), name="out", dtype="int8")

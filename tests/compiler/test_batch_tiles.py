@@ -10,8 +10,9 @@ from compiler.backend.accel.backend import SimAccelBackend
 from compiler.graph.ref_backend import RefAccelBackend
 from jit_runtime.host_ops.requant import Requant
 from compiler.topi.conv2d import ConvShape
-from compiler.topi.depthwise import DwShape, measure_dw
-from compiler.topi.tune import measure_conv
+from compiler.backend.accel.measure import measure_dw
+from compiler.topi.depthwise import DwShape
+from compiler.backend.accel.measure import measure_conv
 from isa import make_config
 
 RQ = Requant(pre_shift=2, multiplier=300, shift=12, relu=True)

@@ -164,7 +164,7 @@ def _schedule(cfg, intr, nb=2, kb=3, mb=2):
 
 def test_tensorize_builds_and_runs_on_simulator_and_rtl(declared):
     from compiler.backend.accel import build
-    from compiler.lower import TensorizeError
+    from compiler.tir.accel import TensorizeError
     from isa.intrinsics import gemm_intrinsic
 
     rng = np.random.default_rng(4)

@@ -13,16 +13,17 @@ from typing import Any
 import numpy as np
 
 from compiler.backend.accel.emit import emit
+from compiler.backend.accel.measure import KernelProgram, TimingOnlyDevice, choose_dw_knobs, conv_program, \
+    kernel_program, rq_key
 from compiler.backend.accel.ops import OpBuilder
 from compiler.graph.accel_interface import as_hw_config
 from compiler.graph.conv_stripes import conv2d_in_stripes, stripe_rows
-from compiler.lower import lower
-from jit_runtime.host_ops.requant import Requant
+from compiler.tir.accel import lower
 from compiler.topi.conv2d import ConvShape, conv2d_compute, conv2d_epilogue
 from compiler.topi.knobs import ConvKnobs
 from compiler.topi.residual import Residual, residual_supported
-from compiler.topi.tune import KernelProgram, TimingOnlyDevice, conv_program, kernel_program, rq_key
 from isa import HwConfig
+from jit_runtime.host_ops.requant import Requant
 
 
 #: Devices whose cycles follow the timing contract exactly (data-independent, so a program's profile is fixed).
@@ -32,7 +33,7 @@ _CONTRACT_TIMED = frozenset({"sim", "rtl", "rtl-check"})
 @dataclass
 class Compiled:
     """A compiled kernel: its tensors, constant inputs, operations and MAC count (``built``: its finalized program
-    when it came from the per-schedule cache of :func:`compiler.topi.tune.conv_program`)."""
+    when it came from the per-schedule cache of :func:`compiler.backend.accel.measure.conv_program`)."""
 
     kernel: Any
     ops: list
@@ -49,14 +50,14 @@ def _value_key(v) -> tuple:
     return (a.dtype.str, a.shape, a.tobytes())
 
 
-_rq_key = rq_key  # the epilogue's structure (compiler.topi.tune)
+_rq_key = rq_key  # the epilogue's structure (compiler.backend.accel.measure)
 
 
 def compile_conv2d(cfg: HwConfig, cs: ConvShape, bias, requant: Requant | None,
                    knobs: ConvKnobs | None = None, residual: Residual | None = None) -> Compiled:
     """Schedule, lower and generate operations for one packed conv2d (``residual``: a fused residual Add whose other
     operand is the kernel's ``residual`` input). The program is shared with the tiling chooser's measurement
-    (:func:`compiler.topi.tune.conv_program`, cached per schedule); the constants' values are patched per run."""
+    (:func:`compiler.backend.accel.measure.conv_program`, cached per schedule); the constants' values are patched per run."""
     from compiler.topi.conv2d import add_residual
 
     kp = conv_program(cfg, cs, bias, requant, knobs, residual)
@@ -216,7 +217,7 @@ class SimAccelBackend:
         self.device = device
         self.vthreads = vthreads
         # > 1: time that many best analytic tilings per conv shape by the timing contract and keep the fastest
-        # (compiler.topi.tune; not on "sim-functional", which has no cycles); 1: the analytic choice alone
+        # (compiler.backend.accel.measure; not on "sim-functional", which has no cycles); 1: the analytic choice alone
         self.tune = tune
         self.tuned = None  # tuned(cs, bias, rq) -> ConvKnobs | None: knobs from a tuning log (compiler.autotune)
         self.last_profile: dict = {}
@@ -273,7 +274,7 @@ class SimAccelBackend:
         """The knobs this backend compiles a conv with when no tuning log covers it: the fastest of the ``tune``
         best analytic tilings by the timing contract (the analytic choice alone on "sim-functional" or tune=1)."""
         from compiler.topi.knobs import choose_conv_knobs
-        from compiler.topi.tune import tune_conv_knobs
+        from compiler.backend.accel.measure import tune_conv_knobs
 
         if self.tune > 1 and self.device != "sim-functional":
             return tune_conv_knobs(self.config, cs, bias, rq, n_consts, n_alu, self.vthreads, top=self.tune,
@@ -283,7 +284,7 @@ class SimAccelBackend:
 
     def _cycles(self, cs: ConvShape, knobs, bias, rq: Requant, residual: Residual | None) -> int:
         """Cycles of the conv with ``knobs`` by the timing contract (what the simulator reports for any data)."""
-        from compiler.topi.tune import batch_cycles, measure_conv
+        from compiler.backend.accel.measure import batch_cycles, measure_conv
 
         return batch_cycles(lambda shape: measure_conv(self.config, shape, knobs, bias, rq, residual), cs)
 
@@ -451,15 +452,15 @@ class SimAccelBackend:
             return nb
         x2 = x[:2]
         if self.depthwise_on_dwmac(x2, w, groups) and residual_add is None:
-            from compiler.topi.depthwise import DwShape, choose_dw_knobs, dw_compute, dw_epilogue, dw_insns
+            from compiler.topi.depthwise import DwShape, dw_consts, dw_insns
 
             ds = DwShape(2, x.shape[1], x.shape[2], x.shape[3], w.shape[2], w.shape[3],
                          tuple(int(v) for v in stride), tuple(int(v) for v in padding), int(pad_value))
             key = ("dwmac", ds, _rq_key(bias, requant))
             per_block = self._batch_tiles.get(key)
             if per_block is None:
-                n_consts = len(dw_epilogue(self.config, ds, dw_compute(self.config, ds)[3], bias, requant).consts)
-                k = choose_dw_knobs(self.config, ds, bias, requant, n_consts, measure=1)
+                k = choose_dw_knobs(self.config, ds, bias, requant, dw_consts(self.config, ds, bias, requant),
+                                    measure=1)
                 per_block = self._batch_tiles[key] = dw_insns(ds, k, 1 if requant is not None else 0) / 2
         else:
             cs, b, rq, _ = self.conv2d_problem(x2, w, bias, stride=stride, padding=padding, groups=groups,
@@ -501,7 +502,7 @@ class SimAccelBackend:
 
     def _depthwise(self, x, w, bias, *, stride, padding, requant: Requant, pad_value: int) -> np.ndarray:
         """A packed depthwise conv2d (+ bias + requant) on the dwmac intrinsic."""
-        from compiler.topi.depthwise import DwShape, depthwise_kernel, dw_epilogue, pack_dw_weight
+        from compiler.topi.depthwise import DwShape, depthwise_kernel, dw_consts, dw_epilogue, pack_dw_weight
 
         cfg = self.config
         if len(stride) != 2 or len(padding) != 4:
@@ -517,7 +518,10 @@ class SimAccelBackend:
         rep = self._replays.get(key)
         if rep is None:
             block = ("dwmac", replace(ds, nb=0), _rq_key(bias, requant))
-            k = depthwise_kernel(cfg, ds, bias, requant, self._tile_knobs.get(block))
+            knobs = self._tile_knobs.get(block)
+            if knobs is None:
+                knobs = choose_dw_knobs(cfg, ds, bias, requant, dw_consts(cfg, ds, bias, requant))
+            k = depthwise_kernel(cfg, ds, bias, requant, knobs)
             if ds.nb > 1:  # a batch tile: a smaller last tile of the same batch reuses its tiling
                 self._tile_knobs.setdefault(block, k.knobs)
             func = lower(k.schedule, cfg, name="depthwise")

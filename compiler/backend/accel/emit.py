@@ -5,8 +5,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from compiler.lower.deps import Op
-from compiler.lower.errors import LowerError
+from compiler.schedule.errors import LowerError
+from compiler.tir.accel.tokens import Op
 
 if TYPE_CHECKING:
     from jit_runtime.buffers import DeviceBuffer

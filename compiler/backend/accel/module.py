@@ -8,10 +8,10 @@ import numpy as np
 
 from compiler.backend.accel.emit import emit
 from compiler.backend.accel.ops import OpBuilder
-from compiler.lower import lower
+from compiler.tir.accel import lower
 
 if TYPE_CHECKING:
-    from compiler.lower.ir import LoweredFunc
+    from compiler.tir.accel.ir import LoweredFunc
     from compiler.schedule import Schedule
     from isa import HwConfig
 
@@ -51,6 +51,6 @@ class AccelModule:
 
 
 def build(sched: "Schedule", cfg: "HwConfig", name: str = "kernel") -> AccelModule:
-    """Lower ``sched`` and generate its operations (see :mod:`compiler.lower`, :mod:`compiler.backend.accel`)."""
+    """Lower ``sched`` and generate its operations (see :mod:`compiler.tir.accel`, :mod:`compiler.backend.accel`)."""
     func = lower(sched, cfg, name)
     return AccelModule(cfg, func, OpBuilder(func, cfg).build())

@@ -1,8 +1,8 @@
 """Operation generation: walk the loop IR over the host loops and produce accelerator operations.
 
 Each leaf statement instance becomes operations with concrete scratchpad addresses:
-DMA copies (via :mod:`compiler.lower.dma`) and micro-kernels (loop folding via
-:mod:`compiler.lower.uop_fold`). Virtual threads are generated separately and interleaved;
+DMA copies (via :mod:`compiler.tir.accel.dma`) and micro-kernels (loop folding via
+:mod:`compiler.tir.accel.uop_fold`). Virtual threads are generated separately and interleaved;
 dependency tokens are then inserted on the merged program.
 """
 from __future__ import annotations
@@ -11,16 +11,16 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from compiler.lower.affine import to_affine
-from compiler.lower.bounds import EmptyIteration
-from compiler.lower.deps import Op, insert_tokens
-from compiler.lower.dma import pad_value_of, region_descs, source_map
-from compiler.lower.errors import LowerError
-from compiler.lower.ir import Buffer, DmaLoad, DmaStore, For, Kernel, LoweredFunc
+from compiler.schedule.errors import LowerError
 from compiler.schedule.tensorize import AluMatch, root_of
-from compiler.lower.uop_fold import fold_loops
-from compiler.lower.vthread import interleave
 from compiler.te.expr import Load
+from compiler.tir.accel.bounds import EmptyIteration
+from compiler.tir.accel.dma import pad_value_of, region_descs, source_map
+from compiler.tir.accel.ir import Buffer, DmaLoad, DmaStore, For, Kernel, LoweredFunc
+from compiler.tir.accel.tokens import Op, insert_tokens
+from compiler.tir.accel.uop_fold import fold_loops
+from compiler.tir.accel.vthread import interleave
+from compiler.tir.arith import to_affine
 from isa.instructions import Gemm
 
 if TYPE_CHECKING:

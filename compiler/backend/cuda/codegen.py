@@ -16,7 +16,7 @@ from llvmlite import ir
 
 from compiler.backend.llvm.codegen import F32, I64, LlvmCodegen, _Ctx, mem_type
 from compiler.tir.errors import TirError
-from compiler.tir.ir import Allocate, Buffer, For, IfThen, PrimFunc, Store, Sync
+from compiler.tir.ir import Allocate, Buffer, For, IfThen, PrimFunc, Sync
 
 TRIPLE = "nvptx64-nvidia-cuda"
 DEFAULT_ARCH = "sm_80"

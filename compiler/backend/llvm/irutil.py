@@ -62,11 +62,6 @@ class Kernel:
     def intrinsic(self, name: str, ty: ir.Type, nargs: int = 1):
         return self.module.declare_intrinsic(name, [ty], ir.FunctionType(ty, [ty] * nargs))
 
-    def extern(self, name: str, ret: ir.Type, args: Sequence[ir.Type]):
-        if name in self.module.globals:
-            return self.module.globals[name]
-        return ir.Function(self.module, ir.FunctionType(ret, list(args)), name)
-
     @contextmanager
     def loop(self, stop, start=0, step: int = 1) -> Iterator[ir.Value]:
         """``for (i = start; i < stop; i += step)`` with i64 bounds (constants or values)."""
@@ -88,9 +83,6 @@ class Kernel:
         i.add_incoming(nxt, b.block)
         b.branch(head)
         b.position_at_end(end)
-
-    def smin(self, a, c):
-        return self.b.select(self.b.icmp_signed("<", a, c), a, c)
 
     def madd(self, *terms: tuple) -> ir.Value:
         """Sum of ``value * const`` terms (i64); constants of 0 are skipped."""

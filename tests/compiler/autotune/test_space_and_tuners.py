@@ -12,7 +12,7 @@ from compiler.autotune.xgb_tuner import CostModel, TransferData, XGBTuner, targe
 from jit_runtime.host_ops.requant import Requant
 from compiler.topi.conv2d import ConvShape
 from compiler.topi.knobs import ConvKnobs, choose_conv_knobs
-from compiler.topi.tune import measure_conv
+from compiler.backend.accel.measure import measure_conv
 from isa import make_config
 
 CFG = make_config("pynq-z1")
@@ -183,10 +183,10 @@ def test_ray_without_ray_installed_is_a_clear_error(monkeypatch):
 
 
 def test_topi_tune_picks_the_exhaustive_best_among_its_candidates(truth):
-    """compiler.topi.tune simulates the analytic ranking's top candidates: with all of them it must pick the
+    """compiler.backend.accel.measure simulates the analytic ranking's top candidates: with all of them it must pick the
     fastest of those settings according to the exhaustive search."""
     from compiler.topi.knobs import rank_conv_knobs
-    from compiler.topi.tune import tune_conv_knobs
+    from compiler.backend.accel.measure import tune_conv_knobs
 
     n_consts, n_alu = SMALL.epilogue_size()
     ranked = [k for _, k in rank_conv_knobs(CFG, SMALL.shape, n_consts, n_alu)]
@@ -202,7 +202,7 @@ def test_measured_choice_on_a_large_batch_times_two_and_three_blocks(monkeypatch
     timed whole. (One block alone ranks them wrongly: pipelining across blocks differs between tilings.)"""
     import dataclasses
 
-    from compiler.topi import tune
+    from compiler.backend.accel import measure as tune
     from compiler.topi.knobs import rank_conv_knobs
 
     batch = dataclasses.replace(SMALL.shape, nb=nb)

@@ -260,7 +260,7 @@ def test_the_chosen_tiling_is_timed_once(monkeypatch):
     from compiler.executor.registry import create_cpu_backend
     from compiler.executor.module import Module
     from compiler.executor.pipeline import compile_model
-    from compiler.topi import tune
+    from compiler.backend.accel import measure as tune
 
     cfg = make_config("tiny", log_block_out=2, wgt_buff_size=16384)  # a config no other test compiled
     runs: list = []

@@ -7,7 +7,8 @@ import pytest
 
 from compiler.backend.accel.backend import SimAccelBackend
 from jit_runtime.host_ops.requant import Requant, apply_requant
-from compiler.topi.depthwise import DwShape, choose_dw_knobs, dwmac_supported, pack_dw_weight
+from compiler.backend.accel.measure import choose_dw_knobs
+from compiler.topi.depthwise import DwShape, dwmac_supported, pack_dw_weight
 from isa import make_config
 
 PYNQ = make_config("pynq-z1")
@@ -90,14 +91,14 @@ def test_sketch_agrees_with_the_generated_program(cb, h, stride):
     """The chooser ranks tiles by ``sketch_dw`` (geometry only); it must agree with ``estimate_dw`` of the lowered
     program (instruction by instruction) within 2 % on every kind of tiling."""
     from compiler.backend.accel.ops import OpBuilder
-    from compiler.lower import lower
-    from compiler.topi.depthwise import DwKnobs, _scheduled, dw_compute, dw_epilogue, estimate_dw, sketch_dw
+    from compiler.tir.accel import lower
+    from compiler.topi.depthwise import DwKnobs, depthwise_kernel, dw_compute, dw_epilogue, estimate_dw, sketch_dw
 
     ds = DwShape(1, cb, h, h, 3, 3, (stride, stride), (1, 1, 1, 1))
     rq = Requant(0, np.full(cb * 16, 1 << 21), np.full(cb * 16, 24), True, -128, 127, None, 3)
     n_consts = len(dw_epilogue(PYNQ, ds, dw_compute(PYNQ, ds)[3], None, rq).consts)
     for k in (DwKnobs(1, 1, 1, "h"), DwKnobs(2, 3, 2, "h"), DwKnobs(3, ds.oh, 2, "cb"), DwKnobs(cb // 2, 2, 2, "cb")):
-        ops = OpBuilder(lower(_scheduled(PYNQ, ds, None, rq, k).schedule, PYNQ, name="depthwise"), PYNQ).build()
+        ops = OpBuilder(lower(depthwise_kernel(PYNQ, ds, None, rq, k).schedule, PYNQ, name="depthwise"), PYNQ).build()
         exact = estimate_dw(PYNQ, ops, k, ds)
         assert abs(sketch_dw(PYNQ, ds, k, 1, n_consts) / exact - 1) < 0.02, k
 
@@ -133,7 +134,7 @@ def test_compiled_layer_preloads_its_micro_kernels_once():
     assert len(uop_loads) == 1 and uop_loads[0] < first_gemm
     assert be.last_profile["runtime"]["uop_cache"]["misses"] > 1  # several kernels, one load
     # the tiler's measurement (timing contract, no data) is what the simulator reports for the real run
-    from compiler.topi.depthwise import measure_dw
+    from compiler.backend.accel.measure import measure_dw
 
     (rep,) = be._replays.values()
     ds = DwShape(1, 4, 8, 8, 3, 3, (1, 1), (1, 1, 1, 1), 5)

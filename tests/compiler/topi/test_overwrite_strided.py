@@ -6,9 +6,9 @@ from compiler import te
 from compiler.backend.accel.backend import SimAccelBackend, compile_conv2d, run_compiled
 from compiler.backend.accel import OpBuilder
 from compiler.graph.accel_interface import pack_activation, pack_weight
-from compiler.lower import lower
-from compiler.lower.dma import region_descs
-from compiler.lower.ir import Buffer
+from compiler.tir.accel import lower
+from compiler.tir.accel.dma import region_descs
+from compiler.tir.accel.ir import Buffer
 from jit_runtime.host_ops.requant import Requant, apply_requant
 from compiler.te import placeholder
 from compiler.topi.conv2d import ConvShape, conv2d_kernel

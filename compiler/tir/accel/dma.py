@@ -9,16 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import product
-from typing import TYPE_CHECKING
 
-from compiler.lower.affine import to_affine
-from compiler.lower.errors import LowerError
+from compiler.schedule.errors import LowerError
 from compiler.te.expr import Const, Load, Select
 from compiler.te.tensor import Tensor
-from compiler.tir.arith import Linear
-
-if TYPE_CHECKING:
-    from compiler.lower.ir import Buffer
+from compiler.tir.accel.ir import Buffer, row_major_strides
+from compiler.tir.arith import Linear, to_affine
 
 PAD_MAX = 15
 
@@ -38,14 +34,6 @@ class DmaDesc:
     x_pad0: int = 0
     x_pad1: int = 0
     pad_value: int = 0
-
-
-def _row_major(shape) -> list[int]:
-    out, acc = [], 1
-    for s in reversed(shape):
-        out.append(acc)
-        acc *= s
-    return list(reversed(out))
 
 
 def source_map(cache_body: Load) -> tuple[Tensor, list[int], list[int]]:
@@ -104,7 +92,7 @@ def region_descs(src: Tensor, offs: list[int], region: list[tuple[int, int]], bu
         if region[d] != (0, src.shape[d]) or sc[d] != 1:
             raise LowerError(f"DMA of {src.name}: element dimension {d} must be copied whole, region {region[d]}")
     shape = src.shape[:D]
-    dstr = _row_major(shape)
+    dstr = row_major_strides(shape)
     bstr = buf.strides
     lo, n, p0, p1, vlo, vn = [], [], [], [], [], []
     for d in range(D):

@@ -1,4 +1,4 @@
-"""Lowering, structure pass: a schedule becomes the loop IR (host loops, DMA, kernels, buffers).
+"""The accelerator's lowering, structure pass: a schedule becomes the loop IR (host loops, DMA, kernels, buffers).
 
 Conventions (VTA-style): the output stage lives in DRAM and carries ``pragma(iv, "dma_copy")``;
 the loops outside that point are host loops, one of them may be bound to virtual threads.
@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from compiler.lower.bounds import Bounds
-from compiler.lower.errors import LowerError
-from compiler.lower.ir import Buffer, DmaLoad, DmaStore, For, Kernel, LoweredFunc, Stmt
+from compiler.schedule.errors import LowerError
 from compiler.schedule.tensorize import match_alu, match_intrinsic
 from compiler.te.expr import Cast, Load
+from compiler.tir.accel.alloc import allocate
+from compiler.tir.accel.bounds import Bounds
+from compiler.tir.accel.ir import Buffer, DmaLoad, DmaStore, For, Kernel, LoweredFunc, Stmt
 
 if TYPE_CHECKING:
     from compiler.schedule.schedule import Schedule
@@ -56,7 +57,7 @@ def _host_loops(st: "Stage", attached: dict) -> list:
 
 
 def lower(sched: "Schedule", cfg: "HwConfig", name: str = "kernel") -> LoweredFunc:
-    """Lower ``sched`` to loop IR with buffers sized by bound inference (see :mod:`compiler.lower`)."""
+    """Lower ``sched`` to loop IR with buffers sized by bound inference (see :mod:`compiler.tir.accel`)."""
     root = _root_stage(sched)
     store_src = _store_source(root)
     p = next(k for k, lv in enumerate(root.leaf_iter_vars) if root.pragmas.get(lv) == "dma_copy")
@@ -166,8 +167,6 @@ def lower(sched: "Schedule", cfg: "HwConfig", name: str = "kernel") -> LoweredFu
     for st, buf in buffers.items():
         if buf.alias_of is not None:
             buf.shape = buf.root().shape
-    from compiler.lower.alloc import allocate  # scratchpad allocation pass
-
     func = LoweredFunc(name, body, list(buffers.values()), _placeholders(sched), root.tensor, bounds,
                        nthreads)
     allocate(func, cfg)

@@ -4,7 +4,7 @@ import pytest
 
 from compiler import te
 from compiler.backend.accel import build
-from compiler.lower import TensorizeError
+from compiler.tir.accel import TensorizeError
 from compiler.schedule import create_schedule
 from isa import make_config
 from isa.intrinsics import gemm_intrinsic

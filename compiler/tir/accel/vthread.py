@@ -8,11 +8,11 @@ open the next segment, so a thread's accumulator reset comes after the other thr
 GEMM, by which time the store that frees the accumulator has finished. Segments are
 taken from the threads in turn: the load unit fetches one thread's operands while the
 other computes. Dependency tokens are inserted afterwards on the merged program
-(:mod:`compiler.lower.deps`), which makes any interleaving correct.
+(:mod:`compiler.tir.accel.tokens`), which makes any interleaving correct.
 """
 from __future__ import annotations
 
-from compiler.lower.deps import Op
+from compiler.tir.accel.tokens import Op
 
 
 def _is_work(op: Op) -> bool:

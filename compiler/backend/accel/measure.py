@@ -10,7 +10,9 @@ the backend runs it (``compiler.backend.accel.backend``), nor when the tuner (``
 
 The measured knob choice: the analytic estimate (:func:`compiler.topi.knobs.estimate_conv`) ranks tilings well
 but not exactly (pipeline fill, token stalls); timing its top ``top`` candidates picks the real best
-(:func:`tune_conv_knobs`, cached per shape in-process).
+(:func:`tune_conv_knobs`, cached per shape in-process); likewise for depthwise layers on ``dwmac``
+(:func:`choose_dw_knobs` over :func:`compiler.topi.depthwise.rank_dw_knobs`). The operator library (``compiler.topi``)
+ranks; measuring needs the accelerator's code generator, so it lives here, with it.
 """
 from __future__ import annotations
 
@@ -20,7 +22,13 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
+from compiler.backend.accel.emit import emit
+from compiler.backend.accel.ops import OpBuilder
+from compiler.tir.accel import lower
+from compiler.topi.conv2d import conv2d_kernel
+from compiler.topi.depthwise import DwKnobs, DwShape, depthwise_kernel, rank_dw_knobs
 from compiler.topi.knobs import ConvKnobs, rank_conv_knobs
+from jit_runtime.command_queue import CommandQueue
 
 if TYPE_CHECKING:
     from jit_runtime.host_ops.requant import Requant
@@ -84,8 +92,6 @@ class KernelProgram:
 def kernel_program(cfg: "HwConfig", kernel, ops: list, consts: list, device: Any = "sim",
                    name: str = "conv2d") -> KernelProgram:
     """Finalize ``ops`` into a program: data, weight, the fused residual and the constants, then the output."""
-    from jit_runtime.command_queue import CommandQueue
-
     q = CommandQueue(cfg, device)
     slots: dict = {}
     extra = [kernel.residual] if getattr(kernel, "residual", None) is not None else []
@@ -93,8 +99,6 @@ def kernel_program(cfg: "HwConfig", kernel, ops: list, consts: list, device: Any
         slots[t] = q.alloc(t.shape, _NP[t.dtype], name=t.name)
     dram = dict(slots)
     dram[kernel.out] = q.alloc(kernel.out.shape, _NP[kernel.out.dtype], name="out")
-    from compiler.backend.accel.emit import emit
-
     emit(ops, q, dram)
     prog = q.finalize(name=name)
     where = {t: (b.addr, _NP[t.dtype], b.nbytes) for t, b in slots.items()}
@@ -115,10 +119,6 @@ def conv_program(cfg: "HwConfig", cs: "ConvShape", bias, requant: "Requant | Non
                  residual: "Residual | None" = None) -> KernelProgram:
     """The conv2d (+ epilogue, + fused ``residual``) with ``knobs`` compiled and finalized, cached per schedule
     (:func:`schedule_key`; the constants' values of the first call, which runs patch per call)."""
-    from compiler.backend.accel.ops import OpBuilder
-    from compiler.lower import lower
-    from compiler.topi.conv2d import conv2d_kernel
-
     key = schedule_key(cfg, cs, knobs, bias, requant, residual)
     kp = _PROGRAMS.get(key)
     if kp is not None:
@@ -146,11 +146,6 @@ def contract_cycles(cfg: "HwConfig", schedule, name: str = "kernel") -> int:
     """Cycles of the program any schedule compiles to (inputs, then the output, in DRAM), by the same
     timing-only measurement (:class:`TimingOnlyDevice`); convs go through :func:`conv_program` instead, which
     caches the program per schedule."""
-    from compiler.backend.accel.emit import emit
-    from compiler.backend.accel.ops import OpBuilder
-    from compiler.lower import lower
-    from jit_runtime.command_queue import CommandQueue
-
     func = lower(schedule, cfg, name=name)
     ops = OpBuilder(func, cfg).build()
     q = CommandQueue(cfg, "sim")
@@ -198,4 +193,27 @@ def tune_conv_knobs(cfg: "HwConfig", cs: "ConvShape", bias=None, requant: "Requa
     best = min((batch_cycles(lambda shape: measure_conv(cfg, shape, kn, bias, requant, residual), cs), n, kn)
                for n, (_, kn) in enumerate(ranked))[2]
     _CACHE[key] = best
+    return best
+
+
+_DW_CACHE: dict = {}
+
+
+def measure_dw(cfg: "HwConfig", ds: DwShape, knobs: DwKnobs, bias=None, requant: "Requant | None" = None) -> int:
+    """Cycles of one depthwise conv (+ epilogue) with ``knobs`` by the timing contract (what the cycle-accurate
+    simulator reports for any data; :func:`contract_cycles`)."""
+    return contract_cycles(cfg, depthwise_kernel(cfg, ds, bias, requant, knobs).schedule, "depthwise_tune")
+
+
+def choose_dw_knobs(cfg: "HwConfig", ds: DwShape, bias=None, requant: "Requant | None" = None,
+                    n_consts: int = 0, measure: int | None = None) -> DwKnobs:
+    """The fastest (simulated) of the best ``measure`` analytic candidates (:func:`compiler.topi.depthwise.rank_dw_knobs`;
+    one candidate is taken without timing); cached per shape and epilogue structure."""
+    key = (cfg, ds, n_consts, requant is None, measure)
+    if key in _DW_CACHE:
+        return _DW_CACHE[key]
+    top = rank_dw_knobs(cfg, ds, n_consts, 1 if requant is not None else 0, measure)
+    best = top[0] if len(top) == 1 else min(
+        (batch_cycles(lambda shape: measure_dw(cfg, shape, k, bias, requant), ds), n, k) for n, k in enumerate(top))[2]
+    _DW_CACHE[key] = best
     return best

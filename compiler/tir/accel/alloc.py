@@ -3,11 +3,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from compiler.lower.errors import AllocationError
+from compiler.schedule.errors import LowerError
 
 if TYPE_CHECKING:
-    from compiler.lower.ir import LoweredFunc
+    from compiler.tir.accel.ir import LoweredFunc
     from isa import HwConfig
+
+
+class AllocationError(LowerError):
+    """A scratchpad buffer does not fit (names the buffer, its size and the capacity)."""
 
 
 def allocate(func: "LoweredFunc", cfg: "HwConfig") -> dict[str, int]:

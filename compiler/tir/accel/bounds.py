@@ -11,16 +11,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from compiler.lower.affine import to_affine
-from compiler.lower.errors import LowerError
-from compiler.schedule.relations import Fuse, Split
+from compiler.schedule.errors import LowerError
+from compiler.schedule.relations import Fuse
 from compiler.te.expr import IterVar, Load, loads
 from compiler.te.tensor import Tensor
-from compiler.tir.arith import Linear
+from compiler.tir.arith import Linear, to_affine
+from compiler.tir.bounds import root_values
 
 if TYPE_CHECKING:
     from compiler.schedule.schedule import Schedule
     from compiler.schedule.stage import Stage
+
+
+def _extent(v: IterVar) -> int:
+    return v.extent
 
 
 class EmptyIteration(Exception):
@@ -34,9 +38,6 @@ class Nest:
     forms: dict[IterVar, Linear]
     extents: dict[IterVar, int]
     inner: list[IterVar]
-
-    def root_range(self, r: IterVar) -> tuple[int, int]:
-        return self.forms[r].bounds(self.extents)
 
 
 class Bounds:
@@ -80,16 +81,13 @@ class Bounds:
             else:
                 forms[lv] = Linear(0, {lv: 1})
                 extents[lv] = lv.extent
-        for rel in reversed(st.relations):
-            if isinstance(rel, Split):
-                forms[rel.parent] = forms[rel.outer].scale(rel.factor) + forms[rel.inner]
-            elif isinstance(rel, Fuse):
-                f = forms[rel.fused]
-                if f.coefs:
-                    raise LowerError(f"stage {st.name}: fused loop {rel.fused.name} is inside a DMA/micro-op region; "
-                                     f"only host loops (outside every tensorize/dma_copy point) may be fused")
-                forms[rel.outer] = Linear(f.const // rel.inner.extent)
-                forms[rel.inner] = Linear(f.const % rel.inner.extent)
+        def host_fuse(f: Linear, n: int, rel: Fuse) -> tuple[Linear, Linear]:
+            if f.coefs:
+                raise LowerError(f"stage {st.name}: fused loop {rel.fused.name} is inside a DMA/micro-op region; "
+                                 f"only host loops (outside every tensorize/dma_copy point) may be fused")
+            return Linear(f.const // n), Linear(f.const % n)
+
+        forms = root_values(st.relations, forms, _extent, lambda o, f, i: o.scale(f) + i, host_fuse)
         data_axes = list(st.op.axes) if st.op is not None else []
         for k, r in enumerate(data_axes):
             if region is not None:
@@ -159,9 +157,6 @@ class Bounds:
         if hit is None:
             hit = self._loads[key] = [ld for ld in loads(rd.op.body) if ld.tensor is t]
         return hit
-
-    def load_forms(self, ld: Load, nest: Nest) -> list[Linear]:
-        return [to_affine(i, nest.forms) for i in ld.indices]
 
     def clear(self) -> None:
         self._cache.clear()

@@ -2,10 +2,10 @@
 import pytest
 
 from compiler.backend.accel import OpBuilder
-from compiler.lower import AllocationError, format_ir, lower
-from compiler.lower.deps import Op, insert_tokens
-from compiler.lower.dma import region_descs
-from compiler.lower.ir import Buffer
+from compiler.tir.accel import AllocationError, format_ir, lower
+from compiler.tir.accel.tokens import Op, insert_tokens
+from compiler.tir.accel.dma import region_descs
+from compiler.tir.accel.ir import Buffer
 from compiler.te import placeholder
 from compiler.topi.conv2d import ConvShape, conv2d_kernel
 from compiler.topi.knobs import ConvKnobs

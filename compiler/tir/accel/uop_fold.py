@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler.lower.errors import LowerError
+from compiler.schedule.errors import LowerError
 
 MAX_HW_EXTENT = (1 << 14) - 1
 

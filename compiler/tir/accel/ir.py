@@ -6,6 +6,7 @@ accelerator statements: DMA copies (``DmaLoad``/``DmaStore``) and micro-kernels
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Union
 
@@ -15,7 +16,14 @@ if TYPE_CHECKING:
     from compiler.schedule.tensorize import AluMatch, GemmMatch
     from compiler.schedule.stage import Stage
 
-SCOPE_MEM = {"inp": "inp", "wgt": "wgt", "acc": "acc"}
+
+def row_major_strides(shape) -> tuple[int, ...]:
+    """Element strides of a row-major array of ``shape``."""
+    out, acc = [], 1
+    for s in reversed(shape):
+        out.append(acc)
+        acc *= s
+    return tuple(reversed(out))
 
 
 @dataclass(eq=False)
@@ -32,18 +40,11 @@ class Buffer:
 
     @property
     def elems(self) -> int:
-        n = 1
-        for s in self.shape:
-            n *= s
-        return n
+        return math.prod(self.shape)
 
     @property
     def strides(self) -> tuple[int, ...]:
-        out, acc = [], 1
-        for s in reversed(self.shape):
-            out.append(acc)
-            acc *= s
-        return tuple(reversed(out))
+        return row_major_strides(self.shape)
 
     def root(self) -> "Buffer":
         return self.alias_of.root() if self.alias_of is not None else self

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-UNITS = ("load", "compute", "store")
 NEIGHBOURS = {"load": ("compute",), "compute": ("load", "store"), "store": ("compute",)}
 
 
