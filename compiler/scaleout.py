@@ -101,7 +101,7 @@ def _import_modules(modules: tuple, hold_s: float) -> int:
     return os.getpid()
 
 
-def _call(item, fn, *shared):
+def _ray_call(item, fn, *shared):
     """``fn(item, *shared)``: the Ray task :meth:`RayRunner.imap` runs for a callable that is not a plain function."""
     return fn(item, *shared)
 
@@ -163,8 +163,8 @@ class RayRunner(Runner):
     def imap(self, fn, items, shared=()):
         ray = self._ray
         # ray.remote takes plain functions only (a busy worker's title is then ``ray::<name>``); a bound method (the
-        # synthesis stage's ResourceModel.evaluate) or another picklable callable travels as an argument of _call
-        task, lead = (fn, []) if inspect.isfunction(fn) else (_call, [ray.put(fn)])
+        # synthesis stage's ResourceModel.evaluate) or another picklable callable travels as an argument of _ray_call
+        task, lead = (fn, []) if inspect.isfunction(fn) else (_ray_call, [ray.put(fn)])
         remote = ray.remote(num_cpus=self.cpus_per_task, max_retries=self.max_retries)(task)
         args = lead + [ray.put(s) for s in shared]
         pending = {remote.remote(item, *args): (i, 0) for i, item in enumerate(items)}
