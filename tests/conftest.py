@@ -15,3 +15,10 @@ def _one_blas_thread_per_xdist_worker():
 
     with threadpool_limits(limits=1, user_api="blas"):
         yield
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """Modules with slow tests (yosys synthesis, RTL harness builds) run first, each module kept together: on the
+    suite's two workers the longest ones start at once instead of ending the run alone on one worker."""
+    slow = {item.module for item in items if item.get_closest_marker("slow") is not None}
+    items.sort(key=lambda item: item.module not in slow)
