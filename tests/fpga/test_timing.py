@@ -277,3 +277,38 @@ def test_xilinx_sta_block_ram_output_register(tmp_path):
     src.write_text(src.read_text().replace(".DOA_REG(1)", ".DOA_REG(0)"))
     sta = xilinx_sta(src, "ram", "xc7", tmp_path / "noreg")["sta"]
     assert 2.4 < sta["delay_ns"] < 2.8, sta
+
+
+_DSP_SRC = """module dsp(input clk, input [29:0] a, input [17:0] b, input [24:0] d, output reg [47:0] y);
+  reg [29:0] ar; reg [17:0] br; reg [24:0] dr; wire [47:0] p;
+  always @(posedge clk) begin ar <= a; br <= b; dr <= d; y <= p; end
+  DSP48E1 #(.AREG(0), .ACASCREG(0), .BREG(1), .BCASCREG(1), .DREG(1), .ADREG(1), .MREG(1), .PREG(1),
+            .USE_DPORT("TRUE"), .USE_MULT("MULTIPLY"))
+    m (.CLK(clk), .A(ar), .B(br), .D(dr), .C(48'd0), .OPMODE(7'b0000101), .ALUMODE(4'd0), .INMODE(5'b00100),
+       .CARRYINSEL(3'd0), .CEA2(1'b1), .CEB2(1'b1), .CED(1'b1), .CEAD(1'b1), .CEM(1'b1), .CEP(1'b1), .P(p));
+endmodule
+"""
+
+
+def test_xilinx_sta_dsp_a_input_by_adreg_and_netlist_cache(tmp_path, monkeypatch):
+    """A register -> a DSP48E1's A input, pre-adder in use, no A register, ADREG = 1: A's path ends at the AD
+    register, the library's own 1283 ps setup (the figure it gives with ADREG and no MREG), where its A.required
+    returned the A -> M register figure, 2400 ps, whenever MREG = 1 (fpga.timing method 5). Path: clock buffer 96 +
+    clock-to-Q 303 + setup. A second sta with the library's own DSP cell reuses the cached netlist (no
+    resynthesis) and gives 2400; another Verilog is another netlist."""
+    import fpga.timing as T
+
+    src = tmp_path / "dsp.v"
+    src.write_text(_DSP_SRC)
+    rec = T.xilinx_sta(src, "dsp", "xc7", tmp_path / "m5", netlists=tmp_path / "nl")
+    assert rec["synthesized"] and rec["resources"]["DSP48E1"] == 1
+    assert rec["sta"]["delay_ns"] == pytest.approx((96 + 303 + 1283) / 1000), rec["sta"]
+    assert "DSP48E1_T.A" in rec["sta"]["to"] and "C->Q" in rec["sta"]["from"], rec["sta"]
+
+    # method 4: the DSPs not retyped (the library's cell, A.required as shipped)
+    monkeypatch.setattr(T, "XILINX_STA_SCRIPT", T.XILINX_STA_SCRIPT.replace("chtype -map DSP48E1 DSP48E1_T; ", ""))
+    old = T.xilinx_sta(src, "dsp", "xc7", tmp_path / "m4", netlists=tmp_path / "nl")
+    assert not old["synthesized"] and old["netlist"] == rec["netlist"] and old["resources"] == rec["resources"]
+    assert old["sta"]["delay_ns"] == pytest.approx((96 + 303 + 2400) / 1000), old["sta"]
+    src.write_text(src.read_text().replace("y <= p;", "y <= ~p;"))  # another Verilog: another netlist
+    assert T.xilinx_sta(src, "dsp", "xc7", tmp_path / "v2", netlists=tmp_path / "nl")["synthesized"]
