@@ -82,6 +82,11 @@ class DmaRead(wiring.Component):
         row_sram = Signal(A)
         pa, pcnt = Signal(A), Signal(A)
         sr, sc = Signal(16), Signal(5)
+        # the ends of a row / of the rows / of a side pad run are compared against registered sizes minus one (set in
+        # g+1 from the latched fields), and with elements narrower than a beat the elements left in the row are
+        # counted down: no adder or subtractor before the compares that end the transfer (``last``, the tokens)
+        y_m1, xs_m1, xp_m1 = Signal(16), Signal(16), Signal(5)
+        left = Signal(16)  # x_size - x (k > 1)
         wbits = k * eb * 8
         if self.pad_lane_bits:  # the pad word: pad_value (latched at start) sign-extended into every lane
             lane = self.pad_lane_bits
@@ -95,16 +100,22 @@ class DmaRead(wiring.Component):
         w_start = self.x_pad0 + self.x_size + self.x_pad1
         # address precompute, one register level per cycle after the start (no multiply on the instruction's
         # combinational path): g+1: top = yp0 * W, bot = yp1 * W, base + xp0; g+2: the first data row's
-        # address and the side / bottom pad bases. ``bot_pa`` then follows the data rows (+W per row).
+        # address and the side / bottom pad bases (the sides' first address). ``bot_pa`` then follows the data
+        # rows (+W per row).
         top_words, bot_words, base_x0 = Signal(A), Signal(A), Signal(A)
-        side_pa, bot_pa = Signal(A), Signal(A)
+        bot_pa = Signal(A)
+        # the side pads' write address is kept in registers (``sa``: this cycle's, ``row_sa``: the row's first),
+        # stepped by 1, or 1 + x_size across the data: no adds between them and the scratchpad's address
+        base_s0, side_sa, row_sa, sa = Signal(A), Signal(A), Signal(A), Signal(A)
         prep = Signal(2)  # bit 0: in g+1, bit 1: in g+2
         m.d.sync += prep.eq(Cat(self.start, prep[0]))
         with m.If(prep[0]):
-            m.d.sync += [top_words.eq(yp0 * width), bot_words.eq(yp1 * width), base_x0.eq(base + xp0)]
+            m.d.sync += [top_words.eq(yp0 * width), bot_words.eq(yp1 * width), base_x0.eq(base + xp0),
+                         base_s0.eq(base + Mux(xp0 == 0, x_size, 0)),  # a row's first side pad: right if no left
+                         y_m1.eq(y - 1), xs_m1.eq(x_size - 1), xp_m1.eq(xp0 + xp1 - 1), left.eq(x_size)]
         with m.If(prep[1]):
-            m.d.sync += [row_sram.eq(base_x0 + top_words), side_pa.eq(base + top_words),
-                         bot_pa.eq(base + top_words)]
+            m.d.sync += [row_sram.eq(base_x0 + top_words), bot_pa.eq(base + top_words),
+                         side_sa.eq(base_s0 + top_words)]
         # the fields are tracked while idle (so the registers hold the start cycle's values) rather than loaded
         # on ``start``: ``start`` (queue head, tokens, arbiter) then drives a few flip-flops, not every field's
         with m.If(state == IDLE):
@@ -124,7 +135,7 @@ class DmaRead(wiring.Component):
             m.d.sync += [state.eq(TOP), pa.eq(base), pcnt.eq(top_words)]
 
         def enter_sides():
-            m.d.sync += [state.eq(SIDES), pa.eq(side_pa), sr.eq(0), sc.eq(0)]
+            m.d.sync += [state.eq(SIDES), sr.eq(0), sc.eq(0), row_sa.eq(side_sa), sa.eq(side_sa)]
 
         def enter_bottom(from_recv: bool):
             # bot_pa = base + (yp0 + rows done) * W; leaving RECV, the last row's +W is still being added
@@ -155,20 +166,21 @@ class DmaRead(wiring.Component):
                         if nb > 1:
                             m.d.sync += [shbuf.eq(Cat(shbuf[bb * 8:], self.r_data)), bcnt.eq(bcnt + 1)]
                         m.d.comb += [self.w_addr.eq(row_sram + x), self.w_data.eq(data), self.w_count.eq(1),
-                                     self.w_en.eq(elem_done), row_end.eq(elem_done & (x + 1 == x_size))]
+                                     self.w_en.eq(elem_done), row_end.eq(elem_done & (x == xs_m1))]
                         with m.If(elem_done):
                             m.d.sync += x.eq(x + 1)
                             if nb > 1:
                                 m.d.sync += bcnt.eq(0)
                     else:
-                        left = x_size - x
                         m.d.comb += [self.w_addr.eq(row_sram + x), self.w_data.eq(self.r_data),
                                      self.w_count.eq(Mux(left < k, left, k)), self.w_en.eq(1),
                                      row_end.eq(left <= k)]
-                        m.d.sync += x.eq(x + k)
+                        m.d.sync += [x.eq(x + k), left.eq(left - k)]
                     with m.If(row_end):
                         m.d.sync += [x.eq(0), r.eq(r + 1), row_sram.eq(row_sram + width), bot_pa.eq(bot_pa + width)]
-                        with m.If(r + 1 == y):
+                        if k > 1:
+                            m.d.sync += left.eq(x_size)
+                        with m.If(r == y_m1):
                             after([TOP, SIDES, BOTTOM])
             with m.Case(TOP, BOTTOM):
                 m.d.comb += [self.w_addr.eq(pa), self.w_data.eq(pad_word), self.w_count.eq(1), self.w_en.eq(1)]
@@ -179,12 +191,11 @@ class DmaRead(wiring.Component):
                     with m.Else():
                         after([])
             with m.Case(SIDES):
-                xp = xp0 + xp1
-                m.d.comb += [self.w_addr.eq(pa + Mux(sc < xp0, sc, sc + x_size)), self.w_data.eq(pad_word),
-                             self.w_count.eq(1), self.w_en.eq(1)]
-                m.d.sync += sc.eq(sc + 1)
-                with m.If(sc + 1 == xp):
-                    m.d.sync += [sc.eq(0), sr.eq(sr + 1), pa.eq(pa + width)]
-                    with m.If(sr + 1 == y):
+                # sa = the row's base + (sc < xp0 ? sc : sc + x_size)
+                m.d.comb += [self.w_addr.eq(sa), self.w_data.eq(pad_word), self.w_count.eq(1), self.w_en.eq(1)]
+                m.d.sync += [sc.eq(sc + 1), sa.eq(sa + Mux(sc + 1 == xp0, x_size + 1, 1))]
+                with m.If(sc == xp_m1):
+                    m.d.sync += [sc.eq(0), sr.eq(sr + 1), row_sa.eq(row_sa + width), sa.eq(row_sa + width)]
+                    with m.If(sr == y_m1):
                         after([BOTTOM])
         return m

@@ -113,18 +113,19 @@ class DmaWrite(wiring.Component):
                 m.d.comb += fifo.r_en.eq(1)
 
         # ---- B responses
-        aw_n, b_n = Signal(24), Signal(24)
+        # b_n1: the responses received + 1 (a register, so no adder before the compare that ends the transfer)
+        aw_n, b_n1 = Signal(24), Signal(24, init=1)
         running = Signal()
         with m.If(~running):
-            m.d.sync += [aw_n.eq(0), b_n.eq(0)]
+            m.d.sync += [aw_n.eq(0), b_n1.eq(1)]
         with m.If(self.start):
             m.d.sync += running.eq(1)
         aw_fire = self.aw_valid & self.aw_ready  # only in the start cycle or while running
         with m.If(aw_fire):
             m.d.sync += aw_n.eq(Mux(running, aw_n, 0) + 1)
         with m.If(self.b_valid & running):
-            m.d.sync += b_n.eq(b_n + 1)
-            with m.If(~bi.busy & (b_n + 1 == aw_n)):
+            m.d.sync += b_n1.eq(b_n1 + 1)
+            with m.If(~bi.busy & (b_n1 == aw_n)):
                 m.d.comb += self.last.eq(1)
                 m.d.sync += running.eq(0)
         m.d.comb += self.busy.eq(running)

@@ -158,18 +158,28 @@ def test_token_queue_counts():
 
 @pytest.mark.parametrize("pads", [(1, 1, 2, 1), (0, 2, 0, 0), (3, 0, 0, 0), (0, 0, 1, 2), (2, 1, 0, 0),
                                   (0, 0, 0, 0)])
-def test_dma_read_padding_layout_and_duration(pads):
-    """LOAD.ACC-like transfer (element = 4 beats on tiny) with pads (y_pad0, y_pad1, x_pad0, x_pad1, every
-    phase order: top, sides, bottom straight after the data, none): writes the padded block; last after beats +
-    pads. The first beat comes 3 cycles after the start (the contract's smallest DRAM latency)."""
-    cfg = make_config("tiny")
-    eb = cfg.acc_elem_bytes
-    nb = eb // cfg.bus_bytes
+@pytest.mark.parametrize("where", [("tiny", "acc"), ("pynq-z1", "uop"), ("ultra96", "uop")])
+def test_dma_read_padding_layout_and_duration(pads, where):
+    """A 2 x 3 block with pads (y_pad0, y_pad1, x_pad0, x_pad1, every phase order: top, sides, bottom straight after
+    the data, none), elements of 4 beats (tiny's ACC) or 2 / 4 to a beat (pynq-z1's / ultra96's UOP: the rows'
+    last beat half full or less): writes the padded block; last after beats + pads. The first beat comes 3 cycles
+    after the start (the contract's smallest DRAM latency)."""
+    cfg = make_config(where[0])
+    eb, bb = cfg.elem_bytes(where[1]), cfg.bus_bytes
+    nb, k = max(1, eb // bb), max(1, bb // eb)  # beats per element, elements per beat
     dut = DmaRead(cfg, eb, 7)
     y, x = 2, 3
     rows, cols = pads[0] + y + pads[1], pads[2] + x + pads[3]
     rng = np.random.default_rng(3)
-    data = rng.integers(0, 1 << 32, (y, x, nb), dtype=np.uint64)
+    elems = [[int.from_bytes(rng.bytes(eb), "little") for _ in range(x)] for _ in range(y)]
+    per_row = -(-x // k) * nb  # beats in a row
+    beats = []
+    for row in elems:
+        if k == 1:  # an element is nb beats, low first
+            beats += [(e >> (8 * bb * i)) & ((1 << (8 * bb)) - 1) for e in row for i in range(nb)]
+        else:  # k elements a beat, the row's last beat padded with zeros
+            beats += [sum(e << (8 * eb * j) for j, e in enumerate(row[c:c + k])) for c in range(0, x, k)]
+    assert len(beats) == y * per_row
     mem: dict[int, int] = {}
     stamps = {}
     lat = 3
@@ -180,29 +190,31 @@ def test_dma_read_padding_layout_and_duration(pads):
             ctx.set(getattr(dut, f), v)
         ctx.set(dut.start, 1)
         ctx.set(dut.ar_ready, 1)
-        beats = [int(b) for b in data.reshape(-1)]
+        todo = list(beats)
         await ctx.tick()
         ctx.set(dut.start, 0)
         for cyc in range(1, 200):
-            if beats and cyc >= lat:
+            if todo and cyc >= lat:
                 ctx.set(dut.r_valid, 1)
-                ctx.set(dut.r_data, beats.pop(0))
+                ctx.set(dut.r_data, todo.pop(0))
             else:
                 ctx.set(dut.r_valid, 0)
             if ctx.get(dut.w_en):
-                assert ctx.get(dut.w_addr) not in mem
-                mem[ctx.get(dut.w_addr)] = ctx.get(dut.w_data)
+                word = ctx.get(dut.w_data)
+                for j in range(ctx.get(dut.w_count)):
+                    assert ctx.get(dut.w_addr) + j not in mem
+                    mem[ctx.get(dut.w_addr) + j] = (word >> (8 * eb * j)) & ((1 << (8 * eb)) - 1)
             if ctx.get(dut.last):
                 stamps["last"] = cyc
                 break
             await ctx.tick()
 
     _run(dut, tb)
-    assert stamps["last"] == lat - 1 + y * x * nb + (rows * cols - y * x)
+    assert stamps["last"] == lat - 1 + y * per_row + (rows * cols - y * x)
     want = np.zeros((rows, cols), dtype=object)
     for r in range(y):
         for c in range(x):
-            want[pads[0] + r, pads[2] + c] = sum(int(data[r, c, i]) << (32 * i) for i in range(nb))
+            want[pads[0] + r, pads[2] + c] = elems[r][c]
     assert sorted(mem) == list(range(5, 5 + rows * cols))
     assert [mem[5 + i] for i in range(rows * cols)] == list(want.reshape(-1))
 
