@@ -255,7 +255,7 @@ def test_xilinx_sta_times_flip_flop_paths(tmp_path):
     src.write_text("module add(input clk, input [31:0] a, input [31:0] b, output reg [31:0] y);\n"
                    "  reg [31:0] ar, br;\n  always @(posedge clk) begin ar <= a; br <= b; y <= ar + br; end\n"
                    "endmodule\n")
-    rec = xilinx_sta(src, "add", "xc7", tmp_path / "run")
+    rec = xilinx_sta(src, "add", "xc7", tmp_path / "run", netlists=tmp_path / "nl")
     sta = rec["sta"]
     assert 1.5 < sta["delay_ns"] < 4.0, sta  # 8 CARRY4 (114-334 ps each) + a LUT + clock-to-Q
     assert "C->Q" in sta["from"] and sta["to"].endswith(".D)"), sta
@@ -272,10 +272,10 @@ def test_xilinx_sta_block_ram_output_register(tmp_path):
     src.write_text("module ram(input clk, input [15:0] ad, output reg [31:0] y);\n  wire [31:0] d;\n"
                    f"  RAMB36E1 #(.READ_WIDTH_A(36), .DOA_REG(1)) r ({ports}, .DOADO(d));\n"
                    "  always @(posedge clk) y <= d;\nendmodule\n")
-    sta = xilinx_sta(src, "ram", "xc7", tmp_path / "reg")["sta"]
+    sta = xilinx_sta(src, "ram", "xc7", tmp_path / "reg", netlists=tmp_path / "nl")["sta"]
     assert "RAMB36E1_T" in sta["from"] and 0.8 < sta["delay_ns"] < 1.2, sta  # 96 ps clock buffer + 882 ps
     src.write_text(src.read_text().replace(".DOA_REG(1)", ".DOA_REG(0)"))
-    sta = xilinx_sta(src, "ram", "xc7", tmp_path / "noreg")["sta"]
+    sta = xilinx_sta(src, "ram", "xc7", tmp_path / "noreg", netlists=tmp_path / "nl")["sta"]
     assert 2.4 < sta["delay_ns"] < 2.8, sta
 
 
