@@ -8,7 +8,7 @@ def test_config_json_peak_gops(capsys):
     assert main(["config", "pynq-z1", "--json"]) == 0
     last = capsys.readouterr().out.strip().splitlines()[-1]
     data = json.loads(last)
-    assert data["peak_gops"] == 2 * 256 * 90 / 1000 and data["macs_per_cycle"] == 256  # 256 MACs at 90 MHz
+    assert data["peak_gops"] == 2 * 256 * 100 / 1000 and data["macs_per_cycle"] == 256  # 256 MACs at 100 MHz
 
 
 def test_config_table_and_save(capsys, tmp_path):

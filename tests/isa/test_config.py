@@ -10,12 +10,12 @@ def test_pynq_z1_preset_and_derived():
     c = isa.make_config("pynq-z1")
     assert (c.batch, c.block_in, c.block_out) == (1, 16, 16)
     assert (c.uop_buff_size, c.inp_buff_size, c.wgt_buff_size, c.acc_buff_size) == (32768, 32768, 262144, 131072)
-    assert (c.bus_width, c.clock_mhz) == (64, 90.0)  # the clock its timing estimate supports (docs/fpga.md)
+    assert (c.bus_width, c.clock_mhz) == (64, 100.0)  # the clock its timing estimate supports (docs/fpga.md)
     # hand-computed: 32 KiB / 16 B = 2048 inp elements, 256 KiB / 256 B = 1024 wgt, 128 KiB / 64 B = 2048 acc
     assert (c.inp_depth, c.wgt_depth, c.acc_depth, c.uop_depth) == (2048, 1024, 2048, 8192)
     assert (c.inp_idx_bits, c.wgt_idx_bits, c.acc_idx_bits, c.uop_idx_bits) == (11, 10, 11, 13)
     assert c.macs_per_cycle == 256
-    assert c.peak_gops == pytest.approx(2 * 256 * 90e6 / 1e9)
+    assert c.peak_gops == pytest.approx(2 * 256 * 100e6 / 1e9)
 
 
 def test_other_presets():
