@@ -20,7 +20,7 @@ def test_pynq_z1_preset_and_derived():
 
 def test_other_presets():
     u = isa.make_config("ultra96")
-    assert (u.bus_width, u.clock_mhz) == (128, 90.0)
+    assert (u.bus_width, u.clock_mhz) == (128, 100.0)
     t = isa.make_config("tiny")
     assert (t.block_in, t.block_out) == (4, 4)
     e = isa.make_config("ecp5-85f")
