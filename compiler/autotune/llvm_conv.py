@@ -225,8 +225,11 @@ class CpuConvSpace:
         self.dims = tuple(len(v) for _, v in self.axes)
         from compiler.backend.llvm.host import float_lanes, vector_bits
 
+        from compiler.backend.llvm.parallel import num_threads
+
         self.lanes = float_lanes()
         self.registers = 32 if vector_bits() == 512 else 16
+        self.threads = num_threads()
 
     def __len__(self) -> int:
         return math.prod(self.dims)
@@ -293,9 +296,7 @@ class CpuConvSpace:
         waste = tiles * xt / ext - 1.0
         blocks = s.o // k.ob
         chunks = {"none": 1, "outer": blocks, "fused": blocks * (tiles if sp.flat else sp.oh)}[k.parallel]
-        from compiler.backend.llvm.parallel import num_threads
-
-        th = num_threads()
+        th = self.threads
         balance = -(-chunks // th) * th / chunks - 1.0
         inner_red = {"rc_ky_kx": s.kw, "ky_kx_rc": s.cg}[k.order]
         lg = lambda x: math.log2(max(float(x), 1.0))  # noqa: E731
