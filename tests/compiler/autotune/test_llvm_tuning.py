@@ -34,9 +34,10 @@ def ref_conv(x, w, b, res, stride, pad):
 
 
 @pytest.mark.parametrize("stride", [1, 2])
-@pytest.mark.parametrize("knobs", [CpuConvKnobs(8, 5, "none", 0, "rc_ky_kx"),
-                                   CpuConvKnobs(32, 3, "fused", 2, "ky_kx_rc"),
-                                   CpuConvKnobs(16, 7, "outer", 1, "ky_kx_rc")])
+@pytest.mark.parametrize("knobs", [CpuConvKnobs(8, 5, "fused", 0, "rc_ky_kx"),   # rows, ragged tail, (block, row) parallel
+                                   CpuConvKnobs(8, 4, "outer", 2, "ky_kx_rc"),
+                                   CpuConvKnobs(32, 3, "fused", 2, "ky_kx_rc"),  # flat pixels
+                                   CpuConvKnobs(16, 7, "none", 1, "ky_kx_rc")])
 def test_knob_settings_compute_the_conv(knobs, stride):
     spec = Conv2dSpec(1, 12, 9, 9, 32, 3, 3, (stride, stride), (1, 1, 1, 1))
     task = lc.LlvmConvTask(spec, bias=True, residual=True, act="relu")
