@@ -424,7 +424,7 @@ def logged_knobs(tasks: list[LlvmConvTask], path: str | Path) -> dict[str, CpuCo
 
 def faster_than_default(task: LlvmConvTask, knobs: CpuConvKnobs, rounds: int = 3) -> tuple[bool, int, int]:
     """Time ``knobs`` against the default knobs, alternating ``rounds`` times (min of each side's medians):
-    ``(knobs strictly faster, knobs ns, default ns)``. Equal knobs: ``(False, t, t)`` without timing."""
+    ``(knobs strictly faster, knobs ns, default ns)``. Knobs equal to the default: ``(False, 0, 0)``, not timed."""
     default = task.default_knobs()
     if knobs == default:
         return False, 0, 0
