@@ -13,7 +13,14 @@ Measurements are deterministic, so one cache serves all tuners and seeds (each t
 it asks for as a trial); ``--cache FILE`` keeps it across runs. Then ResNet-18 (1x3x224x224, ORT int8)
 is tuned task by task (``vta tune``'s path: analytic choice measured first, XGB, ``--net-trials``) and
 built with and without the log: whole-network accelerator latency before and after.
-The last line is one JSON object.
+
+``--spaces llvm`` (default: both) compares random and the cold XGB tuner on the llvm target's conv schedule
+space (:mod:`compiler.autotune.llvm_conv`: ResNet-18's float conv tasks at ``--llvm-image-size``, the first
+``--llvm-tasks`` of them, each setting compiled and timed once per run, median of repeats, and shared by the
+tuners and seeds), then tunes every conv task of that ResNet-18 (``--llvm-net-trials``, XGB, default knobs first)
+and times the whole model untuned and tuned (min of alternating medians): ``tuned_over_untuned_ms``.
+Wall-clock measurements: run it on an idle machine.
+The last line is one JSON object; ``spaces`` holds the acceptance summary of each space.
 """
 from __future__ import annotations
 
@@ -161,6 +168,100 @@ def compare_tuners(cfg, tasks, trials: int, batch: int, seeds, measure, kinds=TU
     return out
 
 
+class TimedCache:
+    """Wraps the llvm measurer: each (task, knobs) is compiled and timed once per run, so every tuner and seed sees
+    the same number for the same setting (each tuner still counts it as a trial)."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.cache, self.timed, self.reused = inner, {}, 0, 0
+
+    def __call__(self, task, batch):
+        todo = [k for k in dict.fromkeys(batch) if (task.key, k) not in self.cache]
+        for k, r in zip(todo, self.inner(task, todo) if todo else []):
+            self.cache[(task.key, k)] = r
+        self.timed += len(todo)
+        self.reused += len(batch) - len(todo)
+        return [self.cache[(task.key, k)] for k in batch]
+
+
+def llvm_space(image_size: int, n_tasks: int, trials: int, batch: int, seeds, net_trials: int) -> dict:
+    """The llvm space's summary: cold XGB vs random on ResNet-18 conv tasks, then the tuned model's wall time."""
+    from compiler.autotune.llvm_conv import LlvmMeasurer, extract_llvm_tasks
+    from compiler.autotune.xgb_tuner import TransferData
+    from compiler.executor import build
+    from compiler.zoo import get_model
+
+    model = get_model("resnet18", image_size=image_size)
+    all_tasks = extract_llvm_tasks(model)
+    tasks = all_tasks[:n_tasks] if n_tasks else all_tasks
+    rows = []
+    t0 = time.time()
+    with LlvmMeasurer() as m:
+        measure = TimedCache(m)
+        spaces = {t.key: t.make_space() for t in tasks}
+        for seed in seeds:
+            transfer = TransferData()
+            for task in tasks:
+                tuners = {}
+                for kind in ("random", "xgb_cold"):
+                    tuner = make_tuner(kind.split("_")[0], task, seed, transfer if kind == "xgb_cold" else None,
+                                       spaces[task.key])
+                    tuner.tune(trials, measure, batch)
+                    if kind == "xgb_cold":
+                        tuner.finish()
+                    tuners[kind] = tuner
+                best = min(t.best_cycles for t in tuners.values() if t.best_cycles)
+                need = {k: needed(t.best_curve, best / 0.99) for k, t in tuners.items()}
+                default_ns = measure(task, [task.default_knobs()])[0].cycles
+                row = {"layer": task.describe(), "seed": seed, "best_ns": best, "default_ns": default_ns,
+                       **{f"needed_{k}": v for k, v in need.items()},
+                       "ratio_xgb_cold_random": ratio(need["xgb_cold"], need["random"], trials),
+                       "invalid_measured": sum(t.invalid_measured for t in tuners.values())}
+                rows.append(row)
+                print("llvm row " + json.dumps(row), file=sys.stderr, flush=True)
+        out = {"tasks": [t.describe() for t in tasks], "image_size": image_size, "trials": trials, "seeds": list(seeds),
+               "avg_ratio_xgb_cold_over_random": round(float(np.mean([r["ratio_xgb_cold_random"] for r in rows])), 4),
+               "avg_ratio_xgb_cold_over_random_per_seed": {
+                   str(sd): round(float(np.mean([r["ratio_xgb_cold_random"] for r in rows if r["seed"] == sd])), 4)
+                   for sd in seeds},
+               "censored": {k: sum(r[f"needed_{k}"] is None for r in rows) for k in ("random", "xgb_cold")},
+               "invalid_measured": sum(r["invalid_measured"] for r in rows),
+               "best_over_default_ns": round(sum(r["best_ns"] for r in rows) / sum(r["default_ns"] for r in rows), 4),
+               "timed": measure.timed, "reused_measurements": measure.reused, "space_s": round(time.time() - t0, 1)}
+        if net_trials:
+            x = {"input": np.random.default_rng(0).standard_normal((1, 3, image_size, image_size)).astype(np.float32)}
+            with tempfile.TemporaryDirectory() as d:
+                log = Path(d) / "resnet18_llvm.log"
+                t1 = time.time()
+                res = tune_tasks(all_tasks, measure, "xgb", net_trials, batch, str(log), 0)
+                out["net_tune_s"] = round(time.time() - t1, 1)
+                base = build(model, target="llvm", progress=False)
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
+                    tuned = build(model, target="llvm", progress=False, tuning_log=log)
+            before, after = [], []
+            for _ in range(5):  # alternating, min of each side's medians
+                before.append(_wall_ms(base, x))
+                after.append(_wall_ms(tuned, x))
+            out.update(net_tasks=len(all_tasks), net_trials=net_trials, untuned_ms=round(min(before), 3),
+                       tuned_ms=round(min(after), 3), tuned_over_untuned_ms=round(min(after) / min(before), 4),
+                       net_invalid_measured=sum(r.invalid_measured for r in res),
+                       kept_logged_tasks=sum(1 for plan, _ in tuned.cpu._plans.values()
+                                             if plan.key[0] == "conv2d" and plan.key[-1] is not None),
+                       build_warnings=[str(w.message)[:200] for w in caught])
+    return out
+
+
+def _wall_ms(mod, feeds, repeats: int = 5) -> float:
+    mod.run(feeds)
+    ts = []
+    for _ in range(repeats):
+        s = time.perf_counter()
+        mod.run(feeds)
+        ts.append(time.perf_counter() - s)
+    return 1e3 * float(np.median(ts))
+
+
 def network(cfg_name: str, trials: int, batch: int, measure) -> dict:
     from compiler.autotune import extract_tasks
     from compiler.executor import build
@@ -206,9 +307,23 @@ def main(argv=None) -> None:
     ap.add_argument("--objective", default="reg", choices=OBJECTIVES, help="the XGB cost model's objective")
     ap.add_argument("--cache", help="JSON-lines file of measurements to reuse and extend (cycles are deterministic)")
     ap.add_argument("--net-trials", type=int, default=8, help="trials per ResNet-18 task (0: skip the network)")
+    ap.add_argument("--spaces", nargs="*", default=["accel", "llvm"], choices=("accel", "llvm"),
+                    help="tuning spaces to compare (default both)")
+    ap.add_argument("--llvm-image-size", type=int, default=224, help="ResNet-18 input size of the llvm tasks")
+    ap.add_argument("--llvm-tasks", type=int, default=4, help="first N llvm conv tasks compared (0: all)")
+    ap.add_argument("--llvm-trials", type=int, default=32, help="timed candidates per tuner and llvm task")
+    ap.add_argument("--llvm-seeds", type=int, nargs="*", default=[0, 1, 2, 3])
+    ap.add_argument("--llvm-net-trials", type=int, default=8,
+                    help="trials per ResNet-18 conv task before timing the tuned model (0: skip)")
     a = ap.parse_args(argv)
     cfg = make_config("pynq-z1")
     t0 = time.time()
+    if "accel" not in a.spaces:
+        res = {"spaces": {"llvm": llvm_space(a.llvm_image_size, a.llvm_tasks, a.llvm_trials, a.batch, a.llvm_seeds,
+                                             a.llvm_net_trials)},
+               "wall_s": round(time.time() - t0, 1), "target_ratio": 1 / 3}
+        print(json.dumps(res))
+        return
     with LocalMeasurer(a.workers) as pool:
         measure = CachedMeasurer(pool, cfg, a.cache)
         tasks = layer_tasks(cfg, a.layers)
@@ -221,11 +336,14 @@ def main(argv=None) -> None:
     res.update(config=cfg.name, objective=a.objective, trials=a.trials, batch=a.batch, seeds=a.seeds,
                wall_s=round(time.time() - t0, 1),
                target_ratio=1 / 3)
-    # the acceptance summary: per tuning space, the cold model's ratio and the invalid candidates measured (only the
-    # accelerator space exists; the CPU (llvm) schedules have no knob space yet)
+    # the acceptance summary: per tuning space, the cold model's ratio and the invalid candidates measured
     res["spaces"] = {"accel": {k: res[k] for k in ("avg_ratio_xgb_cold_over_random",
                                                    "avg_ratio_xgb_cold_over_random_per_seed",
                                                    "avg_ratio_xgb_over_random", "invalid_measured") if k in res}}
+    if "llvm" in a.spaces:
+        res["spaces"]["llvm"] = llvm_space(a.llvm_image_size, a.llvm_tasks, a.llvm_trials, a.batch, a.llvm_seeds,
+                                           a.llvm_net_trials)
+    res["wall_s"] = round(time.time() - t0, 1)
     if "avg_ratio_xgb_over_random" in res:
         res["meets_ratio_every_seed"] = all(v <= 1 / 3 for v in res["avg_ratio_xgb_over_random_per_seed"].values())
     print(json.dumps(res))

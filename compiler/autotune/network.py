@@ -24,6 +24,8 @@ def analytic_knobs(task: Task) -> ConvKnobs:
 def default_knobs(task: Task) -> ConvKnobs:
     """The knobs a build without a log compiles ``task`` with on the ``sim`` backend (the fastest of its best
     analytic tilings by the timing contract; see ``SimAccelBackend.default_knobs``)."""
+    if hasattr(task, "default_knobs"):  # an llvm task: the library's schedule knobs
+        return task.default_knobs()
     from compiler.backend.accel.backend import SimAccelBackend
 
     n_consts, n_alu = task.epilogue_size()
@@ -59,8 +61,9 @@ def progress_printer(stream: TextIO = sys.stdout) -> Callable:
     """A callback printing ``[Task i/n] Current/Best: x/y GOPS | Progress: (k/N) | t s`` after each batch."""
     def cb(i: int, n: int, n_trial: int, tuner: Tuner, results, seconds: float) -> None:
         ok = [r.cycles for r in results if r.cycles is not None]
-        cur = gops(tuner.task, min(ok)) if ok else 0.0
-        best = gops(tuner.task, tuner.best_cycles) if tuner.best_cycles else 0.0
+        rate = tuner.task.rate if hasattr(tuner.task, "rate") else (lambda c: gops(tuner.task, c))
+        cur = rate(min(ok)) if ok else 0.0
+        best = rate(tuner.best_cycles) if tuner.best_cycles else 0.0
         stream.write(f"[Task {i:2d}/{n:2d}] Current/Best: {cur:7.2f}/{best:7.2f} GOPS | "
                      f"Progress: ({len(tuner.history)}/{n_trial}) | {seconds:.2f} s\n")
         stream.flush()

@@ -146,5 +146,6 @@ class TuningLog:
     def write(self, task: Task, knobs: ConvKnobs, res: Result, tuner: str = "") -> None:
         if self.path is None:
             return
+        line = task.record_line(knobs, res, tuner) if hasattr(task, "record_line") else record_line(task, knobs, res, tuner)
         with self.path.open("a", encoding="utf-8") as f:
-            f.write(record_line(task, knobs, res, tuner) + "\n")
+            f.write(line + "\n")

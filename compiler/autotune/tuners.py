@@ -26,7 +26,8 @@ class Tuner:
 
     def __init__(self, task: Task, space: ConvSpace | None = None, seed: int = 0) -> None:
         self.task = task
-        self.space = space or ConvSpace(task)
+        # the task's own space (an llvm task: CpuConvSpace), else the accelerator's
+        self.space = space or (task.make_space() if hasattr(task, "make_space") else ConvSpace(task))
         self.rng = np.random.default_rng(seed)
         self.visited: set[Point] = set()     # proposed points (measured or rejected)
         self.rejected: Counter = Counter()   # reason -> candidates rejected before measurement

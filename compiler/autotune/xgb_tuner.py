@@ -96,8 +96,8 @@ class CostModel:
 
 
 def target(task: Task, cycles: int) -> float:
-    """The model's target for a measurement: log2(cycles / ideal cycles)."""
-    ideal = task.macs() / task.cfg.macs_per_cycle
+    """The model's target for a measurement: log2(cycles / ideal cycles) (an llvm task: ns over ``task.ideal()``)."""
+    ideal = task.ideal() if hasattr(task, "ideal") else task.macs() / task.cfg.macs_per_cycle
     return math.log2(cycles / ideal)
 
 
@@ -229,10 +229,11 @@ class XGBTuner(Tuner):
         cap = max(1, math.ceil(self.max_same_threads * n))
         out: list[Point] = []
         per: dict[int, int] = {}
+        ax = getattr(sp, "structure_axis", 3)
         for s, p in ranked:
-            if per.get(p[3], 0) < cap:
+            if per.get(p[ax], 0) < cap:
                 out.append(p)
-                per[p[3]] = per.get(p[3], 0) + 1
+                per[p[ax]] = per.get(p[ax], 0) + 1
                 self._predicted[p] = float(s)
                 if len(out) == n:
                     break

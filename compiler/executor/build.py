@@ -20,8 +20,8 @@ def build(model: str | Path | onnx.ModelProto, config=None, target: str = "sim",
           target_options: dict | None = None, tuning_log: str | Path | None = None) -> Module:
     """Compile ``model`` and bind it to accelerator backend ``target`` ("ref", "sim", ...), or compile the
     whole model for a CPU/GPU target (``"llvm"``, ``"cuda"``: :mod:`compiler.executor.targets`; float models run
-    in float32 unless ``calibration`` is given, QDQ models in int8; ``cpu``/``tuning_log``/``target_options``
-    do not apply there).
+    in float32 unless ``calibration`` is given, QDQ models in int8; ``cpu``/``target_options`` do not apply there,
+    ``tuning_log`` only to ``"llvm"``: a log of ``vta tune --target llvm``).
 
     ``config``: an ``isa.HwConfig``, a preset name or None (batch 1, 16x16 blocks).
     ``calibration``: data for quantizing float models (array or list of feed dicts).
@@ -32,7 +32,9 @@ def build(model: str | Path | onnx.ModelProto, config=None, target: str = "sim",
     ``target_options``: passed to the target's backend, e.g. ``{"bitstream": "vta.bit"}`` for ``target="pynq"``
     (on the board; ``"pynq": PynqShim(...)`` runs the same driver on the RTL).
     ``tuning_log``: a log written by ``vta tune`` / ``compiler.autotune``: each task uses its best record's
-    knobs; tasks without a usable record use the analytic choice (a ``TuningLogWarning`` says which).
+    knobs; tasks without a usable record use the analytic choice (a ``TuningLogWarning`` says which). On
+    ``target="llvm"`` the float convs' schedule knobs, each kept only where it times faster than the library's
+    default at build time (:func:`compiler.autotune.llvm_conv.apply_llvm_log`).
     """
     if tuning_log is not None and not Path(tuning_log).is_file():
         raise FileNotFoundError(f"tuning log {tuning_log} does not exist")
@@ -42,12 +44,15 @@ def build(model: str | Path | onnx.ModelProto, config=None, target: str = "sim",
     from compiler.executor.targets import MODEL_TARGETS, build_for_target
 
     if target in MODEL_TARGETS:
-        extra = [k for k, v in (("cpu", cpu), ("tuning_log", tuning_log), ("target_options", target_options)) if v]
+        extra = [k for k, v in (("cpu", cpu), ("target_options", target_options)) if v]
+        if tuning_log is not None and target != "llvm":
+            extra.append("tuning_log")
         if extra:
             raise ValueError(f"target {target!r} compiles the whole model with the operator library; {extra} apply "
-                             f"only to accelerator targets ({', '.join(available_accel_backends())})")
+                             f"only to accelerator targets ({', '.join(available_accel_backends())})"
+                             + ("; tuning_log also to target 'llvm'" if "tuning_log" in extra else ""))
         return build_for_target(model, cfg, target, calibration=calibration, quantize=quantize,
-                                input_shapes=input_shapes, progress=progress, checked=True)
+                                input_shapes=input_shapes, progress=progress, checked=True, tuning_log=tuning_log)
     backend = create_accel_backend(target, cfg, **(target_options or {}))  # fail fast on unknown targets
     cpu = create_cpu_backend(cpu)
     compiled = compile_model(model, cfg, calibration=calibration, quantize=quantize, input_shapes=input_shapes,

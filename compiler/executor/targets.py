@@ -15,9 +15,11 @@ MODEL_TARGETS = ("llvm", "cuda")
 
 
 def build_for_target(model, cfg, target: str, *, calibration=None, quantize: bool | None = None,
-                     input_shapes=None, progress: bool | None = None, checked: bool = False) -> Module:
+                     input_shapes=None, progress: bool | None = None, checked: bool = False,
+                     tuning_log=None) -> Module:
     """Compile the loaded ONNX ``model`` for ``target`` (see the module docstring); ``checked``: it was folded and
-    checked for operator support already (``build`` does it first)."""
+    checked for operator support already (``build`` does it first). ``tuning_log`` (llvm, float models): the float
+    convs use the log's knobs where they time faster than the default (:mod:`compiler.autotune.llvm_conv`)."""
     from compiler.graph.memory_plan import plan_memory
     from compiler.graph.partition import partition_graph
     from compiler.backend.plans.accel import TargetAccelBackend
@@ -40,6 +42,12 @@ def build_for_target(model, cfg, target: str, *, calibration=None, quantize: boo
         compiled.partitions = partition_graph(compiled.graph)
         compiled.memory_plan = plan_memory(compiled.graph)
     cpu = TargetCpuBackend(target)
+    if tuning_log is not None:
+        if target != "llvm":
+            raise ValueError(f"tuning_log applies to target 'llvm' (and the accelerator targets), not {target!r}")
+        from compiler.autotune.llvm_conv import apply_llvm_log
+
+        apply_llvm_log(cpu, compiled.graph, tuning_log)
     cpu.prepare(compiled.graph)
     accel = TargetAccelBackend(cfg, target)
     compiled.stats["int8_layers_compiled"] = accel.prepare(compiled.graph)

@@ -23,6 +23,7 @@ blocks and (pixel, channel) to threads.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -57,6 +58,7 @@ class Conv2dSpec:
     dtype: str = "float32"  # or "int8" (int32 accumulation)
     pad_value: int = 0      # int8: what the border holds
     oc_block: int = 0       # output channels per vector block (0: chosen, see ``block``)
+    pixel_tile: int = 0     # output pixels per register tile (0: chosen, see ``tile``; a tuning knob)
 
     @property
     def oh(self) -> int:
@@ -108,6 +110,8 @@ class Conv2dSpec:
     @property
     def tile(self) -> int:
         """Output pixels per register tile (along the flattened pixels for ``flat``, else along a row)."""
+        if self.pixel_tile:
+            return min(self.pixel_tile, self.oh * self.ow if self.flat else self.ow)
         if self.flat:
             return min(RAGGED_TILE, self.oh * self.ow)
         return pixel_tile(self.ow, self.block, self.ragged_ok)
@@ -272,12 +276,65 @@ def pixel_tile(ow: int, ob: int = OC_BLOCK, ragged: bool = False) -> int:
     return min(ow, 8)
 
 
-def schedule_cpu(op: Conv2dOp, s) -> None:
-    """Register-tiled direct convolution (see the module docstring). (Tried on ResNet-18 and dropped: a whole
-    channel block's accumulators in L1 per chunk of 32 input channels, for weight reuse on 7x7 and 14x14
-    layers, measured slower; the accumulators then live in memory instead of registers.)"""
+PARALLEL_CHOICES = ("none", "outer", "fused")  # no parallel loop; channel blocks; channel blocks x pixel tiles/rows
+ORDER_CHOICES = ("rc_ky_kx", "ky_kx_rc")        # the reduction loops around the register tile, outermost first
+
+
+@dataclass(frozen=True)
+class CpuConvKnobs:
+    """The CPU schedule's knobs (a tuning log's ``config`` for the llvm target; see :func:`schedule_cpu`).
+
+    ``ob``: output channels per vector block (the vector width in float32 lanes: 8, 16 or 32; it also sets the
+    weight packing), ``xt``: output pixels per register tile (``ob / 8 * xt`` accumulator vectors), ``parallel``:
+    what the parallel loop runs over (:data:`PARALLEL_CHOICES`), ``unroll``: 0 none, 1 the tile's pixels, 2 also
+    the innermost kernel tap (``kx``), ``order``: the reduction loop order (:data:`ORDER_CHOICES`)."""
+
+    ob: int
+    xt: int
+    parallel: str = "outer"
+    unroll: int = 1
+    order: str = "rc_ky_kx"
+
+    def check(self, spec: Conv2dSpec) -> None:
+        """Raise ``TeError`` when these knobs cannot schedule ``spec`` (what is wrong and what is allowed)."""
+        if spec.depthwise or spec.dtype != "float32":
+            raise te.TeError("CpuConvKnobs: only float32, non-depthwise convolutions take knobs")
+        if self.ob < 1 or spec.og % self.ob:
+            raise te.TeError(f"CpuConvKnobs: ob={self.ob} must divide the {spec.og} output channels per group")
+        if self.xt < 1:
+            raise te.TeError(f"CpuConvKnobs: xt={self.xt} must be >= 1")
+        if self.parallel not in PARALLEL_CHOICES:
+            raise te.TeError(f"CpuConvKnobs: parallel={self.parallel!r}; allowed: {PARALLEL_CHOICES}")
+        if self.unroll not in (0, 1, 2):
+            raise te.TeError(f"CpuConvKnobs: unroll={self.unroll}; allowed: 0, 1, 2")
+        if self.order not in ORDER_CHOICES:
+            raise te.TeError(f"CpuConvKnobs: order={self.order!r}; allowed: {ORDER_CHOICES}")
+
+    def apply(self, spec: Conv2dSpec) -> Conv2dSpec:
+        """``spec`` with this block and tile (pass the result to :func:`conv2d` and :func:`pack_weight`)."""
+        self.check(spec)
+        return dataclasses.replace(spec, oc_block=self.ob, pixel_tile=self.xt)
+
+
+def default_cpu_knobs(spec: Conv2dSpec) -> CpuConvKnobs:
+    """The knobs :func:`schedule_cpu` uses without a tuning log (the library's own choice for ``spec``)."""
+    par = "none"
+    if spec.macs >= (CONV_PARALLEL_MIN_MACS if spec.flat else PARALLEL_MIN_MACS):
+        par = "fused" if spec.flat else "outer"
+    return CpuConvKnobs(spec.block, spec.tile, par, 1, "rc_ky_kx")
+
+
+def schedule_cpu(op: Conv2dOp, s, knobs: CpuConvKnobs | None = None) -> None:
+    """Register-tiled direct convolution (see the module docstring); ``knobs`` (their ``ob``/``xt`` must be the
+    spec's: build the op from ``knobs.apply(spec)``): default :func:`default_cpu_knobs`. (Tried on ResNet-18 and
+    dropped: a whole channel block's accumulators in L1 per chunk of 32 input channels, for weight reuse on 7x7 and
+    14x14 layers, measured slower; the accumulators then live in memory instead of registers.)"""
     spec = op.spec
     ob = spec.block
+    k = knobs or default_cpu_knobs(spec)
+    if knobs is not None and (spec.oc_block, spec.pixel_tile) != (k.ob, k.xt):
+        raise te.TeError(f"schedule_cpu: knobs ob={k.ob} xt={k.xt} do not match the op's spec (oc_block "
+                         f"{spec.oc_block}, pixel_tile {spec.pixel_tile}): build the op from knobs.apply(spec)")
     if op.pad is not op.inputs[0]:
         sp = s[op.pad]
         if _size(op.pad.shape) >= PAD_PARALLEL_MIN:
@@ -295,22 +352,31 @@ def schedule_cpu(op: Conv2dOp, s) -> None:
         xo, xi = so.split(x, xt)
         so.reorder(n, oo, y, xo, oi, xi)
     at = xo
-    if spec.macs >= (CONV_PARALLEL_MIN_MACS if spec.flat else PARALLEL_MIN_MACS):
-        if spec.flat:  # (channel block, pixel tile) pairs: many even chunks, however few channel blocks
+    if k.parallel == "fused":  # (channel block, pixel tile) pairs (flat) or (channel block, row): many even chunks
+        if spec.flat:
             at = so.fuse(oo, xo)
             so.parallel(at)
         else:
-            so.parallel(oo)
+            so.parallel(so.fuse(oo, y))
+    elif k.parallel == "outer":
+        so.parallel(oo)
     sc = s[op.conv]
     sc.set_scope("local")  # the XT x OB accumulator tile: registers
     sc.compute_at(so, at)
     if spec.flat:
         cn, coo, cx, coi, *red = sc.leaf_iter_vars
-        sc.reorder(cn, coo, *red, cx, coi)
     else:
         cn, coo, cy, cx, coi, *red = sc.leaf_iter_vars
+    if k.order == "ky_kx_rc" and len(red) == 3:
+        red = [red[1], red[2], red[0]]
+    if spec.flat:
+        sc.reorder(cn, coo, *red, cx, coi)
+    else:
         sc.reorder(cn, coo, cy, *red, cx, coi)
-    sc.unroll(cx)
+    if k.unroll >= 1:
+        sc.unroll(cx)
+    if k.unroll >= 2 and spec.kw > 1:
+        sc.unroll(red[-1] if k.order == "rc_ky_kx" else red[1])
     if ob > 1:
         sc.vectorize(coi)
 

@@ -50,4 +50,20 @@ def test_tune_errors_are_one_line(model_path, tmp_path, capsys):
     assert main(["tune", str(model_path), "--calibrate", "1", "--trials", "0", "--log", str(tmp_path / "x.log")]) == 2
     assert "--trials (0)" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        main(["tune", str(model_path), "--target", "llvm", "--log", str(tmp_path / "x.log")])
+        main(["tune", str(model_path), "--target", "gpu", "--log", str(tmp_path / "x.log")])
+    err = capsys.readouterr().err
+    assert "invalid choice: 'gpu'" in err and "'sim'" in err and "'llvm'" in err
+    assert main(["tune", str(model_path), "--target", "llvm", "--calibrate", "1", "--log", str(tmp_path / "x.log")]) == 2
+    assert "float convs of a float model" in capsys.readouterr().err
+
+
+def test_tune_llvm_logs_cpu_records_and_times_the_model(model_path, tmp_path, capsys):
+    log = tmp_path / "cpu.log"
+    assert main(["tune", str(model_path), "--target", "llvm", "--trials", "2", "--batch", "2", "--tuner", "random",
+                 "--log", str(log), "--json"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^\[Task +1/ *1\] Current/Best: ", out, re.M) and "network wall time" in out
+    res = json.loads(out.strip().splitlines()[-1])
+    assert res["target"] == "llvm" and res["tasks"] == 1 and res["wall_ms_after"] > 0
+    lines = [json.loads(s) for s in log.read_text().splitlines()]
+    assert len(lines) == 2 and all(d["target"] == "llvm" and d["result"]["ns"] > 0 for d in lines)

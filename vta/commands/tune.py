@@ -9,6 +9,8 @@ import sys
 import time
 import warnings
 
+TARGETS = ("sim", "llvm")
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("tune", help="auto-tune the accelerator kernels of an ONNX model (simulator cycles)",
@@ -16,15 +18,16 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "tunes each with simulator measurements, appends every trial to --log, then "
                                    "builds with the log and prints the network latency before and after.")
     p.add_argument("model", help="ONNX model file (int8 QDQ, or float with --calibrate)")
-    p.add_argument("--target", default="sim", choices=("sim",),
-                   help="what to tune: sim (the accelerator kernels, measured on the cycle-accurate simulator); "
-                        "no CPU (llvm) tuning space exists yet")
+    p.add_argument("--target", default="sim", choices=TARGETS,
+                   help="what to tune: sim (default: the accelerator kernels, measured on the cycle-accurate "
+                        "simulator) or llvm (the float convs' CPU schedules of a float model, timed on this CPU)")
     p.add_argument("--config", default="pynq-z1", help="hardware preset or JSON file (default pynq-z1)")
     p.add_argument("--trials", type=int, default=32, help="measured candidates per task (default 32)")
     p.add_argument("--log", required=True, help="tuning log (JSON lines; appended to)")
     p.add_argument("--tuner", default="xgb", choices=("xgb", "random", "grid"), help="search strategy (default xgb)")
     p.add_argument("--batch", type=int, default=8, help="candidates measured per batch (default 8)")
-    p.add_argument("--workers", type=int, default=None, help="measurement processes (default: os.cpu_count())")
+    p.add_argument("--workers", type=int, default=None, help="measurement processes (default: os.cpu_count(); "
+                                                                "llvm times in this process)")
     p.add_argument("--ray", metavar="ADDRESS", help="measure as Ray tasks instead: 'local' starts a local cluster with --workers CPUs, or a "
                         "cluster address such as 'auto' (pip install 'vta-stack[ray]')")
     p.add_argument("--calibrate", type=int, metavar="N", help="quantize a float model with N seeded random samples")
@@ -47,7 +50,11 @@ def run(args: argparse.Namespace) -> int:
 
     if args.trials < 1 or args.batch < 1:
         raise ValueError(f"--trials ({args.trials}) and --batch ({args.batch}) must be >= 1")
+    if args.target not in TARGETS:
+        raise ValueError(f"unknown tuning target {args.target!r}; allowed: {', '.join(TARGETS)}")
     logging.getLogger().setLevel(logging.ERROR)
+    if args.target == "llvm":
+        return run_llvm(args)
     model = load_model(args.model)
     inputs = model_inputs(model)
     feeds = random_inputs(inputs, args.seed)
@@ -86,5 +93,64 @@ def run(args: argparse.Namespace) -> int:
                           "cycles_before": before[0], "cycles_after": after[0], "latency_ms_before": before[1],
                           "latency_ms_after": after[1], "tune_seconds": round(tune_s, 2),
                           "per_task": [{"task": r.task.describe(), "cycles": r.cycles, "trials": r.trials,
+                                        "rejected": r.rejected} for r in results]}))
+    return 0
+
+
+def _wall_ms(mod, feeds, repeats: int = 5) -> float:
+    """Median wall-clock ms of a whole-model run (after one warm-up run)."""
+    mod.run(feeds)
+    ts = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        mod.run(feeds)
+        ts.append(time.perf_counter() - t0)
+    return 1e3 * sorted(ts)[len(ts) // 2]
+
+
+def run_llvm(args: argparse.Namespace) -> int:
+    """``vta tune MODEL --target llvm``: tune the float convs' CPU schedules (knobs of ``schedule_cpu``) by timing
+    compiled kernels on this CPU, then build with and without the log and time the whole model."""
+    from compiler.autotune import progress_printer, tune_tasks
+    from compiler.autotune.llvm_conv import LlvmMeasurer, extract_llvm_tasks
+    from compiler.executor import build
+    from compiler.frontend.onnx_import import load_model
+    from vta.commands.run import is_quantized, model_inputs, random_inputs
+
+    if args.ray:
+        raise ValueError("--ray does not apply to --target llvm: kernels are timed on this CPU, one at a time")
+    model = load_model(args.model)
+    if is_quantized(model) or args.calibrate:
+        raise ValueError(f"--target llvm tunes the float convs of a float model; {args.model} is quantized or "
+                         f"--calibrate was given (int8 CPU kernels have no tuning space yet)")
+    feeds = random_inputs(model_inputs(model), args.seed)
+    shapes = {k: tuple(v.shape) for k, v in feeds.items()}
+    tasks = extract_llvm_tasks(model, shapes)
+    print(f"{len(tasks)} llvm conv task(s) to tune with {args.tuner}, {args.trials} trials each; log: {args.log}")
+    t0 = time.perf_counter()
+    with LlvmMeasurer() as measurer:
+        results = tune_tasks(tasks, measurer, args.tuner, args.trials, args.batch, args.log, args.seed,
+                             progress_printer(sys.stdout))
+    tune_s = time.perf_counter() - t0
+    base = build(model, target="llvm", input_shapes=shapes, progress=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        tuned = build(model, target="llvm", input_shapes=shapes, progress=False, tuning_log=args.log)
+    for w in caught:
+        print(f"warning: {w.message}", file=sys.stderr)
+    before, after = [], []
+    for _ in range(3):  # alternating, min of each side
+        before.append(_wall_ms(base, feeds))
+        after.append(_wall_ms(tuned, feeds))
+    b, a = min(before), min(after)
+    print(f"tuned {len(tasks)} task(s) in {tune_s:.1f} s; rejected before measurement: "
+          f"{sum(sum(r.rejected.values()) for r in results)}; failed measurements: "
+          f"{sum(r.invalid_measured for r in results)}")
+    print(f"network wall time (min of alternating medians): before {b:.3f} ms, after {a:.3f} ms, "
+          f"speed-up {b / a:.3f}x")
+    if args.json:
+        print(json.dumps({"target": "llvm", "tasks": len(tasks), "trials": args.trials, "tuner": args.tuner,
+                          "wall_ms_before": b, "wall_ms_after": a, "tune_seconds": round(tune_s, 2),
+                          "per_task": [{"task": r.task.describe(), "ns": r.cycles, "trials": r.trials,
                                         "rejected": r.rejected} for r in results]}))
     return 0

@@ -33,6 +33,8 @@ LAZY_OPS = frozenset({"QConv2D", "QDense", "Relu", "Clip", "Add", "Sub", "Mul", 
                       "DequantizeLinear", "Softmax", "QAdd", "QMul", "QLookup", "PackActivation", "UnpackActivation",
                       # ... and hand-written (compiler.backend.llvm.pool)
                       "GlobalAveragePool"})
+# ops whose CPU schedule takes knobs (compiler.topi.conv2d_direct.CpuConvKnobs) from a tuning log
+TUNABLE_OPS = frozenset({"Conv", "FusedConv"})
 
 
 class TargetCpuBackend:
@@ -52,6 +54,8 @@ class TargetCpuBackend:
         self.fallback = fallback or NumpyCpuBackend()
         self._plans: dict[int, tuple[OpPlan, Callable]] = {}
         self._lazy_plans: "weakref.WeakKeyDictionary[Node, tuple]" = weakref.WeakKeyDictionary()
+        # tuned(node, infos) -> CpuConvKnobs | None: a conv's knobs from a tuning log (set by compiler.autotune.llvm)
+        self.tuned: Callable | None = None
 
     def supports(self, op: str) -> bool:
         if self.lazy:
@@ -72,7 +76,9 @@ class TargetCpuBackend:
                 continue
             infos = [g.tensors.get(i) if i else None for i in n.inputs]
             try:
-                plan = plan_node(n, infos, g.constants, self.target)
+                knobs = self.tuned(n, infos) if self.tuned is not None and n.op in TUNABLE_OPS else None
+                plan = (plan_node(n, infos, g.constants, self.target) if knobs is None
+                        else PLANNERS[n.op](n, infos, g.constants, self.target, knobs=knobs))
             except UnsupportedOnTarget as exc:
                 errors.append(str(exc))
                 continue

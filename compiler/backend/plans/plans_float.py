@@ -15,18 +15,17 @@ UNARY = {"Relu": "relu", "Clip": "clip", "Sigmoid": "sigmoid", "HardSwish": "har
 BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div"}
 
 
-def plan_conv(node: Node, infos, consts, target: str) -> OpPlan:
+def conv_spec(node: Node, infos) -> conv2d_direct.Conv2dSpec:
+    """The float conv2d geometry of a Conv/FusedConv node (raises :class:`UnsupportedOnTarget`)."""
     check_f32(node, infos)
     a = node.attrs
     x = infos[0]
     if len(x.shape) != 4:
         raise UnsupportedOnTarget(f"node {node.name!r} ({node.op}): only 2-D convolutions (4-D NCHW input) are in the "
                                   f"library, got input shape {x.shape}")
-    w = const_input(consts, node.inputs[1], "weight", node).astype(np.float32)
-    bias = consts.get(node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] else None
-    if len(node.inputs) > 2 and node.inputs[2] and bias is None:
-        raise UnsupportedOnTarget(f"node {node.name!r}: the conv bias must be a constant initializer")
-    residual = bool(a.get("residual", False))
+    w = infos[1]
+    if w is None or len(w.shape) != 4:
+        raise UnsupportedOnTarget(f"node {node.name!r} ({node.op}): the weight must be a 4-D OIHW tensor")
     spec = conv2d_direct.Conv2dSpec(x.shape[0], x.shape[1], x.shape[2], x.shape[3], w.shape[0], w.shape[2], w.shape[3],
                                     tuple(int(v) for v in a.get("strides", (1, 1))),
                                     tuple(int(v) for v in a.get("pads", (0, 0, 0, 0))),
@@ -35,16 +34,33 @@ def plan_conv(node: Node, infos, consts, target: str) -> OpPlan:
         spec.check()
     except Exception as exc:
         raise UnsupportedOnTarget(f"node {node.name!r} ({node.op}): {exc}") from None
+    return spec
+
+
+def plan_conv(node: Node, infos, consts, target: str, knobs: conv2d_direct.CpuConvKnobs | None = None) -> OpPlan:
+    """``knobs``: the CPU schedule's knobs (a tuning log's choice; llvm only), default the library's."""
+    a = node.attrs
+    w = const_input(consts, node.inputs[1], "weight", node).astype(np.float32)
+    spec = conv_spec(node, [infos[0], w])
+    bias = consts.get(node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] else None
+    if len(node.inputs) > 2 and node.inputs[2] and bias is None:
+        raise UnsupportedOnTarget(f"node {node.name!r}: the conv bias must be a constant initializer")
+    residual = bool(a.get("residual", False))
+    if knobs is not None and target == "llvm":
+        spec = knobs.apply(spec)
+    else:
+        knobs = None
     act, params = a.get("activation"), tuple(a.get("act_params", ()))
     wp = conv2d_direct.pack_weight(spec, w)
     ob = spec.block
     bp = None if bias is None else f32(bias).reshape(-1)
-    key = ("conv2d", spec, ob, bp is not None, residual, act, params, target)
+    key = ("conv2d", spec, ob, bp is not None, residual, act, params, target, knobs)
 
     def make():
         op = conv2d_direct.conv2d(spec, bias=bp is not None, residual=residual, act=act, act_params=params)
-        sched = conv2d_direct.schedule_gpu if target == "cuda" else conv2d_direct.schedule_cpu
-        return op.inputs, op.out, lambda s: sched(op, s)
+        if target == "cuda":
+            return op.inputs, op.out, lambda s: conv2d_direct.schedule_gpu(op, s)
+        return op.inputs, op.out, lambda s: conv2d_direct.schedule_cpu(op, s, knobs)
 
     def args(ins):
         out = [f32(ins[0]), wp]

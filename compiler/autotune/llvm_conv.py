@@ -1,0 +1,454 @@
+"""Tuning the llvm target's float conv2d schedule (:func:`compiler.topi.conv2d_direct.schedule_cpu`).
+
+A task (:class:`LlvmConvTask`) is one float conv2d of a model (geometry, bias, fused residual, activation) as
+the llvm target compiles it (a ``Conv``/``FusedConv`` node after epilogue fusion; grouped and depthwise convs
+are not tuned). Its space (:class:`CpuConvSpace`) is the product of the schedule's knobs
+(:class:`~compiler.topi.conv2d_direct.CpuConvKnobs`): output channels per vector block ``ob`` (8/16/32 float32
+lanes: the vector width, that divide the channels), output pixels per register tile ``xt`` (1..8, at most the
+tiled extent), what runs in parallel, the unrolling and the reduction order. A measurement compiles the kernel
+for the current LLVM target CPU and times it on seeded random data: one warm-up call, then the median of
+``repeats`` timed runs (each long enough to time: several calls when one is short); the cost is nanoseconds.
+The tuners, the XGBoost model (on the analytic features of :meth:`CpuConvSpace.features`) and the log loop are
+the accelerator's (:mod:`compiler.autotune.tuners`); measurement goes through the same
+:class:`compiler.scaleout.Runner` (:class:`LlvmMeasurer`: in this process, one candidate after the other, since
+timings taken side by side would disturb each other).
+
+Log lines have the accelerator records' fields with ``"target": "llvm"``, ``"cpu": {"name", "hash"}`` (the
+LLVM target CPU and its feature string: a record is used only on the CPU it was measured for) in place of
+``"hw"``, and ``"result": {"ns", "gflops"}``. :func:`apply_llvm_log` applies a log to ``build(..., target="llvm",
+tuning_log=)``: per task the fastest usable record, timed against the library's default knobs at build time,
+the faster kept (a log never makes a task slower than the default).
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import itertools
+import json
+import math
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from compiler.autotune.measure import Result, _Measurer
+from compiler.autotune.records import FORMAT, TuningLogWarning
+from compiler.topi import conv2d_direct as cd
+from compiler.topi.conv2d_direct import ORDER_CHOICES, PARALLEL_CHOICES, Conv2dSpec, CpuConvKnobs
+
+Point = tuple[int, ...]
+OB_CHOICES = (8, 16, 32)
+XT_CHOICES = tuple(range(1, 9))
+UNROLL_CHOICES = (0, 1, 2)
+KNOB_FIELDS = tuple(f.name for f in dataclasses.fields(CpuConvKnobs))
+REPEATS = 5          # timed runs per measurement (the median is the cost)
+MIN_RUN_S = 2e-3     # a timed run calls the kernel enough times to last about this long
+
+
+def cpu_ident() -> dict:
+    """The LLVM target CPU records are keyed by: its name and a hash of its feature string."""
+    from compiler.backend.llvm.host import target_cpu
+
+    t = target_cpu()
+    return {"name": t.cpu, "hash": hashlib.sha256(f"{t.cpu}|{t.features}".encode()).hexdigest()[:12]}
+
+
+# ------------------------------------------------------------------------------------------------ tasks
+@dataclass(frozen=True)
+class LlvmConvTask:
+    """One float conv2d as the llvm target compiles it: geometry ``spec`` (no knob fields set), its fused epilogue
+    (``bias``, ``residual``, ``act`` with ``act_params``), and the node's ``name`` (not part of the identity)."""
+
+    spec: Conv2dSpec
+    bias: bool = False
+    residual: bool = False
+    act: str | None = None
+    act_params: tuple = ()
+    name: str = dataclasses.field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        s = self.spec
+        if s.dtype != "float32" or s.groups != 1:
+            raise ValueError(f"llvm conv tasks are float32 convolutions with one group, got dtype {s.dtype}, "
+                             f"groups {s.groups}")
+        if s.oc_block or s.pixel_tile:
+            raise ValueError("a task's spec carries no knobs (oc_block and pixel_tile must be 0)")
+
+    @property
+    def ident(self) -> dict:
+        s = dataclasses.asdict(self.spec)
+        for k in ("oc_block", "pixel_tile", "pad_value"):
+            s.pop(k)
+        return {"op": "conv2d_float", "spec": s, "bias": self.bias, "residual": self.residual, "act": self.act,
+                "act_params": list(self.act_params)}
+
+    @property
+    def key(self) -> str:
+        return json.dumps(self.ident, sort_keys=True)
+
+    def macs(self) -> int:
+        return self.spec.macs
+
+    def ideal(self) -> float:
+        """Scale of the cost model's target (ns per 1000 MACs: layers of different sizes share one model)."""
+        return self.spec.macs / 1000.0
+
+    def rate(self, ns: int) -> float:
+        """GFLOPS (2 per MAC) at ``ns`` nanoseconds."""
+        return 2 * self.spec.macs / ns
+
+    def describe(self) -> str:
+        s = self.spec
+        return (f"{self.name + ': ' if self.name else ''}conv {s.kh}x{s.kw}/{s.stride[0]} {s.c}->{s.o}ch "
+                f"{s.h}x{s.w}{' +res' if self.residual else ''}{' ' + self.act if self.act else ''}")
+
+    def make_space(self) -> "CpuConvSpace":
+        return CpuConvSpace(self)
+
+    def default_knobs(self) -> CpuConvKnobs:
+        """The knobs a build without a log uses (the library's choice)."""
+        return cd.default_cpu_knobs(self.spec)
+
+    def kernel(self, knobs: CpuConvKnobs):
+        """The compiled kernel with ``knobs`` (``compiler.backend.build.CpuOp``; structurally equal ones are reused)."""
+        from compiler.backend.build import build_op
+        from compiler.schedule import create_schedule
+
+        spec = knobs.apply(self.spec)
+        op = cd.conv2d(spec, bias=self.bias, residual=self.residual, act=self.act, act_params=self.act_params)
+        s = create_schedule(op.out)
+        cd.schedule_cpu(op, s, knobs)
+        return build_op(s, args=op.inputs + [op.out], name="conv2d_tune")
+
+    def inputs(self, knobs: CpuConvKnobs, seed: int = 0) -> list[np.ndarray]:
+        """Seeded random arguments of the kernel with ``knobs`` (the weight packed for its block)."""
+        spec = knobs.apply(self.spec)
+        rng = np.random.default_rng(seed)
+        s = self.spec
+        out = [rng.standard_normal((s.n, s.c, s.h, s.w)).astype(np.float32),
+               cd.pack_weight(spec, rng.standard_normal((s.o, s.cg, s.kh, s.kw)).astype(np.float32))]
+        if self.bias:
+            out.append(rng.standard_normal(s.o).astype(np.float32))
+        if self.residual:
+            out.append(rng.standard_normal(cd.output_shape(spec)).astype(np.float32))
+        return out
+
+    def measure_cost(self, knobs: CpuConvKnobs, repeats: int = REPEATS) -> int:
+        """Median nanoseconds of the kernel with ``knobs`` (one warm-up call, then ``repeats`` timed runs)."""
+        fn = self.kernel(knobs)
+        args = self.inputs(knobs)
+        out = np.empty(fn.func.args[fn.func.num_inputs].shape, np.float32)
+        t0 = time.perf_counter()
+        fn(*args, out=out)  # warm-up: caches, page faults, the thread pool
+        one = max(time.perf_counter() - t0, 1e-7)
+        number = max(1, min(1000, int(MIN_RUN_S / one)))
+        runs = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            for _ in range(number):
+                fn(*args, out=out)
+            runs.append((time.perf_counter() - t0) / number)
+        return max(1, int(round(float(np.median(runs)) * 1e9)))
+
+    def record_line(self, knobs: CpuConvKnobs, res: Result, tuner: str = "") -> str:
+        """The JSON line of one trial (see the module docstring)."""
+        result = None if res.cycles is None else {"ns": int(res.cycles), "gflops": round(self.rate(res.cycles), 4)}
+        return json.dumps({"vta_tuning": FORMAT, "target": "llvm", "cpu": cpu_ident(), "task": self.ident,
+                           "config": dataclasses.asdict(knobs), "result": result, "error": res.error,
+                           "time": round(time.time(), 3), "seconds": round(res.seconds, 3), "tuner": tuner},
+                          sort_keys=True)
+
+
+def task_of_node(node, infos) -> LlvmConvTask | None:
+    """The task of a ``Conv``/``FusedConv`` graph node (``infos``: its inputs' TensorInfos), or None when the llvm
+    target does not tune it (not float32, grouped or depthwise, not a 2-D conv)."""
+    from compiler.backend.plans.oplan import UnsupportedOnTarget
+    from compiler.backend.plans.plans_float import conv_spec
+
+    if node.op not in ("Conv", "FusedConv") or len(infos) < 2 or infos[0] is None or infos[1] is None:
+        return None
+    try:
+        spec = conv_spec(node, infos)
+    except UnsupportedOnTarget:
+        return None
+    if spec.groups != 1:
+        return None
+    a = node.attrs
+    return LlvmConvTask(spec, len(node.inputs) > 2 and bool(node.inputs[2]), bool(a.get("residual", False)),
+                        a.get("activation"), tuple(a.get("act_params", ())), node.name)
+
+
+def float_graph(model, input_shapes=None):
+    """The graph the llvm target compiles for a float ``model`` (ONNX path or proto): the float pipeline with
+    conv/dense epilogues fused, as ``build(model, target="llvm")`` runs it."""
+    from compiler.executor.config import resolve_config
+    from compiler.executor.pipeline import compile_model
+    from compiler.frontend.onnx_import import check_model_support, load_model
+    from compiler.graph.float_fuse import fuse_conv_epilogues
+
+    model = check_model_support(load_model(model), input_shapes)
+    compiled = compile_model(model, resolve_config(None), quantize=False, input_shapes=input_shapes, progress=False,
+                             fuse_residual=False, widen_convs=False, checked=True)
+    fuse_conv_epilogues(compiled.graph)
+    return compiled.graph
+
+
+def graph_tasks(g) -> list[LlvmConvTask]:
+    """Distinct tunable conv tasks of graph ``g`` (after epilogue fusion), in graph order."""
+    tasks: dict[str, LlvmConvTask] = {}
+    for n in g.nodes:
+        t = task_of_node(n, [g.tensors.get(i) if i else None for i in n.inputs])
+        if t is not None:
+            tasks.setdefault(t.key, t)
+    return list(tasks.values())
+
+
+def extract_llvm_tasks(model, input_shapes=None) -> list[LlvmConvTask]:
+    """Distinct tunable conv tasks of a float ONNX model on the llvm target (see :func:`float_graph`)."""
+    return graph_tasks(float_graph(model, input_shapes))
+
+
+# ------------------------------------------------------------------------------------------------ space
+class CpuConvSpace:
+    """All knob settings of one :class:`LlvmConvTask`: ob x xt x parallel x unroll x order (see module docstring)."""
+
+    structure_axis = 2  # the axis that changes the program's structure most (the XGB tuner spreads batches over it)
+
+    def __init__(self, task: LlvmConvTask) -> None:
+        self.task = task
+        s = task.spec
+        obs = [b for b in OB_CHOICES if s.og % b == 0] or [1]
+        self.axes: list[tuple[str, list]] = [("ob", obs), ("xt", list(XT_CHOICES)), ("parallel", list(PARALLEL_CHOICES)),
+                                             ("unroll", list(UNROLL_CHOICES)), ("order", list(ORDER_CHOICES))]
+        self.dims = tuple(len(v) for _, v in self.axes)
+        from compiler.backend.llvm.host import float_lanes, vector_bits
+
+        from compiler.backend.llvm.parallel import num_threads
+
+        self.lanes = float_lanes()
+        self.registers = 32 if vector_bits() == 512 else 16
+        self.threads = num_threads()
+
+    def __len__(self) -> int:
+        return math.prod(self.dims)
+
+    def knobs(self, p: Point) -> CpuConvKnobs:
+        return CpuConvKnobs(*(vals[i] for (_, vals), i in zip(self.axes, p)))
+
+    def point(self, k: CpuConvKnobs) -> Point | None:
+        try:
+            return tuple(vals.index(getattr(k, name)) for name, vals in self.axes)
+        except ValueError:
+            return None
+
+    def index(self, p: Point) -> int:
+        return int(np.ravel_multi_index(p, self.dims))
+
+    def at(self, i: int) -> Point:
+        return tuple(int(x) for x in np.unravel_index(i, self.dims))
+
+    def sample(self, rng: np.random.Generator) -> Point:
+        return tuple(int(rng.integers(d)) for d in self.dims)
+
+    def neighbour(self, p: Point, rng: np.random.Generator) -> Point:
+        """Change one knob: ``xt`` by 1-2 steps, any other to another value."""
+        q = list(p)
+        a = int(rng.integers(len(q)))
+        if self.dims[a] == 1:
+            return p
+        if a == 1:
+            q[a] = int(np.clip(q[a] + rng.choice([-2, -1, 1, 2]), 0, self.dims[a] - 1))
+        else:
+            q[a] = int((q[a] + rng.integers(1, self.dims[a])) % self.dims[a])
+        return tuple(q)
+
+    def grid(self):
+        return itertools.product(*(range(d) for d in self.dims))
+
+    def extent(self, k: CpuConvKnobs) -> int:
+        """Pixels the register tile runs along with ``k``: all output pixels (flat tiles) or one row."""
+        spec = dataclasses.replace(self.task.spec, oc_block=k.ob)
+        return spec.oh * spec.ow if spec.flat else spec.ow
+
+    def reject(self, k: CpuConvKnobs) -> str | None:
+        """Why ``k`` cannot (or need not) be measured for this task, or None."""
+        try:
+            k.check(self.task.spec)
+        except Exception as exc:  # noqa: BLE001 - the knob's own message
+            return f"bad knob: {exc}"
+        if k.xt > self.extent(k):
+            return "xt exceeds the tiled extent (the same program as a smaller xt)"
+        if k.unroll == 2 and self.task.spec.kw == 1:
+            return "unroll=2 with a 1-wide kernel (the same program as unroll=1)"
+        return None
+
+    def features(self, k: CpuConvKnobs) -> np.ndarray:
+        """Analytic, scale-free features of a setting: knobs, register use, waste, parallel balance, geometry."""
+        s = self.task.spec
+        sp = dataclasses.replace(s, oc_block=k.ob, pixel_tile=k.xt)
+        ext = sp.oh * sp.ow if sp.flat else sp.ow
+        xt = min(k.xt, ext)
+        vecs = max(1.0, k.ob / self.lanes)
+        acc = vecs * xt
+        tiles = -(-ext // xt)
+        waste = tiles * xt / ext - 1.0
+        blocks = s.o // k.ob
+        chunks = {"none": 1, "outer": blocks, "fused": blocks * (tiles if sp.flat else sp.oh)}[k.parallel]
+        th = self.threads
+        balance = -(-chunks // th) * th / chunks - 1.0
+        inner_red = {"rc_ky_kx": s.kw, "ky_kx_rc": s.cg}[k.order]
+        lg = lambda x: math.log2(max(float(x), 1.0))  # noqa: E731
+        feats = [lg(k.ob), float(xt), lg(vecs), float(acc), float(acc + vecs + 1 > self.registers),
+                 float(max(0.0, acc + vecs + 1 - self.registers)), (xt * k.ob) / (xt + vecs),  # FMAs per load
+                 waste, float(sp.flat), *(float(k.parallel == p) for p in PARALLEL_CHOICES), lg(chunks), balance,
+                 lg(s.macs / chunks), float(k.unroll), float(k.unroll) * xt * (s.kw if k.unroll == 2 else 1),
+                 float(k.order == "ky_kx_rc"), lg(inner_red), lg(s.c), lg(s.o), lg(s.oh), lg(s.ow),
+                 float(s.kh * s.kw), float(s.stride[0]), lg(s.macs), float(self.task.residual)]
+        return np.asarray(feats, dtype=np.float32)
+
+
+# ------------------------------------------------------------------------------------------------ measurement
+def measure_llvm(task: LlvmConvTask, knobs: CpuConvKnobs) -> Result:
+    """Compile and time ``task`` with ``knobs``: a :class:`Result` whose ``cycles`` holds the median nanoseconds."""
+    t0 = time.perf_counter()
+    try:
+        ns = task.measure_cost(knobs)
+    except Exception as exc:  # noqa: BLE001 - a failed candidate is a result, not a crash of the tuner
+        return Result(None, f"{type(exc).__name__}: {exc}", time.perf_counter() - t0)
+    return Result(ns, None, time.perf_counter() - t0)
+
+
+def _measure_item(knobs: CpuConvKnobs, task: LlvmConvTask) -> Result:
+    return measure_llvm(task, knobs)
+
+
+class LlvmMeasurer(_Measurer):
+    """Time candidates through a :class:`compiler.scaleout.LoopRunner`: in this process, one after the other (the
+    JIT's code lives in this process, and kernels timed side by side would share the cores)."""
+
+    def __init__(self) -> None:
+        from compiler.scaleout import LoopRunner
+
+        self._runner = LoopRunner()
+        self.workers = 1
+
+    def __call__(self, task: LlvmConvTask, batch: list[CpuConvKnobs]) -> list[Result]:
+        return self._runner.map(_measure_item, batch, (task,))
+
+
+# ------------------------------------------------------------------------------------------------ logs
+def _warn(msg: str) -> None:
+    warnings.warn(msg, TuningLogWarning, stacklevel=3)
+
+
+def load_llvm_records(path: str | Path) -> list[tuple[dict, CpuConvKnobs, int, str]]:
+    """``(task identity, knobs, ns, FILE:LINE)`` of every successful llvm record for the current target CPU in the
+    log at ``path``; other lines (bad JSON, malformed, other CPU, accelerator records) are skipped with a warning."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"tuning log {path} does not exist")
+    want = cpu_ident()
+    out = []
+    for n, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+        if not line.strip():
+            continue
+        where = f"{path}:{n}"
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            _warn(f"{where}: not JSON ({exc.msg} at column {exc.colno}); skipped")
+            continue
+        if not isinstance(obj, dict) or obj.get("vta_tuning") != FORMAT:
+            _warn(f"{where}: not a vta-stack tuning record of format {FORMAT}; skipped")
+            continue
+        if obj.get("target") != "llvm":
+            _warn(f"{where}: a record for the accelerator, not the llvm target; skipped")
+            continue
+        cpu = obj.get("cpu")
+        if not isinstance(cpu, dict) or cpu.get("hash") != want["hash"]:
+            got = cpu.get("name") if isinstance(cpu, dict) else cpu
+            _warn(f"{where}: record for LLVM target CPU {got!r} (hash {cpu.get('hash') if isinstance(cpu, dict) else '?'}"
+                  f"), but this build compiles for {want['name']!r} (hash {want['hash']}); skipped")
+            continue
+        try:
+            if obj.get("result") is None:
+                continue
+            conf = obj["config"]
+            unknown = sorted(set(conf) - set(KNOB_FIELDS))
+            if unknown:
+                raise ValueError(f"unknown knobs {unknown}")
+            knobs = CpuConvKnobs(**conf)
+            ns = int(obj["result"]["ns"])
+            if ns <= 0:
+                raise ValueError(f"ns {ns} must be > 0")
+            ident = obj["task"]
+            if not isinstance(ident, dict):
+                raise TypeError("task must be an object")
+        except (KeyError, TypeError, ValueError) as exc:
+            _warn(f"{where}: malformed llvm tuning record ({type(exc).__name__}: {exc}); skipped")
+            continue
+        out.append((ident, knobs, ns, where))
+    return out
+
+
+def logged_knobs(tasks: list[LlvmConvTask], path: str | Path) -> dict[str, CpuConvKnobs]:
+    """Task key -> knobs of its fastest usable record in the log (warns for unknown tasks, unusable knobs, and
+    tasks no record covers)."""
+    by_key = {t.key: t for t in tasks}
+    chosen: dict[str, CpuConvKnobs] = {}
+    unknown: set[str] = set()
+    for ident, knobs, _ns, where in sorted(load_llvm_records(path), key=lambda r: r[2]):
+        key = json.dumps(ident, sort_keys=True)
+        task = by_key.get(key)
+        if task is None:
+            if key not in unknown:
+                unknown.add(key)
+                _warn(f"{where}: record for a conv that is not in this model ({ident.get('spec')}); skipped")
+            continue
+        if key in chosen:
+            continue
+        why = CpuConvSpace(task).reject(knobs)
+        if why:
+            _warn(f"{where}: knobs {knobs} cannot be used for {task.describe()} ({why}); skipped")
+            continue
+        chosen[key] = knobs
+    missing = [t for t in tasks if t.key not in chosen]
+    if missing:
+        _warn(f"tuning log {path}: no usable llvm record for {len(missing)} of {len(tasks)} conv task(s) "
+              f"({'; '.join(t.describe() for t in missing[:4])}{'; ...' if len(missing) > 4 else ''}); they use the "
+              f"library's default schedule")
+    return chosen
+
+
+def faster_than_default(task: LlvmConvTask, knobs: CpuConvKnobs, rounds: int = 3) -> tuple[bool, int, int]:
+    """Time ``knobs`` against the default knobs, alternating ``rounds`` times (min of each side's medians):
+    ``(knobs strictly faster, knobs ns, default ns)``. Knobs equal to the default: ``(False, 0, 0)``, not timed."""
+    default = task.default_knobs()
+    if knobs == default:
+        return False, 0, 0
+    a, b = [], []
+    for _ in range(rounds):
+        a.append(task.measure_cost(knobs))
+        b.append(task.measure_cost(default))
+    return min(a) < min(b), min(a), min(b)
+
+
+def apply_llvm_log(backend, graph, path: str | Path) -> dict[str, CpuConvKnobs]:
+    """Make ``backend`` (a ``TargetCpuBackend`` for llvm, before ``prepare``) compile the convs of ``graph`` with the
+    log's best knobs where they time faster than the default here and now (never slower than without the log).
+    Returns task key -> the knobs kept."""
+    tasks = graph_tasks(graph)
+    chosen = logged_knobs(tasks, path)
+    kept: dict[str, CpuConvKnobs] = {}
+    for t in tasks:
+        k = chosen.get(t.key)
+        if k is not None and faster_than_default(t, k)[0]:
+            kept[t.key] = k
+
+    def lookup(node, infos) -> CpuConvKnobs | None:
+        t = task_of_node(node, infos)
+        return None if t is None else kept.get(t.key)
+    backend.tuned = lookup
+    return kept

@@ -1,0 +1,169 @@
+"""Tuning the llvm target's conv schedule: knobs compute the same conv, the space, the log, the never-slower rule."""
+from __future__ import annotations
+
+import json
+import warnings
+
+import numpy as np
+import onnx
+import pytest
+
+from compiler.autotune import TuningLogWarning, make_tuner, tune_tasks
+from compiler.autotune import llvm_conv as lc
+from compiler.autotune.measure import Result
+from compiler.topi import conv2d_direct as cd
+from compiler.topi.conv2d_direct import Conv2dSpec, CpuConvKnobs
+from compiler.zoo.builder import OnnxBuilder
+
+
+def ref_conv(x, w, b, res, stride, pad):
+    """NCHW conv + bias + residual, relu (numpy)."""
+    n, c, h, wd = x.shape
+    o, _, kh, kw = w.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    oh, ow = (h + 2 * pad - kh) // stride + 1, (wd + 2 * pad - kw) // stride + 1
+    y = np.zeros((n, o, oh, ow), np.float64)
+    for i in range(kh):
+        for j in range(kw):
+            patch = xp[:, :, i:i + stride * oh:stride, j:j + stride * ow:stride]
+            y += np.einsum("nchw,oc->nohw", patch, w[:, :, i, j])
+    y += b[None, :, None, None]
+    if res is not None:
+        y += res
+    return np.maximum(y, 0)
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+@pytest.mark.parametrize("knobs", [CpuConvKnobs(8, 5, "fused", 0, "rc_ky_kx"),   # rows, ragged tail, (block, row) parallel
+                                   CpuConvKnobs(8, 4, "outer", 2, "ky_kx_rc"),
+                                   CpuConvKnobs(32, 3, "fused", 2, "ky_kx_rc"),  # flat pixels
+                                   CpuConvKnobs(16, 7, "none", 1, "ky_kx_rc")])
+def test_knob_settings_compute_the_conv(knobs, stride):
+    spec = Conv2dSpec(1, 12, 9, 9, 32, 3, 3, (stride, stride), (1, 1, 1, 1))
+    task = lc.LlvmConvTask(spec, bias=True, residual=True, act="relu")
+    assert task.make_space().reject(knobs) is None
+    x, wp, b, _ = task.inputs(knobs)
+    rng = np.random.default_rng(1)
+    w = rng.standard_normal((32, 12, 3, 3)).astype(np.float32)
+    oh = spec.oh
+    res = rng.standard_normal((1, 32, oh, oh)).astype(np.float32)
+    ks = knobs.apply(spec)
+    got = task.kernel(knobs)(x, cd.pack_weight(ks, w), b, res.reshape(cd.output_shape(ks)))
+    np.testing.assert_allclose(np.asarray(got).reshape(1, 32, oh, oh), ref_conv(x, w, b, res, stride, 1),
+                               rtol=1e-4, atol=1e-4)
+
+
+def test_space_holds_the_default_and_rejects_with_reasons():
+    spec = Conv2dSpec(1, 16, 4, 4, 24, 1, 1)
+    task = lc.LlvmConvTask(spec)
+    sp = task.make_space()
+    assert sp.axes[0][1] == [8]  # 24 channels: only 8-channel blocks divide them
+    d = task.default_knobs()
+    assert sp.point(d) is not None and sp.reject(d) is None
+    assert "xt exceeds" in sp.reject(CpuConvKnobs(8, 8, "none", 1, "rc_ky_kx"))  # rows of 4 pixels
+    assert "1-wide kernel" in sp.reject(CpuConvKnobs(8, 2, "none", 2, "rc_ky_kx"))
+    assert "must divide" in sp.reject(CpuConvKnobs(16, 2, "none", 1, "rc_ky_kx"))
+    with pytest.raises(Exception, match="allowed"):
+        CpuConvKnobs(8, 2, "sideways", 1, "rc_ky_kx").check(spec)
+    with pytest.raises(ValueError, match="one group"):
+        lc.LlvmConvTask(Conv2dSpec(1, 16, 4, 4, 16, 3, 3, groups=16))
+
+
+def test_xgb_tuner_cold_on_the_llvm_space_measures_only_valid_settings():
+    """A synthetic cost (deterministic, no compiling): the cold model finds the optimum, nothing invalid measured."""
+    task = lc.LlvmConvTask(Conv2dSpec(1, 32, 14, 14, 64, 3, 3, (1, 1), (1, 1, 1, 1)), bias=True)
+    sp = task.make_space()
+
+    def cost(k):  # best: ob 16, xt 6, fused, unroll 1
+        return 1000 + 100 * abs(k.ob - 16) + 40 * abs(k.xt - 6) + 300 * (k.parallel != "fused") + 50 * (k.unroll != 1)
+
+    def measure(t, batch):
+        assert all(sp.reject(k) is None for k in batch)
+        return [Result(cost(k), None, 0.0) for k in batch]
+    tuner = make_tuner("xgb", task, seed=0, space=sp, chains=8, steps=20)
+    tuner.tune(48, measure, 8)
+    assert tuner.invalid_measured == 0 and len(tuner.history) == 48
+    assert tuner.best_cycles <= 1100  # within 10 % of the optimum (1000) after 48 of ~400 settings
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    b = OnnxBuilder(5)
+    y = b.conv_bn("input", 8, 16, 3)
+    y = b.op("Add", [b.conv_bn(y, 16, 16, 3, act=None), y])
+    y = b.op("Flatten", [b.op("GlobalAveragePool", [y])])
+    p = tmp_path_factory.mktemp("llvm_tune") / "m.onnx"
+    onnx.save(b.model("m", "input", (1, 8, 6, 6), b.gemm(y, 16, 4)), str(p))
+    return p
+
+
+def _log_line(task, knobs, ns=100, cpu=None):
+    line = json.loads(task.record_line(knobs, Result(ns, None, 0.0), "test"))
+    if cpu is not None:
+        line["cpu"] = cpu
+    return json.dumps(line)
+
+
+def test_tune_logs_records_keyed_by_cpu(tiny_model, tmp_path):
+    tasks = lc.extract_llvm_tasks(str(tiny_model))
+    assert len(tasks) == 2 and {t.residual for t in tasks} == {False, True}
+    log = tmp_path / "t.log"
+    with lc.LlvmMeasurer() as m:
+        res = tune_tasks(tasks[:1], m, "random", 3, 3, str(log), 0)
+    lines = [json.loads(s) for s in log.read_text().splitlines()]
+    assert len(lines) == 3 and all(d["target"] == "llvm" and d["cpu"] == lc.cpu_ident() for d in lines)
+    assert lines[0]["config"] == vars(tasks[0].default_knobs()) or \
+        CpuConvKnobs(**lines[0]["config"]) == tasks[0].default_knobs()  # the default is measured first
+    assert res[0].invalid_measured == 0 and all(d["result"]["ns"] > 0 for d in lines)
+    recs = lc.load_llvm_records(log)
+    assert len(recs) == 3
+    # another CPU's record, an accelerator record: skipped with warnings
+    other = tmp_path / "o.log"
+    other.write_text(_log_line(tasks[0], tasks[0].default_knobs(), cpu={"name": "x", "hash": "0" * 12}) + "\n"
+                     + json.dumps({"vta_tuning": 1, "hw": {}, "task": {}, "config": {}}) + "\n")
+    with pytest.warns(TuningLogWarning) as caught:
+        assert lc.load_llvm_records(other) == []
+    msgs = " ".join(str(w.message) for w in caught)
+    assert "LLVM target CPU 'x'" in msgs and "accelerator" in msgs
+
+
+def _other_knobs(task):
+    d = task.default_knobs()
+    sp = task.make_space()
+    return next(k for k in (sp.knobs(p) for p in sp.grid()) if k != d and k.ob != d.ob and sp.reject(k) is None)
+
+
+@pytest.mark.parametrize("logged_wins", [True, False])
+def test_build_applies_a_log_only_where_it_is_faster(tiny_model, tmp_path, monkeypatch, logged_wins):
+    from compiler.executor import build
+
+    tasks = lc.extract_llvm_tasks(str(tiny_model))
+    log = tmp_path / "t.log"
+    chosen = {t.key: _other_knobs(t) for t in tasks}
+    log.write_text("".join(_log_line(t, chosen[t.key]) + "\n" for t in tasks))
+    # timing stubbed: the logged knobs are faster (or slower) than the default, so the choice is deterministic
+    monkeypatch.setattr(lc.LlvmConvTask, "measure_cost",
+                        lambda self, k, repeats=5: (50 if logged_wins else 200) if k == chosen[self.key] else 100)
+    x = np.random.default_rng(0).standard_normal((1, 8, 6, 6)).astype(np.float32)
+    base = build(str(tiny_model), target="llvm", progress=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TuningLogWarning)  # every task has a usable record
+        tuned = build(str(tiny_model), target="llvm", progress=False, tuning_log=log)
+    used = [plan.key[-1] for plan, _ in tuned.cpu._plans.values() if plan.key[0] == "conv2d"]
+    assert len(used) == 2
+    if logged_wins:
+        assert sorted(map(repr, used)) == sorted(map(repr, chosen.values()))
+    else:
+        assert used == [None, None]
+    np.testing.assert_allclose(tuned(input=x)[0] if isinstance(tuned(input=x), (list, tuple)) else tuned(input=x),
+                               base(input=x)[0] if isinstance(base(input=x), (list, tuple)) else base(input=x),
+                               rtol=1e-4, atol=1e-5)
+
+
+def test_tuning_log_on_cuda_is_refused(tiny_model, tmp_path):
+    from compiler.executor import build
+
+    log = tmp_path / "t.log"
+    log.write_text("")
+    with pytest.raises(ValueError, match="tuning_log also to target 'llvm'"):
+        build(str(tiny_model), target="cuda", progress=False, tuning_log=log)
