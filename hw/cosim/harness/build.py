@@ -36,6 +36,11 @@ TOPS = ("vta_top", "vta_accel")
 DFG_FLAGS = ("-fno-dfg-peephole-replace-cond-with-else-branch-zero",
              "-fno-dfg-peephole-replace-cond-with-then-branch-zero")
 CXX_OPT = "-O3"
+#: GCC profile-guided optimisation of the model (``build_harness(..., pgo=True)``): an instrumented build runs a
+#: seeded training workload (:func:`_train`), then the model is compiled again with that profile. Generic x86-64
+#: code either way (no ``-march``): the binary runs on any x86-64 machine.
+PGO_GEN = ("-fprofile-generate", "-fprofile-update=single")
+PGO_USE = ("-fprofile-use", "-fprofile-partial-training", "-Wno-missing-profile")
 #: Tried first: rising edges with unchanged inputs skip Verilator's input-combinational phase (tb.cpp).
 EDGE_PHASES = "-DVTA_EDGE_PHASES"
 #: The wrapper registers these inputs (driven by the bench's DRAM model one cycle ahead; tb.cpp ``Bench.cycle``).
@@ -124,25 +129,47 @@ def _verilator_version() -> str:
     return getattr(verilator, "__version__", "") or str(Path(verilator.__file__).parent)
 
 
-def harness_key(cfg: HwConfig, top: str = "vta_top") -> str:
+def harness_key(cfg: HwConfig, top: str = "vta_top", pgo: bool = False) -> str:
     """Hash of everything the harness binary is built from (the Verilated source covers the design and, for
-    ``vta_accel``, the wrapper)."""
+    ``vta_accel``, the wrapper; ``pgo``: the profile-guided build, whose training workload is in this file)."""
     h = hashlib.sha256(_source(cfg, top).encode())
     for name in SOURCES:
         h.update((HERE / name).read_bytes())
     h.update(repr((_flags(top), DFG_FLAGS, CXX_OPT, EDGE_PHASES, REGISTERED_INPUTS, _verilator_version())).encode())
+    if pgo:
+        h.update(repr((PGO_GEN, PGO_USE)).encode())
     h.update(Path(__file__).read_bytes())  # the wrapper generator
     return h.hexdigest()[:16]
 
 
-def build_harness(cfg: HwConfig, verbose: bool = False, top: str = "vta_top") -> Path:
+def _train(exe: Path, cfg: HwConfig) -> None:
+    """The PGO training workload on the instrumented binary ``exe``: a seeded 128^3 blocked GEMM (the GEMM-bound
+    cycles the long runs spend their time in) and 8 seeded random programs (loads, stores, ALU ops, hazards)."""
+    from dataclasses import replace
+
+    from hw.cosim.harness import Harness
+    from hw.random_programs import random_program
+    from jit_runtime.blocked_gemm import blocked_gemm, default_plan
+
+    p, _ = blocked_gemm(cfg, replace(default_plan(cfg), n=128, k=128, m=128))
+    with Harness(cfg, binary=exe) as h:
+        h.run(p.dram, p.insn_addr, p.n_insns)
+        for seed in range(8):
+            q = random_program(cfg, seed)
+            h.run(q.dram, q.insn_addr, q.n_insns)
+
+
+def build_harness(cfg: HwConfig, verbose: bool = False, top: str = "vta_top", pgo: bool = False) -> Path:
     """Path of the (cached) harness binary for ``cfg`` and ``top`` (:data:`TOPS`); builds it when missing (a minute
-    or more for big designs)."""
+    or more for big designs). ``pgo``: compile the model twice, the second time with the profile of a seeded
+    training run (:func:`_train`; ``vta_top`` only): about twice the build time for a faster binary."""
     from hw.cosim.runner import BUILD, _env_path, _locked, verilator_bin
 
+    if pgo and top != "vta_top":
+        raise ValueError(f"pgo=True builds the vta_top harness only, not {top!r}")
     _env_path()
-    key = harness_key(cfg, top)
-    name = cfg.name if top == "vta_top" else f"{cfg.name}-accel"
+    key = harness_key(cfg, top, pgo)
+    name = (cfg.name if top == "vta_top" else f"{cfg.name}-accel") + ("-pgo" if pgo else "")
     bdir = BUILD / "harness" / f"{name}-{key}"
     exe = bdir / "vta_harness"
     if exe.exists():
@@ -153,28 +180,41 @@ def build_harness(cfg: HwConfig, verbose: bool = False, top: str = "vta_top") ->
         obj = bdir / "obj"
         bdir.mkdir(parents=True, exist_ok=True)
         (bdir / "vta_top.v").write_text(_source(cfg, top))
-        for name in SOURCES:
-            shutil.copy(HERE / name, bdir / name)
+        for src in SOURCES:
+            shutil.copy(HERE / src, bdir / src)
         jobs = str(max(1, min(4, os.cpu_count() or 1)))
+        # OPT_FAST for the model's per-cycle code and the bench, OPT_SLOW for its initialisation (not in CFLAGS,
+        # which would override both)
+        opt = f"OPT_FAST={CXX_OPT} OPT_SLOW=-O1 OPT_GLOBAL={CXX_OPT} CFG_CXXFLAGS_PCH_I=-include"
+        gen = list(PGO_GEN) if pgo else []
         log = ""
         # the fast edge needs Verilator's phase functions (else plain eval()); the DFG flags need a recent Verilator
         for defines, dfg in ((EDGE_PHASES, DFG_FLAGS), (EDGE_PHASES, ()), ("", DFG_FLAGS), ("", ())):
             if obj.exists():
                 shutil.rmtree(obj)
+            cflags = " ".join([f"-I{bdir}", *([defines] if defines else []), *gen])
             cmd = [str(verilator_bin() / "verilator"), *_flags(top), *dfg, "--Mdir", str(obj), "-o", "vta_harness",
-                   "--build-jobs", jobs, "-CFLAGS", f"{CXX_OPT} -I{bdir} {defines}".strip(),
-                   "-MAKEFLAGS", f"OPT_FAST={CXX_OPT} OPT_SLOW=-O1 OPT_GLOBAL={CXX_OPT} CFG_CXXFLAGS_PCH_I=-include",
+                   "--build-jobs", jobs, "-CFLAGS", cflags, "-MAKEFLAGS", opt, *(["-LDFLAGS", " ".join(gen)] if gen else []),
                    str(bdir / "vta_top.v"), str(bdir / "tb.cpp")]
             res = subprocess.run(cmd, cwd=bdir, capture_output=True, text=True)
             log += " ".join(cmd) + "\n" + res.stdout + res.stderr
             if res.returncode == 0 and (obj / "vta_harness").exists():
                 break
+        if res.returncode == 0 and (obj / "vta_harness").exists() and pgo:
+            _train(obj / "vta_harness", cfg)  # writes obj/*.gcda
+            for f in [*obj.glob("*.o"), *obj.glob("*.gch"), obj / "vta_harness"]:
+                f.unlink()
+            use = " ".join([f"-I{bdir}", *([defines] if defines else []), *PGO_USE])
+            cmd = ["make", "-C", str(obj), "-f", "Vvta_top.mk", "-j", jobs, f"VM_USER_CFLAGS={use}",
+                   "VM_USER_LDLIBS=", *opt.split(), "vta_harness"]
+            res = subprocess.run(cmd, cwd=bdir, capture_output=True, text=True)
+            log += " ".join(cmd) + "\n" + res.stdout + res.stderr
         (bdir / "build.log").write_text(log)
         if res.returncode != 0 or not (obj / "vta_harness").exists():
             raise RuntimeError(f"harness build failed for {cfg.name} (log {bdir / 'build.log'}):\n"
                                f"{(res.stdout + res.stderr)[-3000:]}")
         (bdir / "edge_phases").write_text(str(bool(defines)))
-        flags = [*_flags(top), *dfg, f"CXX {CXX_OPT}", *([defines] if defines else [])]
+        flags = [*_flags(top), *dfg, f"CXX {CXX_OPT}", *([defines] if defines else []), *(["PGO"] if pgo else [])]
         (bdir / "flags").write_text(" ".join(flags))
         tmp = bdir / f"vta_harness.{os.getpid()}.tmp"
         shutil.copy(obj / "vta_harness", tmp)
@@ -183,8 +223,8 @@ def build_harness(cfg: HwConfig, verbose: bool = False, top: str = "vta_top") ->
     return exe
 
 
-def build_flags(cfg: HwConfig, top: str = "vta_top") -> str:
+def build_flags(cfg: HwConfig, top: str = "vta_top", pgo: bool = False) -> str:
     """The Verilator and C++ flags the cached harness binary for ``cfg`` was built with (builds it if needed)."""
-    exe = build_harness(cfg, top=top)
+    exe = build_harness(cfg, top=top, pgo=pgo)
     f = exe.parent / "flags"
     return f.read_text() if f.exists() else ""
