@@ -112,10 +112,63 @@ def _flags(top: str) -> tuple[str, ...]:
     return VERILATOR_FLAGS[:-1] + ("vta_bench", "--prefix", "Vvta_top")
 
 
+_ID = r"(?:\\\S+ |[A-Za-z_][\w$]*)"  # a Verilog identifier as yosys writes it (escaped ones end with a space)
+_FLOP = re.compile(r"^  always @\(posedge clk\)\n    (%s) ?<= (%s) ?;\n" % (_ID, _ID), re.M)
+_NEXT = re.compile(r"^  always @\* begin\n    if \(\\\$auto\$verilog_backend[^\n]*\) begin end\n    (%s) ?= (%s) ?;\n"
+                   r"((?:    if \([^\n]*\) begin\n      [^\n]*;\n    end\n)*)  end\n" % (_ID, _ID), re.M)
+_DECL = re.compile(r"^  (?:reg|wire)( signed)? (?:\[(\d+):(\d+)\] )?(%s) ?(?:=[^;\n]*)?;$" % _ID, re.M)
+
+
+def flop_registers(text: str) -> tuple[str, int]:
+    """``text`` with each register in yosys's two-process form -- ``always @(posedge clk) R <= N;`` and a
+    combinational ``always @* begin N = D; if (C1) N = V1; ... if (Ck) N = Vk; end`` -- written as one clocked
+    process ``always @(posedge clk) if (Ck) R <= Vk; ... else if (C1) R <= V1; else R <= D;`` (no ``else`` when
+    ``D`` is ``R``: a hold). The same register: the clocked process samples the same pre-edge values the
+    combinational one settled to. Only that exact shape is rewritten, and only where ``N`` has no other reader and
+    the width of ``R``. Returns the text and the number of registers rewritten.
+
+    Why: Verilator evaluates the two-process form as two copies per register per cycle (``R = N`` at the edge,
+    then ``N = R`` and the enables), whether or not the register is enabled; the one-process form is one branch
+    shared by all registers with the same enable. The deep pipelines' many enabled registers (ALU lanes, GEMM
+    array) made that most of the per-cycle work."""
+    flops = {m.group(2).strip(): (m.group(1).strip(), m.span()) for m in _FLOP.finditer(text)}
+    decl = {}
+    for m in _DECL.finditer(text):
+        decl.setdefault(m.group(4).strip(), []).append((m.group(1), m.group(2), m.group(3)))
+    count: dict[str, int] = {}
+    for t in re.findall(r"\\\S+ |[A-Za-z_][\w$]*", text):
+        count[t.strip()] = count.get(t.strip(), 0) + 1
+    edits = []
+    for m in _NEXT.finditer(text):
+        nxt, dflt = m.group(1).strip(), m.group(2).strip()
+        if nxt not in flops:
+            continue
+        reg, fspan = flops[nxt]
+        conds = re.findall(r"    if \(([^\n]*)\) begin\n      %s\s*= ([^\n]*);\n    end\n" % re.escape(nxt), m.group(3))
+        if len(conds) != m.group(3).count("    if ("):
+            continue
+        # N: declared once, written here, read only by the flop (else its name is shared or it has other readers)
+        if count.get(nxt) != 1 + 1 + len(conds) + 1 or len(decl.get(nxt, [])) != 1 or decl.get(nxt) != decl.get(reg):
+            continue
+        sp = lambda v: v + " " if v.startswith("\\") else v  # noqa: E731  (an escaped name ends with a space)
+        body = "".join(("    if (" if i == 0 else "    else if (") + f"{c}) {sp(reg)}<= {v};\n"
+                       for i, (c, v) in enumerate(reversed(conds)))
+        if dflt != reg:
+            body += ("    else " if conds else "    ") + f"{sp(reg)}<= {sp(dflt)};\n"
+        edits += [(m.span(), ""), (fspan, f"  always @(posedge clk) begin\n{body}  end\n")]
+    edits.sort()
+    out, pos = [], 0
+    for (a, b), new in edits:
+        out += [text[pos:a], new]
+        pos = b
+    out.append(text[pos:])
+    return "".join(out), len(edits) // 2
+
+
 def _source(cfg: HwConfig, top: str) -> str:
     from hw.cosim.runner import verilog_for
 
-    text = verilog_for(cfg).read_text()
+    text = flop_registers(verilog_for(cfg).read_text())[0]
     if top == "vta_top":
         return wrapper_verilog(text)
     from hw.accel_wrapper import accel_verilog
