@@ -10,7 +10,9 @@ The bench Verilates a thin wrapper (:func:`wrapper_verilog`) around the design: 
 (``m_axi_rvalid/rlast/rdata/bvalid``) pass through registers the bench loads one cycle ahead, so the design sees
 exactly the same inputs every cycle while the Verilated model never re-evaluates its input-combinational logic for
 them. Two DFG peephole rewrites are turned off (``DFG_FLAGS``): they turn ``en ? value : 0`` into ``value & {en}``,
-which would evaluate the operand-isolated S2 datapath (``hw.compute.isolated``) on every cycle.
+which would evaluate the operand-isolated S2 datapath (``hw.compute.isolated``) on every cycle. Registers are
+Verilated in one clocked process each (:func:`flop_registers`), and ``pgo=True`` adds a GCC profile-guided second
+compile (:func:`build_harness`).
 """
 from __future__ import annotations
 
