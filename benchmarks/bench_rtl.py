@@ -13,7 +13,8 @@ and the blocked GEMMs on pynq-z1.
 Prints mismatches as they are found; the last line is one JSON object. Speeds are wall-clock figures of
 this run (``*_cpu_s`` the harness process's CPU time, for machines shared with other work):
 ``long_gemm_cycles_per_s`` is wall cycles/s, ``long_gemm_cycles_per_cpu_s`` cycles per harness CPU-second, and
-``harness_flags`` the Verilator/C++ flags the harness binary was built with.
+``harness_flags`` the Verilator/C++ flags the harness binary was built with (the 512^3 GEMM runs on the
+profile-guided build, ``PGO`` in the flags, unless ``--no-pgo``; building it takes about twice a plain build).
 """
 from __future__ import annotations
 
@@ -95,8 +96,9 @@ def programs_and_random(cfg, n_random: int, seed: int, suite: bool = True) -> di
             "cycles_per_s": round(d.cycles / d.rtl_s, 1) if d.rtl_s else None, "build_s": round(build_s, 2)}
 
 
-def long_gemm(n: int = 512, cfg=None) -> dict:
-    """The n^3 blocked GEMM on pynq-z1 (or ``cfg``): RTL cycles per second (one run in a fresh harness process)."""
+def long_gemm(n: int = 512, cfg=None, pgo: bool = True) -> dict:
+    """The n^3 blocked GEMM on pynq-z1 (or ``cfg``): RTL cycles per second (one run in a fresh harness process;
+    ``pgo``: the profile-guided harness build, ``build_harness(..., pgo=True)``)."""
     from jit_runtime.blocked_gemm import blocked_gemm, default_plan
     from simulator import Simulator
 
@@ -106,7 +108,7 @@ def long_gemm(n: int = 512, cfg=None) -> dict:
     t = time.perf_counter()
     s = Simulator(cfg).run(img, p.insn_addr, p.n_insns)
     sim_s = time.perf_counter() - t
-    with Harness(cfg) as h:
+    with Harness(cfg, pgo=pgo) as h:
         h.run(p.dram[:64 + 16], 0, 1, max_cycles=10)  # warm the process (page faults, first eval)
         c0 = h.cpu_seconds()
         t = time.perf_counter()
@@ -119,7 +121,7 @@ def long_gemm(n: int = 512, cfg=None) -> dict:
           f"{'' if ok else '  MISMATCH'}", flush=True)
     from hw.cosim.harness.build import build_flags
 
-    return {"long_gemm_cycles": r.cycles, "long_gemm_wall_s": round(wall, 3), "harness_flags": build_flags(cfg),
+    return {"long_gemm_cycles": r.cycles, "long_gemm_wall_s": round(wall, 3), "harness_flags": build_flags(cfg, pgo=pgo),
             "long_gemm_cycles_per_s": round(r.cycles / wall, 1), "long_gemm_sim_wall_s": round(sim_s, 3),
             "long_gemm_harness_cpu_s": round(cpu, 2),
             "long_gemm_cycles_per_cpu_s": round(r.cycles / cpu, 1) if cpu else None, "long_gemm_mismatch": not ok}
@@ -209,6 +211,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0, help="first random seed S")
     ap.add_argument("--pynq-random", type=int, default=0, help="random programs on pynq-z1 (same seeds)")
     ap.add_argument("--no-long-gemm", action="store_true", help="skip the 512^3 blocked GEMM on pynq-z1")
+    ap.add_argument("--no-pgo", action="store_true", help="the 512^3 GEMM on the plain harness build, not the "
+                    "profile-guided one")
     ap.add_argument("--resnet18", action="store_true", help="also ResNet-18 whole network on pynq-z1 (minutes)")
     ap.add_argument("--pynq", action="store_true", help="also the compiled conv2d layer + blocked GEMMs on pynq-z1")
     args = ap.parse_args(argv)
@@ -226,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
         out["random_runs"]["pynq-z1"] = {k: pr[k] for k in ("random", "seed", "mismatches", "wall_s", "cycles_per_s")}
         out["mismatches"] += pr["mismatches"]
     if not args.no_long_gemm:
-        out.update(long_gemm())
+        out.update(long_gemm(pgo=not args.no_pgo))
         out["mismatches"] += int(out["long_gemm_mismatch"])
     if args.pynq:
         out["pynq"] = pynq_workloads()

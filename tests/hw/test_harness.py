@@ -170,3 +170,76 @@ def test_vta_run_check_names_the_first_differing_layer(tmp_path, capsys, monkeyp
     assert "cycles: simulator" in msg and "layer '" in msg
     assert main(["run", str(path), "--config", "tiny", "--calibrate", "2", "--check"]) == 2
     assert "needs --target rtl" in "".join(capsys.readouterr())
+
+
+_TWO_PROCESS = """module m(clk, rst, en, d, q, p, x);
+  input clk;
+  input rst;
+  input en;
+  input [3:0] d;
+  output [3:0] q;
+  output [3:0] p;
+  output [3:0] x;
+  reg [3:0] q = 4'h0;
+  reg [3:0] \\$1 ;
+  reg [3:0] p = 4'h0;
+  reg [3:0] \\$2 ;
+  reg [3:0] x = 4'h0;
+  reg [3:0] \\$3 ;
+  wire [3:0] y;
+  always @(posedge clk)
+    q <= \\$1 ;
+  always @(posedge clk)
+    p <= \\$2 ;
+  always @(posedge clk)
+    x <= \\$3 ;
+  always @* begin
+    if (\\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \\$1  = q;
+    if (en) begin
+      \\$1  = d;
+    end
+    if (rst) begin
+      \\$1  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \\$2  = d;
+    if (rst) begin
+      \\$2  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \\$3  = x;
+    if (en) begin
+      \\$3  = d;
+    end
+  end
+  assign y = \\$3 ;
+endmodule
+"""
+
+
+def test_flop_registers_rewrites_only_the_exact_two_process_shape():
+    """Hold and plain registers become one clocked process with the same priorities (rst last = first); a next
+    value with another reader (``y`` reads ``$3``) keeps its two processes."""
+    from hw.cosim.harness.build import flop_registers
+
+    out, n = flop_registers(_TWO_PROCESS)
+    assert n == 2
+    assert "  always @(posedge clk) begin\n    if (rst) q<= 4'h0;\n    else if (en) q<= d;\n  end\n" in out
+    assert "  always @(posedge clk) begin\n    if (rst) p<= 4'h0;\n    else p<= d;\n  end\n" in out
+    assert "    x <= \\$3 ;\n" in out and "    \\$3  = x;\n" in out  # untouched
+    assert "\\$1  = q" not in out and "\\$2  = d" not in out
+    assert flop_registers(out) == (out, 0)
+
+
+def test_harness_options_errors(tmp_path):
+    from hw.cosim.harness.build import build_harness
+
+    with pytest.raises(ValueError, match="vta_top harness only"):
+        build_harness(TINY, top="vta_accel", pgo=True)
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        Harness(TINY, binary=tmp_path / "missing")

@@ -57,13 +57,17 @@ class Harness:
     """A running harness process for one :class:`HwConfig` (built on first use, cached by design hash).
 
     ``top``: ``"vta_top"`` (the generated accelerator) or ``"vta_accel"`` (the module Vivado instantiates in the
-    Zynq shell, :mod:`hw.accel_wrapper`)."""
+    Zynq shell, :mod:`hw.accel_wrapper`). ``pgo``: the profile-guided build (:func:`build_harness`; a faster
+    binary for long runs, twice the build time). ``binary``: run that harness binary instead of the cached build."""
 
-    def __init__(self, cfg: HwConfig, verbose: bool = False, top: str = "vta_top"):
+    def __init__(self, cfg: HwConfig, verbose: bool = False, top: str = "vta_top", *, pgo: bool = False,
+                 binary: str | Path | None = None):
         from hw.cosim.harness.build import build_harness
 
         self.cfg, self.top = cfg, top
-        self.binary = build_harness(cfg, verbose=verbose, top=top)
+        self.binary = Path(binary) if binary is not None else build_harness(cfg, verbose=verbose, top=top, pgo=pgo)
+        if not self.binary.is_file():
+            raise FileNotFoundError(f"harness binary {self.binary} does not exist")
         self._dir = tempfile.TemporaryDirectory(prefix="vta-harness-", dir=_shm_dir())
         self._image = Path(self._dir.name) / "dram.bin"
         self._lock = threading.Lock()

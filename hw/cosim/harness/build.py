@@ -10,7 +10,9 @@ The bench Verilates a thin wrapper (:func:`wrapper_verilog`) around the design: 
 (``m_axi_rvalid/rlast/rdata/bvalid``) pass through registers the bench loads one cycle ahead, so the design sees
 exactly the same inputs every cycle while the Verilated model never re-evaluates its input-combinational logic for
 them. Two DFG peephole rewrites are turned off (``DFG_FLAGS``): they turn ``en ? value : 0`` into ``value & {en}``,
-which would evaluate the operand-isolated S2 datapath (``hw.compute.isolated``) on every cycle.
+which would evaluate the operand-isolated S2 datapath (``hw.compute.isolated``) on every cycle. Registers are
+Verilated in one clocked process each (:func:`flop_registers`), and ``pgo=True`` adds a GCC profile-guided second
+compile (:func:`build_harness`).
 """
 from __future__ import annotations
 
@@ -36,6 +38,11 @@ TOPS = ("vta_top", "vta_accel")
 DFG_FLAGS = ("-fno-dfg-peephole-replace-cond-with-else-branch-zero",
              "-fno-dfg-peephole-replace-cond-with-then-branch-zero")
 CXX_OPT = "-O3"
+#: GCC profile-guided optimisation of the model (``build_harness(..., pgo=True)``): an instrumented build runs a
+#: seeded training workload (:func:`_train`), then the model is compiled again with that profile. Generic x86-64
+#: code either way (no ``-march``): the binary runs on any x86-64 machine.
+PGO_GEN = ("-fprofile-generate", "-fprofile-update=single")
+PGO_USE = ("-fprofile-use", "-fprofile-partial-training", "-Wno-missing-profile")
 #: Tried first: rising edges with unchanged inputs skip Verilator's input-combinational phase (tb.cpp).
 EDGE_PHASES = "-DVTA_EDGE_PHASES"
 #: The wrapper registers these inputs (driven by the bench's DRAM model one cycle ahead; tb.cpp ``Bench.cycle``).
@@ -107,10 +114,63 @@ def _flags(top: str) -> tuple[str, ...]:
     return VERILATOR_FLAGS[:-1] + ("vta_bench", "--prefix", "Vvta_top")
 
 
+_ID = r"(?:\\\S+ |[A-Za-z_][\w$]*)"  # a Verilog identifier as yosys writes it (escaped ones end with a space)
+_FLOP = re.compile(r"^  always @\(posedge clk\)\n    (%s) ?<= (%s) ?;\n" % (_ID, _ID), re.M)
+_NEXT = re.compile(r"^  always @\* begin\n    if \(\\\$auto\$verilog_backend[^\n]*\) begin end\n    (%s) ?= (%s) ?;\n"
+                   r"((?:    if \([^\n]*\) begin\n      [^\n]*;\n    end\n)*)  end\n" % (_ID, _ID), re.M)
+_DECL = re.compile(r"^  (?:reg|wire)( signed)? (?:\[(\d+):(\d+)\] )?(%s) ?(?:=[^;\n]*)?;$" % _ID, re.M)
+
+
+def flop_registers(text: str) -> tuple[str, int]:
+    """``text`` with each register in yosys's two-process form -- ``always @(posedge clk) R <= N;`` and a
+    combinational ``always @* begin N = D; if (C1) N = V1; ... if (Ck) N = Vk; end`` -- written as one clocked
+    process ``always @(posedge clk) if (Ck) R <= Vk; ... else if (C1) R <= V1; else R <= D;`` (no ``else`` when
+    ``D`` is ``R``: a hold). The same register: the clocked process samples the same pre-edge values the
+    combinational one settled to. Only that exact shape is rewritten, and only where ``N`` has no other reader and
+    the width of ``R``. Returns the text and the number of registers rewritten.
+
+    Why: Verilator evaluates the two-process form as two copies per register per cycle (``R = N`` at the edge,
+    then ``N = R`` and the enables), whether or not the register is enabled; the one-process form is one branch
+    shared by all registers with the same enable. The deep pipelines' many enabled registers (ALU lanes, GEMM
+    array) made that most of the per-cycle work."""
+    flops = {m.group(2).strip(): (m.group(1).strip(), m.span()) for m in _FLOP.finditer(text)}
+    decl = {}
+    for m in _DECL.finditer(text):
+        decl.setdefault(m.group(4).strip(), []).append((m.group(1), m.group(2), m.group(3)))
+    count: dict[str, int] = {}
+    for t in re.findall(r"\\\S+ |[A-Za-z_][\w$]*", text):
+        count[t.strip()] = count.get(t.strip(), 0) + 1
+    edits = []
+    for m in _NEXT.finditer(text):
+        nxt, dflt = m.group(1).strip(), m.group(2).strip()
+        if nxt not in flops:
+            continue
+        reg, fspan = flops[nxt]
+        conds = re.findall(r"    if \(([^\n]*)\) begin\n      %s\s*= ([^\n]*);\n    end\n" % re.escape(nxt), m.group(3))
+        if len(conds) != m.group(3).count("    if ("):
+            continue
+        # N: declared once, written here, read only by the flop (else its name is shared or it has other readers)
+        if count.get(nxt) != 1 + 1 + len(conds) + 1 or len(decl.get(nxt, [])) != 1 or decl.get(nxt) != decl.get(reg):
+            continue
+        sp = lambda v: v + " " if v.startswith("\\") else v  # noqa: E731  (an escaped name ends with a space)
+        body = "".join(("    if (" if i == 0 else "    else if (") + f"{c}) {sp(reg)}<= {v};\n"
+                       for i, (c, v) in enumerate(reversed(conds)))
+        if dflt != reg:
+            body += ("    else " if conds else "    ") + f"{sp(reg)}<= {sp(dflt)};\n"
+        edits += [(m.span(), ""), (fspan, f"  always @(posedge clk) begin\n{body}  end\n")]
+    edits.sort()
+    out, pos = [], 0
+    for (a, b), new in edits:
+        out += [text[pos:a], new]
+        pos = b
+    out.append(text[pos:])
+    return "".join(out), len(edits) // 2
+
+
 def _source(cfg: HwConfig, top: str) -> str:
     from hw.cosim.runner import verilog_for
 
-    text = verilog_for(cfg).read_text()
+    text = flop_registers(verilog_for(cfg).read_text())[0]
     if top == "vta_top":
         return wrapper_verilog(text)
     from hw.accel_wrapper import accel_verilog
@@ -124,25 +184,47 @@ def _verilator_version() -> str:
     return getattr(verilator, "__version__", "") or str(Path(verilator.__file__).parent)
 
 
-def harness_key(cfg: HwConfig, top: str = "vta_top") -> str:
+def harness_key(cfg: HwConfig, top: str = "vta_top", pgo: bool = False) -> str:
     """Hash of everything the harness binary is built from (the Verilated source covers the design and, for
-    ``vta_accel``, the wrapper)."""
+    ``vta_accel``, the wrapper; ``pgo``: the profile-guided build, whose training workload is in this file)."""
     h = hashlib.sha256(_source(cfg, top).encode())
     for name in SOURCES:
         h.update((HERE / name).read_bytes())
     h.update(repr((_flags(top), DFG_FLAGS, CXX_OPT, EDGE_PHASES, REGISTERED_INPUTS, _verilator_version())).encode())
+    if pgo:
+        h.update(repr((PGO_GEN, PGO_USE)).encode())
     h.update(Path(__file__).read_bytes())  # the wrapper generator
     return h.hexdigest()[:16]
 
 
-def build_harness(cfg: HwConfig, verbose: bool = False, top: str = "vta_top") -> Path:
+def _train(exe: Path, cfg: HwConfig) -> None:
+    """The PGO training workload on the instrumented binary ``exe``: a seeded 128^3 blocked GEMM (the GEMM-bound
+    cycles the long runs spend their time in) and 8 seeded random programs (loads, stores, ALU ops, hazards)."""
+    from dataclasses import replace
+
+    from hw.cosim.harness import Harness
+    from hw.random_programs import random_program
+    from jit_runtime.blocked_gemm import blocked_gemm, default_plan
+
+    p, _ = blocked_gemm(cfg, replace(default_plan(cfg), n=128, k=128, m=128))
+    with Harness(cfg, binary=exe) as h:
+        h.run(p.dram, p.insn_addr, p.n_insns)
+        for seed in range(8):
+            q = random_program(cfg, seed)
+            h.run(q.dram, q.insn_addr, q.n_insns)
+
+
+def build_harness(cfg: HwConfig, verbose: bool = False, top: str = "vta_top", pgo: bool = False) -> Path:
     """Path of the (cached) harness binary for ``cfg`` and ``top`` (:data:`TOPS`); builds it when missing (a minute
-    or more for big designs)."""
+    or more for big designs). ``pgo``: compile the model twice, the second time with the profile of a seeded
+    training run (:func:`_train`; ``vta_top`` only): about twice the build time for a faster binary."""
     from hw.cosim.runner import BUILD, _env_path, _locked, verilator_bin
 
+    if pgo and top != "vta_top":
+        raise ValueError(f"pgo=True builds the vta_top harness only, not {top!r}")
     _env_path()
-    key = harness_key(cfg, top)
-    name = cfg.name if top == "vta_top" else f"{cfg.name}-accel"
+    key = harness_key(cfg, top, pgo)
+    name = (cfg.name if top == "vta_top" else f"{cfg.name}-accel") + ("-pgo" if pgo else "")
     bdir = BUILD / "harness" / f"{name}-{key}"
     exe = bdir / "vta_harness"
     if exe.exists():
@@ -153,28 +235,41 @@ def build_harness(cfg: HwConfig, verbose: bool = False, top: str = "vta_top") ->
         obj = bdir / "obj"
         bdir.mkdir(parents=True, exist_ok=True)
         (bdir / "vta_top.v").write_text(_source(cfg, top))
-        for name in SOURCES:
-            shutil.copy(HERE / name, bdir / name)
+        for src in SOURCES:
+            shutil.copy(HERE / src, bdir / src)
         jobs = str(max(1, min(4, os.cpu_count() or 1)))
+        # OPT_FAST for the model's per-cycle code and the bench, OPT_SLOW for its initialisation (not in CFLAGS,
+        # which would override both)
+        opt = f"OPT_FAST={CXX_OPT} OPT_SLOW=-O1 OPT_GLOBAL={CXX_OPT} CFG_CXXFLAGS_PCH_I=-include"
+        gen = list(PGO_GEN) if pgo else []
         log = ""
         # the fast edge needs Verilator's phase functions (else plain eval()); the DFG flags need a recent Verilator
         for defines, dfg in ((EDGE_PHASES, DFG_FLAGS), (EDGE_PHASES, ()), ("", DFG_FLAGS), ("", ())):
             if obj.exists():
                 shutil.rmtree(obj)
+            cflags = " ".join([f"-I{bdir}", *([defines] if defines else []), *gen])
             cmd = [str(verilator_bin() / "verilator"), *_flags(top), *dfg, "--Mdir", str(obj), "-o", "vta_harness",
-                   "--build-jobs", jobs, "-CFLAGS", f"{CXX_OPT} -I{bdir} {defines}".strip(),
-                   "-MAKEFLAGS", f"OPT_FAST={CXX_OPT} OPT_SLOW=-O1 OPT_GLOBAL={CXX_OPT} CFG_CXXFLAGS_PCH_I=-include",
+                   "--build-jobs", jobs, "-CFLAGS", cflags, "-MAKEFLAGS", opt, *(["-LDFLAGS", " ".join(gen)] if gen else []),
                    str(bdir / "vta_top.v"), str(bdir / "tb.cpp")]
             res = subprocess.run(cmd, cwd=bdir, capture_output=True, text=True)
             log += " ".join(cmd) + "\n" + res.stdout + res.stderr
             if res.returncode == 0 and (obj / "vta_harness").exists():
                 break
+        if res.returncode == 0 and (obj / "vta_harness").exists() and pgo:
+            _train(obj / "vta_harness", cfg)  # writes obj/*.gcda
+            for f in [*obj.glob("*.o"), *obj.glob("*.gch"), obj / "vta_harness"]:
+                f.unlink()
+            use = " ".join([f"-I{bdir}", *([defines] if defines else []), *PGO_USE])
+            cmd = ["make", "-C", str(obj), "-f", "Vvta_top.mk", "-j", jobs, f"VM_USER_CFLAGS={use}",
+                   "VM_USER_LDLIBS=", *opt.split(), "vta_harness"]
+            res = subprocess.run(cmd, cwd=bdir, capture_output=True, text=True)
+            log += " ".join(cmd) + "\n" + res.stdout + res.stderr
         (bdir / "build.log").write_text(log)
         if res.returncode != 0 or not (obj / "vta_harness").exists():
             raise RuntimeError(f"harness build failed for {cfg.name} (log {bdir / 'build.log'}):\n"
                                f"{(res.stdout + res.stderr)[-3000:]}")
         (bdir / "edge_phases").write_text(str(bool(defines)))
-        flags = [*_flags(top), *dfg, f"CXX {CXX_OPT}", *([defines] if defines else [])]
+        flags = [*_flags(top), *dfg, f"CXX {CXX_OPT}", *([defines] if defines else []), *(["PGO"] if pgo else [])]
         (bdir / "flags").write_text(" ".join(flags))
         tmp = bdir / f"vta_harness.{os.getpid()}.tmp"
         shutil.copy(obj / "vta_harness", tmp)
@@ -183,8 +278,8 @@ def build_harness(cfg: HwConfig, verbose: bool = False, top: str = "vta_top") ->
     return exe
 
 
-def build_flags(cfg: HwConfig, top: str = "vta_top") -> str:
+def build_flags(cfg: HwConfig, top: str = "vta_top", pgo: bool = False) -> str:
     """The Verilator and C++ flags the cached harness binary for ``cfg`` was built with (builds it if needed)."""
-    exe = build_harness(cfg, top=top)
+    exe = build_harness(cfg, top=top, pgo=pgo)
     f = exe.parent / "flags"
     return f.read_text() if f.exists() else ""
