@@ -34,7 +34,8 @@ from pathlib import Path
 import numpy as np
 
 from compiler.autotune.measure import Result, _Measurer
-from compiler.autotune.records import FORMAT, TuningLogWarning
+from compiler.autotune.records import FORMAT, TuningLogWarning, log_lines
+from compiler.autotune.space import GridSpace
 from compiler.topi import conv2d_direct as cd
 from compiler.topi.conv2d_direct import ORDER_CHOICES, PARALLEL_CHOICES, Conv2dSpec, CpuConvKnobs
 
@@ -211,7 +212,7 @@ def extract_llvm_tasks(model, input_shapes=None) -> list[LlvmConvTask]:
 
 
 # ------------------------------------------------------------------------------------------------ space
-class CpuConvSpace:
+class CpuConvSpace(GridSpace):
     """All knob settings of one :class:`LlvmConvTask`: ob x xt x parallel x unroll x order (see module docstring)."""
 
     structure_axis = 2  # the axis that changes the program's structure most (the XGB tuner spreads batches over it)
@@ -242,15 +243,6 @@ class CpuConvSpace:
             return tuple(vals.index(getattr(k, name)) for name, vals in self.axes)
         except ValueError:
             return None
-
-    def index(self, p: Point) -> int:
-        return int(np.ravel_multi_index(p, self.dims))
-
-    def at(self, i: int) -> Point:
-        return tuple(int(x) for x in np.unravel_index(i, self.dims))
-
-    def sample(self, rng: np.random.Generator) -> Point:
-        return tuple(int(rng.integers(d)) for d in self.dims)
 
     def neighbour(self, p: Point, rng: np.random.Generator) -> Point:
         """Change one knob: ``xt`` by 1-2 steps, any other to another value."""
@@ -346,20 +338,9 @@ def _warn(msg: str) -> None:
 def load_llvm_records(path: str | Path) -> list[tuple[dict, CpuConvKnobs, int, str]]:
     """``(task identity, knobs, ns, FILE:LINE)`` of every successful llvm record for the current target CPU in the
     log at ``path``; other lines (bad JSON, malformed, other CPU, accelerator records) are skipped with a warning."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"tuning log {path} does not exist")
     want = cpu_ident()
     out = []
-    for n, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
-        if not line.strip():
-            continue
-        where = f"{path}:{n}"
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            _warn(f"{where}: not JSON ({exc.msg} at column {exc.colno}); skipped")
-            continue
+    for where, obj in log_lines(path):
         if not isinstance(obj, dict) or obj.get("vta_tuning") != FORMAT:
             _warn(f"{where}: not a vta-stack tuning record of format {FORMAT}; skipped")
             continue

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import time
 import warnings
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -103,10 +104,20 @@ def _parse(obj, where: str, cfg: HwConfig) -> Record | None:
 
 def load_records(path: str | Path, cfg: HwConfig) -> list[Record]:
     """Every usable record of the log at ``path`` for hardware config ``cfg`` (bad lines: warnings, skipped)."""
+    out = []
+    for where, obj in log_lines(path):
+        rec = _parse(obj, where, cfg)
+        if rec is not None:
+            out.append(rec)
+    return out
+
+
+def log_lines(path: str | Path) -> Iterator[tuple[str, object]]:
+    """``(FILE:LINE, object)`` for each JSON line of the tuning log at ``path``: blank lines are skipped, lines that
+    are not JSON skipped with a :class:`TuningLogWarning`; a missing file is a FileNotFoundError."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"tuning log {path} does not exist")
-    out = []
     with path.open(encoding="utf-8", errors="replace") as f:
         for n, line in enumerate(f, 1):
             if not line.strip():
@@ -115,12 +126,10 @@ def load_records(path: str | Path, cfg: HwConfig) -> list[Record]:
             try:
                 obj = json.loads(line)
             except json.JSONDecodeError as exc:
-                _warn(f"{where}: not JSON ({exc.msg} at column {exc.colno}); skipped")
+                warnings.warn(f"{where}: not JSON ({exc.msg} at column {exc.colno}); skipped", TuningLogWarning,
+                              stacklevel=3)
                 continue
-            rec = _parse(obj, where, cfg)
-            if rec is not None:
-                out.append(rec)
-    return out
+            yield where, obj
 
 
 def best_records(records: list[Record]) -> dict[str, Record]:

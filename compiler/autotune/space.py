@@ -24,7 +24,23 @@ def divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
-class ConvSpace:
+class GridSpace:
+    """A space of points ``p`` (a tuple of indices, one per axis) over ``self.dims``: the flat index, its inverse
+    and uniform sampling. Subclasses set ``dims`` and say what a point means."""
+
+    dims: tuple[int, ...]
+
+    def index(self, p: Point) -> int:
+        return int(np.ravel_multi_index(p, self.dims))
+
+    def at(self, i: int) -> Point:
+        return tuple(int(x) for x in np.unravel_index(i, self.dims))
+
+    def sample(self, rng: np.random.Generator) -> Point:
+        return tuple(int(rng.integers(d)) for d in self.dims)
+
+
+class ConvSpace(GridSpace):
     """All knob settings of one task, as a product of axes (see the module docstring)."""
 
     def __init__(self, task: Task, max_vthreads: int = 4) -> None:
@@ -56,15 +72,6 @@ class ConvSpace:
                     self.axes[2][1].index(k.h_tile), self.axes[3][1].index(combo))
         except ValueError:
             return None
-
-    def index(self, p: Point) -> int:
-        return int(np.ravel_multi_index(p, self.dims))
-
-    def at(self, i: int) -> Point:
-        return tuple(int(x) for x in np.unravel_index(i, self.dims))
-
-    def sample(self, rng: np.random.Generator) -> Point:
-        return tuple(int(rng.integers(d)) for d in self.dims)
 
     def neighbour(self, p: Point, rng: np.random.Generator) -> Point:
         """Change one axis: tiles by a step of 1-2 positions, the thread combination to any other."""
