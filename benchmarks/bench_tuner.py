@@ -186,7 +186,8 @@ class TimedCache:
 
 def llvm_space(image_size: int, n_tasks: int, trials: int, batch: int, seeds, net_trials: int) -> dict:
     """The llvm space's summary: cold XGB vs random on ResNet-18 conv tasks, then the tuned model's wall time."""
-    from compiler.autotune.llvm_conv import LlvmMeasurer, extract_llvm_tasks
+    from compiler.autotune.llvm_conv import LlvmMeasurer
+    from compiler.executor.llvm_tasks import extract_llvm_tasks
     from compiler.autotune.xgb_tuner import TransferData
     from compiler.executor import build
     from compiler.zoo import get_model

@@ -181,21 +181,6 @@ def task_of_node(node, infos) -> LlvmConvTask | None:
                         a.get("activation"), tuple(a.get("act_params", ())), node.name)
 
 
-def float_graph(model, input_shapes=None):
-    """The graph the llvm target compiles for a float ``model`` (ONNX path or proto): the float pipeline with
-    conv/dense epilogues fused, as ``build(model, target="llvm")`` runs it."""
-    from compiler.executor.config import resolve_config
-    from compiler.executor.pipeline import compile_model
-    from compiler.frontend.onnx_import import check_model_support, load_model
-    from compiler.graph.float_fuse import fuse_conv_epilogues
-
-    model = check_model_support(load_model(model), input_shapes)
-    compiled = compile_model(model, resolve_config(None), quantize=False, input_shapes=input_shapes, progress=False,
-                             fuse_residual=False, widen_convs=False, checked=True)
-    fuse_conv_epilogues(compiled.graph)
-    return compiled.graph
-
-
 def graph_tasks(g) -> list[LlvmConvTask]:
     """Distinct tunable conv tasks of graph ``g`` (after epilogue fusion), in graph order."""
     tasks: dict[str, LlvmConvTask] = {}
@@ -204,11 +189,6 @@ def graph_tasks(g) -> list[LlvmConvTask]:
         if t is not None:
             tasks.setdefault(t.key, t)
     return list(tasks.values())
-
-
-def extract_llvm_tasks(model, input_shapes=None) -> list[LlvmConvTask]:
-    """Distinct tunable conv tasks of a float ONNX model on the llvm target (see :func:`float_graph`)."""
-    return graph_tasks(float_graph(model, input_shapes))
 
 
 # ------------------------------------------------------------------------------------------------ space

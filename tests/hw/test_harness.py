@@ -241,5 +241,9 @@ def test_harness_options_errors(tmp_path):
 
     with pytest.raises(ValueError, match="vta_top harness only"):
         build_harness(TINY, top="vta_accel", pgo=True)
+    from dataclasses import replace
+
+    with pytest.raises(ValueError, match="needs its training run"):  # a design never built: no training run given
+        build_harness(replace(TINY, name="tiny-never-built"), pgo=True)
     with pytest.raises(FileNotFoundError, match="does not exist"):
         Harness(TINY, binary=tmp_path / "missing")

@@ -112,7 +112,8 @@ def run_llvm(args: argparse.Namespace) -> int:
     """``vta tune MODEL --target llvm``: tune the float convs' CPU schedules (knobs of ``schedule_cpu``) by timing
     compiled kernels on this CPU, then build with and without the log and time the whole model."""
     from compiler.autotune import progress_printer, tune_tasks
-    from compiler.autotune.llvm_conv import LlvmMeasurer, extract_llvm_tasks
+    from compiler.autotune.llvm_conv import LlvmMeasurer
+    from compiler.executor.llvm_tasks import extract_llvm_tasks
     from compiler.executor import build
     from compiler.frontend.onnx_import import load_model
     from vta.commands.run import is_quantized, model_inputs, random_inputs

@@ -65,7 +65,9 @@ class Harness:
         from hw.cosim.harness.build import build_harness
 
         self.cfg, self.top = cfg, top
-        self.binary = Path(binary) if binary is not None else build_harness(cfg, verbose=verbose, top=top, pgo=pgo)
+        if binary is None:
+            binary = build_harness(cfg, verbose=verbose, top=top, pgo=pgo, train=pgo_training)
+        self.binary = Path(binary)
         if not self.binary.is_file():
             raise FileNotFoundError(f"harness binary {self.binary} does not exist")
         self._dir = tempfile.TemporaryDirectory(prefix="vta-harness-", dir=_shm_dir())
@@ -188,6 +190,22 @@ class Harness:
             self.close()
         except Exception:
             pass
+
+
+def pgo_training(exe: Path, cfg: HwConfig) -> None:
+    """The PGO training workload on the instrumented binary ``exe``: a seeded 128^3 blocked GEMM (the GEMM-bound
+    cycles the long runs spend their time in) and 8 seeded random programs (loads, stores, ALU ops, hazards)."""
+    from dataclasses import replace
+
+    from hw.random_programs import random_program
+    from jit_runtime.blocked_gemm import blocked_gemm, default_plan
+
+    p, _ = blocked_gemm(cfg, replace(default_plan(cfg), n=128, k=128, m=128))
+    with Harness(cfg, binary=exe) as h:
+        h.run(p.dram, p.insn_addr, p.n_insns)
+        for seed in range(8):
+            q = random_program(cfg, seed)
+            h.run(q.dram, q.insn_addr, q.n_insns)
 
 
 _SHARED: dict = {}

@@ -21,6 +21,7 @@ import os
 import re
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 from isa.config import HwConfig
@@ -39,7 +40,8 @@ DFG_FLAGS = ("-fno-dfg-peephole-replace-cond-with-else-branch-zero",
              "-fno-dfg-peephole-replace-cond-with-then-branch-zero")
 CXX_OPT = "-O3"
 #: GCC profile-guided optimisation of the model (``build_harness(..., pgo=True)``): an instrumented build runs a
-#: seeded training workload (:func:`_train`), then the model is compiled again with that profile. Generic x86-64
+#: seeded training workload (:func:`hw.cosim.harness.pgo_training`), then the model is compiled again with that
+#: profile. Generic x86-64
 #: code either way (no ``-march``): the binary runs on any x86-64 machine.
 PGO_GEN = ("-fprofile-generate", "-fprofile-update=single")
 PGO_USE = ("-fprofile-use", "-fprofile-partial-training", "-Wno-missing-profile")
@@ -186,38 +188,25 @@ def _verilator_version() -> str:
 
 def harness_key(cfg: HwConfig, top: str = "vta_top", pgo: bool = False) -> str:
     """Hash of everything the harness binary is built from (the Verilated source covers the design and, for
-    ``vta_accel``, the wrapper; ``pgo``: the profile-guided build, whose training workload is in this file)."""
+    ``vta_accel``, the wrapper; ``pgo``: the profile-guided build, whose training workload,
+    :func:`hw.cosim.harness.pgo_training`, is in the package's ``__init__.py``)."""
     h = hashlib.sha256(_source(cfg, top).encode())
     for name in SOURCES:
         h.update((HERE / name).read_bytes())
     h.update(repr((_flags(top), DFG_FLAGS, CXX_OPT, EDGE_PHASES, REGISTERED_INPUTS, _verilator_version())).encode())
     if pgo:
         h.update(repr((PGO_GEN, PGO_USE)).encode())
+        h.update((HERE / "__init__.py").read_bytes())  # the training workload
     h.update(Path(__file__).read_bytes())  # the wrapper generator
     return h.hexdigest()[:16]
 
 
-def _train(exe: Path, cfg: HwConfig) -> None:
-    """The PGO training workload on the instrumented binary ``exe``: a seeded 128^3 blocked GEMM (the GEMM-bound
-    cycles the long runs spend their time in) and 8 seeded random programs (loads, stores, ALU ops, hazards)."""
-    from dataclasses import replace
-
-    from hw.cosim.harness import Harness
-    from hw.random_programs import random_program
-    from jit_runtime.blocked_gemm import blocked_gemm, default_plan
-
-    p, _ = blocked_gemm(cfg, replace(default_plan(cfg), n=128, k=128, m=128))
-    with Harness(cfg, binary=exe) as h:
-        h.run(p.dram, p.insn_addr, p.n_insns)
-        for seed in range(8):
-            q = random_program(cfg, seed)
-            h.run(q.dram, q.insn_addr, q.n_insns)
-
-
-def build_harness(cfg: HwConfig, verbose: bool = False, top: str = "vta_top", pgo: bool = False) -> Path:
+def build_harness(cfg: HwConfig, verbose: bool = False, top: str = "vta_top", pgo: bool = False,
+                  train: Callable[[Path, HwConfig], None] | None = None) -> Path:
     """Path of the (cached) harness binary for ``cfg`` and ``top`` (:data:`TOPS`); builds it when missing (a minute
     or more for big designs). ``pgo``: compile the model twice, the second time with the profile of a seeded
-    training run (:func:`_train`; ``vta_top`` only): about twice the build time for a faster binary."""
+    training run, ``train(instrumented binary, cfg)`` (``vta_top`` only; :class:`hw.cosim.harness.Harness` passes
+    :func:`hw.cosim.harness.pgo_training`): about twice the build time for a faster binary."""
     from hw.cosim.runner import BUILD, _env_path, _locked, verilator_bin
 
     if pgo and top != "vta_top":
@@ -229,6 +218,9 @@ def build_harness(cfg: HwConfig, verbose: bool = False, top: str = "vta_top", pg
     exe = bdir / "vta_harness"
     if exe.exists():
         return exe
+    if pgo and train is None:
+        raise ValueError("a profile-guided harness build needs its training run: build it through "
+                         "hw.cosim.harness.Harness(cfg, pgo=True), or pass train=hw.cosim.harness.pgo_training")
     with _locked(f"harness-{name}-{key}"):
         if exe.exists():
             return exe
@@ -256,7 +248,7 @@ def build_harness(cfg: HwConfig, verbose: bool = False, top: str = "vta_top", pg
             if res.returncode == 0 and (obj / "vta_harness").exists():
                 break
         if res.returncode == 0 and (obj / "vta_harness").exists() and pgo:
-            _train(obj / "vta_harness", cfg)  # writes obj/*.gcda
+            train(obj / "vta_harness", cfg)  # writes obj/*.gcda
             for f in [*obj.glob("*.o"), *obj.glob("*.gch"), obj / "vta_harness"]:
                 f.unlink()
             use = " ".join([f"-I{bdir}", *([defines] if defines else []), *PGO_USE])

@@ -11,6 +11,7 @@ import pytest
 from compiler.autotune import TuningLogWarning, make_tuner, tune_tasks
 from compiler.autotune import llvm_conv as lc
 from compiler.autotune.measure import Result
+from compiler.executor.llvm_tasks import extract_llvm_tasks
 from compiler.topi import conv2d_direct as cd
 from compiler.topi.conv2d_direct import Conv2dSpec, CpuConvKnobs
 from compiler.zoo.builder import OnnxBuilder
@@ -105,7 +106,7 @@ def _log_line(task, knobs, ns=100, cpu=None):
 
 
 def test_tune_logs_records_keyed_by_cpu(tiny_model, tmp_path):
-    tasks = lc.extract_llvm_tasks(str(tiny_model))
+    tasks = extract_llvm_tasks(str(tiny_model))
     assert len(tasks) == 2 and {t.residual for t in tasks} == {False, True}
     log = tmp_path / "t.log"
     with lc.LlvmMeasurer() as m:
@@ -137,7 +138,7 @@ def _other_knobs(task):
 def test_build_applies_a_log_only_where_it_is_faster(tiny_model, tmp_path, monkeypatch, logged_wins):
     from compiler.executor import build
 
-    tasks = lc.extract_llvm_tasks(str(tiny_model))
+    tasks = extract_llvm_tasks(str(tiny_model))
     log = tmp_path / "t.log"
     chosen = {t.key: _other_knobs(t) for t in tasks}
     log.write_text("".join(_log_line(t, chosen[t.key]) + "\n" for t in tasks))
