@@ -207,7 +207,10 @@ def test_two_drivers_on_one_overlay_share_the_interrupt_line(overlay, use_pynq):
             got = p.dram.copy()
             dev.run(got, p.insn_addr, p.n_insns)
             assert np.array_equal(got, want)
-        assert s.stats["irq_fired"] == 3
+        # each run needs its own interrupt (a swallowed one times out); the accelerator's level irq of a finished run
+        # may fire once more when the next wait enables the line before the run clears it (the driver's _wait
+        # skips such a stale wake-up): 3 to 6 fires, never fewer
+        assert 3 <= s.stats["irq_fired"] <= 6
 
 
 def test_interrupt_wait_times_out_with_a_clear_error(overlay):
