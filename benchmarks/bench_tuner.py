@@ -191,6 +191,7 @@ def llvm_space(image_size: int, n_tasks: int, trials: int, batch: int, seeds, ne
     from compiler.autotune.xgb_tuner import TransferData
     from compiler.executor import build
     from compiler.zoo import get_model
+    from vta.commands.tune import model_wall_ms
 
     model = get_model("resnet18", image_size=image_size)
     all_tasks = extract_llvm_tasks(model)
@@ -242,8 +243,8 @@ def llvm_space(image_size: int, n_tasks: int, trials: int, batch: int, seeds, ne
                     tuned = build(model, target="llvm", progress=False, tuning_log=log)
             before, after = [], []
             for _ in range(5):  # alternating, min of each side's medians
-                before.append(_wall_ms(base, x))
-                after.append(_wall_ms(tuned, x))
+                before.append(model_wall_ms(base, x))
+                after.append(model_wall_ms(tuned, x))
             out.update(net_tasks=len(all_tasks), net_trials=net_trials, untuned_ms=round(min(before), 3),
                        tuned_ms=round(min(after), 3), tuned_over_untuned_ms=round(min(after) / min(before), 4),
                        net_invalid_measured=sum(r.invalid_measured for r in res),
@@ -251,16 +252,6 @@ def llvm_space(image_size: int, n_tasks: int, trials: int, batch: int, seeds, ne
                                              if plan.key[0] == "conv2d" and plan.key[-1] is not None),
                        build_warnings=[str(w.message)[:200] for w in caught])
     return out
-
-
-def _wall_ms(mod, feeds, repeats: int = 5) -> float:
-    mod.run(feeds)
-    ts = []
-    for _ in range(repeats):
-        s = time.perf_counter()
-        mod.run(feeds)
-        ts.append(time.perf_counter() - s)
-    return 1e3 * float(np.median(ts))
 
 
 def network(cfg_name: str, trials: int, batch: int, measure) -> dict:

@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _wall_ms(mod, feeds, repeats: int = 5) -> float:
+def model_wall_ms(mod, feeds, repeats: int = 5) -> float:
     """Median wall-clock ms of a whole-model run (after one warm-up run)."""
     mod.run(feeds)
     ts = []
@@ -141,8 +141,8 @@ def run_llvm(args: argparse.Namespace) -> int:
         print(f"warning: {w.message}", file=sys.stderr)
     before, after = [], []
     for _ in range(3):  # alternating, min of each side
-        before.append(_wall_ms(base, feeds))
-        after.append(_wall_ms(tuned, feeds))
+        before.append(model_wall_ms(base, feeds))
+        after.append(model_wall_ms(tuned, feeds))
     b, a = min(before), min(after)
     print(f"tuned {len(tasks)} task(s) in {tune_s:.1f} s; rejected before measurement: "
           f"{sum(sum(r.rejected.values()) for r in results)}; failed measurements: "
