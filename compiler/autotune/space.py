@@ -9,6 +9,7 @@ one per axis. :meth:`ConvSpace.reject` says why a setting cannot work before any
 """
 from __future__ import annotations
 
+import copy
 import itertools
 import math
 
@@ -43,8 +44,9 @@ class GridSpace:
 class ConvSpace(GridSpace):
     """All knob settings of one task, as a product of axes (see the module docstring)."""
 
-    def __init__(self, task: Task, max_vthreads: int = 4) -> None:
+    def __init__(self, task: Task, max_vthreads: int = 4, estimate_feature: bool = True) -> None:
         self.task = task
+        self.estimate_feature = estimate_feature  # the analytic cycle estimate as the last feature
         cs = task.shape
         self.n_consts, self.n_alu = task.epilogue_size()
         combos = [(1, "oc", order, "fused") for order in ("oc", "h")]
@@ -115,7 +117,14 @@ class ConvSpace(GridSpace):
         why, feats = self._lower(k)
         if why:
             raise ValueError(f"knobs {k} are invalid for this task: {why}")
-        return feats
+        return feats if self.estimate_feature else feats[:-1]
+
+    def without_estimate(self) -> "ConvSpace":
+        """This space with features that leave out the analytic cycle estimate (a cold model: nothing analytic
+        about speed); shares the lowering cache."""
+        out = copy.copy(self)
+        out.estimate_feature = False
+        return out
 
     def _lower(self, k: ConvKnobs) -> tuple[str | None, np.ndarray | None]:
         """Lower the kernel with knobs ``k`` once: (reason it failed, None) or (None, features); cached."""

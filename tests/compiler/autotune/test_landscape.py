@@ -1,0 +1,92 @@
+"""The tuner benchmark's random-search baseline: exact expected trials on a landscape, censoring, valid samples."""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from compiler.autotune import ConvSpace, Task
+from compiler.autotune.landscape import expected_random_trials, ratio_to_expected, valid_sample
+from compiler.topi.conv2d import ConvShape
+from isa import make_config
+from jit_runtime.host_ops.requant import Requant
+
+
+def _brute_force(costs, target) -> float:
+    """Mean position of the first qualifying cost over every ordering (uniform sampling without replacement)."""
+    firsts = [next(i for i, c in enumerate(perm, 1) if c <= target) for perm in itertools.permutations(costs)]
+    return sum(firsts) / len(firsts)
+
+
+@pytest.mark.parametrize("costs, target, want", [
+    ([10, 20, 30, 40], 10, 2.5),        # one of 4: its position is uniform over 1..4
+    ([10, 10, 30], 10, 4 / 3),          # two of 3: first at 1 w.p. 2/3, else at 2
+    ([7], 7, 1.0),
+    ([5, 3, 3, 9, 4], 3.0, 2.0),        # (5 + 1) / (2 + 1)
+    ([1, 2, 3, 4, 5, 6], 6, 1.0),       # everything qualifies
+])
+def test_expected_random_trials_hand_computed(costs, target, want):
+    assert expected_random_trials(costs, target) == pytest.approx(want)
+    assert _brute_force(costs, target) == pytest.approx(want)
+
+
+def test_expected_random_trials_matches_brute_force_on_random_landscapes():
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        costs = list(rng.integers(100, 110, size=int(rng.integers(1, 7))))
+        target = float(min(costs)) / 0.99
+        assert expected_random_trials(costs, target) == pytest.approx(_brute_force(costs, target))
+
+
+def test_expected_random_trials_nothing_qualifies_and_bad_input():
+    assert expected_random_trials([5, 6, 7], 4) == 4.0  # a sample with no hit: exhausted, then the hit
+    with pytest.raises(ValueError, match="non-empty"):
+        expected_random_trials([], 1.0)
+
+
+def test_ratio_to_expected_censoring_never_flatters():
+    assert ratio_to_expected(2, 4.0, 16) == 0.5
+    assert ratio_to_expected(None, 4.0, 16) == pytest.approx(17 / 4)   # counts trials + 1
+    assert ratio_to_expected(None, 100.0, 16) == 1.0                   # but never better than random
+    with pytest.raises(ValueError, match="> 0"):
+        ratio_to_expected(1, 0.0, 16)
+
+
+class _Toy:
+    """A 4x5 grid space whose valid points are those with an even sum."""
+
+    dims = (4, 5)
+
+    def __len__(self):
+        return 20
+
+    def at(self, i):
+        return divmod(i, 5)
+
+    def knobs(self, p):
+        return p
+
+    def reject(self, k):
+        return None if sum(k) % 2 == 0 else "odd"
+
+
+def test_valid_sample_whole_space_and_subsample():
+    valid = {(a, b) for a in range(4) for b in range(5) if (a + b) % 2 == 0}
+    pts, whole = valid_sample(_Toy(), 0, np.random.default_rng(0))
+    assert whole and sorted(pts) == sorted(valid) and len(pts) == len(set(pts))
+    pts, whole = valid_sample(_Toy(), 4, np.random.default_rng(1))
+    assert not whole and len(set(pts)) == 4 and set(pts) <= valid
+    assert valid_sample(_Toy(), 4, np.random.default_rng(1))[0] == pts  # seeded: the same sample
+
+
+def test_cold_space_drops_only_the_analytic_estimate():
+    cfg = make_config("pynq-z1")
+    task = Task(cfg, ConvShape(1, 1, 2, 2, 3, 3, 3, 3, (1, 1), (1, 1, 1, 1)), None,
+                Requant(shift=8, relu=True, out_min=0, out_max=127), "small")
+    sp = ConvSpace(task, max_vthreads=2)
+    cold = sp.without_estimate()
+    k = next(sp.knobs(p) for p in sp.grid() if sp.reject(sp.knobs(p)) is None)
+    full, part = sp.features(k), cold.features(k)
+    assert len(part) == len(full) - 1 and np.array_equal(part, full[:-1])
+    assert cold._cache is sp._cache and sp.estimate_feature  # shared lowering cache; the original keeps it
