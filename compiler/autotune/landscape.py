@@ -48,3 +48,52 @@ def valid_sample(space, size: int, rng: np.random.Generator) -> tuple[list, bool
             if 0 < size <= len(out):
                 return out, False
     return out, True
+
+
+class LandscapeSpace:
+    """The measured settings of a task's space as a space of their own (the tuners of the benchmark search the same
+    landscape random search's expectation is taken over). Points, knobs and features are ``space``'s; a point
+    outside ``points`` is rejected with a reason. :meth:`candidates` lists them all, so a model-based tuner ranks
+    every untried one instead of annealing."""
+
+    def __init__(self, space, points: list) -> None:
+        if not points:
+            raise ValueError("a landscape space needs at least one point")
+        self.space, self.points = space, list(dict.fromkeys(points))
+        self._set = set(self.points)
+        self.dims = space.dims
+        self.structure_axis = getattr(space, "structure_axis", 3)
+
+    def __len__(self) -> int:
+        return len(self.points)
+
+    def at(self, i: int):
+        return self.points[i]
+
+    def sample(self, rng: np.random.Generator):
+        return self.points[int(rng.integers(len(self.points)))]
+
+    def candidates(self) -> list:
+        return self.points
+
+    def grid(self):
+        return iter(self.points)
+
+    def knobs(self, p):
+        return self.space.knobs(p)
+
+    def point(self, k):
+        p = self.space.point(k)
+        return p if p in self._set else None
+
+    def neighbour(self, p, rng: np.random.Generator):
+        return self.space.neighbour(p, rng)
+
+    def features(self, k) -> np.ndarray:
+        return self.space.features(k)
+
+    def reject(self, k) -> str | None:
+        p = self.space.point(k)
+        if p not in self._set:
+            return "outside the measured landscape"
+        return self.space.reject(k)

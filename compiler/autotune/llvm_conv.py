@@ -239,6 +239,12 @@ class CpuConvSpace(GridSpace):
     def grid(self):
         return itertools.product(*(range(d) for d in self.dims))
 
+    def candidates(self) -> list[Point]:
+        """Every valid point (at most a few hundred: the XGB tuner ranks them all by its model, no annealing)."""
+        if not hasattr(self, "_candidates"):
+            self._candidates = [p for p in self.grid() if self.reject(self.knobs(p)) is None]
+        return self._candidates
+
     def extent(self, k: CpuConvKnobs) -> int:
         """Pixels the register tile runs along with ``k``: all output pixels (flat tiles) or one row."""
         spec = dataclasses.replace(self.task.spec, oc_block=k.ob)

@@ -180,7 +180,7 @@ class XGBTuner(Tuner):
         if not self._fit():
             return self._spread(n)
         n_explore = int(self.rng.binomial(n, min(1.0, self.explore + self._boost))) if n > 1 else 0
-        out = self._anneal(n - n_explore)
+        out = self._rank_all(n - n_explore) if hasattr(self.space, "candidates") else self._anneal(n - n_explore)
         for _ in range(8 * n):  # exploration slots, and a top-up when the chains found too few untried points
             if len(out) >= n:
                 return out
@@ -223,7 +223,20 @@ class XGBTuner(Tuner):
                 d = s - cur_s[k]
                 if d <= 0 or (t > 0 and self.rng.random() < math.exp(-d / t)):
                     cur[k], cur_s[k] = q, s
-        ranked = sorted((s, p) for p, s in seen.items() if p not in self.visited)
+        return self._pick(sorted((s, p) for p, s in seen.items() if p not in self.visited), n)
+
+    def _rank_all(self, n: int) -> list[Point]:
+        """A space that lists its valid points (``candidates()``): the model scores every untried one, no annealing."""
+        if n <= 0:
+            return []
+        todo = [p for p in self.space.candidates() if p not in self.visited]
+        if not todo:
+            return []
+        return self._pick(sorted(zip(self._score(todo).tolist(), todo)), n)
+
+    def _pick(self, ranked: list[tuple[float, Point]], n: int) -> list[Point]:
+        """The first ``n`` of ``ranked`` (score, point) pairs, best first, with the batch's diversity cap."""
+        sp = self.space
         # diversity: at most a share of the batch on one thread combination (virtual threads, axis, order,
         # epilogue: the knob that changes the program's structure most), so one wrong belief cannot fill a batch
         cap = max(1, math.ceil(self.max_same_threads * n))

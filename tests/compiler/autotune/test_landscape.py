@@ -6,8 +6,8 @@ import itertools
 import numpy as np
 import pytest
 
-from compiler.autotune import ConvSpace, Task
-from compiler.autotune.landscape import expected_random_trials, ratio_to_expected, valid_sample
+from compiler.autotune import ConvSpace, Result, Task
+from compiler.autotune.landscape import LandscapeSpace, expected_random_trials, ratio_to_expected, valid_sample
 from compiler.topi.conv2d import ConvShape
 from isa import make_config
 from jit_runtime.host_ops.requant import Requant
@@ -90,3 +90,39 @@ def test_cold_space_drops_only_the_analytic_estimate():
     full, part = sp.features(k), cold.features(k)
     assert len(part) == len(full) - 1 and np.array_equal(part, full[:-1])
     assert cold._cache is sp._cache and sp.estimate_feature  # shared lowering cache; the original keeps it
+
+
+def _small_space():
+    cfg = make_config("pynq-z1")
+    task = Task(cfg, ConvShape(1, 1, 2, 2, 3, 3, 3, 3, (1, 1), (1, 1, 1, 1)), None,
+                Requant(shift=8, relu=True, out_min=0, out_max=127), "small")
+    return task, ConvSpace(task, max_vthreads=2)
+
+
+def test_landscape_space_holds_only_its_points():
+    task, sp = _small_space()
+    valid = [p for p in sp.grid() if sp.reject(sp.knobs(p)) is None]
+    inside, outside = valid[::2], valid[1::2]
+    land = LandscapeSpace(sp, inside)
+    assert len(land) == len(inside) and land.candidates() == inside and list(land.grid()) == inside
+    assert land.point(sp.knobs(inside[0])) == inside[0] and land.reject(sp.knobs(inside[0])) is None
+    assert land.point(sp.knobs(outside[0])) is None
+    assert land.reject(sp.knobs(outside[0])) == "outside the measured landscape"
+    with pytest.raises(ValueError, match="at least one point"):
+        LandscapeSpace(sp, [])
+
+
+def test_xgb_tuner_ranks_a_landscape_without_annealing(monkeypatch):
+    pytest.importorskip("xgboost")
+    from compiler.autotune.xgb_tuner import XGBTuner
+
+    task, sp = _small_space()
+    valid = [p for p in sp.grid() if sp.reject(sp.knobs(p)) is None]
+    land = LandscapeSpace(sp, valid[::2])
+    # a synthetic cost: larger tiles and more threads are faster (the model must find the corner)
+    cost = {sp.knobs(p): 1000 * (4 - p[0]) * (4 - p[1]) * (4 - p[2]) + 10 * (3 - p[3] % 4) + 100 for p in valid}
+    monkeypatch.setattr(XGBTuner, "_anneal", lambda self, n: pytest.fail("a landscape is ranked, not annealed"))
+    tuner = XGBTuner(task, land, seed=0)
+    tuner.tune(12, lambda t, batch: [Result(cost[k], None, 0.0) for k in batch], 4)
+    assert len(tuner.history) == 12 and not tuner.rejected
+    assert {land.point(k) for k, _ in tuner.history} <= set(land.points)
