@@ -55,6 +55,7 @@ from compiler.autotune.task import config_hash  # noqa: E402
 from compiler.autotune.xgb_tuner import OBJECTIVES, TransferData  # noqa: E402
 from jit_runtime.host_ops.requant import Requant  # noqa: E402
 from compiler.topi.conv2d import ConvShape  # noqa: E402
+from compiler.topi.conv2d_direct import CpuConvKnobs  # noqa: E402
 from compiler.topi.knobs import ConvKnobs  # noqa: E402
 from compiler.topi.requant import fused_ok  # noqa: E402
 from isa import make_config  # noqa: E402
@@ -262,13 +263,29 @@ class TimedCache:
     the same number for the same setting (each tuner still counts it as a trial). :meth:`retime` times settings
     again and keeps the minimum (alternating passes over a landscape: a load burst hits one pass, not both)."""
 
-    def __init__(self, inner) -> None:
+    def __init__(self, inner, path: str | None = None) -> None:
+        from compiler.autotune.llvm_conv import cpu_ident
+
         self.inner, self.cache, self.timed, self.reused = inner, {}, 0, 0
+        self.path, self.cpu = path, cpu_ident()["hash"]
+        if path and Path(path).exists():  # timings of an earlier run on this CPU (development: the landscape reused)
+            for line in Path(path).read_text().splitlines():
+                d = json.loads(line)
+                if d["cpu"] == self.cpu:
+                    self.cache[(d["task"], CpuConvKnobs(**d["knobs"]))] = Result(d["ns"], d["error"], 0.0)
+        self.loaded = len(self.cache)
+
+    def _store(self, task, k, r) -> None:
+        self.cache[(task.key, k)] = r
+        if self.path:
+            with open(self.path, "a") as f:
+                f.write(json.dumps({"cpu": self.cpu, "task": task.key, "knobs": dataclasses.asdict(k), "ns": r.cycles,
+                                    "error": r.error}) + "\n")
 
     def __call__(self, task, batch):
         todo = [k for k in dict.fromkeys(batch) if (task.key, k) not in self.cache]
         for k, r in zip(todo, self.inner(task, todo) if todo else []):
-            self.cache[(task.key, k)] = r
+            self._store(task, k, r)
         self.timed += len(todo)
         self.reused += len(batch) - len(todo)
         return [self.cache[(task.key, k)] for k in batch]
@@ -277,12 +294,12 @@ class TimedCache:
         for k, r in zip(batch, self.inner(task, batch)):
             old = self.cache.get((task.key, k))
             if r.cycles is not None and (old is None or old.cycles is None or r.cycles < old.cycles):
-                self.cache[(task.key, k)] = r
+                self._store(task, k, r)
         self.timed += len(batch)
 
 
 def llvm_space(image_size: int, n_tasks: int, trials: int, batch: int, seeds, net_trials: int,
-               landscape: int = 0, passes: int = 2) -> dict:
+               landscape: int = 0, passes: int = 2, cache: str | None = None) -> dict:
     """The llvm space's summary: cold XGB vs random on ResNet-18 conv tasks, then the tuned model's wall time."""
     from compiler.autotune.llvm_conv import LlvmMeasurer
     from compiler.executor.llvm_tasks import extract_llvm_tasks
@@ -298,11 +315,11 @@ def llvm_space(image_size: int, n_tasks: int, trials: int, batch: int, seeds, ne
     t0 = time.time()
     kinds = ("random", "xgb_cold")
     with LlvmMeasurer() as m:
-        measure = TimedCache(m)
+        measure = TimedCache(m, cache)
         spaces = {t.key: t.make_space() for t in tasks}
         lands = landscapes(tasks, spaces, measure, landscape)
         spaces = {k: LandscapeSpace(sp, lands[k]["points"]) for k, sp in spaces.items()}
-        for p in range(1, passes):  # alternating passes over each landscape, the minimum kept
+        for p in range(1, 1 if measure.loaded else passes):  # alternating passes over each landscape, min kept
             for task in tasks:
                 ks = [spaces[task.key].knobs(q) for q in lands[task.key]["points"]]
                 measure.retime(task, ks[::-1] if p % 2 else ks)
@@ -345,7 +362,7 @@ def llvm_space(image_size: int, n_tasks: int, trials: int, batch: int, seeds, ne
                "invalid_measured": sum(r["invalid_measured"] for r in rows)
                + sum(land["invalid"] for land in lands.values()),
                "best_over_default_ns": round(sum(r["best_ns"] for r in rows) / sum(r["default_ns"] for r in rows), 4),
-               "landscape": {"per_task": landscape, "passes": passes,
+               "landscape": {"per_task": landscape, "passes": passes, "loaded_timings": measure.loaded,
                              "whole": all(land["whole"] for land in lands.values()),
                              "measured": sum(len(land["costs"]) for land in lands.values())},
                "rows": rows,
@@ -433,16 +450,19 @@ def main(argv=None) -> None:
                     help="valid settings per llvm task timed for the random baseline (0: all of them)")
     ap.add_argument("--llvm-passes", type=int, default=2,
                     help="alternating timing passes over each llvm landscape, the minimum kept")
+    ap.add_argument("--llvm-cache", help="JSON-lines file of llvm timings to reuse and extend (development only: "
+                    "a landscape timed in an earlier run on this CPU; the acceptance run times it afresh)")
     a = ap.parse_args(argv)
     for name in ("trials", "batch", "llvm_trials", "llvm_passes"):
         if getattr(a, name) < 1:
             ap.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(a, name)}")
     llvm_args = (a.llvm_image_size, a.llvm_tasks, a.llvm_trials, a.batch, a.llvm_seeds, a.llvm_net_trials,
-                 a.llvm_landscape, a.llvm_passes)
+                 a.llvm_landscape, a.llvm_passes, a.llvm_cache)
     cfg = make_config("pynq-z1")
     t0 = time.time()
     if "accel" not in a.spaces:
-        res = {"spaces": {"llvm": llvm_space(*llvm_args)}, "ratio_definition": RATIO_DEFINITION,
+        llvm = llvm_space(*llvm_args)
+        res = {"llvm_rows": llvm.pop("rows"), "spaces": {"llvm": llvm}, "ratio_definition": RATIO_DEFINITION,
                "wall_s": round(time.time() - t0, 1), "target_ratio": 1 / 3}
         print(json.dumps(res))
         return
@@ -469,6 +489,7 @@ def main(argv=None) -> None:
                                                    "invalid_measured", "landscape") if k in res}}
     if "llvm" in a.spaces:
         res["spaces"]["llvm"] = llvm_space(*llvm_args)
+        res["llvm_rows"] = res["spaces"]["llvm"].pop("rows")
     res["wall_s"] = round(time.time() - t0, 1)
     for name, sp in res["spaces"].items():
         if "avg_ratio_xgb_cold_over_random" in sp:
