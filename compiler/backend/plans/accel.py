@@ -3,7 +3,9 @@
 The same layer contract as :class:`compiler.graph.ref_backend.RefAccelBackend` (packed int8 in and out,
 int32 accumulation, the requant epilogue), computed by the operator library's integer direct conv2d
 (:mod:`compiler.topi.conv2d_direct` with :mod:`compiler.topi.requant_int`), so it is bit-exact with ``ref``.
-A dense layer is a 1x1 convolution over a 1x1 image.
+A dense layer is a 1x1 convolution over a 1x1 image. On ``llvm``, convs with one group or depthwise (no dilation,
+int8 outputs, 16-channel output blocks) run :mod:`compiler.topi.conv2d_int8` on the packed layout itself
+(int16 pair products, ``pmaddwd``/``vpdpwssd``; no numpy unpack/pack); the others unpack and repack.
 """
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from compiler.graph.accel_interface import (check_conv_operands, dense_operands,
 from jit_runtime.host_ops.requant import Requant
 from compiler.backend.plans.compile import compile_plan
 from compiler.backend.plans.plans import OpPlan
-from compiler.topi import conv2d_direct, requant_int
+from compiler.topi import conv2d_direct, conv2d_int8, requant_int
 
 
 class TargetAccelBackend:
@@ -28,6 +30,33 @@ class TargetAccelBackend:
         self.last_profile: dict = {}
         self.runs_on = target  # where its layers run, for the profile (no accelerator involved)
         self._weights: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # id(packed weight) -> (array, library layout)
+        self.packed_layers = 0  # conv layers of the last prepare() that run on the packed layout (no repack)
+
+    def _packed_spec(self, spec: conv2d_direct.Conv2dSpec, rq: Requant) -> "conv2d_int8.PackedConvSpec | None":
+        """The packed-layout kernel's spec for ``spec``, or None where it does not apply (then unpack/repack)."""
+        if self.target != "llvm" or requant_int.out_dtype(rq) != "int8":
+            return None
+        cfg = self.config
+        ps = conv2d_int8.PackedConvSpec(spec, cfg.batch, cfg.block_in, cfg.block_out)
+        try:
+            ps.check()
+        except Exception:
+            return None
+        return ps
+
+    def _packed_kernel(self, ps: "conv2d_int8.PackedConvSpec", rq: Requant):
+        from compiler.backend.llvm.host import target_cpu, vector_bits
+
+        scal = (int(rq.pre_shift), int(rq.zero_point), int(rq.clip_low), int(rq.out_max))
+        bits = vector_bits(target_cpu())
+        key = ("qconv2d_packed", ps, scal, bits)
+
+        def make():
+            extra, fn, dt = requant_int.requant_stage(rq, ps.conv.o)
+            op = conv2d_int8.conv2d_packed(ps, (extra, fn, dt), bits)
+            return op.inputs, op.out, lambda s: conv2d_int8.schedule_packed(op, s)
+
+        return compile_plan(OpPlan(key, make, lambda ins: list(ins)), self.target)
 
     def _run(self, spec: conv2d_direct.Conv2dSpec, x: np.ndarray, w_oihw: np.ndarray, w_key: np.ndarray,
              bias, rq: Requant) -> np.ndarray:
@@ -57,7 +86,7 @@ class TargetAccelBackend:
     def prepare(self, g) -> int:
         """Compile the kernels of ``g``'s AccelConv2D/AccelDense layers from their static shapes (no data runs);
         returns how many layers were prepared."""
-        count = 0
+        count = self.packed_layers = 0
         for n in g.nodes:
             if n.op not in ("AccelConv2D", "AccelDense"):
                 continue
@@ -68,6 +97,13 @@ class TargetAccelBackend:
             if n.op == "AccelConv2D":
                 spec = self._conv_spec(xs_shape, w_shape, a["strides"], a["pads"], int(a.get("group", 1)),
                                        int(a.get("pad_value", 0)))
+                rq = pad_requant(a["requant"], spec.o)
+                ps = self._packed_spec(spec, rq)
+                if ps is not None:
+                    self._packed_kernel(ps, rq)
+                    self.packed_layers += 1
+                    count += 1
+                    continue
             else:
                 nb, kb, b, bi = xs_shape
                 spec = conv2d_direct.Conv2dSpec(nb * b, kb * bi, 1, 1, w_shape[0] * w_shape[2], 1, 1, dtype="int8")
@@ -95,8 +131,20 @@ class TargetAccelBackend:
         cfg = self.config
         check_conv_operands(cfg, x, w)
         spec = self._conv_spec(x.shape, w.shape, stride, padding, int(groups), int(pad_value))
-        xs, ws = unpack_activation(x), unpack_weight(w)[:, :spec.cg]  # depthwise: one input channel per group
         o = spec.o
+        rq = pad_requant(requant, o)
+        ps = self._packed_spec(spec, rq)
+        if ps is not None:  # the packed layout in and out
+            cached = self._weights.get(id(w))
+            if cached is None or cached[0] is not w:
+                cached = (w, conv2d_int8.pack_weight_pairs(ps, unpack_weight(w)[:, :spec.cg]))
+                self._weights[id(w)] = cached
+            params = requant_int.requant_params(rq, pad_channels(bias, o), o)
+            out = np.asarray(self._packed_kernel(ps, rq)(np.ascontiguousarray(x), cached[1], *params))
+            packed = out.reshape(out.shape[0], out.shape[1], spec.oh, spec.ow, out.shape[3], out.shape[4])
+            self._profile(spec.macs, x, w, bias, packed)
+            return packed
+        xs, ws = unpack_activation(x), unpack_weight(w)[:, :spec.cg]  # depthwise: one input channel per group
         out = self._run(spec, xs, ws, w, pad_channels(bias, o), pad_requant(requant, o))
         packed = pack_activation(out.astype(np.int8), cfg.batch, cfg.block_out)
         self._profile(spec.macs, x, w, bias, packed)
