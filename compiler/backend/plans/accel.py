@@ -49,10 +49,10 @@ class TargetAccelBackend:
 
         scal = (int(rq.pre_shift), int(rq.zero_point), int(rq.clip_low), int(rq.out_max))
         bits = vector_bits(target_cpu())
-        key = ("qconv2d_packed", ps, scal, bits)
+        key = ("qconv2d_packed", ps, scal, bits, requant_int.uniform_scale(rq))  # per-tensor scales compiled in
 
         def make():
-            extra, fn, dt = requant_int.requant_stage(rq, ps.conv.o)
+            extra, fn, dt = requant_int.requant_stage(rq, ps.conv.o, specialize=True)
             op = conv2d_int8.conv2d_packed(ps, (extra, fn, dt), bits)
             return op.inputs, op.out, lambda s: conv2d_int8.schedule_packed(op, s)
 
