@@ -62,11 +62,29 @@ class PackedConvSpec:
         if c.depthwise and self.block_in % OB:
             raise te.TeError(f"packed int8 depthwise conv2d: input blocks of {self.block_in}; a multiple of {OB}")
 
+    @property
+    def direct(self) -> bool:
+        """1x1, unit stride, no padding, batch blocks of 1 and a pixel count that some tile of 3..6 pixels divides
+        (no rows to read past the end): the kernel reads the packed input itself (no ``pad``)."""
+        c = self.conv
+        return ((c.kh, c.kw, c.stride) == (1, 1, (1, 1)) and not any(c.pads) and self.batch == 1
+                and any((c.oh * c.ow) % xt == 0 for xt in range(3, 7)))
+
+    @property
+    def data_shape(self) -> tuple[int, ...]:
+        """The kernel's input shape: the packed layout, with the pixels flattened when ``direct``."""
+        c = self.conv
+        if self.direct:
+            return (c.n, c.c // self.block_in, c.h * c.w, 1, self.block_in)
+        return (c.n // self.batch, c.c // self.block_in, c.h, c.w, self.batch, self.block_in)
+
     def tile(self, vector_bits: int) -> int:
         """Output pixels per register tile (``OB / lanes * XT`` accumulator vectors fill the register budget)."""
         lanes = vector_bits // 32
-        xt = max(1, ACC_REGS.get(vector_bits, 12) * lanes // OB)
-        return min(xt, self.conv.oh * self.conv.ow)
+        xt = min(max(1, ACC_REGS.get(vector_bits, 12) * lanes // OB), self.conv.oh * self.conv.ow)
+        if self.direct:  # a divisor of the pixel count: every tile full, none reads past the input
+            xt = next((d for d in range(xt, 0, -1) if (self.conv.oh * self.conv.ow) % d == 0), 1)
+        return xt
 
 
 def pack_weight_pairs(spec: PackedConvSpec, w_oihw: np.ndarray) -> np.ndarray:
@@ -101,21 +119,25 @@ def conv2d_packed(spec: PackedConvSpec, stage: tuple, vector_bits: int = 256) ->
     (t, l, b, r), (sy, sx) = c.pads, c.stride
     oh, ow = c.oh, c.ow
     xt = spec.tile(vector_bits)
-    data = te.placeholder((n // bsz, c.c // bi, h, w, bsz, bi), "int8", "data")
+    data = te.placeholder(spec.data_shape, "int8", "data")
     zero = te.const(int(c.pad_value), "int16")
     inside = lambda y, x: (y >= t) & (y < h + t) & (x >= l) & (x < w + l)  # noqa: E731
 
     # rows below the map so the last (ragged) pixel tile reads zeros in bounds
     hp = max(h + t + b, (-(-oh * ow // xt) * xt - 1) // ow * sy + c.kh)
     wq = max(-(-(w + l + r) // sx), ow + (c.kw - 1) // sx)  # padded columns per stride phase
-    # pad: int16, (N, C/BI, rows, SX, columns per phase, BI), the BI channels of a pixel contiguous as in the
-    # packed input: the copy is one vector of BI lanes per pixel
-    pad = te.compute((n, c.c // bi, hp, sx, wq, bi), lambda i, cb, y, ph, xq, ci: te.select(
-        inside(y, xq * sx + ph), data[i // bsz, cb, y - t, xq * sx + ph - l, i % bsz, ci].astype("int16"), zero),
-        name="pad", dtype="int16")
+    direct = spec.direct
+    if direct:  # 1x1, unit stride, no padding: the packed input itself, (N, C/BI, H*W, 1, BI), int8 pairs
+        pad = data
+    else:  # int16, (N, C/BI, rows, SX, columns per phase, BI): a pixel's BI channels contiguous as in the input
+        pad = te.compute((n, c.c // bi, hp, sx, wq, bi), lambda i, cb, y, ph, xq, ci: te.select(
+            inside(y, xq * sx + ph), data[i // bsz, cb, y - t, xq * sx + ph - l, i % bsz, ci].astype("int16"), zero),
+            name="pad", dtype="int16")
     ky, kx = te.reduce_axis(c.kh, "ky"), te.reduce_axis(c.kw, "kx")
 
     def tap(i, cb, q, ci):
+        if direct:
+            return pad[i, cb, q, 0, ci].astype("int32")
         return pad[i, cb, q // ow * sy + ky, kx % sx, q % ow + kx // sx, ci].astype("int32")
 
     if c.depthwise:  # channel block oo of OB lies in input block oo * OB // BI
@@ -147,10 +169,11 @@ def conv2d_packed(spec: PackedConvSpec, stage: tuple, vector_bits: int = 256) ->
 def schedule_packed(op: PackedConvOp, s) -> None:
     """Parallel over (output block, pixel tile); the XT x OB int32 tile in registers over the whole reduction."""
     c = op.spec.conv
-    sp = s[op.pad]
-    if int(np.prod(op.pad.shape)) >= PAD_PARALLEL_MIN:
-        sp.parallel(sp.leaf_iter_vars[1])
-    sp.vectorize(sp.leaf_iter_vars[-1])
+    if op.pad is not op.inputs[0]:
+        sp = s[op.pad]
+        if int(np.prod(op.pad.shape)) >= PAD_PARALLEL_MIN:
+            sp.parallel(sp.leaf_iter_vars[1])
+        sp.vectorize(sp.leaf_iter_vars[-1])
     so = s[op.out]
     nb, ob, q, bb, oi = so.leaf_iter_vars
     qo, qi = so.split(q, op.xt)

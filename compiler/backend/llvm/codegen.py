@@ -514,16 +514,24 @@ class LlvmCodegen:
             return None
         var, _, offset = self.vec
         f0, f1 = linear(e0.index), linear(e1.index)
-        d = f1 + f0.scale(-1)
-        if d.coefs or d.const != 1 or f0.coef(var) != 2:
+        c0 = {repr(k): v for k, v in f0.coefs.items()}  # atoms compared by structure (each load built its own)
+        c1 = {repr(k): v for k, v in f1.coefs.items()}
+        step = f0.coef(var)
+        if c0 != c1 or f1.const - f0.const != 1 or step not in (0, 2):
             return None
         if any(not isinstance(a, Var) and var in atom_vars(a) for a in f0.coefs):
             return None
         b = self.c.b
         ty = mem_type(e0.buffer.dtype)
         p = b.gep(self._ptr(e0.buffer), [self.index(substitute(e0.index, {var: Const(offset)}))], inbounds=True)
-        v = b.load(b.bitcast(p, ir.VectorType(ty, 2 * lanes).as_pointer()), align=_align(ty))
-        return self.convert(v, e0.buffer.dtype, "int16")
+        if step == 2:  # lane k reads elements 2k, 2k + 1
+            v = b.load(b.bitcast(p, ir.VectorType(ty, 2 * lanes).as_pointer()), align=_align(ty))
+            return self.convert(v, e0.buffer.dtype, "int16")
+        # one pair for every lane: (x0, x1) as one int32 broadcast
+        pair = self.convert(b.load(b.bitcast(p, ir.VectorType(ty, 2).as_pointer()), align=_align(ty)),
+                            e0.buffer.dtype, "int16")
+        word = self._broadcast(b.bitcast(pair, ir.IntType(32)), lanes)
+        return b.bitcast(word, ir.VectorType(ir.IntType(16), 2 * lanes))
 
     def _pmaddwd(self, a: ir.Value, b_: ir.Value, lanes: int) -> ir.Value:
         """``pmaddwd`` of two ``<2L x i16>`` vectors -> ``<L x i32>``, split into the target's widest registers."""
