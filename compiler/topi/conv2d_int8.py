@@ -43,6 +43,12 @@ class PackedConvSpec:
     batch: int
     block_in: int
     block_out: int
+    pairs: int = 0  # one input block whose weights are zero past ``2 * pairs`` channels (a 3-channel stem): 0 = all
+
+    @property
+    def reduce_pairs(self) -> int:
+        """Input-channel pairs the reduction runs over per input block."""
+        return self.pairs or self.block_in // 2
 
     def check(self) -> None:
         """Raise ``TeError`` when this kernel cannot compute the conv (say what is allowed)."""
@@ -59,6 +65,9 @@ class PackedConvSpec:
                              f"{c.c} inputs in blocks of {self.block_in}, batch {c.n} in blocks of {self.batch}")
         if not c.depthwise and (c.c % 2 or self.block_in % 2):
             raise te.TeError(f"packed int8 conv2d: {c.c} input channels in blocks of {self.block_in}; both must be even")
+        if self.pairs and (c.depthwise or c.c != self.block_in or not 0 < 2 * self.pairs <= self.block_in):
+            raise te.TeError(f"packed int8 conv2d: pairs={self.pairs} needs one input block of {self.block_in} "
+                             f"channels (got {c.c}) and 1..{self.block_in // 2} pairs")
         if c.depthwise and self.block_in % OB:
             raise te.TeError(f"packed int8 depthwise conv2d: input blocks of {self.block_in}; a multiple of {OB}")
 
@@ -95,7 +104,18 @@ def pack_weight_pairs(spec: PackedConvSpec, w_oihw: np.ndarray) -> np.ndarray:
     if c.depthwise:
         return np.ascontiguousarray(w[:, 0].reshape(c.o // OB, OB, c.kh, c.kw).transpose(0, 2, 3, 1))
     bi = spec.block_in
-    return np.ascontiguousarray(w.reshape(c.o // OB, OB, c.c // bi, bi // 2, 2, c.kh, c.kw).transpose(0, 2, 5, 6, 3, 1, 4))
+    wp = w.reshape(c.o // OB, OB, c.c // bi, bi // 2, 2, c.kh, c.kw).transpose(0, 2, 5, 6, 3, 1, 4)
+    return np.ascontiguousarray(wp[:, :, :, :, :spec.reduce_pairs])
+
+
+def used_pairs(spec: PackedConvSpec, w_oihw: np.ndarray) -> int:
+    """For one input block: the channel pairs up to the last with a non-zero weight (0: all; the block is full)."""
+    c = spec.conv
+    if c.depthwise or c.c != spec.block_in:
+        return 0
+    nz = np.flatnonzero(np.any(np.asarray(w_oihw) != 0, axis=(0, 2, 3)))
+    pairs = max(1, -(-(int(nz[-1]) + 1) // 2)) if nz.size else 1
+    return 0 if 2 * pairs >= spec.block_in else pairs
 
 
 @dataclass
@@ -147,7 +167,7 @@ def conv2d_packed(spec: PackedConvSpec, stage: tuple, vector_bits: int = 256) ->
             tap(i, oo // per_in, q, oo % per_in * OB + oi) * weight[oo, ky, kx, oi].astype("int32"), [ky, kx]),
             name="conv", dtype="int32")
     else:  # input channel pairs: block rb, pair rj (channels rb * BI + 2 rj + {0, 1})
-        half = bi // 2
+        half = spec.reduce_pairs
         weight = te.placeholder((o // OB, c.c // bi, c.kh, c.kw, half, OB, 2), "int16", "weight")
         rb, rj = te.reduce_axis(c.c // bi, "rb"), te.reduce_axis(half, "rj")
         conv = te.compute((n, o // OB, oh * ow, OB), lambda i, oo, q, oi: te.sum(

@@ -9,7 +9,11 @@ int8 outputs, 16-channel output blocks) run :mod:`compiler.topi.conv2d_int8` on 
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
+
+from compiler import te
 
 from compiler.graph.accel_interface import (check_conv_operands, dense_operands, host_profile, pack_activation,
                                             pad_channels, pad_requant, unpack_activation, unpack_weight)
@@ -33,15 +37,20 @@ class TargetAccelBackend:
         self.packed_layers = 0  # conv layers of the last prepare() that run on the packed layout (no repack)
         self._layers: dict[tuple, tuple] = {}  # a packed conv layer's call -> (w, requant, bias, prepared state)
 
-    def _packed_spec(self, spec: conv2d_direct.Conv2dSpec, rq: Requant) -> "conv2d_int8.PackedConvSpec | None":
-        """The packed-layout kernel's spec for ``spec``, or None where it does not apply (then unpack/repack)."""
+    def _packed_spec(self, spec: conv2d_direct.Conv2dSpec, rq: Requant,
+                     w_oihw: np.ndarray | None = None) -> "conv2d_int8.PackedConvSpec | None":
+        """The packed-layout kernel's spec for ``spec``, or None where it does not apply (then unpack/repack);
+        ``w_oihw`` (the unpacked weight, if known): input channels with zero weights are skipped."""
         if self.target != "llvm" or requant_int.out_dtype(rq) != "int8":
             return None
         cfg = self.config
         ps = conv2d_int8.PackedConvSpec(spec, cfg.batch, cfg.block_in, cfg.block_out)
         try:
             ps.check()
-        except Exception:
+            if w_oihw is not None:
+                ps = dataclasses.replace(ps, pairs=conv2d_int8.used_pairs(ps, w_oihw))
+                ps.check()
+        except te.TeError:
             return None
         return ps
 
@@ -99,7 +108,7 @@ class TargetAccelBackend:
                 spec = self._conv_spec(xs_shape, w_shape, a["strides"], a["pads"], int(a.get("group", 1)),
                                        int(a.get("pad_value", 0)))
                 rq = pad_requant(a["requant"], spec.o)
-                ps = self._packed_spec(spec, rq)
+                ps = self._packed_spec(spec, rq, None if w is None else unpack_weight(w)[:, :spec.cg])
                 if ps is not None:
                     self._packed_kernel(ps, rq)
                     self.packed_layers += 1
@@ -145,10 +154,11 @@ class TargetAccelBackend:
         spec = self._conv_spec(x.shape, w.shape, stride, padding, int(groups), int(pad_value))
         o = spec.o
         rq = pad_requant(requant, o)
-        ps = self._packed_spec(spec, rq)
+        w_oihw = unpack_weight(w)[:, :spec.cg]  # depthwise: one input channel per group
+        ps = self._packed_spec(spec, rq, w_oihw)
         if ps is not None:  # the packed layout in and out, the layer's arguments prepared once
             fn = self._packed_kernel(ps, rq)
-            wp = conv2d_int8.pack_weight_pairs(ps, unpack_weight(w)[:, :spec.cg])
+            wp = conv2d_int8.pack_weight_pairs(ps, w_oihw)
             params = requant_int.requant_params(rq, pad_channels(bias, o), o)
             n_out = (spec.n // cfg.batch, o // cfg.block_out, spec.oh, spec.ow, cfg.batch, cfg.block_out)
             prof = host_profile(spec.macs, x, w, bias, np.empty(n_out, np.int8))

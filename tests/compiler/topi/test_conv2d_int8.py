@@ -56,6 +56,8 @@ def _check(c, h, w, o, k, stride, pad, groups=1, pad_value=0, uniform=False, zp=
     (32, 6, 6, 32, 1, 1, (0, 0, 0, 0), 0),      # 1x1 read in place, tiles of 6
     (16, 9, 8, 16, 1, 2, (0, 0, 0, 0), 0),      # 1x1 stride 2
     (16, 8, 8, 32, 5, 1, (2, 2, 2, 2), -128),   # 5x5
+    (3, 13, 11, 16, 7, 2, (3, 3, 3, 3), -128),  # a 3-channel stem: 2 of the block's 8 channel pairs reduced
+    (5, 8, 8, 32, 3, 1, (1, 1, 1, 1), 9),       # 5 channels: 3 pairs
 ])
 def test_packed_conv_matches_ref(c, h, w, o, k, stride, pad, pad_value):
     _check(c, h, w, o, k, stride, pad, pad_value=pad_value)
@@ -74,6 +76,17 @@ def test_packed_depthwise_matches_ref(c, h, stride, pad_value, uniform):
 
 def test_grouped_conv_falls_back_to_the_unpacked_kernel():
     _check(32, 6, 6, 32, 3, 1, (1, 1, 1, 1), groups=2, packed=False)
+
+
+def test_zero_weight_channels_are_skipped():
+    spec = conv2d_int8.PackedConvSpec(Conv2dSpec(1, 16, 6, 6, 16, 3, 3, dtype="int8"), 1, 16, 16)
+    w = np.zeros((16, 16, 3, 3), np.int8)
+    w[3, 4, 1, 1] = 1  # channel 4 is the last with a weight: pairs (0,1) (2,3) (4,5)
+    assert conv2d_int8.used_pairs(spec, w) == 3
+    w[0, 15, 0, 0] = -1
+    assert conv2d_int8.used_pairs(spec, w) == 0  # all 8 pairs: the plain kernel
+    with pytest.raises(te.TeError, match="pairs=9"):
+        conv2d_int8.PackedConvSpec(spec.conv, 1, 16, 16, pairs=9).check()
 
 
 def test_spec_errors_say_what_is_allowed():
