@@ -145,6 +145,51 @@ def plan_layout(node: Node, infos, consts, target: str) -> OpPlan:
     return OpPlan(key, make, lambda ins: [np.ascontiguousarray(ins[0])], tuple(y.shape), np.dtype(dt))
 
 
+def plan_packed_maxpool(node: Node, infos, consts, target: str) -> OpPlan:
+    """``PackedMaxPool``: ONNX MaxPool (pads, strides, ceil_mode; no dilation) over axes 2, 3 of the packed int8 layout
+    ``(N/B, C/BI, H, W, B, BI)``; the BI channels of a pixel are one vector (no unpacking)."""
+    from jit_runtime.host_ops.pooling import pool_pads
+
+    x = infos[0]
+    a = node.attrs
+    if x.dtype != np.int8 or len(x.shape) != 6 or tuple(a.get("dilations", (1, 1))) != (1, 1):
+        raise UnsupportedOnTarget(f"node {node.name!r} (PackedMaxPool): needs a 6-D packed int8 input and no dilation, "
+                                  f"got {x.dtype} {x.shape}")
+    shape = tuple(int(v) for v in x.shape)
+    kh, kw, sh, sw, t, l, b, r = pool_pads(a, shape[2], shape[3])
+    oh, ow = (shape[2] + t + b - kh) // sh + 1, (shape[3] + l + r - kw) // sw + 1
+    key = ("PackedMaxPool", shape, (kh, kw, sh, sw, t, l), target)
+
+    def make():
+        data = te.placeholder(shape, "int8", "data")
+        ky, kx = te.reduce_axis(kh, "ky"), te.reduce_axis(kw, "kx")
+        low = te.const(-128, "int8")
+
+        def f(nb, cb, y, xx, bb, bi):
+            iy, ix = y * sh + ky - t, xx * sw + kx - l
+            inside = (iy >= 0) & (iy < shape[2]) & (ix >= 0) & (ix < shape[3])
+            return te.max_(te.select(inside, data[nb, cb, iy, ix, bb, bi], low), axis=[ky, kx])
+
+        y = te.compute((shape[0], shape[1], oh, ow, shape[4], shape[5]), f, name="packed_max_pool", dtype="int8")
+
+        def sched(s):
+            from compiler.topi import pool
+
+            if target == "cuda":
+                pool.schedule_gpu(s, [y])
+                return
+            st = s[y]
+            nb, cb, yy, xx, bb, bi = (a for a in st.leaf_iter_vars if a.kind == "data")
+            st.reorder(nb, cb, yy, xx, bb, ky, kx, bi)  # the BI channels innermost: one vector max per tap
+            if int(np.prod(y.shape)) * kh * kw >= (1 << 20):
+                st.parallel(st.fuse(nb, cb))
+            st.vectorize(bi)
+        return [data], y, sched
+
+    return OpPlan(key, make, lambda ins: [np.ascontiguousarray(ins[0])], (shape[0], shape[1], oh, ow, shape[4],
+                                                                         shape[5]), np.dtype(np.int8))
+
+
 def _qparams(node: Node, infos, consts, x_shape) -> tuple[int, bool, np.ndarray, np.ndarray]:
     axis = int(node.attrs.get("axis", 1))
     if int(node.attrs.get("block_size", 0)):
@@ -201,4 +246,4 @@ def plan_dequantize(node: Node, infos, consts, target: str) -> OpPlan:
 
 PLANNERS = {"QConv2D": plan_qconv, "QDense": plan_qdense, "QuantizeLinear": plan_quantize, "DequantizeLinear": plan_dequantize,
             "QAdd": plan_qbinary, "QMul": plan_qbinary, "QLookup": plan_qlookup, "PackActivation": plan_layout,
-            "UnpackActivation": plan_layout}
+            "UnpackActivation": plan_layout, "PackedMaxPool": plan_packed_maxpool}

@@ -164,3 +164,20 @@ def test_uniform_requant_matches_numpy():
         got = compiler.build_op(s, args=[a, *extra, y])(x, bias, np.zeros(8, np.int32), np.zeros(8, np.int32))
         np.testing.assert_array_equal(got, apply_requant(x, bias, rq, 1).astype(np.int8))
     assert requant_int.uniform_scale(Requant(0, np.full(4, 5), np.full(4, 20))) is None  # shift < 33: general form
+
+
+@pytest.mark.parametrize("h,w,k,stride,pads,ceil", [(9, 9, 3, 2, (1, 1, 1, 1), 0), (8, 7, 2, 2, (0, 0, 0, 0), 1),
+                                                    (6, 6, 3, 1, (1, 0, 1, 2), 0)])
+def test_packed_max_pool_matches_numpy(h, w, k, stride, pads, ceil):
+    from compiler.backend.plans.compile import compile_plan
+    from compiler.backend.plans.plans_int8 import plan_packed_maxpool
+    from compiler.graph.ir import Node, TensorInfo
+    from jit_runtime.host_ops.pool_kernels import packed_max_pool
+
+    attrs = {"kernel_shape": (k, k), "strides": (stride, stride), "pads": pads, "ceil_mode": ceil}
+    x = np.random.default_rng(4).integers(-128, 128, (1, 3, h, w, 1, 16), dtype=np.int8)
+    x[0, 0, 0, 0, 0, :4] = -128  # a window that sees only -128 and the border
+    plan = plan_packed_maxpool(Node("PackedMaxPool", ["x"], ["y"], attrs, "pool"), [TensorInfo(x.shape, np.int8)],
+                               {}, "llvm")
+    got = np.asarray(compile_plan(plan, "llvm")(*plan.args([x])))
+    np.testing.assert_array_equal(got.reshape(plan.out_shape), packed_max_pool(attrs, x))
