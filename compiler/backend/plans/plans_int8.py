@@ -164,20 +164,22 @@ def plan_packed_maxpool(node: Node, infos, consts, target: str) -> OpPlan:
         data = te.placeholder(shape, "int8", "data")
         ky, kx = te.reduce_axis(kh, "ky"), te.reduce_axis(kw, "kx")
         low = te.const(-128, "int8")
-
-        def f(nb, cb, y, xx, bb, bi):
-            iy, ix = y * sh + ky - t, xx * sw + kx - l
-            inside = (iy >= 0) & (iy < shape[2]) & (ix >= 0) & (ix < shape[3])
-            return te.max_(te.select(inside, data[nb, cb, iy, ix, bb, bi], low), axis=[ky, kx])
-
-        y = te.compute((shape[0], shape[1], oh, ow, shape[4], shape[5]), f, name="packed_max_pool", dtype="int8")
+        hp, wp = max(shape[2] + t + b, (oh - 1) * sh + kh), max(shape[3] + l + r, (ow - 1) * sw + kw)
+        pad = te.compute((shape[0], shape[1], hp, wp, shape[4], shape[5]), lambda nb, cb, iy, ix, bb, bi: te.select(
+            (iy >= t) & (iy < shape[2] + t) & (ix >= l) & (ix < shape[3] + l), data[nb, cb, iy - t, ix - l, bb, bi],
+            low), name="pad", dtype="int8")  # -128 borders: the taps below read in bounds, unguarded
+        y = te.compute((shape[0], shape[1], oh, ow, shape[4], shape[5]), lambda nb, cb, yy, xx, bb, bi: te.max_(
+            pad[nb, cb, yy * sh + ky, xx * sw + kx, bb, bi], axis=[ky, kx]), name="packed_max_pool", dtype="int8")
 
         def sched(s):
             from compiler.topi import pool
 
             if target == "cuda":
+                schedule_injective(s, pad, target)
                 pool.schedule_gpu(s, [y])
                 return
+            sp = s[pad]
+            sp.vectorize(sp.leaf_iter_vars[-1])
             st = s[y]
             nb, cb, yy, xx, bb, bi = (a for a in st.leaf_iter_vars if a.kind == "data")
             st.reorder(nb, cb, yy, xx, bb, ky, kx, bi)  # the BI channels innermost: one vector max per tap
