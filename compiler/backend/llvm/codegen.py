@@ -527,11 +527,10 @@ class LlvmCodegen:
         if step == 2:  # lane k reads elements 2k, 2k + 1
             v = b.load(b.bitcast(p, ir.VectorType(ty, 2 * lanes).as_pointer()), align=_align(ty))
             return self.convert(v, e0.buffer.dtype, "int16")
-        # one pair for every lane: (x0, x1) as one int32 broadcast
-        pair = self.convert(b.load(b.bitcast(p, ir.VectorType(ty, 2).as_pointer()), align=_align(ty)),
-                            e0.buffer.dtype, "int16")
-        word = self._broadcast(b.bitcast(pair, ir.IntType(32)), lanes)
-        return b.bitcast(word, ir.VectorType(ir.IntType(16), 2 * lanes))
+        # one pair for every lane: (x0, x1) repeated (int8: broadcast the byte pair, then widen once)
+        pair = b.load(b.bitcast(p, ir.VectorType(ty, 2).as_pointer()), align=_align(ty))
+        rep = ir.Constant(ir.VectorType(ir.IntType(32), 2 * lanes), [0, 1] * lanes)
+        return self.convert(b.shuffle_vector(pair, pair, rep), e0.buffer.dtype, "int16")
 
     def _pmaddwd(self, a: ir.Value, b_: ir.Value, lanes: int) -> ir.Value:
         """``pmaddwd`` of two ``<2L x i16>`` vectors -> ``<L x i32>``, split into the target's widest registers."""
