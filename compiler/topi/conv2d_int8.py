@@ -140,7 +140,8 @@ def conv2d_packed(spec: PackedConvSpec, stage: tuple, vector_bits: int = 256) ->
     oh, ow = c.oh, c.ow
     xt = spec.tile(vector_bits)
     data = te.placeholder(spec.data_shape, "int8", "data")
-    zero = te.const(int(c.pad_value), "int16")
+    pdt = "int8" if c.depthwise else "int16"  # depthwise: no pairs; int8 halves the copy (stride 2: 4x the output)
+    zero = te.const(int(c.pad_value), pdt)
     inside = lambda y, x: (y >= t) & (y < h + t) & (x >= l) & (x < w + l)  # noqa: E731
 
     # rows below the map so the last (ragged) pixel tile reads zeros in bounds
@@ -151,8 +152,8 @@ def conv2d_packed(spec: PackedConvSpec, stage: tuple, vector_bits: int = 256) ->
         pad = data
     else:  # int16, (N, C/BI, rows, SX, columns per phase, BI): a pixel's BI channels contiguous as in the input
         pad = te.compute((n, c.c // bi, hp, sx, wq, bi), lambda i, cb, y, ph, xq, ci: te.select(
-            inside(y, xq * sx + ph), data[i // bsz, cb, y - t, xq * sx + ph - l, i % bsz, ci].astype("int16"), zero),
-            name="pad", dtype="int16")
+            inside(y, xq * sx + ph), data[i // bsz, cb, y - t, xq * sx + ph - l, i % bsz, ci].astype(pdt), zero),
+            name="pad", dtype=pdt)
     ky, kx = te.reduce_axis(c.kh, "ky"), te.reduce_axis(c.kw, "kx")
 
     def tap(i, cb, q, ci):
