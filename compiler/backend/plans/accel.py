@@ -23,6 +23,9 @@ from compiler.backend.plans.plans import OpPlan
 from compiler.topi import conv2d_direct, conv2d_int8, requant_int
 
 
+LAYER_CACHE = 1024  # prepared packed conv layers kept per backend
+
+
 class TargetAccelBackend:
     """Integer conv2d/dense for ``target`` ("llvm" or "cuda"); ``last_profile`` has MAC and byte counts."""
 
@@ -36,6 +39,7 @@ class TargetAccelBackend:
         self._weights: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # id(packed weight) -> (array, library layout)
         self.packed_layers = 0  # conv layers of the last prepare() that run on the packed layout (no repack)
         self._layers: dict[tuple, tuple] = {}  # a packed conv layer's call -> (w, requant, bias, prepared state)
+        self._dense_views: dict[int, tuple] = {}  # id(dense weight) -> (weight, its 1x1-conv view)
 
     def _packed_spec(self, spec: conv2d_direct.Conv2dSpec, rq: Requant,
                      w_oihw: np.ndarray | None = None) -> "conv2d_int8.PackedConvSpec | None":
@@ -117,6 +121,13 @@ class TargetAccelBackend:
             else:
                 nb, kb, b, bi = xs_shape
                 spec = conv2d_direct.Conv2dSpec(nb * b, kb * bi, 1, 1, w_shape[0] * w_shape[2], 1, 1, dtype="int8")
+                rq = pad_requant(a["requant"], spec.o)
+                ps = self._packed_spec(spec, rq, None if w is None else unpack_weight(w).reshape(spec.o, spec.c, 1, 1))
+                if ps is not None:  # dense = 1x1 conv on the packed layout (see dense())
+                    self._packed_kernel(ps, rq)
+                    self.packed_layers += 1
+                    count += 1
+                    continue
             self._kernel(spec, pad_requant(a["requant"], spec.o))
             count += 1
         return count
@@ -163,6 +174,9 @@ class TargetAccelBackend:
             n_out = (spec.n // cfg.batch, o // cfg.block_out, spec.oh, spec.ow, cfg.batch, cfg.block_out)
             prof = host_profile(spec.macs, x, w, bias, np.empty(n_out, np.int8))
             state = (fn, ps.data_shape, wp, params, n_out, fn.temp_arrays(), prof)
+            if len(self._layers) >= LAYER_CACHE:  # weights computed at run time: new objects every call
+                self._layers.clear()
+                self._dense_views.clear()
             self._layers[key] = (w, requant, bias, state)
             return self._run_packed(state, x)
         xs, ws = unpack_activation(x), unpack_weight(w)[:, :spec.cg]  # depthwise: one input channel per group
@@ -173,6 +187,16 @@ class TargetAccelBackend:
 
     def dense(self, x, w, bias, *, requant: Requant) -> np.ndarray:
         cfg = self.config
+        if self.target == "llvm" and np.ndim(x) == 4 and np.ndim(w) == 4:  # a 1x1 conv on a 1x1 image, same memory
+            view = self._dense_views.get(id(w))
+            if view is None or view[0] is not w:
+                view = (w, np.asarray(w).reshape(w.shape[0], w.shape[1], 1, 1, w.shape[2], w.shape[3]))
+                self._dense_views[id(w)] = view
+            nb, kb, b, bi = x.shape
+            out = self.conv2d(np.asarray(x).reshape(nb, kb, 1, 1, b, bi), view[1], bias, stride=(1, 1),
+                              padding=(0, 0, 0, 0), groups=1, requant=requant)
+            if out.ndim == 6 and out.shape[2:4] == (1, 1):
+                return out.reshape(out.shape[0], out.shape[1], out.shape[4], out.shape[5])
         xs, ws = dense_operands(x, w)
         n, k = xs.shape
         m = ws.shape[0]

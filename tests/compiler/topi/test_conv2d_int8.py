@@ -181,3 +181,22 @@ def test_packed_max_pool_matches_numpy(h, w, k, stride, pads, ceil):
                                {}, "llvm")
     got = np.asarray(compile_plan(plan, "llvm")(*plan.args([x])))
     np.testing.assert_array_equal(got.reshape(plan.out_shape), packed_max_pool(attrs, x))
+
+
+@pytest.mark.parametrize("n,k,m,uniform", [(1, 1280, 1000, True), (1, 40, 24, False)])
+def test_packed_dense_matches_ref(n, k, m, uniform):
+    from jit_runtime.host_ops.layout import pack_activation as pack
+
+    rng = np.random.default_rng(9)
+    x = rng.integers(-128, 128, (n, k), dtype=np.int8)
+    w = rng.integers(-128, 128, (m, k), dtype=np.int8)
+    bias = rng.integers(-(1 << 16), 1 << 16, m)
+    rq = _requant(rng, m, uniform, -7, False)
+    xp, wp = pack(x, CFG.batch, CFG.block_in), pack_weight(w, CFG.block_out, CFG.block_in)
+    want = RefAccelBackend(CFG).dense(xp, wp, bias, requant=rq)
+    tb = TargetAccelBackend(CFG)
+    for _ in range(2):  # the prepared second call too
+        got = tb.dense(xp, wp, bias, requant=rq)
+        assert got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+    assert len(tb._layers) == 1  # it ran as a packed 1x1 conv
