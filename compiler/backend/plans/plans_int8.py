@@ -85,6 +85,8 @@ def plan_qbinary(node: Node, infos, consts, target: str) -> OpPlan:
     if xa.dtype != np.int8 or xb.dtype != np.int8:
         raise UnsupportedOnTarget(f"node {node.name!r} ({node.op}): int8 operands required, got {xa.dtype}/{xb.dtype}")
     sa, sb = tuple(xa.shape) or (1,), tuple(xb.shape) or (1,)
+    if sa == sb:  # elementwise on equal shapes: one flat axis (fused axes index through divisions: lane gathers)
+        sa = sb = (int(np.prod(sa)),)
     p = node.attrs["qadd" if node.op == "QAdd" else "qmul"]
     fn = qelementwise.qadd if node.op == "QAdd" else qelementwise.qmul
     key = (node.op, sa, sb, p, target)
