@@ -209,4 +209,6 @@ def schedule_packed(op: PackedConvOp, s) -> None:
     cn, coo, cq, coi, *red = sc.leaf_iter_vars
     sc.reorder(cn, coo, *red, cq, coi)
     sc.unroll(cq)
+    if not c.depthwise and op.spec.reduce_pairs <= 4:  # a short pair loop (a 3-channel stem: 2 pairs): unrolled
+        sc.unroll(red[-1])
     sc.vectorize(coi)
