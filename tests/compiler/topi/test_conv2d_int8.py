@@ -200,3 +200,11 @@ def test_packed_dense_matches_ref(n, k, m, uniform):
         assert got.shape == want.shape
         np.testing.assert_array_equal(got, want)
     assert len(tb._layers) == 1  # it ran as a packed 1x1 conv
+
+
+def test_packed_conv_on_sse_level_matches_ref():
+    """x86-64-v2 (128-bit, SSE pmaddwd, 2-pixel tiles) runs on every x86-64 host: bit-exact too."""
+    with use_cpu("x86-64-v2"):
+        _check(32, 7, 9, 32, 3, 2, (1, 1, 1, 1), pad_value=-4, uniform=True, zp=-9, seed=11)
+        _check(16, 6, 6, 16, 1, 1, (0, 0, 0, 0), seed=12)
+        _check(32, 6, 6, 32, 3, 1, (1, 1, 1, 1), groups=32, seed=13)
