@@ -90,7 +90,10 @@ class PackedConvSpec:
     def tile(self, vector_bits: int) -> int:
         """Output pixels per register tile (``OB / lanes * XT`` accumulator vectors fill the register budget)."""
         lanes = vector_bits // 32
-        xt = min(max(1, ACC_REGS.get(vector_bits, 12) * lanes // OB), self.conv.oh * self.conv.ow)
+        regs = ACC_REGS.get(vector_bits, 12)
+        if self.conv.depthwise:  # each tap's weight and input are vectors too: leave them registers (no spills)
+            regs = regs * 2 // 3
+        xt = min(max(1, regs * lanes // OB), self.conv.oh * self.conv.ow)
         if self.direct:  # a divisor of the pixel count: every tile full, none reads past the input
             xt = next((d for d in range(xt, 0, -1) if (self.conv.oh * self.conv.ow) % d == 0), 1)
         return xt
