@@ -98,6 +98,10 @@ class Module:
     def _run_accel(self, n: Node, ins: list) -> tuple[np.ndarray, dict]:
         from compiler.executor.export import call_accel
 
+        if getattr(self.accel, "writes_into", False) and not n.attrs.get("residual"):  # straight into the arena slot
+            out = call_accel(self.accel, n, ins, residual=False, out=self._slot(n.outputs[0]))
+            return out, dict(getattr(self.accel, "last_profile", {}) or {})
+
         res = n.attrs.get("residual") if n.op == "AccelConv2D" else None
         try:
             native = res is not None and getattr(self.accel, "supports_residual", lambda r: "no")(res) is None

@@ -30,6 +30,7 @@ class TargetAccelBackend:
     """Integer conv2d/dense for ``target`` ("llvm" or "cuda"); ``last_profile`` has MAC and byte counts."""
 
     runs_on_host = True  # the Module profiles its layers as CPU layers (time measured, no accelerator MACs)
+    writes_into = True  # conv2d/dense take ``out=``: the Module passes the output's arena slot (no copy after)
 
     def __init__(self, config, target: str = "llvm") -> None:
         self.config = config
@@ -145,9 +146,12 @@ class TargetAccelBackend:
         return conv2d_direct.Conv2dSpec(n, c, h, wd, o, kh, kw, tuple(int(v) for v in stride),
                                         tuple(int(v) for v in padding), (1, 1), int(groups), "int8", int(pad_value))
 
-    def _run_packed(self, state, x: np.ndarray) -> np.ndarray:
+    def _run_packed(self, state, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         fn, data_shape, wp, params, out_shape, temps, prof = state
-        out = np.empty(out_shape, np.int8)
+        if out is None or out.dtype != np.int8 or out.size != int(np.prod(out_shape)) or not out.flags.c_contiguous:
+            out = np.empty(out_shape, np.int8)
+        else:
+            out = out.reshape(out_shape)
         fn.run_prepared([np.ascontiguousarray(x).reshape(data_shape), wp, *params, out, *temps])
         self.last_profile = prof
         return out
@@ -155,12 +159,14 @@ class TargetAccelBackend:
     def _profile(self, macs: int, x, w, bias, out) -> None:
         self.last_profile = host_profile(macs, x, w, bias, out)
 
-    def conv2d(self, x, w, bias, *, stride, padding, groups, requant: Requant, pad_value: int = 0) -> np.ndarray:
+    def conv2d(self, x, w, bias, *, stride, padding, groups, requant: Requant, pad_value: int = 0,
+               out: np.ndarray | None = None) -> np.ndarray:
+        """``out``: where the packed int8 result may go (used when its shape and dtype fit; the result is returned)."""
         cfg = self.config
         key = (id(w), id(requant), id(bias), tuple(stride), tuple(padding), int(groups), int(pad_value), x.shape)
         layer = self._layers.get(key)
         if layer is not None and layer[0] is w and layer[1] is requant and layer[2] is bias and x.dtype == np.int8:
-            return self._run_packed(layer[3], x)
+            return self._run_packed(layer[3], x, out)
         check_conv_operands(cfg, x, w)
         spec = self._conv_spec(x.shape, w.shape, stride, padding, int(groups), int(pad_value))
         o = spec.o
@@ -178,14 +184,14 @@ class TargetAccelBackend:
                 self._layers.clear()
                 self._dense_views.clear()
             self._layers[key] = (w, requant, bias, state)
-            return self._run_packed(state, x)
+            return self._run_packed(state, x, out)
         xs, ws = unpack_activation(x), unpack_weight(w)[:, :spec.cg]  # depthwise: one input channel per group
         out = self._run(spec, xs, ws, w, pad_channels(bias, o), pad_requant(requant, o))
         packed = pack_activation(out.astype(np.int8), cfg.batch, cfg.block_out)
         self._profile(spec.macs, x, w, bias, packed)
         return packed
 
-    def dense(self, x, w, bias, *, requant: Requant) -> np.ndarray:
+    def dense(self, x, w, bias, *, requant: Requant, out: np.ndarray | None = None) -> np.ndarray:
         cfg = self.config
         if self.target == "llvm" and np.ndim(x) == 4 and np.ndim(w) == 4:  # a 1x1 conv on a 1x1 image, same memory
             view = self._dense_views.get(id(w))
@@ -193,10 +199,10 @@ class TargetAccelBackend:
                 view = (w, np.asarray(w).reshape(w.shape[0], w.shape[1], 1, 1, w.shape[2], w.shape[3]))
                 self._dense_views[id(w)] = view
             nb, kb, b, bi = x.shape
-            out = self.conv2d(np.asarray(x).reshape(nb, kb, 1, 1, b, bi), view[1], bias, stride=(1, 1),
-                              padding=(0, 0, 0, 0), groups=1, requant=requant)
-            if out.ndim == 6 and out.shape[2:4] == (1, 1):
-                return out.reshape(out.shape[0], out.shape[1], out.shape[4], out.shape[5])
+            y = self.conv2d(np.asarray(x).reshape(nb, kb, 1, 1, b, bi), view[1], bias, stride=(1, 1),
+                            padding=(0, 0, 0, 0), groups=1, requant=requant, out=out)
+            if y.ndim == 6 and y.shape[2:4] == (1, 1):
+                return y.reshape(y.shape[0], y.shape[1], y.shape[4], y.shape[5])
         xs, ws = dense_operands(x, w)
         n, k = xs.shape
         m = ws.shape[0]
