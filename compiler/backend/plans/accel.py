@@ -10,6 +10,7 @@ int8 outputs, 16-channel output blocks) run :mod:`compiler.topi.conv2d_int8` on 
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 
@@ -148,7 +149,7 @@ class TargetAccelBackend:
 
     def _run_packed(self, state, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         fn, data_shape, wp, params, out_shape, temps, prof = state
-        if out is None or out.dtype != np.int8 or out.size != int(np.prod(out_shape)) or not out.flags.c_contiguous:
+        if out is None or out.dtype != np.int8 or out.size != math.prod(out_shape) or not out.flags.c_contiguous:
             out = np.empty(out_shape, np.int8)
         else:
             out = out.reshape(out_shape)
