@@ -16,8 +16,8 @@ has AVX-VNNI or AVX512-VNNI. Exact: int8 x int8 products and their pair sums fit
 Register tiles as the float32 schedule (:mod:`compiler.topi.conv2d_direct`): XT output pixels (over the
 flattened ``y * OW + x``, the last tile ragged over zero rows of ``pad``) x OB = 16 output channels,
 ``compute_at`` the output stage, which applies the requant epilogue (:mod:`compiler.topi.requant_int`) and
-stores int8 straight into the packed output. Depthwise convs: OB = 16 channels per vector from the same
-``pad``, int32 products.
+stores int8 straight into the packed output. 1x1 unit-stride convs read the packed input in place (no ``pad``).
+Depthwise convs: OB = 16 channels per vector from an int8 ``pad`` in the same blocking, int32 products.
 """
 from __future__ import annotations
 
@@ -123,6 +123,9 @@ def used_pairs(spec: PackedConvSpec, w_oihw: np.ndarray) -> int:
 
 @dataclass
 class PackedConvOp:
+    """The tensors of one packed int8 conv: ``inputs`` in call order (data, weight, requant arrays), the stages,
+    and the register tile's pixel count ``xt``."""
+
     spec: PackedConvSpec
     inputs: list[Tensor]
     pad: Tensor
