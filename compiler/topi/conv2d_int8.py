@@ -157,7 +157,8 @@ def conv2d_packed(spec: PackedConvSpec, stage: tuple, vector_bits: int = 256) ->
     if direct:  # 1x1, unit stride, no padding: the packed input itself, (N, C/BI, H*W, 1, BI), int8 pairs
         pad = data
     else:  # int16, (N, C/BI, rows, SX, columns per phase, BI): a pixel's BI channels contiguous as in the input
-        pad = te.compute((n, c.c // bi, hp, sx, wq, bi), lambda i, cb, y, ph, xq, ci: te.select(
+        lanes = 2 * spec.pairs if spec.pairs else bi  # only the channels the reduction reads (a stem: 4 of 16)
+        pad = te.compute((n, c.c // bi, hp, sx, wq, lanes), lambda i, cb, y, ph, xq, ci: te.select(
             inside(y, xq * sx + ph), data[i // bsz, cb, y - t, xq * sx + ph - l, i % bsz, ci].astype(pdt), zero),
             name="pad", dtype=pdt)
     ky, kx = te.reduce_axis(c.kh, "ky"), te.reduce_axis(c.kw, "kx")
