@@ -64,7 +64,8 @@ class PackedConvSpec:
             raise te.TeError(f"packed int8 conv2d: {c.o} outputs in blocks of {self.block_out} (a multiple of {OB}), "
                              f"{c.c} inputs in blocks of {self.block_in}, batch {c.n} in blocks of {self.batch}")
         if not c.depthwise and (c.c % 2 or self.block_in % 2):
-            raise te.TeError(f"packed int8 conv2d: {c.c} input channels in blocks of {self.block_in}; both must be even")
+            raise te.TeError(f"packed int8 conv2d: {c.c} input channels in blocks of {self.block_in}; both must be "
+                             f"even")
         if self.pairs and (c.depthwise or c.c != self.block_in or not 0 < 2 * self.pairs <= self.block_in):
             raise te.TeError(f"packed int8 conv2d: pairs={self.pairs} needs one input block of {self.block_in} "
                              f"channels (got {c.c}) and 1..{self.block_in // 2} pairs")

@@ -495,8 +495,8 @@ class LlvmCodegen:
         if lanes < 4 or lanes & (lanes - 1):
             return None
         b = self.c.b
-        i16 = ir.IntType(16)
-        inter = ir.Constant(ir.VectorType(ir.IntType(32), 2 * lanes), [k // 2 + (k % 2) * lanes for k in range(2 * lanes)])
+        inter = ir.Constant(ir.VectorType(ir.IntType(32), 2 * lanes),
+                            [k // 2 + (k % 2) * lanes for k in range(2 * lanes)])
         ops = []
         for side in range(2):  # the a's, then the b's: <2L x i16> (x0, x1, x0, x1, ...)
             both = self._pair_load(terms[0][side], terms[1][side], lanes)

@@ -63,7 +63,8 @@ def test_packed_conv_matches_ref(c, h, w, o, k, stride, pad, pad_value):
     _check(c, h, w, o, k, stride, pad, pad_value=pad_value)
 
 
-@pytest.mark.parametrize("uniform,zp,relu", [(False, 3, False), (True, -128, False), (True, -20, True), (True, 5, True)])
+@pytest.mark.parametrize("uniform,zp,relu", [(False, 3, False), (True, -128, False), (True, -20, True),
+                                             (True, 5, True)])
 def test_packed_conv_requant_forms(uniform, zp, relu):
     _check(32, 6, 10, 32, 3, 1, (1, 1, 1, 1), uniform=uniform, zp=zp, relu=relu, seed=3)
 
@@ -109,8 +110,8 @@ def _pair_dot_op(dtype_a: str, lanes: int = 16):
 
 
 @pytest.mark.parametrize("level,features,insn", [("x86-64-v2", "", "pmaddwd\t"), ("x86-64-v3", "", "vpmaddwd\t"),
-                                                 ("x86-64-v3", "+avxvnni", "vpdpwssd"),
-                                                 ("x86-64-v4", "", "vpmaddwd\t"), ("x86-64-v4", "+avx512vnni", "vpdpwssd")])
+                                                 ("x86-64-v3", "+avxvnni", "vpdpwssd"), ("x86-64-v4", "", "vpmaddwd\t"),
+                                                 ("x86-64-v4", "+avx512vnni", "vpdpwssd")])
 def test_pair_products_use_the_levels_dot_instruction(level, features, insn):
     """Extremes included: (-128)(-128) * 2 = 32768 (pmaddubsw would saturate) and (-32768)^2 * 2 wraps like int32."""
     a = np.array([[-128, -128], [127, -128], [0, 5], [-128, 127]], np.int8)
@@ -149,7 +150,8 @@ def test_conv_reduction_fuses_into_vpdpwssd_on_vnni(level, features):
 
 def test_uniform_requant_matches_numpy():
     rng = np.random.default_rng(7)
-    acc = np.concatenate([rng.integers(-(1 << 31), 1 << 31, 4000), [-(1 << 31), (1 << 31) - 1, 0, -1, 1]]).astype(np.int32)
+    edge = [-(1 << 31), (1 << 31) - 1, 0, -1, 1]
+    acc = np.concatenate([rng.integers(-(1 << 31), 1 << 31, 4000), edge]).astype(np.int32)
     for mult, shift, zp, relu in [((1 << 31) - 1, 33, 0, False), (1958494510, 39, -128, False), (1 << 30, 63, 4, True),
                                   (-1234567, 40, 0, False)]:
         rq = Requant(0, np.full(8, mult), np.full(8, shift), relu, zp if relu else -128, 127, zero_point=zp)
