@@ -26,9 +26,10 @@ def _requant(rng, o: int, uniform: bool, zp: int, relu: bool) -> Requant:
     return Requant(0, rng.integers(1 << 20, 1 << 22, o), rng.integers(18, 26, o), relu, lo, 127, zero_point=zp)
 
 
-def _check(c, h, w, o, k, stride, pad, groups=1, pad_value=0, uniform=False, zp=0, relu=False, seed=0, packed=True):
+def _check(c, h, w, o, k, stride, pad, groups=1, pad_value=0, uniform=False, zp=0, relu=False, seed=0, packed=True,
+           n=1):
     rng = np.random.default_rng(seed)
-    x = rng.integers(-128, 128, (1, c, h, w), dtype=np.int8)
+    x = rng.integers(-128, 128, (n, c, h, w), dtype=np.int8)
     if groups > 1:  # depthwise: the accelerator's packing puts each channel's taps in input column 0 of its block
         wt = np.zeros((o, CFG.block_in, k, k), np.int8)
         wt[:, 0] = rng.integers(-128, 128, (o, k, k))
@@ -73,6 +74,11 @@ def test_packed_conv_requant_forms(uniform, zp, relu):
                                                           (16, 7, 2, -2, True)])
 def test_packed_depthwise_matches_ref(c, h, stride, pad_value, uniform):
     _check(c, h, h, c, 3, stride, (1, 1, 1, 1), groups=c, pad_value=pad_value, uniform=uniform, seed=5)
+
+
+@pytest.mark.parametrize("k,stride,groups", [(3, 1, 1), (1, 1, 1), (3, 2, 32)])
+def test_packed_conv_two_images(k, stride, groups):
+    _check(32, 7, 6, 32, k, stride, (k // 2,) * 4, groups=groups, n=2, seed=21)
 
 
 def test_grouped_conv_falls_back_to_the_unpacked_kernel():
