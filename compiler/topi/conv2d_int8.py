@@ -200,8 +200,8 @@ def schedule_packed(op: PackedConvOp, s) -> None:
     c = op.spec.conv
     if op.pad is not op.inputs[0]:
         sp = s[op.pad]
-        if int(np.prod(op.pad.shape)) >= PAD_PARALLEL_MIN:
-            sp.parallel(sp.leaf_iter_vars[1])
+        if int(np.prod(op.pad.shape)) >= PAD_PARALLEL_MIN:  # over (channel block, row): a stem has one block
+            sp.parallel(sp.fuse(sp.leaf_iter_vars[1], sp.leaf_iter_vars[2]))
         sp.vectorize(sp.leaf_iter_vars[-1])
     so = s[op.out]
     nb, ob, q, bb, oi = so.leaf_iter_vars
