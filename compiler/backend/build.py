@@ -62,6 +62,15 @@ class CpuOp:
         self._cfunc(self._launch, *ptrs)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
+    def temp_arrays(self) -> list[np.ndarray]:
+        """Fresh scratch arrays of the kernel's temporary buffers (for :meth:`run_prepared`)."""
+        return [np.empty(b.shape, NP_DTYPES[b.dtype]) for b in self.func.temps]
+
+    def run_prepared(self, arrays: list[np.ndarray]) -> None:
+        """Run on ``arrays`` = inputs, outputs, then :meth:`temp_arrays`, which the caller has checked (C-contiguous,
+        the kernel's shapes and dtypes): no checks and no allocation, for per-layer calls in a model."""
+        self._cfunc(self._launch, *[a.ctypes.data for a in arrays])
+
     @property
     def loop_ir(self) -> str:
         return format_func(self.func)

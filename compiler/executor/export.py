@@ -34,16 +34,19 @@ class ExportError(ValueError):
     be captured, an attribute an exported module cannot hold)."""
 
 
-def call_accel(backend, n: Node, ins: list, residual: bool) -> np.ndarray:
-    """Run accelerator node ``n`` on ``backend`` (``residual``: with its fused residual Add)."""
+def call_accel(backend, n: Node, ins: list, residual: bool, out: np.ndarray | None = None) -> np.ndarray:
+    """Run accelerator node ``n`` on ``backend`` (``residual``: with its fused residual Add; ``out``: an array the
+    backend may write the result into, passed only to backends with ``writes_into``)."""
     a = n.attrs
+    extra = {"out": out} if out is not None else {}
     if n.op == "AccelConv2D":
-        extra = {"pad_value": int(a["pad_value"])} if a.get("pad_value") else {}
+        if a.get("pad_value"):
+            extra["pad_value"] = int(a["pad_value"])
         if residual:
             extra.update(residual=ins[3], residual_add=a["residual"])
         return backend.conv2d(ins[0], ins[1], ins[2], stride=tuple(a["strides"]), padding=tuple(a["pads"]),
                               groups=int(a.get("group", 1)), requant=a["requant"], **extra)
-    return backend.dense(ins[0], ins[1], ins[2], requant=a["requant"])
+    return backend.dense(ins[0], ins[1], ins[2], requant=a["requant"], **extra)
 
 
 def _digits(n: int) -> int:

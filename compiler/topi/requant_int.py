@@ -25,14 +25,40 @@ def out_dtype(rq: Requant) -> str:
     return "int8" if rq.out_min >= -128 and rq.out_max <= 127 else "int32"
 
 
-def requant_stage(rq: Requant, channels: int) -> tuple[list[Tensor], "callable", str]:
-    """``(placeholders [bias, mult, shift], fn(acc_int32, channel) -> value, out dtype)`` for conv2d/dense."""
+def uniform_scale(rq: Requant) -> tuple[int, int] | None:
+    """``(multiplier, shift)`` when every channel has the same ones, no pre-shift and ``shift >= 33`` (per-tensor
+    scales: the 32-bit form of :func:`requant_stage` applies), else None."""
+    m, s = np.unique(np.asarray(rq.multiplier)), np.unique(np.asarray(rq.shift))
+    if m.size != 1 or s.size != 1 or int(rq.pre_shift) or not 33 <= int(s[0]) <= 63:
+        return None
+    return int(m[0]), int(s[0])
+
+
+def requant_stage(rq: Requant, channels: int, specialize: bool = False) -> tuple[list[Tensor], "callable", str]:
+    """``(placeholders [bias, mult, shift], fn(acc_int32, channel) -> value, out dtype)`` for conv2d/dense.
+
+    ``specialize`` with :func:`uniform_scale` (one multiplier ``m``, shift ``s >= 33``): ``m`` and ``s`` are compiled
+    in and the rounding shift runs in int32 on the product's high word (``floor(p / 2^(s-1)) =
+    floor(floor(p / 2^32) / 2^(s-33))``; ``|p| < 2^62`` so ``+1`` cannot overflow): the same values, without 64-bit
+    vector shifts (the kernel then reads ``mult``/``shift`` nowhere)."""
     bias = te.placeholder((channels,), "int32", "rq_bias")
     mult = te.placeholder((channels,), "int32", "rq_mult")
     shift = te.placeholder((channels,), "int32", "rq_shift")
     pre = int(rq.pre_shift)
     zp, lo, hi = int(rq.zero_point), int(rq.clip_low), int(rq.out_max)
     dt = out_dtype(rq)
+    uni = uniform_scale(rq) if specialize else None
+    if uni is not None:
+        m, sh = uni
+
+        def fn_uniform(acc: te.Expr, c: te.Expr) -> te.Expr:
+            v = acc + bias[c]  # int32: wraps
+            high = ((v.astype("int64") * te.const(m, "int64")) >> te.const(32, "int64")).astype("int32")
+            y = ((high >> te.const(sh - 33, "int32")) + te.const(1, "int32")) >> te.const(1, "int32")
+            y = te.min_(te.max_(y + te.const(zp, "int32"), te.const(lo, "int32")), te.const(hi, "int32"))
+            return y.astype(dt)
+
+        return [bias, mult, shift], fn_uniform, dt
 
     def fn(acc: te.Expr, c: te.Expr) -> te.Expr:
         v = acc + bias[c]  # int32: wraps

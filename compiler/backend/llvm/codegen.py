@@ -444,6 +444,10 @@ class LlvmCodegen:
             if cmp_dtype == "float32":
                 return b.fcmp_unordered(sym, x, y) if op == "ne" else b.fcmp_ordered(sym, x, y)
             return b.icmp_signed(sym, x, y)
+        if op == "add" and self.vec is not None:
+            dot = self._pair_dot(e)
+            if dot is not None:
+                return dot
         x, y = self._pair(e.a, e.b, e.dtype)
         fl = is_float(e.dtype)
         if op == "add":
@@ -474,6 +478,93 @@ class LlvmCodegen:
                 return b.sub(q, b.zext(fix, q.type))
             return b.select(fix, b.add(r, y), r)
         raise TirError(f"llvm codegen: unknown binary op {op!r}")
+
+    def _pair_dot(self, e: Binary) -> ir.Value | None:
+        """``int32(a0) * int32(b0) + int32(a1) * int32(b1)`` with 8/16-bit integer operands in a vectorized loop:
+        the operands interleaved as int16 pairs and one ``pmaddwd`` per register (exact: no saturation), which
+        LLVM fuses with an accumulator add into ``vpdpwssd`` on VNNI targets. None: ``e`` is not of that form."""
+        terms = []
+        for m in (e.a, e.b):
+            if not (isinstance(m, Binary) and m.op == "mul" and m.dtype == "int32"):
+                return None
+            for f in (m.a, m.b):
+                if not (isinstance(f, Cast) and f.dtype == "int32" and f.a.dtype in ("int8", "int16")):
+                    return None
+            terms.append((m.a.a, m.b.a))
+        lanes = self.vec[1]
+        if lanes < 4 or lanes & (lanes - 1):
+            return None
+        b = self.c.b
+        inter = ir.Constant(ir.VectorType(ir.IntType(32), 2 * lanes),
+                            [k // 2 + (k % 2) * lanes for k in range(2 * lanes)])
+        ops = []
+        for side in range(2):  # the a's, then the b's: <2L x i16> (x0, x1, x0, x1, ...)
+            both = self._pair_load(terms[0][side], terms[1][side], lanes)
+            if both is not None:
+                ops.append(both)
+                continue
+            v0, v1 = (self._broadcast(self.convert(self.value(t[side]), t[side].dtype, "int16"), lanes) for t in terms)
+            ops.append(b.shuffle_vector(v0, v1, inter))
+        return self._pmaddwd(ops[0], ops[1], lanes)
+
+    def _pair_load(self, e0: Expr, e1: Expr, lanes: int) -> ir.Value | None:
+        """Loads ``e0``, ``e1`` of one buffer at ``2 * lane + base`` and ``2 * lane + base + 1`` (pairs stored
+        interleaved): one contiguous ``<2L x i16>`` load (int8: sign-extended), else None."""
+        if not (isinstance(e0, BufLoad) and isinstance(e1, BufLoad) and e0.buffer is e1.buffer) or self.select_depth:
+            return None
+        var, _, offset = self.vec
+        f0, f1 = linear(e0.index), linear(e1.index)
+        c0 = {repr(k): v for k, v in f0.coefs.items()}  # atoms compared by structure (each load built its own)
+        c1 = {repr(k): v for k, v in f1.coefs.items()}
+        step = f0.coef(var)
+        if c0 != c1 or f1.const - f0.const != 1 or step not in (0, 2):
+            return None
+        if any(not isinstance(a, Var) and var in atom_vars(a) for a in f0.coefs):
+            return None
+        b = self.c.b
+        ty = mem_type(e0.buffer.dtype)
+        p = b.gep(self._ptr(e0.buffer), [self.index(substitute(e0.index, {var: Const(offset)}))], inbounds=True)
+        if step == 2:  # lane k reads elements 2k, 2k + 1
+            v = b.load(b.bitcast(p, ir.VectorType(ty, 2 * lanes).as_pointer()), align=_align(ty))
+            return self.convert(v, e0.buffer.dtype, "int16")
+        # one pair for every lane: (x0, x1) repeated (int8: broadcast the byte pair, then widen once)
+        pair = b.load(b.bitcast(p, ir.VectorType(ty, 2).as_pointer()), align=_align(ty))
+        rep = ir.Constant(ir.VectorType(ir.IntType(32), 2 * lanes), [0, 1] * lanes)
+        return self.convert(b.shuffle_vector(pair, pair, rep), e0.buffer.dtype, "int16")
+
+    def _pmaddwd(self, a: ir.Value, b_: ir.Value, lanes: int) -> ir.Value:
+        """``pmaddwd`` of two ``<2L x i16>`` vectors -> ``<L x i32>``, split into the target's widest registers."""
+        from compiler.backend.llvm.host import target_cpu
+
+        b = self.c.b
+        f = target_cpu().enabled
+        widths = [w for w, ok in ((16, "avx512bw" in f), (8, "avx2" in f), (4, "sse2" in f)) if ok and w <= lanes]
+        i16, i32 = ir.IntType(16), ir.IntType(32)
+        if not widths:  # no pmaddwd on this target: even/odd products in int32
+            ev = ir.Constant(ir.VectorType(i32, lanes), list(range(0, 2 * lanes, 2)))
+            od = ir.Constant(ir.VectorType(i32, lanes), list(range(1, 2 * lanes, 2)))
+            vt = ir.VectorType(i32, lanes)
+            prods = [b.mul(b.sext(b.shuffle_vector(a, a, idx), vt), b.sext(b.shuffle_vector(b_, b_, idx), vt))
+                     for idx in (ev, od)]
+            return b.add(*prods)
+        w = widths[0]
+        name = {16: "llvm.x86.avx512.pmaddw.d.512", 8: "llvm.x86.avx2.pmadd.wd", 4: "llvm.x86.sse2.pmadd.wd"}[w]
+        fty = ir.FunctionType(ir.VectorType(i32, w), [ir.VectorType(i16, 2 * w)] * 2)
+        fn = self.module.globals.get(name) or ir.Function(self.module, fty, name)
+        pieces = []
+        for k in range(0, lanes, w):
+            idx = ir.Constant(ir.VectorType(i32, 2 * w), list(range(2 * k, 2 * k + 2 * w)))
+            pa = a if w == lanes else b.shuffle_vector(a, a, idx)
+            pb = b_ if w == lanes else b.shuffle_vector(b_, b_, idx)
+            pieces.append(b.call(fn, [pa, pb]))
+        while len(pieces) > 1:  # concatenate pairwise
+            nxt = []
+            for k in range(0, len(pieces), 2):
+                n = pieces[k].type.count
+                idx = ir.Constant(ir.VectorType(i32, 2 * n), list(range(2 * n)))
+                nxt.append(b.shuffle_vector(pieces[k], pieces[k + 1], idx))
+            pieces = nxt
+        return pieces[0]
 
     def _math(self, name: str, x: ir.Value) -> ir.Value:
         b = self.c.b

@@ -3,24 +3,35 @@
 The same layer contract as :class:`compiler.graph.ref_backend.RefAccelBackend` (packed int8 in and out,
 int32 accumulation, the requant epilogue), computed by the operator library's integer direct conv2d
 (:mod:`compiler.topi.conv2d_direct` with :mod:`compiler.topi.requant_int`), so it is bit-exact with ``ref``.
-A dense layer is a 1x1 convolution over a 1x1 image.
+A dense layer is a 1x1 convolution over a 1x1 image. On ``llvm``, convs with one group or depthwise (no dilation,
+int8 outputs, 16-channel output blocks) run :mod:`compiler.topi.conv2d_int8` on the packed layout itself
+(int16 pair products, ``pmaddwd``/``vpdpwssd``; no numpy unpack/pack); the others unpack and repack.
 """
 from __future__ import annotations
 
+import dataclasses
+import math
+
 import numpy as np
+
+from compiler import te
 
 from compiler.graph.accel_interface import (check_conv_operands, dense_operands, host_profile, pack_activation,
                                             pad_channels, pad_requant, unpack_activation, unpack_weight)
 from jit_runtime.host_ops.requant import Requant
 from compiler.backend.plans.compile import compile_plan
 from compiler.backend.plans.plans import OpPlan
-from compiler.topi import conv2d_direct, requant_int
+from compiler.topi import conv2d_direct, conv2d_int8, requant_int
+
+
+LAYER_CACHE = 1024  # prepared packed conv layers kept per backend
 
 
 class TargetAccelBackend:
     """Integer conv2d/dense for ``target`` ("llvm" or "cuda"); ``last_profile`` has MAC and byte counts."""
 
     runs_on_host = True  # the Module profiles its layers as CPU layers (time measured, no accelerator MACs)
+    writes_into = True  # conv2d/dense take ``out=``: the Module passes the output's arena slot (no copy after)
 
     def __init__(self, config, target: str = "llvm") -> None:
         self.config = config
@@ -28,6 +39,40 @@ class TargetAccelBackend:
         self.last_profile: dict = {}
         self.runs_on = target  # where its layers run, for the profile (no accelerator involved)
         self._weights: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # id(packed weight) -> (array, library layout)
+        self.packed_layers = 0  # conv layers of the last prepare() that run on the packed layout (no repack)
+        self._layers: dict[tuple, tuple] = {}  # a packed conv layer's call -> (w, requant, bias, prepared state)
+        self._dense_views: dict[int, tuple] = {}  # id(dense weight) -> (weight, its 1x1-conv view)
+
+    def _packed_spec(self, spec: conv2d_direct.Conv2dSpec, rq: Requant,
+                     w_oihw: np.ndarray | None = None) -> "conv2d_int8.PackedConvSpec | None":
+        """The packed-layout kernel's spec for ``spec``, or None where it does not apply (then unpack/repack);
+        ``w_oihw`` (the unpacked weight, if known): input channels with zero weights are skipped."""
+        if self.target != "llvm" or requant_int.out_dtype(rq) != "int8":
+            return None
+        cfg = self.config
+        ps = conv2d_int8.PackedConvSpec(spec, cfg.batch, cfg.block_in, cfg.block_out)
+        try:
+            ps.check()
+            if w_oihw is not None:
+                ps = dataclasses.replace(ps, pairs=conv2d_int8.used_pairs(ps, w_oihw))
+                ps.check()
+        except te.TeError:
+            return None
+        return ps
+
+    def _packed_kernel(self, ps: "conv2d_int8.PackedConvSpec", rq: Requant):
+        from compiler.backend.llvm.host import target_cpu, vector_bits
+
+        scal = (int(rq.pre_shift), int(rq.zero_point), int(rq.clip_low), int(rq.out_max))
+        bits = vector_bits(target_cpu())
+        key = ("qconv2d_packed", ps, scal, bits, requant_int.uniform_scale(rq))  # per-tensor scales compiled in
+
+        def make():
+            extra, fn, dt = requant_int.requant_stage(rq, ps.conv.o, specialize=True)
+            op = conv2d_int8.conv2d_packed(ps, (extra, fn, dt), bits)
+            return op.inputs, op.out, lambda s: conv2d_int8.schedule_packed(op, s)
+
+        return compile_plan(OpPlan(key, make, lambda ins: list(ins)), self.target)
 
     def _run(self, spec: conv2d_direct.Conv2dSpec, x: np.ndarray, w_oihw: np.ndarray, w_key: np.ndarray,
              bias, rq: Requant) -> np.ndarray:
@@ -57,7 +102,7 @@ class TargetAccelBackend:
     def prepare(self, g) -> int:
         """Compile the kernels of ``g``'s AccelConv2D/AccelDense layers from their static shapes (no data runs);
         returns how many layers were prepared."""
-        count = 0
+        count = self.packed_layers = 0
         for n in g.nodes:
             if n.op not in ("AccelConv2D", "AccelDense"):
                 continue
@@ -68,9 +113,23 @@ class TargetAccelBackend:
             if n.op == "AccelConv2D":
                 spec = self._conv_spec(xs_shape, w_shape, a["strides"], a["pads"], int(a.get("group", 1)),
                                        int(a.get("pad_value", 0)))
+                rq = pad_requant(a["requant"], spec.o)
+                ps = self._packed_spec(spec, rq, None if w is None else unpack_weight(w)[:, :spec.cg])
+                if ps is not None:
+                    self._packed_kernel(ps, rq)
+                    self.packed_layers += 1
+                    count += 1
+                    continue
             else:
                 nb, kb, b, bi = xs_shape
                 spec = conv2d_direct.Conv2dSpec(nb * b, kb * bi, 1, 1, w_shape[0] * w_shape[2], 1, 1, dtype="int8")
+                rq = pad_requant(a["requant"], spec.o)
+                ps = self._packed_spec(spec, rq, None if w is None else unpack_weight(w).reshape(spec.o, spec.c, 1, 1))
+                if ps is not None:  # dense = 1x1 conv on the packed layout (see dense())
+                    self._packed_kernel(ps, rq)
+                    self.packed_layers += 1
+                    count += 1
+                    continue
             self._kernel(spec, pad_requant(a["requant"], spec.o))
             count += 1
         return count
@@ -88,22 +147,63 @@ class TargetAccelBackend:
         return conv2d_direct.Conv2dSpec(n, c, h, wd, o, kh, kw, tuple(int(v) for v in stride),
                                         tuple(int(v) for v in padding), (1, 1), int(groups), "int8", int(pad_value))
 
+    def _run_packed(self, state, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        fn, data_shape, wp, params, out_shape, temps, prof = state
+        if out is None or out.dtype != np.int8 or out.size != math.prod(out_shape) or not out.flags.c_contiguous:
+            out = np.empty(out_shape, np.int8)
+        else:
+            out = out.reshape(out_shape)
+        fn.run_prepared([np.ascontiguousarray(x).reshape(data_shape), wp, *params, out, *temps])
+        self.last_profile = prof
+        return out
+
     def _profile(self, macs: int, x, w, bias, out) -> None:
         self.last_profile = host_profile(macs, x, w, bias, out)
 
-    def conv2d(self, x, w, bias, *, stride, padding, groups, requant: Requant, pad_value: int = 0) -> np.ndarray:
+    def conv2d(self, x, w, bias, *, stride, padding, groups, requant: Requant, pad_value: int = 0,
+               out: np.ndarray | None = None) -> np.ndarray:
+        """``out``: where the packed int8 result may go (used when its shape and dtype fit; the result is returned)."""
         cfg = self.config
+        key = (id(w), id(requant), id(bias), tuple(stride), tuple(padding), int(groups), int(pad_value), x.shape)
+        layer = self._layers.get(key)
+        if layer is not None and layer[0] is w and layer[1] is requant and layer[2] is bias and x.dtype == np.int8:
+            return self._run_packed(layer[3], x, out)
         check_conv_operands(cfg, x, w)
         spec = self._conv_spec(x.shape, w.shape, stride, padding, int(groups), int(pad_value))
-        xs, ws = unpack_activation(x), unpack_weight(w)[:, :spec.cg]  # depthwise: one input channel per group
         o = spec.o
+        rq = pad_requant(requant, o)
+        w_oihw = unpack_weight(w)[:, :spec.cg]  # depthwise: one input channel per group
+        ps = self._packed_spec(spec, rq, w_oihw)
+        if ps is not None:  # the packed layout in and out, the layer's arguments prepared once
+            fn = self._packed_kernel(ps, rq)
+            wp = conv2d_int8.pack_weight_pairs(ps, w_oihw)
+            params = requant_int.requant_params(rq, pad_channels(bias, o), o)
+            n_out = (spec.n // cfg.batch, o // cfg.block_out, spec.oh, spec.ow, cfg.batch, cfg.block_out)
+            prof = host_profile(spec.macs, x, w, bias, np.empty(n_out, np.int8))
+            state = (fn, ps.data_shape, wp, params, n_out, fn.temp_arrays(), prof)
+            if len(self._layers) >= LAYER_CACHE:  # weights computed at run time: new objects every call
+                self._layers.clear()
+                self._dense_views.clear()
+            self._layers[key] = (w, requant, bias, state)
+            return self._run_packed(state, x, out)
+        xs, ws = unpack_activation(x), unpack_weight(w)[:, :spec.cg]  # depthwise: one input channel per group
         out = self._run(spec, xs, ws, w, pad_channels(bias, o), pad_requant(requant, o))
         packed = pack_activation(out.astype(np.int8), cfg.batch, cfg.block_out)
         self._profile(spec.macs, x, w, bias, packed)
         return packed
 
-    def dense(self, x, w, bias, *, requant: Requant) -> np.ndarray:
+    def dense(self, x, w, bias, *, requant: Requant, out: np.ndarray | None = None) -> np.ndarray:
         cfg = self.config
+        if self.target == "llvm" and np.ndim(x) == 4 and np.ndim(w) == 4:  # a 1x1 conv on a 1x1 image, same memory
+            view = self._dense_views.get(id(w))
+            if view is None or view[0] is not w:
+                view = (w, np.asarray(w).reshape(w.shape[0], w.shape[1], 1, 1, w.shape[2], w.shape[3]))
+                self._dense_views[id(w)] = view
+            nb, kb, b, bi = x.shape
+            y = self.conv2d(np.asarray(x).reshape(nb, kb, 1, 1, b, bi), view[1], bias, stride=(1, 1),
+                            padding=(0, 0, 0, 0), groups=1, requant=requant, out=out)
+            if y.ndim == 6 and y.shape[2:4] == (1, 1):
+                return y.reshape(y.shape[0], y.shape[1], y.shape[4], y.shape[5])
         xs, ws = dense_operands(x, w)
         n, k = xs.shape
         m = ws.shape[0]

@@ -31,6 +31,7 @@ from compiler.backend.plans.plans import NUMPY_GLUE_OPS, PLANNERS, VIEW_OPS, OpP
 # compiled on first use with lazy=True: from the operator library (compiler.topi, TE -> LLVM through build_op) ...
 LAZY_OPS = frozenset({"QConv2D", "QDense", "Relu", "Clip", "Add", "Sub", "Mul", "Div", "MaxPool", "QuantizeLinear",
                       "DequantizeLinear", "Softmax", "QAdd", "QMul", "QLookup", "PackActivation", "UnpackActivation",
+                      "PackedMaxPool",
                       # ... and hand-written (compiler.backend.llvm.pool)
                       "GlobalAveragePool"})
 # ops whose CPU schedule takes knobs (compiler.topi.conv2d_direct.CpuConvKnobs) from a tuning log

@@ -23,7 +23,7 @@ VIEW_OPS = frozenset({"Flatten", "Reshape", "Identity", "Dropout", "Squeeze", "U
 # run by the numpy reference kernels on every target (labelled "numpy" in the profile): data movement without
 # arithmetic, and the rest of the int8 pipeline's glue between accelerator-style layers (and the exact int64 transformer ops)
 NUMPY_GLUE_OPS = frozenset({"Cast", "Concat", "ConstantOfShape", "Gather", "Pad", "Resize", "Shape", "Slice", "Split",
-                            "Transpose", "FoldTaps", "PackedMaxPool", "QGlobalAveragePool", "QAveragePool",
+                            "Transpose", "FoldTaps", "QGlobalAveragePool", "QAveragePool",
                             "RebaseUint8", "Repack", "PackDenseWeight", "ZeroInsert",
                             "RowSumDigits", "ZeroPointBias", "JoinBytes", "QSoftmax", "QLayerNorm", "QGelu"})
 

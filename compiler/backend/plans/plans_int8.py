@@ -85,6 +85,8 @@ def plan_qbinary(node: Node, infos, consts, target: str) -> OpPlan:
     if xa.dtype != np.int8 or xb.dtype != np.int8:
         raise UnsupportedOnTarget(f"node {node.name!r} ({node.op}): int8 operands required, got {xa.dtype}/{xb.dtype}")
     sa, sb = tuple(xa.shape) or (1,), tuple(xb.shape) or (1,)
+    if sa == sb:  # elementwise on equal shapes: one flat axis (fused axes index through divisions: lane gathers)
+        sa = sb = (int(np.prod(sa)),)
     p = node.attrs["qadd" if node.op == "QAdd" else "qmul"]
     fn = qelementwise.qadd if node.op == "QAdd" else qelementwise.qmul
     key = (node.op, sa, sb, p, target)
@@ -145,6 +147,53 @@ def plan_layout(node: Node, infos, consts, target: str) -> OpPlan:
     return OpPlan(key, make, lambda ins: [np.ascontiguousarray(ins[0])], tuple(y.shape), np.dtype(dt))
 
 
+def plan_packed_maxpool(node: Node, infos, consts, target: str) -> OpPlan:
+    """``PackedMaxPool``: ONNX MaxPool (pads, strides, ceil_mode; no dilation) over axes 2, 3 of the packed int8 layout
+    ``(N/B, C/BI, H, W, B, BI)``; the BI channels of a pixel are one vector (no unpacking)."""
+    from jit_runtime.host_ops.pooling import pool_pads
+
+    x = infos[0]
+    a = node.attrs
+    if x.dtype != np.int8 or len(x.shape) != 6 or tuple(a.get("dilations", (1, 1))) != (1, 1):
+        raise UnsupportedOnTarget(f"node {node.name!r} (PackedMaxPool): needs a 6-D packed int8 input and no dilation, "
+                                  f"got {x.dtype} {x.shape}")
+    shape = tuple(int(v) for v in x.shape)
+    kh, kw, sh, sw, t, l, b, r = pool_pads(a, shape[2], shape[3])
+    oh, ow = (shape[2] + t + b - kh) // sh + 1, (shape[3] + l + r - kw) // sw + 1
+    key = ("PackedMaxPool", shape, (kh, kw, sh, sw, t, l), target)
+
+    def make():
+        data = te.placeholder(shape, "int8", "data")
+        ky, kx = te.reduce_axis(kh, "ky"), te.reduce_axis(kw, "kx")
+        low = te.const(-128, "int8")
+        hp, wp = max(shape[2] + t + b, (oh - 1) * sh + kh), max(shape[3] + l + r, (ow - 1) * sw + kw)
+        pad = te.compute((shape[0], shape[1], hp, wp, shape[4], shape[5]), lambda nb, cb, iy, ix, bb, bi: te.select(
+            (iy >= t) & (iy < shape[2] + t) & (ix >= l) & (ix < shape[3] + l), data[nb, cb, iy - t, ix - l, bb, bi],
+            low), name="pad", dtype="int8")  # -128 borders: the taps below read in bounds, unguarded
+        y = te.compute((shape[0], shape[1], oh, ow, shape[4], shape[5]), lambda nb, cb, yy, xx, bb, bi: te.max_(
+            pad[nb, cb, yy * sh + ky, xx * sw + kx, bb, bi], axis=[ky, kx]), name="packed_max_pool", dtype="int8")
+
+        def sched(s):
+            from compiler.topi import pool
+
+            if target == "cuda":
+                schedule_injective(s, pad, target)
+                pool.schedule_gpu(s, [y])
+                return
+            sp = s[pad]
+            sp.vectorize(sp.leaf_iter_vars[-1])
+            st = s[y]
+            nb, cb, yy, xx, bb, bi = (a for a in st.leaf_iter_vars if a.kind == "data")
+            st.reorder(nb, cb, yy, xx, bb, ky, kx, bi)  # the BI channels innermost: one vector max per tap
+            if int(np.prod(y.shape)) * kh * kw >= (1 << 20):
+                st.parallel(st.fuse(nb, cb))
+            st.vectorize(bi)
+        return [data], y, sched
+
+    return OpPlan(key, make, lambda ins: [np.ascontiguousarray(ins[0])], (shape[0], shape[1], oh, ow, shape[4],
+                                                                         shape[5]), np.dtype(np.int8))
+
+
 def _qparams(node: Node, infos, consts, x_shape) -> tuple[int, bool, np.ndarray, np.ndarray]:
     axis = int(node.attrs.get("axis", 1))
     if int(node.attrs.get("block_size", 0)):
@@ -201,4 +250,4 @@ def plan_dequantize(node: Node, infos, consts, target: str) -> OpPlan:
 
 PLANNERS = {"QConv2D": plan_qconv, "QDense": plan_qdense, "QuantizeLinear": plan_quantize, "DequantizeLinear": plan_dequantize,
             "QAdd": plan_qbinary, "QMul": plan_qbinary, "QLookup": plan_qlookup, "PackActivation": plan_layout,
-            "UnpackActivation": plan_layout}
+            "UnpackActivation": plan_layout, "PackedMaxPool": plan_packed_maxpool}

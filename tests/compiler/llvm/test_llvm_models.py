@@ -12,8 +12,8 @@ from compiler.executor import build
 logging.getLogger().setLevel(logging.ERROR)
 WORK = zoo_workloads()
 # integer host ops of the offload path (jit_runtime.host_ops.int_elementwise, tap folding, packed pools): numpy only so far
-# (QAdd, QMul and QLookup have LLVM kernels)
-NUMPY_INT_OPS = {"QGlobalAveragePool", "FoldTaps", "PackedMaxPool", "PackedSqueezeHW",
+# (QAdd, QMul, QLookup and PackedMaxPool have LLVM kernels)
+NUMPY_INT_OPS = {"QGlobalAveragePool", "FoldTaps", "PackedSqueezeHW",
                  "RebaseUint8"}
 
 

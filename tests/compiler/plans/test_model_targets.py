@@ -39,15 +39,19 @@ def test_fp32_model_on_llvm_matches_onnxruntime(factory):
     np.testing.assert_array_equal(mod(input=X), got)  # cached kernels, same bytes
 
 
-@pytest.mark.parametrize("factory", [resnet18_small, mobilenet_v2_small])
-def test_int8_qdq_model_on_llvm_is_bit_exact_with_ref(factory):
+@pytest.mark.parametrize("factory,per_channel", [(resnet18_small, True), (mobilenet_v2_small, True),
+                                                 (resnet18_small, False)])
+def test_int8_qdq_model_on_llvm_is_bit_exact_with_ref(factory, per_channel):
     calib = [{"input": RNG.standard_normal((1, 3, 32, 32)).astype(np.float32)} for _ in range(4)]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        q = ort_quantize_static(factory(), calib, per_channel=True)
+        q = ort_quantize_static(factory(), calib, per_channel=per_channel)
         mod = build(q, target="llvm", progress=False)
         ref = build(q, target="ref", progress=False)
-    assert mod.compiled.stats["int8_layers_compiled"] == sum(n.op.startswith("Accel") for n in mod.graph.nodes) > 0
+    accel = sum(n.op.startswith("Accel") for n in mod.graph.nodes)
+    assert mod.compiled.stats["int8_layers_compiled"] == accel > 0
+    assert mod.accel.packed_layers == accel  # every int8 conv/dense runs on the packed layout (no numpy repack)
+    assert not any(n.op == "FoldTaps" for n in mod.graph.nodes)  # the stem's zero channels are skipped instead
     got, want = mod(input=X), ref(input=X)
     assert got.dtype == want.dtype
     np.testing.assert_array_equal(got, want)

@@ -1,0 +1,222 @@
+"""int8 conv2d on the accelerator's packed activation layout, for the CPU target (no repacking between layers).
+
+Input and output stay in the packed layout ``(N/B, C/BI, H, W, B, BI)`` that the int8 pipeline passes between
+layers (:func:`jit_runtime.host_ops.layout.pack_activation`), so a layer reads its producer's output as is and
+writes what the next layer reads: no numpy unpack/pack around the kernel.
+
+The reduction runs on pairs of input channels in int16: the padded input ``pad`` is int16 in the input's
+blocking, ``(N, C/BI, H, SX, W/SX, BI)`` (columns de-interleaved by stride phase so a tile's taps stay
+contiguous; the copy is one BI-lane vector per pixel), the weights are packed once to
+``(O/OB, C/BI, KH, KW, BI/2, OB, 2)`` int16 (the reduction's order), and the accumulator update is
+``int32(x0) * int32(w0) + int32(x1) * int32(w1)``: the LLVM code generator emits that as ``pmaddwd`` (the
+target's widest: SSE2 / AVX2 / AVX-512BW), which with the accumulator add becomes ``vpdpwssd`` where the target
+has AVX-VNNI or AVX512-VNNI. Exact: int8 x int8 products and their pair sums fit int16 x int16 -> int32
+(no saturation, unlike ``pmaddubsw``); the accumulator wraps in int32 like the accelerator's.
+
+Register tiles as the float32 schedule (:mod:`compiler.topi.conv2d_direct`): XT output pixels (over the
+flattened ``y * OW + x``, the last tile ragged over zero rows of ``pad``) x OB = 16 output channels,
+``compute_at`` the output stage, which applies the requant epilogue (:mod:`compiler.topi.requant_int`) and
+stores int8 straight into the packed output. 1x1 unit-stride convs read the packed input in place (no ``pad``).
+Depthwise convs: OB = 16 channels per vector from an int8 ``pad`` in the same blocking, int32 products.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from compiler import te
+from compiler.te import Tensor
+from compiler.topi.conv2d_direct import Conv2dSpec, PAD_PARALLEL_MIN
+from compiler.topi.injective import PARALLEL_MIN_MACS
+
+OB = 16  # output channels per register tile (int32 lanes: two AVX2 vectors)
+ACC_REGS = {128: 8, 256: 12, 512: 24}  # accumulator vectors per tile by the target's vector width
+
+
+@dataclass(frozen=True)
+class PackedConvSpec:
+    """An int8 conv (``conv``: the unpacked geometry, channels padded to the blocks) on packed activations with
+    ``batch`` x ``block_in`` input blocks and ``batch`` x ``block_out`` output blocks."""
+
+    conv: Conv2dSpec
+    batch: int
+    block_in: int
+    block_out: int
+    pairs: int = 0  # one input block whose weights are zero past ``2 * pairs`` channels (a 3-channel stem): 0 = all
+
+    @property
+    def reduce_pairs(self) -> int:
+        """Input-channel pairs the reduction runs over per input block."""
+        return self.pairs or self.block_in // 2
+
+    def check(self) -> None:
+        """Raise ``TeError`` when this kernel cannot compute the conv (say what is allowed)."""
+        c = self.conv
+        c.check()
+        if c.dtype != "int8":
+            raise te.TeError(f"packed int8 conv2d: dtype {c.dtype!r}; only int8")
+        if c.dilations != (1, 1):
+            raise te.TeError(f"packed int8 conv2d: dilations {c.dilations}; only (1, 1)")
+        if not (c.groups == 1 or c.depthwise):
+            raise te.TeError(f"packed int8 conv2d: {c.groups} groups of {c.cg} channels; only 1 group or depthwise")
+        if self.block_out % OB or c.o % self.block_out or c.n % self.batch or c.c % self.block_in:
+            raise te.TeError(f"packed int8 conv2d: {c.o} outputs in blocks of {self.block_out} (a multiple of {OB}), "
+                             f"{c.c} inputs in blocks of {self.block_in}, batch {c.n} in blocks of {self.batch}")
+        if not c.depthwise and (c.c % 2 or self.block_in % 2):
+            raise te.TeError(f"packed int8 conv2d: {c.c} input channels in blocks of {self.block_in}; both must be "
+                             f"even")
+        if self.pairs and (c.depthwise or c.c != self.block_in or not 0 < 2 * self.pairs <= self.block_in):
+            raise te.TeError(f"packed int8 conv2d: pairs={self.pairs} needs one input block of {self.block_in} "
+                             f"channels (got {c.c}) and 1..{self.block_in // 2} pairs")
+        if c.depthwise and self.block_in % OB:
+            raise te.TeError(f"packed int8 depthwise conv2d: input blocks of {self.block_in}; a multiple of {OB}")
+
+    @property
+    def direct(self) -> bool:
+        """1x1, unit stride, no padding, batch blocks of 1 and a pixel count that some tile of 3..6 pixels divides
+        (no rows to read past the end): the kernel reads the packed input itself (no ``pad``)."""
+        c = self.conv
+        return ((c.kh, c.kw, c.stride) == (1, 1, (1, 1)) and not any(c.pads) and self.batch == 1
+                and any((c.oh * c.ow) % xt == 0 for xt in range(3, 7)))
+
+    @property
+    def data_shape(self) -> tuple[int, ...]:
+        """The kernel's input shape: the packed layout, with the pixels flattened when ``direct``."""
+        c = self.conv
+        if self.direct:
+            return (c.n, c.c // self.block_in, c.h * c.w, 1, self.block_in)
+        return (c.n // self.batch, c.c // self.block_in, c.h, c.w, self.batch, self.block_in)
+
+    def tile(self, vector_bits: int) -> int:
+        """Output pixels per register tile (``OB / lanes * XT`` accumulator vectors fill the register budget)."""
+        lanes = vector_bits // 32
+        regs = ACC_REGS.get(vector_bits, 12)
+        if self.conv.depthwise:  # each tap's weight and input are vectors too: leave them registers (no spills)
+            regs = regs * 2 // 3
+        xt = min(max(1, regs * lanes // OB), self.conv.oh * self.conv.ow)
+        if self.direct:  # a divisor of the pixel count: every tile full, none reads past the input
+            xt = next((d for d in range(xt, 0, -1) if (self.conv.oh * self.conv.ow) % d == 0), 1)
+        return xt
+
+
+def pack_weight_pairs(spec: PackedConvSpec, w_oihw: np.ndarray) -> np.ndarray:
+    """OIHW int8 weights -> ``(O/OB, C/BI, KH, KW, BI/2, OB, 2)`` int16 (depthwise: ``(O/OB, KH, KW, OB)``), in the
+    order the reduction reads them."""
+    c = spec.conv
+    w = np.asarray(w_oihw).astype(np.int16)
+    if c.depthwise:
+        return np.ascontiguousarray(w[:, 0].reshape(c.o // OB, OB, c.kh, c.kw).transpose(0, 2, 3, 1))
+    bi = spec.block_in
+    wp = w.reshape(c.o // OB, OB, c.c // bi, bi // 2, 2, c.kh, c.kw).transpose(0, 2, 5, 6, 3, 1, 4)
+    return np.ascontiguousarray(wp[:, :, :, :, :spec.reduce_pairs])
+
+
+def used_pairs(spec: PackedConvSpec, w_oihw: np.ndarray) -> int:
+    """For one input block: the channel pairs up to the last with a non-zero weight (0: all; the block is full)."""
+    c = spec.conv
+    if c.depthwise or c.c != spec.block_in:
+        return 0
+    nz = np.flatnonzero(np.any(np.asarray(w_oihw) != 0, axis=(0, 2, 3)))
+    pairs = max(1, -(-(int(nz[-1]) + 1) // 2)) if nz.size else 1
+    return 0 if 2 * pairs >= spec.block_in else pairs
+
+
+@dataclass
+class PackedConvOp:
+    """The tensors of one packed int8 conv: ``inputs`` in call order (data, weight, requant arrays), the stages,
+    and the register tile's pixel count ``xt``."""
+
+    spec: PackedConvSpec
+    inputs: list[Tensor]
+    pad: Tensor
+    conv: Tensor
+    out: Tensor
+    xt: int
+
+
+def conv2d_packed(spec: PackedConvSpec, stage: tuple, vector_bits: int = 256) -> PackedConvOp:
+    """The compute (see the module docstring). ``stage``: ``(extra placeholders, fn(acc, channel), "int8")``, the
+    requant epilogue of :func:`compiler.topi.requant_int.requant_stage`; inputs: data, weight, then ``extra``."""
+    spec.check()
+    extra, fn, out_dt = stage
+    c = spec.conv
+    bsz, bi, bo = spec.batch, spec.block_in, spec.block_out
+    n, h, w, o = c.n, c.h, c.w, c.o
+    (t, l, b, r), (sy, sx) = c.pads, c.stride
+    oh, ow = c.oh, c.ow
+    xt = spec.tile(vector_bits)
+    data = te.placeholder(spec.data_shape, "int8", "data")
+    pdt = "int8" if c.depthwise else "int16"  # depthwise: no pairs; int8 halves the copy (stride 2: 4x the output)
+    zero = te.const(int(c.pad_value), pdt)
+    inside = lambda y, x: (y >= t) & (y < h + t) & (x >= l) & (x < w + l)  # noqa: E731
+
+    # rows below the map so the last (ragged) pixel tile reads zeros in bounds
+    hp = max(h + t + b, (-(-oh * ow // xt) * xt - 1) // ow * sy + c.kh)
+    wq = max(-(-(w + l + r) // sx), ow + (c.kw - 1) // sx)  # padded columns per stride phase
+    direct = spec.direct
+    if direct:  # 1x1, unit stride, no padding: the packed input itself, (N, C/BI, H*W, 1, BI), int8 pairs
+        pad = data
+    else:  # int16, (N, C/BI, rows, SX, columns per phase, BI): a pixel's BI channels contiguous as in the input
+        lanes = 2 * spec.pairs if spec.pairs else bi  # only the channels the reduction reads (a stem: 4 of 16)
+        pad = te.compute((n, c.c // bi, hp, sx, wq, lanes), lambda i, cb, y, ph, xq, ci: te.select(
+            inside(y, xq * sx + ph), data[i // bsz, cb, y - t, xq * sx + ph - l, i % bsz, ci].astype(pdt), zero),
+            name="pad", dtype=pdt)
+    ky, kx = te.reduce_axis(c.kh, "ky"), te.reduce_axis(c.kw, "kx")
+
+    def tap(i, cb, q, ci):
+        if direct:
+            return pad[i, cb, q, 0, ci].astype("int32")
+        return pad[i, cb, q // ow * sy + ky, kx % sx, q % ow + kx // sx, ci].astype("int32")
+
+    if c.depthwise:  # channel block oo of OB lies in input block oo * OB // BI
+        weight = te.placeholder((o // OB, c.kh, c.kw, OB), "int16", "weight")
+        per_in = bi // OB
+        conv = te.compute((n, o // OB, oh * ow, OB), lambda i, oo, q, oi: te.sum(
+            tap(i, oo // per_in, q, oo % per_in * OB + oi) * weight[oo, ky, kx, oi].astype("int32"), [ky, kx]),
+            name="conv", dtype="int32")
+    else:  # input channel pairs: block rb, pair rj (channels rb * BI + 2 rj + {0, 1})
+        half = spec.reduce_pairs
+        weight = te.placeholder((o // OB, c.c // bi, c.kh, c.kw, half, OB, 2), "int16", "weight")
+        rb, rj = te.reduce_axis(c.c // bi, "rb"), te.reduce_axis(half, "rj")
+        conv = te.compute((n, o // OB, oh * ow, OB), lambda i, oo, q, oi: te.sum(
+            tap(i, rb, q, rj * 2) * weight[oo, rb, ky, kx, rj, oi, 0].astype("int32")
+            + tap(i, rb, q, rj * 2 + 1) * weight[oo, rb, ky, kx, rj, oi, 1].astype("int32"), [rb, ky, kx, rj]),
+            name="conv", dtype="int32")
+    per = bo // OB
+    if per == 1:  # one register tile's channels per output block: indices free of divisions
+        def acc(nb, ob, q, bb, oi):
+            return conv[nb * bsz + bb, ob, q, oi]
+    else:
+        def acc(nb, ob, q, bb, oi):
+            return conv[nb * bsz + bb, ob * per + oi // OB, q, oi % OB]
+    out = te.compute((n // bsz, o // bo, oh * ow, bsz, bo), lambda nb, ob, q, bb, oi: fn(
+        acc(nb, ob, q, bb, oi), ob * bo + oi), name="out", dtype=out_dt)
+    return PackedConvOp(spec, [data, weight, *extra], pad, conv, out, xt)
+
+
+def schedule_packed(op: PackedConvOp, s) -> None:
+    """Parallel over (output block, pixel tile); the XT x OB int32 tile in registers over the whole reduction."""
+    c = op.spec.conv
+    if op.pad is not op.inputs[0]:
+        sp = s[op.pad]
+        if int(np.prod(op.pad.shape)) >= PAD_PARALLEL_MIN:  # over (channel block, row): a stem has one block
+            sp.parallel(sp.fuse(sp.leaf_iter_vars[1], sp.leaf_iter_vars[2]))
+        sp.vectorize(sp.leaf_iter_vars[-1])
+    so = s[op.out]
+    nb, ob, q, bb, oi = so.leaf_iter_vars
+    qo, qi = so.split(q, op.xt)
+    so.reorder(nb, ob, qo, bb, qi, oi)
+    at = so.fuse(ob, qo)
+    if c.macs >= PARALLEL_MIN_MACS // 4:
+        so.parallel(at)
+    so.vectorize(oi)
+    sc = s[op.conv]
+    sc.set_scope("local")
+    sc.compute_at(so, at)
+    cn, coo, cq, coi, *red = sc.leaf_iter_vars
+    sc.reorder(cn, coo, *red, cq, coi)
+    sc.unroll(cq)
+    if not c.depthwise and op.spec.reduce_pairs <= 4:  # a short pair loop (a 3-channel stem: 2 pairs): unrolled
+        sc.unroll(red[-1])
+    sc.vectorize(coi)

@@ -1,0 +1,218 @@
+"""The llvm target's int8 convs on the packed layout (compiler.topi.conv2d_int8): bit-exact with the ``ref`` backend
+(numpy) for ragged maps, strides, padding values, 1x1 layers read in place, depthwise and both requant forms; the
+codegen's int16 pair product (pmaddwd / vpdpwssd) per feature level; the per-tensor requant form vs numpy."""
+import numpy as np
+import pytest
+
+import compiler
+from compiler import te
+from compiler.backend.llvm.host import missing_features, use_cpu
+from compiler.backend.plans.accel import TargetAccelBackend
+from compiler.graph.ref_backend import RefAccelBackend
+from compiler.schedule import create_schedule
+from compiler.topi import conv2d_int8, requant_int
+from compiler.topi.conv2d_direct import Conv2dSpec
+from isa import make_config
+from jit_runtime.host_ops.layout import pack_activation, pack_weight
+from jit_runtime.host_ops.requant import Requant, apply_requant
+
+CFG = make_config()
+
+
+def _requant(rng, o: int, uniform: bool, zp: int, relu: bool) -> Requant:
+    lo = zp if relu else -128
+    if uniform:  # per-tensor scale, shift >= 33: the int32 high-word form
+        return Requant(0, np.full(o, int(rng.integers(1 << 30, 1 << 31))), np.full(o, 38), relu, lo, 127, zero_point=zp)
+    return Requant(0, rng.integers(1 << 20, 1 << 22, o), rng.integers(18, 26, o), relu, lo, 127, zero_point=zp)
+
+
+def _check(c, h, w, o, k, stride, pad, groups=1, pad_value=0, uniform=False, zp=0, relu=False, seed=0, packed=True,
+           n=1):
+    rng = np.random.default_rng(seed)
+    x = rng.integers(-128, 128, (n, c, h, w), dtype=np.int8)
+    if groups > 1:  # depthwise: the accelerator's packing puts each channel's taps in input column 0 of its block
+        wt = np.zeros((o, CFG.block_in, k, k), np.int8)
+        wt[:, 0] = rng.integers(-128, 128, (o, k, k))
+    else:
+        wt = rng.integers(-128, 128, (o, c, k, k), dtype=np.int8)
+    bias = rng.integers(-(1 << 16), 1 << 16, o)
+    rq = _requant(rng, o, uniform, zp, relu)
+    xp, wp = pack_activation(x, CFG.batch, CFG.block_in), pack_weight(wt, CFG.block_out, CFG.block_in)
+    kw = dict(stride=(stride, stride), padding=pad, groups=groups, requant=rq, pad_value=pad_value)
+    want = RefAccelBackend(CFG).conv2d(xp, wp, bias, **kw)
+    tb = TargetAccelBackend(CFG)
+    got = tb.conv2d(xp, wp, bias, **kw)
+    assert got.shape == want.shape and got.dtype == np.int8
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(tb.conv2d(xp, wp, bias, **kw), want)  # the prepared second call
+    spec = tb._conv_spec(xp.shape, wp.shape, (stride, stride), pad, groups, pad_value)
+    assert (tb._packed_spec(spec, rq) is not None) == packed
+
+
+@pytest.mark.parametrize("c,h,w,o,k,stride,pad,pad_value", [
+    (16, 5, 7, 16, 3, 1, (1, 1, 1, 1), -3),     # ragged last tile (35 pixels), zero-point border
+    (32, 9, 9, 32, 3, 2, (1, 1, 1, 1), 7),      # stride 2: phase-split columns
+    (16, 11, 6, 48, 3, 2, (0, 1, 2, 0), 0),     # asymmetric pads, odd rows
+    (48, 7, 7, 32, 1, 1, (0, 0, 0, 0), 0),      # 1x1, 49 pixels: no tile of 3..6 divides them, so via pad
+    (32, 6, 6, 32, 1, 1, (0, 0, 0, 0), 0),      # 1x1 read in place, tiles of 6
+    (16, 9, 8, 16, 1, 2, (0, 0, 0, 0), 0),      # 1x1 stride 2
+    (16, 8, 8, 32, 5, 1, (2, 2, 2, 2), -128),   # 5x5
+    (3, 13, 11, 16, 7, 2, (3, 3, 3, 3), -128),  # a 3-channel stem: 2 of the block's 8 channel pairs reduced
+    (5, 8, 8, 32, 3, 1, (1, 1, 1, 1), 9),       # 5 channels: 3 pairs
+])
+def test_packed_conv_matches_ref(c, h, w, o, k, stride, pad, pad_value):
+    _check(c, h, w, o, k, stride, pad, pad_value=pad_value)
+
+
+@pytest.mark.parametrize("uniform,zp,relu", [(False, 3, False), (True, -128, False), (True, -20, True),
+                                             (True, 5, True)])
+def test_packed_conv_requant_forms(uniform, zp, relu):
+    _check(32, 6, 10, 32, 3, 1, (1, 1, 1, 1), uniform=uniform, zp=zp, relu=relu, seed=3)
+
+
+@pytest.mark.parametrize("c,h,stride,pad_value,uniform", [(32, 9, 1, 5, False), (48, 10, 2, 0, True),
+                                                          (16, 7, 2, -2, True)])
+def test_packed_depthwise_matches_ref(c, h, stride, pad_value, uniform):
+    _check(c, h, h, c, 3, stride, (1, 1, 1, 1), groups=c, pad_value=pad_value, uniform=uniform, seed=5)
+
+
+@pytest.mark.parametrize("k,stride,groups", [(3, 1, 1), (1, 1, 1), (3, 2, 32)])
+def test_packed_conv_two_images(k, stride, groups):
+    _check(32, 7, 6, 32, k, stride, (k // 2,) * 4, groups=groups, n=2, seed=21)
+
+
+def test_grouped_conv_falls_back_to_the_unpacked_kernel():
+    _check(32, 6, 6, 32, 3, 1, (1, 1, 1, 1), groups=2, packed=False)
+
+
+def test_zero_weight_channels_are_skipped():
+    spec = conv2d_int8.PackedConvSpec(Conv2dSpec(1, 16, 6, 6, 16, 3, 3, dtype="int8"), 1, 16, 16)
+    w = np.zeros((16, 16, 3, 3), np.int8)
+    w[3, 4, 1, 1] = 1  # channel 4 is the last with a weight: pairs (0,1) (2,3) (4,5)
+    assert conv2d_int8.used_pairs(spec, w) == 3
+    w[0, 15, 0, 0] = -1
+    assert conv2d_int8.used_pairs(spec, w) == 0  # all 8 pairs: the plain kernel
+    with pytest.raises(te.TeError, match="pairs=9"):
+        conv2d_int8.PackedConvSpec(spec.conv, 1, 16, 16, pairs=9).check()
+
+
+def test_spec_errors_say_what_is_allowed():
+    spec = Conv2dSpec(1, 32, 6, 6, 32, 3, 3, dilations=(2, 2), dtype="int8")
+    with pytest.raises(te.TeError, match="only \\(1, 1\\)"):
+        conv2d_int8.PackedConvSpec(spec, 1, 16, 16).check()
+    with pytest.raises(te.TeError, match="multiple of 16"):
+        conv2d_int8.PackedConvSpec(Conv2dSpec(1, 16, 6, 6, 8, 3, 3, dtype="int8"), 1, 16, 8).check()
+
+
+def _pair_dot_op(dtype_a: str, lanes: int = 16):
+    """``y[i, j] = int32(a[i, 0]) * int32(b[j, 0]) + int32(a[i, 1]) * int32(b[j, 1])``, j vectorized."""
+    a = te.placeholder((4, 2), dtype_a, "a")
+    b = te.placeholder((lanes, 2), "int16", "b")
+    y = te.compute((4, lanes), lambda i, j: a[i, 0].astype("int32") * b[j, 0].astype("int32")
+                   + a[i, 1].astype("int32") * b[j, 1].astype("int32"), name="y", dtype="int32")
+    s = create_schedule(y)
+    s[y].vectorize(s[y].leaf_iter_vars[1])
+    return s, [a, b, y]
+
+
+@pytest.mark.parametrize("level,features,insn", [("x86-64-v2", "", "pmaddwd\t"), ("x86-64-v3", "", "vpmaddwd\t"),
+                                                 ("x86-64-v3", "+avxvnni", "vpdpwssd"), ("x86-64-v4", "", "vpmaddwd\t"),
+                                                 ("x86-64-v4", "+avx512vnni", "vpdpwssd")])
+def test_pair_products_use_the_levels_dot_instruction(level, features, insn):
+    """Extremes included: (-128)(-128) * 2 = 32768 (pmaddubsw would saturate) and (-32768)^2 * 2 wraps like int32."""
+    a = np.array([[-128, -128], [127, -128], [0, 5], [-128, 127]], np.int8)
+    b = np.full((16, 2), -128, np.int16)
+    b[1:] = np.random.default_rng(1).integers(-32768, 32768, (15, 2))
+    want = (a[:, None, :].astype(np.int64) * b[None].astype(np.int64)).sum(-1).astype(np.int32)
+    with use_cpu(level, features):
+        s, args = _pair_dot_op("int8")
+        f = compiler.build_op(s, args=args)
+        asm = f.asm()
+        if insn == "vpdpwssd":  # the accumulator add is fused only in a reduction; here: pmaddwd at least
+            assert "vpmaddwd" in asm or "vpdpwssd" in asm
+        else:
+            assert insn in asm
+        if not missing_features():
+            np.testing.assert_array_equal(f(a, b), want)
+    s, args = _pair_dot_op("int16")
+    a16 = np.full((4, 2), -32768, np.int16)
+    b16 = np.full((16, 2), -32768, np.int16)
+    want16 = (a16[:, None, :].astype(np.int64) * b16[None].astype(np.int64)).sum(-1)
+    np.testing.assert_array_equal(compiler.build_op(s, args=args)(a16, b16), want16.astype(np.int64).astype(np.int32))
+
+
+@pytest.mark.parametrize("level,features", [("x86-64-v3", "+avxvnni"), ("x86-64-v4", "+avx512vnni")])
+def test_conv_reduction_fuses_into_vpdpwssd_on_vnni(level, features):
+    spec = conv2d_int8.PackedConvSpec(Conv2dSpec(1, 32, 6, 6, 32, 3, 3, (1, 1), (1, 1, 1, 1), dtype="int8"), 1, 16, 16)
+    rq = Requant(0, np.full(32, 1 << 30), np.full(32, 38), zero_point=0)
+    with use_cpu(level, features):
+        extra, fn, dt = requant_int.requant_stage(rq, 32, specialize=True)
+        op = conv2d_int8.conv2d_packed(spec, (extra, fn, dt), 512 if "512" in features else 256)
+        s = create_schedule(op.out)
+        conv2d_int8.schedule_packed(op, s)
+        asm = compiler.build_op(s, args=op.inputs + [op.out]).asm()
+    assert "vpdpwssd" in asm
+
+
+def test_uniform_requant_matches_numpy():
+    rng = np.random.default_rng(7)
+    edge = [-(1 << 31), (1 << 31) - 1, 0, -1, 1]
+    acc = np.concatenate([rng.integers(-(1 << 31), 1 << 31, 4000), edge]).astype(np.int32)
+    for mult, shift, zp, relu in [((1 << 31) - 1, 33, 0, False), (1958494510, 39, -128, False), (1 << 30, 63, 4, True),
+                                  (-1234567, 40, 0, False)]:
+        rq = Requant(0, np.full(8, mult), np.full(8, shift), relu, zp if relu else -128, 127, zero_point=zp)
+        assert requant_int.uniform_scale(rq) == (mult, shift)
+        extra, fn, dt = requant_int.requant_stage(rq, 8, specialize=True)
+        a = te.placeholder((acc.size // 8, 8), "int32", "acc")
+        y = te.compute(a.shape, lambda i, c: fn(a[i, c], c), name="y", dtype=dt)
+        s = create_schedule(y)
+        s[y].vectorize(s[y].leaf_iter_vars[1])
+        bias = rng.integers(-1000, 1000, 8).astype(np.int32)
+        x = acc[: a.shape[0] * 8].reshape(a.shape)
+        got = compiler.build_op(s, args=[a, *extra, y])(x, bias, np.zeros(8, np.int32), np.zeros(8, np.int32))
+        np.testing.assert_array_equal(got, apply_requant(x, bias, rq, 1).astype(np.int8))
+    assert requant_int.uniform_scale(Requant(0, np.full(4, 5), np.full(4, 20))) is None  # shift < 33: general form
+
+
+@pytest.mark.parametrize("h,w,k,stride,pads,ceil", [(9, 9, 3, 2, (1, 1, 1, 1), 0), (8, 7, 2, 2, (0, 0, 0, 0), 1),
+                                                    (6, 6, 3, 1, (1, 0, 1, 2), 0)])
+def test_packed_max_pool_matches_numpy(h, w, k, stride, pads, ceil):
+    from compiler.backend.plans.compile import compile_plan
+    from compiler.backend.plans.plans_int8 import plan_packed_maxpool
+    from compiler.graph.ir import Node, TensorInfo
+    from jit_runtime.host_ops.pool_kernels import packed_max_pool
+
+    attrs = {"kernel_shape": (k, k), "strides": (stride, stride), "pads": pads, "ceil_mode": ceil}
+    x = np.random.default_rng(4).integers(-128, 128, (1, 3, h, w, 1, 16), dtype=np.int8)
+    x[0, 0, 0, 0, 0, :4] = -128  # a window that sees only -128 and the border
+    plan = plan_packed_maxpool(Node("PackedMaxPool", ["x"], ["y"], attrs, "pool"), [TensorInfo(x.shape, np.int8)],
+                               {}, "llvm")
+    got = np.asarray(compile_plan(plan, "llvm")(*plan.args([x])))
+    np.testing.assert_array_equal(got.reshape(plan.out_shape), packed_max_pool(attrs, x))
+
+
+@pytest.mark.parametrize("n,k,m,uniform", [(1, 1280, 1000, True), (1, 40, 24, False)])
+def test_packed_dense_matches_ref(n, k, m, uniform):
+    from jit_runtime.host_ops.layout import pack_activation as pack
+
+    rng = np.random.default_rng(9)
+    x = rng.integers(-128, 128, (n, k), dtype=np.int8)
+    w = rng.integers(-128, 128, (m, k), dtype=np.int8)
+    bias = rng.integers(-(1 << 16), 1 << 16, m)
+    rq = _requant(rng, m, uniform, -7, False)
+    xp, wp = pack(x, CFG.batch, CFG.block_in), pack_weight(w, CFG.block_out, CFG.block_in)
+    want = RefAccelBackend(CFG).dense(xp, wp, bias, requant=rq)
+    tb = TargetAccelBackend(CFG)
+    for _ in range(2):  # the prepared second call too
+        got = tb.dense(xp, wp, bias, requant=rq)
+        assert got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+    assert len(tb._layers) == 1  # it ran as a packed 1x1 conv
+
+
+def test_packed_conv_on_sse_level_matches_ref():
+    """x86-64-v2 (128-bit, SSE pmaddwd, 2-pixel tiles) runs on every x86-64 host: bit-exact too."""
+    with use_cpu("x86-64-v2"):
+        _check(32, 7, 9, 32, 3, 2, (1, 1, 1, 1), pad_value=-4, uniform=True, zp=-9, seed=11)
+        _check(16, 6, 6, 16, 1, 1, (0, 0, 0, 0), seed=12)
+        _check(32, 6, 6, 32, 3, 1, (1, 1, 1, 1), groups=32, seed=13)
