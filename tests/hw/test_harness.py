@@ -225,7 +225,7 @@ endmodule
 def test_flop_registers_rewrites_only_the_exact_two_process_shape():
     """Hold and plain registers become one clocked process with the same priorities (rst last = first); a next
     value with another reader (``y`` reads ``$3``) keeps its two processes."""
-    from hw.cosim.harness.build import flop_registers
+    from hw.cosim.harness.rewrites import flop_registers
 
     out, n = flop_registers(_TWO_PROCESS)
     assert n == 2
@@ -234,6 +234,93 @@ def test_flop_registers_rewrites_only_the_exact_two_process_shape():
     assert "    x <= \\$3 ;\n" in out and "    \\$3  = x;\n" in out  # untouched
     assert "\\$1  = q" not in out and "\\$2  = d" not in out
     assert flop_registers(out) == (out, 0)
+
+
+_FSM = """module m(clk, rst, go, d, q);
+  input clk;
+  input rst;
+  input go;
+  input [1:0] d;
+  output [1:0] q;
+  reg [1:0] q = 2'h0;
+  reg [1:0] \\$1 ;
+  reg [1:0] s = 2'h0;
+  reg [1:0] \\$2 ;
+  always @(posedge clk)
+    q <= \\$1 ;
+  always @(posedge clk)
+    s <= \\$2 ;
+  always @* begin
+    if (\\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \\$1  = q;
+    if (go) begin
+      casez (d)
+        2'h1:
+          \\$1  = 2'h2;
+        default:
+          \\$1  = d;
+      endcase
+    end
+    if (rst) begin
+      \\$1  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \\$2  = s;
+    if (go) begin
+      \\$2  = \\$2  + 2'h1;
+    end
+  end
+endmodule
+"""
+
+
+def test_flop_processes_moves_nested_next_state_logic_into_the_clocked_process():
+    """A next value computed under nested conditions and a case becomes the register's own clocked process (the
+    hold dropped, the body kept, blocking writes as nonblocking ones in the same order); one whose process reads
+    its own next value (``$2 = $2 + 1``) keeps its two processes."""
+    from hw.cosim.harness.rewrites import flop_processes, per_module
+
+    out, n = flop_processes(_FSM)
+    assert n == 1
+    assert ("  always @(posedge clk) begin\n    if (go) begin\n      casez (d)\n        2'h1:\n          q<= 2'h2;\n"
+            "        default:\n          q<= d;\n      endcase\n    end\n    if (rst) begin\n      q<= 2'h0;\n"
+            "    end\n  end\n") in out
+    assert "\\$1  = " not in out and "q <= \\$1 ;" not in out
+    assert "    s <= \\$2 ;\n" in out and "\\$2  = \\$2  + 2'h1;" in out  # untouched
+    # yosys reuses names in every module: per module, each is rewritten on its own; globally the shared name is not
+    two = _FSM + _FSM.replace("module m(", "module m2(")
+    assert flop_processes(two)[1] == 0
+    out2, n2 = per_module(flop_processes, two)
+    assert n2 == 2 and out2.count("q<= 2'h2;") == 2
+
+
+def test_machine_multiplies_keep_the_low_bits_of_the_signed_product():
+    """``$signed(a) * $signed(b)`` into a <= 64-bit result becomes a 64-bit product of 64-bit sign extensions;
+    its low bits are the signed product's for every operand (checked exhaustively on 4 x 5 bits, and on the
+    GEMM pair product's 8 x 25 -> 33 bits at the extremes); a product wider than 64 bits is left alone."""
+    from hw.cosim.harness.rewrites import machine_multiplies
+
+    text = ("module m(a, b, y, z);\n  input [3:0] a;\n  input [4:0] b;\n  output [8:0] y;\n  output [70:0] z;\n"
+            "  wire [8:0] y;\n  wire [70:0] z;\n  assign y = $signed(a) * $signed(b);\n"
+            "  assign z = $signed(a) * $signed(b);\nendmodule\n")
+    out, n = machine_multiplies(text)
+    assert n == 1
+    assert "  wire [63:0] \\y__xa ;\n  wire [63:0] \\y__xb ;\n  assign \\y__xa = $signed(a);\n" in out
+    assert "  assign y = \\y__xa * \\y__xb ;\n" in out and "  assign z = $signed(a) * $signed(b);\n" in out
+
+    def sext(v: int, bits: int) -> int:  # the operand's bits read as signed, then as 64-bit unsigned
+        v &= (1 << bits) - 1
+        return (v - (1 << bits) if v >> (bits - 1) else v) % (1 << 64)
+
+    for bits_a, bits_b, bits_y, values in ((4, 5, 9, [(x, w) for x in range(16) for w in range(32)]),
+                                           (8, 25, 33, [(x, w) for x in (0, 1, 127, 128, 255)
+                                                        for w in (0, 1, (1 << 24) - 1, 1 << 24, (1 << 25) - 1)])):
+        for x, w in values:
+            signed = (sext(x, bits_a) - (1 << 64) * (x >> (bits_a - 1) & 1)) * \
+                     (sext(w, bits_b) - (1 << 64) * (w >> (bits_b - 1) & 1))
+            assert (sext(x, bits_a) * sext(w, bits_b)) % (1 << bits_y) == signed % (1 << bits_y)
 
 
 def test_harness_options_errors(tmp_path):

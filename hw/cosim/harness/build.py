@@ -4,18 +4,21 @@ and the system C++ compiler, cached by the design hash.
 The binary lives in ``build/rtl/harness/<config>-<key>/`` where ``key`` hashes the generated Verilog
 (itself cached by :func:`hw.cosim.runner.design_key`, which covers the config, the ``hw`` sources,
 every file of ``isa/`` and the ALU registry), the bench sources, the build flags and the Verilator
-version. No VPI, no public signals, optimized (``-O3`` for Verilator and the C++).
+version and what ``-march=native`` means on this machine. No VPI, no public signals, optimized (``-O3`` for
+Verilator and the C++, code for the host CPU: :data:`NATIVE`).
 
 The bench Verilates a thin wrapper (:func:`wrapper_verilog`) around the design: the DRAM-driven inputs
 (``m_axi_rvalid/rlast/rdata/bvalid``) pass through registers the bench loads one cycle ahead, so the design sees
 exactly the same inputs every cycle while the Verilated model never re-evaluates its input-combinational logic for
 them. Two DFG peephole rewrites are turned off (``DFG_FLAGS``): they turn ``en ? value : 0`` into ``value & {en}``,
-which would evaluate the operand-isolated S2 datapath (``hw.compute.isolated``) on every cycle. Registers are
-Verilated in one clocked process each (:func:`flop_registers`), and ``pgo=True`` adds a GCC profile-guided second
-compile (:func:`build_harness`).
+which would evaluate the operand-isolated S2 datapath (``hw.compute.isolated``) on every cycle. The Verilog is
+rewritten for the harness only (:func:`hw.cosim.harness.rewrites.harness_verilog`: registers as one clocked
+process each, machine-width products), and ``pgo=True`` adds a GCC profile-guided second compile
+(:func:`build_harness`).
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -24,6 +27,7 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
+from hw.cosim.harness.rewrites import harness_verilog
 from isa.config import HwConfig
 
 HERE = Path(__file__).resolve().parent
@@ -41,9 +45,11 @@ DFG_FLAGS = ("-fno-dfg-peephole-replace-cond-with-else-branch-zero",
 CXX_OPT = "-O3"
 #: GCC profile-guided optimisation of the model (``build_harness(..., pgo=True)``): an instrumented build runs a
 #: seeded training workload (:func:`hw.cosim.harness.pgo_training`), then the model is compiled again with that
-#: profile. Generic x86-64
-#: code either way (no ``-march``): the binary runs on any x86-64 machine.
+#: profile.
 PGO_GEN = ("-fprofile-generate", "-fprofile-update=single")
+#: Tried first: code for the CPU the harness is built on (it is built where it runs, in the build tree; the key
+#: holds what the compiler makes of ``-march=native`` here, so another CPU gets its own build).
+NATIVE = "-march=native"
 PGO_USE = ("-fprofile-use", "-fprofile-partial-training", "-Wno-missing-profile")
 #: Tried first: rising edges with unchanged inputs skip Verilator's input-combinational phase (tb.cpp).
 EDGE_PHASES = "-DVTA_EDGE_PHASES"
@@ -116,63 +122,10 @@ def _flags(top: str) -> tuple[str, ...]:
     return VERILATOR_FLAGS[:-1] + ("vta_bench", "--prefix", "Vvta_top")
 
 
-_ID = r"(?:\\\S+ |[A-Za-z_][\w$]*)"  # a Verilog identifier as yosys writes it (escaped ones end with a space)
-_FLOP = re.compile(r"^  always @\(posedge clk\)\n    (%s) ?<= (%s) ?;\n" % (_ID, _ID), re.M)
-_NEXT = re.compile(r"^  always @\* begin\n    if \(\\\$auto\$verilog_backend[^\n]*\) begin end\n    (%s) ?= (%s) ?;\n"
-                   r"((?:    if \([^\n]*\) begin\n      [^\n]*;\n    end\n)*)  end\n" % (_ID, _ID), re.M)
-_DECL = re.compile(r"^  (?:reg|wire)( signed)? (?:\[(\d+):(\d+)\] )?(%s) ?(?:=[^;\n]*)?;$" % _ID, re.M)
-
-
-def flop_registers(text: str) -> tuple[str, int]:
-    """``text`` with each register in yosys's two-process form -- ``always @(posedge clk) R <= N;`` and a
-    combinational ``always @* begin N = D; if (C1) N = V1; ... if (Ck) N = Vk; end`` -- written as one clocked
-    process ``always @(posedge clk) if (Ck) R <= Vk; ... else if (C1) R <= V1; else R <= D;`` (no ``else`` when
-    ``D`` is ``R``: a hold). The same register: the clocked process samples the same pre-edge values the
-    combinational one settled to. Only that exact shape is rewritten, and only where ``N`` has no other reader and
-    the width of ``R``. Returns the text and the number of registers rewritten.
-
-    Why: Verilator evaluates the two-process form as two copies per register per cycle (``R = N`` at the edge,
-    then ``N = R`` and the enables), whether or not the register is enabled; the one-process form is one branch
-    shared by all registers with the same enable. The deep pipelines' many enabled registers (ALU lanes, GEMM
-    array) made that most of the per-cycle work."""
-    flops = {m.group(2).strip(): (m.group(1).strip(), m.span()) for m in _FLOP.finditer(text)}
-    decl = {}
-    for m in _DECL.finditer(text):
-        decl.setdefault(m.group(4).strip(), []).append((m.group(1), m.group(2), m.group(3)))
-    count: dict[str, int] = {}
-    for t in re.findall(r"\\\S+ |[A-Za-z_][\w$]*", text):
-        count[t.strip()] = count.get(t.strip(), 0) + 1
-    edits = []
-    for m in _NEXT.finditer(text):
-        nxt, dflt = m.group(1).strip(), m.group(2).strip()
-        if nxt not in flops:
-            continue
-        reg, fspan = flops[nxt]
-        conds = re.findall(r"    if \(([^\n]*)\) begin\n      %s\s*= ([^\n]*);\n    end\n" % re.escape(nxt), m.group(3))
-        if len(conds) != m.group(3).count("    if ("):
-            continue
-        # N: declared once, written here, read only by the flop (else its name is shared or it has other readers)
-        if count.get(nxt) != 1 + 1 + len(conds) + 1 or len(decl.get(nxt, [])) != 1 or decl.get(nxt) != decl.get(reg):
-            continue
-        sp = lambda v: v + " " if v.startswith("\\") else v  # noqa: E731  (an escaped name ends with a space)
-        body = "".join(("    if (" if i == 0 else "    else if (") + f"{c}) {sp(reg)}<= {v};\n"
-                       for i, (c, v) in enumerate(reversed(conds)))
-        if dflt != reg:
-            body += ("    else " if conds else "    ") + f"{sp(reg)}<= {sp(dflt)};\n"
-        edits += [(m.span(), ""), (fspan, f"  always @(posedge clk) begin\n{body}  end\n")]
-    edits.sort()
-    out, pos = [], 0
-    for (a, b), new in edits:
-        out += [text[pos:a], new]
-        pos = b
-    out.append(text[pos:])
-    return "".join(out), len(edits) // 2
-
-
 def _source(cfg: HwConfig, top: str) -> str:
     from hw.cosim.runner import verilog_for
 
-    text = flop_registers(verilog_for(cfg).read_text())[0]
+    text = harness_verilog(verilog_for(cfg).read_text())
     if top == "vta_top":
         return wrapper_verilog(text)
     from hw.accel_wrapper import accel_verilog
@@ -186,6 +139,18 @@ def _verilator_version() -> str:
     return getattr(verilator, "__version__", "") or str(Path(verilator.__file__).parent)
 
 
+@functools.lru_cache(maxsize=1)
+def _native_target() -> str:
+    """What the C++ compiler makes of :data:`NATIVE` on this machine (its resolved ``-march`` and every target
+    option it turns on or off), or ``""`` where it has no answer."""
+    try:
+        res = subprocess.run([os.environ.get("CXX", "g++"), NATIVE, "-Q", "--help=target"], capture_output=True,
+                             text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return res.stdout if res.returncode == 0 else ""
+
+
 def harness_key(cfg: HwConfig, top: str = "vta_top", pgo: bool = False) -> str:
     """Hash of everything the harness binary is built from (the Verilated source covers the design and, for
     ``vta_accel``, the wrapper; ``pgo``: the profile-guided build, whose training workload,
@@ -193,7 +158,8 @@ def harness_key(cfg: HwConfig, top: str = "vta_top", pgo: bool = False) -> str:
     h = hashlib.sha256(_source(cfg, top).encode())
     for name in SOURCES:
         h.update((HERE / name).read_bytes())
-    h.update(repr((_flags(top), DFG_FLAGS, CXX_OPT, EDGE_PHASES, REGISTERED_INPUTS, _verilator_version())).encode())
+    h.update(repr((_flags(top), DFG_FLAGS, CXX_OPT, EDGE_PHASES, REGISTERED_INPUTS, _verilator_version(), NATIVE,
+                   _native_target())).encode())
     if pgo:
         h.update(repr((PGO_GEN, PGO_USE)).encode())
         h.update((HERE / "__init__.py").read_bytes())  # the training workload
@@ -236,10 +202,12 @@ def build_harness(cfg: HwConfig, verbose: bool = False, top: str = "vta_top", pg
         gen = list(PGO_GEN) if pgo else []
         log = ""
         # the fast edge needs Verilator's phase functions (else plain eval()); the DFG flags need a recent Verilator
-        for defines, dfg in ((EDGE_PHASES, DFG_FLAGS), (EDGE_PHASES, ()), ("", DFG_FLAGS), ("", ())):
+        attempts = [(native, defines, dfg) for native in ((NATIVE,) if _native_target() else ()) + ("",)
+                    for defines, dfg in ((EDGE_PHASES, DFG_FLAGS), (EDGE_PHASES, ()), ("", DFG_FLAGS), ("", ()))]
+        for native, defines, dfg in attempts:
             if obj.exists():
                 shutil.rmtree(obj)
-            cflags = " ".join([f"-I{bdir}", *([defines] if defines else []), *gen])
+            cflags = " ".join([f"-I{bdir}", *([native] if native else []), *([defines] if defines else []), *gen])
             cmd = [str(verilator_bin() / "verilator"), *_flags(top), *dfg, "--Mdir", str(obj), "-o", "vta_harness",
                    "--build-jobs", jobs, "-CFLAGS", cflags, "-MAKEFLAGS", opt, *(["-LDFLAGS", " ".join(gen)] if gen else []),
                    str(bdir / "vta_top.v"), str(bdir / "tb.cpp")]
@@ -251,7 +219,7 @@ def build_harness(cfg: HwConfig, verbose: bool = False, top: str = "vta_top", pg
             train(obj / "vta_harness", cfg)  # writes obj/*.gcda
             for f in [*obj.glob("*.o"), *obj.glob("*.gch"), obj / "vta_harness"]:
                 f.unlink()
-            use = " ".join([f"-I{bdir}", *([defines] if defines else []), *PGO_USE])
+            use = " ".join([f"-I{bdir}", *([native] if native else []), *([defines] if defines else []), *PGO_USE])
             cmd = ["make", "-C", str(obj), "-f", "Vvta_top.mk", "-j", jobs, f"VM_USER_CFLAGS={use}",
                    "VM_USER_LDLIBS=", *opt.split(), "vta_harness"]
             res = subprocess.run(cmd, cwd=bdir, capture_output=True, text=True)
@@ -261,7 +229,8 @@ def build_harness(cfg: HwConfig, verbose: bool = False, top: str = "vta_top", pg
             raise RuntimeError(f"harness build failed for {cfg.name} (log {bdir / 'build.log'}):\n"
                                f"{(res.stdout + res.stderr)[-3000:]}")
         (bdir / "edge_phases").write_text(str(bool(defines)))
-        flags = [*_flags(top), *dfg, f"CXX {CXX_OPT}", *([defines] if defines else []), *(["PGO"] if pgo else [])]
+        flags = [*_flags(top), *dfg, f"CXX {CXX_OPT}", *([native] if native else []), *([defines] if defines else []),
+                 *(["PGO"] if pgo else [])]
         (bdir / "flags").write_text(" ".join(flags))
         tmp = bdir / f"vta_harness.{os.getpid()}.tmp"
         shutil.copy(obj / "vta_harness", tmp)
