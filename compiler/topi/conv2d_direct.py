@@ -59,6 +59,7 @@ class Conv2dSpec:
     pad_value: int = 0      # int8: what the border holds
     oc_block: int = 0       # output channels per vector block (0: chosen, see ``block``)
     pixel_tile: int = 0     # output pixels per register tile (0: chosen, see ``tile``; a tuning knob)
+    pixel_vectors: bool = False  # 1x1 unit-stride float32: pixels in the vector lanes (see :func:`pointwise_tiles`)
 
     @property
     def oh(self) -> int:
@@ -82,7 +83,10 @@ class Conv2dSpec:
 
     @property
     def block(self) -> int:
-        """Output channels per vector block: 8 when each group's outputs split into 8s (always for depthwise)."""
+        """Output channels per vector block: 8 when each group's outputs split into 8s (always for depthwise);
+        ``pixel_vectors``: the output channels per register tile (each a broadcast weight)."""
+        if self.pixel_vectors:
+            return self.oc_block or pointwise_tiles(self)[0]
         if self.oc_block:
             return self.oc_block
         if self.depthwise:  # channel vectors (measured 1.4-2.6x faster than vectors along the output row)
@@ -101,15 +105,25 @@ class Conv2dSpec:
         return self.dtype == "float32" and not self.depthwise and (self.stride == (1, 1) or self.groups == 1)
 
     @property
+    def pointwise(self) -> bool:
+        """A float32 1x1 convolution with unit stride, no padding and one group: a matrix product over the
+        flattened pixels, which :func:`pointwise_tiles` can tile with the pixels in the vector lanes."""
+        return (self.dtype == "float32" and self.groups == 1 and (self.kh, self.kw) == (1, 1)
+                and self.stride == (1, 1) and not any(self.pads))
+
+    @property
     def flat(self) -> bool:
         """6 x 16 tiles over the flattened output pixels (y * OW + x), only the very last one ragged: wastes almost
         nothing where 6 x 16 tiles per row would (7x7 maps: 12 of 7). Single-thread CPU time per ResNet-18 layer
         vs tiles per row: -20% (7x7), -9..-21% (56, 28, 14 wide)."""
-        return self.ragged_ok and self.groups == 1 and self.block > OC_BLOCK
+        return self.ragged_ok and self.groups == 1 and self.block > OC_BLOCK and not self.pixel_vectors
 
     @property
     def tile(self) -> int:
-        """Output pixels per register tile (along the flattened pixels for ``flat``, else along a row)."""
+        """Output pixels per register tile (along the flattened pixels for ``flat`` and ``pixel_vectors``, else
+        along a row)."""
+        if self.pixel_vectors:
+            return self.pixel_tile or pointwise_tiles(self)[1]
         if self.pixel_tile:
             return min(self.pixel_tile, self.oh * self.ow if self.flat else self.ow)
         if self.flat:
@@ -123,6 +137,15 @@ class Conv2dSpec:
             raise te.TeError(f"conv2d: stride {self.stride} / dilations {self.dilations} must be >= 1, pads {self.pads} >= 0")
         if self.oh < 1 or self.ow < 1:
             raise te.TeError(f"conv2d: kernel {self.kh}x{self.kw} does not fit the padded {self.h}x{self.w} input")
+        if self.pixel_vectors:
+            if not self.pointwise:
+                raise te.TeError("conv2d: pixel_vectors needs a float32 1x1 convolution with unit stride, no padding "
+                                 f"and one group, got {self.kh}x{self.kw} stride {self.stride} pads {self.pads} "
+                                 f"groups {self.groups} {self.dtype}")
+            p, ot, pv = self.oh * self.ow, self.block, self.tile
+            if ot < 1 or self.o % ot or pv < 1 or p % pv:
+                raise te.TeError(f"conv2d: pixel_vectors tiles of {ot} channels x {pv} pixels must divide the {self.o} "
+                                 f"output channels and the {p} pixels")
 
     @property
     def macs(self) -> int:
@@ -135,6 +158,8 @@ def pack_weight(spec: Conv2dSpec, w: np.ndarray) -> np.ndarray:
     w = np.asarray(w, np.float32 if spec.dtype == "float32" else np.int8)
     if spec.depthwise:
         return np.ascontiguousarray(w[:, 0].reshape(spec.o // ob, ob, spec.kh, spec.kw).transpose(0, 2, 3, 1))
+    if spec.pixel_vectors:  # (O/OT, C, OT): a tile's OT weights of one input channel are adjacent (broadcasts)
+        return np.ascontiguousarray(w.reshape(spec.o // ob, ob, spec.c).transpose(0, 2, 1))
     return np.ascontiguousarray(w.reshape(spec.o // ob, ob, spec.cg, spec.kh, spec.kw).transpose(0, 2, 3, 4, 1))
 
 
@@ -170,6 +195,8 @@ def conv2d(spec: Conv2dSpec, bias: bool = False, residual: bool = False, act: st
     n, c, h, w, o = spec.n, spec.c, spec.h, spec.w, spec.o
     (t, l, b, r), (sy, sx), (dy, dx) = spec.pads, spec.stride, spec.dilations
     ob = spec.block
+    if spec.pixel_vectors:
+        return _pointwise(spec, bias, residual, act, act_params, stage)
     data = te.placeholder((n, c, h, w), spec.dtype, "data")
     hp, wp = h + t + b, w + l + r
     xt = spec.tile
@@ -249,11 +276,52 @@ def conv2d(spec: Conv2dSpec, bias: bool = False, residual: bool = False, act: st
     return Conv2dOp(spec, inputs, pad, conv, out)
 
 
+def _pointwise(spec: Conv2dSpec, bias: bool, residual: bool, act: str | None, act_params: tuple,
+               stage) -> Conv2dOp:
+    """The ``pixel_vectors`` compute: ``conv[n, oo, oi, q] = sum_c data[n, c, q] * weight[oo, c, oi]`` over the
+    flattened pixels ``q`` (data ``(N, C, H*W)``), output ``(N, O/OT, OT, H*W)``; both NCHW memory."""
+    if stage is not None:
+        raise te.TeError("conv2d: pixel_vectors is a float32 layout (int8 output stages use the channel-vector one)")
+    n, c, o, p, ot = spec.n, spec.c, spec.o, spec.oh * spec.ow, spec.block
+    data = te.placeholder((n, c, p), "float32", "data")
+    weight = te.placeholder((o // ot, c, ot), "float32", "weight")
+    rc = te.reduce_axis(c, "rc")
+    shape = (n, o // ot, ot, p)
+    conv = te.compute(shape, lambda i, oo, oi, q: te.sum(data[i, rc, q] * weight[oo, rc, oi], [rc]),
+                      name="conv", dtype="float32")
+    inputs = [data, weight]
+    bias_t = res_t = None
+    if bias:
+        bias_t = te.placeholder((o,), "float32", "bias")
+        inputs.append(bias_t)
+    if residual:
+        res_t = te.placeholder(shape, "float32", "residual")
+        inputs.append(res_t)
+
+    def epilogue(i, oo, oi, q):
+        v = conv[i, oo, oi, q]
+        if bias_t is not None:
+            v = v + bias_t[oo * ot + oi]
+        if res_t is not None:
+            v = v + res_t[i, oo, oi, q]
+        return activation(v, act, act_params)
+
+    out = te.compute(shape, epilogue, name="out", dtype="float32")
+    return Conv2dOp(spec, inputs, data, conv, out)
+
+
+def input_shape(spec: Conv2dSpec) -> tuple[int, ...]:
+    """The data argument's shape: NCHW, or ``(N, C, H*W)`` for ``spec.pixel_vectors`` (the same memory)."""
+    if spec.pixel_vectors:
+        return (spec.n, spec.c, spec.h * spec.w)
+    return (spec.n, spec.c, spec.h, spec.w)
+
+
 def output_shape(spec: Conv2dSpec) -> tuple[int, ...]:
     """The output (and residual) tensor's shape: ``(N, O/OB, OB, OH, OW)``, or ``(N, O/OB, OB, OH*OW)`` for
-    ``spec.flat``; both are NCHW memory."""
+    ``spec.flat`` and ``spec.pixel_vectors``; all NCHW memory."""
     ob = spec.block
-    if spec.flat:
+    if spec.flat or spec.pixel_vectors:
         return (spec.n, spec.o // ob, ob, spec.oh * spec.ow)
     return (spec.n, spec.o // ob, ob, spec.oh, spec.ow)
 
@@ -276,6 +344,37 @@ def pixel_tile(ow: int, ob: int = OC_BLOCK, ragged: bool = False) -> int:
     return min(ow, 8)
 
 
+def pointwise_tiles(spec: Conv2dSpec, lanes: int | None = None) -> tuple[int, int]:
+    """``(channels, pixels)`` of the register tile of a ``pixel_vectors`` 1x1 conv, or ``(0, 0)`` when ``lanes``
+    does not divide the pixel count. Pixels in the vector lanes: two vectors of ``lanes`` where they divide the
+    pixel count, else one (no ragged tile, so every load stays in bounds); one broadcast weight per output channel;
+    at most 12 accumulator vectors (16 registers; 24 with AVX-512's 32), the channels dividing ``O``. (Partial
+    vectors, e.g. 14 or 7 pixels of 14x14 and 7x7 maps, measured 1.5-4x slower than the channel-vector layout.)
+    ``lanes`` default: the target CPU's float32 lanes."""
+    if lanes is None:
+        from compiler.backend.llvm.host import float_lanes
+
+        lanes = float_lanes()
+    p = spec.oh * spec.ow
+    budget = 24 if lanes >= 16 else 12
+    for pv in (2 * lanes, lanes):
+        if p % pv == 0:
+            for ot in (12, 8, 6, 4, 3, 2, 1):
+                if ot * (pv // lanes) <= budget and spec.o % ot == 0:
+                    return ot, pv
+    return 0, 0
+
+
+def cpu_spec(spec: Conv2dSpec) -> Conv2dSpec:
+    """The spec the CPU schedule uses without knobs: a float32 1x1 unit-stride conv whose pixels split into the
+    target's vectors gets ``pixel_vectors`` (the output stays NCHW and is stored as whole vectors with no transpose;
+    MobileNetV2's 112/56/28-wide pointwise convs ran 3-4.5x onnxruntime with channels in the lanes), others as
+    they are."""
+    if spec.pointwise and not (spec.oc_block or spec.pixel_tile or spec.pixel_vectors) and pointwise_tiles(spec)[0]:
+        return dataclasses.replace(spec, pixel_vectors=True)
+    return spec
+
+
 PARALLEL_CHOICES = ("none", "outer", "fused")  # no parallel loop; channel blocks; channel blocks x pixel tiles/rows
 ORDER_CHOICES = ("rc_ky_kx", "ky_kx_rc")        # the reduction loops around the register tile, outermost first
 
@@ -287,7 +386,8 @@ class CpuConvKnobs:
     ``ob``: output channels per vector block (the vector width in float32 lanes: 8, 16 or 32; it also sets the
     weight packing), ``xt``: output pixels per register tile (``ob / 8 * xt`` accumulator vectors), ``parallel``:
     what the parallel loop runs over (:data:`PARALLEL_CHOICES`), ``unroll``: 0 none, 1 the tile's pixels, 2 also
-    the innermost kernel tap (``kx``), ``order``: the reduction loop order (:data:`ORDER_CHOICES`)."""
+    the innermost kernel tap (``kx``), ``order``: the reduction loop order (:data:`ORDER_CHOICES`). They set the
+    channel-vector layout (not ``pixel_vectors``)."""
 
     ob: int
     xt: int
@@ -313,11 +413,12 @@ class CpuConvKnobs:
     def apply(self, spec: Conv2dSpec) -> Conv2dSpec:
         """``spec`` with this block and tile (pass the result to :func:`conv2d` and :func:`pack_weight`)."""
         self.check(spec)
-        return dataclasses.replace(spec, oc_block=self.ob, pixel_tile=self.xt)
+        return dataclasses.replace(spec, oc_block=self.ob, pixel_tile=self.xt, pixel_vectors=False)
 
 
 def default_cpu_knobs(spec: Conv2dSpec) -> CpuConvKnobs:
-    """The knobs :func:`schedule_cpu` uses without a tuning log (the library's own choice for ``spec``)."""
+    """The knobs :func:`schedule_cpu` uses without a tuning log for the channel-vector layout of ``spec`` (the
+    library's own choice; ``pixel_vectors`` specs take no knobs)."""
     par = "none"
     if spec.macs >= (CONV_PARALLEL_MIN_MACS if spec.flat else PARALLEL_MIN_MACS):
         par = "fused" if spec.flat else "outer"
@@ -331,6 +432,12 @@ def schedule_cpu(op: Conv2dOp, s, knobs: CpuConvKnobs | None = None) -> None:
     14x14 layers, measured slower; the accumulators then live in memory instead of registers.)"""
     spec = op.spec
     ob = spec.block
+    if spec.pixel_vectors:
+        if knobs is not None:
+            raise te.TeError("schedule_cpu: knobs set the channel-vector layout; build the op from knobs.apply(spec) "
+                             "(which turns pixel_vectors off)")
+        _schedule_pointwise(op, s, spec.macs >= CONV_PARALLEL_MIN_MACS and spec.oh * spec.ow > spec.tile)
+        return
     k = knobs or default_cpu_knobs(spec)
     if knobs is not None and (spec.oc_block, spec.pixel_tile) != (k.ob, k.xt):
         raise te.TeError(f"schedule_cpu: knobs ob={k.ob} xt={k.xt} do not match the op's spec (oc_block "
@@ -381,9 +488,33 @@ def schedule_cpu(op: Conv2dOp, s, knobs: CpuConvKnobs | None = None) -> None:
         sc.vectorize(coi)
 
 
+def _schedule_pointwise(op: Conv2dOp, s, parallel: bool) -> None:
+    """``pixel_vectors``: per pixel tile (outer, parallel when large) and channel tile, an OT x PV accumulator tile
+    in registers over the input channels (per channel: PV/lanes vector loads, OT weight broadcasts); the tile's
+    input column stays in L1 over the channel tiles; the epilogue stores whole pixel vectors."""
+    spec = op.spec
+    so = s[op.out]
+    n, oo, oi, q = so.leaf_iter_vars
+    qo, qi = so.split(q, spec.tile)
+    so.reorder(n, qo, oo, oi, qi)
+    if parallel:
+        so.parallel(qo)
+    so.vectorize(qi)
+    sc = s[op.conv]
+    sc.set_scope("local")
+    sc.compute_at(so, oo)
+    cn, coo, coi, cq, rc = sc.leaf_iter_vars
+    sc.reorder(cn, coo, rc, coi, cq)
+    sc.unroll(coi)
+    sc.vectorize(cq)
+
+
 def schedule_gpu(op: Conv2dOp, s) -> None:
     """Blocks over (batch x channel block, row), threads over output pixels x channels in the block."""
     spec = op.spec
+    if spec.pixel_vectors:
+        raise te.TeError("conv2d: pixel_vectors is the CPU schedule's layout; the GPU schedule takes the spec "
+                         "without it")
     if op.pad is not op.inputs[0]:
         schedule_injective_gpu(s, op.pad)
     sc = s[op.conv]

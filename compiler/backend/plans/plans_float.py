@@ -50,6 +50,8 @@ def plan_conv(node: Node, infos, consts, target: str, knobs: conv2d_direct.CpuCo
         spec = knobs.apply(spec)
     else:
         knobs = None
+        if target == "llvm":  # the CPU layout choice (1x1 convs: pixels in the vector lanes where they divide)
+            spec = conv2d_direct.cpu_spec(spec)
     act, params = a.get("activation"), tuple(a.get("act_params", ()))
     wp = conv2d_direct.pack_weight(spec, w)
     ob = spec.block
@@ -63,7 +65,7 @@ def plan_conv(node: Node, infos, consts, target: str, knobs: conv2d_direct.CpuCo
         return op.inputs, op.out, lambda s: conv2d_direct.schedule_cpu(op, s, knobs)
 
     def args(ins):
-        out = [f32(ins[0]), wp]
+        out = [f32(ins[0]).reshape(conv2d_direct.input_shape(spec)), wp]
         if bp is not None:
             out.append(bp)
         if residual:
