@@ -59,7 +59,7 @@ class Conv2dSpec:
     pad_value: int = 0      # int8: what the border holds
     oc_block: int = 0       # output channels per vector block (0: chosen, see ``block``)
     pixel_tile: int = 0     # output pixels per register tile (0: chosen, see ``tile``; a tuning knob)
-    pixel_vectors: bool = False  # 1x1 unit-stride float32: pixels in the vector lanes (see :func:`pointwise_tiles`)
+    pixel_vectors: bool = False  # float32 1x1 or depthwise: pixels in the vector lanes (see :func:`cpu_spec`)
 
     @property
     def oh(self) -> int:
@@ -86,7 +86,7 @@ class Conv2dSpec:
         """Output channels per vector block: 8 when each group's outputs split into 8s (always for depthwise);
         ``pixel_vectors``: the output channels per register tile (each a broadcast weight)."""
         if self.pixel_vectors:
-            return self.oc_block or pointwise_tiles(self)[0]
+            return 1 if self.depthwise else self.oc_block or pointwise_tiles(self)[0]
         if self.oc_block:
             return self.oc_block
         if self.depthwise:  # channel vectors (measured 1.4-2.6x faster than vectors along the output row)
@@ -123,7 +123,7 @@ class Conv2dSpec:
         """Output pixels per register tile (along the flattened pixels for ``flat`` and ``pixel_vectors``, else
         along a row)."""
         if self.pixel_vectors:
-            return self.pixel_tile or pointwise_tiles(self)[1]
+            return self.pixel_tile or (depthwise_row_tile(self) if self.depthwise else pointwise_tiles(self)[1])
         if self.pixel_tile:
             return min(self.pixel_tile, self.oh * self.ow if self.flat else self.ow)
         if self.flat:
@@ -137,7 +137,11 @@ class Conv2dSpec:
             raise te.TeError(f"conv2d: stride {self.stride} / dilations {self.dilations} must be >= 1, pads {self.pads} >= 0")
         if self.oh < 1 or self.ow < 1:
             raise te.TeError(f"conv2d: kernel {self.kh}x{self.kw} does not fit the padded {self.h}x{self.w} input")
-        if self.pixel_vectors:
+        if self.pixel_vectors and self.depthwise:
+            if self.dtype != "float32" or self.tile < 1 or self.tile > self.ow:
+                raise te.TeError(f"conv2d: pixel_vectors depthwise needs float32 and a row tile of 1..{self.ow} "
+                                 f"pixels, got {self.dtype}, {self.tile}")
+        elif self.pixel_vectors:
             if not self.pointwise:
                 raise te.TeError("conv2d: pixel_vectors needs a float32 1x1 convolution with unit stride, no padding "
                                  f"and one group, got {self.kh}x{self.kw} stride {self.stride} pads {self.pads} "
@@ -196,7 +200,12 @@ def conv2d(spec: Conv2dSpec, bias: bool = False, residual: bool = False, act: st
     (t, l, b, r), (sy, sx), (dy, dx) = spec.pads, spec.stride, spec.dilations
     ob = spec.block
     if spec.pixel_vectors:
-        return _pointwise(spec, bias, residual, act, act_params, stage)
+        if stage is not None:
+            raise te.TeError("conv2d: pixel_vectors is a float32 layout (int8 output stages use the channel-vector "
+                             "one)")
+        if spec.depthwise:
+            return _depthwise_rows(spec, bias, residual, act, act_params)
+        return _pointwise(spec, bias, residual, act, act_params)
     data = te.placeholder((n, c, h, w), spec.dtype, "data")
     hp, wp = h + t + b, w + l + r
     xt = spec.tile
@@ -276,12 +285,91 @@ def conv2d(spec: Conv2dSpec, bias: bool = False, residual: bool = False, act: st
     return Conv2dOp(spec, inputs, pad, conv, out)
 
 
-def _pointwise(spec: Conv2dSpec, bias: bool, residual: bool, act: str | None, act_params: tuple,
-               stage) -> Conv2dOp:
-    """The ``pixel_vectors`` compute: ``conv[n, oo, oi, q] = sum_c data[n, c, q] * weight[oo, c, oi]`` over the
+def _epilogue_stage(conv: Tensor, shape: tuple, ob: int, bias: bool, residual: bool, act: str | None,
+                    act_params: tuple, inputs: list) -> Tensor:
+    """``out = act(conv + bias[channel] + residual)`` of the ``pixel_vectors`` layouts (``conv`` and ``out`` of
+    ``shape``, axis 1 x ``ob`` + axis 2 the channel); appends the bias/residual placeholders to ``inputs``."""
+    bias_t = res_t = None
+    if bias:
+        bias_t = te.placeholder((shape[1] * ob,), "float32", "bias")
+        inputs.append(bias_t)
+    if residual:
+        res_t = te.placeholder(shape, "float32", "residual")
+        inputs.append(res_t)
+
+    def epilogue(i, oo, oi, *px):
+        v = conv[(i, oo, oi, *px)]
+        if bias_t is not None:
+            v = v + bias_t[oo * ob + oi]
+        if res_t is not None:
+            v = v + res_t[(i, oo, oi, *px)]
+        return activation(v, act, act_params)
+
+    return te.compute(shape, epilogue, name="out", dtype="float32")
+
+
+def depthwise_row_tile(spec: Conv2dSpec, lanes: int | None = None) -> int:
+    """Output pixels per register tile of a ``pixel_vectors`` depthwise conv (along a row): two vectors of
+    ``lanes`` or one, whichever divides the row (two where the row is that wide and neither does); 0 when the row
+    is narrower than a vector (the channel-vector layout then). A ragged last tile of a row reads zero columns of
+    the padded input and stores its lanes inside the row one by one."""
+    if lanes is None:
+        from compiler.backend.llvm.host import float_lanes
+
+        lanes = float_lanes()
+    if spec.ow < lanes:
+        return 0
+    for xt in (2 * lanes, lanes):
+        if spec.ow % xt == 0:
+            return xt
+    return 2 * lanes if spec.ow >= 2 * lanes else lanes
+
+
+def depthwise_rows(spec: Conv2dSpec, lanes: int | None = None) -> int:
+    """Output rows per register tile of a ``pixel_vectors`` depthwise conv: independent accumulator chains (one
+    row's KH x KW taps are a chain of dependent FMAs: 2 vectors alone ran at ~1/4 of the FMA rate), at most 12
+    accumulator vectors, a divisor of the output rows where one fits, else the last tile is ragged (zero rows
+    below the padded input)."""
+    if lanes is None:
+        from compiler.backend.llvm.host import float_lanes
+
+        lanes = float_lanes()
+    vecs = -(-spec.tile // lanes)
+    budget = 24 if lanes >= 16 else 12
+    fits = [r for r in range(min(budget // vecs, spec.oh), 0, -1)]
+    return next((r for r in fits if spec.oh % r == 0 and r > 1), fits[0])
+
+
+def _depthwise_rows(spec: Conv2dSpec, bias: bool, residual: bool, act: str | None, act_params: tuple) -> Conv2dOp:
+    """The ``pixel_vectors`` depthwise compute, NCHW throughout: the padded input per channel with its columns
+    de-interleaved by stride phase, ``(N, C, Hp, SX, Wq)`` (a tap's pixels along a row are contiguous; zero
+    columns past the last ragged tile), ``conv[n, c, 0, y, x] = sum_{ky,kx} pad[n, c, y*SY + ky*DY, kx*DX % SX,
+    x + kx*DX // SX] * weight[c, ky, kx, 0]`` and the output ``(N, C, 1, OH, OW)``."""
+    n, c, h, w, o = spec.n, spec.c, spec.h, spec.w, spec.o
+    (t, l, b, r), (sy, sx), (dy, dx) = spec.pads, spec.stride, spec.dilations
+    xt, yt = spec.tile, depthwise_rows(spec)
+    data = te.placeholder((n, c, h, w), "float32", "data")
+    hp, wp = h + t + b, w + l + r
+    hp = max(hp, (-(-spec.oh // yt) * yt - 1) * sy + (spec.kh - 1) * dy + 1)  # a ragged last row tile reads zeros
+    wq = max(-(-wp // sx), -(-spec.ow // xt) * xt + (spec.kw - 1) * dx // sx)
+    zero = te.const(0.0, "float32")
+    pad = te.compute((n, c, hp, sx, wq), lambda i, j, y, ph, xq: te.select(
+        (y >= t) & (y < h + t) & (xq * sx + ph >= l) & (xq * sx + ph < w + l),
+        data[i, j, y - t, xq * sx + ph - l], zero), name="pad", dtype="float32")
+    weight = te.placeholder((o, spec.kh, spec.kw, 1), "float32", "weight")
+    ky, kx = te.reduce_axis(spec.kh, "ky"), te.reduce_axis(spec.kw, "kx")
+    shape = (n, o, 1, spec.oh, spec.ow)
+    conv = te.compute(shape, lambda i, j, z, y, x: te.sum(
+        pad[i, j, y * sy + ky * dy, kx * dx % sx, x + kx * dx // sx] * weight[j, ky, kx, z], [ky, kx]),
+        name="conv", dtype="float32")
+    inputs = [data, weight]
+    out = _epilogue_stage(conv, shape, 1, bias, residual, act, act_params, inputs)
+    return Conv2dOp(spec, inputs, pad, conv, out)
+
+
+def _pointwise(spec: Conv2dSpec, bias: bool, residual: bool, act: str | None, act_params: tuple) -> Conv2dOp:
+    """The ``pixel_vectors`` 1x1 compute: ``conv[n, oo, oi, q] = sum_c data[n, c, q] * weight[oo, c, oi]`` over the
     flattened pixels ``q`` (data ``(N, C, H*W)``), output ``(N, O/OT, OT, H*W)``; both NCHW memory."""
-    if stage is not None:
-        raise te.TeError("conv2d: pixel_vectors is a float32 layout (int8 output stages use the channel-vector one)")
     n, c, o, p, ot = spec.n, spec.c, spec.o, spec.oh * spec.ow, spec.block
     data = te.placeholder((n, c, p), "float32", "data")
     weight = te.placeholder((o // ot, c, ot), "float32", "weight")
@@ -290,29 +378,13 @@ def _pointwise(spec: Conv2dSpec, bias: bool, residual: bool, act: str | None, ac
     conv = te.compute(shape, lambda i, oo, oi, q: te.sum(data[i, rc, q] * weight[oo, rc, oi], [rc]),
                       name="conv", dtype="float32")
     inputs = [data, weight]
-    bias_t = res_t = None
-    if bias:
-        bias_t = te.placeholder((o,), "float32", "bias")
-        inputs.append(bias_t)
-    if residual:
-        res_t = te.placeholder(shape, "float32", "residual")
-        inputs.append(res_t)
-
-    def epilogue(i, oo, oi, q):
-        v = conv[i, oo, oi, q]
-        if bias_t is not None:
-            v = v + bias_t[oo * ot + oi]
-        if res_t is not None:
-            v = v + res_t[i, oo, oi, q]
-        return activation(v, act, act_params)
-
-    out = te.compute(shape, epilogue, name="out", dtype="float32")
+    out = _epilogue_stage(conv, shape, ot, bias, residual, act, act_params, inputs)
     return Conv2dOp(spec, inputs, data, conv, out)
 
 
 def input_shape(spec: Conv2dSpec) -> tuple[int, ...]:
-    """The data argument's shape: NCHW, or ``(N, C, H*W)`` for ``spec.pixel_vectors`` (the same memory)."""
-    if spec.pixel_vectors:
+    """The data argument's shape: NCHW, or ``(N, C, H*W)`` for a ``pixel_vectors`` 1x1 conv (the same memory)."""
+    if spec.pixel_vectors and not spec.depthwise:
         return (spec.n, spec.c, spec.h * spec.w)
     return (spec.n, spec.c, spec.h, spec.w)
 
@@ -321,7 +393,7 @@ def output_shape(spec: Conv2dSpec) -> tuple[int, ...]:
     """The output (and residual) tensor's shape: ``(N, O/OB, OB, OH, OW)``, or ``(N, O/OB, OB, OH*OW)`` for
     ``spec.flat`` and ``spec.pixel_vectors``; all NCHW memory."""
     ob = spec.block
-    if spec.flat or spec.pixel_vectors:
+    if spec.flat or spec.pixel_vectors and not spec.depthwise:
         return (spec.n, spec.o // ob, ob, spec.oh * spec.ow)
     return (spec.n, spec.o // ob, ob, spec.oh, spec.ow)
 
@@ -366,11 +438,14 @@ def pointwise_tiles(spec: Conv2dSpec, lanes: int | None = None) -> tuple[int, in
 
 
 def cpu_spec(spec: Conv2dSpec) -> Conv2dSpec:
-    """The spec the CPU schedule uses without knobs: a float32 1x1 unit-stride conv whose pixels split into the
-    target's vectors gets ``pixel_vectors`` (the output stays NCHW and is stored as whole vectors with no transpose;
-    MobileNetV2's 112/56/28-wide pointwise convs ran 3-4.5x onnxruntime with channels in the lanes), others as
-    they are."""
-    if spec.pointwise and not (spec.oc_block or spec.pixel_tile or spec.pixel_vectors) and pointwise_tiles(spec)[0]:
+    """The spec the CPU schedule uses without knobs: ``pixel_vectors`` (pixels in the vector lanes: the output stays
+    NCHW and is stored as whole vectors with no transpose) for a float32 1x1 unit-stride conv whose pixels split
+    into the target's vectors (MobileNetV2's 112/56/28-wide pointwise convs ran 3-4.5x onnxruntime with channels in
+    the lanes) and a float32 depthwise conv whose rows are a vector wide (no channel-blocked copy of the input and
+    no transposed output); others as they are."""
+    if spec.oc_block or spec.pixel_tile or spec.pixel_vectors or spec.dtype != "float32":
+        return spec
+    if spec.pointwise and pointwise_tiles(spec)[0] or spec.depthwise and depthwise_row_tile(spec):
         return dataclasses.replace(spec, pixel_vectors=True)
     return spec
 
@@ -436,7 +511,10 @@ def schedule_cpu(op: Conv2dOp, s, knobs: CpuConvKnobs | None = None) -> None:
         if knobs is not None:
             raise te.TeError("schedule_cpu: knobs set the channel-vector layout; build the op from knobs.apply(spec) "
                              "(which turns pixel_vectors off)")
-        _schedule_pointwise(op, s, spec.macs >= CONV_PARALLEL_MIN_MACS and spec.oh * spec.ow > spec.tile)
+        if spec.depthwise:
+            _schedule_depthwise_rows(op, s)
+        else:
+            _schedule_pointwise(op, s, spec.macs >= CONV_PARALLEL_MIN_MACS and spec.oh * spec.ow > spec.tile)
         return
     k = knobs or default_cpu_knobs(spec)
     if knobs is not None and (spec.oc_block, spec.pixel_tile) != (k.ob, k.xt):
@@ -507,6 +585,39 @@ def _schedule_pointwise(op: Conv2dOp, s, parallel: bool) -> None:
     sc.reorder(cn, coo, rc, coi, cq)
     sc.unroll(coi)
     sc.vectorize(cq)
+
+
+DW_PARALLEL_MIN_MACS = 1 << 20  # pixel-vector depthwise convs: parallel over channels from here
+
+
+def _schedule_depthwise_rows(op: Conv2dOp, s) -> None:
+    """``pixel_vectors`` depthwise: parallel over (image, channel); per channel its padded, phase-split plane is
+    built in a local buffer (L1/L2) right before use, then per output row and pixel tile an XT-pixel accumulator
+    (XT/lanes vectors) runs the KH x KW taps (weights broadcast, input rows contiguous); the epilogue stores whole
+    rows (guarded in a ragged last tile)."""
+    spec = op.spec
+    so = s[op.out]
+    n, c, z, y, x = so.leaf_iter_vars
+    yo, yi = so.split(y, depthwise_rows(spec))
+    xo, xi = so.split(x, spec.tile)
+    so.reorder(n, c, z, yo, xo, yi, xi)
+    nc = so.fuse(n, c)
+    if spec.macs >= DW_PARALLEL_MIN_MACS and spec.n * spec.c > 1:
+        so.parallel(nc)
+    so.vectorize(xi)  # a ragged tile's stores: whole vectors where every lane is inside, else one by one
+    sp = s[op.pad]
+    sp.set_scope("local")
+    sp.compute_at(so, nc)
+    sp.vectorize(sp.leaf_iter_vars[-1])  # whole padded rows: masked (and for stride 2 de-interleaved) row loads
+    sc = s[op.conv]
+    sc.set_scope("local")
+    sc.compute_at(so, xo)
+    cn, cc, cz, cy, cx, ky, kx = sc.leaf_iter_vars
+    sc.reorder(cn, cc, cz, ky, kx, cy, cx)
+    # sc.unroll(ky)  # all taps unrolled: a padded row's vector serves several output rows (loads merge)
+    sc.unroll(kx)
+    sc.unroll(cy)
+    sc.vectorize(cx)
 
 
 def schedule_gpu(op: Conv2dOp, s) -> None:
