@@ -147,9 +147,9 @@ class Conv2dSpec:
                                  f"and one group, got {self.kh}x{self.kw} stride {self.stride} pads {self.pads} "
                                  f"groups {self.groups} {self.dtype}")
             p, ot, pv = self.oh * self.ow, self.block, self.tile
-            if ot < 1 or self.o % ot or pv < 1 or p % pv:
-                raise te.TeError(f"conv2d: pixel_vectors tiles of {ot} channels x {pv} pixels must divide the {self.o} "
-                                 f"output channels and the {p} pixels")
+            if ot < 1 or self.o % ot or pv < 1 or pv > p:
+                raise te.TeError(f"conv2d: pixel_vectors tiles of {ot} channels x {pv} pixels: the channels must "
+                                 f"divide the {self.o} output channels, the pixels be 1..{p}")
 
     @property
     def macs(self) -> int:
@@ -318,7 +318,7 @@ def depthwise_row_tile(spec: Conv2dSpec, lanes: int | None = None) -> int:
 
         lanes = float_lanes()
     if spec.ow < lanes:
-        return 0
+        return spec.ow if 2 * spec.ow >= lanes else 0
     for xt in (2 * lanes, lanes):
         if spec.ow % xt == 0:
             return xt
@@ -370,16 +370,20 @@ def _depthwise_rows(spec: Conv2dSpec, bias: bool, residual: bool, act: str | Non
 def _pointwise(spec: Conv2dSpec, bias: bool, residual: bool, act: str | None, act_params: tuple) -> Conv2dOp:
     """The ``pixel_vectors`` 1x1 compute: ``conv[n, oo, oi, q] = sum_c data[n, c, q] * weight[oo, c, oi]`` over the
     flattened pixels ``q`` (data ``(N, C, H*W)``), output ``(N, O/OT, OT, H*W)``; both NCHW memory."""
-    n, c, o, p, ot = spec.n, spec.c, spec.o, spec.oh * spec.ow, spec.block
+    n, c, o, p, ot, pv = spec.n, spec.c, spec.o, spec.oh * spec.ow, spec.block, spec.tile
     data = te.placeholder((n, c, p), "float32", "data")
+    src = data
+    if p % pv:  # a ragged last pixel tile reads the input panel padded with zero pixels
+        src = te.compute((n, c, -(-p // pv) * pv), lambda i, j, q: te.select(q < p, data[i, j, q], te.const(0.0, "float32")),
+                         name="panel", dtype="float32")
     weight = te.placeholder((o // ot, c, ot), "float32", "weight")
     rc = te.reduce_axis(c, "rc")
     shape = (n, o // ot, ot, p)
-    conv = te.compute(shape, lambda i, oo, oi, q: te.sum(data[i, rc, q] * weight[oo, rc, oi], [rc]),
+    conv = te.compute(shape, lambda i, oo, oi, q: te.sum(src[i, rc, q] * weight[oo, rc, oi], [rc]),
                       name="conv", dtype="float32")
     inputs = [data, weight]
     out = _epilogue_stage(conv, shape, ot, bias, residual, act, act_params, inputs)
-    return Conv2dOp(spec, inputs, data, conv, out)
+    return Conv2dOp(spec, inputs, src, conv, out)
 
 
 def input_shape(spec: Conv2dSpec) -> tuple[int, ...]:
@@ -417,24 +421,27 @@ def pixel_tile(ow: int, ob: int = OC_BLOCK, ragged: bool = False) -> int:
 
 
 def pointwise_tiles(spec: Conv2dSpec, lanes: int | None = None) -> tuple[int, int]:
-    """``(channels, pixels)`` of the register tile of a ``pixel_vectors`` 1x1 conv, or ``(0, 0)`` when ``lanes``
-    does not divide the pixel count. Pixels in the vector lanes: two vectors of ``lanes`` where they divide the
-    pixel count, else one (no ragged tile, so every load stays in bounds); one broadcast weight per output channel;
-    at most 12 accumulator vectors (16 registers; 24 with AVX-512's 32), the channels dividing ``O``. (Partial
-    vectors, e.g. 14 or 7 pixels of 14x14 and 7x7 maps, measured 1.5-4x slower than the channel-vector layout.)
-    ``lanes`` default: the target CPU's float32 lanes."""
+    """``(channels, pixels)`` of the register tile of a ``pixel_vectors`` 1x1 conv, or ``(0, 0)`` where the
+    channel-vector layout is kept. Pixels in the vector lanes: two vectors of ``lanes`` where they divide the pixel
+    count or a ragged last tile (its input panel zero-padded) wastes at most a tenth of the pixels (14x14 maps: 13
+    tiles of 16 on AVX2), else one vector where it divides them; none otherwise (7x7 maps: one-vector tiles of 8
+    ran up to 2x slower than the channel-vector layout: one input load per OT weight broadcasts). One broadcast
+    weight per output channel, at most 12 accumulator vectors (16 registers; 24 with AVX-512's 32), the channels
+    dividing ``O``. ``lanes`` default: the target CPU's float32 lanes."""
     if lanes is None:
         from compiler.backend.llvm.host import float_lanes
 
         lanes = float_lanes()
     p = spec.oh * spec.ow
+    if p >= 2 * lanes and 10 * (-p % (2 * lanes)) <= p:
+        pv = 2 * lanes
+    elif p % lanes == 0:
+        pv = lanes
+    else:
+        return 0, 0
     budget = 24 if lanes >= 16 else 12
-    for pv in (2 * lanes, lanes):
-        if p % pv == 0:
-            for ot in (12, 8, 6, 4, 3, 2, 1):
-                if ot * (pv // lanes) <= budget and spec.o % ot == 0:
-                    return ot, pv
-    return 0, 0
+    ot = next(t for t in (12, 8, 6, 4, 3, 2, 1) if t * (pv // lanes) <= budget and spec.o % t == 0)
+    return ot, pv
 
 
 def cpu_spec(spec: Conv2dSpec) -> Conv2dSpec:
@@ -567,20 +574,29 @@ def schedule_cpu(op: Conv2dOp, s, knobs: CpuConvKnobs | None = None) -> None:
 
 
 def _schedule_pointwise(op: Conv2dOp, s, parallel: bool) -> None:
-    """``pixel_vectors``: per pixel tile (outer, parallel when large) and channel tile, an OT x PV accumulator tile
-    in registers over the input channels (per channel: PV/lanes vector loads, OT weight broadcasts); the tile's
-    input column stays in L1 over the channel tiles; the epilogue stores whole pixel vectors."""
+    """``pixel_vectors``: per pixel tile and channel tile, an OT x PV accumulator tile in registers over the input
+    channels (per channel: PV/lanes vector loads, OT weight broadcasts); the epilogue stores whole pixel vectors.
+    Loop order: pixel tiles outer (the tile's input column stays in L1 over the channel tiles) when the input is
+    the larger operand, else channel tiles outer (each C x OT weight panel read once: 7x7 maps with 960 channels
+    ran 2x slower pixel tiles outer). The parallel loop is the outer one."""
     spec = op.spec
     so = s[op.out]
     n, oo, oi, q = so.leaf_iter_vars
     qo, qi = so.split(q, spec.tile)
-    so.reorder(n, qo, oo, oi, qi)
+    pixels_outer = spec.oh * spec.ow >= spec.o
+    so.reorder(n, qo, oo, oi, qi) if pixels_outer else so.reorder(n, oo, qo, oi, qi)
     if parallel:
-        so.parallel(qo)
+        so.parallel(qo if pixels_outer else oo)
     so.vectorize(qi)
+    if op.pad is not op.inputs[0]:  # the zero-padded input panel: per pixel tile (C x PV) or once
+        sp = s[op.pad]
+        if pixels_outer:
+            sp.set_scope("local")
+            sp.compute_at(so, qo)
+        sp.vectorize(sp.leaf_iter_vars[-1])
     sc = s[op.conv]
     sc.set_scope("local")
-    sc.compute_at(so, oo)
+    sc.compute_at(so, oo if pixels_outer else qo)
     cn, coo, coi, cq, rc = sc.leaf_iter_vars
     sc.reorder(cn, coo, rc, coi, cq)
     sc.unroll(coi)
