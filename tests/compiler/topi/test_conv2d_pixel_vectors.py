@@ -130,3 +130,31 @@ def test_vector_window_loads_stay_inside_the_buffer(n):
     want = np.zeros(n + 4, np.float32)
     want[2:n + 2] = xv[n:]
     np.testing.assert_array_equal(build_op(s, args=[x, z])(xv), want)
+
+
+POOLS = [((1, 4, 20, 22), dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])),               # ResNet's
+         ((2, 3, 11, 13), dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], ceil_mode=1)),  # past the pads
+         ((1, 2, 9, 34), dict(kernel_shape=[2, 3], strides=[1, 3], pads=[0, 1, 1, 0])),               # stride 3
+         ((1, 5, 7, 18), dict(kernel_shape=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1]))]              # ragged row
+
+
+@pytest.mark.parametrize("shape,attrs", POOLS, ids=["3x3s2", "ceil", "stride3", "ragged"])
+@pytest.mark.parametrize("lanes", [8, 16])
+def test_max_pool_rows_match_numpy(shape, attrs, lanes):
+    from jit_runtime.host_ops.kernels import KERNELS
+    from jit_runtime.host_ops.pooling import pool_axes
+    from compiler.topi import pool
+
+    n, c, h, w = shape
+    ax = pool_axes(attrs, (h, w))
+    spec = pool.PoolSpec(n, c, h, w, ax[0].k, ax[1].k, (ax[0].s, ax[1].s),
+                         (ax[0].begin, ax[1].begin, ax[0].end, ax[1].end), ax[0].out, ax[1].out)
+    xt, yt = pool.row_tiles(spec, lanes)
+    if not xt:
+        pytest.skip(f"rows of {spec.ow} are narrower than half of {lanes} lanes: the plain schedule")
+    assert 1 <= xt <= spec.ow and 1 <= yt <= spec.oh
+    ins, out, pad, window = pool.max_pool_rows(spec, xt, yt)
+    s = create_schedule(out)
+    pool.schedule_rows_cpu(s, out, pad, window, xt, yt)
+    x = RNG.standard_normal(shape).astype(np.float32)
+    np.testing.assert_array_equal(build_op(s, args=ins + [out])(x), KERNELS["MaxPool"](attrs, x))
