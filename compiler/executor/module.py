@@ -49,6 +49,8 @@ class Module:
         # intermediate tensors live in one arena at the static memory plan's offsets
         self._plan = compiled.memory_plan
         self._arena = np.zeros(self._plan.peak_bytes, dtype=np.uint8)
+        self._arena_addr = self._arena.ctypes.data
+        self._slots: dict[str, np.ndarray | None] = {}  # tensor -> its arena view (the per-node path is hot)
 
     # -- inputs / outputs ---------------------------------------------------------------
     @property
@@ -159,6 +161,12 @@ class Module:
 
     def _slot(self, name: str) -> np.ndarray | None:
         """The arena view planned for tensor ``name`` (its graph shape and dtype), or None (not planned)."""
+        if name in self._slots:
+            return self._slots[name]
+        view = self._slots[name] = self._slot_view(name)
+        return view
+
+    def _slot_view(self, name: str) -> np.ndarray | None:
         alloc = self._plan.allocations.get(name) if name else None
         if alloc is None or name not in self.graph.tensors:
             return None
@@ -175,7 +183,7 @@ class Module:
         if alloc is None:
             return value
         v = np.asarray(value)
-        if v.__array_interface__["data"][0] == self._arena.ctypes.data + alloc.offset and v.flags.c_contiguous:
+        if v.__array_interface__["data"][0] == self._arena_addr + alloc.offset and v.flags.c_contiguous:
             return v  # already in its slot
         if v.nbytes > alloc.size:
             raise RuntimeError(f"memory plan: tensor {name!r} produced {v.nbytes} bytes {v.shape} {v.dtype} but was "

@@ -452,8 +452,14 @@ def cpu_spec(spec: Conv2dSpec) -> Conv2dSpec:
     no transposed output); others as they are."""
     if spec.oc_block or spec.pixel_tile or spec.pixel_vectors or spec.dtype != "float32":
         return spec
-    if spec.pointwise and pointwise_tiles(spec)[0] or spec.depthwise and depthwise_row_tile(spec):
-        return dataclasses.replace(spec, pixel_vectors=True)
+    if spec.pointwise:
+        ot, pv = pointwise_tiles(spec)
+        if ot:  # the tiles fixed in the spec (the kernel's shapes must not follow a later change of target CPU)
+            return dataclasses.replace(spec, pixel_vectors=True, oc_block=ot, pixel_tile=pv)
+    elif spec.depthwise:
+        xt = depthwise_row_tile(spec)
+        if xt:
+            return dataclasses.replace(spec, pixel_vectors=True, pixel_tile=xt)
     return spec
 
 

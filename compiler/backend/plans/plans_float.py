@@ -64,12 +64,14 @@ def plan_conv(node: Node, infos, consts, target: str, knobs: conv2d_direct.CpuCo
             return op.inputs, op.out, lambda s: conv2d_direct.schedule_gpu(op, s)
         return op.inputs, op.out, lambda s: conv2d_direct.schedule_cpu(op, s, knobs)
 
+    in_shape, out_shape = conv2d_direct.input_shape(spec), conv2d_direct.output_shape(spec)
+
     def args(ins):
-        out = [f32(ins[0]).reshape(conv2d_direct.input_shape(spec)), wp]
+        out = [f32(ins[0]).reshape(in_shape), wp]
         if bp is not None:
             out.append(bp)
         if residual:
-            out.append(f32(ins[3]).reshape(conv2d_direct.output_shape(spec)))
+            out.append(f32(ins[3]).reshape(out_shape))
         return out
 
     return OpPlan(key, make, args, (spec.n, spec.o, spec.oh, spec.ow), np.dtype(np.float32), spec.macs)
