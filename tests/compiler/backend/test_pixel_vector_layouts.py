@@ -1,5 +1,6 @@
-"""The CPU conv schedule's pixel-vector layouts (1x1 and depthwise convs, pixels in the vector lanes) and the
-codegen's window loads they rely on, against numpy: ragged and small shapes, stride 2, dilation, batches."""
+"""The CPU conv schedule's pixel-vector layouts (1x1 and depthwise convs, pixels in the vector lanes), the max pool row
+schedule and the codegen's window loads they rely on, against numpy: ragged and small shapes, stride 2, dilation,
+batches; per x86-64 feature level (conftest)."""
 from __future__ import annotations
 
 import dataclasses
@@ -9,6 +10,7 @@ import pytest
 
 from jit_runtime.host_ops.conv_kernels import conv2d_nchw
 from compiler import te
+from compiler.backend.llvm.host import float_lanes
 from compiler.backend.build import build_op
 from compiler.schedule import create_schedule
 from compiler.topi import conv2d_direct as cd
@@ -68,8 +70,8 @@ DEPTHWISE = [
 
 
 @pytest.mark.parametrize("spec", DEPTHWISE, ids=["ragged-row", "stride2", "5x5-dilated", "narrow", "no-pad"])
-@pytest.mark.parametrize("lanes", [8, 16])
-def test_depthwise_pixel_vectors_match_numpy(spec, lanes):
+def test_depthwise_pixel_vectors_match_numpy(spec):
+    lanes = float_lanes()  # the feature level's: 4, 8 or 16
     xt = cd.depthwise_row_tile(spec, lanes)
     if not xt:
         pytest.skip(f"rows of {spec.ow} are narrower than half of {lanes} lanes: the channel-vector layout")
@@ -139,8 +141,7 @@ POOLS = [((1, 4, 20, 22), dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 
 
 
 @pytest.mark.parametrize("shape,attrs", POOLS, ids=["3x3s2", "ceil", "stride3", "ragged"])
-@pytest.mark.parametrize("lanes", [8, 16])
-def test_max_pool_rows_match_numpy(shape, attrs, lanes):
+def test_max_pool_rows_match_numpy(shape, attrs):
     from jit_runtime.host_ops.kernels import KERNELS
     from jit_runtime.host_ops.pooling import pool_axes
     from compiler.topi import pool
@@ -149,6 +150,7 @@ def test_max_pool_rows_match_numpy(shape, attrs, lanes):
     ax = pool_axes(attrs, (h, w))
     spec = pool.PoolSpec(n, c, h, w, ax[0].k, ax[1].k, (ax[0].s, ax[1].s),
                          (ax[0].begin, ax[1].begin, ax[0].end, ax[1].end), ax[0].out, ax[1].out)
+    lanes = float_lanes()
     xt, yt = pool.row_tiles(spec, lanes)
     if not xt:
         pytest.skip(f"rows of {spec.ow} are narrower than half of {lanes} lanes: the plain schedule")
