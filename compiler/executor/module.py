@@ -151,7 +151,7 @@ class Module:
                     values[name] = self._place(name, v)
             if target == "accel" and getattr(self.accel, "runs_on_host", False):  # llvm/cuda: int8 layers on the CPU
                 target, prof = "cpu", dict(prof, cpu_backend=getattr(self.accel, "target", "host"))
-            rows.append(self._row(n, target, dt, prof))
+            rows.append((n, target, dt, prof))  # profile rows are built on demand (profile())
             for t in self._free_after.get(idx, ()):
                 values.pop(t, None)
         self._outputs = [np.array(values[o]) for o in g.outputs]  # copies: the arena is reused next run
@@ -227,6 +227,8 @@ class Module:
         and ``cpu_backend`` (CPU rows: "numpy", "llvm" or "view" (zero-copy reshape); None on accel rows)."""
         if not self._profile:
             raise RuntimeError("no profile yet: call run() first")
+        if isinstance(self._profile[0], tuple):
+            self._profile = [self._row(*r) for r in self._profile]
         return [dict(r) for r in self._profile]
 
     def profile_summary(self) -> dict:
