@@ -527,7 +527,7 @@ def schedule_cpu(op: Conv2dOp, s, knobs: CpuConvKnobs | None = None) -> None:
         if spec.depthwise:
             _schedule_depthwise_rows(op, s)
         else:
-            _schedule_pointwise(op, s, spec.macs >= CONV_PARALLEL_MIN_MACS and spec.oh * spec.ow > spec.tile)
+            _schedule_pointwise(op, s, spec.macs >= CONV_PARALLEL_MIN_MACS)
         return
     k = knobs or default_cpu_knobs(spec)
     if knobs is not None and (spec.oc_block, spec.pixel_tile) != (k.ob, k.xt):
@@ -591,8 +591,9 @@ def _schedule_pointwise(op: Conv2dOp, s, parallel: bool) -> None:
     qo, qi = so.split(q, spec.tile)
     pixels_outer = spec.oh * spec.ow >= spec.o
     so.reorder(n, qo, oo, oi, qi) if pixels_outer else so.reorder(n, oo, qo, oi, qi)
-    if parallel:
-        so.parallel(qo if pixels_outer else oo)
+    outer = qo if pixels_outer else oo
+    if parallel and outer.extent > 1:
+        so.parallel(outer)
     so.vectorize(qi)
     if op.pad is not op.inputs[0]:  # the zero-padded input panel: per pixel tile (C x PV) or once
         sp = s[op.pad]
