@@ -82,6 +82,21 @@ def test_depthwise_pixel_vectors_match_numpy(spec):
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
+DIRECT = [  # (spec, channels x pixels per tile): a few input channels, any kernel, stride, padding
+    (S(1, 3, 20, 22, 8, 3, 3, (2, 2), (1, 1, 1, 1)), (4, 8)),          # a stem: 11 wide = 8 + a ragged 3
+    (S(2, 2, 9, 17, 6, 3, 2, (1, 1), (0, 1, 2, 0), (2, 1)), (3, 16)),    # batch 2, dilated, 16 wide
+    (S(1, 1, 8, 12, 5, 5, 5, (1, 3), (2, 2, 2, 2)), (5, 4)),            # stride 3 columns, 4 wide
+]
+
+
+@pytest.mark.parametrize("spec,tile", DIRECT, ids=["stem", "dilated-batch", "stride3"])
+def test_direct_pixel_vector_rows_match_numpy(spec, tile):
+    sp = dataclasses.replace(spec, pixel_vectors=True, oc_block=tile[0], pixel_tile=tile[1])
+    assert (sp.block, sp.tile) == tile and cd.output_shape(sp) == (sp.n, sp.o // tile[0], tile[0], sp.oh, sp.ow)
+    got, want = _run(sp)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
 def test_cpu_spec_picks_the_layout_per_shape():
     """1x1 unit-stride and depthwise float32 convs take pixel vectors where their tiles fit; others keep channels."""
     pw = S(1, 32, 28, 28, 192, 1, 1)
@@ -97,17 +112,25 @@ def test_cpu_spec_picks_the_layout_per_shape():
                  S(1, 16, 8, 8, 16, 1, 1, dtype="int8"), S(1, 16, 8, 8, 16, 1, 1, groups=2)):
         assert not cd.cpu_spec(spec).pixel_vectors
     assert cd.cpu_spec(S(1, 16, 8, 8, 16, 3, 3, (1, 1), (1, 1, 1, 1), groups=16)).pixel_vectors
+    stem = cd.cpu_spec(S(1, 3, 224, 224, 32, 3, 3, (2, 2), (1, 1, 1, 1)))  # 27 taps: direct rows
+    assert stem.pixel_vectors and (stem.block, stem.tile) == cd.direct_row_tiles(stem) != (0, 0)
+    assert cd.direct_row_tiles(S(1, 3, 224, 224, 32, 3, 3, (2, 2), (1, 1, 1, 1)), 8) == (4, 16)
+    assert not cd.cpu_spec(S(1, 3, 224, 224, 64, 7, 7, (2, 2), (3, 3, 3, 3))).pixel_vectors  # 147 taps: tuned
     knobs = cd.CpuConvKnobs(16, 6, "none")
     assert not knobs.apply(cd.cpu_spec(pw)).pixel_vectors  # tuning knobs set the channel-vector layout
 
 
 def test_pixel_vectors_refuse_what_they_cannot_tile():
-    with pytest.raises(te.TeError, match="1x1 convolution"):
+    with pytest.raises(te.TeError, match="depthwise convs, one-group direct convs and 1x1"):
+        cd.conv2d(S(1, 8, 8, 8, 8, 3, 3, groups=2, pixel_vectors=True))
+    with pytest.raises(te.TeError, match="oc_block dividing"):
         cd.conv2d(S(1, 8, 8, 8, 8, 3, 3, pixel_vectors=True))
     with pytest.raises(te.TeError, match="divide the 10 output channels"):
         cd.conv2d(S(1, 8, 4, 4, 10, 1, 1, pixel_vectors=True, oc_block=4, pixel_tile=8))
     with pytest.raises(te.TeError, match="row tile"):
         cd.conv2d(S(1, 4, 6, 6, 4, 3, 3, groups=4, pixel_vectors=True, pixel_tile=9))
+    with pytest.raises(te.TeError, match="oc_block dividing"):
+        cd.conv2d(S(1, 3, 6, 6, 10, 3, 3, pixel_vectors=True, oc_block=4, pixel_tile=4))
     op = cd.conv2d(S(1, 8, 4, 4, 8, 1, 1, pixel_vectors=True, oc_block=4, pixel_tile=8))
     with pytest.raises(te.TeError, match="channel-vector layout"):
         cd.schedule_cpu(op, create_schedule(op.out), cd.CpuConvKnobs(8, 6))
