@@ -18,8 +18,14 @@ the padded input gets zero rows (grouped: zero columns, tiles per row) so its re
 tile runs unguarded; only the stores are guarded),
 or XT = 4 (8 accumulators, other strides / int8), else OB = 8, XT = 4..8 (depthwise too: the 8 channels of a
 tap are one vector load from the blocked input). The output stage is parallel over
-channel blocks (2 cores). The GPU schedule binds (batch, channel block) and (row, pixel block) to
-blocks and (pixel, channel) to threads.
+channel blocks (2 cores).
+
+On the llvm target without knobs, :func:`cpu_spec` switches 1x1 unit-stride convs, depthwise convs and
+small-input stems to ``pixel_vectors`` layouts (pixels in the vector lanes, weights broadcast, the output
+stored NCHW as whole vectors with no transpose): :func:`pointwise_tiles`, :func:`depthwise_row_tile` /
+:func:`depthwise_rows` and :func:`direct_row_tiles` size their register tiles from the target's lanes.
+
+The GPU schedule binds (batch, channel block) and (row, pixel block) to blocks and (pixel, channel) to threads.
 """
 from __future__ import annotations
 
