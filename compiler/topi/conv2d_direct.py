@@ -396,7 +396,8 @@ def _pointwise(spec: Conv2dSpec, bias: bool, residual: bool, act: str | None, ac
     data = te.placeholder((n, c, p), "float32", "data")
     src = data
     if p % pv:  # a ragged last pixel tile reads the input panel padded with zero pixels
-        src = te.compute((n, c, -(-p // pv) * pv), lambda i, j, q: te.select(q < p, data[i, j, q], te.const(0.0, "float32")),
+        zero = te.const(0.0, "float32")
+        src = te.compute((n, c, -(-p // pv) * pv), lambda i, j, q: te.select(q < p, data[i, j, q], zero),
                          name="panel", dtype="float32")
     weight = te.placeholder((o // ot, c, ot), "float32", "weight")
     rc = te.reduce_axis(c, "rc")

@@ -105,11 +105,12 @@ def test_cpu_spec_picks_the_layout_per_shape():
     assert cd.pointwise_tiles(S(1, 64, 14, 14, 64, 1, 1), 8) == (4, 16)   # 6 does not divide 64
     assert cd.pointwise_tiles(S(1, 960, 7, 7, 160, 1, 1), 8) == (0, 0)  # 49 pixels: channel vectors
     assert cd.pointwise_tiles(S(1, 8, 2, 2, 8, 1, 1), 8) == (0, 0)      # fewer pixels than lanes
-    assert cd.depthwise_row_tile(S(1, 8, 56, 56, 8, 3, 3, pads=(1, 1, 1, 1), groups=8), 8) == 8   # 8 divides 56, 16 does not
+    assert cd.depthwise_row_tile(S(1, 8, 56, 56, 8, 3, 3, pads=(1, 1, 1, 1), groups=8), 8) == 8  # 8 | 56, 16 not
     assert cd.depthwise_row_tile(S(1, 8, 30, 30, 8, 3, 3, groups=8), 8) == 16   # ragged 28 = 16 + 12
     assert cd.depthwise_row_tile(S(1, 8, 5, 5, 8, 3, 3, groups=8), 8) == 0      # 3 wide: channel vectors
-    for spec in (S(1, 16, 8, 8, 16, 1, 1, (2, 2)), S(1, 16, 8, 8, 16, 3, 3), S(1, 16, 8, 8, 16, 1, 1, pads=(1, 1, 1, 1)),
-                 S(1, 16, 8, 8, 16, 1, 1, dtype="int8"), S(1, 16, 8, 8, 16, 1, 1, groups=2)):
+    for spec in (S(1, 16, 8, 8, 16, 1, 1, (2, 2)), S(1, 16, 8, 8, 16, 3, 3),
+                 S(1, 16, 8, 8, 16, 1, 1, pads=(1, 1, 1, 1)), S(1, 16, 8, 8, 16, 1, 1, dtype="int8"), S(1, 16, 8, 8, 16, 1, 1, groups=2),
+                 S(1, 5, 8, 8, 16, 3, 3, (2, 2), (1, 1, 1, 1))):  # 5 input channels: not a stem
         assert not cd.cpu_spec(spec).pixel_vectors
     assert cd.cpu_spec(S(1, 16, 8, 8, 16, 3, 3, (1, 1), (1, 1, 1, 1), groups=16)).pixel_vectors
     stem = cd.cpu_spec(S(1, 3, 224, 224, 32, 3, 3, (2, 2), (1, 1, 1, 1)))  # 27 taps: direct rows
