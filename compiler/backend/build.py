@@ -55,12 +55,24 @@ class CpuOp:
         self._launch = parallel.LAUNCH_ADDRESS
 
     def __call__(self, *inputs: np.ndarray, out=None):
+        from compiler.backend.llvm.plan import ptr
+
         ins = check_inputs(self.func, inputs)
         outs = check_outputs(self.func, out)
-        temps = [np.empty(b.shape, NP_DTYPES[b.dtype]) for b in self.func.temps]
-        ptrs = [a.ctypes.data for a in ins + outs + temps]
-        self._cfunc(self._launch, *ptrs)
+        self._cfunc(self._launch, *[ptr(a) for a in ins], *[ptr(a) for a in outs], *self._temps())
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def _temps(self) -> list[int]:
+        """Addresses of the kernel's scratch buffers (e.g. a padded input), allocated once per calling thread: a
+        fresh multi-megabyte array per call cost page faults on every call."""
+        if not self.func.temps:
+            return []
+        local = self.__dict__.setdefault("_local", threading.local())
+        addrs = getattr(local, "addrs", None)
+        if addrs is None:
+            local.arrays = [np.empty(b.shape, NP_DTYPES[b.dtype]) for b in self.func.temps]
+            addrs = local.addrs = [a.ctypes.data for a in local.arrays]
+        return addrs
 
     def temp_arrays(self) -> list[np.ndarray]:
         """Fresh scratch arrays of the kernel's temporary buffers (for :meth:`run_prepared`)."""

@@ -54,6 +54,7 @@ class TargetCpuBackend:
         self.last_compile_s = 0.0  # JIT compilation inside the last run_node (reported apart from run time)
         self.fallback = fallback or NumpyCpuBackend()
         self._plans: dict[int, tuple[OpPlan, Callable]] = {}
+        self._out_meta: dict[int, tuple] = {}
         self._lazy_plans: "weakref.WeakKeyDictionary[Node, tuple]" = weakref.WeakKeyDictionary()
         # tuned(node, infos) -> CpuConvKnobs | None: a conv's knobs from a tuning log (set by compiler.autotune.llvm)
         self.tuned: Callable | None = None
@@ -85,6 +86,7 @@ class TargetCpuBackend:
                 continue
             fn = compile_plan(plan, self.target)
             self._plans[id(n)] = (plan, fn)
+            self._out_meta.pop(id(n), None)
             if self.target == "cuda":
                 fn.pin(*_plan_constants(plan, n, g))
         if errors:
@@ -100,12 +102,19 @@ class TargetCpuBackend:
         if entry is None or dst is None or dst.dtype != entry[0].out_dtype or not dst.flags.c_contiguous:
             return self.run_node(node, inputs)
         plan, fn = entry
-        kernel_out = fn.func.args[fn.func.num_inputs]
-        if np.dtype(kernel_out.dtype) != dst.dtype or int(np.prod(kernel_out.shape)) != dst.size:
+        shape, dtype, size = self._out_meta.get(id(node)) or self._kernel_out(node, fn)
+        if dtype != dst.dtype or size != dst.size:
             return self.run_node(node, inputs)
         self.last_backend = self.target
-        fn(*plan.args(inputs), out=dst.reshape(kernel_out.shape))
+        fn(*plan.args(inputs), out=dst.reshape(shape))
         return [dst]
+
+    def _kernel_out(self, node: Node, fn) -> tuple:
+        """(shape, dtype, size) of the kernel's output buffer for ``node`` (kept: the per-node call path is hot)."""
+        buf = fn.func.args[fn.func.num_inputs]
+        meta = (tuple(buf.shape), np.dtype(buf.dtype), int(np.prod(buf.shape)))
+        self._out_meta[id(node)] = meta
+        return meta
 
     def run_node(self, node: Node, inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
         self.last_compile_s = 0.0
