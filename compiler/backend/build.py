@@ -52,7 +52,7 @@ class CpuOp:
                 _COMPILED.setdefault(key, hit)
         self._module, self.symbol, self._cfunc = hit
         self.llvm_ir = str(self._module)
-        self._launch = parallel.LAUNCH_ADDRESS
+        self._launch = parallel.launch_address()
 
     def __call__(self, *inputs: np.ndarray, out=None):
         from compiler.backend.llvm.plan import ptr
