@@ -17,6 +17,7 @@ ran the last node ("llvm"/"cuda", "view" or "numpy") and ``last_compile_s`` how 
 """
 from __future__ import annotations
 
+import threading
 import time
 import weakref
 from typing import Callable, Sequence
@@ -55,6 +56,7 @@ class TargetCpuBackend:
         self.fallback = fallback or NumpyCpuBackend()
         self._plans: dict[int, tuple[OpPlan, Callable]] = {}
         self._out_meta: dict[int, tuple] = {}
+        self._bound: dict[int, tuple] = {}  # id(node) -> (thread, out, inputs, bound kernel call): repeated runs
         self._lazy_plans: "weakref.WeakKeyDictionary[Node, tuple]" = weakref.WeakKeyDictionary()
         # tuned(node, infos) -> CpuConvKnobs | None: a conv's knobs from a tuning log (set by compiler.autotune.llvm)
         self.tuned: Callable | None = None
@@ -87,6 +89,7 @@ class TargetCpuBackend:
             fn = compile_plan(plan, self.target)
             self._plans[id(n)] = (plan, fn)
             self._out_meta.pop(id(n), None)
+            self._bound.pop(id(n), None)
             if self.target == "cuda":
                 fn.pin(*_plan_constants(plan, n, g))
         if errors:
@@ -97,8 +100,14 @@ class TargetCpuBackend:
                       outs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
         """``run_node``, writing a library kernel's result into ``outs[0]`` when given (same shape and dtype as
         the node's output): the executor passes its arena slots, so no copy follows."""
-        entry = self._plans.get(id(node))
         dst = outs[0] if outs else None
+        bound = self._bound.get(id(node))
+        if (bound is not None and bound[1] is dst and bound[0] == threading.get_ident() and len(inputs) == len(bound[2])
+                and all(a is b for a, b in zip(inputs, bound[2]))):  # the same arrays as last time: no checks
+            self.last_backend = self.target
+            bound[3]()
+            return [dst]
+        entry = self._plans.get(id(node))
         if entry is None or dst is None or dst.dtype != entry[0].out_dtype or not dst.flags.c_contiguous:
             return self.run_node(node, inputs)
         plan, fn = entry
@@ -106,8 +115,31 @@ class TargetCpuBackend:
         if dtype != dst.dtype or size != dst.size:
             return self.run_node(node, inputs)
         self.last_backend = self.target
-        fn(*plan.args(inputs), out=dst.reshape(shape))
+        args = plan.args(inputs)
+        fn(*args, out=dst.reshape(shape))
+        if self.target == "llvm":
+            self._bind(node, fn, inputs, args, dst, shape)
         return [dst]
+
+    def _bind(self, node: Node, fn, inputs, args: list, dst: np.ndarray, shape: tuple) -> None:
+        """Keep a checked, addressed call of ``node``'s kernel for the next run on the same arrays (the executor's
+        arena views), where every kernel argument is the same memory each time: constants or views of the inputs
+        (``plan.args`` called twice, both results alive, gives the same addresses; a fresh copy would not)."""
+        again = node_args = None
+        try:
+            again = self._plans[id(node)][0].args(inputs)
+            if len(again) != len(args) or any(
+                    a.__array_interface__["data"][0] != b.__array_interface__["data"][0] or a.shape != b.shape
+                    for a, b in zip(args, again)):
+                self._bound.pop(id(node), None)
+                return
+            node_args = fn.bind(*args, out=dst.reshape(shape))
+        except (TypeError, AttributeError, ValueError):
+            node_args = None
+        if node_args is None:
+            self._bound.pop(id(node), None)
+            return
+        self._bound[id(node)] = (threading.get_ident(), dst, tuple(inputs), node_args)
 
     def _kernel_out(self, node: Node, fn) -> tuple:
         """(shape, dtype, size) of the kernel's output buffer for ``node`` (kept: the per-node call path is hot)."""
