@@ -130,7 +130,7 @@ class Module:
         rows, details = [], []
         show = self.progress if self.progress is not None else len(g.nodes) >= PROGRESS_MIN_NODES
         into = getattr(self.cpu, "run_node_into", None)  # optional: CpuBackend that fills given output arrays
-        for idx, n in enumerate(tqdm(g.nodes, desc="run", disable=not show, leave=False)):
+        for idx, n in enumerate(tqdm(g.nodes, desc="run", leave=False) if show else g.nodes):
             ins = [values[i] if i else None for i in n.inputs]
             t0 = time.perf_counter()
             target = node_target(n)
@@ -184,6 +184,8 @@ class Module:
     def _place(self, name: str, value) -> np.ndarray:
         """Copy a node output into its planned arena slot; the view becomes the tensor's value (no copy when the
         backend already wrote it there)."""
+        if value is self._slots.get(name):  # the backend wrote its arena slot (the view itself)
+            return value
         alloc = self._plan.allocations.get(name)
         if alloc is None:
             return value
