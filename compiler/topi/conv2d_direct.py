@@ -574,8 +574,8 @@ def schedule_cpu(op: Conv2dOp, s, knobs: CpuConvKnobs | None = None) -> None:
                          f"{spec.oc_block}, pixel_tile {spec.pixel_tile}): build the op from knobs.apply(spec)")
     if op.pad is not op.inputs[0]:
         sp = s[op.pad]
-        if _size(op.pad.shape) >= PAD_PARALLEL_MIN:
-            sp.parallel(sp.leaf_iter_vars[1])
+        if _size(op.pad.shape) >= PAD_PARALLEL_MIN:  # (channels or blocks) x rows: a 3-channel stem splits evenly
+            sp.parallel(sp.fuse(*sp.leaf_iter_vars[1:3]))
         if spec.depthwise and ob > 1:
             sp.vectorize(sp.leaf_iter_vars[-1])
     so = s[op.out]
@@ -690,9 +690,9 @@ def _schedule_direct_rows(op: Conv2dOp, s) -> None:
     broadcasts each); the epilogue stores whole row vectors (no transpose)."""
     spec = op.spec
     sp = s[op.pad]
-    pn, pc = sp.leaf_iter_vars[:2]
-    if _size(op.pad.shape) >= PAD_PARALLEL_MIN:
-        sp.parallel(sp.fuse(pn, pc))
+    pn, pc, py = sp.leaf_iter_vars[:3]
+    if _size(op.pad.shape) >= PAD_PARALLEL_MIN:  # (image, channel, row): 3 channels alone split 2:1 on two threads
+        sp.parallel(sp.fuse(sp.fuse(pn, pc), py))
     sp.vectorize(sp.leaf_iter_vars[-1])
     so = s[op.out]
     n, oo, oi, y, x = so.leaf_iter_vars
