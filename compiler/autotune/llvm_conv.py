@@ -164,7 +164,9 @@ class LlvmConvTask:
 
 def task_of_node(node, infos) -> LlvmConvTask | None:
     """The task of a ``Conv``/``FusedConv`` graph node (``infos``: its inputs' TensorInfos), or None when the llvm
-    target does not tune it (not float32, grouped or depthwise, not a 2-D conv)."""
+    target does not tune it (not float32, grouped or depthwise, not a 2-D conv, or a 1x1 conv that takes the
+    pixel-vector layout: :func:`compiler.topi.conv2d_direct.cpu_spec`)."""
+    from compiler.backend.llvm.host import float_lanes
     from compiler.backend.plans.oplan import UnsupportedOnTarget
     from compiler.backend.plans.plans_float import conv_spec
 
@@ -174,7 +176,7 @@ def task_of_node(node, infos) -> LlvmConvTask | None:
         spec = conv_spec(node, infos)
     except UnsupportedOnTarget:
         return None
-    if spec.groups != 1:
+    if spec.groups != 1 or cd.cpu_spec(spec, float_lanes()).pixel_vectors:  # pixel-vector layouts take no knobs
         return None
     a = node.attrs
     return LlvmConvTask(spec, len(node.inputs) > 2 and bool(node.inputs[2]), bool(a.get("residual", False)),

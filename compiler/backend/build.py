@@ -1,7 +1,7 @@
 """``build_op``: compile a TE schedule for ``llvm`` (the host CPU) or ``cuda`` into a callable on numpy arrays."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 import threading
 
@@ -52,15 +52,46 @@ class CpuOp:
                 _COMPILED.setdefault(key, hit)
         self._module, self.symbol, self._cfunc = hit
         self.llvm_ir = str(self._module)
-        self._launch = parallel.LAUNCH_ADDRESS
+        self._launch = parallel.launch_address()
 
     def __call__(self, *inputs: np.ndarray, out=None):
+        from compiler.backend.llvm.plan import ptr
+
         ins = check_inputs(self.func, inputs)
         outs = check_outputs(self.func, out)
-        temps = [np.empty(b.shape, NP_DTYPES[b.dtype]) for b in self.func.temps]
-        ptrs = [a.ctypes.data for a in ins + outs + temps]
-        self._cfunc(self._launch, *ptrs)
+        self._cfunc(self._launch, *[ptr(a) for a in ins], *[ptr(a) for a in outs], *self._temps())
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def _temps(self) -> list[int]:
+        """Addresses of the kernel's scratch buffers (e.g. a padded input), allocated once per calling thread: a
+        fresh multi-megabyte array per call cost page faults on every call."""
+        if not self.func.temps:
+            return []
+        local = self.__dict__.setdefault("_local", threading.local())
+        addrs = getattr(local, "addrs", None)
+        if addrs is None:
+            local.arrays = [np.empty(b.shape, NP_DTYPES[b.dtype]) for b in self.func.temps]
+            addrs = local.addrs = [a.ctypes.data for a in local.arrays]
+        return addrs
+
+    def bind(self, *inputs: np.ndarray, out) -> "Callable[[], None] | None":
+        """A call of this kernel on exactly these arrays, checked and addressed once (the caller keeps them alive and
+        in place, and calls it from this thread: the scratch buffers are this thread's); None where an input would
+        need a contiguous copy (the call would then read a stale copy)."""
+        from compiler.backend.llvm.plan import ptr
+
+        ins = check_inputs(self.func, inputs)
+        if any(a is not b for a, b in zip(ins, inputs)):
+            return None
+        outs = check_outputs(self.func, out)
+        addrs = (self._launch, *[ptr(a) for a in ins], *[ptr(a) for a in outs], *self._temps())
+        cfunc = self._cfunc
+
+        def call() -> None:
+            cfunc(*addrs)
+
+        call.arrays = (ins, outs)  # type: ignore[attr-defined]  (alive as long as the call)
+        return call
 
     def temp_arrays(self) -> list[np.ndarray]:
         """Fresh scratch arrays of the kernel's temporary buffers (for :meth:`run_prepared`)."""

@@ -50,6 +50,8 @@ class Module:
         # intermediate tensors live in one arena at the static memory plan's offsets
         self._plan = compiled.memory_plan
         self._arena = np.zeros(self._plan.peak_bytes, dtype=np.uint8)
+        self._arena_addr = self._arena.ctypes.data
+        self._slots: dict[str, np.ndarray | None] = {}  # tensor -> its arena view (the per-node path is hot)
 
     # -- inputs / outputs ---------------------------------------------------------------
     @property
@@ -128,7 +130,7 @@ class Module:
         rows, details = [], []
         show = self.progress if self.progress is not None else len(g.nodes) >= PROGRESS_MIN_NODES
         into = getattr(self.cpu, "run_node_into", None)  # optional: CpuBackend that fills given output arrays
-        for idx, n in enumerate(tqdm(g.nodes, desc="run", disable=not show, leave=False)):
+        for idx, n in enumerate(tqdm(g.nodes, desc="run", leave=False) if show else g.nodes):
             ins = [values[i] if i else None for i in n.inputs]
             t0 = time.perf_counter()
             target = node_target(n)
@@ -154,7 +156,7 @@ class Module:
                     values[name] = self._place(name, v)
             if target == "accel" and getattr(self.accel, "runs_on_host", False):  # llvm/cuda: int8 layers on the CPU
                 target, prof = "cpu", dict(prof, cpu_backend=getattr(self.accel, "target", "host"))
-            rows.append(self._row(n, target, dt, prof))
+            rows.append((n, target, dt, prof))  # profile rows are built on demand (profile())
             for t in self._free_after.get(idx, ()):
                 values.pop(t, None)
         self._outputs = [np.array(values[o]) for o in g.outputs]  # copies: the arena is reused next run
@@ -164,6 +166,12 @@ class Module:
 
     def _slot(self, name: str) -> np.ndarray | None:
         """The arena view planned for tensor ``name`` (its graph shape and dtype), or None (not planned)."""
+        if name in self._slots:
+            return self._slots[name]
+        view = self._slots[name] = self._slot_view(name)
+        return view
+
+    def _slot_view(self, name: str) -> np.ndarray | None:
         alloc = self._plan.allocations.get(name) if name else None
         if alloc is None or name not in self.graph.tensors:
             return None
@@ -176,11 +184,13 @@ class Module:
     def _place(self, name: str, value) -> np.ndarray:
         """Copy a node output into its planned arena slot; the view becomes the tensor's value (no copy when the
         backend already wrote it there)."""
+        if value is self._slots.get(name):  # the backend wrote its arena slot (the view itself)
+            return value
         alloc = self._plan.allocations.get(name)
         if alloc is None:
             return value
         v = np.asarray(value)
-        if v.__array_interface__["data"][0] == self._arena.ctypes.data + alloc.offset and v.flags.c_contiguous:
+        if v.__array_interface__["data"][0] == self._arena_addr + alloc.offset and v.flags.c_contiguous:
             return v  # already in its slot
         if v.nbytes > alloc.size:
             raise RuntimeError(f"memory plan: tensor {name!r} produced {v.nbytes} bytes {v.shape} {v.dtype} but was "
@@ -231,6 +241,8 @@ class Module:
         and ``cpu_backend`` (CPU rows: "numpy", "llvm" or "view" (zero-copy reshape); None on accel rows)."""
         if not self._profile:
             raise RuntimeError("no profile yet: call run() first")
+        if isinstance(self._profile[0], tuple):
+            self._profile = [self._row(*r) for r in self._profile]
         return [dict(r) for r in self._profile]
 
     def profile_summary(self) -> dict:

@@ -49,17 +49,34 @@ def dense(n: int, k: int, m: int, bias: bool = False, act: str | None = None, ac
     return DenseOp(inputs, acc, out)
 
 
+DENSE_PARALLEL_MIN_MACS = 1 << 18  # multiply-adds of a dense from which it runs on all threads (its weights stream
+# from memory: ResNet-18's 512 -> 1000 classifier reads 2 MB, 0.06 ms from cache, 0.12 ms cold, on one core)
+
+
+def row_blocks(jo: int) -> int:
+    """Output-channel blocks per register tile: independent accumulator vectors over the reduction (one vector
+    alone is a chain of dependent FMAs: MobileNetV2's 1280 -> 1000 classifier ran at the FMA latency), the largest
+    of 6..2 dividing the ``jo`` blocks, else 1."""
+    return next((t for t in (6, 5, 4, 3, 2) if jo % t == 0), 1)
+
+
 def schedule_cpu(op: DenseOp, s) -> None:
-    """Reduction outside, MB outputs vectorized inside; the output stage is a flat vectorized loop."""
+    """Per (row, tile of :func:`row_blocks` channel blocks): the reduction outside, the tile's MB-output vectors
+    inside (unrolled: independent accumulators); parallel over (row, tile) from ``DENSE_PARALLEL_MIN_MACS``; the
+    output stage is a flat vectorized loop."""
     sa = s[op.acc]
     i, jo, ji, rk = sa.leaf_iter_vars
-    sa.reorder(i, jo, rk, ji)
+    macs = i.extent * jo.extent * ji.extent * rk.extent
+    jt = row_blocks(jo.extent) if ji.extent > 1 else 1
+    joo, joi = sa.split(jo, jt)
+    sa.reorder(i, joo, rk, joi, ji)
+    if jt > 1:
+        sa.unroll(joi)
     if ji.extent > 1:
         sa.vectorize(ji)
-    from compiler.topi.injective import PARALLEL_MIN_MACS
-
-    if jo.extent >= 4 and i.extent * jo.extent * ji.extent * rk.extent >= PARALLEL_MIN_MACS:
-        sa.parallel(jo)
+    outer = sa.fuse(i, joo)
+    if outer.extent >= 2 and macs >= DENSE_PARALLEL_MIN_MACS:
+        sa.parallel(outer)
     from compiler.topi.injective import schedule_injective_cpu
 
     schedule_injective_cpu(s, op.out)

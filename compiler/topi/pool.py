@@ -109,3 +109,70 @@ def schedule_gpu(s, outs: list[Tensor]) -> None:
         bx, tx = st.split(flat, min(64, flat.extent))
         st.bind(bx, "blockIdx.x")
         st.bind(tx, "threadIdx.x")
+
+
+def max_pool_rows(spec: PoolSpec, xt: int, yt: int) -> tuple[list[Tensor], Tensor, Tensor, Tensor]:
+    """float32 max pooling for the CPU's row schedule (:func:`schedule_rows_cpu`): ``(inputs, out, pad, window)``.
+    ``pad`` is a channel's padded plane with its columns de-interleaved by stride phase, ``(N, C, Hp, SX, Wq)``
+    (-inf outside the image, rows and columns past the last ``yt`` x ``xt`` output tile included), ``window`` the max
+    over each window read from it (a tap's pixels along a row are contiguous), ``out`` its NCHW copy."""
+    n, c, h, w = spec.n, spec.c, spec.h, spec.w
+    sy, sx = spec.stride
+    t, l = spec.pads[0], spec.pads[1]
+    hp = max(t + h, (-(-spec.oh // yt) * yt - 1) * sy + spec.kh)
+    wq = max(-(-(l + w) // sx), -(-spec.ow // xt) * xt + (spec.kw - 1) // sx)
+    data = te.placeholder((n, c, h, w), "float32", "data")
+    low = te.const(float("-inf"), "float32")
+    pad = te.compute((n, c, hp, sx, wq), lambda i, j, y, ph, xq: te.select(
+        (y >= t) & (y < h + t) & (xq * sx + ph >= l) & (xq * sx + ph < w + l),
+        data[i, j, y - t, xq * sx + ph - l], low), name="pool_pad", dtype="float32")
+    ky, kx = te.reduce_axis(spec.kh, "ky"), te.reduce_axis(spec.kw, "kx")
+    window = te.compute((n, c, spec.oh, spec.ow), lambda i, j, y, x: te.max_(
+        pad[i, j, y * sy + ky, kx % sx, x + kx // sx], axis=[ky, kx]), name="pool_window", dtype="float32")
+    out = te.compute(window.shape, lambda *i: window[i], name="max_pool", dtype="float32")
+    return [data], out, pad, window
+
+
+def row_tiles(spec: PoolSpec, lanes: int) -> tuple[int, int]:
+    """``(xt, yt)`` output pixels x rows per register tile of :func:`max_pool_rows`: two vectors of ``lanes`` or
+    one, whichever divides the row (two where it is that wide and neither does; the row itself when it is narrower
+    than a vector but at least half of one), rows up to 8 accumulator vectors, a divisor of the output rows where
+    one fits; ``(0, 0)`` for rows narrower than half a vector. ``lanes``: the target's float32 lanes (the backend
+    supplies them)."""
+    if spec.ow < lanes:
+        xt = spec.ow if 2 * spec.ow >= lanes else 0
+    else:
+        xt = next((v for v in (2 * lanes, lanes) if spec.ow % v == 0), 2 * lanes if spec.ow >= 2 * lanes else lanes)
+    if not xt:
+        return 0, 0
+    fits = list(range(min(max(1, 8 // -(-xt // lanes)), spec.oh), 0, -1))
+    return xt, next((r for r in fits if spec.oh % r == 0 and r > 1), fits[0])
+
+
+def schedule_rows_cpu(s, out: Tensor, pad: Tensor, window: Tensor, xt: int, yt: int) -> None:
+    """Parallel over (image, channel) when large; per channel its padded plane in a local buffer (vector row loads),
+    then per ``yt`` x ``xt`` output tile the window max in registers (pixels in the vector lanes)."""
+    from compiler.topi.injective import PARALLEL_MIN
+
+    so = s[out]
+    n, c, y, x = so.leaf_iter_vars
+    yo, yi = so.split(y, yt)
+    xo, xi = so.split(x, xt)
+    so.reorder(n, c, yo, xo, yi, xi)
+    nc = so.fuse(n, c)
+    work = int(np.prod(out.shape)) * int(np.prod([a.extent for a in s[window].op.reduce_axes]))
+    if work >= PARALLEL_MIN // 4 and out.shape[0] * out.shape[1] > 1:
+        so.parallel(nc)
+    so.vectorize(xi)
+    sp = s[pad]
+    sp.set_scope("local")
+    sp.compute_at(so, nc)
+    sp.vectorize(sp.leaf_iter_vars[-1])
+    sw = s[window]
+    sw.set_scope("local")
+    sw.compute_at(so, xo)
+    wn, wc, wy, wx, ky, kx = sw.leaf_iter_vars
+    sw.reorder(wn, wc, ky, kx, wy, wx)
+    sw.unroll(kx)
+    sw.unroll(wy)
+    sw.vectorize(wx)

@@ -154,10 +154,59 @@ class LlvmCodegen:
             out = b.insert_element(out, b.load(b.gep(ptr, [b.extract_element(idx, kk)], inbounds=True)), kk)
         return self._from_mem(out, e.buffer.dtype)
 
+    def _strided(self, index: Expr) -> tuple[Expr, int] | None:
+        """``(lane-0 index, stride)`` of ``index`` in the vector loop when it steps 1..4 elements per lane, else
+        None."""
+        var, _, offset = self.vec
+        f = linear(index)
+        for atom in f.coefs:
+            if not isinstance(atom, Var) and var in atom_vars(atom):
+                return None
+        c = f.coefs.get(var, 0)
+        if not isinstance(c, int) or not 1 <= c <= 4:
+            return None
+        return substitute(index, {var: Const(offset)}), c
+
+    def _window_load(self, e: BufLoad, base: Expr, stride: int, lanes: int, masked: bool) -> ir.Value:
+        """The lanes ``base + k * stride`` of ``e``'s buffer as one load of ``stride * lanes`` contiguous elements
+        (``masked``: only the elements inside the buffer are read, the others are zero) and, with ``stride`` > 1,
+        a shuffle picking every ``stride``-th (stride-2 columns of padded convs: no per-lane gather)."""
+        b = self.c.b
+        ty = mem_type(e.buffer.dtype)
+        width = stride * lanes
+        vty = ir.VectorType(ty, width)
+        i0 = self.index(base)
+        p = b.bitcast(b.gep(self._ptr(e.buffer), [i0]), vty.as_pointer())
+        if masked:
+            it = ir.IntType(32) if e.buffer.size + width < 1 << 31 else I64  # lane indices: one unsigned compare
+            ix = b.trunc(i0, it) if it != I64 else i0
+            idx = b.add(self._broadcast(ix, width), ir.Constant(ir.VectorType(it, width), list(range(width))))
+            inside = b.icmp_unsigned("<", idx, ir.Constant(ir.VectorType(it, width), [e.buffer.size] * width))
+            suffix = f"v{width}{'f32' if ty == F32 else f'i{ty.width}'}"
+            name = f"llvm.masked.load.{suffix}.p0"
+            fn = self.module.globals.get(name) or ir.Function(
+                self.module, ir.FunctionType(vty, [vty.as_pointer(), ir.IntType(32), ir.VectorType(I1, width), vty]),
+                name)
+            v = b.call(fn, [p, ir.Constant(ir.IntType(32), _align(ty)), inside, ir.Constant(vty, None)])
+        else:
+            v = b.load(p, align=_align(ty))
+        if stride > 1:
+            v = b.shuffle_vector(v, ir.Constant(vty, ir.Undefined),
+                                 ir.Constant(ir.VectorType(ir.IntType(32), lanes), [k * stride for k in range(lanes)]))
+        return self._from_mem(v, e.buffer.dtype)
+
     def load(self, e: BufLoad) -> ir.Value:
         b = self.c.b
         ptr = self._ptr(e.buffer)
         ty = mem_type(e.buffer.dtype)
+        if self.vec is not None and (ty == F32 or isinstance(ty, ir.IntType) and ty.width in (8, 16, 32, 64)):
+            st = self._strided(e.index)
+            if st is not None and st[1] * self.vec[1] <= 64 and (
+                    st[1] > 1 or self.select_depth and self._maybe_out_of_bounds(e)):
+                # a padded input's row inside its select (lanes past the buffer read nothing), or a strided row
+                bnd = var_ranges_bounds(linear(e.index), self.ranges)
+                masked = bnd is None or bnd[0] < 0 or bnd[1] + st[1] - 1 >= e.buffer.size
+                return self._window_load(e, st[0], st[1], self.vec[1], masked)
         if self.select_depth and self._maybe_out_of_bounds(e):
             return self._clamped_load(e)
         if self.vec is not None:

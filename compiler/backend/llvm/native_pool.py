@@ -6,6 +6,11 @@ take chunks by compare-and-swap on one word holding ``generation << 32 | next ch
 read a previous launch's fields can never run them (its swap fails). The launching thread takes chunks
 too and then waits natively for the count of finished chunks. Workers that are asleep in Python (they
 spin ~1 ms after their last chunk, then block on a queue) are woken through the queue.
+
+``launch`` is the whole hand-off in native code, the callback generated kernels call: while enough workers
+are spinning and the record is free it publishes, works and waits without entering Python (a Python
+callback per parallel loop cost microseconds of GIL and interpreter time on the critical path, while the
+workers spun); otherwise it calls the Python launch (``slow``), which wakes workers or takes the queue path.
 """
 from __future__ import annotations
 
@@ -15,14 +20,16 @@ import threading
 from llvmlite import ir
 
 I64 = ir.IntType(64)
-SLOTS = 8  # word, task, closure, n, chunks, done, spinning, pad
+SLOTS = 16  # word, task, closure, n, chunks, done, spinning, pad, busy, threads, pad...
 WORD, TASK_SLOT, CLOSURE, TRIP, CHUNKS, DONE, SPINNING = range(7)
+BUSY = 8      # 1 while a launch owns the record (taken by compare-and-swap: native and Python launches alike)
+THREADS = 9   # the pool's thread count as the Python side last saw it (0: unknown, the native launch defers)
 
 _lock = threading.Lock()
 _fns: dict | None = None
 
 
-def _build() -> dict:
+def _build(record: int, slow: int) -> dict:
     from compiler.backend.llvm.jit import get_host_jit
 
     jit = get_host_jit()  # runtime code: always this machine's CPU
@@ -123,6 +130,47 @@ def _build() -> dict:
     b.position_at_end(out)
     b.ret_void()
 
+    # i64 try_busy(i64* st): take the record (1) or find it taken (0)
+    tb = ir.Function(mod, ir.FunctionType(I64, [p64]), "vta_pool_try_busy")
+    b = ir.IRBuilder(tb.append_basic_block("entry"))
+    pair = b.cmpxchg(slot(b, tb.args[0], BUSY), c(0), c(1), "acquire", "monotonic")
+    b.ret(b.zext(b.extract_value(pair, 1), I64))
+
+    # void launch(i8* task, i64 n, i8* closure): the kernels' parallel-loop callback (see the module docstring)
+    i8p = ir.IntType(8).as_pointer()
+    slow_ty = ir.FunctionType(ir.VoidType(), [i8p, I64, i8p])
+    ln = ir.Function(mod, slow_ty, "vta_pool_launch")
+    task, trip, clo = ln.args
+    b = ir.IRBuilder(ln.append_basic_block("entry"))
+    fast, own, slow_bb = (ln.append_basic_block(n) for n in ("fast", "own", "slow"))
+    st = b.inttoptr(c(record), p64)
+    t = b.load_atomic(slot(b, st, THREADS), "monotonic", 8)
+    tt = b.select(b.icmp_signed("<", trip, t), trip, t)
+    spinning = b.load_atomic(slot(b, st, SPINNING), "monotonic", 8)
+    ok = b.and_(b.icmp_signed(">=", tt, c(2)), b.icmp_signed(">=", spinning, b.sub(tt, c(1))))
+    b.cbranch(ok, fast, slow_bb)
+    b.position_at_end(fast)
+    pair = b.cmpxchg(slot(b, st, BUSY), c(0), c(1), "acquire", "monotonic")
+    b.cbranch(b.extract_value(pair, 1), own, slow_bb)
+    b.position_at_end(own)
+    four = b.mul(tt, c(4))
+    nch = b.select(b.icmp_signed("<", trip, four), trip, four)
+    old = b.load_atomic(slot(b, st, WORD), "monotonic", 8)
+    gen = b.and_(b.add(b.lshr(old, c(32)), c(1)), c(0x7FFFFFFF))
+    b.store_atomic(b.ptrtoint(task, I64), slot(b, st, TASK_SLOT), "monotonic", 8)
+    b.store_atomic(b.ptrtoint(clo, I64), slot(b, st, CLOSURE), "monotonic", 8)
+    b.store_atomic(trip, slot(b, st, TRIP), "monotonic", 8)
+    b.store_atomic(nch, slot(b, st, CHUNKS), "monotonic", 8)
+    b.store_atomic(c(0), slot(b, st, DONE), "monotonic", 8)
+    b.store_atomic(b.shl(gen, c(32)), slot(b, st, WORD), "release", 8)  # publishes the fields above
+    b.call(work, [st, gen])
+    b.call(wt, [st, nch])
+    b.store_atomic(c(0), slot(b, st, BUSY), "release", 8)
+    b.ret_void()
+    b.position_at_end(slow_bb)
+    b.call(b.inttoptr(c(slow), slow_ty.as_pointer()), [task, trip, clo])
+    b.ret_void()
+
     ref = jit.optimize(mod)
     with _lock:
         jit.engine.add_module(ref)
@@ -132,14 +180,17 @@ def _build() -> dict:
         "work": ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64)(addr("vta_pool_work")),
         "worker": ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64)(addr("vta_pool_worker")),
         "wait": ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64)(addr("vta_pool_wait")),
+        "try_busy": ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p)(addr("vta_pool_try_busy")),
+        "launch": addr("vta_pool_launch"),
     }
 
 
-def functions() -> dict:
-    """The compiled ``work``/``worker``/``wait`` functions (built on first use)."""
+def functions(record: int, slow: int) -> dict:
+    """The compiled ``work``/``worker``/``wait``/``try_busy`` functions and the address of ``launch`` (built on
+    first use for the record at address ``record``, with ``slow`` the address of the Python launch callback)."""
     global _fns
     if _fns is None:
-        fns = _build()
+        fns = _build(record, slow)
         with _lock:
             if _fns is None:
                 _fns = fns

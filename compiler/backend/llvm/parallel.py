@@ -4,8 +4,9 @@ A parallel loop is outlined into ``void task(i64 begin, i64 end, i8* closure)``;
 the callback with that function, the trip count and the closure. The callback splits the range into
 about four chunks per thread that the pool's threads and the calling thread take in turn (a dynamic
 schedule, robust to a shared machine). On x86 the hand-off is native (:mod:`compiler.backend.llvm.native_pool`):
-idle workers spin ~1 ms in native code and take chunks without the GIL; otherwise, or while another
-Python thread's launch holds the native record, chunks go through a queue and ctypes calls.
+idle workers spin ~1 ms in native code and take chunks without the GIL, and kernels call the native
+``launch`` (:func:`launch_address`), which enters Python only to wake sleeping workers; otherwise, or while
+another launch holds the native record, chunks go through a queue and ctypes calls.
 """
 from __future__ import annotations
 
@@ -51,17 +52,14 @@ class _Pool:
 
 _pool = _Pool()
 SPIN_ITERATIONS = 20000  # pause-loop iterations an idle worker waits natively for a new launch (~1 ms) before sleeping
-_record = (ctypes.c_int64 * 8)()  # the native hand-off record (compiler.backend.llvm.native_pool)
+_record = (ctypes.c_int64 * 16)()  # the native hand-off record (compiler.backend.llvm.native_pool.SLOTS)
 _record_addr = ctypes.addressof(_record)
-_native_busy = threading.Lock()  # one native launch at a time; a concurrent launch takes the Python path
-_generation = 0
 
 
 def _after_fork_in_child() -> None:
     """A forked child has none of the parent's worker threads: start from an empty pool and free locks."""
-    global _pool, _native_busy, _lock
+    global _pool, _lock
     _pool = _Pool()
-    _native_busy = threading.Lock()
     _lock = threading.Lock()
     _record[:] = [0] * len(_record)
 
@@ -79,10 +77,25 @@ def _native_ok() -> bool:
 _NATIVE = _native_ok()
 
 
-def _native_worker_job() -> None:
+def _native() -> dict:
     from compiler.backend.llvm.native_pool import functions
 
-    functions()["worker"](_record_addr, SPIN_ITERATIONS)
+    return functions(_record_addr, LAUNCH_ADDRESS)
+
+
+def _native_worker_job() -> None:
+    _native()["worker"](_record_addr, SPIN_ITERATIONS)
+
+
+def launch_address() -> int:
+    """The ``launch`` callback to pass generated kernels: the native one on x86 (no Python while workers spin),
+    else the Python callback."""
+    return _native()["launch"] if _NATIVE else LAUNCH_ADDRESS
+
+
+def generation() -> int:
+    """How many native launches this process has made (mod 2**31): the record's generation."""
+    return _record[0] >> 32
 
 
 def num_threads() -> int:
@@ -107,21 +120,26 @@ def set_num_threads(n: int | None) -> None:
     if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n <= 0):
         raise ValueError(f"set_num_threads: need a positive int or None, got {n!r}")
     _threads = n
+    _record[_THREADS] = 0  # the native launch defers to Python until the next Python launch has read the count
 
 
 def _launch(fn: int, n: int, closure: int) -> None:
-    t = min(num_threads(), n)
+    threads = num_threads()
+    t = min(threads, n)
     if t <= 1:
         _task(fn)(0, n, closure)
         return
     # dynamic schedule: ~4 chunks per thread, taken in order by whichever thread is free (the machine may be shared)
     nchunks = min(n, 4 * t)
-    if _NATIVE and _native_busy.acquire(blocking=False):
-        try:
-            _launch_native(fn, n, closure, t, nchunks)
-        finally:
-            _native_busy.release()
-        return
+    if _NATIVE:
+        native = _native()
+        if native["try_busy"](_record_addr):
+            try:
+                _record[_THREADS] = threads  # the native launch runs on its own while workers spin
+                _launch_native(native, fn, n, closure, t, nchunks)
+            finally:
+                _record[_BUSY] = 0
+            return
     _launch_python(_task(fn), n, closure, t, nchunks)
 
 
@@ -132,20 +150,19 @@ def _task(fn: int):
     return task
 
 
-def _launch_native(fn: int, n: int, closure: int, t: int, nchunks: int) -> None:
-    """Publish the launch in the record; spinning workers join without the GIL, sleeping ones are woken."""
-    from compiler.backend.llvm.native_pool import CHUNKS, CLOSURE, DONE, SPINNING, TASK_SLOT, TRIP, WORD, functions
+def _launch_native(native: dict, fn: int, n: int, closure: int, t: int, nchunks: int) -> None:
+    """Publish the launch in the record (held: BUSY); spinning workers join without the GIL, sleeping ones are
+    woken."""
+    from compiler.backend.llvm.native_pool import CHUNKS, CLOSURE, DONE, SPINNING, TASK_SLOT, TRIP, WORD
 
-    global _generation
-    native = functions()
-    _generation = (_generation + 1) & 0x7FFFFFFF
     rec = _record
+    gen = ((rec[WORD] >> 32) + 1) & 0x7FFFFFFF
     rec[TASK_SLOT], rec[CLOSURE], rec[TRIP], rec[CHUNKS], rec[DONE] = fn, closure, n, nchunks, 0
-    rec[WORD] = _generation << 32  # publishes the fields above (x86 keeps store order)
+    rec[WORD] = gen << 32  # publishes the fields above (x86 keeps store order)
     _pool.grow(t - 1)
     for _ in range(max(0, (t - 1) - rec[SPINNING])):
         _pool.jobs.put((_native_worker_job, None))
-    native["work"](_record_addr, _generation)
+    native["work"](_record_addr, gen)
     native["wait"](_record_addr, nchunks)
 
 
@@ -172,4 +189,5 @@ def _launch_python(task, n: int, closure: int, t: int, nchunks: int) -> None:
 
 
 LAUNCH_CALLBACK = LAUNCH(_launch)
-LAUNCH_ADDRESS = ctypes.cast(LAUNCH_CALLBACK, ctypes.c_void_p).value
+LAUNCH_ADDRESS = ctypes.cast(LAUNCH_CALLBACK, ctypes.c_void_p).value  # the Python launch (the native one's slow path)
+_BUSY, _THREADS = 8, 9  # record slots (compiler.backend.llvm.native_pool.BUSY, THREADS)

@@ -17,6 +17,7 @@ ran the last node ("llvm"/"cuda", "view" or "numpy") and ``last_compile_s`` how 
 """
 from __future__ import annotations
 
+import threading
 import time
 import weakref
 from typing import Callable, Sequence
@@ -54,6 +55,8 @@ class TargetCpuBackend:
         self.last_compile_s = 0.0  # JIT compilation inside the last run_node (reported apart from run time)
         self.fallback = fallback or NumpyCpuBackend()
         self._plans: dict[int, tuple[OpPlan, Callable]] = {}
+        self._out_meta: dict[int, tuple] = {}
+        self._bound: dict[int, tuple] = {}  # id(node) -> (thread, out, inputs, bound kernel call): repeated runs
         self._lazy_plans: "weakref.WeakKeyDictionary[Node, tuple]" = weakref.WeakKeyDictionary()
         # tuned(node, infos) -> CpuConvKnobs | None: a conv's knobs from a tuning log (set by compiler.autotune.llvm)
         self.tuned: Callable | None = None
@@ -85,6 +88,8 @@ class TargetCpuBackend:
                 continue
             fn = compile_plan(plan, self.target)
             self._plans[id(n)] = (plan, fn)
+            self._out_meta.pop(id(n), None)
+            self._bound.pop(id(n), None)
             if self.target == "cuda":
                 fn.pin(*_plan_constants(plan, n, g))
         if errors:
@@ -95,17 +100,48 @@ class TargetCpuBackend:
                       outs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
         """``run_node``, writing a library kernel's result into ``outs[0]`` when given (same shape and dtype as
         the node's output): the executor passes its arena slots, so no copy follows."""
-        entry = self._plans.get(id(node))
         dst = outs[0] if outs else None
+        bound = self._bound.get(id(node))
+        if (bound is not None and bound[1] is dst and bound[0] == threading.get_ident()
+                and len(inputs) == len(bound[2]) and all(a is b for a, b in zip(inputs, bound[2]))):  # same arrays
+            self.last_backend, self.last_compile_s = self.target, 0.0
+            bound[3]()
+            return [dst]
+        entry = self._plans.get(id(node))
         if entry is None or dst is None or dst.dtype != entry[0].out_dtype or not dst.flags.c_contiguous:
             return self.run_node(node, inputs)
         plan, fn = entry
-        kernel_out = fn.func.args[fn.func.num_inputs]
-        if np.dtype(kernel_out.dtype) != dst.dtype or int(np.prod(kernel_out.shape)) != dst.size:
+        shape, dtype, size = self._out_meta.get(id(node)) or self._kernel_out(node, fn)
+        if dtype != dst.dtype or size != dst.size:
             return self.run_node(node, inputs)
         self.last_backend = self.target
-        fn(*plan.args(inputs), out=dst.reshape(kernel_out.shape))
+        args = plan.args(inputs)
+        fn(*args, out=dst.reshape(shape))
+        if self.target == "llvm":
+            self._bind(node, fn, inputs, args, dst, shape)
         return [dst]
+
+    def _bind(self, node: Node, fn, inputs, args: list, dst: np.ndarray, shape: tuple) -> None:
+        """Keep a checked, addressed call of ``node``'s kernel for the next run on the same arrays (the executor's
+        arena views), where every kernel argument is the same memory each time: constants or views of the inputs
+        (``plan.args`` called twice, both results alive, gives the same addresses; a fresh copy would not)."""
+        self._bound.pop(id(node), None)
+        again = self._plans[id(node)][0].args(inputs)
+        if len(again) != len(args) or any(
+                not isinstance(a, np.ndarray) or not isinstance(b, np.ndarray) or a.shape != b.shape
+                or a.__array_interface__["data"][0] != b.__array_interface__["data"][0] for a, b in zip(args, again)):
+            return
+        node_args = fn.bind(*args, out=dst.reshape(shape))
+        if node_args is None:
+            return
+        self._bound[id(node)] = (threading.get_ident(), dst, tuple(inputs), node_args)
+
+    def _kernel_out(self, node: Node, fn) -> tuple:
+        """(shape, dtype, size) of the kernel's output buffer for ``node`` (kept: the per-node call path is hot)."""
+        buf = fn.func.args[fn.func.num_inputs]
+        meta = (tuple(buf.shape), np.dtype(buf.dtype), int(np.prod(buf.shape)))
+        self._out_meta[id(node)] = meta
+        return meta
 
     def run_node(self, node: Node, inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
         self.last_compile_s = 0.0

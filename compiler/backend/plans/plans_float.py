@@ -50,6 +50,10 @@ def plan_conv(node: Node, infos, consts, target: str, knobs: conv2d_direct.CpuCo
         spec = knobs.apply(spec)
     else:
         knobs = None
+        if target == "llvm":  # the CPU layout choice (1x1 convs: pixels in the vector lanes where they divide)
+            from compiler.backend.llvm.host import float_lanes
+
+            spec = conv2d_direct.cpu_spec(spec, float_lanes())
     act, params = a.get("activation"), tuple(a.get("act_params", ()))
     wp = conv2d_direct.pack_weight(spec, w)
     ob = spec.block
@@ -62,12 +66,14 @@ def plan_conv(node: Node, infos, consts, target: str, knobs: conv2d_direct.CpuCo
             return op.inputs, op.out, lambda s: conv2d_direct.schedule_gpu(op, s)
         return op.inputs, op.out, lambda s: conv2d_direct.schedule_cpu(op, s, knobs)
 
+    in_shape, out_shape = conv2d_direct.input_shape(spec), conv2d_direct.output_shape(spec)
+
     def args(ins):
-        out = [f32(ins[0]), wp]
+        out = [f32(ins[0]).reshape(in_shape), wp]
         if bp is not None:
             out.append(bp)
         if residual:
-            out.append(f32(ins[3]).reshape(conv2d_direct.output_shape(spec)))
+            out.append(f32(ins[3]).reshape(out_shape))
         return out
 
     return OpPlan(key, make, args, (spec.n, spec.o, spec.oh, spec.ow), np.dtype(np.float32), spec.macs)
@@ -203,7 +209,18 @@ def plan_pool(node: Node, infos, consts, target: str) -> OpPlan:
     include = bool(a.get("count_include_pad", 0))
     key = (node.op, spec, include, cdt, target)
 
+    rows = (0, 0)
+    if node.op == "MaxPool" and cdt == "float32" and target == "llvm":
+        from compiler.backend.llvm.host import float_lanes
+
+        rows = pool.row_tiles(spec, float_lanes())
+    if rows[0]:  # pixels in the vector lanes over a padded plane per channel (the select per tap ran 4x ORT)
+        key = key + rows
+
     def make():
+        if rows[0]:
+            ins, y, pad, window = pool.max_pool_rows(spec, *rows)
+            return ins, y, lambda s: pool.schedule_rows_cpu(s, y, pad, window, *rows)
         if node.op == "MaxPool":
             ins, y = pool.max_pool(spec, cdt)
             stages = [y]

@@ -174,7 +174,7 @@ def test_native_hand_off_runs_every_chunk_once():
     f = compiler.build_op(s)
     set_num_threads(2)
     try:
-        before = parallel._generation
+        before = parallel.generation()
         for v in range(200):
             xv = np.full((101, 8), v, np.int32)
             np.testing.assert_array_equal(f(xv), np.broadcast_to(v + np.arange(101)[:, None] * 1000, (101, 8)))
@@ -184,4 +184,4 @@ def test_native_hand_off_runs_every_chunk_once():
 
     x86 = platform.machine().lower() in ("x86_64", "amd64")
     assert parallel._NATIVE == (x86 and os.environ.get("VTA_NATIVE_POOL", "1") != "0")
-    assert parallel._generation - before == (200 if parallel._NATIVE else 0)
+    assert parallel.generation() - before == (200 if parallel._NATIVE else 0)

@@ -1,0 +1,191 @@
+"""The CPU conv schedule's pixel-vector layouts (1x1 and depthwise convs, pixels in the vector lanes), the max pool row
+schedule and the codegen's window loads they rely on, against numpy: ragged and small shapes, stride 2, dilation,
+batches; per x86-64 feature level (conftest)."""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from jit_runtime.host_ops.conv_kernels import conv2d_nchw
+from compiler import te
+from compiler.backend.llvm.host import float_lanes
+from compiler.backend.build import build_op
+from compiler.schedule import create_schedule
+from compiler.topi import conv2d_direct as cd
+
+RNG = np.random.default_rng(11)
+S = cd.Conv2dSpec
+
+
+def _run(spec: cd.Conv2dSpec, act: str | None = "clip", residual: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """(kernel output as NCHW, numpy reference) of ``spec`` with bias, residual and ``act``."""
+    x = RNG.standard_normal((spec.n, spec.c, spec.h, spec.w)).astype(np.float32)
+    w = RNG.standard_normal((spec.o, spec.cg, spec.kh, spec.kw)).astype(np.float32)
+    b = RNG.standard_normal(spec.o).astype(np.float32)
+    r = RNG.standard_normal((spec.n, spec.o, spec.oh, spec.ow)).astype(np.float32)
+    params = (0.0, 6.0) if act == "clip" else ()
+    op = cd.conv2d(spec, bias=True, residual=residual, act=act, act_params=params)
+    s = create_schedule(op.out)
+    cd.schedule_cpu(op, s)
+    fn = build_op(s, args=op.inputs + [op.out])
+    args = [x.reshape(cd.input_shape(spec)), cd.pack_weight(spec, w), b]
+    if residual:
+        args.append(r.reshape(cd.output_shape(spec)))
+    got = np.asarray(fn(*args)).reshape(r.shape)
+    want = conv2d_nchw(x, w, stride=spec.stride, pads=spec.pads, dilations=spec.dilations, groups=spec.groups)
+    want = want + b.reshape(1, -1, 1, 1) + (r if residual else 0)
+    if act == "clip":
+        want = np.clip(want, 0, 6)
+    elif act == "relu":
+        want = np.maximum(want, 0)
+    return got, want
+
+
+POINTWISE = [  # (spec, channels x pixels per tile): dividing and ragged pixel tiles, pixels or channels outer
+    (S(1, 16, 8, 8, 24, 1, 1), (6, 16)),     # 64 pixels: 4 tiles of 16, pixel tiles outer (64 >= 24 channels)
+    (S(2, 5, 4, 6, 7, 1, 1), (1, 8)),        # batch 2, 24 pixels in 3 tiles of 8, 7 output channels: 1 per tile
+    (S(1, 12, 5, 5, 8, 1, 1), (4, 16)),      # 25 pixels: 16 + a ragged 9 over the zero-padded panel
+    (S(1, 9, 3, 7, 48, 1, 1), (6, 16)),      # 21 pixels (16 + 5 ragged), channel tiles outer (48 > 21)
+    (S(2, 3, 2, 2, 6, 1, 1), (3, 4)),        # 4 pixels: one tile, a whole plane per tile
+]
+
+
+@pytest.mark.parametrize("spec,tile", POINTWISE, ids=["divides", "batch-7ch", "ragged", "channels-outer", "tiny"])
+def test_pointwise_pixel_vectors_match_numpy(spec, tile):
+    sp = dataclasses.replace(spec, pixel_vectors=True, oc_block=tile[0], pixel_tile=tile[1])
+    assert (sp.block, sp.tile) == tile and cd.output_shape(sp) == (sp.n, sp.o // tile[0], tile[0], sp.oh * sp.ow)
+    got, want = _run(sp)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+DEPTHWISE = [
+    S(1, 3, 9, 20, 3, 3, 3, (1, 1), (1, 1, 1, 1), groups=3),          # 20 wide: 16 + a ragged 4 (AVX2)
+    S(2, 4, 11, 13, 4, 3, 3, (2, 2), (1, 0, 2, 1), groups=4),         # stride 2, odd pads, batch 2
+    S(1, 2, 10, 19, 2, 5, 5, (2, 2), (2, 2, 2, 2), (2, 1), groups=2),  # 5x5, stride 2, dilation (2, 1)
+    S(1, 5, 7, 7, 5, 3, 3, (1, 1), (1, 1, 1, 1), groups=5),           # 7 wide: a 7-pixel vector
+    S(1, 8, 16, 32, 8, 3, 3, (1, 1), (0, 0, 0, 0), groups=8),         # no padding, whole tiles
+]
+
+
+@pytest.mark.parametrize("spec", DEPTHWISE, ids=["ragged-row", "stride2", "5x5-dilated", "narrow", "no-pad"])
+def test_depthwise_pixel_vectors_match_numpy(spec):
+    lanes = float_lanes()  # the feature level's: 4, 8 or 16
+    xt = cd.depthwise_row_tile(spec, lanes)
+    if not xt:
+        pytest.skip(f"rows of {spec.ow} are narrower than half of {lanes} lanes: the channel-vector layout")
+    assert 1 <= xt <= spec.ow
+    sp = dataclasses.replace(spec, pixel_vectors=True, pixel_tile=xt)
+    sp = dataclasses.replace(sp, row_tile=cd.depthwise_rows(sp, lanes))
+    assert 1 <= sp.row_tile <= sp.oh and sp.block == 1 and cd.cpu_spec(spec, lanes) == sp
+    got, want = _run(sp, act="relu")
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+DIRECT = [  # (spec, channels x pixels per tile): a few input channels, any kernel, stride, padding
+    (S(1, 3, 20, 22, 8, 3, 3, (2, 2), (1, 1, 1, 1)), (4, 8)),          # a stem: 11 wide = 8 + a ragged 3
+    (S(2, 2, 9, 17, 6, 3, 2, (1, 1), (0, 1, 2, 0), (2, 1)), (3, 16)),    # batch 2, dilated, 16 wide
+    (S(1, 1, 8, 12, 5, 5, 5, (1, 3), (2, 2, 2, 2)), (5, 4)),            # stride 3 columns, 4 wide
+]
+
+
+@pytest.mark.parametrize("spec,tile", DIRECT, ids=["stem", "dilated-batch", "stride3"])
+def test_direct_pixel_vector_rows_match_numpy(spec, tile):
+    sp = dataclasses.replace(spec, pixel_vectors=True, oc_block=tile[0], pixel_tile=tile[1])
+    assert (sp.block, sp.tile) == tile and cd.output_shape(sp) == (sp.n, sp.o // tile[0], tile[0], sp.oh, sp.ow)
+    got, want = _run(sp)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_cpu_spec_picks_the_layout_per_shape():
+    """1x1 unit-stride and depthwise float32 convs take pixel vectors where their tiles fit; others keep channels."""
+    pw = S(1, 32, 28, 28, 192, 1, 1)
+    assert cd.pointwise_tiles(pw, 8) == (6, 16) and cd.pointwise_tiles(pw, 16) == (12, 32)
+    assert cd.pointwise_tiles(S(1, 64, 14, 14, 384, 1, 1), 8) == (6, 16)  # 196 pixels: 13 tiles of 16, 12 padded
+    assert cd.pointwise_tiles(S(1, 64, 14, 14, 64, 1, 1), 8) == (4, 16)   # 6 does not divide 64
+    assert cd.pointwise_tiles(S(1, 960, 7, 7, 160, 1, 1), 8) == (0, 0)  # 49 pixels: channel vectors
+    assert cd.pointwise_tiles(S(1, 8, 2, 2, 8, 1, 1), 8) == (0, 0)      # fewer pixels than lanes
+    assert cd.depthwise_row_tile(S(1, 8, 56, 56, 8, 3, 3, pads=(1, 1, 1, 1), groups=8), 8) == 8  # 8 | 56, 16 not
+    assert cd.depthwise_row_tile(S(1, 8, 30, 30, 8, 3, 3, groups=8), 8) == 16   # ragged 28 = 16 + 12
+    assert cd.depthwise_row_tile(S(1, 8, 5, 5, 8, 3, 3, groups=8), 8) == 0      # 3 wide: channel vectors
+    for spec in (S(1, 16, 8, 8, 16, 1, 1, (2, 2)), S(1, 16, 8, 8, 16, 3, 3),
+                 S(1, 16, 8, 8, 16, 1, 1, pads=(1, 1, 1, 1)), S(1, 16, 8, 8, 16, 1, 1, dtype="int8"), S(1, 16, 8, 8, 16, 1, 1, groups=2),
+                 S(1, 5, 8, 8, 16, 3, 3, (2, 2), (1, 1, 1, 1))):  # 5 input channels: not a stem
+        assert all(not cd.cpu_spec(spec, lanes).pixel_vectors for lanes in (4, 8, 16))
+    for lanes in (4, 8, 16):  # the backend passes the target's lanes; the tiles follow them
+        dw = cd.cpu_spec(S(1, 16, 8, 8, 16, 3, 3, (1, 1), (1, 1, 1, 1), groups=16), lanes)
+        assert dw.pixel_vectors and dw.tile == 8 and dw.row_tile == cd.depthwise_rows(dw, lanes) >= 1
+        stem = cd.cpu_spec(S(1, 3, 224, 224, 32, 3, 3, (2, 2), (1, 1, 1, 1)), lanes)  # 27 taps: direct rows
+        assert stem.pixel_vectors and (stem.block, stem.tile) == cd.direct_row_tiles(stem, lanes) != (0, 0)
+    assert cd.direct_row_tiles(S(1, 3, 224, 224, 32, 3, 3, (2, 2), (1, 1, 1, 1)), 8) == (4, 16)
+    assert not cd.cpu_spec(S(1, 3, 224, 224, 64, 7, 7, (2, 2), (3, 3, 3, 3)), 8).pixel_vectors  # 147 taps: tuned
+    knobs = cd.CpuConvKnobs(16, 6, "none")
+    assert not knobs.apply(cd.cpu_spec(pw, 8)).pixel_vectors  # tuning knobs set the channel-vector layout
+
+
+def test_pixel_vectors_refuse_what_they_cannot_tile():
+    with pytest.raises(te.TeError, match="depthwise convs, one-group direct convs and 1x1"):
+        cd.conv2d(S(1, 8, 8, 8, 8, 3, 3, groups=2, pixel_vectors=True))
+    with pytest.raises(te.TeError, match="oc_block dividing"):
+        cd.conv2d(S(1, 8, 8, 8, 8, 3, 3, pixel_vectors=True))
+    with pytest.raises(te.TeError, match="divide the 10 output channels"):
+        cd.conv2d(S(1, 8, 4, 4, 10, 1, 1, pixel_vectors=True, oc_block=4, pixel_tile=8))
+    with pytest.raises(te.TeError, match="row tile"):
+        cd.conv2d(S(1, 4, 6, 6, 4, 3, 3, groups=4, pixel_vectors=True, pixel_tile=9, row_tile=1))
+    with pytest.raises(te.TeError, match="1..4 rows, got float32, 4 x 0"):  # rows per tile not chosen
+        cd.conv2d(S(1, 4, 6, 6, 4, 3, 3, groups=4, pixel_vectors=True, pixel_tile=4))
+    with pytest.raises(te.TeError, match="oc_block dividing"):
+        cd.conv2d(S(1, 3, 6, 6, 10, 3, 3, pixel_vectors=True, oc_block=4, pixel_tile=4))
+    op = cd.conv2d(S(1, 8, 4, 4, 8, 1, 1, pixel_vectors=True, oc_block=4, pixel_tile=8))
+    with pytest.raises(te.TeError, match="channel-vector layout"):
+        cd.schedule_cpu(op, create_schedule(op.out), cd.CpuConvKnobs(8, 6))
+    with pytest.raises(te.TeError, match="GPU"):
+        cd.schedule_gpu(op, create_schedule(op.out))
+
+
+@pytest.mark.parametrize("n", [13, 16, 37])
+def test_vector_window_loads_stay_inside_the_buffer(n):
+    """A strided vector load (one wide load + shuffle) and a padded row (masked load) up to the buffer's last
+    element: nothing past it is read (the results are exact)."""
+    x = te.placeholder((2 * n,), "float32", "x")
+    xv = RNG.standard_normal(2 * n).astype(np.float32)
+    y = te.compute((n,), lambda i: x[2 * i + 1] * 2.0, name="y", dtype="float32")
+    s = create_schedule(y)
+    s[y].vectorize(s[y].leaf_iter_vars[0])
+    np.testing.assert_array_equal(build_op(s, args=[x, y])(xv), xv[1::2] * 2)
+    z = te.compute((n + 4,), lambda i: te.select((i >= 2) & (i < n + 2), x[i + n - 2], te.const(0.0, "float32")),
+                   name="z", dtype="float32")
+    s = create_schedule(z)
+    s[z].vectorize(s[z].leaf_iter_vars[0])
+    want = np.zeros(n + 4, np.float32)
+    want[2:n + 2] = xv[n:]
+    np.testing.assert_array_equal(build_op(s, args=[x, z])(xv), want)
+
+
+POOLS = [((1, 4, 20, 22), dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])),               # ResNet's
+         ((2, 3, 11, 13), dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], ceil_mode=1)),  # past the pads
+         ((1, 2, 9, 34), dict(kernel_shape=[2, 3], strides=[1, 3], pads=[0, 1, 1, 0])),               # stride 3
+         ((1, 5, 7, 18), dict(kernel_shape=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1]))]              # ragged row
+
+
+@pytest.mark.parametrize("shape,attrs", POOLS, ids=["3x3s2", "ceil", "stride3", "ragged"])
+def test_max_pool_rows_match_numpy(shape, attrs):
+    from jit_runtime.host_ops.kernels import KERNELS
+    from jit_runtime.host_ops.pooling import pool_axes
+    from compiler.topi import pool
+
+    n, c, h, w = shape
+    ax = pool_axes(attrs, (h, w))
+    spec = pool.PoolSpec(n, c, h, w, ax[0].k, ax[1].k, (ax[0].s, ax[1].s),
+                         (ax[0].begin, ax[1].begin, ax[0].end, ax[1].end), ax[0].out, ax[1].out)
+    lanes = float_lanes()
+    xt, yt = pool.row_tiles(spec, lanes)
+    if not xt:
+        pytest.skip(f"rows of {spec.ow} are narrower than half of {lanes} lanes: the plain schedule")
+    assert 1 <= xt <= spec.ow and 1 <= yt <= spec.oh
+    ins, out, pad, window = pool.max_pool_rows(spec, xt, yt)
+    s = create_schedule(out)
+    pool.schedule_rows_cpu(s, out, pad, window, xt, yt)
+    x = RNG.standard_normal(shape).astype(np.float32)
+    np.testing.assert_array_equal(build_op(s, args=ins + [out])(x), KERNELS["MaxPool"](attrs, x))
