@@ -32,6 +32,7 @@ from compiler.topi.injective import PARALLEL_MIN_MACS
 
 OB = 16  # output channels per register tile (int32 lanes: two AVX2 vectors)
 ACC_REGS = {128: 8, 256: 12, 512: 24}  # accumulator vectors per tile by the target's vector width
+DW_MAC_COST = 8  # a depthwise MAC (one tap, int32) costs about as much as 8 of a conv's paired MACs (parallel threshold)
 
 
 @dataclass(frozen=True)
@@ -69,15 +70,16 @@ class PackedConvSpec:
         if self.pairs and (c.depthwise or c.c != self.block_in or not 0 < 2 * self.pairs <= self.block_in):
             raise te.TeError(f"packed int8 conv2d: pairs={self.pairs} needs one input block of {self.block_in} "
                              f"channels (got {c.c}) and 1..{self.block_in // 2} pairs")
-        if c.depthwise and self.block_in % OB:
-            raise te.TeError(f"packed int8 depthwise conv2d: input blocks of {self.block_in}; a multiple of {OB}")
+        if c.depthwise and (self.block_in % OB or self.block_out != OB or self.batch != 1):
+            raise te.TeError(f"packed int8 depthwise conv2d: input blocks of {self.block_in}, output blocks of "
+                             f"{self.block_out}, batch blocks of {self.batch}; allowed: a multiple of {OB}, {OB} and 1")
 
     @property
     def direct(self) -> bool:
         """1x1, unit stride, no padding, batch blocks of 1 and a pixel count that some tile of 3..6 pixels divides
         (no rows to read past the end): the kernel reads the packed input itself (no ``pad``)."""
         c = self.conv
-        return ((c.kh, c.kw, c.stride) == (1, 1, (1, 1)) and not any(c.pads) and self.batch == 1
+        return ((c.kh, c.kw, c.stride) == (1, 1, (1, 1)) and not any(c.pads) and self.batch == 1 and not c.depthwise and not __import__("os").environ.get("NODIRECT")
                 and any((c.oh * c.ow) % xt == 0 for xt in range(3, 7)))
 
     @property
@@ -95,6 +97,9 @@ class PackedConvSpec:
         if self.conv.depthwise:  # each tap's weight and input are vectors too: leave them registers (no spills)
             regs = regs * 2 // 3
         xt = min(max(1, regs * lanes // OB), self.conv.oh * self.conv.ow)
+        if self.conv.depthwise:  # along one output row, the last tile ragged: fewest (tiles x (pixels + 2)), where
+            ow = self.conv.ow  # 2 ~ a tile's fixed cost (its taps' weight vectors, the loop)
+            return min(range(1, min(xt, ow) + 1), key=lambda d: (-(-ow // d) * (d + 2), -d))
         if self.direct:  # a divisor of the pixel count: every tile full, none reads past the input
             xt = next((d for d in range(xt, 0, -1) if (self.conv.oh * self.conv.ow) % d == 0), 1)
         return xt
@@ -152,8 +157,12 @@ def conv2d_packed(spec: PackedConvSpec, stage: tuple, vector_bits: int = 256) ->
     inside = lambda y, x: (y >= t) & (y < h + t) & (x >= l) & (x < w + l)  # noqa: E731
 
     # rows below the map so the last (ragged) pixel tile reads zeros in bounds
-    hp = max(h + t + b, (-(-oh * ow // xt) * xt - 1) // ow * sy + c.kh)
-    wq = max(-(-(w + l + r) // sx), ow + (c.kw - 1) // sx)  # padded columns per stride phase
+    if c.depthwise:  # row tiles: the ragged last tile of a row reads zero columns past it
+        hp = h + t + b
+        wq = max(-(-(w + l + r) // sx), -(-ow // xt) * xt + (c.kw - 1) // sx)
+    else:
+        hp = max(h + t + b, (-(-oh * ow // xt) * xt - 1) // ow * sy + c.kh)
+        wq = max(-(-(w + l + r) // sx), ow + (c.kw - 1) // sx)  # padded columns per stride phase
     direct = spec.direct
     if direct:  # 1x1, unit stride, no padding: the packed input itself, (N, C/BI, H*W, 1, BI), int8 pairs
         pad = data
@@ -172,9 +181,12 @@ def conv2d_packed(spec: PackedConvSpec, stage: tuple, vector_bits: int = 256) ->
     if c.depthwise:  # channel block oo of OB lies in input block oo * OB // BI
         weight = te.placeholder((o // OB, c.kh, c.kw, OB), "int16", "weight")
         per_in = bi // OB
-        conv = te.compute((n, o // OB, oh * ow, OB), lambda i, oo, q, oi: te.sum(
-            tap(i, oo // per_in, q, oo % per_in * OB + oi) * weight[oo, ky, kx, oi].astype("int32"), [ky, kx]),
-            name="conv", dtype="int32")
+        conv = te.compute((n, o // OB, oh, -(-ow // xt) * xt, OB), lambda i, oo, y, x, oi: te.sum(
+            pad[i, oo // per_in, y * sy + ky, kx % sx, x + kx // sx, oo % per_in * OB + oi].astype("int32")
+            * weight[oo, ky, kx, oi].astype("int32"), [ky, kx]), name="conv", dtype="int32")
+        out = te.compute((n, o // bo, oh, ow, 1, bo), lambda nb, ob, y, x, bb, oi: fn(
+            conv[nb, ob, y, x, oi], ob * bo + oi), name="out", dtype=out_dt)
+        return PackedConvOp(spec, [data, weight, *extra], pad, conv, out, xt)
     else:  # input channel pairs: block rb, pair rj (channels rb * BI + 2 rj + {0, 1})
         half = spec.reduce_pairs
         weight = te.placeholder((o // OB, c.c // bi, c.kh, c.kw, half, OB, 2), "int16", "weight")
@@ -204,6 +216,22 @@ def schedule_packed(op: PackedConvOp, s) -> None:
             sp.parallel(sp.fuse(sp.leaf_iter_vars[1], sp.leaf_iter_vars[2]))
         sp.vectorize(sp.leaf_iter_vars[-1])
     so = s[op.out]
+    if c.depthwise:  # parallel over (channel block, row); XT pixels of a row x 16 channels in registers
+        nb, ob, y, x, bb, oi = so.leaf_iter_vars
+        xo, xi = so.split(x, op.xt)
+        so.reorder(nb, ob, y, xo, bb, xi, oi)
+        row = so.fuse(ob, y)
+        if c.macs * DW_MAC_COST >= PARALLEL_MIN_MACS // 4:
+            so.parallel(row)
+        so.vectorize(oi)
+        sc = s[op.conv]
+        sc.set_scope("local")
+        sc.compute_at(so, xo)
+        ci, coo, cy, cx, coi, cky, ckx = sc.leaf_iter_vars
+        sc.reorder(ci, coo, cy, cky, ckx, cx, coi)
+        sc.unroll(cx)
+        sc.vectorize(coi)
+        return
     nb, ob, q, bb, oi = so.leaf_iter_vars
     qo, qi = so.split(q, op.xt)
     so.reorder(nb, ob, qo, bb, qi, oi)

@@ -148,12 +148,14 @@ class TargetAccelBackend:
                                         tuple(int(v) for v in padding), (1, 1), int(groups), "int8", int(pad_value))
 
     def _run_packed(self, state, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-        fn, data_shape, wp, params, out_shape, temps, prof = state
-        if out is None or out.dtype != np.int8 or out.size != math.prod(out_shape) or not out.flags.c_contiguous:
+        fn, data_shape, fixed, out_shape, size, temps, prof, _ = state
+        if out is None or out.dtype != np.int8 or out.size != size or not out.flags.c_contiguous:
             out = np.empty(out_shape, np.int8)
         else:
             out = out.reshape(out_shape)
-        fn.run_prepared([np.ascontiguousarray(x).reshape(data_shape), wp, *params, out, *temps])
+        if x.size * x.itemsize != math.prod(data_shape) or not x.flags.c_contiguous:
+            x = np.ascontiguousarray(x).reshape(data_shape)  # raises on a wrong size
+        fn.run_addresses((x.ctypes.data, *fixed, out.ctypes.data, *temps))
         self.last_profile = prof
         return out
 
@@ -180,7 +182,10 @@ class TargetAccelBackend:
             params = requant_int.requant_params(rq, pad_channels(bias, o), o)
             n_out = (spec.n // cfg.batch, o // cfg.block_out, spec.oh, spec.ow, cfg.batch, cfg.block_out)
             prof = host_profile(spec.macs, x, w, bias, np.empty(n_out, np.int8))
-            state = (fn, ps.data_shape, wp, params, n_out, fn.temp_arrays(), prof)
+            temps = fn.temp_arrays()
+            keep = (wp, params, temps)  # the fixed arrays: alive as long as the state holds their addresses
+            state = (fn, ps.data_shape, tuple(a.ctypes.data for a in (wp, *params)), n_out, math.prod(n_out),
+                     tuple(a.ctypes.data for a in temps), prof, keep)
             if len(self._layers) >= LAYER_CACHE:  # weights computed at run time: new objects every call
                 self._layers.clear()
                 self._dense_views.clear()
