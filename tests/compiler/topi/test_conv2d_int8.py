@@ -71,9 +71,23 @@ def test_packed_conv_requant_forms(uniform, zp, relu):
 
 
 @pytest.mark.parametrize("c,h,stride,pad_value,uniform", [(32, 9, 1, 5, False), (48, 10, 2, 0, True),
-                                                          (16, 7, 2, -2, True)])
+                                                          (16, 7, 2, -2, True), (32, 7, 1, -128, True),
+                                                          (16, 13, 2, 3, False)])
 def test_packed_depthwise_matches_ref(c, h, stride, pad_value, uniform):
+    """Row tiles: 7 columns (a ragged 4 + 3 tile pair), 5 and 9 columns."""
     _check(c, h, h, c, 3, stride, (1, 1, 1, 1), groups=c, pad_value=pad_value, uniform=uniform, seed=5)
+
+
+def test_packed_depthwise_5x5_asymmetric_pads_matches_ref():
+    _check(16, 11, 8, 16, 5, 2, (2, 1, 0, 2), groups=16, pad_value=-1, seed=6)
+
+
+@pytest.mark.parametrize("ow,tile", [(112, 4), (56, 4), (14, 4), (7, 4), (5, 3), (2, 2), (1, 1)])
+def test_depthwise_row_tile(ow, tile):
+    """Fewest tiles x (pixels + 2) over 1..4 pixels (AVX2: 8 accumulator vectors), the last ragged."""
+    spec = conv2d_int8.PackedConvSpec(Conv2dSpec(1, 16, 3, ow, 16, 3, 3, (1, 1), (1, 1, 1, 1), groups=16,
+                                                 dtype="int8"), 1, 16, 16)
+    assert spec.tile(256) == tile
 
 
 @pytest.mark.parametrize("k,stride,groups", [(3, 1, 1), (1, 1, 1), (3, 2, 32)])
@@ -139,6 +153,40 @@ def test_pair_products_use_the_levels_dot_instruction(level, features, insn):
     b16 = np.full((16, 2), -32768, np.int16)
     want16 = (a16[:, None, :].astype(np.int64) * b16[None].astype(np.int64)).sum(-1)
     np.testing.assert_array_equal(compiler.build_op(s, args=args)(a16, b16), want16.astype(np.int64).astype(np.int32))
+
+
+@pytest.mark.parametrize("level,insn", [("x86-64-v2", "pmaddwd\t"), ("x86-64-v3", "vpmaddwd\t"),
+                                        ("x86-64-v4", "vpmaddwd\t")])
+def test_narrow_products_use_pmaddwd(level, insn):
+    """``int32(int8) * int32(int16)`` lane by lane: pmaddwd of (a, sign) x (b, 0) pairs, no pmulld; extremes exact."""
+    a = te.placeholder((3, 16), "int8", "a")
+    b = te.placeholder((16,), "int16", "b")
+    y = te.compute((3, 16), lambda i, j: a[i, j].astype("int32") * b[j].astype("int32"), name="y", dtype="int32")
+    av = np.array([[-128] * 16, [127] * 16, list(range(-8, 8))], np.int8)
+    bv = np.array([-32768, 32767, -1, 0] * 4, np.int16)
+    with use_cpu(level):
+        s = create_schedule(y)
+        s[y].vectorize(s[y].leaf_iter_vars[1])
+        f = compiler.build_op(s, args=[a, b, y])
+        asm = f.asm()
+        assert insn in asm and "pmulld" not in asm
+        if not missing_features():
+            np.testing.assert_array_equal(f(av, bv), av.astype(np.int32) * bv.astype(np.int32))
+
+
+def test_padded_copy_loads_vectors_not_bytes():
+    """A select-guarded contiguous load (a padded copy) is one vector load in the interior (was a byte gather)."""
+    x = te.placeholder((6, 32), "int8", "x")
+    p = te.compute((8, 32), lambda i, j: te.select((i >= 1) & (i < 7), x[i - 1, j], te.const(-3, "int8")),
+                   name="p", dtype="int8")
+    s = create_schedule(p)
+    s[p].vectorize(s[p].leaf_iter_vars[1])
+    f = compiler.build_op(s, args=[x, p])
+    assert "load <32 x i8>" in f.llvm_ir  # the interior (the border keeps a clamped lane-by-lane load)
+    xv = np.random.default_rng(2).integers(-128, 128, (6, 32), dtype=np.int8)
+    want = np.full((8, 32), -3, np.int8)
+    want[1:7] = xv
+    np.testing.assert_array_equal(f(xv), want)
 
 
 @pytest.mark.parametrize("level,features", [("x86-64-v3", "+avxvnni"), ("x86-64-v4", "+avx512vnni")])
