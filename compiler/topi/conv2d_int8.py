@@ -16,8 +16,10 @@ has AVX-VNNI or AVX512-VNNI. Exact: int8 x int8 products and their pair sums fit
 Register tiles as the float32 schedule (:mod:`compiler.topi.conv2d_direct`): XT output pixels (over the
 flattened ``y * OW + x``, the last tile ragged over zero rows of ``pad``) x OB = 16 output channels,
 ``compute_at`` the output stage, which applies the requant epilogue (:mod:`compiler.topi.requant_int`) and
-stores int8 straight into the packed output. 1x1 unit-stride convs read the packed input in place (no ``pad``).
-Depthwise convs: OB = 16 channels per vector from an int8 ``pad`` in the same blocking, int32 products.
+stores int8 straight into the packed output. 1x1 unit-stride convs with few input channels (a short reduction, where
+the copy would weigh) read the packed input in place (no ``pad``). Depthwise convs: OB = 16 channels per vector from an
+int8 ``pad`` in the same blocking, int32 products (``pmaddwd`` with a zero partner), register tiles of up to XT
+pixels along one output row (parallel over channel block x row; the row's last tile ragged over zero columns).
 """
 from __future__ import annotations
 
@@ -32,6 +34,9 @@ from compiler.topi.injective import PARALLEL_MIN_MACS
 
 OB = 16  # output channels per register tile (int32 lanes: two AVX2 vectors)
 ACC_REGS = {128: 8, 256: 12, 512: 24}  # accumulator vectors per tile by the target's vector width
+DIRECT_MAX_CHANNELS = 32  # 1x1 convs read their packed int8 input in place up to this many input channels; above,
+# the int16 copy's 6-pixel tiles with one-load pair broadcasts win (measured 0.72-0.87x the time from 64 channels on,
+# even at 24-32, 1.2x at 16 where the copy weighs against 8 pair steps)
 DW_MAC_COST = 8  # a depthwise MAC (one tap, int32) costs about as much as 8 of a conv's paired MACs (parallel threshold)
 
 
@@ -76,10 +81,12 @@ class PackedConvSpec:
 
     @property
     def direct(self) -> bool:
-        """1x1, unit stride, no padding, batch blocks of 1 and a pixel count that some tile of 3..6 pixels divides
-        (no rows to read past the end): the kernel reads the packed input itself (no ``pad``)."""
+        """1x1, unit stride, no padding, batch blocks of 1, at most ``DIRECT_MAX_CHANNELS`` input channels and a
+        pixel count that some tile of 3..6 pixels divides (no rows to read past the end): the kernel reads the packed
+        input itself (no ``pad``)."""
         c = self.conv
-        return ((c.kh, c.kw, c.stride) == (1, 1, (1, 1)) and not any(c.pads) and self.batch == 1 and not c.depthwise and not __import__("os").environ.get("NODIRECT")
+        return ((c.kh, c.kw, c.stride) == (1, 1, (1, 1)) and not any(c.pads) and self.batch == 1 and not c.depthwise
+                and c.c <= DIRECT_MAX_CHANNELS
                 and any((c.oh * c.ow) % xt == 0 for xt in range(3, 7)))
 
     @property
