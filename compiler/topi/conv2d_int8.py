@@ -90,6 +90,14 @@ class PackedConvSpec:
                 and any((c.oh * c.ow) % xt == 0 for xt in range(3, 7)))
 
     @property
+    def out_shape(self) -> tuple[int, ...]:
+        """The kernel's output shape: the packed layout (pixels flattened unless depthwise; the same memory)."""
+        c = self.conv
+        if c.depthwise:
+            return (c.n, c.o // self.block_out, c.oh, c.ow, 1, self.block_out)
+        return (c.n // self.batch, c.o // self.block_out, c.oh * c.ow, self.batch, self.block_out)
+
+    @property
     def data_shape(self) -> tuple[int, ...]:
         """The kernel's input shape: the packed layout, with the pixels flattened when ``direct``."""
         c = self.conv
@@ -147,11 +155,58 @@ class PackedConvOp:
     xt: int
 
 
-def conv2d_packed(spec: PackedConvSpec, stage: tuple, vector_bits: int = 256) -> PackedConvOp:
+def residual_error(params) -> str | None:
+    """None when a QAdd with ``params`` (:class:`jit_runtime.host_ops.int_elementwise.QAddParams`) fuses into the
+    packed conv's epilogue in int32 exactly like ``qadd``; else why not."""
+    p = params
+    if not 0 <= p.shift <= 31:
+        return f"QAdd shift {p.shift}: the fused epilogue rounds in int32 (shift 0..31)"
+    if not all(-(1 << 15) <= v < (1 << 15) for v in (p.a_mult, p.b_mult)) or not all(
+            -256 <= v <= 255 for v in (p.a_zp, p.b_zp)):
+        return f"QAdd multipliers {p.a_mult}, {p.b_mult} (int16) and zero points {p.a_zp}, {p.b_zp} (-256..255)"
+    if not -128 <= p.out_min <= p.out_max <= 127 or not -(1 << 15) <= p.out_zp < (1 << 15):
+        return f"QAdd output range [{p.out_min}, {p.out_max}] must lie in int8"
+    return None
+
+
+def _residual_epilogue(fn, params, conv_is_a: bool, other: Tensor):
+    """``fn(acc, channel)`` (the conv's int8 result) followed by ``qadd(conv, other)`` (``conv_is_a``) or
+    ``qadd(other, conv)``, as ``epi(acc, channel, index)``: ``a * ma + b * mb + (round - za * ma - zb * mb)``, then
+    the shift, ``+ zy`` and the clip, in int32 (|terms| < 2**24: no wrap, the same values as ``qadd``)."""
+    p = params
+    i32 = lambda v: te.const(int(v), "int32")  # noqa: E731
+    rnd = (1 << (p.shift - 1)) if p.shift else 0
+    const = rnd - p.a_zp * p.a_mult - p.b_zp * p.b_mult
+
+    def epi(acc, c, idx):
+        y = fn(acc, c).astype("int32")
+        r = other[idx].astype("int32")
+        a, b = (y, r) if conv_is_a else (r, y)
+        v = a * i32(p.a_mult) + b * i32(p.b_mult) + i32(const)
+        if p.shift:
+            v = v >> i32(p.shift)
+        v = te.min_(te.max_(v + i32(p.out_zp), i32(p.out_min)), i32(p.out_max))
+        return v.astype("int8")
+    return epi
+
+
+def conv2d_packed(spec: PackedConvSpec, stage: tuple, vector_bits: int = 256, residual=None) -> PackedConvOp:
     """The compute (see the module docstring). ``stage``: ``(extra placeholders, fn(acc, channel), "int8")``, the
-    requant epilogue of :func:`compiler.topi.requant_int.requant_stage`; inputs: data, weight, then ``extra``."""
+    requant epilogue of :func:`compiler.topi.requant_int.requant_stage`; inputs: data, weight, then ``extra``.
+    ``residual``: ``(QAddParams, conv_is_a)``: the int8 result goes through that QAdd with one more int8 input
+    ``other`` (packed like the output, after ``extra``), fused in the output stage (see :func:`residual_error`)."""
     spec.check()
     extra, fn, out_dt = stage
+    out_shape = spec.out_shape
+    if residual is not None:
+        why = residual_error(residual[0])
+        if why is not None or out_dt != "int8":
+            raise te.TeError(f"packed int8 conv2d: the residual Add cannot be fused: {why or 'an int32 conv output'}")
+        other = te.placeholder(out_shape, "int8", "other")
+        epi = _residual_epilogue(fn, residual[0], residual[1], other)
+        extra = [*extra, other]
+    else:
+        epi = lambda acc, ch, idx: fn(acc, ch)  # noqa: E731
     c = spec.conv
     bsz, bi, bo = spec.batch, spec.block_in, spec.block_out
     n, h, w, o = c.n, c.h, c.w, c.o
@@ -191,8 +246,8 @@ def conv2d_packed(spec: PackedConvSpec, stage: tuple, vector_bits: int = 256) ->
         conv = te.compute((n, o // OB, oh, -(-ow // xt) * xt, OB), lambda i, oo, y, x, oi: te.sum(
             pad[i, oo // per_in, y * sy + ky, kx % sx, x + kx // sx, oo % per_in * OB + oi].astype("int32")
             * weight[oo, ky, kx, oi].astype("int32"), [ky, kx]), name="conv", dtype="int32")
-        out = te.compute((n, o // bo, oh, ow, 1, bo), lambda nb, ob, y, x, bb, oi: fn(
-            conv[nb, ob, y, x, oi], ob * bo + oi), name="out", dtype=out_dt)
+        out = te.compute(out_shape, lambda nb, ob, y, x, bb, oi: epi(
+            conv[nb, ob, y, x, oi], ob * bo + oi, (nb, ob, y, x, bb, oi)), name="out", dtype=out_dt)
         return PackedConvOp(spec, [data, weight, *extra], pad, conv, out, xt)
     else:  # input channel pairs: block rb, pair rj (channels rb * BI + 2 rj + {0, 1})
         half = spec.reduce_pairs
@@ -209,8 +264,8 @@ def conv2d_packed(spec: PackedConvSpec, stage: tuple, vector_bits: int = 256) ->
     else:
         def acc(nb, ob, q, bb, oi):
             return conv[nb * bsz + bb, ob * per + oi // OB, q, oi % OB]
-    out = te.compute((n // bsz, o // bo, oh * ow, bsz, bo), lambda nb, ob, q, bb, oi: fn(
-        acc(nb, ob, q, bb, oi), ob * bo + oi), name="out", dtype=out_dt)
+    out = te.compute(out_shape, lambda nb, ob, q, bb, oi: epi(
+        acc(nb, ob, q, bb, oi), ob * bo + oi, (nb, ob, q, bb, oi)), name="out", dtype=out_dt)
     return PackedConvOp(spec, [data, weight, *extra], pad, conv, out, xt)
 
 

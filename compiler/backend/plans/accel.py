@@ -60,16 +60,24 @@ class TargetAccelBackend:
             return None
         return ps
 
-    def _packed_kernel(self, ps: "conv2d_int8.PackedConvSpec", rq: Requant):
+    def supports_residual(self, residual) -> str | None:
+        """None when a residual QAdd fuses into this backend's conv epilogue (llvm: the packed kernel's output stage;
+        a conv that falls back to the unpacked kernel adds on the host); else why not."""
+        if self.target != "llvm":
+            return f"target {self.target!r} runs the residual Add on the host"
+        return conv2d_int8.residual_error(residual.params)
+
+    def _packed_kernel(self, ps: "conv2d_int8.PackedConvSpec", rq: Requant, residual=None):
         from compiler.backend.llvm.host import target_cpu, vector_bits
 
         scal = (int(rq.pre_shift), int(rq.zero_point), int(rq.clip_low), int(rq.out_max))
         bits = vector_bits(target_cpu())
-        key = ("qconv2d_packed", ps, scal, bits, requant_int.uniform_scale(rq))  # per-tensor scales compiled in
+        res = None if residual is None else (residual.params, bool(residual.conv_is_a))
+        key = ("qconv2d_packed", ps, scal, bits, requant_int.uniform_scale(rq), res)  # per-tensor scales compiled in
 
         def make():
             extra, fn, dt = requant_int.requant_stage(rq, ps.conv.o, specialize=True)
-            op = conv2d_int8.conv2d_packed(ps, (extra, fn, dt), bits)
+            op = conv2d_int8.conv2d_packed(ps, (extra, fn, dt), bits, res)
             return op.inputs, op.out, lambda s: conv2d_int8.schedule_packed(op, s)
 
         return compile_plan(OpPlan(key, make, lambda ins: list(ins)), self.target)
@@ -115,8 +123,10 @@ class TargetAccelBackend:
                                        int(a.get("pad_value", 0)))
                 rq = pad_requant(a["requant"], spec.o)
                 ps = self._packed_spec(spec, rq, None if w is None else unpack_weight(w)[:, :spec.cg])
+                res = a.get("residual")
                 if ps is not None:
-                    self._packed_kernel(ps, rq)
+                    self._packed_kernel(ps, rq, res if res is not None and self.supports_residual(res) is None
+                                        else None)
                     self.packed_layers += 1
                     count += 1
                     continue
@@ -147,15 +157,23 @@ class TargetAccelBackend:
         return conv2d_direct.Conv2dSpec(n, c, h, wd, o, kh, kw, tuple(int(v) for v in stride),
                                         tuple(int(v) for v in padding), (1, 1), int(groups), "int8", int(pad_value))
 
-    def _run_packed(self, state, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    def _run_packed(self, state, x: np.ndarray, out: np.ndarray | None = None,
+                    other: np.ndarray | None = None) -> np.ndarray:
         fn, data_shape, fixed, out_shape, size, temps, prof, _ = state
         if out is None or out.dtype != np.int8 or out.size != size or not out.flags.c_contiguous:
             out = np.empty(out_shape, np.int8)
-        else:
-            out = out.reshape(out_shape)
+        elif out.shape != out_shape:
+            out = out.reshape(out_shape)  # else the caller's array itself (the Module sees its slot back)
         if x.size * x.itemsize != math.prod(data_shape) or not x.flags.c_contiguous:
             x = np.ascontiguousarray(x).reshape(data_shape)  # raises on a wrong size
-        fn.run_addresses((x.ctypes.data, *fixed, out.ctypes.data, *temps))
+        if other is None:
+            fn.run_addresses((x.ctypes.data, *fixed, out.ctypes.data, *temps))
+        else:  # the residual operand, packed like the output
+            if other.dtype != np.int8 or other.size != size:
+                raise ValueError(f"conv2d: the residual operand is {other.dtype} {other.shape}; the output is int8 "
+                                 f"{out_shape} (packed)")
+            other = np.ascontiguousarray(other)
+            fn.run_addresses((x.ctypes.data, *fixed, other.ctypes.data, out.ctypes.data, *temps))
         self.last_profile = prof
         return out
 
@@ -163,13 +181,24 @@ class TargetAccelBackend:
         self.last_profile = host_profile(macs, x, w, bias, out)
 
     def conv2d(self, x, w, bias, *, stride, padding, groups, requant: Requant, pad_value: int = 0,
-               out: np.ndarray | None = None) -> np.ndarray:
-        """``out``: where the packed int8 result may go (used when its shape and dtype fit; the result is returned)."""
+               out: np.ndarray | None = None, residual: np.ndarray | None = None,
+               residual_add=None) -> np.ndarray:
+        """``out``: where the packed int8 result may go (used when its shape and dtype fit; the result is returned).
+        ``residual`` (int8, packed like the output) with ``residual_add`` (:class:`compiler.topi.residual.Residual`,
+        see :meth:`supports_residual`): the QAdd of the conv's result and ``residual``, fused."""
         cfg = self.config
-        key = (id(w), id(requant), id(bias), tuple(stride), tuple(padding), int(groups), int(pad_value), x.shape)
+        if (residual is None) != (residual_add is None):
+            raise ValueError("conv2d: give both residual (the other operand) and residual_add (its QAdd), or neither")
+        key = (id(w), id(requant), id(bias), tuple(stride), tuple(padding), int(groups), int(pad_value), x.shape,
+               id(residual_add))
         layer = self._layers.get(key)
-        if layer is not None and layer[0] is w and layer[1] is requant and layer[2] is bias and x.dtype == np.int8:
-            return self._run_packed(layer[3], x, out)
+        if (layer is not None and layer[0] is w and layer[1] is requant and layer[2] is bias and layer[4] is residual_add
+                and x.dtype == np.int8):
+            return self._run_packed(layer[3], x, out, residual)
+        if residual_add is not None:
+            why = self.supports_residual(residual_add)
+            if why is not None:
+                raise ValueError(f"conv2d: the residual Add cannot be fused: {why}")
         check_conv_operands(cfg, x, w)
         spec = self._conv_spec(x.shape, w.shape, stride, padding, int(groups), int(pad_value))
         o = spec.o
@@ -177,7 +206,7 @@ class TargetAccelBackend:
         w_oihw = unpack_weight(w)[:, :spec.cg]  # depthwise: one input channel per group
         ps = self._packed_spec(spec, rq, w_oihw)
         if ps is not None:  # the packed layout in and out, the layer's arguments prepared once
-            fn = self._packed_kernel(ps, rq)
+            fn = self._packed_kernel(ps, rq, residual_add)
             wp = conv2d_int8.pack_weight_pairs(ps, w_oihw)
             params = requant_int.requant_params(rq, pad_channels(bias, o), o)
             n_out = (spec.n // cfg.batch, o // cfg.block_out, spec.oh, spec.ow, cfg.batch, cfg.block_out)
@@ -189,11 +218,16 @@ class TargetAccelBackend:
             if len(self._layers) >= LAYER_CACHE:  # weights computed at run time: new objects every call
                 self._layers.clear()
                 self._dense_views.clear()
-            self._layers[key] = (w, requant, bias, state)
-            return self._run_packed(state, x, out)
+            self._layers[key] = (w, requant, bias, state, residual_add)
+            return self._run_packed(state, x, out, residual)
         xs, ws = unpack_activation(x), unpack_weight(w)[:, :spec.cg]  # depthwise: one input channel per group
         out = self._run(spec, xs, ws, w, pad_channels(bias, o), pad_requant(requant, o))
         packed = pack_activation(out.astype(np.int8), cfg.batch, cfg.block_out)
+        if residual_add is not None:  # the unpacked kernel: the exact Add on the host
+            from jit_runtime.host_ops.int_elementwise import qadd
+
+            p = residual_add.params
+            packed = qadd(packed, residual, p) if residual_add.conv_is_a else qadd(residual, packed, p)
         self._profile(spec.macs, x, w, bias, packed)
         return packed
 

@@ -264,3 +264,45 @@ def test_packed_conv_on_sse_level_matches_ref():
         _check(32, 7, 9, 32, 3, 2, (1, 1, 1, 1), pad_value=-4, uniform=True, zp=-9, seed=11)
         _check(16, 6, 6, 16, 1, 1, (0, 0, 0, 0), seed=12)
         _check(32, 6, 6, 32, 3, 1, (1, 1, 1, 1), groups=32, seed=13)
+
+
+@pytest.mark.parametrize("k,groups,conv_is_a,shift,relu", [(1, 1, True, 12, False), (3, 1, False, 0, True),
+                                                           (3, 32, True, 7, False), (3, 2, False, 9, True)])
+def test_fused_residual_add_matches_conv_then_qadd(k, groups, conv_is_a, shift, relu):
+    """The QAdd in the packed kernel's output stage (1x1 in place, 3x3, depthwise), and a grouped conv's fallback
+    (the unpacked kernel, the Add on the host): bit-exact with the ref conv followed by numpy ``qadd``."""
+    from compiler.topi.residual import Residual
+    from jit_runtime.host_ops.int_elementwise import QAddParams, qadd
+
+    rng = np.random.default_rng(31)
+    c = 32
+    x = rng.integers(-128, 128, (1, c, 7, 9), dtype=np.int8)
+    wt = np.zeros((c, CFG.block_in, k, k), np.int8) if groups == c else rng.integers(-128, 128, (c, c // groups, k, k),
+                                                                                     dtype=np.int8)
+    if groups == c:
+        wt[:, 0] = rng.integers(-128, 128, (c, k, k))
+    bias = rng.integers(-(1 << 16), 1 << 16, c)
+    rq = _requant(rng, c, True, -3, False)
+    xp, wp = pack_activation(x, CFG.batch, CFG.block_in), pack_weight(wt, CFG.block_out, CFG.block_in)
+    other = rng.integers(-128, 128, (1, c // 16, 7, 9, 1, 16), dtype=np.int8)
+    zy = 5
+    p = QAddParams(int(rng.integers(-32768, 32768)), int(rng.integers(1, 32768)), shift, -128, 127, zy,
+                   zy if relu else -128, 127)
+    kw = dict(stride=(1, 1), padding=(k // 2,) * 4, groups=groups, requant=rq, pad_value=-3)
+    y = RefAccelBackend(CFG).conv2d(xp, wp, bias, **kw)
+    want = qadd(y, other, p) if conv_is_a else qadd(other, y, p)
+    tb = TargetAccelBackend(CFG)
+    res = Residual(p, conv_is_a)
+    assert tb.supports_residual(res) is None
+    for _ in range(2):  # the prepared second call too
+        np.testing.assert_array_equal(tb.conv2d(xp, wp, bias, residual=other, residual_add=res, **kw), want)
+    with pytest.raises(ValueError, match="give both"):
+        tb.conv2d(xp, wp, bias, residual=other, **kw)
+
+
+def test_residual_add_outside_int32_rounding_is_refused():
+    from compiler.topi.residual import Residual
+    from jit_runtime.host_ops.int_elementwise import QAddParams
+
+    why = TargetAccelBackend(CFG).supports_residual(Residual(QAddParams(3, 4, 40, 0, 0, 0)))
+    assert "shift 40" in why
