@@ -29,7 +29,7 @@ import numpy as np
 
 from compiler import te
 from compiler.te import Tensor
-from compiler.topi.conv2d_direct import Conv2dSpec, PAD_PARALLEL_MIN
+from compiler.topi.conv2d_direct import Conv2dSpec
 from compiler.topi.injective import PARALLEL_MIN_MACS
 
 OB = 16  # output channels per register tile (int32 lanes: two AVX2 vectors)
@@ -37,7 +37,10 @@ ACC_REGS = {128: 8, 256: 12, 512: 24}  # accumulator vectors per tile by the tar
 DIRECT_MAX_CHANNELS = 32  # 1x1 convs read their packed int8 input in place up to this many input channels; above,
 # the int16 copy's 6-pixel tiles with one-load pair broadcasts win (measured 0.72-0.87x the time from 64 channels on,
 # even at 24-32, 1.2x at 16 where the copy weighs against 8 pair steps)
-DW_MAC_COST = 8  # a depthwise MAC (one tap, int32) costs about as much as 8 of a conv's paired MACs (parallel threshold)
+# parallel loops: a launch costs ~13 us on one thread and more on two (the hand-off; far more on a loaded machine), so
+# a stage runs in parallel only when it takes some tens of microseconds alone
+DW_MAC_COST = 3  # a depthwise MAC (one tap, int32) costs about as much as 3 of a conv's paired MACs
+PAD_PARALLEL_ELEMENTS = 1 << 19  # a padded copy runs ~14 G elements/s: ~40 us alone
 
 
 @dataclass(frozen=True)
@@ -274,7 +277,7 @@ def schedule_packed(op: PackedConvOp, s) -> None:
     c = op.spec.conv
     if op.pad is not op.inputs[0]:
         sp = s[op.pad]
-        if int(np.prod(op.pad.shape)) >= PAD_PARALLEL_MIN:  # over (channel block, row): a stem has one block
+        if int(np.prod(op.pad.shape)) >= PAD_PARALLEL_ELEMENTS:  # over (channel block, row): a stem has one block
             sp.parallel(sp.fuse(sp.leaf_iter_vars[1], sp.leaf_iter_vars[2]))
         sp.vectorize(sp.leaf_iter_vars[-1])
     so = s[op.out]
