@@ -27,6 +27,28 @@ from compiler.topi import conv2d_direct, conv2d_int8, requant_int
 LAYER_CACHE = 1024  # prepared packed conv layers kept per backend
 
 
+def fill_idle_channels(rq: Requant, w_oihw: np.ndarray | None, bias) -> Requant:
+    """``rq`` with the multiplier/shift of idle channels (all-zero weights, zero bias, multiplier 0 and shift 0: the
+    block padding, whose output is ``clip(zero point)`` whatever the scale) set to the other channels' common
+    ones, so a per-tensor scale stays one (:func:`compiler.topi.requant_int.uniform_scale`); else ``rq`` as is."""
+    if w_oihw is None:
+        return rq
+    o = w_oihw.shape[0]
+    m = np.broadcast_to(np.asarray(rq.multiplier, np.int64), (o,))
+    sh = np.broadcast_to(np.asarray(rq.shift, np.int64), (o,))
+    b = np.asarray(0 if bias is None else bias)
+    if b.size not in (1, o):
+        return rq
+    b = np.broadcast_to(b.reshape(-1), (o,))
+    idle = (m == 0) & (sh == 0) & (b == 0) & ~np.any(w_oihw.reshape(o, -1) != 0, axis=1)
+    if not idle.any() or idle.all():
+        return rq
+    mu, su = np.unique(m[~idle]), np.unique(sh[~idle])
+    if mu.size != 1 or su.size != 1:
+        return rq
+    return dataclasses.replace(rq, multiplier=np.where(idle, mu[0], m), shift=np.where(idle, su[0], sh))
+
+
 class TargetAccelBackend:
     """Integer conv2d/dense for ``target`` ("llvm" or "cuda"); ``last_profile`` has MAC and byte counts."""
 
@@ -122,7 +144,9 @@ class TargetAccelBackend:
                 spec = self._conv_spec(xs_shape, w_shape, a["strides"], a["pads"], int(a.get("group", 1)),
                                        int(a.get("pad_value", 0)))
                 rq = pad_requant(a["requant"], spec.o)
-                ps = self._packed_spec(spec, rq, None if w is None else unpack_weight(w)[:, :spec.cg])
+                w_oihw = None if w is None else unpack_weight(w)[:, :spec.cg]
+                ps = self._packed_spec(spec, rq, w_oihw)
+                rq = fill_idle_channels(rq, w_oihw, self._const_bias(g, n, spec.o))
                 res = a.get("residual")
                 if ps is not None:
                     self._packed_kernel(ps, rq, res if res is not None and self.supports_residual(res) is None
@@ -134,7 +158,9 @@ class TargetAccelBackend:
                 nb, kb, b, bi = xs_shape
                 spec = conv2d_direct.Conv2dSpec(nb * b, kb * bi, 1, 1, w_shape[0] * w_shape[2], 1, 1, dtype="int8")
                 rq = pad_requant(a["requant"], spec.o)
-                ps = self._packed_spec(spec, rq, None if w is None else unpack_weight(w).reshape(spec.o, spec.c, 1, 1))
+                w_oihw = None if w is None else unpack_weight(w).reshape(spec.o, spec.c, 1, 1)
+                ps = self._packed_spec(spec, rq, w_oihw)
+                rq = fill_idle_channels(rq, w_oihw, self._const_bias(g, n, spec.o))
                 if ps is not None:  # dense = 1x1 conv on the packed layout (see dense())
                     self._packed_kernel(ps, rq)
                     self.packed_layers += 1
@@ -143,6 +169,14 @@ class TargetAccelBackend:
             self._kernel(spec, pad_requant(a["requant"], spec.o))
             count += 1
         return count
+
+    @staticmethod
+    def _const_bias(g, n, o: int):
+        """The layer's bias padded to ``o`` channels (None: no bias; ``np.nan``: computed at run time)."""
+        if len(n.inputs) < 3 or not n.inputs[2]:
+            return None
+        b = g.constants.get(n.inputs[2])
+        return np.full(o, np.nan) if b is None else pad_channels(b, o)
 
     @staticmethod
     def _conv_spec(x_shape, w_shape, stride, padding, groups: int, pad_value: int) -> conv2d_direct.Conv2dSpec:
@@ -206,6 +240,7 @@ class TargetAccelBackend:
         w_oihw = unpack_weight(w)[:, :spec.cg]  # depthwise: one input channel per group
         ps = self._packed_spec(spec, rq, w_oihw)
         if ps is not None:  # the packed layout in and out, the layer's arguments prepared once
+            rq = fill_idle_channels(rq, w_oihw, None if bias is None else pad_channels(bias, o))
             fn = self._packed_kernel(ps, rq, residual_add)
             wp = conv2d_int8.pack_weight_pairs(ps, w_oihw)
             params = requant_int.requant_params(rq, pad_channels(bias, o), o)
