@@ -93,13 +93,6 @@ class PackedConvSpec:
                 and any((c.oh * c.ow) % xt == 0 for xt in range(3, 7)))
 
     @property
-    def channel_blocks_inner(self) -> bool:
-        """Loop over the output channel blocks inside the pixel tiles: the input is larger than the weights (then
-        each input tile is read from L1 for every block, not from L2/L3 once per block)."""
-        c = self.conv
-        return c.h * c.w > c.o * c.kh * c.kw
-
-    @property
     def out_shape(self) -> tuple[int, ...]:
         """The kernel's output shape: the packed layout (pixels flattened unless depthwise; the same memory)."""
         c = self.conv
@@ -306,12 +299,8 @@ def schedule_packed(op: PackedConvOp, s) -> None:
         return
     nb, ob, q, bb, oi = so.leaf_iter_vars
     qo, qi = so.split(q, op.xt)
-    if {"1": True, "0": False}.get(__import__("os").environ.get("OBIN"), op.spec.channel_blocks_inner):
-        so.reorder(nb, qo, ob, bb, qi, oi)  # a pixel tile's input read once for every output block (from L1)
-        at = so.fuse(qo, ob)
-    else:
-        so.reorder(nb, ob, qo, bb, qi, oi)  # an output block's weights read once for every pixel tile
-        at = so.fuse(ob, qo)
+    so.reorder(nb, ob, qo, bb, qi, oi)  # (output block, pixel tile): measured no faster the other way round
+    at = so.fuse(ob, qo)
     if c.macs >= PARALLEL_MIN_MACS // 4:
         so.parallel(at)
     so.vectorize(oi)

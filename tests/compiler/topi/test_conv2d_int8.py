@@ -99,6 +99,25 @@ def test_grouped_conv_falls_back_to_the_unpacked_kernel():
     _check(32, 6, 6, 32, 3, 1, (1, 1, 1, 1), groups=2, packed=False)
 
 
+@pytest.mark.parametrize("k,groups", [(1, 1), (3, 1), (3, 40)])
+def test_block_padding_channels_keep_the_per_tensor_form(k, groups):
+    """24 (depthwise: 40) real output channels padded to 32 (48): the padding channels (zero weights and bias,
+    multiplier 0) take the per-tensor scale, so the int32 form applies; bit-exact with ref (their zero point)."""
+    from compiler.backend.plans.accel import fill_idle_channels
+    from compiler.graph.accel_interface import pad_requant
+
+    c, o = (40, 40) if groups > 1 else (48, 24)
+    _check(c, 6, 7, o, k, 1, (k // 2,) * 4, groups=groups, uniform=True, zp=-6, relu=True, seed=8)
+    rq = pad_requant(Requant(0, np.full(24, 1 << 30), np.full(24, 40), zero_point=3), 32)
+    assert requant_int.uniform_scale(rq) is None
+    w = np.zeros((32, 16, 1, 1), np.int8)
+    w[:24] = 1
+    filled = fill_idle_channels(rq, w, np.r_[np.arange(24), np.zeros(8, int)])
+    assert requant_int.uniform_scale(filled) == (1 << 30, 40)
+    w[30, 3] = 1  # a padding channel with a weight is not idle
+    assert requant_int.uniform_scale(fill_idle_channels(rq, w, None)) is None
+
+
 def test_zero_weight_channels_are_skipped():
     spec = conv2d_int8.PackedConvSpec(Conv2dSpec(1, 16, 6, 6, 16, 3, 3, dtype="int8"), 1, 16, 16)
     w = np.zeros((16, 16, 3, 3), np.int8)
