@@ -39,6 +39,8 @@ DIRECT_MAX_CHANNELS = 32  # 1x1 convs read their packed int8 input in place up t
 # even at 24-32, 1.2x at 16 where the copy weighs against 8 pair steps)
 # parallel loops: a launch costs ~13 us on one thread and more on two (the hand-off; far more on a loaded machine), so
 # a stage runs in parallel only when it takes some tens of microseconds alone
+WEIGHT_INT8_MAX_PIXELS = 64  # output pixels (all images) up to which the pair weights stay int8 (1280x1000 fc:
+# 0.22 -> 0.16 ms, 7x7 maps ~0.9x; measured 1 thread, loaded)
 DW_MAC_COST = 3  # a depthwise MAC (one tap, int32) costs about as much as 3 of a conv's paired MACs
 PAD_PARALLEL_ELEMENTS = 1 << 19  # a padded copy runs ~14 G elements/s: ~40 us alone
 
@@ -93,6 +95,13 @@ class PackedConvSpec:
                 and any((c.oh * c.ow) % xt == 0 for xt in range(3, 7)))
 
     @property
+    def weight_dtype(self) -> str:
+        """int16 pairs (one load per pair vector), or int8 where few pixels reuse each weight load (a dense layer,
+        7x7 maps): the weights' memory traffic then weighs more than one sign extension per load."""
+        c = self.conv
+        return "int8" if not c.depthwise and c.n * c.oh * c.ow <= WEIGHT_INT8_MAX_PIXELS else "int16"
+
+    @property
     def out_shape(self) -> tuple[int, ...]:
         """The kernel's output shape: the packed layout (pixels flattened unless depthwise; the same memory)."""
         c = self.conv
@@ -127,7 +136,7 @@ def pack_weight_pairs(spec: PackedConvSpec, w_oihw: np.ndarray) -> np.ndarray:
     """OIHW int8 weights -> ``(O/OB, C/BI, KH, KW, BI/2, OB, 2)`` int16 (depthwise: ``(O/OB, KH, KW, OB)``), in the
     order the reduction reads them."""
     c = spec.conv
-    w = np.asarray(w_oihw).astype(np.int16)
+    w = np.asarray(w_oihw).astype(spec.weight_dtype)
     if c.depthwise:
         return np.ascontiguousarray(w[:, 0].reshape(c.o // OB, OB, c.kh, c.kw).transpose(0, 2, 3, 1))
     bi = spec.block_in
@@ -254,7 +263,7 @@ def conv2d_packed(spec: PackedConvSpec, stage: tuple, vector_bits: int = 256, re
         return PackedConvOp(spec, [data, weight, *extra], pad, conv, out, xt)
     else:  # input channel pairs: block rb, pair rj (channels rb * BI + 2 rj + {0, 1})
         half = spec.reduce_pairs
-        weight = te.placeholder((o // OB, c.c // bi, c.kh, c.kw, half, OB, 2), "int16", "weight")
+        weight = te.placeholder((o // OB, c.c // bi, c.kh, c.kw, half, OB, 2), spec.weight_dtype, "weight")
         rb, rj = te.reduce_axis(c.c // bi, "rb"), te.reduce_axis(half, "rj")
         conv = te.compute((n, o // OB, oh * ow, OB), lambda i, oo, q, oi: te.sum(
             tap(i, rb, q, rj * 2) * weight[oo, rb, ky, kx, rj, oi, 0].astype("int32")

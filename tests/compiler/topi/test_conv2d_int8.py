@@ -275,6 +275,8 @@ def test_packed_dense_matches_ref(n, k, m, uniform):
         assert got.shape == want.shape
         np.testing.assert_array_equal(got, want)
     assert len(tb._layers) == 1  # it ran as a packed 1x1 conv
+    wp = next(iter(tb._layers.values()))[3][-1][0]
+    assert wp.dtype == np.int8  # one pixel: int8 pair weights (half the bytes)
 
 
 def test_packed_conv_on_sse_level_matches_ref():
