@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import weakref
 
 import numpy as np
 
@@ -25,6 +26,7 @@ from compiler.topi import conv2d_direct, conv2d_int8, requant_int
 
 
 LAYER_CACHE = 1024  # prepared packed conv layers kept per backend
+ADDRESS_CACHE = 4096  # data addresses of arrays passed to the packed layers (the Module's arena views)
 
 
 def fill_idle_channels(rq: Requant, w_oihw: np.ndarray | None, bias) -> Requant:
@@ -64,6 +66,7 @@ class TargetAccelBackend:
         self.packed_layers = 0  # conv layers of the last prepare() that run on the packed layout (no repack)
         self._layers: dict[tuple, tuple] = {}  # a packed conv layer's call -> (w, requant, bias, prepared state)
         self._dense_views: dict[int, tuple] = {}  # id(dense weight) -> (weight, its 1x1-conv view)
+        self._addresses: dict[int, tuple] = {}  # id(array) -> (weak reference, data address)
 
     def _packed_spec(self, spec: conv2d_direct.Conv2dSpec, rq: Requant,
                      w_oihw: np.ndarray | None = None) -> "conv2d_int8.PackedConvSpec | None":
@@ -201,15 +204,27 @@ class TargetAccelBackend:
         if x.size * x.itemsize != math.prod(data_shape) or not x.flags.c_contiguous:
             x = np.ascontiguousarray(x).reshape(data_shape)  # raises on a wrong size
         if other is None:
-            fn.run_addresses((x.ctypes.data, *fixed, out.ctypes.data, *temps))
+            fn.run_addresses((self._address(x), *fixed, self._address(out), *temps))
         else:  # the residual operand, packed like the output
             if other.dtype != np.int8 or other.size != size:
                 raise ValueError(f"conv2d: the residual operand is {other.dtype} {other.shape}; the output is int8 "
                                  f"{out_shape} (packed)")
             other = np.ascontiguousarray(other)
-            fn.run_addresses((x.ctypes.data, *fixed, other.ctypes.data, out.ctypes.data, *temps))
+            fn.run_addresses((self._address(x), *fixed, self._address(other), self._address(out), *temps))
         self.last_profile = prof
         return out
+
+    def _address(self, a: np.ndarray) -> int:
+        """``a.ctypes.data`` (~3 us), remembered for the arrays that come back every run (the Module's arena
+        views) through a weak reference: a dead array's entry never matches (nor a new one with its id)."""
+        hit = self._addresses.get(id(a))
+        if hit is not None and hit[0]() is a:
+            return hit[1]
+        if len(self._addresses) >= ADDRESS_CACHE:
+            self._addresses.clear()
+        addr = a.ctypes.data
+        self._addresses[id(a)] = (weakref.ref(a), addr)
+        return addr
 
     def _profile(self, macs: int, x, w, bias, out) -> None:
         self.last_profile = host_profile(macs, x, w, bias, out)

@@ -327,3 +327,25 @@ def test_residual_add_outside_int32_rounding_is_refused():
 
     why = TargetAccelBackend(CFG).supports_residual(Residual(QAddParams(3, 4, 40, 0, 0, 0)))
     assert "shift 40" in why
+
+
+def test_prepared_layer_writes_into_each_given_array():
+    """The prepared call remembers its arrays' addresses weakly: a new output (or input) array is written (read)
+    where it lies, an array given again is the one returned."""
+    rng = np.random.default_rng(41)
+    x = rng.integers(-128, 128, (1, 16, 6, 6), dtype=np.int8)
+    wt = rng.integers(-128, 128, (16, 16, 3, 3), dtype=np.int8)
+    rq = _requant(rng, 16, True, 0, False)
+    xp, wp = pack_activation(x, CFG.batch, CFG.block_in), pack_weight(wt, CFG.block_out, CFG.block_in)
+    kw = dict(stride=(1, 1), padding=(1, 1, 1, 1), groups=1, requant=rq)
+    want = RefAccelBackend(CFG).conv2d(xp, wp, None, **kw)
+    tb = TargetAccelBackend(CFG)
+    for _ in range(3):
+        out = np.zeros(want.shape, np.int8)
+        assert tb.conv2d(xp.copy(), wp, None, out=out, **kw) is out
+        np.testing.assert_array_equal(out, want)
+    same = np.zeros(want.shape, np.int8)
+    for _ in range(2):
+        same[...] = 0
+        assert tb.conv2d(xp, wp, None, out=same, **kw) is same
+        np.testing.assert_array_equal(same, want)
