@@ -23,6 +23,7 @@ pixels along one output row (parallel over channel block x row; the row's last t
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -167,6 +168,7 @@ class PackedConvOp:
     xt: int
 
 
+@functools.lru_cache(maxsize=1024)
 def residual_error(params) -> str | None:
     """None when a QAdd with ``params`` (:class:`jit_runtime.host_ops.int_elementwise.QAddParams`) fuses into the
     packed conv's epilogue in int32 exactly like ``qadd``; else why not."""
