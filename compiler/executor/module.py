@@ -101,11 +101,12 @@ class Module:
     def _run_accel(self, n: Node, ins: list) -> tuple[np.ndarray, dict]:
         from compiler.executor.export import call_accel
 
-        if getattr(self.accel, "writes_into", False) and not n.attrs.get("residual"):  # straight into the arena slot
-            out = call_accel(self.accel, n, ins, residual=False, out=self._slot(n.outputs[0]))
+        res = n.attrs.get("residual") if n.op == "AccelConv2D" else None
+        if getattr(self.accel, "writes_into", False) and (  # straight into the arena slot
+                res is None or getattr(self.accel, "supports_residual", lambda r: "no")(res) is None):
+            out = call_accel(self.accel, n, ins, residual=res is not None, out=self._slot(n.outputs[0]))
             return out, dict(getattr(self.accel, "last_profile", {}) or {})
 
-        res = n.attrs.get("residual") if n.op == "AccelConv2D" else None
         try:
             native = res is not None and getattr(self.accel, "supports_residual", lambda r: "no")(res) is None
             out = call_accel(self.accel, n, ins, residual=native)
@@ -154,9 +155,7 @@ class Module:
             for name, v in zip(n.outputs, outs):
                 if name:
                     values[name] = self._place(name, v)
-            if target == "accel" and getattr(self.accel, "runs_on_host", False):  # llvm/cuda: int8 layers on the CPU
-                target, prof = "cpu", dict(prof, cpu_backend=getattr(self.accel, "target", "host"))
-            rows.append((n, target, dt, prof))  # profile rows are built on demand (profile())
+            rows.append((n, target, dt, prof))  # the profile row is built when asked for (profile())
             for t in self._free_after.get(idx, ()):
                 values.pop(t, None)
         self._outputs = [np.array(values[o]) for o in g.outputs]  # copies: the arena is reused next run
@@ -188,6 +187,8 @@ class Module:
             return value
         alloc = self._plan.allocations.get(name)
         if alloc is None:
+            return value
+        if value is self._slots.get(name):  # the backend wrote into the slot it was given
             return value
         v = np.asarray(value)
         if v.__array_interface__["data"][0] == self._arena_addr + alloc.offset and v.flags.c_contiguous:
@@ -241,8 +242,13 @@ class Module:
         and ``cpu_backend`` (CPU rows: "numpy", "llvm" or "view" (zero-copy reshape); None on accel rows)."""
         if not self._profile:
             raise RuntimeError("no profile yet: call run() first")
-        if isinstance(self._profile[0], tuple):
-            self._profile = [self._row(*r) for r in self._profile]
+        if isinstance(self._profile[0], tuple):  # the last run's raw (node, target, seconds, backend profile)
+            rows = []
+            for n, target, dt, prof in self._profile:
+                if target == "accel" and getattr(self.accel, "runs_on_host", False):  # llvm/cuda: int8 layers on the CPU
+                    target, prof = "cpu", dict(prof, cpu_backend=getattr(self.accel, "target", "host"))
+                rows.append(self._row(n, target, dt, prof))
+            self._profile = rows
         return [dict(r) for r in self._profile]
 
     def profile_summary(self) -> dict:

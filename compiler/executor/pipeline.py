@@ -47,10 +47,11 @@ def is_qdq(g: Graph) -> bool:
 
 def compile_model(model, config, *, calibration=None, quantize: bool | None = None, input_shapes=None,
                   progress: bool | None = None, fuse_residual: bool = True, widen_convs: bool = True,
-                  checked: bool = False, fold_taps: bool = True) -> CompiledGraph:
+                  checked: bool = False, fold_taps: bool = True, standalone_adds: bool = True) -> CompiledGraph:
     """Run the whole graph-level pipeline. ``quantize``: None = auto (QDQ models and float models
     with a calibration set run int8), False = keep float on the CPU, True = require int8.
-    ``fuse_residual``: fuse quantized residual Adds into the producing accelerator conv's epilogue.
+    ``fuse_residual``: fuse quantized residual Adds into the producing accelerator conv's epilogue (and, with
+    ``standalone_adds``, run the Adds of two conv results that cannot fuse as identity convs).
     ``widen_convs``: rewrite int8 convs the accelerator cannot run as they are into ones it can, with
     more MACs: dilated kernels zero-inserted (:mod:`compiler.graph.dilation_expand`), groups that do not fill
     blocks merged (:mod:`compiler.graph.group_merge`). ``fold_taps``: fold the taps of convs with few input channels
@@ -91,7 +92,7 @@ channels instead and needs no ``FoldTaps`` copy). ``checked``: ``model`` was fol
     stats["convs_split_by_width"] = split_wide_convs(g, config)
     step("layout_transforms", pack_layouts(g, config))
     stats["residual_adds_fused"] = fuse_residual_adds(g, config) if fuse_residual else 0
-    stats["residual_adds_standalone"] = offload_standalone_adds(g, config) if fuse_residual else 0
+    stats["residual_adds_standalone"] = offload_standalone_adds(g, config) if fuse_residual and standalone_adds else 0
     groups = fuse_operators(g)
     step("fusion_groups", len(groups))
     parts = partition_graph(g)

@@ -35,7 +35,8 @@ def build_for_target(model, cfg, target: str, *, calibration=None, quantize: boo
     if quantize and calibration is None and not qdq:
         raise ValueError("quantize=True on a float model needs calibration data (calibration=...)")
     compiled = compile_model(model, cfg, calibration=calibration, quantize=None if quantize else False,
-                             input_shapes=input_shapes, progress=progress, fuse_residual=False,
+                             input_shapes=input_shapes, progress=progress,
+                             fuse_residual=target == "llvm", standalone_adds=False,  # llvm: Adds in conv epilogues
                              widen_convs=False, checked=checked,  # the CPU would do the widened convs' extra MACs
                              fold_taps=target != "llvm")  # llvm: the packed int8 conv skips zero input channels
     if not quantize:

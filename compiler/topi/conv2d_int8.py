@@ -16,22 +16,34 @@ has AVX-VNNI or AVX512-VNNI. Exact: int8 x int8 products and their pair sums fit
 Register tiles as the float32 schedule (:mod:`compiler.topi.conv2d_direct`): XT output pixels (over the
 flattened ``y * OW + x``, the last tile ragged over zero rows of ``pad``) x OB = 16 output channels,
 ``compute_at`` the output stage, which applies the requant epilogue (:mod:`compiler.topi.requant_int`) and
-stores int8 straight into the packed output. 1x1 unit-stride convs read the packed input in place (no ``pad``).
-Depthwise convs: OB = 16 channels per vector from an int8 ``pad`` in the same blocking, int32 products.
+stores int8 straight into the packed output. 1x1 unit-stride convs with few input channels (a short reduction, where
+the copy would weigh) read the packed input in place (no ``pad``). Depthwise convs: OB = 16 channels per vector from an
+int8 ``pad`` in the same blocking, int32 products (``pmaddwd`` with a zero partner), register tiles of up to XT
+pixels along one output row (parallel over channel block x row; the row's last tile ragged over zero columns).
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
 
 from compiler import te
 from compiler.te import Tensor
-from compiler.topi.conv2d_direct import Conv2dSpec, PAD_PARALLEL_MIN
+from compiler.topi.conv2d_direct import Conv2dSpec
 from compiler.topi.injective import PARALLEL_MIN_MACS
 
 OB = 16  # output channels per register tile (int32 lanes: two AVX2 vectors)
 ACC_REGS = {128: 8, 256: 12, 512: 24}  # accumulator vectors per tile by the target's vector width
+DIRECT_MAX_CHANNELS = 32  # 1x1 convs read their packed int8 input in place up to this many input channels; above,
+# the int16 copy's 6-pixel tiles with one-load pair broadcasts win (measured 0.72-0.87x the time from 64 channels on,
+# even at 24-32, 1.2x at 16 where the copy weighs against 8 pair steps)
+# parallel loops: a launch costs ~13 us on one thread and more on two (the hand-off; far more on a loaded machine), so
+# a stage runs in parallel only when it takes some tens of microseconds alone
+WEIGHT_INT8_MAX_PIXELS = 64  # output pixels (all images) up to which the pair weights stay int8 (1280x1000 fc:
+# 0.22 -> 0.16 ms, 7x7 maps ~0.9x; measured 1 thread, loaded)
+DW_MAC_COST = 3  # a depthwise MAC (one tap, int32) costs about as much as 3 of a conv's paired MACs
+PAD_PARALLEL_ELEMENTS = 1 << 19  # a padded copy runs ~14 G elements/s: ~40 us alone
 
 
 @dataclass(frozen=True)
@@ -69,16 +81,34 @@ class PackedConvSpec:
         if self.pairs and (c.depthwise or c.c != self.block_in or not 0 < 2 * self.pairs <= self.block_in):
             raise te.TeError(f"packed int8 conv2d: pairs={self.pairs} needs one input block of {self.block_in} "
                              f"channels (got {c.c}) and 1..{self.block_in // 2} pairs")
-        if c.depthwise and self.block_in % OB:
-            raise te.TeError(f"packed int8 depthwise conv2d: input blocks of {self.block_in}; a multiple of {OB}")
+        if c.depthwise and (self.block_in % OB or self.block_out != OB or self.batch != 1):
+            raise te.TeError(f"packed int8 depthwise conv2d: input blocks of {self.block_in}, output blocks of "
+                             f"{self.block_out}, batch blocks of {self.batch}; allowed: a multiple of {OB}, {OB} and 1")
 
     @property
     def direct(self) -> bool:
-        """1x1, unit stride, no padding, batch blocks of 1 and a pixel count that some tile of 3..6 pixels divides
-        (no rows to read past the end): the kernel reads the packed input itself (no ``pad``)."""
+        """1x1, unit stride, no padding, batch blocks of 1, at most ``DIRECT_MAX_CHANNELS`` input channels and a
+        pixel count that some tile of 3..6 pixels divides (no rows to read past the end): the kernel reads the packed
+        input itself (no ``pad``)."""
         c = self.conv
-        return ((c.kh, c.kw, c.stride) == (1, 1, (1, 1)) and not any(c.pads) and self.batch == 1
+        return ((c.kh, c.kw, c.stride) == (1, 1, (1, 1)) and not any(c.pads) and self.batch == 1 and not c.depthwise
+                and c.c <= DIRECT_MAX_CHANNELS
                 and any((c.oh * c.ow) % xt == 0 for xt in range(3, 7)))
+
+    @property
+    def weight_dtype(self) -> str:
+        """int16 pairs (one load per pair vector), or int8 where few pixels reuse each weight load (a dense layer,
+        7x7 maps): the weights' memory traffic then weighs more than one sign extension per load."""
+        c = self.conv
+        return "int8" if not c.depthwise and c.n * c.oh * c.ow <= WEIGHT_INT8_MAX_PIXELS else "int16"
+
+    @property
+    def out_shape(self) -> tuple[int, ...]:
+        """The kernel's output shape: the packed layout (pixels flattened unless depthwise; the same memory)."""
+        c = self.conv
+        if c.depthwise:
+            return (c.n, c.o // self.block_out, c.oh, c.ow, 1, self.block_out)
+        return (c.n // self.batch, c.o // self.block_out, c.oh * c.ow, self.batch, self.block_out)
 
     @property
     def data_shape(self) -> tuple[int, ...]:
@@ -95,6 +125,9 @@ class PackedConvSpec:
         if self.conv.depthwise:  # each tap's weight and input are vectors too: leave them registers (no spills)
             regs = regs * 2 // 3
         xt = min(max(1, regs * lanes // OB), self.conv.oh * self.conv.ow)
+        if self.conv.depthwise:  # along one output row, the last tile ragged: fewest (tiles x (pixels + 2)), where
+            ow = self.conv.ow  # 2 ~ a tile's fixed cost (its taps' weight vectors, the loop)
+            return min(range(1, min(xt, ow) + 1), key=lambda d: (-(-ow // d) * (d + 2), -d))
         if self.direct:  # a divisor of the pixel count: every tile full, none reads past the input
             xt = next((d for d in range(xt, 0, -1) if (self.conv.oh * self.conv.ow) % d == 0), 1)
         return xt
@@ -104,7 +137,7 @@ def pack_weight_pairs(spec: PackedConvSpec, w_oihw: np.ndarray) -> np.ndarray:
     """OIHW int8 weights -> ``(O/OB, C/BI, KH, KW, BI/2, OB, 2)`` int16 (depthwise: ``(O/OB, KH, KW, OB)``), in the
     order the reduction reads them."""
     c = spec.conv
-    w = np.asarray(w_oihw).astype(np.int16)
+    w = np.asarray(w_oihw).astype(spec.weight_dtype)
     if c.depthwise:
         return np.ascontiguousarray(w[:, 0].reshape(c.o // OB, OB, c.kh, c.kw).transpose(0, 2, 3, 1))
     bi = spec.block_in
@@ -135,11 +168,59 @@ class PackedConvOp:
     xt: int
 
 
-def conv2d_packed(spec: PackedConvSpec, stage: tuple, vector_bits: int = 256) -> PackedConvOp:
+@functools.lru_cache(maxsize=1024)
+def residual_error(params) -> str | None:
+    """None when a QAdd with ``params`` (:class:`jit_runtime.host_ops.int_elementwise.QAddParams`) fuses into the
+    packed conv's epilogue in int32 exactly like ``qadd``; else why not."""
+    p = params
+    if not 0 <= p.shift <= 31:
+        return f"QAdd shift {p.shift}: the fused epilogue rounds in int32 (shift 0..31)"
+    if not all(-(1 << 15) <= v < (1 << 15) for v in (p.a_mult, p.b_mult)) or not all(
+            -256 <= v <= 255 for v in (p.a_zp, p.b_zp)):
+        return f"QAdd multipliers {p.a_mult}, {p.b_mult} (int16) and zero points {p.a_zp}, {p.b_zp} (-256..255)"
+    if not -128 <= p.out_min <= p.out_max <= 127 or not -(1 << 15) <= p.out_zp < (1 << 15):
+        return f"QAdd output range [{p.out_min}, {p.out_max}] must lie in int8"
+    return None
+
+
+def _residual_epilogue(fn, params, conv_is_a: bool, other: Tensor):
+    """``fn(acc, channel)`` (the conv's int8 result) followed by ``qadd(conv, other)`` (``conv_is_a``) or
+    ``qadd(other, conv)``, as ``epi(acc, channel, index)``: ``a * ma + b * mb + (round - za * ma - zb * mb)``, then
+    the shift, ``+ zy`` and the clip, in int32 (|terms| < 2**24: no wrap, the same values as ``qadd``)."""
+    p = params
+    i32 = lambda v: te.const(int(v), "int32")  # noqa: E731
+    rnd = (1 << (p.shift - 1)) if p.shift else 0
+    const = rnd - p.a_zp * p.a_mult - p.b_zp * p.b_mult
+
+    def epi(acc, c, idx):
+        y = fn(acc, c).astype("int32")
+        r = other[idx].astype("int32")
+        a, b = (y, r) if conv_is_a else (r, y)
+        v = a * i32(p.a_mult) + b * i32(p.b_mult) + i32(const)
+        if p.shift:
+            v = v >> i32(p.shift)
+        v = te.min_(te.max_(v + i32(p.out_zp), i32(p.out_min)), i32(p.out_max))
+        return v.astype("int8")
+    return epi
+
+
+def conv2d_packed(spec: PackedConvSpec, stage: tuple, vector_bits: int = 256, residual=None) -> PackedConvOp:
     """The compute (see the module docstring). ``stage``: ``(extra placeholders, fn(acc, channel), "int8")``, the
-    requant epilogue of :func:`compiler.topi.requant_int.requant_stage`; inputs: data, weight, then ``extra``."""
+    requant epilogue of :func:`compiler.topi.requant_int.requant_stage`; inputs: data, weight, then ``extra``.
+    ``residual``: ``(QAddParams, conv_is_a)``: the int8 result goes through that QAdd with one more int8 input
+    ``other`` (packed like the output, after ``extra``), fused in the output stage (see :func:`residual_error`)."""
     spec.check()
     extra, fn, out_dt = stage
+    out_shape = spec.out_shape
+    if residual is not None:
+        why = residual_error(residual[0])
+        if why is not None or out_dt != "int8":
+            raise te.TeError(f"packed int8 conv2d: the residual Add cannot be fused: {why or 'an int32 conv output'}")
+        other = te.placeholder(out_shape, "int8", "other")
+        epi = _residual_epilogue(fn, residual[0], residual[1], other)
+        extra = [*extra, other]
+    else:
+        epi = lambda acc, ch, idx: fn(acc, ch)  # noqa: E731
     c = spec.conv
     bsz, bi, bo = spec.batch, spec.block_in, spec.block_out
     n, h, w, o = c.n, c.h, c.w, c.o
@@ -152,8 +233,12 @@ def conv2d_packed(spec: PackedConvSpec, stage: tuple, vector_bits: int = 256) ->
     inside = lambda y, x: (y >= t) & (y < h + t) & (x >= l) & (x < w + l)  # noqa: E731
 
     # rows below the map so the last (ragged) pixel tile reads zeros in bounds
-    hp = max(h + t + b, (-(-oh * ow // xt) * xt - 1) // ow * sy + c.kh)
-    wq = max(-(-(w + l + r) // sx), ow + (c.kw - 1) // sx)  # padded columns per stride phase
+    if c.depthwise:  # row tiles: the ragged last tile of a row reads zero columns past it
+        hp = h + t + b
+        wq = max(-(-(w + l + r) // sx), -(-ow // xt) * xt + (c.kw - 1) // sx)
+    else:
+        hp = max(h + t + b, (-(-oh * ow // xt) * xt - 1) // ow * sy + c.kh)
+        wq = max(-(-(w + l + r) // sx), ow + (c.kw - 1) // sx)  # padded columns per stride phase
     direct = spec.direct
     if direct:  # 1x1, unit stride, no padding: the packed input itself, (N, C/BI, H*W, 1, BI), int8 pairs
         pad = data
@@ -172,12 +257,15 @@ def conv2d_packed(spec: PackedConvSpec, stage: tuple, vector_bits: int = 256) ->
     if c.depthwise:  # channel block oo of OB lies in input block oo * OB // BI
         weight = te.placeholder((o // OB, c.kh, c.kw, OB), "int16", "weight")
         per_in = bi // OB
-        conv = te.compute((n, o // OB, oh * ow, OB), lambda i, oo, q, oi: te.sum(
-            tap(i, oo // per_in, q, oo % per_in * OB + oi) * weight[oo, ky, kx, oi].astype("int32"), [ky, kx]),
-            name="conv", dtype="int32")
+        conv = te.compute((n, o // OB, oh, -(-ow // xt) * xt, OB), lambda i, oo, y, x, oi: te.sum(
+            pad[i, oo // per_in, y * sy + ky, kx % sx, x + kx // sx, oo % per_in * OB + oi].astype("int32")
+            * weight[oo, ky, kx, oi].astype("int32"), [ky, kx]), name="conv", dtype="int32")
+        out = te.compute(out_shape, lambda nb, ob, y, x, bb, oi: epi(
+            conv[nb, ob, y, x, oi], ob * bo + oi, (nb, ob, y, x, bb, oi)), name="out", dtype=out_dt)
+        return PackedConvOp(spec, [data, weight, *extra], pad, conv, out, xt)
     else:  # input channel pairs: block rb, pair rj (channels rb * BI + 2 rj + {0, 1})
         half = spec.reduce_pairs
-        weight = te.placeholder((o // OB, c.c // bi, c.kh, c.kw, half, OB, 2), "int16", "weight")
+        weight = te.placeholder((o // OB, c.c // bi, c.kh, c.kw, half, OB, 2), spec.weight_dtype, "weight")
         rb, rj = te.reduce_axis(c.c // bi, "rb"), te.reduce_axis(half, "rj")
         conv = te.compute((n, o // OB, oh * ow, OB), lambda i, oo, q, oi: te.sum(
             tap(i, rb, q, rj * 2) * weight[oo, rb, ky, kx, rj, oi, 0].astype("int32")
@@ -190,8 +278,8 @@ def conv2d_packed(spec: PackedConvSpec, stage: tuple, vector_bits: int = 256) ->
     else:
         def acc(nb, ob, q, bb, oi):
             return conv[nb * bsz + bb, ob * per + oi // OB, q, oi % OB]
-    out = te.compute((n // bsz, o // bo, oh * ow, bsz, bo), lambda nb, ob, q, bb, oi: fn(
-        acc(nb, ob, q, bb, oi), ob * bo + oi), name="out", dtype=out_dt)
+    out = te.compute(out_shape, lambda nb, ob, q, bb, oi: epi(
+        acc(nb, ob, q, bb, oi), ob * bo + oi, (nb, ob, q, bb, oi)), name="out", dtype=out_dt)
     return PackedConvOp(spec, [data, weight, *extra], pad, conv, out, xt)
 
 
@@ -200,13 +288,29 @@ def schedule_packed(op: PackedConvOp, s) -> None:
     c = op.spec.conv
     if op.pad is not op.inputs[0]:
         sp = s[op.pad]
-        if int(np.prod(op.pad.shape)) >= PAD_PARALLEL_MIN:  # over (channel block, row): a stem has one block
+        if int(np.prod(op.pad.shape)) >= PAD_PARALLEL_ELEMENTS:  # over (channel block, row): a stem has one block
             sp.parallel(sp.fuse(sp.leaf_iter_vars[1], sp.leaf_iter_vars[2]))
         sp.vectorize(sp.leaf_iter_vars[-1])
     so = s[op.out]
+    if c.depthwise:  # parallel over (channel block, row); XT pixels of a row x 16 channels in registers
+        nb, ob, y, x, bb, oi = so.leaf_iter_vars
+        xo, xi = so.split(x, op.xt)
+        so.reorder(nb, ob, y, xo, bb, xi, oi)
+        row = so.fuse(ob, y)
+        if c.macs * DW_MAC_COST >= PARALLEL_MIN_MACS // 4:
+            so.parallel(row)
+        so.vectorize(oi)
+        sc = s[op.conv]
+        sc.set_scope("local")
+        sc.compute_at(so, xo)
+        ci, coo, cy, cx, coi, cky, ckx = sc.leaf_iter_vars
+        sc.reorder(ci, coo, cy, cky, ckx, cx, coi)
+        sc.unroll(cx)
+        sc.vectorize(coi)
+        return
     nb, ob, q, bb, oi = so.leaf_iter_vars
     qo, qi = so.split(q, op.xt)
-    so.reorder(nb, ob, qo, bb, qi, oi)
+    so.reorder(nb, ob, qo, bb, qi, oi)  # (output block, pixel tile): measured no faster the other way round
     at = so.fuse(ob, qo)
     if c.macs >= PARALLEL_MIN_MACS // 4:
         so.parallel(at)

@@ -54,8 +54,14 @@ def requant_stage(rq: Requant, channels: int, specialize: bool = False) -> tuple
         def fn_uniform(acc: te.Expr, c: te.Expr) -> te.Expr:
             v = acc + bias[c]  # int32: wraps
             high = ((v.astype("int64") * te.const(m, "int64")) >> te.const(32, "int64")).astype("int32")
-            y = ((high >> te.const(sh - 33, "int32")) + te.const(1, "int32")) >> te.const(1, "int32")
-            y = te.min_(te.max_(y + te.const(zp, "int32"), te.const(lo, "int32")), te.const(hi, "int32"))
+            a = sh - 33
+            if (abs(zp) + 1) << (a + 1) < 1 << 30:  # ((h >> a) + 1) >> 1 + zp = (h + 2^a + zp 2^(a+1)) >> (a + 1)
+                # (floor(floor(h / 2^a) / 2) = floor(h / 2^(a+1)); a multiple of 2^(a+1) passes the shift); |h| <= 2^30
+                y = (high + te.const((1 << a) + zp * (1 << (a + 1)), "int32")) >> te.const(a + 1, "int32")
+            else:
+                y = ((high >> te.const(a, "int32")) + te.const(1, "int32")) >> te.const(1, "int32")
+                y = y + te.const(zp, "int32")
+            y = te.min_(te.max_(y, te.const(lo, "int32")), te.const(hi, "int32"))
             return y.astype(dt)
 
         return [bias, mult, shift], fn_uniform, dt

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import math
+
 import numpy as np
 
 MULT_BITS = 15
@@ -138,12 +140,22 @@ def choose_qgap(sx: float, zx: int, sy: float, zy: int, count: int) -> QPoolPara
     return QPoolParams(m, shift, int(count), int(zx), int(zy))
 
 
+EXACT_F32_SUM_COUNT = 1 << 16  # sums of up to this many 8-bit values stay below 2**24: exact in float32
+
+
 def qgap(x: np.ndarray, p: QPoolParams, packed: bool = False) -> np.ndarray:
     """Integer global average pool of an NC... int8 tensor (keeps the reduced dims as 1); ``packed``: a packed
     activation ``(N//B, C//BI, H, W, B, BI)``, reduced over H and W."""
-    x = np.asarray(x, np.int64)
+    x = np.asarray(x)
     axes = (2, 3) if packed else tuple(range(2, x.ndim))
-    s = x.sum(axis=axes, keepdims=True) - p.count * p.in_zp
+    keep = tuple(1 if k in axes else d for k, d in enumerate(x.shape))
+    n = math.prod(x.shape[k] for k in axes)
+    if x.dtype in (np.int8, np.uint8) and n <= EXACT_F32_SUM_COUNT:  # a float32 matmul with ones: exact, ~5x faster
+        front, back = math.prod(x.shape[:axes[0]]), math.prod(x.shape[axes[-1] + 1:])
+        xs = x.reshape(front, n, back).astype(np.float32)
+        s = (np.ones(n, np.float32) @ xs).astype(np.int64).reshape(keep) - p.count * p.in_zp
+    else:
+        s = np.asarray(x, np.int64).sum(axis=axes, keepdims=True) - p.count * p.in_zp
     acc = s * p.mult
     rnd = (1 << (p.shift - 1)) if p.shift > 0 else 0
     y = ((acc + rnd) >> p.shift) + p.out_zp

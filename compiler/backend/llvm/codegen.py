@@ -141,6 +141,9 @@ class LlvmCodegen:
         b = self.c.b
         ptr = self._ptr(e.buffer)
         ty = mem_type(e.buffer.dtype)
+        how = self._contiguous(e.index) if self.vec is not None else None
+        if how is not None and how[1] == "contig" and e.buffer.size >= self.vec[1]:
+            return self._guarded_vector_load(e, self.index(how[0]))
         idx = self.index(e.index)
         lo = self._splat_like(ir.Constant(I64, 0), idx)
         hi = self._splat_like(ir.Constant(I64, e.buffer.size - 1), idx)
@@ -195,14 +198,44 @@ class LlvmCodegen:
                                  ir.Constant(ir.VectorType(ir.IntType(32), lanes), [k * stride for k in range(lanes)]))
         return self._from_mem(v, e.buffer.dtype)
 
+    def _guarded_vector_load(self, e: BufLoad, base: ir.Value) -> ir.Value:
+        """A contiguous vector load at ``base`` inside a select: one vector load where every lane is in the buffer
+        (a padded copy's interior), else the lanes clamped one by one (its border)."""
+        b = self.c.b
+        lanes = self.vec[1]
+        ty = mem_type(e.buffer.dtype)
+        vty = ir.VectorType(ty, lanes)
+        ok = b.and_(b.icmp_signed(">=", base, ir.Constant(I64, 0)),
+                    b.icmp_signed("<=", base, ir.Constant(I64, e.buffer.size - lanes)))
+        with b.if_else(ok, likely=True) as (inside, border):
+            with inside:
+                p = b.gep(self._ptr(e.buffer), [base], inbounds=True)
+                v_in = b.load(b.bitcast(p, vty.as_pointer()), align=_align(ty))
+                bb_in = b.block
+            with border:
+                hi = ir.Constant(I64, e.buffer.size - 1)
+                v_out = ir.Constant(vty, ir.Undefined)
+                for k in range(lanes):
+                    ik = b.add(base, ir.Constant(I64, k))
+                    ik = b.select(b.icmp_signed("<", ik, ir.Constant(I64, 0)), ir.Constant(I64, 0), ik)
+                    ik = b.select(b.icmp_signed(">", ik, hi), hi, ik)
+                    v_out = b.insert_element(v_out, b.load(b.gep(self._ptr(e.buffer), [ik], inbounds=True)),
+                                             ir.Constant(ir.IntType(32), k))
+                bb_out = b.block
+        phi = b.phi(vty)
+        phi.add_incoming(v_in, bb_in)
+        phi.add_incoming(v_out, bb_out)
+        return self._from_mem(phi, e.buffer.dtype)
+
     def load(self, e: BufLoad) -> ir.Value:
         b = self.c.b
         ptr = self._ptr(e.buffer)
         ty = mem_type(e.buffer.dtype)
         if self.vec is not None and (ty == F32 or isinstance(ty, ir.IntType) and ty.width in (8, 16, 32, 64)):
             st = self._strided(e.index)
-            if st is not None and st[1] * self.vec[1] <= 64 and (
-                    st[1] > 1 or self.select_depth and self._maybe_out_of_bounds(e)):
+            narrow = isinstance(ty, ir.IntType) and ty.width < 32  # no masked vector load of bytes / halves on x86:
+            if st is not None and st[1] * self.vec[1] <= 64 and (  # those take _clamped_load's guarded vector load
+                    st[1] > 1 or self.select_depth and self._maybe_out_of_bounds(e) and not narrow):
                 # a padded input's row inside its select (lanes past the buffer read nothing), or a strided row
                 bnd = var_ranges_bounds(linear(e.index), self.ranges)
                 masked = bnd is None or bnd[0] < 0 or bnd[1] + st[1] - 1 >= e.buffer.size
@@ -497,6 +530,10 @@ class LlvmCodegen:
             dot = self._pair_dot(e)
             if dot is not None:
                 return dot
+        if op == "mul" and self.vec is not None:
+            prod = self._narrow_mul(e)
+            if prod is not None:
+                return prod
         x, y = self._pair(e.a, e.b, e.dtype)
         fl = is_float(e.dtype)
         if op == "add":
@@ -555,6 +592,28 @@ class LlvmCodegen:
             v0, v1 = (self._broadcast(self.convert(self.value(t[side]), t[side].dtype, "int16"), lanes) for t in terms)
             ops.append(b.shuffle_vector(v0, v1, inter))
         return self._pmaddwd(ops[0], ops[1], lanes)
+
+    def _narrow_mul(self, e: Binary) -> ir.Value | None:
+        """``int32(a) * int32(b)`` with 8/16-bit integer operands in a vectorized loop as ``pmaddwd`` of ``a``
+        sign-extended and ``b`` zero-extended from int16, both seen as int16 pairs: ``a * b + sign(a) * 0``, exact
+        (``vpmulld`` is the slow multiply on x86). None: not that form, or the target has no pmaddwd."""
+        from compiler.backend.llvm.host import target_cpu
+
+        if e.dtype != "int32" or not any(f in target_cpu().enabled for f in ("avx512bw", "avx2", "sse2")):
+            return None
+        if not all(isinstance(f, Cast) and f.a.dtype in ("int8", "int16") for f in (e.a, e.b)):
+            return None
+        lanes = self.vec[1]
+        if lanes < 4 or lanes & (lanes - 1):
+            return None
+        b = self.c.b
+        va, vb = self.value(e.a.a), self.value(e.b.a)
+        if not (_is_vec(va) or _is_vec(vb)):
+            return None
+        vt32, vt16 = ir.VectorType(ir.IntType(32), lanes), ir.VectorType(ir.IntType(16), 2 * lanes)
+        xa = self._broadcast(self.convert(va, e.a.a.dtype, "int32"), lanes)
+        xb = b.zext(self._broadcast(self.convert(vb, e.b.a.dtype, "int16"), lanes), vt32)
+        return self._pmaddwd(b.bitcast(xa, vt16), b.bitcast(xb, vt16), lanes)
 
     def _pair_load(self, e0: Expr, e1: Expr, lanes: int) -> ir.Value | None:
         """Loads ``e0``, ``e1`` of one buffer at ``2 * lane + base`` and ``2 * lane + base + 1`` (pairs stored

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import weakref
 
 import numpy as np
 
@@ -25,6 +26,29 @@ from compiler.topi import conv2d_direct, conv2d_int8, requant_int
 
 
 LAYER_CACHE = 1024  # prepared packed conv layers kept per backend
+ADDRESS_CACHE = 4096  # data addresses of arrays passed to the packed layers (the Module's arena views)
+
+
+def fill_idle_channels(rq: Requant, w_oihw: np.ndarray | None, bias) -> Requant:
+    """``rq`` with the multiplier/shift of idle channels (all-zero weights, zero bias, multiplier 0 and shift 0: the
+    block padding, whose output is ``clip(zero point)`` whatever the scale) set to the other channels' common
+    ones, so a per-tensor scale stays one (:func:`compiler.topi.requant_int.uniform_scale`); else ``rq`` as is."""
+    if w_oihw is None:
+        return rq
+    o = w_oihw.shape[0]
+    m = np.broadcast_to(np.asarray(rq.multiplier, np.int64), (o,))
+    sh = np.broadcast_to(np.asarray(rq.shift, np.int64), (o,))
+    b = np.asarray(0 if bias is None else bias)
+    if b.size not in (1, o):
+        return rq
+    b = np.broadcast_to(b.reshape(-1), (o,))
+    idle = (m == 0) & (sh == 0) & (b == 0) & ~np.any(w_oihw.reshape(o, -1) != 0, axis=1)
+    if not idle.any() or idle.all():
+        return rq
+    mu, su = np.unique(m[~idle]), np.unique(sh[~idle])
+    if mu.size != 1 or su.size != 1:
+        return rq
+    return dataclasses.replace(rq, multiplier=np.where(idle, mu[0], m), shift=np.where(idle, su[0], sh))
 
 
 class TargetAccelBackend:
@@ -42,6 +66,7 @@ class TargetAccelBackend:
         self.packed_layers = 0  # conv layers of the last prepare() that run on the packed layout (no repack)
         self._layers: dict[tuple, tuple] = {}  # a packed conv layer's call -> (w, requant, bias, prepared state)
         self._dense_views: dict[int, tuple] = {}  # id(dense weight) -> (weight, its 1x1-conv view)
+        self._addresses: dict[int, tuple] = {}  # id(array) -> (weak reference, data address)
 
     def _packed_spec(self, spec: conv2d_direct.Conv2dSpec, rq: Requant,
                      w_oihw: np.ndarray | None = None) -> "conv2d_int8.PackedConvSpec | None":
@@ -60,16 +85,24 @@ class TargetAccelBackend:
             return None
         return ps
 
-    def _packed_kernel(self, ps: "conv2d_int8.PackedConvSpec", rq: Requant):
+    def supports_residual(self, residual) -> str | None:
+        """None when a residual QAdd fuses into this backend's conv epilogue (llvm: the packed kernel's output stage;
+        a conv that falls back to the unpacked kernel adds on the host); else why not."""
+        if self.target != "llvm":
+            return f"target {self.target!r} runs the residual Add on the host"
+        return conv2d_int8.residual_error(residual.params)
+
+    def _packed_kernel(self, ps: "conv2d_int8.PackedConvSpec", rq: Requant, residual=None):
         from compiler.backend.llvm.host import target_cpu, vector_bits
 
         scal = (int(rq.pre_shift), int(rq.zero_point), int(rq.clip_low), int(rq.out_max))
         bits = vector_bits(target_cpu())
-        key = ("qconv2d_packed", ps, scal, bits, requant_int.uniform_scale(rq))  # per-tensor scales compiled in
+        res = None if residual is None else (residual.params, bool(residual.conv_is_a))
+        key = ("qconv2d_packed", ps, scal, bits, requant_int.uniform_scale(rq), res)  # per-tensor scales compiled in
 
         def make():
             extra, fn, dt = requant_int.requant_stage(rq, ps.conv.o, specialize=True)
-            op = conv2d_int8.conv2d_packed(ps, (extra, fn, dt), bits)
+            op = conv2d_int8.conv2d_packed(ps, (extra, fn, dt), bits, res)
             return op.inputs, op.out, lambda s: conv2d_int8.schedule_packed(op, s)
 
         return compile_plan(OpPlan(key, make, lambda ins: list(ins)), self.target)
@@ -114,9 +147,13 @@ class TargetAccelBackend:
                 spec = self._conv_spec(xs_shape, w_shape, a["strides"], a["pads"], int(a.get("group", 1)),
                                        int(a.get("pad_value", 0)))
                 rq = pad_requant(a["requant"], spec.o)
-                ps = self._packed_spec(spec, rq, None if w is None else unpack_weight(w)[:, :spec.cg])
+                w_oihw = None if w is None else unpack_weight(w)[:, :spec.cg]
+                ps = self._packed_spec(spec, rq, w_oihw)
+                rq = fill_idle_channels(rq, w_oihw, self._const_bias(g, n, spec.o))
+                res = a.get("residual")
                 if ps is not None:
-                    self._packed_kernel(ps, rq)
+                    self._packed_kernel(ps, rq, res if res is not None and self.supports_residual(res) is None
+                                        else None)
                     self.packed_layers += 1
                     count += 1
                     continue
@@ -124,7 +161,9 @@ class TargetAccelBackend:
                 nb, kb, b, bi = xs_shape
                 spec = conv2d_direct.Conv2dSpec(nb * b, kb * bi, 1, 1, w_shape[0] * w_shape[2], 1, 1, dtype="int8")
                 rq = pad_requant(a["requant"], spec.o)
-                ps = self._packed_spec(spec, rq, None if w is None else unpack_weight(w).reshape(spec.o, spec.c, 1, 1))
+                w_oihw = None if w is None else unpack_weight(w).reshape(spec.o, spec.c, 1, 1)
+                ps = self._packed_spec(spec, rq, w_oihw)
+                rq = fill_idle_channels(rq, w_oihw, self._const_bias(g, n, spec.o))
                 if ps is not None:  # dense = 1x1 conv on the packed layout (see dense())
                     self._packed_kernel(ps, rq)
                     self.packed_layers += 1
@@ -133,6 +172,14 @@ class TargetAccelBackend:
             self._kernel(spec, pad_requant(a["requant"], spec.o))
             count += 1
         return count
+
+    @staticmethod
+    def _const_bias(g, n, o: int):
+        """The layer's bias padded to ``o`` channels (None: no bias; ``np.nan``: computed at run time)."""
+        if len(n.inputs) < 3 or not n.inputs[2]:
+            return None
+        b = g.constants.get(n.inputs[2])
+        return np.full(o, np.nan) if b is None else pad_channels(b, o)
 
     @staticmethod
     def _conv_spec(x_shape, w_shape, stride, padding, groups: int, pad_value: int) -> conv2d_direct.Conv2dSpec:
@@ -147,27 +194,60 @@ class TargetAccelBackend:
         return conv2d_direct.Conv2dSpec(n, c, h, wd, o, kh, kw, tuple(int(v) for v in stride),
                                         tuple(int(v) for v in padding), (1, 1), int(groups), "int8", int(pad_value))
 
-    def _run_packed(self, state, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-        fn, data_shape, wp, params, out_shape, temps, prof = state
-        if out is None or out.dtype != np.int8 or out.size != math.prod(out_shape) or not out.flags.c_contiguous:
+    def _run_packed(self, state, x: np.ndarray, out: np.ndarray | None = None,
+                    other: np.ndarray | None = None) -> np.ndarray:
+        fn, data_shape, fixed, out_shape, size, temps, prof, _ = state
+        if out is None or out.dtype != np.int8 or out.size != size or not out.flags.c_contiguous:
             out = np.empty(out_shape, np.int8)
-        else:
-            out = out.reshape(out_shape)
-        fn.run_prepared([np.ascontiguousarray(x).reshape(data_shape), wp, *params, out, *temps])
+        elif out.shape != out_shape:
+            out = out.reshape(out_shape)  # else the caller's array itself (the Module sees its slot back)
+        if x.size * x.itemsize != math.prod(data_shape) or not x.flags.c_contiguous:
+            x = np.ascontiguousarray(x).reshape(data_shape)  # raises on a wrong size
+        if other is None:
+            fn.run_addresses((self._address(x), *fixed, self._address(out), *temps))
+        else:  # the residual operand, packed like the output
+            if other.dtype != np.int8 or other.size != size:
+                raise ValueError(f"conv2d: the residual operand is {other.dtype} {other.shape}; the output is int8 "
+                                 f"{out_shape} (packed)")
+            other = np.ascontiguousarray(other)
+            fn.run_addresses((self._address(x), *fixed, self._address(other), self._address(out), *temps))
         self.last_profile = prof
         return out
+
+    def _address(self, a: np.ndarray) -> int:
+        """``a.ctypes.data`` (~3 us), remembered for the arrays that come back every run (the Module's arena
+        views) through a weak reference: a dead array's entry never matches (nor a new one with its id)."""
+        hit = self._addresses.get(id(a))
+        if hit is not None and hit[0]() is a:
+            return hit[1]
+        if len(self._addresses) >= ADDRESS_CACHE:
+            self._addresses.clear()
+        addr = a.ctypes.data
+        self._addresses[id(a)] = (weakref.ref(a), addr)
+        return addr
 
     def _profile(self, macs: int, x, w, bias, out) -> None:
         self.last_profile = host_profile(macs, x, w, bias, out)
 
     def conv2d(self, x, w, bias, *, stride, padding, groups, requant: Requant, pad_value: int = 0,
-               out: np.ndarray | None = None) -> np.ndarray:
-        """``out``: where the packed int8 result may go (used when its shape and dtype fit; the result is returned)."""
+               out: np.ndarray | None = None, residual: np.ndarray | None = None,
+               residual_add=None) -> np.ndarray:
+        """``out``: where the packed int8 result may go (used when its shape and dtype fit; the result is returned).
+        ``residual`` (int8, packed like the output) with ``residual_add`` (:class:`compiler.topi.residual.Residual`,
+        see :meth:`supports_residual`): the QAdd of the conv's result and ``residual``, fused."""
         cfg = self.config
-        key = (id(w), id(requant), id(bias), tuple(stride), tuple(padding), int(groups), int(pad_value), x.shape)
+        if (residual is None) != (residual_add is None):
+            raise ValueError("conv2d: give both residual (the other operand) and residual_add (its QAdd), or neither")
+        key = (id(w), id(requant), id(bias), tuple(stride), tuple(padding), int(groups), int(pad_value), x.shape,
+               id(residual_add))
         layer = self._layers.get(key)
-        if layer is not None and layer[0] is w and layer[1] is requant and layer[2] is bias and x.dtype == np.int8:
-            return self._run_packed(layer[3], x, out)
+        if (layer is not None and layer[0] is w and layer[1] is requant and layer[2] is bias and layer[4] is residual_add
+                and x.dtype == np.int8):
+            return self._run_packed(layer[3], x, out, residual)
+        if residual_add is not None:
+            why = self.supports_residual(residual_add)
+            if why is not None:
+                raise ValueError(f"conv2d: the residual Add cannot be fused: {why}")
         check_conv_operands(cfg, x, w)
         spec = self._conv_spec(x.shape, w.shape, stride, padding, int(groups), int(pad_value))
         o = spec.o
@@ -175,20 +255,29 @@ class TargetAccelBackend:
         w_oihw = unpack_weight(w)[:, :spec.cg]  # depthwise: one input channel per group
         ps = self._packed_spec(spec, rq, w_oihw)
         if ps is not None:  # the packed layout in and out, the layer's arguments prepared once
-            fn = self._packed_kernel(ps, rq)
+            rq = fill_idle_channels(rq, w_oihw, None if bias is None else pad_channels(bias, o))
+            fn = self._packed_kernel(ps, rq, residual_add)
             wp = conv2d_int8.pack_weight_pairs(ps, w_oihw)
             params = requant_int.requant_params(rq, pad_channels(bias, o), o)
             n_out = (spec.n // cfg.batch, o // cfg.block_out, spec.oh, spec.ow, cfg.batch, cfg.block_out)
             prof = host_profile(spec.macs, x, w, bias, np.empty(n_out, np.int8))
-            state = (fn, ps.data_shape, wp, params, n_out, fn.temp_arrays(), prof)
+            temps = fn.temp_arrays()
+            keep = (wp, params, temps)  # the fixed arrays: alive as long as the state holds their addresses
+            state = (fn, ps.data_shape, tuple(a.ctypes.data for a in (wp, *params)), n_out, math.prod(n_out),
+                     tuple(a.ctypes.data for a in temps), prof, keep)
             if len(self._layers) >= LAYER_CACHE:  # weights computed at run time: new objects every call
                 self._layers.clear()
                 self._dense_views.clear()
-            self._layers[key] = (w, requant, bias, state)
-            return self._run_packed(state, x, out)
+            self._layers[key] = (w, requant, bias, state, residual_add)
+            return self._run_packed(state, x, out, residual)
         xs, ws = unpack_activation(x), unpack_weight(w)[:, :spec.cg]  # depthwise: one input channel per group
         out = self._run(spec, xs, ws, w, pad_channels(bias, o), pad_requant(requant, o))
         packed = pack_activation(out.astype(np.int8), cfg.batch, cfg.block_out)
+        if residual_add is not None:  # the unpacked kernel: the exact Add on the host
+            from jit_runtime.host_ops.int_elementwise import qadd
+
+            p = residual_add.params
+            packed = qadd(packed, residual, p) if residual_add.conv_is_a else qadd(residual, packed, p)
         self._profile(spec.macs, x, w, bias, packed)
         return packed
 

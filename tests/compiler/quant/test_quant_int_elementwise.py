@@ -43,6 +43,19 @@ def test_qmul_and_qgap_match_float_within_one_step():
     assert np.abs(qgap(a.astype(np.int8), g).astype(np.int64) - ref).max() <= 1
 
 
+@pytest.mark.parametrize("shape,packed", [((1, 3, 4, 4, 2, 16), True), ((2, 5, 7, 9), False), ((1, 2, 300, 300), False)])
+def test_qgap_sums_exactly(shape, packed):
+    """The float32 sum (counts up to 2**16) and the int64 one (above) agree with an int64 reference, -128 maps too."""
+    x = RNG.integers(-128, 128, shape).astype(np.int8)
+    x.reshape(-1)[: x.size // 2] = -128
+    axes = (2, 3)
+    count = shape[2] * shape[3]
+    g = choose_qgap(0.02, 3, 0.015, -1, count)
+    s = x.astype(np.int64).sum(axis=axes, keepdims=True) - count * g.in_zp
+    want = np.clip(((s * g.mult + (1 << (g.shift - 1))) >> g.shift) + g.out_zp, -128, 127)
+    np.testing.assert_array_equal(qgap(x, g, packed=packed), want)
+
+
 def test_lookup_table_is_the_quantized_function():
     hswish = lambda v: v * np.clip(v + 3, 0, 6) / 6  # noqa: E731
     t = lookup_table(hswish, 0.05, 10, 0.03, -100)

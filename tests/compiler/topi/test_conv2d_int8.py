@@ -71,9 +71,23 @@ def test_packed_conv_requant_forms(uniform, zp, relu):
 
 
 @pytest.mark.parametrize("c,h,stride,pad_value,uniform", [(32, 9, 1, 5, False), (48, 10, 2, 0, True),
-                                                          (16, 7, 2, -2, True)])
+                                                          (16, 7, 2, -2, True), (32, 7, 1, -128, True),
+                                                          (16, 13, 2, 3, False)])
 def test_packed_depthwise_matches_ref(c, h, stride, pad_value, uniform):
+    """Row tiles: 7 columns (a ragged 4 + 3 tile pair), 5 and 9 columns."""
     _check(c, h, h, c, 3, stride, (1, 1, 1, 1), groups=c, pad_value=pad_value, uniform=uniform, seed=5)
+
+
+def test_packed_depthwise_5x5_asymmetric_pads_matches_ref():
+    _check(16, 11, 8, 16, 5, 2, (2, 1, 0, 2), groups=16, pad_value=-1, seed=6)
+
+
+@pytest.mark.parametrize("ow,tile", [(112, 4), (56, 4), (14, 4), (7, 4), (5, 3), (2, 2), (1, 1)])
+def test_depthwise_row_tile(ow, tile):
+    """Fewest tiles x (pixels + 2) over 1..4 pixels (AVX2: 8 accumulator vectors), the last ragged."""
+    spec = conv2d_int8.PackedConvSpec(Conv2dSpec(1, 16, 3, ow, 16, 3, 3, (1, 1), (1, 1, 1, 1), groups=16,
+                                                 dtype="int8"), 1, 16, 16)
+    assert spec.tile(256) == tile
 
 
 @pytest.mark.parametrize("k,stride,groups", [(3, 1, 1), (1, 1, 1), (3, 2, 32)])
@@ -83,6 +97,25 @@ def test_packed_conv_two_images(k, stride, groups):
 
 def test_grouped_conv_falls_back_to_the_unpacked_kernel():
     _check(32, 6, 6, 32, 3, 1, (1, 1, 1, 1), groups=2, packed=False)
+
+
+@pytest.mark.parametrize("k,groups", [(1, 1), (3, 1), (3, 40)])
+def test_block_padding_channels_keep_the_per_tensor_form(k, groups):
+    """24 (depthwise: 40) real output channels padded to 32 (48): the padding channels (zero weights and bias,
+    multiplier 0) take the per-tensor scale, so the int32 form applies; bit-exact with ref (their zero point)."""
+    from compiler.backend.plans.accel import fill_idle_channels
+    from compiler.graph.accel_interface import pad_requant
+
+    c, o = (40, 40) if groups > 1 else (48, 24)
+    _check(c, 6, 7, o, k, 1, (k // 2,) * 4, groups=groups, uniform=True, zp=-6, relu=True, seed=8)
+    rq = pad_requant(Requant(0, np.full(24, 1 << 30), np.full(24, 40), zero_point=3), 32)
+    assert requant_int.uniform_scale(rq) is None
+    w = np.zeros((32, 16, 1, 1), np.int8)
+    w[:24] = 1
+    filled = fill_idle_channels(rq, w, np.r_[np.arange(24), np.zeros(8, int)])
+    assert requant_int.uniform_scale(filled) == (1 << 30, 40)
+    w[30, 3] = 1  # a padding channel with a weight is not idle
+    assert requant_int.uniform_scale(fill_idle_channels(rq, w, None)) is None
 
 
 def test_zero_weight_channels_are_skipped():
@@ -139,6 +172,40 @@ def test_pair_products_use_the_levels_dot_instruction(level, features, insn):
     b16 = np.full((16, 2), -32768, np.int16)
     want16 = (a16[:, None, :].astype(np.int64) * b16[None].astype(np.int64)).sum(-1)
     np.testing.assert_array_equal(compiler.build_op(s, args=args)(a16, b16), want16.astype(np.int64).astype(np.int32))
+
+
+@pytest.mark.parametrize("level,insn", [("x86-64-v2", "pmaddwd\t"), ("x86-64-v3", "vpmaddwd\t"),
+                                        ("x86-64-v4", "vpmaddwd\t")])
+def test_narrow_products_use_pmaddwd(level, insn):
+    """``int32(int8) * int32(int16)`` lane by lane: pmaddwd of (a, sign) x (b, 0) pairs, no pmulld; extremes exact."""
+    a = te.placeholder((3, 16), "int8", "a")
+    b = te.placeholder((16,), "int16", "b")
+    y = te.compute((3, 16), lambda i, j: a[i, j].astype("int32") * b[j].astype("int32"), name="y", dtype="int32")
+    av = np.array([[-128] * 16, [127] * 16, list(range(-8, 8))], np.int8)
+    bv = np.array([-32768, 32767, -1, 0] * 4, np.int16)
+    with use_cpu(level):
+        s = create_schedule(y)
+        s[y].vectorize(s[y].leaf_iter_vars[1])
+        f = compiler.build_op(s, args=[a, b, y])
+        asm = f.asm()
+        assert insn in asm and "pmulld" not in asm
+        if not missing_features():
+            np.testing.assert_array_equal(f(av, bv), av.astype(np.int32) * bv.astype(np.int32))
+
+
+def test_padded_copy_loads_vectors_not_bytes():
+    """A select-guarded contiguous load (a padded copy) is one vector load in the interior (was a byte gather)."""
+    x = te.placeholder((6, 32), "int8", "x")
+    p = te.compute((8, 32), lambda i, j: te.select((i >= 1) & (i < 7), x[i - 1, j], te.const(-3, "int8")),
+                   name="p", dtype="int8")
+    s = create_schedule(p)
+    s[p].vectorize(s[p].leaf_iter_vars[1])
+    f = compiler.build_op(s, args=[x, p])
+    assert "load <32 x i8>" in f.llvm_ir  # the interior (the border keeps a clamped lane-by-lane load)
+    xv = np.random.default_rng(2).integers(-128, 128, (6, 32), dtype=np.int8)
+    want = np.full((8, 32), -3, np.int8)
+    want[1:7] = xv
+    np.testing.assert_array_equal(f(xv), want)
 
 
 @pytest.mark.parametrize("level,features", [("x86-64-v3", "+avxvnni"), ("x86-64-v4", "+avx512vnni")])
@@ -208,6 +275,8 @@ def test_packed_dense_matches_ref(n, k, m, uniform):
         assert got.shape == want.shape
         np.testing.assert_array_equal(got, want)
     assert len(tb._layers) == 1  # it ran as a packed 1x1 conv
+    wp = next(iter(tb._layers.values()))[3][-1][0]
+    assert wp.dtype == np.int8  # one pixel: int8 pair weights (half the bytes)
 
 
 def test_packed_conv_on_sse_level_matches_ref():
@@ -216,3 +285,67 @@ def test_packed_conv_on_sse_level_matches_ref():
         _check(32, 7, 9, 32, 3, 2, (1, 1, 1, 1), pad_value=-4, uniform=True, zp=-9, seed=11)
         _check(16, 6, 6, 16, 1, 1, (0, 0, 0, 0), seed=12)
         _check(32, 6, 6, 32, 3, 1, (1, 1, 1, 1), groups=32, seed=13)
+
+
+@pytest.mark.parametrize("k,groups,conv_is_a,shift,relu", [(1, 1, True, 12, False), (3, 1, False, 0, True),
+                                                           (3, 32, True, 7, False), (3, 2, False, 9, True)])
+def test_fused_residual_add_matches_conv_then_qadd(k, groups, conv_is_a, shift, relu):
+    """The QAdd in the packed kernel's output stage (1x1 in place, 3x3, depthwise), and a grouped conv's fallback
+    (the unpacked kernel, the Add on the host): bit-exact with the ref conv followed by numpy ``qadd``."""
+    from compiler.topi.residual import Residual
+    from jit_runtime.host_ops.int_elementwise import QAddParams, qadd
+
+    rng = np.random.default_rng(31)
+    c = 32
+    x = rng.integers(-128, 128, (1, c, 7, 9), dtype=np.int8)
+    wt = np.zeros((c, CFG.block_in, k, k), np.int8) if groups == c else rng.integers(-128, 128, (c, c // groups, k, k),
+                                                                                     dtype=np.int8)
+    if groups == c:
+        wt[:, 0] = rng.integers(-128, 128, (c, k, k))
+    bias = rng.integers(-(1 << 16), 1 << 16, c)
+    rq = _requant(rng, c, True, -3, False)
+    xp, wp = pack_activation(x, CFG.batch, CFG.block_in), pack_weight(wt, CFG.block_out, CFG.block_in)
+    other = rng.integers(-128, 128, (1, c // 16, 7, 9, 1, 16), dtype=np.int8)
+    zy = 5
+    p = QAddParams(int(rng.integers(-32768, 32768)), int(rng.integers(1, 32768)), shift, -128, 127, zy,
+                   zy if relu else -128, 127)
+    kw = dict(stride=(1, 1), padding=(k // 2,) * 4, groups=groups, requant=rq, pad_value=-3)
+    y = RefAccelBackend(CFG).conv2d(xp, wp, bias, **kw)
+    want = qadd(y, other, p) if conv_is_a else qadd(other, y, p)
+    tb = TargetAccelBackend(CFG)
+    res = Residual(p, conv_is_a)
+    assert tb.supports_residual(res) is None
+    for _ in range(2):  # the prepared second call too
+        np.testing.assert_array_equal(tb.conv2d(xp, wp, bias, residual=other, residual_add=res, **kw), want)
+    with pytest.raises(ValueError, match="give both"):
+        tb.conv2d(xp, wp, bias, residual=other, **kw)
+
+
+def test_residual_add_outside_int32_rounding_is_refused():
+    from compiler.topi.residual import Residual
+    from jit_runtime.host_ops.int_elementwise import QAddParams
+
+    why = TargetAccelBackend(CFG).supports_residual(Residual(QAddParams(3, 4, 40, 0, 0, 0)))
+    assert "shift 40" in why
+
+
+def test_prepared_layer_writes_into_each_given_array():
+    """The prepared call remembers its arrays' addresses weakly: a new output (or input) array is written (read)
+    where it lies, an array given again is the one returned."""
+    rng = np.random.default_rng(41)
+    x = rng.integers(-128, 128, (1, 16, 6, 6), dtype=np.int8)
+    wt = rng.integers(-128, 128, (16, 16, 3, 3), dtype=np.int8)
+    rq = _requant(rng, 16, True, 0, False)
+    xp, wp = pack_activation(x, CFG.batch, CFG.block_in), pack_weight(wt, CFG.block_out, CFG.block_in)
+    kw = dict(stride=(1, 1), padding=(1, 1, 1, 1), groups=1, requant=rq)
+    want = RefAccelBackend(CFG).conv2d(xp, wp, None, **kw)
+    tb = TargetAccelBackend(CFG)
+    for _ in range(3):
+        out = np.zeros(want.shape, np.int8)
+        assert tb.conv2d(xp.copy(), wp, None, out=out, **kw) is out
+        np.testing.assert_array_equal(out, want)
+    same = np.zeros(want.shape, np.int8)
+    for _ in range(2):
+        same[...] = 0
+        assert tb.conv2d(xp, wp, None, out=same, **kw) is same
+        np.testing.assert_array_equal(same, want)
