@@ -235,6 +235,7 @@ class PynqDevice:
         if self._running is not None:
             raise RuntimeApiError("a program is already running on the accelerator: call finish() before starting "
                                   "the next one")
+        self._refuse_irq_in_loop()  # before the board is touched: a refused run must not leave it running
         words = self.check(dram, insn_addr, n_insns)
         buf, off = self._buffer(dram.size)
         base = buf.physical_address + off
@@ -269,12 +270,15 @@ class PynqDevice:
                                    "bitstream": str(self.bitstream), "image_phys_addr": base,
                                    "wall_seconds": seconds})
 
+    def _refuse_irq_in_loop(self) -> None:
+        if self.irq is not None and self.wait == "irq" and _loop_running():
+            raise RuntimeApiError("wait='irq' inside a running asyncio event loop (e.g. Jupyter): run() is "
+                                  "synchronous and cannot wait on that loop; use wait='auto' (polls there) or "
+                                  "'poll'")
+
     def _wait(self) -> None:
         if self.irq is not None and (self.wait == "irq" or not _loop_running()):
-            if _loop_running():
-                raise RuntimeApiError("wait='irq' inside a running asyncio event loop (e.g. Jupyter): run() is "
-                                      "synchronous and cannot wait on that loop; use wait='auto' (polls there) or "
-                                      "'poll'")
+            self._refuse_irq_in_loop()  # start() outside the loop, finish() inside it
             for _ in range(3):  # a stale level interrupt of the previous run may wake the first wait
                 try:  # on the loop that holds the Interrupt's UIO reader (not asyncio.run: a new loop each time)
                     self._loop.run_until_complete(asyncio.wait_for(self.irq.wait(), self.timeout_s))

@@ -147,8 +147,10 @@ def test_auto_polls_inside_a_running_loop_and_irq_refuses(device, shim):
         got = p.dram.copy()
         device.run(got, p.insn_addr, p.n_insns)  # wait="auto": polls CTRL.done
         assert np.array_equal(got, want) and shim.stats["irq_fired"] == fired
+        writes = shim.stats["mmio_write"]
         with pytest.raises(RuntimeApiError, match="running asyncio event loop.*wait='auto'"):
             irq_dev.run(p.dram.copy(), p.insn_addr, p.n_insns)
+        assert shim.stats["mmio_write"] == writes  # refused before the board was touched (nothing started)
 
     asyncio.run(in_jupyter())
     got = p.dram.copy()
