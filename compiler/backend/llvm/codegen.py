@@ -117,18 +117,25 @@ class LlvmCodegen:
             raise TirError(f"llvm codegen: buffer {buf.name} used outside its allocation")
         return self.c.bufs[buf]
 
-    def _contiguous(self, index: Expr):
-        """``(base index expr, 'contig'|'uniform')`` of ``index`` in the vector loop, or ``None`` (gather)."""
-        var, _, offset = self.vec
+    def _lane_step(self, index: Expr):
+        """How far ``index`` moves per lane of the vector loop (its variable's coefficient), or ``None`` where the
+        variable appears other than linearly."""
+        var = self.vec[0]
         f = linear(index)
         for atom in f.coefs:
             if not isinstance(atom, Var) and var in atom_vars(atom):
                 return None
-        c = f.coefs.get(var, 0)
+        return f.coefs.get(var, 0)
+
+    def _contiguous(self, index: Expr):
+        """``(base index expr, 'contig'|'uniform')`` of ``index`` in the vector loop, or ``None`` (gather)."""
+        c = self._lane_step(index)
+        if c is None:
+            return None
         if c == 0:
             return index, "uniform"
         if c == 1:
-            return substitute(index, {var: Const(offset)}), "contig"
+            return substitute(index, {self.vec[0]: Const(self.vec[2])}), "contig"
         return None
 
     def _maybe_out_of_bounds(self, e: BufLoad) -> bool:
@@ -160,15 +167,10 @@ class LlvmCodegen:
     def _strided(self, index: Expr) -> tuple[Expr, int] | None:
         """``(lane-0 index, stride)`` of ``index`` in the vector loop when it steps 1..4 elements per lane, else
         None."""
-        var, _, offset = self.vec
-        f = linear(index)
-        for atom in f.coefs:
-            if not isinstance(atom, Var) and var in atom_vars(atom):
-                return None
-        c = f.coefs.get(var, 0)
+        c = self._lane_step(index)
         if not isinstance(c, int) or not 1 <= c <= 4:
             return None
-        return substitute(index, {var: Const(offset)}), c
+        return substitute(index, {self.vec[0]: Const(self.vec[2])}), c
 
     def _window_load(self, e: BufLoad, base: Expr, stride: int, lanes: int, masked: bool) -> ir.Value:
         """The lanes ``base + k * stride`` of ``e``'s buffer as one load of ``stride * lanes`` contiguous elements
