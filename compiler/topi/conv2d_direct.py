@@ -69,6 +69,7 @@ class Conv2dSpec:
     pixel_tile: int = 0     # output pixels per register tile (0: chosen, see ``tile``; a tuning knob)
     pixel_vectors: bool = False  # float32 1x1 or depthwise: pixels in the vector lanes (see :func:`cpu_spec`)
     row_tile: int = 0       # pixel_vectors depthwise: output rows per register tile (see :func:`depthwise_rows`)
+    in_block: int = 0       # flat float32: input channels per block of the padded input copy (see :func:`in_block`)
 
     @property
     def oh(self) -> int:
@@ -146,6 +147,9 @@ class Conv2dSpec:
             raise te.TeError(f"conv2d: stride {self.stride} / dilations {self.dilations} must be >= 1, pads {self.pads} >= 0")
         if self.oh < 1 or self.ow < 1:
             raise te.TeError(f"conv2d: kernel {self.kh}x{self.kw} does not fit the padded {self.h}x{self.w} input")
+        if self.in_block and not in_block_ok(self, self.in_block):
+            raise te.TeError(f"conv2d: in_block={self.in_block} needs a float32 flat conv (one group, 16-channel "
+                             f"output blocks) whose {self.c} input channels split into blocks of {self.in_block}")
         if self.pixel_vectors and self.depthwise:
             if self.dtype != "float32" or not 1 <= self.tile <= self.ow or not 1 <= self.row_tile <= self.oh:
                 raise te.TeError(f"conv2d: pixel_vectors depthwise needs float32, a row tile of 1..{self.ow} "
@@ -178,6 +182,10 @@ def pack_weight(spec: Conv2dSpec, w: np.ndarray) -> np.ndarray:
         return np.ascontiguousarray(w[:, 0].reshape(spec.o // ob, ob, spec.kh, spec.kw).transpose(0, 2, 3, 1))
     if spec.pixel_vectors and spec.pointwise:  # (O/OT, C, OT): a tile's OT weights of one channel are adjacent
         return np.ascontiguousarray(w.reshape(spec.o // ob, ob, spec.c).transpose(0, 2, 1))
+    if spec.in_block:  # (O/OB, C/CB, KH, KW, CB, OB): the order the blocked reduction reads them
+        cb = spec.in_block
+        return np.ascontiguousarray(w.reshape(spec.o // ob, ob, spec.c // cb, cb, spec.kh, spec.kw)
+                                    .transpose(0, 2, 4, 5, 3, 1))
     return np.ascontiguousarray(w.reshape(spec.o // ob, ob, spec.cg, spec.kh, spec.kw).transpose(0, 2, 3, 4, 1))
 
 
@@ -230,7 +238,11 @@ def conv2d(spec: Conv2dSpec, bias: bool = False, residual: bool = False, act: st
     elif ob > OC_BLOCK and spec.ow % xt:  # ragged pixel tiles: zero columns on the right so the last tile reads in bounds, unguarded
         wp = max(wp, (-(-spec.ow // xt) * xt - 1) * sx + (spec.kw - 1) * dx + 1)
     inside = lambda y, x: (y >= t) & (y < h + t) & (x >= l) & (x < w + l)  # noqa: E731
-    if spec.depthwise:  # padded and blocked (N, C/OB, H, W, OB): the OB channels of a tap are one vector load
+    if spec.in_block:
+        if stage is not None:
+            raise te.TeError("conv2d: in_block is a float32 layout (int8 output stages use plain NCHW input)")
+        pad, weight, conv = _flat_blocked(spec, data, hp, wp, wq, inside)
+    elif spec.depthwise:  # padded and blocked (N, C/OB, H, W, OB): the OB channels of a tap are one vector load
         pad = te.compute((n, c // ob, hp, wp, ob), lambda i, cb, y, x, ci: te.select(
             inside(y, x), data[i, cb * ob + ci, y - t, x - l], zero), name="pad", dtype=spec.dtype)
     elif flat and sx > 1:  # columns de-interleaved by phase: (N, C, H, SX, W/SX), a tile's pixels are contiguous
@@ -243,7 +255,9 @@ def conv2d(spec: Conv2dSpec, bias: bool = False, residual: bool = False, act: st
         pad = data
     ky, kx = te.reduce_axis(spec.kh, "ky"), te.reduce_axis(spec.kw, "kx")
     shape = (n, o // ob, spec.oh, spec.ow, ob)
-    if spec.depthwise:
+    if spec.in_block:
+        pass
+    elif spec.depthwise:
         weight = te.placeholder((o // ob, spec.kh, spec.kw, ob), spec.dtype, "weight")
         conv = te.compute(shape, lambda i, oo, y, x, oi: te.sum(
             mul(pad[i, oo, y * sy + ky * dy, x * sx + kx * dx, oi], weight[oo, ky, kx, oi]), [ky, kx]),
@@ -297,6 +311,54 @@ def conv2d(spec: Conv2dSpec, bias: bool = False, residual: bool = False, act: st
 
     out = te.compute(out_shape, epilogue, name="out", dtype="float32")
     return Conv2dOp(spec, inputs, pad, conv, out)
+
+
+def in_block_ok(spec: Conv2dSpec, cb: int = OC_BLOCK) -> bool:
+    """Whether ``spec`` can take a channel-blocked padded input of ``cb`` channels per block (``in_block``): a
+    float32 conv with flat 6 x 16 tiles (one group) whose input channels split into blocks of ``cb``, with unit
+    stride or a 1x1 unpadded kernel (strided 3x3 convs read the blocked phase-split copy ~1.5x slower: measured)."""
+    subsampled = (spec.kh, spec.kw) == (1, 1) and not any(spec.pads)
+    return (cb >= 1 and spec.dtype == "float32" and spec.groups == 1 and not spec.pixel_vectors
+            and spec.c % cb == 0 and (spec.stride == (1, 1) or subsampled)
+            and dataclasses.replace(spec, in_block=0).flat)
+
+
+def _flat_blocked(spec: Conv2dSpec, data: Tensor, hp: int, wp: int, wq: int, inside) -> tuple:
+    """``in_block`` (flat tiles): the padded input copied channel-blocked, ``(N, C/CB, Hp, Wp, CB)`` (stride > 1:
+    columns de-interleaved by phase, ``(N, C/CB, Hp, SX, Wq, CB)``; an unpadded 1x1 conv with stride: only the
+    pixels it reads, ``(N, C/CB, rows, OW, CB)``), so one tile's taps of CB input channels are CB adjacent floats
+    per pixel instead of CB planes apart; weights ``(O/OB, C/CB, KH, KW, CB, OB)``; the reduction runs over
+    (channel block, ky, kx, channel in block). Returns ``(pad, weight, conv)``."""
+    n, c, o, ob, cb, ow_ = spec.n, spec.c, spec.o, spec.block, spec.in_block, spec.ow
+    (t, l, _, _), (sy, sx), (dy, dx) = spec.pads, spec.stride, spec.dilations
+    zero = te.const(0.0, "float32")
+    rco, rci = te.reduce_axis(c // cb, "rco"), te.reduce_axis(cb, "rci")
+    ky, kx = te.reduce_axis(spec.kh, "ky"), te.reduce_axis(spec.kw, "kx")
+    if (spec.kh, spec.kw) == (1, 1) and not any(spec.pads) and (sy, sx) != (1, 1):
+        rows = (-(-spec.oh * ow_ // spec.tile) * spec.tile - 1) // ow_ + 1  # the ragged last tile reads zero rows
+        pad = te.compute((n, c // cb, rows, ow_, cb), lambda i, j, y, x, ci: te.select(
+            y < spec.oh, data[i, j * cb + ci, y * sy, x * sx], zero), name="pad", dtype="float32")
+
+        def tap(i, q, rco, ky, kx, rci):
+            return pad[i, rco, q // ow_, q % ow_, rci]
+    elif sx > 1:
+        pad = te.compute((n, c // cb, hp, sx, wq, cb), lambda i, j, y, ph, xq, ci: te.select(
+            inside(y, xq * sx + ph), data[i, j * cb + ci, y - t, xq * sx + ph - l], zero), name="pad",
+            dtype="float32")
+
+        def tap(i, q, rco, ky, kx, rci):
+            return pad[i, rco, q // ow_ * sy + ky * dy, kx * dx % sx, q % ow_ + kx * dx // sx, rci]
+    else:
+        pad = te.compute((n, c // cb, hp, wp, cb), lambda i, j, y, x, ci: te.select(
+            inside(y, x), data[i, j * cb + ci, y - t, x - l], zero), name="pad", dtype="float32")
+
+        def tap(i, q, rco, ky, kx, rci):
+            return pad[i, rco, q // ow_ * sy + ky * dy, q % ow_ + kx * dx, rci]
+    weight = te.placeholder((o // ob, c // cb, spec.kh, spec.kw, cb, ob), "float32", "weight")
+    conv = te.compute((n, o // ob, spec.oh * ow_, ob), lambda i, oo, q, oi: te.sum(
+        tap(i, q, rco, ky, kx, rci) * weight[oo, rco, ky, kx, rci, oi], [rco, ky, kx, rci]), name="conv",
+        dtype="float32")
+    return pad, weight, conv
 
 
 def _epilogue_stage(conv: Tensor, shape: tuple, ob: int, bias: bool, residual: bool, act: str | None,
@@ -480,7 +542,14 @@ def cpu_spec(spec: Conv2dSpec, lanes: int) -> Conv2dSpec:
         ot, xt = direct_row_tiles(spec, lanes)
         if ot:
             return dataclasses.replace(spec, pixel_vectors=True, oc_block=ot, pixel_tile=xt)
-    return spec
+    return with_in_block(spec)
+
+
+def with_in_block(spec: Conv2dSpec) -> Conv2dSpec:
+    """``spec`` with a channel-blocked padded input (``in_block`` = 8 channels) where :func:`in_block_ok`, else
+    without. One tile's taps of 8 input channels then lie in one 32-byte run per pixel (plain NCHW: 8 planes apart,
+    each a different cache line): ResNet-18's 64-channel 56x56 3x3 conv ~8% faster on two threads."""
+    return dataclasses.replace(spec, in_block=OC_BLOCK if in_block_ok(spec) else 0)
 
 
 # direct convs with C <= 4 input channels (image stems) and at most this many C x KH x KW taps take pixel-vector
@@ -538,7 +607,8 @@ class CpuConvKnobs:
     def apply(self, spec: Conv2dSpec) -> Conv2dSpec:
         """``spec`` with this block and tile (pass the result to :func:`conv2d` and :func:`pack_weight`)."""
         self.check(spec)
-        return dataclasses.replace(spec, oc_block=self.ob, pixel_tile=self.xt, pixel_vectors=False, row_tile=0)
+        return with_in_block(dataclasses.replace(spec, oc_block=self.ob, pixel_tile=self.xt, pixel_vectors=False,
+                                                 row_tile=0, in_block=0))
 
 
 def default_cpu_knobs(spec: Conv2dSpec) -> CpuConvKnobs:
@@ -576,7 +646,7 @@ def schedule_cpu(op: Conv2dOp, s, knobs: CpuConvKnobs | None = None) -> None:
         sp = s[op.pad]
         if _size(op.pad.shape) >= PAD_PARALLEL_MIN:  # (channels or blocks) x rows: a 3-channel stem splits evenly
             sp.parallel(sp.fuse(*sp.leaf_iter_vars[1:3]))
-        if spec.depthwise and ob > 1:
+        if spec.depthwise and ob > 1 or spec.in_block > 1:
             sp.vectorize(sp.leaf_iter_vars[-1])
     so = s[op.out]
     xt = spec.tile
@@ -604,8 +674,9 @@ def schedule_cpu(op: Conv2dOp, s, knobs: CpuConvKnobs | None = None) -> None:
         cn, coo, cx, coi, *red = sc.leaf_iter_vars
     else:
         cn, coo, cy, cx, coi, *red = sc.leaf_iter_vars
-    if k.order == "ky_kx_rc" and len(red) == 3:
-        red = [red[1], red[2], red[0]]
+    kx_axis = red[2] if len(red) >= 3 else red[-1]  # (rc, ky, kx[, channel in block]) or depthwise (ky, kx)
+    if k.order == "ky_kx_rc" and len(red) >= 3:  # in_block: the channel within the block stays innermost
+        red = [red[1], red[2], red[0], *red[3:]]
     if spec.flat:
         sc.reorder(cn, coo, *red, cx, coi)
     else:
@@ -613,7 +684,9 @@ def schedule_cpu(op: Conv2dOp, s, knobs: CpuConvKnobs | None = None) -> None:
     if k.unroll >= 1:
         sc.unroll(cx)
     if k.unroll >= 2 and spec.kw > 1:
-        sc.unroll(red[-1] if k.order == "rc_ky_kx" else red[1])
+        sc.unroll(kx_axis)
+    elif k.unroll >= 1 and spec.in_block:  # CB channels x the tile: one straight run of loads and FMAs (kx and
+        sc.unroll(red[-1])                 # the channel both unrolled measured 4x slower: spills)
     if ob > 1:
         sc.vectorize(coi)
 

@@ -1,0 +1,86 @@
+"""The CPU conv schedule's channel-blocked padded input (``Conv2dSpec.in_block``: flat float32 tiles reading an
+``(N, C/8, H, W, 8)`` copy; unpadded strided 1x1 convs: only the pixels they read) against numpy: padding, ragged
+flat tiles, batches, dilation, the strided 1x1 subsample, every knob; which specs take it; refusals. Per x86-64
+feature level (conftest)."""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from jit_runtime.host_ops.conv_kernels import conv2d_nchw
+from compiler import te
+from compiler.backend.build import build_op
+from compiler.schedule import create_schedule
+from compiler.topi import conv2d_direct as cd
+
+RNG = np.random.default_rng(5)
+S = cd.Conv2dSpec
+
+
+def _check(spec: cd.Conv2dSpec, knobs: cd.CpuConvKnobs | None = None, residual: bool = True) -> None:
+    """Build ``spec`` (``knobs.apply``-ed when given) with bias, residual and relu; compare with numpy."""
+    sp = knobs.apply(spec) if knobs is not None else cd.with_in_block(spec)
+    assert sp.in_block == 8
+    x = RNG.standard_normal((sp.n, sp.c, sp.h, sp.w)).astype(np.float32)
+    w = RNG.standard_normal((sp.o, sp.c, sp.kh, sp.kw)).astype(np.float32)
+    b = RNG.standard_normal(sp.o).astype(np.float32)
+    r = RNG.standard_normal((sp.n, sp.o, sp.oh, sp.ow)).astype(np.float32)
+    op = cd.conv2d(sp, bias=True, residual=residual, act="relu")
+    s = create_schedule(op.out)
+    cd.schedule_cpu(op, s, knobs)
+    fn = build_op(s, args=op.inputs + [op.out])
+    args = [x, cd.pack_weight(sp, w), b] + ([r.reshape(cd.output_shape(sp))] if residual else [])
+    got = np.asarray(fn(*args)).reshape(r.shape)
+    want = conv2d_nchw(x, w, stride=sp.stride, pads=sp.pads, dilations=sp.dilations)
+    want = np.maximum(want + b.reshape(1, -1, 1, 1) + (r if residual else 0), 0)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
+
+
+CASES = [
+    S(1, 16, 9, 9, 16, 3, 3, (1, 1), (1, 1, 1, 1)),             # 81 pixels: 13 tiles of 6 + a ragged 3
+    S(2, 8, 6, 7, 32, 3, 3, (1, 1), (1, 1, 1, 1)),              # batch 2, one input block, 2 output blocks
+    S(1, 24, 8, 10, 16, 3, 3, (1, 1), (2, 0, 1, 2), (2, 1)),    # odd pads, dilation (2, 1), 3 input blocks
+    S(1, 16, 7, 7, 16, 1, 1, (1, 1)),                           # 1x1 on a 7x7 map (zero rows for the ragged tile)
+    S(1, 16, 11, 13, 16, 1, 1, (2, 2)),                         # strided 1x1: the 6x7 subsample, ragged rows
+    S(2, 8, 9, 8, 16, 1, 1, (3, 2)),                            # strides (3, 2), batch 2
+]
+
+
+@pytest.mark.parametrize("spec", CASES, ids=["ragged", "batch2", "pads-dilation", "1x1-7x7", "1x1-stride2",
+                                             "1x1-stride32"])
+def test_blocked_input_matches_numpy(spec):
+    _check(spec)
+
+
+@pytest.mark.parametrize("knobs", [cd.CpuConvKnobs(16, 6, "none", 0, "rc_ky_kx"),
+                                   cd.CpuConvKnobs(16, 4, "outer", 1, "ky_kx_rc"),
+                                   cd.CpuConvKnobs(16, 5, "fused", 2, "rc_ky_kx"),
+                                   cd.CpuConvKnobs(32, 3, "fused", 2, "ky_kx_rc")],
+                         ids=["none-u0", "outer-kykxrc", "fused-u2", "ob32-u2"])
+def test_blocked_input_under_every_knob(knobs):
+    _check(S(1, 16, 10, 9, 32, 3, 3, (1, 1), (1, 1, 1, 1)), knobs, residual=False)
+
+
+def test_which_specs_take_a_blocked_input():
+    ok = S(1, 64, 56, 56, 64, 3, 3, (1, 1), (1, 1, 1, 1))
+    assert cd.cpu_spec(ok, 8).in_block == 8 and cd.default_cpu_knobs(ok).apply(ok).in_block == 8
+    assert cd.cpu_spec(S(1, 64, 56, 56, 128, 1, 1, (2, 2)), 8).in_block == 8       # strided 1x1: the subsample
+    assert cd.cpu_spec(S(1, 64, 56, 56, 128, 3, 3, (2, 2), (1, 1, 1, 1)), 8).in_block == 0  # strided 3x3
+    assert cd.cpu_spec(S(1, 3, 224, 224, 64, 7, 7, (2, 2), (3, 3, 3, 3)), 8).in_block == 0  # 3-channel stem
+    assert cd.cpu_spec(S(1, 12, 8, 8, 16, 3, 3, (1, 1), (1, 1, 1, 1)), 8).in_block == 0     # 12 % 8 channels
+    assert cd.cpu_spec(S(1, 16, 8, 8, 16, 3, 3, groups=2), 8).in_block == 0                 # grouped
+    assert cd.cpu_spec(S(1, 16, 8, 8, 24, 3, 3), 8).in_block == 0                           # 8-channel blocks
+    assert cd.cpu_spec(dataclasses.replace(ok, dtype="int8"), 8).in_block == 0
+    assert cd.CpuConvKnobs(8, 4).apply(ok).in_block == 0                                   # not flat
+
+
+def test_blocked_input_refusals():
+    with pytest.raises(te.TeError, match="in_block=8 needs a float32 flat conv"):
+        cd.conv2d(S(1, 12, 8, 8, 16, 3, 3, (1, 1), (1, 1, 1, 1), in_block=8))
+    with pytest.raises(te.TeError, match="in_block=8 needs"):
+        S(1, 16, 8, 8, 16, 3, 3, (2, 2), (1, 1, 1, 1), in_block=8).check()
+    spec = S(1, 16, 8, 8, 16, 3, 3, (1, 1), (1, 1, 1, 1), in_block=8)
+    with pytest.raises(te.TeError, match="in_block is a float32 layout"):
+        cd.conv2d(spec, stage=([], lambda acc, ch: acc, "float32"))
