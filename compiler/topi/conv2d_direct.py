@@ -620,6 +620,18 @@ def default_cpu_knobs(spec: Conv2dSpec) -> CpuConvKnobs:
     return CpuConvKnobs(spec.block, spec.tile, par, 1, "rc_ky_kx")
 
 
+def pixels_outer(spec: Conv2dSpec) -> bool:
+    """Flat tiles: pixel tiles outside the channel blocks where the weights are smaller than the padded input (and
+    fit the L2 cache), so the weights stay cached and the input streams once (channel blocks outer re-read the whole
+    input per block: ResNet-18's 56x56 layers)."""
+    wbytes = 4 * spec.o * spec.cg * spec.kh * spec.kw
+    ibytes = 4 * spec.n * spec.c * (spec.h + spec.pads[0] + spec.pads[2]) * (spec.w + spec.pads[1] + spec.pads[3])
+    return spec.flat and wbytes < ibytes and wbytes <= PX_OUTER_MAX_WEIGHT_BYTES
+
+
+PX_OUTER_MAX_WEIGHT_BYTES = 256 << 10
+
+
 def schedule_cpu(op: Conv2dOp, s, knobs: CpuConvKnobs | None = None) -> None:
     """Register-tiled direct convolution (see the module docstring); ``knobs`` (their ``ob``/``xt`` must be the
     spec's: build the op from ``knobs.apply(spec)``): default :func:`default_cpu_knobs`. (Tried on ResNet-18 and
@@ -650,18 +662,19 @@ def schedule_cpu(op: Conv2dOp, s, knobs: CpuConvKnobs | None = None) -> None:
             sp.vectorize(sp.leaf_iter_vars[-1])
     so = s[op.out]
     xt = spec.tile
+    px_outer = spec.flat and k.parallel != "outer" and pixels_outer(spec)
     if spec.flat:
         n, oo, oi, q = so.leaf_iter_vars
         xo, xi = so.split(q, xt)
-        so.reorder(n, oo, xo, oi, xi)
+        so.reorder(n, xo, oo, oi, xi) if px_outer else so.reorder(n, oo, xo, oi, xi)
     else:
         n, oo, oi, y, x = so.leaf_iter_vars
         xo, xi = so.split(x, xt)
         so.reorder(n, oo, y, xo, oi, xi)
-    at = xo
+    at = oo if px_outer else xo
     if k.parallel == "fused":  # (channel block, pixel tile) pairs (flat) or (channel block, row): many even chunks
         if spec.flat:
-            at = so.fuse(oo, xo)
+            at = so.fuse(xo, oo) if px_outer else so.fuse(oo, xo)
             so.parallel(at)
         else:
             so.parallel(so.fuse(oo, y))

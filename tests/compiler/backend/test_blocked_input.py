@@ -45,11 +45,13 @@ CASES = [
     S(1, 16, 7, 7, 16, 1, 1, (1, 1)),                           # 1x1 on a 7x7 map (zero rows for the ragged tile)
     S(1, 16, 11, 13, 16, 1, 1, (2, 2)),                         # strided 1x1: the 6x7 subsample, ragged rows
     S(2, 8, 9, 8, 16, 1, 1, (3, 2)),                            # strides (3, 2), batch 2
+    S(1, 8, 20, 19, 32, 3, 3, (1, 1), (1, 1, 1, 1)),            # pixel tiles outside the channel blocks
 ]
 
 
 @pytest.mark.parametrize("spec", CASES, ids=["ragged", "batch2", "pads-dilation", "1x1-7x7", "1x1-stride2",
-                                             "1x1-stride32"])
+                                             "1x1-stride32",
+                                             "pixels-outer"])
 def test_blocked_input_matches_numpy(spec):
     _check(spec)
 
@@ -59,8 +61,18 @@ def test_blocked_input_matches_numpy(spec):
                                    cd.CpuConvKnobs(16, 5, "fused", 2, "rc_ky_kx"),
                                    cd.CpuConvKnobs(32, 3, "fused", 2, "ky_kx_rc")],
                          ids=["none-u0", "outer-kykxrc", "fused-u2", "ob32-u2"])
-def test_blocked_input_under_every_knob(knobs):
-    _check(S(1, 16, 10, 9, 32, 3, 3, (1, 1), (1, 1, 1, 1)), knobs, residual=False)
+@pytest.mark.parametrize("spec", [S(1, 16, 10, 9, 32, 3, 3, (1, 1), (1, 1, 1, 1)),
+                                  S(1, 8, 20, 19, 32, 3, 3, (1, 1), (1, 1, 1, 1))], ids=["blocks-outer", "pixels-outer"])
+def test_blocked_input_under_every_knob(knobs, spec):
+    _check(spec, knobs, residual=False)
+
+
+def test_pixel_tiles_outer_where_the_weights_are_smaller():
+    assert cd.pixels_outer(cd.cpu_spec(S(1, 8, 20, 19, 32, 3, 3, (1, 1), (1, 1, 1, 1)), 8))
+    assert cd.pixels_outer(cd.cpu_spec(S(1, 64, 56, 56, 64, 3, 3, (1, 1), (1, 1, 1, 1)), 8))      # 147 KB vs 876 KB
+    assert not cd.pixels_outer(cd.cpu_spec(S(1, 16, 10, 9, 32, 3, 3, (1, 1), (1, 1, 1, 1)), 8))
+    assert not cd.pixels_outer(cd.cpu_spec(S(1, 128, 28, 28, 128, 3, 3, (1, 1), (1, 1, 1, 1)), 8))  # 590 vs 460 KB
+    assert not cd.pixels_outer(cd.cpu_spec(S(1, 256, 56, 56, 256, 3, 3, (1, 1), (1, 1, 1, 1)), 8))  # > 256 KB
 
 
 def test_which_specs_take_a_blocked_input():
