@@ -44,8 +44,9 @@ def dense(n: int, k: int, m: int, bias: bool = False, act: str | None = None, ac
     if bias:
         b = te.placeholder((m,), "float32", "bias")
         inputs.append(b)
-    out = te.compute((n, m), lambda i, j: activation(acc[i, j // mb, j % mb] + (b[j] if b is not None else te.const(0.0, "float32")),
-                                                      act, act_params), name="out", dtype="float32")
+    out = te.compute((n, m // mb, mb), lambda i, jo, ji: activation(
+        acc[i, jo, ji] + (b[jo * mb + ji] if b is not None else te.const(0.0, "float32")), act, act_params),
+        name="out", dtype="float32")  # (N, M/MB, MB): the (N, M) output's memory
     return DenseOp(inputs, acc, out)
 
 
@@ -61,25 +62,31 @@ def row_blocks(jo: int) -> int:
 
 
 def schedule_cpu(op: DenseOp, s) -> None:
-    """Per (row, tile of :func:`row_blocks` channel blocks): the reduction outside, the tile's MB-output vectors
-    inside (unrolled: independent accumulators); parallel over (row, tile) from ``DENSE_PARALLEL_MIN_MACS``; the
-    output stage is a flat vectorized loop."""
-    sa = s[op.acc]
-    i, jo, ji, rk = sa.leaf_iter_vars
-    macs = i.extent * jo.extent * ji.extent * rk.extent
+    """Per (row, tile of :func:`row_blocks` channel blocks): a local accumulator tile (registers: kept in memory,
+    every FMA stored its vector and re-broadcast the input, aliasing) over the reduction, the tile's MB-output
+    vectors inside (unrolled: independent accumulators); the bias/activation stored right after the tile; parallel
+    over (row, tile) from ``DENSE_PARALLEL_MIN_MACS``."""
+    so = s[op.out]
+    i, jo, ji = so.leaf_iter_vars
+    rk_extent = op.acc.op.reduce_axes[0].extent
+    macs = i.extent * jo.extent * ji.extent * rk_extent
     jt = row_blocks(jo.extent) if ji.extent > 1 else 1
-    joo, joi = sa.split(jo, jt)
-    sa.reorder(i, joo, rk, joi, ji)
-    if jt > 1:
-        sa.unroll(joi)
-    if ji.extent > 1:
-        sa.vectorize(ji)
-    outer = sa.fuse(i, joo)
+    joo, joi = so.split(jo, jt)
+    so.reorder(i, joo, joi, ji)
+    outer = so.fuse(i, joo)
     if outer.extent >= 2 and macs >= DENSE_PARALLEL_MIN_MACS:
-        sa.parallel(outer)
-    from compiler.topi.injective import schedule_injective_cpu
-
-    schedule_injective_cpu(s, op.out)
+        so.parallel(outer)
+    if ji.extent > 1:
+        so.vectorize(ji)
+    sa = s[op.acc]
+    sa.set_scope("local")
+    sa.compute_at(so, outer)
+    ai, ajo, aji, ark = sa.leaf_iter_vars
+    sa.reorder(ai, ark, ajo, aji)
+    if jt > 1:
+        sa.unroll(ajo)
+    if aji.extent > 1:
+        sa.vectorize(aji)
 
 
 def schedule_gpu(op: DenseOp, s) -> None:

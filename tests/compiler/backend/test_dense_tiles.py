@@ -32,7 +32,7 @@ def test_dense_tiles_match_numpy(n, k, m, threads):
     b = rng.standard_normal(m).astype(np.float32)
     set_num_threads(threads)
     try:
-        got = f(x, df.pack_dense_weight(w), b)
+        got = np.asarray(f(x, df.pack_dense_weight(w), b)).reshape(n, m)
     finally:
         set_num_threads(None)
     want = np.maximum(x.astype(np.float64) @ w.T.astype(np.float64) + b, 0)
