@@ -80,7 +80,7 @@ class LlvmConvTask:
     @property
     def ident(self) -> dict:
         s = dataclasses.asdict(self.spec)
-        for k in ("oc_block", "pixel_tile", "pad_value"):
+        for k in ("oc_block", "pixel_tile", "pad_value", "in_block"):  # in_block: chosen by CpuConvKnobs.apply
             s.pop(k)
         return {"op": "conv2d_float", "spec": s, "bias": self.bias, "residual": self.residual, "act": self.act,
                 "act_params": list(self.act_params)}

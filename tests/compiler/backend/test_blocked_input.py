@@ -96,3 +96,12 @@ def test_blocked_input_refusals():
     spec = S(1, 16, 8, 8, 16, 3, 3, (1, 1), (1, 1, 1, 1), in_block=8)
     with pytest.raises(te.TeError, match="in_block is a float32 layout"):
         cd.conv2d(spec, stage=([], lambda acc, ch: acc, "float32"))
+
+
+def test_tuning_records_do_not_name_the_blocked_input():
+    """The llvm tuner's task identity stays what logs recorded before ``in_block`` existed (apply chooses it)."""
+    from compiler.autotune.llvm_conv import LlvmConvTask
+
+    task = LlvmConvTask(S(1, 64, 56, 56, 64, 3, 3, (1, 1), (1, 1, 1, 1)), True, False, "relu", (), "conv")
+    assert "in_block" not in task.ident["spec"] and "in_block" not in task.key
+    assert cd.CpuConvKnobs(16, 6, "fused").apply(task.spec).in_block == 8
