@@ -46,12 +46,13 @@ CASES = [
     S(1, 16, 11, 13, 16, 1, 1, (2, 2)),                         # strided 1x1: the 6x7 subsample, ragged rows
     S(2, 8, 9, 8, 16, 1, 1, (3, 2)),                            # strides (3, 2), batch 2
     S(1, 8, 20, 19, 32, 3, 3, (1, 1), (1, 1, 1, 1)),            # pixel tiles outside the channel blocks
+    S(2, 8, 12, 10, 16, 3, 3, (1, 1), (1, 1, 1, 1)),            # the same with a batch of 2
 ]
 
 
 @pytest.mark.parametrize("spec", CASES, ids=["ragged", "batch2", "pads-dilation", "1x1-7x7", "1x1-stride2",
                                              "1x1-stride32",
-                                             "pixels-outer"])
+                                             "pixels-outer", "pixels-outer-batch2"])
 def test_blocked_input_matches_numpy(spec):
     _check(spec)
 
@@ -69,6 +70,7 @@ def test_blocked_input_under_every_knob(knobs, spec):
 
 def test_pixel_tiles_outer_where_the_weights_are_smaller():
     assert cd.pixels_outer(cd.cpu_spec(S(1, 8, 20, 19, 32, 3, 3, (1, 1), (1, 1, 1, 1)), 8))
+    assert cd.pixels_outer(cd.cpu_spec(S(2, 8, 12, 10, 16, 3, 3, (1, 1), (1, 1, 1, 1)), 8))
     assert cd.pixels_outer(cd.cpu_spec(S(1, 64, 56, 56, 64, 3, 3, (1, 1), (1, 1, 1, 1)), 8))      # 147 KB vs 876 KB
     assert not cd.pixels_outer(cd.cpu_spec(S(1, 16, 10, 9, 32, 3, 3, (1, 1), (1, 1, 1, 1)), 8))
     assert not cd.pixels_outer(cd.cpu_spec(S(1, 128, 28, 28, 128, 3, 3, (1, 1), (1, 1, 1, 1)), 8))  # 590 vs 460 KB
