@@ -126,3 +126,16 @@ def test_xgb_tuner_ranks_a_landscape_without_annealing(monkeypatch):
     tuner.tune(12, lambda t, batch: [Result(cost[k], None, 0.0) for k in batch], 4)
     assert len(tuner.history) == 12 and not tuner.rejected
     assert {land.point(k) for k, _ in tuner.history} <= set(land.points)
+
+
+def test_bench_budget_is_the_whole_landscape_with_a_stop_at_its_target():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
+    from bench_tuner import budget
+
+    land = {"points": [(0,), (1,), (2,)], "costs": [300, 200, 250]}
+    assert budget(5, land) == (5, None)  # an explicit budget: no early stop (a miss is censored)
+    n, stop = budget(0, land)
+    assert n == 3 and stop == pytest.approx(200 / 0.99)

@@ -263,3 +263,20 @@ def test_spearman_and_the_exploration_boost(truth):
         tuner._predicted[sp.point(k)] = -float(i)
     tuner.update(ks, _lookup(truth)(SMALL, ks))
     assert tuner._boost == tuner.explore_when_wrong
+
+
+def test_tune_stops_after_the_batch_that_reaches_stop_at(truth):
+    """``stop_at``: the loop ends after the batch whose measurements reach the target, not before, not later."""
+    sp = ConvSpace(SMALL, max_vthreads=MAX_VT)
+    distinct = {truth[k]: k for k in truth if sp.point(k) is not None and sp.reject(k) is None}
+    order = [distinct[c] for c in sorted(distinct, reverse=True)]  # valid settings of distinct cost, slowest first
+    assert len(order) >= 20
+    target = truth[order[9]]  # reached by the 10th setting measured: in the 3rd batch of 4
+    tuner = RandomTuner(SMALL, sp, seed=0)
+    tuner.propose = lambda n: [tuner.space.point(k) for k in order if tuner.space.point(k) not in tuner.visited][:n]
+    tuner.tune(10_000, _lookup(truth), batch_size=4, stop_at=target)
+    assert len(tuner.history) == 12 and tuner.best_cycles <= target
+    assert min(r.cycles for _, r in tuner.history[:8]) > target  # not reached in the first two batches
+    full = RandomTuner(SMALL, ConvSpace(SMALL, max_vthreads=MAX_VT), seed=0)
+    full.tune(20, _lookup(truth), batch_size=4)  # no stop_at: the whole budget
+    assert len(full.history) == 20
