@@ -198,6 +198,9 @@ class CpuConvSpace(GridSpace):
     """All knob settings of one :class:`LlvmConvTask`: ob x xt x parallel x unroll x order (see module docstring)."""
 
     structure_axis = 2  # the axis that changes the program's structure most (the XGB tuner spreads batches over it)
+    # no cap on a batch's share of one parallel choice: the parallel knob has a clear winner per task, and capping
+    # it spent trials on the losers (cold XGB over random 0.25 -> 0.19 on 12 seeds of a measured landscape)
+    structure_share = 1.0
 
     def __init__(self, task: LlvmConvTask) -> None:
         self.task = task
