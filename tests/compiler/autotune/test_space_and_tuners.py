@@ -280,3 +280,23 @@ def test_tune_stops_after_the_batch_that_reaches_stop_at(truth):
     full = RandomTuner(SMALL, ConvSpace(SMALL, max_vthreads=MAX_VT), seed=0)
     full.tune(20, _lookup(truth), batch_size=4)  # no stop_at: the whole budget
     assert len(full.history) == 20
+
+
+def test_neighbour_steps_tiles_and_jumps_the_thread_combination():
+    """A move changes exactly one axis: a tile by 1-2 positions within its range, the thread combination (the
+    last axis) to a different value; an axis of one value cannot move."""
+    sp = ConvSpace(SMALL, max_vthreads=MAX_VT)
+    rng = np.random.default_rng(0)
+    moved = set()
+    for _ in range(400):
+        p = sp.sample(rng)
+        q = sp.neighbour(p, rng)
+        diff = [a for a in range(len(p)) if p[a] != q[a]]
+        assert len(diff) <= 1 and all(0 <= q[a] < sp.dims[a] for a in range(len(q)))
+        if diff:
+            a = diff[0]
+            moved.add(a)
+            assert sp.dims[a] > 1
+            if a < 3:
+                assert 1 <= abs(q[a] - p[a]) <= 2
+    assert moved == {a for a in range(len(sp.dims)) if sp.dims[a] > 1}
