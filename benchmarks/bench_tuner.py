@@ -6,9 +6,11 @@ keeps them across runs). Random search's trials to reach 0.99 of the best is the
 uniform sampling without replacement, ``(N + 1) / (Q + 1)`` for ``Q`` qualifying of ``N`` settings
 (:mod:`compiler.autotune.landscape`), not the luck of one draw. The tuners search the same landscape (a
 :class:`~compiler.autotune.landscape.LandscapeSpace`: the XGB tuner ranks every untried setting by its model), for
-``--trials`` trials per layer and seed; ``best`` = the fewest cycles anything measured for the layer in the run;
-a tuner's ratio = its trials to 0.99 of best over random's expectation (a tuner that never got there counts
-``trials + 1`` and never below 1.0), averaged over layers and seeds (target <= 1/3). ``xgb`` is the tuner as
+``--trials`` trials per layer and seed (the budget, and the data a transferring tuner hands to the next task); a
+tuner that has not reached 0.99 of the landscape's best by then goes on until it does, so nothing is censored
+(``--trials 0``: no budget, every tuner stops at that target); ``best`` = the fewest cycles anything measured for
+the layer in the run; a tuner's ratio = its trials to 0.99 of best over random's expectation, averaged over layers
+and seeds (target <= 1/3). ``xgb`` is the tuner as
 ``vta tune`` runs it (the analytic choice measured first, when it lies in the landscape), ``xgb_cold`` the same
 without that start and without the analytic estimate among its features (nothing analytic about speed).
 
@@ -131,6 +133,16 @@ def ratio(need_model: int | None, need_random: int | None, trials: int) -> float
     return (trials + 1 if need_model is None else need_model) / (trials if need_random is None else need_random)
 
 
+def run_tuner(tuner, trials: int, land: dict, measure, batch: int) -> None:
+    """``tuner`` for ``trials`` trials on ``land`` (a budget as a user gives it; the data a transferring tuner hands
+    on), then, if it has not reached 0.99 of the landscape's best, on until it does: every tuner's trials to the
+    target are counted, none censored (the landscape is measured, so the extra trials are cache hits).
+    ``trials`` 0: no budget, each tuner stops at the target."""
+    if trials > 0:
+        tuner.tune(trials, measure, batch)
+    tuner.tune(len(land["points"]), measure, batch, stop_at=min(land["costs"]) / 0.99)
+
+
 def landscape_rng(task, seed: int = 0) -> np.random.Generator:
     """The landscape sample's generator: seeded by the task itself, so a subset of tasks draws the same samples."""
     return np.random.default_rng([zlib.crc32(task.key.encode()), seed])
@@ -170,7 +182,7 @@ def expected_fields(rows: list, tuners: dict, lands: dict, trials: int, kinds) -
             if k.startswith("xgb"):
                 n = needed(tuners[(key, row["seed"])][k].best_curve, target)
                 row[f"needed_run_{k}"] = n
-                row[f"ratio_{k}_expected"] = ratio_to_expected(n, exp, trials)
+                row[f"ratio_{k}_expected"] = ratio_to_expected(n, exp, len(costs))
 
 
 def summary(rows: list, seeds, kinds, field: str) -> dict:
@@ -208,7 +220,7 @@ def compare_tuners(cfg, tasks, trials: int, batch: int, seeds, measure, kinds=TU
                                    **({"objective": objective} if xgb else {}))
                 if kind == "xgb":
                     tuner.seed_points([analytic_knobs(task)])
-                tuner.tune(trials, measure, batch)
+                run_tuner(tuner, trials, lands[task.key], measure, batch)
                 if kind.startswith("xgb"):
                     tuner.finish()
                 per[task.name][kind] = tuner
@@ -228,7 +240,7 @@ def compare_tuners(cfg, tasks, trials: int, batch: int, seeds, measure, kinds=TU
                    "rejected": {k: dict(t.rejected) for k, t in tuners.items()}}
             for k in ("xgb", "xgb_cold"):
                 if k in need and "random" in need:
-                    row[f"ratio_{k}_random"] = ratio(need[k], need["random"], trials)
+                    row[f"ratio_{k}_random"] = ratio(need[k], need["random"], len(lands[task.key]["points"]))
             rows.append(row)
             print("row " + json.dumps({k: v for k, v in row.items() if k not in ("rejected", "_key")}),
                   file=sys.stderr, flush=True)
@@ -241,7 +253,8 @@ def compare_tuners(cfg, tasks, trials: int, batch: int, seeds, measure, kinds=TU
         del row["_key"]
     kinds = [k for k in kinds if k in per[tasks[0].name]]
     out = {"rows": rows,
-           "avg_needed_uncensored_as_budget": {k: round(float(np.mean([r[f"needed_{k}"] or trials for r in rows])), 2)
+           "avg_needed_uncensored_as_budget": {k: round(float(np.mean([r[f"needed_{k}"] or r["landscape_size"]
+                                                                        for r in rows])), 2)
                                                for k in kinds},
            "censored": {k: sum(r[f"needed_{k}"] is None for r in rows) for k in kinds},
            "invalid_measured": sum(r["invalid_measured"] for r in rows)
@@ -332,7 +345,7 @@ def llvm_space(image_size: int, n_tasks: int, trials: int, batch: int, seeds, ne
                 for kind in kinds:
                     tuner = make_tuner(kind.split("_")[0], task, seed, transfer if kind == "xgb_cold" else None,
                                        spaces[task.key])
-                    tuner.tune(trials, measure, batch)
+                    run_tuner(tuner, trials, lands[task.key], measure, batch)
                     if kind == "xgb_cold":
                         tuner.finish()
                     tuners[kind] = tuner
@@ -342,7 +355,7 @@ def llvm_space(image_size: int, n_tasks: int, trials: int, batch: int, seeds, ne
                 default_ns = measure(task, [task.default_knobs()])[0].cycles
                 row = {"layer": task.describe(), "seed": seed, "_key": task.key, "best_ns": best,
                        "default_ns": default_ns, **{f"needed_{k}": v for k, v in need.items()},
-                       "ratio_xgb_cold_random": ratio(need["xgb_cold"], need["random"], trials),
+                       "ratio_xgb_cold_random": ratio(need["xgb_cold"], need["random"], len(lands[task.key]["points"])),
                        "invalid_measured": sum(t.invalid_measured for t in tuners.values())}
                 rows.append(row)
                 print("llvm row " + json.dumps({k: v for k, v in row.items() if k != "_key"}), file=sys.stderr,
@@ -426,9 +439,10 @@ def network(cfg_name: str, trials: int, batch: int, measure) -> dict:
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--trials", type=int, default=48, help="measured candidates per tuner and layer")
+    ap.add_argument("--trials", type=int, default=48, help="measured candidates per tuner and layer (a tuner short "
+                    "of 0.99 of the landscape's best then goes on until it reaches it; 0: no budget, stop there)")
     ap.add_argument("--batch", type=int, default=8)
-    ap.add_argument("--seeds", type=int, nargs="*", default=[0])
+    ap.add_argument("--seeds", type=int, nargs="*", default=[0, 1, 2, 3])
     ap.add_argument("--layers", nargs="*", help="subset, e.g. C2 C9")
     ap.add_argument("--workers", type=int, default=None)
     ap.add_argument("--tuners", nargs="*", default=list(TUNERS), choices=TUNERS,
@@ -440,22 +454,26 @@ def main(argv=None) -> None:
                     help="tuning spaces to compare (default both)")
     ap.add_argument("--llvm-image-size", type=int, default=224, help="ResNet-18 input size of the llvm tasks")
     ap.add_argument("--llvm-tasks", type=int, default=4, help="first N llvm conv tasks compared (0: all)")
-    ap.add_argument("--llvm-trials", type=int, default=32, help="timed candidates per tuner and llvm task")
+    ap.add_argument("--llvm-trials", type=int, default=64, help="timed candidates per tuner and llvm task (as "
+                    "--trials)")
     ap.add_argument("--llvm-seeds", type=int, nargs="*", default=[0, 1, 2, 3])
     ap.add_argument("--llvm-net-trials", type=int, default=8,
                     help="trials per ResNet-18 conv task before timing the tuned model (0: skip)")
-    ap.add_argument("--landscape", type=int, default=256,
+    ap.add_argument("--landscape", type=int, default=512,
                     help="valid settings per accelerator layer measured for the random baseline (0: all of them)")
     ap.add_argument("--llvm-landscape", type=int, default=0,
                     help="valid settings per llvm task timed for the random baseline (0: all of them)")
-    ap.add_argument("--llvm-passes", type=int, default=2,
+    ap.add_argument("--llvm-passes", type=int, default=3,
                     help="alternating timing passes over each llvm landscape, the minimum kept")
     ap.add_argument("--llvm-cache", help="JSON-lines file of llvm timings to reuse and extend (development only: "
                     "a landscape timed in an earlier run on this CPU; the acceptance run times it afresh)")
     a = ap.parse_args(argv)
-    for name in ("trials", "batch", "llvm_trials", "llvm_passes"):
+    for name in ("batch", "llvm_passes"):
         if getattr(a, name) < 1:
             ap.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(a, name)}")
+    for name in ("trials", "llvm_trials"):
+        if getattr(a, name) < 0:
+            ap.error(f"--{name.replace('_', '-')} must be >= 0 (0: the whole landscape), got {getattr(a, name)}")
     llvm_args = (a.llvm_image_size, a.llvm_tasks, a.llvm_trials, a.batch, a.llvm_seeds, a.llvm_net_trials,
                  a.llvm_landscape, a.llvm_passes, a.llvm_cache)
     cfg = make_config("pynq-z1")

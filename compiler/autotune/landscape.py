@@ -63,6 +63,7 @@ class LandscapeSpace:
         self._set = set(self.points)
         self.dims = space.dims
         self.structure_axis = getattr(space, "structure_axis", 3)
+        self.structure_share = getattr(space, "structure_share", 0.5)
 
     def __len__(self) -> int:
         return len(self.points)

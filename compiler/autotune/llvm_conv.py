@@ -198,6 +198,10 @@ class CpuConvSpace(GridSpace):
     """All knob settings of one :class:`LlvmConvTask`: ob x xt x parallel x unroll x order (see module docstring)."""
 
     structure_axis = 2  # the axis that changes the program's structure most (the XGB tuner spreads batches over it)
+    # no cap on a batch's share of one parallel choice: the parallel knob has a clear winner per task, and capping
+    # it spent trials on the losers (cold XGB over random 0.25 -> 0.19 on 12 seeds of a measured landscape)
+    structure_share = 1.0
+    stepped_axes = (1,)  # xt moves by 1-2 pixels; ob, parallel, unroll and order jump to another value
 
     def __init__(self, task: LlvmConvTask) -> None:
         self.task = task
@@ -225,18 +229,6 @@ class CpuConvSpace(GridSpace):
             return tuple(vals.index(getattr(k, name)) for name, vals in self.axes)
         except ValueError:
             return None
-
-    def neighbour(self, p: Point, rng: np.random.Generator) -> Point:
-        """Change one knob: ``xt`` by 1-2 steps, any other to another value."""
-        q = list(p)
-        a = int(rng.integers(len(q)))
-        if self.dims[a] == 1:
-            return p
-        if a == 1:
-            q[a] = int(np.clip(q[a] + rng.choice([-2, -1, 1, 2]), 0, self.dims[a] - 1))
-        else:
-            q[a] = int((q[a] + rng.integers(1, self.dims[a])) % self.dims[a])
-        return tuple(q)
 
     def grid(self):
         return itertools.product(*(range(d) for d in self.dims))

@@ -30,6 +30,19 @@ class GridSpace:
     and uniform sampling. Subclasses set ``dims`` and say what a point means."""
 
     dims: tuple[int, ...]
+    stepped_axes: tuple[int, ...] = ()  # ordered axes (tile sizes): a move steps 1-2 positions; others jump
+
+    def neighbour(self, p: Point, rng: np.random.Generator) -> Point:
+        """``p`` with one axis changed: a stepped axis by 1-2 positions (clipped), any other to another value."""
+        q = list(p)
+        a = int(rng.integers(len(q)))
+        if self.dims[a] == 1:
+            return p
+        if a in self.stepped_axes:
+            q[a] = int(np.clip(q[a] + rng.choice([-2, -1, 1, 2]), 0, self.dims[a] - 1))
+        else:
+            q[a] = int((q[a] + rng.integers(1, self.dims[a])) % self.dims[a])
+        return tuple(q)
 
     def index(self, p: Point) -> int:
         return int(np.ravel_multi_index(p, self.dims))
@@ -43,6 +56,8 @@ class GridSpace:
 
 class ConvSpace(GridSpace):
     """All knob settings of one task, as a product of axes (see the module docstring)."""
+
+    stepped_axes = (0, 1, 2)  # the tiles step 1-2 positions; the thread combination jumps to another
 
     def __init__(self, task: Task, max_vthreads: int = 4, estimate_feature: bool = True) -> None:
         self.task = task
@@ -74,18 +89,6 @@ class ConvSpace(GridSpace):
                     self.axes[2][1].index(k.h_tile), self.axes[3][1].index(combo))
         except ValueError:
             return None
-
-    def neighbour(self, p: Point, rng: np.random.Generator) -> Point:
-        """Change one axis: tiles by a step of 1-2 positions, the thread combination to any other."""
-        q = list(p)
-        a = int(rng.integers(len(q)))
-        if self.dims[a] == 1:
-            return p
-        if a == 3:
-            q[a] = int(rng.integers(self.dims[a]))
-        else:
-            q[a] = int(np.clip(q[a] + rng.choice([-2, -1, 1, 2]), 0, self.dims[a] - 1))
-        return tuple(q)
 
     def grid(self):
         """Every point in a fixed order: largest tiles first, the thread combination fastest."""

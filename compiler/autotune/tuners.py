@@ -86,14 +86,17 @@ class Tuner:
             self.best_curve.append(self.best_cycles)
 
     def tune(self, n_trial: int, measure: Callable, batch_size: int = 8, log: TuningLog | None = None,
-             callback: Callable | None = None) -> ConvKnobs | None:
+             callback: Callable | None = None, stop_at: float | None = None) -> ConvKnobs | None:
         """Measure up to ``n_trial`` valid settings (fewer when the space runs out); returns the best knobs.
 
-        ``callback(tuner, batch, results, seconds)`` runs after each batch (progress lines)."""
+        ``callback(tuner, batch, results, seconds)`` runs after each batch (progress lines). ``stop_at``: stop
+        after the batch in which the best measured cost reaches it (at or below)."""
         if n_trial < 1 or batch_size < 1:
             raise ValueError(f"n_trial ({n_trial}) and batch_size ({batch_size}) must be >= 1")
         t0 = time.perf_counter()
         while len(self.history) < n_trial:
+            if stop_at is not None and self.best_cycles is not None and self.best_cycles <= stop_at:
+                break
             batch = self.next_batch(min(batch_size, n_trial - len(self.history)))
             if not batch:
                 break

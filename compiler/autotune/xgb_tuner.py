@@ -107,20 +107,26 @@ class XGBTuner(Tuner):
     ``chains`` x ``steps``: the annealing over the model per batch; chains start from the best settings
     measured so far and from the best-predicted of a random valid sample. ``explore``: the chance that a
     slot of a batch goes to a random untried valid setting instead (epsilon-greedy: keeps a wrong model
-    from circling one region). ``objective``: the cost model's (:class:`CostModel`)."""
+    from circling one region). ``objective``: the cost model's (:class:`CostModel`). ``max_same_threads``: the
+    largest share of a batch on one value of the space's ``structure_axis`` (None: the space's
+    ``structure_share``, else 0.5)."""
 
     name = "xgb"
 
     def __init__(self, task: Task, space: ConvSpace | None = None, seed: int = 0,
                  transfer: TransferData | None = None, chains: int = 24, steps: int = 40,
                  own_weight: float = 4.0, explore: float = 0.05, objective: str = "reg",
-                 explore_when_wrong: float = 0.25, max_same_threads: float = 0.5) -> None:
+                 explore_when_wrong: float = 0.25, max_same_threads: float | None = None) -> None:
         super().__init__(task, space, seed)
         _xgb()  # fail at construction when xgboost is missing
         if not 0.0 <= explore <= 1.0:
             raise ValueError(f"explore must be in [0, 1], got {explore}")
         self.transfer = transfer
         self.chains, self.steps, self.own_weight, self.explore = chains, steps, own_weight, explore
+        if max_same_threads is None:
+            max_same_threads = getattr(self.space, "structure_share", 0.5)
+        if not 0.0 < max_same_threads <= 1.0:
+            raise ValueError(f"max_same_threads must be in (0, 1], got {max_same_threads}")
         self.explore_when_wrong, self.max_same_threads = explore_when_wrong, max_same_threads
         self.model = CostModel(seed, objective=objective)
         self._X: list[np.ndarray] = []

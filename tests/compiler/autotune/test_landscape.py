@@ -6,7 +6,7 @@ import itertools
 import numpy as np
 import pytest
 
-from compiler.autotune import ConvSpace, Result, Task
+from compiler.autotune import ConvSpace, GridTuner, Result, Task
 from compiler.autotune.landscape import LandscapeSpace, expected_random_trials, ratio_to_expected, valid_sample
 from compiler.topi.conv2d import ConvShape
 from isa import make_config
@@ -126,3 +126,31 @@ def test_xgb_tuner_ranks_a_landscape_without_annealing(monkeypatch):
     tuner.tune(12, lambda t, batch: [Result(cost[k], None, 0.0) for k in batch], 4)
     assert len(tuner.history) == 12 and not tuner.rejected
     assert {land.point(k) for k, _ in tuner.history} <= set(land.points)
+
+
+
+def test_bench_tuners_go_on_past_their_budget_until_the_target():
+    """bench_tuner's run_tuner: the budget first (all of it, even past the target), then on until 0.99 of the
+    landscape's best; with no budget it stops at the target."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
+    from bench_tuner import run_tuner
+
+    task, sp = _small_space()
+    valid = [p for p in sp.grid() if sp.reject(sp.knobs(p)) is None][:40]
+    land_sp = LandscapeSpace(sp, valid)
+    costs = {sp.knobs(p): 1000 + 100 * (39 - i) for i, p in enumerate(valid)}  # the grid meets the best (1000) last
+    land = {"points": valid, "costs": list(costs.values())}
+    measure = lambda t, batch: [Result(costs[k], None, 0.0) for k in batch]  # noqa: E731
+    for trials, expect in ((8, 40), (0, 40)):
+        tuner = GridTuner(task, land_sp, seed=0)
+        run_tuner(tuner, trials, land, measure, 4)
+        assert len(tuner.history) == expect and tuner.best_cycles == 1000
+    costs = {sp.knobs(p): 1000 + 100 * (i - 5) ** 2 for i, p in enumerate(valid)}  # the best (1000): the 6th
+    land["costs"] = list(costs.values())
+    for trials, expect in ((12, 12), (0, 8)):
+        tuner = GridTuner(task, land_sp, seed=0)
+        run_tuner(tuner, trials, land, measure, 4)
+        assert len(tuner.history) == expect and tuner.best_cycles == 1000

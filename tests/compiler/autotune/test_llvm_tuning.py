@@ -87,6 +87,34 @@ def test_xgb_tuner_cold_on_the_llvm_space_measures_only_valid_settings():
     assert tuner.best_cycles <= 1100  # within 10 % of the optimum (1000) after 48 of ~400 settings
 
 
+def test_xgb_batches_on_the_llvm_space_are_not_capped_per_parallel_choice():
+    """The llvm space lets a whole batch share one parallel choice (``structure_share`` 1.0); the accelerator's
+    spaces keep the 0.5 cap; a share outside (0, 1] is refused."""
+    pytest.importorskip("xgboost")
+    from compiler.autotune import ConvSpace, Task
+    from compiler.autotune.landscape import LandscapeSpace
+    from compiler.autotune.xgb_tuner import XGBTuner
+    from compiler.topi.conv2d import ConvShape
+    from isa import make_config
+
+    task = lc.LlvmConvTask(Conv2dSpec(1, 32, 14, 14, 64, 3, 3, (1, 1), (1, 1, 1, 1)), bias=True)
+    sp = task.make_space()
+    assert XGBTuner(task, sp).max_same_threads == 1.0
+    assert XGBTuner(task, LandscapeSpace(sp, sp.candidates())).max_same_threads == 1.0
+    assert XGBTuner(task, sp, max_same_threads=0.25).max_same_threads == 0.25
+    accel = Task(make_config("pynq-z1"), ConvShape(1, 1, 2, 2, 3, 3, 3, 3, (1, 1), (1, 1, 1, 1)), None, None, "t")
+    assert XGBTuner(accel, ConvSpace(accel)).max_same_threads == 0.5
+    with pytest.raises(ValueError, match=r"max_same_threads must be in \(0, 1\]"):
+        XGBTuner(task, sp, max_same_threads=0.0)
+
+    # with every untried point ranked, a batch of 8 may all take the parallel choice the model prefers
+    def measure(t, batch):
+        return [Result(1000 + 500 * (k.parallel != "outer") + 10 * abs(k.xt - 4), None, 0.0) for k in batch]
+    tuner = XGBTuner(task, sp, seed=0)
+    tuner.tune(24, measure, 8)
+    assert sum(k.parallel == "outer" for k, _ in tuner.history[16:]) > 4  # more than the 0.5 cap would allow
+
+
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory):
     b = OnnxBuilder(5)

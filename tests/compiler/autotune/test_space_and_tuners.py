@@ -263,3 +263,40 @@ def test_spearman_and_the_exploration_boost(truth):
         tuner._predicted[sp.point(k)] = -float(i)
     tuner.update(ks, _lookup(truth)(SMALL, ks))
     assert tuner._boost == tuner.explore_when_wrong
+
+
+def test_tune_stops_after_the_batch_that_reaches_stop_at(truth):
+    """``stop_at``: the loop ends after the batch whose measurements reach the target, not before, not later."""
+    sp = ConvSpace(SMALL, max_vthreads=MAX_VT)
+    distinct = {truth[k]: k for k in truth if sp.point(k) is not None and sp.reject(k) is None}
+    order = [distinct[c] for c in sorted(distinct, reverse=True)]  # valid settings of distinct cost, slowest first
+    assert len(order) >= 20
+    target = truth[order[9]]  # reached by the 10th setting measured: in the 3rd batch of 4
+    tuner = RandomTuner(SMALL, sp, seed=0)
+    tuner.propose = lambda n: [tuner.space.point(k) for k in order if tuner.space.point(k) not in tuner.visited][:n]
+    tuner.tune(10_000, _lookup(truth), batch_size=4, stop_at=target)
+    assert len(tuner.history) == 12 and tuner.best_cycles <= target
+    assert min(r.cycles for _, r in tuner.history[:8]) > target  # not reached in the first two batches
+    full = RandomTuner(SMALL, ConvSpace(SMALL, max_vthreads=MAX_VT), seed=0)
+    full.tune(20, _lookup(truth), batch_size=4)  # no stop_at: the whole budget
+    assert len(full.history) == 20
+
+
+def test_neighbour_steps_tiles_and_jumps_the_thread_combination():
+    """A move changes exactly one axis: a tile by 1-2 positions within its range, the thread combination (the
+    last axis) to a different value; an axis of one value cannot move."""
+    sp = ConvSpace(SMALL, max_vthreads=MAX_VT)
+    rng = np.random.default_rng(0)
+    moved = set()
+    for _ in range(400):
+        p = sp.sample(rng)
+        q = sp.neighbour(p, rng)
+        diff = [a for a in range(len(p)) if p[a] != q[a]]
+        assert len(diff) <= 1 and all(0 <= q[a] < sp.dims[a] for a in range(len(q)))
+        if diff:
+            a = diff[0]
+            moved.add(a)
+            assert sp.dims[a] > 1
+            if a < 3:
+                assert 1 <= abs(q[a] - p[a]) <= 2
+    assert moved == {a for a in range(len(sp.dims)) if sp.dims[a] > 1}
