@@ -4,7 +4,7 @@ A parallel loop is outlined into ``void task(i64 begin, i64 end, i8* closure)``;
 the callback with that function, the trip count and the closure. The callback splits the range into
 about four chunks per thread that the pool's threads and the calling thread take in turn (a dynamic
 schedule, robust to a shared machine). On x86 the hand-off is native (:mod:`compiler.backend.llvm.native_pool`):
-idle workers spin ~1 ms in native code and take chunks without the GIL, and kernels call the native
+idle workers spin ~3 ms in native code and take chunks without the GIL, and kernels call the native
 ``launch`` (:func:`launch_address`), which enters Python only to wake sleeping workers; otherwise, or while
 another launch holds the native record, chunks go through a queue and ctypes calls.
 """
@@ -51,7 +51,10 @@ class _Pool:
 
 
 _pool = _Pool()
-SPIN_ITERATIONS = 20000  # pause-loop iterations an idle worker waits natively for a new launch (~1 ms) before sleeping
+SPIN_ITERATIONS = 100000  # pause-loop iterations an idle worker waits natively for a new launch (~3 ms) before
+# sleeping: a sleeping worker is woken through the queue and Python (and, in a VM, its halted virtual CPU), tens of
+# microseconds or more, while the launching thread runs the chunks alone; with ~0.6 ms, 13-20 of MobileNetV2 int8's
+# 44 launches a run (2 threads, loaded 2-core VM) found the worker asleep, with ~3 ms 1-5
 _record = (ctypes.c_int64 * 16)()  # the native hand-off record (compiler.backend.llvm.native_pool.SLOTS)
 _record_addr = ctypes.addressof(_record)
 
@@ -85,6 +88,19 @@ def _native() -> dict:
 
 def _native_worker_job() -> None:
     _native()["worker"](_record_addr, SPIN_ITERATIONS)
+
+
+def wake_workers() -> None:
+    """Get the pool's idle workers spinning (natively) ahead of the parallel loops to come: a run of many layers
+    calls this first, so its first loop finds them there instead of waking them (no-op off x86 or on one thread)."""
+    if not _NATIVE:
+        return
+    want = num_threads() - 1
+    if want <= 0:
+        return
+    _pool.grow(want)
+    for _ in range(max(0, want - _record[_SPINNING])):
+        _pool.jobs.put((_native_worker_job, None))
 
 
 def launch_address() -> int:
@@ -190,4 +206,4 @@ def _launch_python(task, n: int, closure: int, t: int, nchunks: int) -> None:
 
 LAUNCH_CALLBACK = LAUNCH(_launch)
 LAUNCH_ADDRESS = ctypes.cast(LAUNCH_CALLBACK, ctypes.c_void_p).value  # the Python launch (the native one's slow path)
-_BUSY, _THREADS = 8, 9  # record slots (compiler.backend.llvm.native_pool.BUSY, THREADS)
+_SPINNING, _BUSY, _THREADS = 6, 8, 9  # record slots (compiler.backend.llvm.native_pool.SPINNING, BUSY, THREADS)
