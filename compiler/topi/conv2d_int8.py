@@ -138,8 +138,10 @@ def pack_weight_pairs(spec: PackedConvSpec, w_oihw: np.ndarray) -> np.ndarray:
     order the reduction reads them."""
     c = spec.conv
     w = np.asarray(w_oihw).astype(spec.weight_dtype)
-    if c.depthwise:
-        return np.ascontiguousarray(w[:, 0].reshape(c.o // OB, OB, c.kh, c.kw).transpose(0, 2, 3, 1))
+    if c.depthwise:  # taps paired along the row, a zero weight after an odd kernel's last
+        wd = np.zeros((c.o, c.kh, c.kw + c.kw % 2), w.dtype)
+        wd[:, :, :c.kw] = w[:, 0]
+        return np.ascontiguousarray(wd.reshape(c.o // OB, OB, c.kh, wd.shape[2] // 2, 2).transpose(0, 2, 3, 1, 4))
     bi = spec.block_in
     wp = w.reshape(c.o // OB, OB, c.c // bi, bi // 2, 2, c.kh, c.kw).transpose(0, 2, 5, 6, 3, 1, 4)
     return np.ascontiguousarray(wp[:, :, :, :, :spec.reduce_pairs])
@@ -233,9 +235,10 @@ def conv2d_packed(spec: PackedConvSpec, stage: tuple, vector_bits: int = 256, re
     inside = lambda y, x: (y >= t) & (y < h + t) & (x >= l) & (x < w + l)  # noqa: E731
 
     # rows below the map so the last (ragged) pixel tile reads zeros in bounds
-    if c.depthwise:  # row tiles: the ragged last tile of a row reads zero columns past it
+    kwe = c.kw + c.kw % 2  # depthwise taps in pairs along the row: an odd kernel's last pair has a zero weight
+    if c.depthwise:  # row tiles: the ragged last tile of a row reads zero columns past it (and the zero tap)
         hp = h + t + b
-        wq = max(-(-(w + l + r) // sx), -(-ow // xt) * xt + (c.kw - 1) // sx)
+        wq = max(-(-(w + l + r) // sx), -(-ow // xt) * xt + (kwe - 1) // sx)
     else:
         hp = max(h + t + b, (-(-oh * ow // xt) * xt - 1) // ow * sy + c.kh)
         wq = max(-(-(w + l + r) // sx), ow + (c.kw - 1) // sx)  # padded columns per stride phase
@@ -254,12 +257,19 @@ def conv2d_packed(spec: PackedConvSpec, stage: tuple, vector_bits: int = 256, re
             return pad[i, cb, q, 0, ci].astype("int32")
         return pad[i, cb, q // ow * sy + ky, kx % sx, q % ow + kx // sx, ci].astype("int32")
 
-    if c.depthwise:  # channel block oo of OB lies in input block oo * OB // BI
-        weight = te.placeholder((o // OB, c.kh, c.kw, OB), "int16", "weight")
+    if c.depthwise:  # channel block oo of OB lies in input block oo * OB // BI; taps 2 kp, 2 kp + 1 as one pair
+        weight = te.placeholder((o // OB, c.kh, kwe // 2, OB, 2), "int16", "weight")
         per_in = bi // OB
+        kp = te.reduce_axis(kwe // 2, "kp")
+
+        def dtap(i, oo, y, x, oi, e):
+            kxe = kp * 2 + e
+            return pad[i, oo // per_in, y * sy + ky, kxe % sx, x + kxe // sx, oo % per_in * OB + oi].astype("int32")
+
         conv = te.compute((n, o // OB, oh, -(-ow // xt) * xt, OB), lambda i, oo, y, x, oi: te.sum(
-            pad[i, oo // per_in, y * sy + ky, kx % sx, x + kx // sx, oo % per_in * OB + oi].astype("int32")
-            * weight[oo, ky, kx, oi].astype("int32"), [ky, kx]), name="conv", dtype="int32")
+            dtap(i, oo, y, x, oi, 0) * weight[oo, ky, kp, oi, 0].astype("int32")
+            + dtap(i, oo, y, x, oi, 1) * weight[oo, ky, kp, oi, 1].astype("int32"), [ky, kp]), name="conv",
+            dtype="int32")
         out = te.compute(out_shape, lambda nb, ob, y, x, bb, oi: epi(
             conv[nb, ob, y, x, oi], ob * bo + oi, (nb, ob, y, x, bb, oi)), name="out", dtype=out_dt)
         return PackedConvOp(spec, [data, weight, *extra], pad, conv, out, xt)

@@ -65,6 +65,7 @@ def _after_fork_in_child() -> None:
     _pool = _Pool()
     _lock = threading.Lock()
     _record[:] = [0] * len(_record)
+    _queued[0] = 0
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
@@ -86,8 +87,23 @@ def _native() -> dict:
     return functions(_record_addr, LAUNCH_ADDRESS)
 
 
+_queued = [0]  # native spin jobs queued and not started yet (with the record's SPINNING: the workers on their way)
+
+
 def _native_worker_job() -> None:
+    with _lock:
+        _queued[0] -= 1
     _native()["worker"](_record_addr, SPIN_ITERATIONS)
+
+
+def _wake(want: int) -> None:
+    """Queue native spin jobs for the workers missing from ``want`` spinning ones (counting those already queued:
+    while the launching thread holds the GIL the workers cannot take them, and more would pile up)."""
+    with _lock:
+        n = max(0, want - _record[_SPINNING] - _queued[0])
+        _queued[0] += n
+    for _ in range(n):
+        _pool.jobs.put((_native_worker_job, None))
 
 
 def wake_workers() -> None:
@@ -99,8 +115,7 @@ def wake_workers() -> None:
     if want <= 0:
         return
     _pool.grow(want)
-    for _ in range(max(0, want - _record[_SPINNING])):
-        _pool.jobs.put((_native_worker_job, None))
+    _wake(want)
 
 
 def launch_address() -> int:
@@ -169,15 +184,14 @@ def _task(fn: int):
 def _launch_native(native: dict, fn: int, n: int, closure: int, t: int, nchunks: int) -> None:
     """Publish the launch in the record (held: BUSY); spinning workers join without the GIL, sleeping ones are
     woken."""
-    from compiler.backend.llvm.native_pool import CHUNKS, CLOSURE, DONE, SPINNING, TASK_SLOT, TRIP, WORD
+    from compiler.backend.llvm.native_pool import CHUNKS, CLOSURE, DONE, TASK_SLOT, TRIP, WORD
 
     rec = _record
     gen = ((rec[WORD] >> 32) + 1) & 0x7FFFFFFF
     rec[TASK_SLOT], rec[CLOSURE], rec[TRIP], rec[CHUNKS], rec[DONE] = fn, closure, n, nchunks, 0
     rec[WORD] = gen << 32  # publishes the fields above (x86 keeps store order)
     _pool.grow(t - 1)
-    for _ in range(max(0, (t - 1) - rec[SPINNING])):
-        _pool.jobs.put((_native_worker_job, None))
+    _wake(t - 1)
     native["work"](_record_addr, gen)
     native["wait"](_record_addr, nchunks)
 

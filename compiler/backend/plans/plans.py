@@ -29,8 +29,8 @@ NUMPY_GLUE_OPS = frozenset({"Cast", "Concat", "ConstantOfShape", "Gather", "Pad"
                             "RebaseUint8", "Repack", "PackDenseWeight", "ZeroInsert",
                             "RowSumDigits", "ZeroPointBias", "JoinBytes", "QSoftmax", "QLayerNorm", "QGelu"})
 
-__all__ = ["PLANNERS", "LIBRARY_OPS", "VIEW_OPS", "NUMPY_GLUE_OPS", "COMPILED_GLUE", "OpPlan", "UnsupportedOnTarget", "plan_node",
-           "build_schedule"]
+__all__ = ["PLANNERS", "LIBRARY_OPS", "VIEW_OPS", "NUMPY_GLUE_OPS", "COMPILED_GLUE", "OpPlan", "UnsupportedOnTarget",
+           "plan_node", "build_schedule"]
 
 
 def plan_node(node: Node, infos: list[TensorInfo | None], consts: dict, target: str) -> OpPlan:

@@ -188,8 +188,9 @@ def test_native_hand_off_runs_every_chunk_once():
 
 
 def test_wake_workers_gets_a_worker_spinning():
-    """``wake_workers`` (a Module run's first step on llvm) hands the idle worker the native spin, so the next
-    parallel loop's launch finds it spinning; one thread wakes nobody."""
+    """``wake_workers`` (a Module run's first step on llvm) hands the idle worker the native spin (so the next
+    parallel loop's launch finds it spinning), which it takes; one thread wakes nobody, and wakes while the worker
+    cannot start (this thread holds the GIL) queue one spin, not one each."""
     import time
 
     from compiler.backend import set_num_threads
@@ -200,18 +201,19 @@ def test_wake_workers_gets_a_worker_spinning():
         pytest.skip("the native hand-off is x86 only")
     set_num_threads(1)
     try:
+        queued = parallel._pool.jobs.qsize()
         parallel.wake_workers()  # no worker for one thread: nothing queued
-        assert parallel._pool.jobs.qsize() == 0
+        assert parallel._pool.jobs.qsize() == queued
         set_num_threads(2)
         deadline = time.monotonic() + 30
-        while parallel._record[SPINNING] and time.monotonic() < deadline:  # an earlier test's spin ends
-            time.sleep(0.01)
-        assert parallel._record[SPINNING] == 0
-        parallel.wake_workers()
-        seen = 0
-        while not seen and time.monotonic() < deadline:
-            seen = parallel._record[SPINNING]
-            time.sleep(0.0002)
-        assert seen == 1
+        while (parallel._record[SPINNING] or parallel._pool.jobs.qsize()) and time.monotonic() < deadline:
+            time.sleep(0.01)  # earlier tests' spins end
+        assert parallel._record[SPINNING] == 0 and parallel._pool.jobs.qsize() == 0
+        for _ in range(50):
+            parallel.wake_workers()
+        assert parallel._pool.jobs.qsize() <= 1
+        while parallel._pool.jobs.qsize() and time.monotonic() < deadline:  # the worker takes it
+            time.sleep(0.001)
+        assert parallel._pool.jobs.qsize() == 0
     finally:
         set_num_threads(None)
