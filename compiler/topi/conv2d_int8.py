@@ -18,7 +18,8 @@ flattened ``y * OW + x``, the last tile ragged over zero rows of ``pad``) x OB =
 ``compute_at`` the output stage, which applies the requant epilogue (:mod:`compiler.topi.requant_int`) and
 stores int8 straight into the packed output. 1x1 unit-stride convs with few input channels (a short reduction, where
 the copy would weigh) read the packed input in place (no ``pad``). Depthwise convs: OB = 16 channels per vector from an
-int8 ``pad`` in the same blocking, int32 products (``pmaddwd`` with a zero partner), register tiles of up to XT
+int8 ``pad`` in the same blocking, the row's taps in pairs (``2 kp``, ``2 kp + 1``, an odd kernel's last with a
+zero weight: one ``pmaddwd`` of the two taps' bytes interleaved and widened per 8 channels), register tiles of up to XT
 pixels along one output row (parallel over channel block x row; the row's last tile ragged over zero columns).
 """
 from __future__ import annotations
@@ -40,7 +41,8 @@ DIRECT_MAX_CHANNELS = 32  # 1x1 convs read their packed int8 input in place up t
 WEIGHT_INT8_MAX_PIXELS = 64  # output pixels (all images) up to which the pair weights stay int8 (1280x1000 fc:
 # 0.22 -> 0.16 ms, 7x7 maps ~0.9x; measured 1 thread, loaded)
 # parallel loops for stages of ~20-30 us of one thread's work (the native hand-off to a spinning worker costs a few
-# us, far more on a loaded machine; the Module wakes the workers as a run starts): convs ~40 GMAC/s, depthwise ~8-15 GMAC/s, padded copies ~14 G elements/s
+# us, far more on a loaded machine; the Module wakes the workers as a run starts): convs run ~40 GMAC/s, depthwise
+# ~8-15 GMAC/s, padded copies ~14 G elements/s
 CONV_PARALLEL_MIN_MACS = 1 << 20  # (the 1280 x 1000 classifier: 1.3M)
 DW_PARALLEL_MIN_MACS = 3 << 16  # (MobileNetV2's 14x14 and 7x7 depthwise layers: 0.25-0.68M; were serial)
 PAD_PARALLEL_ELEMENTS = 1 << 18  # (the int16 copies of 56x56 maps: 0.45M)
@@ -134,8 +136,8 @@ class PackedConvSpec:
 
 
 def pack_weight_pairs(spec: PackedConvSpec, w_oihw: np.ndarray) -> np.ndarray:
-    """OIHW int8 weights -> ``(O/OB, C/BI, KH, KW, BI/2, OB, 2)`` int16 (depthwise: ``(O/OB, KH, KW, OB)``), in the
-    order the reduction reads them."""
+    """OIHW int8 weights -> ``(O/OB, C/BI, KH, KW, BI/2, OB, 2)`` int16 (depthwise: ``(O/OB, KH, ceil(KW / 2), OB,
+    2)``, the row's taps in pairs), in the order the reduction reads them."""
     c = spec.conv
     w = np.asarray(w_oihw).astype(spec.weight_dtype)
     if c.depthwise:  # taps paired along the row, a zero weight after an odd kernel's last
