@@ -18,8 +18,7 @@ flattened ``y * OW + x``, the last tile ragged over zero rows of ``pad``) x OB =
 ``compute_at`` the output stage, which applies the requant epilogue (:mod:`compiler.topi.requant_int`) and
 stores int8 straight into the packed output. 1x1 unit-stride convs with few input channels (a short reduction, where
 the copy would weigh) read the packed input in place (no ``pad``). Depthwise convs: OB = 16 channels per vector from an
-int8 ``pad`` in the same blocking, the row's taps in pairs (``2 kp``, ``2 kp + 1``, an odd kernel's last with a
-zero weight: one ``pmaddwd`` of the two taps' bytes interleaved and widened per 8 channels), register tiles of up to XT
+int8 ``pad`` in the same blocking, int32 products (``pmaddwd`` with a zero partner), register tiles of up to XT
 pixels along one output row (parallel over channel block x row; the row's last tile ragged over zero columns).
 """
 from __future__ import annotations
@@ -136,14 +135,12 @@ class PackedConvSpec:
 
 
 def pack_weight_pairs(spec: PackedConvSpec, w_oihw: np.ndarray) -> np.ndarray:
-    """OIHW int8 weights -> ``(O/OB, C/BI, KH, KW, BI/2, OB, 2)`` int16 (depthwise: ``(O/OB, KH, ceil(KW / 2), OB,
-    2)``, the row's taps in pairs), in the order the reduction reads them."""
+    """OIHW int8 weights -> ``(O/OB, C/BI, KH, KW, BI/2, OB, 2)`` int16 (depthwise: ``(O/OB, KH, KW, OB)``), in the
+    order the reduction reads them."""
     c = spec.conv
     w = np.asarray(w_oihw).astype(spec.weight_dtype)
-    if c.depthwise:  # taps paired along the row, a zero weight after an odd kernel's last
-        wd = np.zeros((c.o, c.kh, c.kw + c.kw % 2), w.dtype)
-        wd[:, :, :c.kw] = w[:, 0]
-        return np.ascontiguousarray(wd.reshape(c.o // OB, OB, c.kh, wd.shape[2] // 2, 2).transpose(0, 2, 3, 1, 4))
+    if c.depthwise:
+        return np.ascontiguousarray(w[:, 0].reshape(c.o // OB, OB, c.kh, c.kw).transpose(0, 2, 3, 1))
     bi = spec.block_in
     wp = w.reshape(c.o // OB, OB, c.c // bi, bi // 2, 2, c.kh, c.kw).transpose(0, 2, 5, 6, 3, 1, 4)
     return np.ascontiguousarray(wp[:, :, :, :, :spec.reduce_pairs])
@@ -237,10 +234,9 @@ def conv2d_packed(spec: PackedConvSpec, stage: tuple, vector_bits: int = 256, re
     inside = lambda y, x: (y >= t) & (y < h + t) & (x >= l) & (x < w + l)  # noqa: E731
 
     # rows below the map so the last (ragged) pixel tile reads zeros in bounds
-    kwe = c.kw + c.kw % 2  # depthwise taps in pairs along the row: an odd kernel's last pair has a zero weight
-    if c.depthwise:  # row tiles: the ragged last tile of a row reads zero columns past it (and the zero tap)
+    if c.depthwise:  # row tiles: the ragged last tile of a row reads zero columns past it
         hp = h + t + b
-        wq = max(-(-(w + l + r) // sx), -(-ow // xt) * xt + (kwe - 1) // sx)
+        wq = max(-(-(w + l + r) // sx), -(-ow // xt) * xt + (c.kw - 1) // sx)
     else:
         hp = max(h + t + b, (-(-oh * ow // xt) * xt - 1) // ow * sy + c.kh)
         wq = max(-(-(w + l + r) // sx), ow + (c.kw - 1) // sx)  # padded columns per stride phase
@@ -259,19 +255,12 @@ def conv2d_packed(spec: PackedConvSpec, stage: tuple, vector_bits: int = 256, re
             return pad[i, cb, q, 0, ci].astype("int32")
         return pad[i, cb, q // ow * sy + ky, kx % sx, q % ow + kx // sx, ci].astype("int32")
 
-    if c.depthwise:  # channel block oo of OB lies in input block oo * OB // BI; taps 2 kp, 2 kp + 1 as one pair
-        weight = te.placeholder((o // OB, c.kh, kwe // 2, OB, 2), "int16", "weight")
+    if c.depthwise:  # channel block oo of OB lies in input block oo * OB // BI
+        weight = te.placeholder((o // OB, c.kh, c.kw, OB), "int16", "weight")
         per_in = bi // OB
-        kp = te.reduce_axis(kwe // 2, "kp")
-
-        def dtap(i, oo, y, x, oi, e):
-            kxe = kp * 2 + e
-            return pad[i, oo // per_in, y * sy + ky, kxe % sx, x + kxe // sx, oo % per_in * OB + oi].astype("int32")
-
         conv = te.compute((n, o // OB, oh, -(-ow // xt) * xt, OB), lambda i, oo, y, x, oi: te.sum(
-            dtap(i, oo, y, x, oi, 0) * weight[oo, ky, kp, oi, 0].astype("int32")
-            + dtap(i, oo, y, x, oi, 1) * weight[oo, ky, kp, oi, 1].astype("int32"), [ky, kp]), name="conv",
-            dtype="int32")
+            pad[i, oo // per_in, y * sy + ky, kx % sx, x + kx // sx, oo % per_in * OB + oi].astype("int32")
+            * weight[oo, ky, kx, oi].astype("int32"), [ky, kx]), name="conv", dtype="int32")
         out = te.compute(out_shape, lambda nb, ob, y, x, bb, oi: epi(
             conv[nb, ob, y, x, oi], ob * bo + oi, (nb, ob, y, x, bb, oi)), name="out", dtype=out_dt)
         return PackedConvOp(spec, [data, weight, *extra], pad, conv, out, xt)

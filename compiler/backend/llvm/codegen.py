@@ -591,17 +591,7 @@ class LlvmCodegen:
             if both is not None:
                 ops.append(both)
                 continue
-            u0, u1 = (self.value(t[side]) for t in terms)
-            dts = {t[side].dtype for t in terms}
-            if dts == {"int8"} and _is_vec(u0) and _is_vec(u1):  # two int8 vectors: interleave the bytes by halves
-                i32 = ir.IntType(32)  # (punpcklbw / punpckhbw, then one pmovsxbw each: 4 shuffles a pair of vectors)
-                halves = [self.convert(b.shuffle_vector(u0, u1, ir.Constant(ir.VectorType(i32, lanes), [
-                    h * lanes // 2 + k // 2 + (k % 2) * lanes for k in range(lanes)])), "int8", "int16")
-                    for h in range(2)]
-                ops.append(b.shuffle_vector(halves[0], halves[1],
-                                            ir.Constant(ir.VectorType(i32, 2 * lanes), list(range(2 * lanes)))))
-                continue
-            v0, v1 = (self._broadcast(self.convert(u, t[side].dtype, "int16"), lanes) for u, t in zip((u0, u1), terms))
+            v0, v1 = (self._broadcast(self.convert(self.value(t[side]), t[side].dtype, "int16"), lanes) for t in terms)
             ops.append(b.shuffle_vector(v0, v1, inter))
         return self._pmaddwd(ops[0], ops[1], lanes)
 

@@ -85,28 +85,8 @@ def test_packed_depthwise_5x5_asymmetric_pads_matches_ref():
 @pytest.mark.parametrize("k,stride,pad", [(2, 1, (0, 0, 1, 1)), (2, 2, (1, 0, 0, 1)), (4, 1, (1, 2, 2, 1)),
                                            (4, 2, (2, 1, 1, 2)), (1, 1, (0, 0, 0, 0)), (7, 2, (3, 3, 3, 3))])
 def test_packed_depthwise_even_and_odd_kernels_match_ref(k, stride, pad):
-    """Taps in pairs along the row: even kernels pair them all, odd ones end on a zero-weight tap."""
+    """Depthwise kernels of 1 to 7 taps a row, strides 1 and 2, asymmetric pads."""
     _check(32, 9, 11, 32, k, stride, pad, groups=32, pad_value=-7, seed=11 + k)
-
-
-def test_depthwise_tap_pairs_interleave_bytes():
-    """Two int8 vectors times an int16 pair vector (a depthwise tap pair): the bytes interleaved by halves and
-    widened once (punpcklbw/punpckhbw, pmovsxbw), one pmaddwd per 8 lanes, no pmulld; extremes exact."""
-    a = te.placeholder((3, 16), "int8", "a")
-    w = te.placeholder((16, 2), "int16", "w")
-    y = te.compute((2, 16), lambda i, j: a[i, j].astype("int32") * w[j, 0].astype("int32")
-                   + a[i + 1, j].astype("int32") * w[j, 1].astype("int32"), name="y", dtype="int32")
-    av = np.array([[-128] * 16, [127] * 8 + [-128] * 8, list(range(-8, 8))], np.int8)
-    wv = np.array([[-32768, -32768], [32767, -32768], [-1, 1], [0, 7]] * 4, np.int16)
-    with use_cpu("x86-64-v3"):
-        s = create_schedule(y)
-        s[y].vectorize(s[y].leaf_iter_vars[1])
-        f = compiler.build_op(s, args=[a, w, y])
-        asm = f.asm()
-        assert "vpunpcklbw" in asm and "vpunpckhbw" in asm and "vpmaddwd" in asm and "pmulld" not in asm
-        if not missing_features():
-            want = (av[:2].astype(np.int64) * wv[:, 0] + av[1:].astype(np.int64) * wv[:, 1]).astype(np.int32)
-            np.testing.assert_array_equal(f(av, wv), want)
 
 
 @pytest.mark.parametrize("ow,tile", [(112, 4), (56, 4), (14, 4), (7, 4), (5, 3), (2, 2), (1, 1)])
