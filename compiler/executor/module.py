@@ -130,6 +130,9 @@ class Module:
         values.update(self._inputs)
         rows, details = [], []
         show = self.progress if self.progress is not None else len(g.nodes) >= PROGRESS_MIN_NODES
+        before = getattr(self.accel, "before_run", None)  # e.g. llvm: get the thread pool's workers spinning
+        if before is not None:
+            before()
         into = getattr(self.cpu, "run_node_into", None)  # optional: CpuBackend that fills given output arrays
         for idx, n in enumerate(tqdm(g.nodes, desc="run", leave=False) if show else g.nodes):
             ins = [values[i] if i else None for i in n.inputs]
@@ -190,7 +193,10 @@ class Module:
             return value
         v = np.asarray(value)
         if v.__array_interface__["data"][0] == self._arena_addr + alloc.offset and v.flags.c_contiguous:
-            return v  # already in its slot
+            # already in its slot: the slot's own view where it has the same shape, so readers see the same array
+            # object every run (a backend that returned a reshaped view would otherwise defeat their bound calls)
+            slot = self._slots.get(name)
+            return slot if slot is not None and slot.shape == v.shape and slot.dtype == v.dtype else v
         if v.nbytes > alloc.size:
             raise RuntimeError(f"memory plan: tensor {name!r} produced {v.nbytes} bytes {v.shape} {v.dtype} but was "
                                f"planned {alloc.size} bytes; the graph's shape inference and the kernel disagree")

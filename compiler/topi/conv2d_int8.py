@@ -31,19 +31,20 @@ import numpy as np
 from compiler import te
 from compiler.te import Tensor
 from compiler.topi.conv2d_direct import Conv2dSpec
-from compiler.topi.injective import PARALLEL_MIN_MACS
 
 OB = 16  # output channels per register tile (int32 lanes: two AVX2 vectors)
 ACC_REGS = {128: 8, 256: 12, 512: 24}  # accumulator vectors per tile by the target's vector width
 DIRECT_MAX_CHANNELS = 32  # 1x1 convs read their packed int8 input in place up to this many input channels; above,
 # the int16 copy's 6-pixel tiles with one-load pair broadcasts win (measured 0.72-0.87x the time from 64 channels on,
 # even at 24-32, 1.2x at 16 where the copy weighs against 8 pair steps)
-# parallel loops: a launch costs ~13 us on one thread and more on two (the hand-off; far more on a loaded machine), so
-# a stage runs in parallel only when it takes some tens of microseconds alone
 WEIGHT_INT8_MAX_PIXELS = 64  # output pixels (all images) up to which the pair weights stay int8 (1280x1000 fc:
 # 0.22 -> 0.16 ms, 7x7 maps ~0.9x; measured 1 thread, loaded)
-DW_MAC_COST = 3  # a depthwise MAC (one tap, int32) costs about as much as 3 of a conv's paired MACs
-PAD_PARALLEL_ELEMENTS = 1 << 19  # a padded copy runs ~14 G elements/s: ~40 us alone
+# parallel loops for stages of ~20-30 us of one thread's work (the native hand-off to a spinning worker costs a few
+# us, far more on a loaded machine; the Module wakes the workers as a run starts): convs run ~40 GMAC/s, depthwise
+# ~8-15 GMAC/s, padded copies ~14 G elements/s
+CONV_PARALLEL_MIN_MACS = 1 << 20  # (the 1280 x 1000 classifier: 1.3M)
+DW_PARALLEL_MIN_MACS = 3 << 16  # (MobileNetV2's 14x14 and 7x7 depthwise layers: 0.25-0.68M; were serial)
+PAD_PARALLEL_ELEMENTS = 1 << 18  # (the int16 copies of 56x56 maps: 0.45M)
 
 
 @dataclass(frozen=True)
@@ -297,7 +298,7 @@ def schedule_packed(op: PackedConvOp, s) -> None:
         xo, xi = so.split(x, op.xt)
         so.reorder(nb, ob, y, xo, bb, xi, oi)
         row = so.fuse(ob, y)
-        if c.macs * DW_MAC_COST >= PARALLEL_MIN_MACS // 4:
+        if c.macs >= DW_PARALLEL_MIN_MACS:
             so.parallel(row)
         so.vectorize(oi)
         sc = s[op.conv]
@@ -312,7 +313,7 @@ def schedule_packed(op: PackedConvOp, s) -> None:
     qo, qi = so.split(q, op.xt)
     so.reorder(nb, ob, qo, bb, qi, oi)  # (output block, pixel tile): measured no faster the other way round
     at = so.fuse(ob, qo)
-    if c.macs >= PARALLEL_MIN_MACS // 4:
+    if c.macs >= CONV_PARALLEL_MIN_MACS:
         so.parallel(at)
     so.vectorize(oi)
     sc = s[op.conv]

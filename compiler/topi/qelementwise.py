@@ -1,10 +1,11 @@
 """The exact int8 elementwise ops of lowered QDQ graphs in TE (:mod:`jit_runtime.host_ops.int_elementwise`):
-``QAdd`` and ``QMul`` (fixed-point rescale, rounding shift, zero points, clip; numpy broadcasting) and
-``QLookup`` (a 256-entry int8 table indexed by ``x + 128``). Integer arithmetic wraps like numpy's."""
+``QAdd`` and ``QMul`` (fixed-point rescale, rounding shift, zero points, clip; numpy broadcasting),
+``QLookup`` (a 256-entry int8 table indexed by ``x + 128``) and ``QGlobalAveragePool`` (an int32 sum, then the
+fixed-point rescale in int64). Integer arithmetic wraps like numpy's."""
 from __future__ import annotations
 
 from compiler import te
-from jit_runtime.host_ops.int_elementwise import QAddParams, QMulParams
+from jit_runtime.host_ops.int_elementwise import QAddParams, QMulParams, QPoolParams
 from compiler.te import Tensor
 from compiler.topi.elementwise import _bcast_index, broadcast_shape
 
@@ -51,3 +52,40 @@ def qlookup(shape: tuple[int, ...]) -> tuple[list[Tensor], Tensor]:
     """``table[x + 128]`` elementwise; inputs (x int8, table int8[256])."""
     x, table = te.placeholder(shape, "int8", "x"), te.placeholder((256,), "int8", "table")
     return [x, table], te.compute(shape, lambda *i: table[x[i].astype("int32") + 128], name="qlookup", dtype="int8")
+
+
+QGAP_MAX_COUNT = 1 << 23  # summed elements per output: |sum| <= 2**30 stays exact in int32
+
+
+def qgap(front: int, count: int, back: int, p: QPoolParams) -> tuple[list[Tensor], Tensor]:
+    """``qgap`` (:func:`jit_runtime.host_ops.int_elementwise.qgap`) of an int8 ``(front, count, back)`` array over
+    axis 1 -> ``(front, 1, back)``: ``clip(((sum - n * zx) * m + 2**(s-1)) >> s) + zy, -128, 127)`` (the sum in
+    int32, exact up to :data:`QGAP_MAX_COUNT` elements; the rescale in int64 as numpy's)."""
+    if not 0 < count <= QGAP_MAX_COUNT or not 0 <= p.shift <= 62:
+        raise te.TeError(f"qgap: {count} elements per sum (1..{QGAP_MAX_COUNT}) and shift {p.shift} (0..62)")
+    x = te.placeholder((front, count, back), "int8", "x")
+    r = te.reduce_axis(count, "r")
+    total = te.compute((front, back), lambda f, b: te.sum(x[f, r, b].astype("int32"), [r]), name="qgap_sum",
+                       dtype="int32")
+    rnd = (1 << (p.shift - 1)) if p.shift > 0 else 0
+
+    def f(i, o, b):
+        acc = (total[i, b].astype("int64") - _c(p.count * p.in_zp, "int64")) * _c(p.mult, "int64") + _c(rnd, "int64")
+        y = (acc >> _c(p.shift, "int64")) + _c(p.out_zp, "int64")
+        return te.min_(te.max_(y, _c(-128, "int64")), _c(127, "int64")).astype("int8")
+
+    return [x], te.compute((front, 1, back), f, name="qgap", dtype="int8")
+
+
+def schedule_qgap_cpu(s, out: Tensor) -> None:
+    """The sum over ``count`` outer and the ``back`` axis (a packed pixel's channels) innermost, vectorized; the
+    rescale one flat vector loop."""
+    from compiler.topi.injective import schedule_injective_cpu
+
+    total = out.op.inputs[0]
+    st = s[total]
+    f, b, r = st.leaf_iter_vars
+    st.reorder(f, r, b)
+    if b.extent % 8 == 0:
+        st.vectorize(b)
+    schedule_injective_cpu(s, out)

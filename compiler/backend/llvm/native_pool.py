@@ -5,7 +5,7 @@ generation; workers that are spinning in :func:`worker` (native code, GIL releas
 take chunks by compare-and-swap on one word holding ``generation << 32 | next chunk``, so a worker that
 read a previous launch's fields can never run them (its swap fails). The launching thread takes chunks
 too and then waits natively for the count of finished chunks. Workers that are asleep in Python (they
-spin ~1 ms after their last chunk, then block on a queue) are woken through the queue.
+spin ~3 ms after their last chunk, then block on a queue) are woken through the queue.
 
 ``launch`` is the whole hand-off in native code, the callback generated kernels call: while enough workers
 are spinning and the record is free it publishes, works and waits without entering Python (a Python

@@ -4,7 +4,7 @@ A parallel loop is outlined into ``void task(i64 begin, i64 end, i8* closure)``;
 the callback with that function, the trip count and the closure. The callback splits the range into
 about four chunks per thread that the pool's threads and the calling thread take in turn (a dynamic
 schedule, robust to a shared machine). On x86 the hand-off is native (:mod:`compiler.backend.llvm.native_pool`):
-idle workers spin ~1 ms in native code and take chunks without the GIL, and kernels call the native
+idle workers spin ~3 ms in native code and take chunks without the GIL, and kernels call the native
 ``launch`` (:func:`launch_address`), which enters Python only to wake sleeping workers; otherwise, or while
 another launch holds the native record, chunks go through a queue and ctypes calls.
 """
@@ -51,7 +51,10 @@ class _Pool:
 
 
 _pool = _Pool()
-SPIN_ITERATIONS = 20000  # pause-loop iterations an idle worker waits natively for a new launch (~1 ms) before sleeping
+SPIN_ITERATIONS = 100000  # pause-loop iterations an idle worker waits natively for a new launch (~3 ms) before
+# sleeping: a sleeping worker is woken through the queue and Python (and, in a VM, its halted virtual CPU), tens of
+# microseconds or more, while the launching thread runs the chunks alone; with ~0.6 ms, 13-20 of MobileNetV2 int8's
+# 44 launches a run (2 threads, loaded 2-core VM) found the worker asleep, with ~3 ms 1-5
 _record = (ctypes.c_int64 * 16)()  # the native hand-off record (compiler.backend.llvm.native_pool.SLOTS)
 _record_addr = ctypes.addressof(_record)
 
@@ -62,6 +65,7 @@ def _after_fork_in_child() -> None:
     _pool = _Pool()
     _lock = threading.Lock()
     _record[:] = [0] * len(_record)
+    _queued[0] = 0
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
@@ -83,8 +87,35 @@ def _native() -> dict:
     return functions(_record_addr, LAUNCH_ADDRESS)
 
 
+_queued = [0]  # native spin jobs queued and not started yet (with the record's SPINNING: the workers on their way)
+
+
 def _native_worker_job() -> None:
+    with _lock:
+        _queued[0] -= 1
     _native()["worker"](_record_addr, SPIN_ITERATIONS)
+
+
+def _wake(want: int) -> None:
+    """Queue native spin jobs for the workers missing from ``want`` spinning ones (counting those already queued:
+    while the launching thread holds the GIL the workers cannot take them, and more would pile up)."""
+    with _lock:
+        n = max(0, want - _record[_SPINNING] - _queued[0])
+        _queued[0] += n
+    for _ in range(n):
+        _pool.jobs.put((_native_worker_job, None))
+
+
+def wake_workers() -> None:
+    """Get the pool's idle workers spinning (natively) ahead of the parallel loops to come: a run of many layers
+    calls this first, so its first loop finds them there instead of waking them (no-op off x86 or on one thread)."""
+    if not _NATIVE:
+        return
+    want = num_threads() - 1
+    if want <= 0:
+        return
+    _pool.grow(want)
+    _wake(want)
 
 
 def launch_address() -> int:
@@ -153,15 +184,14 @@ def _task(fn: int):
 def _launch_native(native: dict, fn: int, n: int, closure: int, t: int, nchunks: int) -> None:
     """Publish the launch in the record (held: BUSY); spinning workers join without the GIL, sleeping ones are
     woken."""
-    from compiler.backend.llvm.native_pool import CHUNKS, CLOSURE, DONE, SPINNING, TASK_SLOT, TRIP, WORD
+    from compiler.backend.llvm.native_pool import CHUNKS, CLOSURE, DONE, TASK_SLOT, TRIP, WORD
 
     rec = _record
     gen = ((rec[WORD] >> 32) + 1) & 0x7FFFFFFF
     rec[TASK_SLOT], rec[CLOSURE], rec[TRIP], rec[CHUNKS], rec[DONE] = fn, closure, n, nchunks, 0
     rec[WORD] = gen << 32  # publishes the fields above (x86 keeps store order)
     _pool.grow(t - 1)
-    for _ in range(max(0, (t - 1) - rec[SPINNING])):
-        _pool.jobs.put((_native_worker_job, None))
+    _wake(t - 1)
     native["work"](_record_addr, gen)
     native["wait"](_record_addr, nchunks)
 
@@ -190,4 +220,4 @@ def _launch_python(task, n: int, closure: int, t: int, nchunks: int) -> None:
 
 LAUNCH_CALLBACK = LAUNCH(_launch)
 LAUNCH_ADDRESS = ctypes.cast(LAUNCH_CALLBACK, ctypes.c_void_p).value  # the Python launch (the native one's slow path)
-_BUSY, _THREADS = 8, 9  # record slots (compiler.backend.llvm.native_pool.BUSY, THREADS)
+_SPINNING, _BUSY, _THREADS = 6, 8, 9  # record slots (compiler.backend.llvm.native_pool.SPINNING, BUSY, THREADS)

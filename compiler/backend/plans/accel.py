@@ -68,6 +68,14 @@ class TargetAccelBackend:
         self._dense_views: dict[int, tuple] = {}  # id(dense weight) -> (weight, its 1x1-conv view)
         self._addresses: dict[int, tuple] = {}  # id(array) -> (weak reference, data address)
 
+    def before_run(self) -> None:
+        """Called by the Module as a run starts: on llvm, the thread pool's idle workers start spinning now, so the
+        run's first parallel loop finds them ready (waking one takes tens of microseconds or more)."""
+        if self.target == "llvm":
+            from compiler.backend.llvm.parallel import wake_workers
+
+            wake_workers()
+
     def _packed_spec(self, spec: conv2d_direct.Conv2dSpec, rq: Requant,
                      w_oihw: np.ndarray | None = None) -> "conv2d_int8.PackedConvSpec | None":
         """The packed-layout kernel's spec for ``spec``, or None where it does not apply (then unpack/repack);

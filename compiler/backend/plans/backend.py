@@ -12,7 +12,9 @@ Two ways to get its kernels:
   (:mod:`compiler.backend.llvm.pool`: a TE reduction sums in another order, so it would not be bit-exact).
 
 Metadata reshapes run as numpy views, and data movement plus the int8 pipeline's remaining glue
-(:data:`~compiler.backend.plans.plans.NUMPY_GLUE_OPS`) by the numpy reference kernels; ``last_backend`` says which
+(:data:`~compiler.backend.plans.plans.NUMPY_GLUE_OPS`) by the numpy reference kernels, except that :meth:`prepare`
+on llvm compiles the :data:`~compiler.backend.plans.plans.COMPILED_GLUE` ops (``QGlobalAveragePool``) where their
+planner takes the node; ``last_backend`` says which
 ran the last node ("llvm"/"cuda", "view" or "numpy") and ``last_compile_s`` how long its JIT compilation took.
 """
 from __future__ import annotations
@@ -27,7 +29,8 @@ import numpy as np
 from compiler.graph.cpu_backend import NumpyCpuBackend
 from compiler.graph.ir import Graph, Node, TensorInfo
 from compiler.backend.plans.compile import compile_plan
-from compiler.backend.plans.plans import NUMPY_GLUE_OPS, PLANNERS, VIEW_OPS, OpPlan, UnsupportedOnTarget, plan_node
+from compiler.backend.plans.plans import (COMPILED_GLUE, NUMPY_GLUE_OPS, PLANNERS, VIEW_OPS, OpPlan,
+                                         UnsupportedOnTarget, plan_node)
 
 # compiled on first use with lazy=True: from the operator library (compiler.topi, TE -> LLVM through build_op) ...
 LAZY_OPS = frozenset({"QConv2D", "QDense", "Relu", "Clip", "Add", "Sub", "Mul", "Div", "MaxPool", "QuantizeLinear",
@@ -76,7 +79,11 @@ class TargetCpuBackend:
 
         errors = []
         for n in g.nodes:
-            if node_target(n) != "cpu" or n.op in VIEW_OPS or n.op in NUMPY_GLUE_OPS:
+            if node_target(n) != "cpu" or n.op in VIEW_OPS:
+                continue
+            if n.op in NUMPY_GLUE_OPS:
+                if self.target == "llvm" and n.op in COMPILED_GLUE and not self.lazy:  # a kernel where it applies
+                    self._prepare_glue(n, g)
                 continue
             infos = [g.tensors.get(i) if i else None for i in n.inputs]
             try:
@@ -95,6 +102,17 @@ class TargetCpuBackend:
         if errors:
             raise UnsupportedOnTarget(f"{len(errors)} node(s) cannot run on target {self.target!r}:\n  "
                                       + "\n  ".join(errors))
+
+    def _prepare_glue(self, n: Node, g: Graph) -> None:
+        """Compile ``COMPILED_GLUE`` node ``n``'s kernel (run by :meth:`run_node_into`); numpy keeps the node where
+        the planner declines it."""
+        try:
+            plan = COMPILED_GLUE[n.op](n, [g.tensors.get(i) if i else None for i in n.inputs], g.constants, self.target)
+        except UnsupportedOnTarget:
+            return
+        self._plans[id(n)] = (plan, compile_plan(plan, self.target))
+        self._out_meta.pop(id(n), None)
+        self._bound.pop(id(n), None)
 
     def run_node_into(self, node: Node, inputs: Sequence[np.ndarray | None],
                       outs: Sequence[np.ndarray | None]) -> list[np.ndarray]:

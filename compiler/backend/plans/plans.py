@@ -17,6 +17,8 @@ from compiler.backend.plans.oplan import OpPlan, UnsupportedOnTarget
 from compiler.te import Tensor
 
 PLANNERS: dict[str, Callable[..., OpPlan]] = {**plans_float.PLANNERS, **plans_int8.PLANNERS}
+# glue ops below that run a compiled kernel on llvm where the planner takes the node (else numpy, as everywhere)
+COMPILED_GLUE: dict[str, Callable[..., OpPlan]] = dict(plans_int8.COMPILED_GLUE)
 LIBRARY_OPS = frozenset(PLANNERS)
 # metadata-only reshapes: numpy views, no data moves
 VIEW_OPS = frozenset({"Flatten", "Reshape", "Identity", "Dropout", "Squeeze", "Unsqueeze", "PackedSqueezeHW"})
@@ -27,8 +29,8 @@ NUMPY_GLUE_OPS = frozenset({"Cast", "Concat", "ConstantOfShape", "Gather", "Pad"
                             "RebaseUint8", "Repack", "PackDenseWeight", "ZeroInsert",
                             "RowSumDigits", "ZeroPointBias", "JoinBytes", "QSoftmax", "QLayerNorm", "QGelu"})
 
-__all__ = ["PLANNERS", "LIBRARY_OPS", "VIEW_OPS", "NUMPY_GLUE_OPS", "OpPlan", "UnsupportedOnTarget", "plan_node",
-           "build_schedule"]
+__all__ = ["PLANNERS", "LIBRARY_OPS", "VIEW_OPS", "NUMPY_GLUE_OPS", "COMPILED_GLUE", "OpPlan", "UnsupportedOnTarget",
+           "plan_node", "build_schedule"]
 
 
 def plan_node(node: Node, infos: list[TensorInfo | None], consts: dict, target: str) -> OpPlan:

@@ -194,6 +194,36 @@ def plan_packed_maxpool(node: Node, infos, consts, target: str) -> OpPlan:
                                                                          shape[5]), np.dtype(np.int8))
 
 
+def plan_qgap(node: Node, infos, consts, target: str) -> OpPlan:
+    """``QGlobalAveragePool`` of an int8 tensor (packed ``(N/B, C/BI, H, W, B, BI)``: over H, W; else NC...: over the
+    spatial axes) as one reduction and rescale on the CPU (llvm); the numpy kernel runs the rest."""
+    from compiler.topi import qelementwise
+
+    x = infos[0]
+    packed = bool(node.attrs.get("packed"))
+    shape = tuple(int(v) for v in x.shape)
+    if target != "llvm" or x.dtype != np.int8 or len(shape) < 3 or (packed and len(shape) != 6):
+        raise UnsupportedOnTarget(f"node {node.name!r} (QGlobalAveragePool): an int8 input on llvm only, got "
+                                  f"{x.dtype} {shape} on {target!r}")
+    axes = (2, 3) if packed else tuple(range(2, len(shape)))
+    front, count = int(np.prod(shape[:axes[0]])), int(np.prod([shape[k] for k in axes]))
+    back = int(np.prod(shape[axes[-1] + 1:]))
+    p = node.attrs["qgap"]
+    try:
+        qelementwise.qgap(front, count, back, p)
+    except te.TeError as exc:
+        raise UnsupportedOnTarget(f"node {node.name!r} (QGlobalAveragePool): {exc}") from None
+    key = ("QGlobalAveragePool", (front, count, back), p, target)
+
+    def make():
+        ins, y = qelementwise.qgap(front, count, back, p)
+        return ins, y, lambda s: qelementwise.schedule_qgap_cpu(s, y)
+
+    out_shape = tuple(1 if k in axes else d for k, d in enumerate(shape))
+    return OpPlan(key, make, lambda ins: [np.ascontiguousarray(ins[0]).reshape(front, count, back)], out_shape,
+                  np.dtype(np.int8))
+
+
 def _qparams(node: Node, infos, consts, x_shape) -> tuple[int, bool, np.ndarray, np.ndarray]:
     axis = int(node.attrs.get("axis", 1))
     if int(node.attrs.get("block_size", 0)):
@@ -251,3 +281,5 @@ def plan_dequantize(node: Node, infos, consts, target: str) -> OpPlan:
 PLANNERS = {"QConv2D": plan_qconv, "QDense": plan_qdense, "QuantizeLinear": plan_quantize, "DequantizeLinear": plan_dequantize,
             "QAdd": plan_qbinary, "QMul": plan_qbinary, "QLookup": plan_qlookup, "PackActivation": plan_layout,
             "UnpackActivation": plan_layout, "PackedMaxPool": plan_packed_maxpool}
+# numpy glue ops (plans.NUMPY_GLUE_OPS) that get a compiled kernel on llvm where their planner takes the node
+COMPILED_GLUE = {"QGlobalAveragePool": plan_qgap}

@@ -185,3 +185,35 @@ def test_native_hand_off_runs_every_chunk_once():
     x86 = platform.machine().lower() in ("x86_64", "amd64")
     assert parallel._NATIVE == (x86 and os.environ.get("VTA_NATIVE_POOL", "1") != "0")
     assert parallel.generation() - before == (200 if parallel._NATIVE else 0)
+
+
+def test_wake_workers_gets_a_worker_spinning():
+    """``wake_workers`` (a Module run's first step on llvm) hands the idle worker the native spin (so the next
+    parallel loop's launch finds it spinning), which it takes; one thread wakes nobody, and wakes while the worker
+    cannot start (this thread holds the GIL) queue one spin, not one each."""
+    import time
+
+    from compiler.backend import set_num_threads
+    from compiler.backend.llvm import parallel
+    from compiler.backend.llvm.native_pool import SPINNING
+
+    if not parallel._NATIVE:
+        pytest.skip("the native hand-off is x86 only")
+    set_num_threads(1)
+    try:
+        queued = parallel._pool.jobs.qsize()
+        parallel.wake_workers()  # no worker for one thread: nothing queued
+        assert parallel._pool.jobs.qsize() == queued
+        set_num_threads(2)
+        deadline = time.monotonic() + 30
+        while (parallel._record[SPINNING] or parallel._pool.jobs.qsize()) and time.monotonic() < deadline:
+            time.sleep(0.01)  # earlier tests' spins end
+        assert parallel._record[SPINNING] == 0 and parallel._pool.jobs.qsize() == 0
+        for _ in range(50):
+            parallel.wake_workers()
+        assert parallel._pool.jobs.qsize() <= 1
+        while parallel._pool.jobs.qsize() and time.monotonic() < deadline:  # the worker takes it
+            time.sleep(0.001)
+        assert parallel._pool.jobs.qsize() == 0
+    finally:
+        set_num_threads(None)

@@ -36,3 +36,51 @@ def test_llvm_qmul_and_qlookup_match_numpy(scales):
     (got,) = be.run_node(Node("QLookup", ["a"], ["y"], {"table": table}, "lut"), [a])
     assert be.last_backend == "llvm"
     np.testing.assert_array_equal(got, qlookup(a, table))
+
+
+@pytest.mark.parametrize("shape,packed,scales,zx", [((1, 5, 7, 7, 1, 16), True, (0.02, 0.03), -128),  # MobileNetV2's
+                                                    ((2, 3, 4, 4, 1, 16), True, (0.02, 0.0005), 0),  # clipped both ways
+                                                    ((2, 24, 3, 5), False, (0.02, 0.01), 17)])  # NCHW
+def test_llvm_qgap_matches_numpy(shape, packed, scales, zx):
+    """QGlobalAveragePool (numpy glue elsewhere) runs a compiled kernel on llvm: the same bytes as numpy's qgap."""
+    from compiler.graph.ir import Graph
+    from jit_runtime.host_ops.int_elementwise import choose_qgap, qgap
+
+    rng = np.random.default_rng(2)
+    x = rng.integers(-128, 128, shape).astype(np.int8)
+    axes = (2, 3)
+    count = int(np.prod([shape[k] for k in axes]))
+    p = choose_qgap(scales[0], zx, scales[1], -3, count)
+    g = Graph()
+    out_shape = tuple(1 if k in axes else d for k, d in enumerate(shape))
+    g.inputs, g.outputs = ["x"], ["y"]
+    g.set_info("x", shape, np.int8)
+    g.set_info("y", out_shape, np.int8)
+    n = Node("QGlobalAveragePool", ["x"], ["y"], {"qgap": p, "packed": packed}, "gap")
+    g.nodes.append(n)
+    be = TargetCpuBackend("llvm")
+    be.prepare(g)
+    dst = np.full(out_shape, 99, np.int8)
+    (got,) = be.run_node_into(n, [x], [dst])
+    assert be.last_backend == "llvm" and got is dst
+    want = qgap(x, p, packed=packed)
+    np.testing.assert_array_equal(got, want)
+    assert want.min() < want.max()  # not a constant output
+    if zx == 0:
+        assert want.min() == -128 and want.max() == 127
+    be.run_node_into(n, [x], [dst])  # the bound call of the second run: the same
+    np.testing.assert_array_equal(dst, want)
+
+
+def test_qgap_plan_declines_what_it_cannot_sum():
+    """A uint8 input or another target keeps numpy's qgap (the planner says why)."""
+    from compiler.backend.plans.oplan import UnsupportedOnTarget
+    from compiler.backend.plans.plans_int8 import plan_qgap
+    from compiler.graph.ir import TensorInfo
+    from jit_runtime.host_ops.int_elementwise import choose_qgap
+
+    n = Node("QGlobalAveragePool", ["x"], ["y"], {"qgap": choose_qgap(0.1, 0, 0.1, 0, 4), "packed": False}, "gap")
+    for info, target in ((TensorInfo((1, 2, 2, 2), np.dtype(np.uint8)), "llvm"),
+                         (TensorInfo((1, 2, 2, 2), np.dtype(np.int8)), "cuda")):
+        with pytest.raises(UnsupportedOnTarget, match="int8 input on llvm"):
+            plan_qgap(n, [info], {}, target)

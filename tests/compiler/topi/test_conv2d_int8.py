@@ -82,6 +82,13 @@ def test_packed_depthwise_5x5_asymmetric_pads_matches_ref():
     _check(16, 11, 8, 16, 5, 2, (2, 1, 0, 2), groups=16, pad_value=-1, seed=6)
 
 
+@pytest.mark.parametrize("k,stride,pad", [(2, 1, (0, 0, 1, 1)), (2, 2, (1, 0, 0, 1)), (4, 1, (1, 2, 2, 1)),
+                                           (4, 2, (2, 1, 1, 2)), (1, 1, (0, 0, 0, 0)), (7, 2, (3, 3, 3, 3))])
+def test_packed_depthwise_even_and_odd_kernels_match_ref(k, stride, pad):
+    """Depthwise kernels of 1 to 7 taps a row, strides 1 and 2, asymmetric pads."""
+    _check(32, 9, 11, 32, k, stride, pad, groups=32, pad_value=-7, seed=11 + k)
+
+
 @pytest.mark.parametrize("ow,tile", [(112, 4), (56, 4), (14, 4), (7, 4), (5, 3), (2, 2), (1, 1)])
 def test_depthwise_row_tile(ow, tile):
     """Fewest tiles x (pixels + 2) over 1..4 pixels (AVX2: 8 accumulator vectors), the last ragged."""
