@@ -256,7 +256,7 @@ def conv2d(spec: Conv2dSpec, bias: bool = False, residual: bool = False, act: st
     ky, kx = te.reduce_axis(spec.kh, "ky"), te.reduce_axis(spec.kw, "kx")
     shape = (n, o // ob, spec.oh, spec.ow, ob)
     if spec.in_block:
-        pass
+        pass  # _flat_blocked made its weight and conv above
     elif spec.depthwise:
         weight = te.placeholder((o // ob, spec.kh, spec.kw, ob), spec.dtype, "weight")
         conv = te.compute(shape, lambda i, oo, y, x, oi: te.sum(

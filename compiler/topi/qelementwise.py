@@ -57,12 +57,17 @@ def qlookup(shape: tuple[int, ...]) -> tuple[list[Tensor], Tensor]:
 QGAP_MAX_COUNT = 1 << 23  # summed elements per output: |sum| <= 2**30 stays exact in int32
 
 
+def check_qgap(count: int, p: QPoolParams) -> None:
+    """Raise ``TeError`` where :func:`qgap` cannot compute exactly: ``count`` elements per sum or the shift."""
+    if not 0 < count <= QGAP_MAX_COUNT or not 0 <= p.shift <= 62:
+        raise te.TeError(f"qgap: {count} elements per sum (1..{QGAP_MAX_COUNT}) and shift {p.shift} (0..62)")
+
+
 def qgap(front: int, count: int, back: int, p: QPoolParams) -> tuple[list[Tensor], Tensor]:
     """``qgap`` (:func:`jit_runtime.host_ops.int_elementwise.qgap`) of an int8 ``(front, count, back)`` array over
     axis 1 -> ``(front, 1, back)``: ``clip(((sum - n * zx) * m + 2**(s-1)) >> s) + zy, -128, 127)`` (the sum in
     int32, exact up to :data:`QGAP_MAX_COUNT` elements; the rescale in int64 as numpy's)."""
-    if not 0 < count <= QGAP_MAX_COUNT or not 0 <= p.shift <= 62:
-        raise te.TeError(f"qgap: {count} elements per sum (1..{QGAP_MAX_COUNT}) and shift {p.shift} (0..62)")
+    check_qgap(count, p)
     x = te.placeholder((front, count, back), "int8", "x")
     r = te.reduce_axis(count, "r")
     total = te.compute((front, back), lambda f, b: te.sum(x[f, r, b].astype("int32"), [r]), name="qgap_sum",

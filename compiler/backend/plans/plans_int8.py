@@ -210,7 +210,7 @@ def plan_qgap(node: Node, infos, consts, target: str) -> OpPlan:
     back = int(np.prod(shape[axes[-1] + 1:]))
     p = node.attrs["qgap"]
     try:
-        qelementwise.qgap(front, count, back, p)
+        qelementwise.check_qgap(count, p)
     except te.TeError as exc:
         raise UnsupportedOnTarget(f"node {node.name!r} (QGlobalAveragePool): {exc}") from None
     key = ("QGlobalAveragePool", (front, count, back), p, target)
