@@ -84,3 +84,25 @@ def test_qgap_plan_declines_what_it_cannot_sum():
                          (TensorInfo((1, 2, 2, 2), np.dtype(np.int8)), "cuda")):
         with pytest.raises(UnsupportedOnTarget, match="int8 input on llvm"):
             plan_qgap(n, [info], {}, target)
+
+
+def test_qgap_plan_declines_sums_int32_cannot_hold():
+    """More than QGAP_MAX_COUNT elements per sum (an int32 sum could overflow) keeps numpy's qgap, with the limit
+    in the message; a shift above 62 likewise."""
+    from dataclasses import replace
+
+    from compiler import te
+    from compiler.backend.plans.oplan import UnsupportedOnTarget
+    from compiler.backend.plans.plans_int8 import plan_qgap
+    from compiler.graph.ir import TensorInfo
+    from compiler.topi.qelementwise import QGAP_MAX_COUNT, check_qgap
+    from jit_runtime.host_ops.int_elementwise import choose_qgap
+
+    p = choose_qgap(0.1, 0, 0.1, 0, 4)
+    n = Node("QGlobalAveragePool", ["x"], ["y"], {"qgap": p, "packed": False}, "gap")
+    big = TensorInfo((1, 1, 4097, 2048), np.dtype(np.int8))  # 8,390,656 > 2**23 elements per sum
+    with pytest.raises(UnsupportedOnTarget, match=f"1..{QGAP_MAX_COUNT}"):
+        plan_qgap(n, [big], {}, "llvm")
+    check_qgap(QGAP_MAX_COUNT, p)  # the limit itself is fine
+    with pytest.raises(te.TeError, match=r"shift 63 \(0..62\)"):
+        check_qgap(4, replace(p, shift=63))
