@@ -757,6 +757,7 @@ def _schedule_depthwise_rows(op: Conv2dOp, s) -> None:
     sp = s[op.pad]
     sp.set_scope("local")
     sp.compute_at(so, nc)
+    sp.unroll(sp.leaf_iter_vars[-2])  # the stride phases: each piece's column mask a constant
     sp.vectorize(sp.leaf_iter_vars[-1])  # whole padded rows: masked (and for stride 2 de-interleaved) row loads
     sc = s[op.conv]
     sc.set_scope("local")
@@ -779,6 +780,7 @@ def _schedule_direct_rows(op: Conv2dOp, s) -> None:
     pn, pc, py = sp.leaf_iter_vars[:3]
     if _size(op.pad.shape) >= PAD_PARALLEL_MIN:  # (image, channel, row): 3 channels alone split 2:1 on two threads
         sp.parallel(sp.fuse(sp.fuse(pn, pc), py))
+    sp.unroll(sp.leaf_iter_vars[-2])  # the stride phases: each piece's column mask a constant
     sp.vectorize(sp.leaf_iter_vars[-1])
     so = s[op.out]
     n, oo, oi, y, x = so.leaf_iter_vars
