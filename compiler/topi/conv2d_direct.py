@@ -739,9 +739,25 @@ DW_PARALLEL_MIN_MACS = 1 << 18  # pixel-vector depthwise convs: parallel over ch
 # 960 channels, 0.08 ms on one thread, gains on two: the hand-off costs ~10 us)
 
 
+DW_PLANE_L1_BYTES = 32 << 10  # a depthwise channel's padded plane above this (a core's L1d) is built in row bands
+
+
+def depthwise_plane_bands(spec: Conv2dSpec, pad_shape: tuple) -> bool:
+    """Whether a ``pixel_vectors`` depthwise conv builds its channel's padded plane per output row tile (the rows
+    that tile reads) rather than whole: where the plane (``pad_shape`` ``(N, C, Hp, SX, Wq)``) outgrows L1 and the
+    rows two neighbouring tiles both read are at most a quarter of a band's (MobileNetV2's 96-channel 112x112
+    stride-2 layer, 52 KB planes: 0.28-0.36 -> 0.24 ms on one thread; a stride-1 112x112 layer with 4-row tiles
+    re-reads half its rows and gained nothing)."""
+    plane = int(np.prod(pad_shape[2:])) * 4
+    sy, dy = spec.stride[0], spec.dilations[0]
+    band = (spec.row_tile - 1) * sy + (spec.kh - 1) * dy + 1
+    return plane > DW_PLANE_L1_BYTES and spec.oh > spec.row_tile and 4 * (band - spec.row_tile * sy) <= band
+
+
 def _schedule_depthwise_rows(op: Conv2dOp, s) -> None:
     """``pixel_vectors`` depthwise: parallel over (image, channel); per channel its padded, phase-split plane is
-    built in a local buffer (L1/L2) right before use, then per output row and pixel tile an XT-pixel accumulator
+    built in a local buffer right before use (per row tile where :func:`depthwise_plane_bands`), then per output
+    row and pixel tile an XT-pixel accumulator
     (XT/lanes vectors) runs the KH x KW taps (weights broadcast, input rows contiguous); the epilogue stores whole
     rows (guarded in a ragged last tile)."""
     spec = op.spec
@@ -756,7 +772,7 @@ def _schedule_depthwise_rows(op: Conv2dOp, s) -> None:
     so.vectorize(xi)  # a ragged tile's stores: whole vectors where every lane is inside, else one by one
     sp = s[op.pad]
     sp.set_scope("local")
-    sp.compute_at(so, nc)
+    sp.compute_at(so, yo if depthwise_plane_bands(spec, op.pad.shape) else nc)
     sp.unroll(sp.leaf_iter_vars[-2])  # the stride phases: each piece's column mask a constant
     sp.vectorize(sp.leaf_iter_vars[-1])  # whole padded rows: masked (and for stride 2 de-interleaved) row loads
     sc = s[op.conv]
