@@ -137,7 +137,7 @@ class Conv2dSpec:
         if self.pixel_tile:
             return min(self.pixel_tile, self.oh * self.ow if self.flat else self.ow)
         if self.flat:
-            return min(RAGGED_TILE, self.oh * self.ow)
+            return flat_tile(self.oh * self.ow)
         return pixel_tile(self.ow, self.block, self.ragged_ok)
 
     def check(self) -> None:
@@ -486,6 +486,17 @@ def _size(shape) -> int:
     return int(np.prod(shape))
 
 
+def flat_tile(pixels: int) -> int:
+    """Output pixels per 16-channel tile of a ``flat`` conv over ``pixels`` flattened output pixels: 6 (12
+    accumulators) or 5, whichever runs fewer tile slots counting one slot per tile for its fixed work (epilogue,
+    addresses): ``ceil(P / t) * (t + 1)``, ties to 6. 7x7 maps take 10 tiles of 5 rather than 9 of 6 (54 slots for 49
+    pixels): ResNet-18's 512-channel 3x3 convs and MobileNetV2's 7x7 1x1 convs 2-7 % faster on one thread (calls of
+    both in turn, min of 300), the stride-2 3x3 conv to 7x7 15 %; 14x14 and larger maps keep 6 (within +-3 %)."""
+    if pixels <= RAGGED_TILE:
+        return pixels
+    return min((RAGGED_TILE, RAGGED_TILE - 1), key=lambda t: (-(-pixels // t) * (t + 1), -t))
+
+
 def pixel_tile(ow: int, ob: int = OC_BLOCK, ragged: bool = False) -> int:
     """Output pixels per register tile. Two-vector channel blocks: 6 (12 accumulators, a ragged last tile over
     zero columns of the padded input) when ``ragged`` (float32, unit stride, see ``Conv2dSpec.ragged_ok``), else 4
@@ -739,9 +750,25 @@ DW_PARALLEL_MIN_MACS = 1 << 18  # pixel-vector depthwise convs: parallel over ch
 # 960 channels, 0.08 ms on one thread, gains on two: the hand-off costs ~10 us)
 
 
+DW_PLANE_L1_BYTES = 32 << 10  # a depthwise channel's padded plane above this (a core's L1d) is built in row bands
+
+
+def depthwise_plane_bands(spec: Conv2dSpec, pad_shape: tuple) -> bool:
+    """Whether a ``pixel_vectors`` depthwise conv builds its channel's padded plane per output row tile (the rows
+    that tile reads) rather than whole: where the plane (``pad_shape`` ``(N, C, Hp, SX, Wq)``) outgrows L1 and the
+    rows two neighbouring tiles both read are at most a quarter of a band's (MobileNetV2's 96-channel 112x112
+    stride-2 layer, 52 KB planes: 0.28-0.36 -> 0.24 ms on one thread; a stride-1 112x112 layer with 4-row tiles
+    re-reads half its rows and gained nothing)."""
+    plane = int(np.prod(pad_shape[2:])) * 4
+    sy, dy = spec.stride[0], spec.dilations[0]
+    band = (spec.row_tile - 1) * sy + (spec.kh - 1) * dy + 1
+    return plane > DW_PLANE_L1_BYTES and spec.oh > spec.row_tile and 4 * (band - spec.row_tile * sy) <= band
+
+
 def _schedule_depthwise_rows(op: Conv2dOp, s) -> None:
     """``pixel_vectors`` depthwise: parallel over (image, channel); per channel its padded, phase-split plane is
-    built in a local buffer (L1/L2) right before use, then per output row and pixel tile an XT-pixel accumulator
+    built in a local buffer right before use (per row tile where :func:`depthwise_plane_bands`), then per output
+    row and pixel tile an XT-pixel accumulator
     (XT/lanes vectors) runs the KH x KW taps (weights broadcast, input rows contiguous); the epilogue stores whole
     rows (guarded in a ragged last tile)."""
     spec = op.spec
@@ -756,7 +783,8 @@ def _schedule_depthwise_rows(op: Conv2dOp, s) -> None:
     so.vectorize(xi)  # a ragged tile's stores: whole vectors where every lane is inside, else one by one
     sp = s[op.pad]
     sp.set_scope("local")
-    sp.compute_at(so, nc)
+    sp.compute_at(so, yo if depthwise_plane_bands(spec, op.pad.shape) else nc)
+    sp.unroll(sp.leaf_iter_vars[-2])  # the stride phases: each piece's column mask a constant
     sp.vectorize(sp.leaf_iter_vars[-1])  # whole padded rows: masked (and for stride 2 de-interleaved) row loads
     sc = s[op.conv]
     sc.set_scope("local")
@@ -779,6 +807,7 @@ def _schedule_direct_rows(op: Conv2dOp, s) -> None:
     pn, pc, py = sp.leaf_iter_vars[:3]
     if _size(op.pad.shape) >= PAD_PARALLEL_MIN:  # (image, channel, row): 3 channels alone split 2:1 on two threads
         sp.parallel(sp.fuse(sp.fuse(pn, pc), py))
+    sp.unroll(sp.leaf_iter_vars[-2])  # the stride phases: each piece's column mask a constant
     sp.vectorize(sp.leaf_iter_vars[-1])
     so = s[op.out]
     n, oo, oi, y, x = so.leaf_iter_vars

@@ -167,6 +167,7 @@ def schedule_rows_cpu(s, out: Tensor, pad: Tensor, window: Tensor, xt: int, yt: 
     sp = s[pad]
     sp.set_scope("local")
     sp.compute_at(so, nc)
+    sp.unroll(sp.leaf_iter_vars[-2])  # the stride phases: each piece's column mask a constant
     sp.vectorize(sp.leaf_iter_vars[-1])
     sw = s[window]
     sw.set_scope("local")

@@ -9,6 +9,7 @@ are outlined into a task function run by the thread pool.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 
 from llvmlite import ir
@@ -182,23 +183,46 @@ class LlvmCodegen:
         vty = ir.VectorType(ty, width)
         i0 = self.index(base)
         p = b.bitcast(b.gep(self._ptr(e.buffer), [i0]), vty.as_pointer())
-        if masked:
-            it = ir.IntType(32) if e.buffer.size + width < 1 << 31 else I64  # lane indices: one unsigned compare
-            ix = b.trunc(i0, it) if it != I64 else i0
-            idx = b.add(self._broadcast(ix, width), ir.Constant(ir.VectorType(it, width), list(range(width))))
-            inside = b.icmp_unsigned("<", idx, ir.Constant(ir.VectorType(it, width), [e.buffer.size] * width))
-            suffix = f"v{width}{'f32' if ty == F32 else f'i{ty.width}'}"
-            name = f"llvm.masked.load.{suffix}.p0"
-            fn = self.module.globals.get(name) or ir.Function(
-                self.module, ir.FunctionType(vty, [vty.as_pointer(), ir.IntType(32), ir.VectorType(I1, width), vty]),
-                name)
-            v = b.call(fn, [p, ir.Constant(ir.IntType(32), _align(ty)), inside, ir.Constant(vty, None)])
+        if masked and e.buffer.size >= width:
+            # one scalar test per window: a plain load where the whole window lies in the buffer (a padded copy's
+            # rows away from the buffer's two ends), the masked load only there (per-lane mask arithmetic and
+            # vmaskmovps for every window were most of a stride-2 depthwise layer's padded-plane build)
+            ok = b.and_(b.icmp_signed(">=", i0, ir.Constant(I64, 0)),
+                        b.icmp_signed("<=", i0, ir.Constant(I64, e.buffer.size - width)))
+            with b.if_else(ok, likely=True) as (inside, border):
+                with inside:
+                    v_in = b.load(p, align=_align(ty))
+                    bb_in = b.block
+                with border:
+                    v_out = self._masked_window(e, i0, p, vty)
+                    bb_out = b.block
+            v = b.phi(vty)
+            v.add_incoming(v_in, bb_in)
+            v.add_incoming(v_out, bb_out)
+        elif masked:
+            v = self._masked_window(e, i0, p, vty)
         else:
             v = b.load(p, align=_align(ty))
         if stride > 1:
             v = b.shuffle_vector(v, ir.Constant(vty, ir.Undefined),
                                  ir.Constant(ir.VectorType(ir.IntType(32), lanes), [k * stride for k in range(lanes)]))
         return self._from_mem(v, e.buffer.dtype)
+
+    def _masked_window(self, e: BufLoad, i0: ir.Value, p: ir.Value, vty: ir.VectorType) -> ir.Value:
+        """``vty``'s elements from ``p`` (= element ``i0`` of ``e``'s buffer), reading only those inside the buffer
+        (the others are zero): ``llvm.masked.load``."""
+        b = self.c.b
+        ty, width = vty.element, vty.count
+        it = ir.IntType(32) if e.buffer.size + width < 1 << 31 else I64  # lane indices: one unsigned compare
+        ix = b.trunc(i0, it) if it != I64 else i0
+        idx = b.add(self._broadcast(ix, width), ir.Constant(ir.VectorType(it, width), list(range(width))))
+        inside = b.icmp_unsigned("<", idx, ir.Constant(ir.VectorType(it, width), [e.buffer.size] * width))
+        suffix = f"v{width}{'f32' if ty == F32 else f'i{ty.width}'}"
+        name = f"llvm.masked.load.{suffix}.p0"
+        fn = self.module.globals.get(name) or ir.Function(
+            self.module, ir.FunctionType(vty, [vty.as_pointer(), ir.IntType(32), ir.VectorType(I1, width), vty]),
+            name)
+        return b.call(fn, [p, ir.Constant(ir.IntType(32), _align(ty)), inside, ir.Constant(vty, None)])
 
     def _guarded_vector_load(self, e: BufLoad, base: ir.Value) -> ir.Value:
         """A contiguous vector load at ``base`` inside a select: one vector load where every lane is in the buffer
@@ -483,22 +507,37 @@ class LlvmCodegen:
         if isinstance(e, Cast):
             return self.convert(self.value(e.a), e.a.dtype, e.dtype)
         if isinstance(e, Select):
-            c = self.convert(self.value(e.cond), e.cond.dtype, "bool")
-            self.select_depth += 1
-            try:
-                x, y = self._pair(e.a, e.b, e.dtype)
-            finally:
-                self.select_depth -= 1
-            if _is_vec(x) and not _is_vec(c):
-                c = self._broadcast(c, x.type.count)
-            elif _is_vec(c):
-                x, y = self._broadcast(x, c.type.count), self._broadcast(y, c.type.count)
-            return b.select(c, x, y)
+            return self.select(e)
         if isinstance(e, Call):
             return self.call(e)
         if isinstance(e, Binary):
             return self.binary(e)
         raise TirError(f"llvm codegen: cannot compile expression {e!r} ({type(e).__name__})")
+
+    def select(self, e: Select) -> ir.Value:
+        """``select(cond, a, b)``. In a vector loop the condition's conjuncts that are the same in every lane (a
+        padded copy's row test) select whole vectors with one scalar ``i1``, the others lane by lane: one ``i1``
+        vector of a scalar and per-lane bits was built lane by lane (``vpinsrb`` chains) for every row vector."""
+        b = self.c.b
+        conds = [self.convert(self.value(t), t.dtype, "bool") for t in _conjuncts(e.cond)]
+        self.select_depth += 1
+        try:
+            x, y = self._pair(e.a, e.b, e.dtype)
+        finally:
+            self.select_depth -= 1
+        uniform = [c for c in conds if not _is_vec(c)]
+        lanes = [c for c in conds if _is_vec(c)]
+        if not lanes:  # one condition for every lane: a vector select on its broadcast (a scalar i1 select of
+            c = functools.reduce(b.and_, uniform)  # vectors became branches: the int8 stem's padded copy 1.4x slower)
+            if _is_vec(x):
+                c = self._broadcast(c, x.type.count)
+            return b.select(c, x, y)
+        c = functools.reduce(b.and_, lanes)
+        x, y = self._broadcast(x, c.type.count), self._broadcast(y, c.type.count)
+        x = b.select(c, x, y)
+        if uniform:
+            x = b.select(functools.reduce(b.and_, uniform), x, y)
+        return x
 
     def _pair(self, ea: Expr, eb: Expr, dtype: str) -> tuple[ir.Value, ir.Value]:
         """Both operands in one type: float32 if ``dtype`` is float, else the wider integer type."""
@@ -695,6 +734,13 @@ class LlvmCodegen:
 
     def call(self, e: Call) -> ir.Value:
         return self._math(e.name, self.convert(self.value(e.a), e.a.dtype, "float32"))
+
+
+def _conjuncts(e: Expr) -> list[Expr]:
+    """The terms of ``e`` as a conjunction (``a & b & c`` -> ``[a, b, c]``; anything else -> ``[e]``)."""
+    if isinstance(e, Binary) and e.op == "and":
+        return _conjuncts(e.a) + _conjuncts(e.b)
+    return [e]
 
 
 def _pow2_pieces(n: int, widest: int = 64) -> list[int]:

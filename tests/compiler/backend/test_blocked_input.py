@@ -42,7 +42,7 @@ CASES = [
     S(1, 16, 9, 9, 16, 3, 3, (1, 1), (1, 1, 1, 1)),             # 81 pixels: 13 tiles of 6 + a ragged 3
     S(2, 8, 6, 7, 32, 3, 3, (1, 1), (1, 1, 1, 1)),              # batch 2, one input block, 2 output blocks
     S(1, 24, 8, 10, 16, 3, 3, (1, 1), (2, 0, 1, 2), (2, 1)),    # odd pads, dilation (2, 1), 3 input blocks
-    S(1, 16, 7, 7, 16, 1, 1, (1, 1)),                           # 1x1 on a 7x7 map (zero rows for the ragged tile)
+    S(1, 16, 7, 7, 16, 1, 1, (1, 1)),                           # 1x1 on a 7x7 map: 10 tiles of 5, a ragged 4
     S(1, 16, 11, 13, 16, 1, 1, (2, 2)),                         # strided 1x1: the 6x7 subsample, ragged rows
     S(2, 8, 9, 8, 16, 1, 1, (3, 2)),                            # strides (3, 2), batch 2
     S(1, 8, 20, 19, 32, 3, 3, (1, 1), (1, 1, 1, 1)),            # pixel tiles outside the channel blocks
@@ -66,6 +66,15 @@ def test_blocked_input_matches_numpy(spec):
                                   S(1, 8, 20, 19, 32, 3, 3, (1, 1), (1, 1, 1, 1))], ids=["blocks-outer", "pixels-outer"])
 def test_blocked_input_under_every_knob(knobs, spec):
     _check(spec, knobs, residual=False)
+
+
+def test_flat_tiles_of_five_where_they_run_fewer_slots():
+    """6-pixel tiles, or 5 where ceil(P/5) * 6 < ceil(P/6) * 7 (small maps: 7x7 takes 10 tiles of 5, not 9 of 6)."""
+    assert [cd.flat_tile(p) for p in (1, 4, 6, 7, 25, 36, 49, 81, 196, 784, 3136)] == [1, 4, 6, 5, 5, 6, 5, 6, 6, 6, 6]
+    assert cd.Conv2dSpec(1, 512, 7, 7, 512, 3, 3, (1, 1), (1, 1, 1, 1)).tile == 5
+    assert cd.Conv2dSpec(1, 256, 14, 14, 512, 3, 3, (2, 2), (1, 1, 1, 1)).tile == 5  # a stride-2 conv to 7x7
+    assert cd.Conv2dSpec(1, 64, 56, 56, 64, 3, 3, (1, 1), (1, 1, 1, 1)).tile == 6
+    assert cd.default_cpu_knobs(cd.Conv2dSpec(1, 960, 7, 7, 320, 1, 1)).xt == 5
 
 
 def test_pixel_tiles_outer_where_the_weights_are_smaller():

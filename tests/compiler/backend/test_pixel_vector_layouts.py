@@ -83,6 +83,33 @@ def test_depthwise_pixel_vectors_match_numpy(spec):
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
+BANDED = [  # channel planes past L1: built per output row tile (the rows it reads), ragged row tiles and rows
+    S(2, 3, 72, 150, 3, 3, 3, (2, 2), (1, 0, 2, 1), groups=3),          # stride 2, odd pads, batch 2
+    S(1, 2, 61, 140, 2, 3, 3, (2, 2), (1, 1, 1, 1), (1, 2), groups=2),  # dilated columns
+]
+
+
+@pytest.mark.parametrize("spec", BANDED, ids=["stride2-batch2", "dilated"])
+def test_depthwise_plane_in_row_bands_matches_numpy(spec):
+    lanes = float_lanes()
+    sp = cd.cpu_spec(spec, lanes)
+    assert sp.pixel_vectors and sp.oh % sp.row_tile != 0  # a ragged last band
+    assert cd.depthwise_plane_bands(sp, cd.conv2d(sp).pad.shape)
+    got, want = _run(sp)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_depthwise_plane_bands_where_the_plane_outgrows_l1():
+    wide = S(1, 96, 112, 112, 96, 3, 3, (2, 2), (1, 1, 1, 1), groups=96)   # 52 KB planes, 1 row of 17 read twice
+    one = S(1, 32, 112, 112, 32, 3, 3, (1, 1), (1, 1, 1, 1), groups=32)    # stride 1, 4-row tiles: 2 rows of 6
+    small = S(1, 144, 56, 56, 144, 3, 3, (2, 2), (1, 1, 1, 1), groups=144)  # 13 KB planes
+    sp = cd.cpu_spec(wide, 8)
+    assert cd.depthwise_plane_bands(sp, cd.conv2d(sp).pad.shape)
+    for spec in (one, small):
+        sp = cd.cpu_spec(spec, 8)
+        assert not cd.depthwise_plane_bands(sp, cd.conv2d(sp).pad.shape)
+
+
 DIRECT = [  # (spec, channels x pixels per tile): a few input channels, any kernel, stride, padding
     (S(1, 3, 20, 22, 8, 3, 3, (2, 2), (1, 1, 1, 1)), (4, 8)),          # a stem: 11 wide = 8 + a ragged 3
     (S(2, 2, 9, 17, 6, 3, 2, (1, 1), (0, 1, 2, 0), (2, 1)), (3, 16)),    # batch 2, dilated, 16 wide
@@ -160,6 +187,26 @@ def test_vector_window_loads_stay_inside_the_buffer(n):
     s[z].vectorize(s[z].leaf_iter_vars[0])
     want = np.zeros(n + 4, np.float32)
     want[2:n + 2] = xv[n:]
+    np.testing.assert_array_equal(build_op(s, args=[x, z])(xv), want)
+
+
+@pytest.mark.parametrize("rows,width", [(5, 29), (4, 64), (3, 17)])
+def test_padded_stride_phase_plane_is_exact(rows, width):
+    """A padded plane with stride-2 phases (a row test the same in every lane, column tests per lane): the rows'
+    windows read plain vectors inside the buffer and masked ones where they pass either end of it."""
+    x = te.placeholder((rows, width), "float32", "x")
+    xv = RNG.standard_normal((rows, width)).astype(np.float32)
+    wq = (width + 3) // 2
+    zero = te.const(0.0, "float32")
+    z = te.compute((rows + 2, 2, wq), lambda r, ph, q: te.select(
+        (r >= 1) & (r < rows + 1) & (q * 2 + ph >= 1) & (q * 2 + ph < width + 1), x[r - 1, q * 2 + ph - 1], zero),
+        name="z", dtype="float32")
+    s = create_schedule(z)
+    s[z].unroll(s[z].leaf_iter_vars[1])
+    s[z].vectorize(s[z].leaf_iter_vars[2])
+    padded = np.zeros((rows + 2, 2 * wq), np.float32)
+    padded[1:rows + 1, 1:width + 1] = xv
+    want = padded.reshape(rows + 2, wq, 2).transpose(0, 2, 1)
     np.testing.assert_array_equal(build_op(s, args=[x, z])(xv), want)
 
 

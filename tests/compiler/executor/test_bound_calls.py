@@ -67,3 +67,50 @@ def test_int8_runs_keep_their_bound_calls():
     for k, (ins, call) in bound.items():
         assert mod.cpu._bound[k][3] is call and all(a is b for a, b in zip(mod.cpu._bound[k][2], ins))
     np.testing.assert_array_equal(got, ref(input=x))
+
+
+def test_view_nodes_keep_their_view():
+    """Metadata-only nodes (Flatten here) where their inputs are the same arena arrays as in the last run: the same
+    result object every run, tracking the input's current values (Flatten's output has its own arena slot: its data
+    is copied there by memmove, and the slot is the result)."""
+    model = mobilenet_v2_small()
+    mod = build(model, target="llvm", progress=False)
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((1, 3, 32, 32)).astype(np.float32)
+    mod(input=x)
+    views = {k: v[4] for k, v in mod.cpu._views.items()}
+    flat = [v for v in mod.cpu._views.values() if v[0].op == "Flatten"]
+    assert flat and flat[0][3] is not None and flat[0][4] is flat[0][2]  # copied into its slot, the slot returned
+    x[...] = rng.standard_normal(x.shape)
+    got = mod(input=x)
+    assert all(mod.cpu._views[k][4] is v for k, v in views.items())
+    assert any(r["op"] == "Flatten" and r["cpu_backend"] == "view" for r in mod.profile())
+    assert _rel_err(got, ort_run(model, {"input": x})[0]) < 1e-5
+
+
+def test_view_node_that_copies_is_made_every_run():
+    """A Reshape of a non-contiguous array is a copy, not a view: it is not kept, so a later run sees new values."""
+    from compiler.backend.plans.backend import TargetCpuBackend
+    from compiler.graph.ir import Node
+
+    cpu = TargetCpuBackend("llvm")
+    node = Node("Reshape", ["x", "shape"], ["y"], name="r")
+    base = np.arange(12, dtype=np.float32).reshape(3, 4)
+    xt, shape = base.T, np.array([12], np.int64)  # (4, 3), not C-contiguous: reshape copies
+    first = cpu.run_node_into(node, [xt, shape], [None])[0]
+    np.testing.assert_array_equal(first, base.T.ravel())
+    assert id(node) not in cpu._views
+    base += 100
+    np.testing.assert_array_equal(cpu.run_node_into(node, [xt, shape], [None])[0], base.T.ravel())
+    flat = base.reshape(3, 4)  # contiguous: a view, kept, and it follows the values
+    view = cpu.run_node_into(node, [flat, shape], [None])[0]
+    assert cpu._views[id(node)][4] is view and cpu._views[id(node)][3] is None
+    base -= 7
+    again = cpu.run_node_into(node, [flat, shape], [None])[0]
+    assert again is view
+    np.testing.assert_array_equal(again, base.ravel())
+    slot = np.empty(12, np.float32)  # a planned output slot: the data copied there each call, the slot returned
+    assert cpu.run_node_into(node, [flat, shape], [slot])[0] is slot
+    base *= 3
+    assert cpu.run_node_into(node, [flat, shape], [slot])[0] is slot and cpu._views[id(node)][3] is not None
+    np.testing.assert_array_equal(slot, base.ravel())
