@@ -267,15 +267,9 @@ def conv2d(spec: Conv2dSpec, bias: bool = False, residual: bool = False, act: st
         weight = te.placeholder((o // ob, cg, spec.kh, spec.kw, ob), spec.dtype, "weight")
         rc = te.reduce_axis(cg, "rc")
         if flat:
-            ow_ = spec.ow
-            if sx > 1:
-                def tap(i, q, rc, ky, kx):
-                    return pad[i, rc, q // ow_ * sy + ky * dy, kx * dx % sx, q % ow_ + kx * dx // sx]
-            else:
-                def tap(i, q, rc, ky, kx):
-                    return pad[i, rc, q // ow_ * sy + ky * dy, q % ow_ + kx * dx]
-            conv = te.compute((n, o // ob, spec.oh * ow_, ob), lambda i, oo, q, oi: te.sum(
-                mul(tap(i, q, rc, ky, kx), weight[oo, rc, ky, kx, oi]), [rc, ky, kx]), name="conv", dtype=acc_t)
+            conv = te.compute((n, o // ob, spec.oh * spec.ow, ob), lambda i, oo, q, oi: te.sum(
+                mul(pad[(i, rc, *_flat_tap(spec, q, ky, kx))], weight[oo, rc, ky, kx, oi]), [rc, ky, kx]),
+                name="conv", dtype=acc_t)
         elif spec.groups == 1:
             conv = te.compute(shape, lambda i, oo, y, x, oi: te.sum(
                 mul(pad[i, rc, y * sy + ky * dy, x * sx + kx * dx], weight[oo, rc, ky, kx, oi]), [rc, ky, kx]),
@@ -330,35 +324,41 @@ def _flat_blocked(spec: Conv2dSpec, data: Tensor, hp: int, wp: int, wq: int, ins
     per pixel instead of CB planes apart; weights ``(O/OB, C/CB, KH, KW, CB, OB)``; the reduction runs over
     (channel block, ky, kx, channel in block). Returns ``(pad, weight, conv)``."""
     n, c, o, ob, cb, ow_ = spec.n, spec.c, spec.o, spec.block, spec.in_block, spec.ow
-    (t, l, _, _), (sy, sx), (dy, dx) = spec.pads, spec.stride, spec.dilations
+    (t, l, _, _), (sy, sx) = spec.pads, spec.stride
     zero = te.const(0.0, "float32")
     rco, rci = te.reduce_axis(c // cb, "rco"), te.reduce_axis(cb, "rci")
     ky, kx = te.reduce_axis(spec.kh, "ky"), te.reduce_axis(spec.kw, "kx")
-    if (spec.kh, spec.kw) == (1, 1) and not any(spec.pads) and (sy, sx) != (1, 1):
+    subsampled = (spec.kh, spec.kw) == (1, 1) and not any(spec.pads) and (sy, sx) != (1, 1)
+    if subsampled:
         rows = (-(-spec.oh * ow_ // spec.tile) * spec.tile - 1) // ow_ + 1  # the ragged last tile reads zero rows
         pad = te.compute((n, c // cb, rows, ow_, cb), lambda i, j, y, x, ci: te.select(
             y < spec.oh, data[i, j * cb + ci, y * sy, x * sx], zero), name="pad", dtype="float32")
-
-        def tap(i, q, rco, ky, kx, rci):
-            return pad[i, rco, q // ow_, q % ow_, rci]
     elif sx > 1:
         pad = te.compute((n, c // cb, hp, sx, wq, cb), lambda i, j, y, ph, xq, ci: te.select(
             inside(y, xq * sx + ph), data[i, j * cb + ci, y - t, xq * sx + ph - l], zero), name="pad",
             dtype="float32")
-
-        def tap(i, q, rco, ky, kx, rci):
-            return pad[i, rco, q // ow_ * sy + ky * dy, kx * dx % sx, q % ow_ + kx * dx // sx, rci]
     else:
         pad = te.compute((n, c // cb, hp, wp, cb), lambda i, j, y, x, ci: te.select(
             inside(y, x), data[i, j * cb + ci, y - t, x - l], zero), name="pad", dtype="float32")
 
-        def tap(i, q, rco, ky, kx, rci):
-            return pad[i, rco, q // ow_ * sy + ky * dy, q % ow_ + kx * dx, rci]
+    def tap(q, ky, kx):  # the subsampled copy holds only the pixels read: pixel q is row q // OW, column q % OW
+        return (q // ow_, q % ow_) if subsampled else _flat_tap(spec, q, ky, kx)
+
     weight = te.placeholder((o // ob, c // cb, spec.kh, spec.kw, cb, ob), "float32", "weight")
     conv = te.compute((n, o // ob, spec.oh * ow_, ob), lambda i, oo, q, oi: te.sum(
-        tap(i, q, rco, ky, kx, rci) * weight[oo, rco, ky, kx, rci, oi], [rco, ky, kx, rci]), name="conv",
+        pad[(i, rco, *tap(q, ky, kx), rci)] * weight[oo, rco, ky, kx, rci, oi], [rco, ky, kx, rci]), name="conv",
         dtype="float32")
     return pad, weight, conv
+
+
+def _flat_tap(spec: Conv2dSpec, q, ky, kx) -> tuple:
+    """Where flat output pixel ``q``'s tap ``(ky, kx)`` lies in the padded input of the flat layouts (plain or
+    channel-blocked): ``(row, column)``, or with stride ``SX > 1`` (columns de-interleaved by phase) ``(row,
+    phase, column within the phase)``."""
+    ow_, (sy, sx), (dy, dx) = spec.ow, spec.stride, spec.dilations
+    if sx > 1:
+        return q // ow_ * sy + ky * dy, kx * dx % sx, q % ow_ + kx * dx // sx
+    return q // ow_ * sy + ky * dy, q % ow_ + kx * dx
 
 
 def _epilogue_stage(conv: Tensor, shape: tuple, ob: int, bias: bool, residual: bool, act: str | None,
@@ -677,7 +677,7 @@ def schedule_cpu(op: Conv2dOp, s, knobs: CpuConvKnobs | None = None) -> None:
     if spec.flat:
         n, oo, oi, q = so.leaf_iter_vars
         xo, xi = so.split(q, xt)
-        so.reorder(n, xo, oo, oi, xi) if px_outer else so.reorder(n, oo, xo, oi, xi)
+        so.reorder(*((n, xo, oo, oi, xi) if px_outer else (n, oo, xo, oi, xi)))
     else:
         n, oo, oi, y, x = so.leaf_iter_vars
         xo, xi = so.split(x, xt)
@@ -726,7 +726,7 @@ def _schedule_pointwise(op: Conv2dOp, s, parallel: bool) -> None:
     n, oo, oi, q = so.leaf_iter_vars
     qo, qi = so.split(q, spec.tile)
     pixels_outer = spec.oh * spec.ow >= spec.o
-    so.reorder(n, qo, oo, oi, qi) if pixels_outer else so.reorder(n, oo, qo, oi, qi)
+    so.reorder(*((n, qo, oo, oi, qi) if pixels_outer else (n, oo, qo, oi, qi)))
     outer = qo if pixels_outer else oo
     if parallel and outer.extent > 1:
         so.parallel(outer)
