@@ -54,7 +54,8 @@ def _check(c, h, w, o, k, stride, pad, groups=1, pad_value=0, uniform=False, zp=
     (32, 9, 9, 32, 3, 2, (1, 1, 1, 1), 7),      # stride 2: phase-split columns
     (16, 11, 6, 48, 3, 2, (0, 1, 2, 0), 0),     # asymmetric pads, odd rows
     (48, 7, 7, 32, 1, 1, (0, 0, 0, 0), 0),      # 1x1, 49 pixels: no tile of 3..6 divides them, so via pad
-    (32, 6, 6, 32, 1, 1, (0, 0, 0, 0), 0),      # 1x1 read in place, tiles of 6
+    (16, 6, 6, 32, 1, 1, (0, 0, 0, 0), 0),      # 1x1 read in place, tiles of 6
+    (32, 6, 6, 32, 1, 1, (0, 0, 0, 0), 0),      # 1x1 with 32 channels: via the int16 copy
     (16, 9, 8, 16, 1, 2, (0, 0, 0, 0), 0),      # 1x1 stride 2
     (16, 8, 8, 32, 5, 1, (2, 2, 2, 2), -128),   # 5x5
     (3, 13, 11, 16, 7, 2, (3, 3, 3, 3), -128),  # a 3-channel stem: 2 of the block's 8 channel pairs reduced
@@ -123,6 +124,15 @@ def test_block_padding_channels_keep_the_per_tensor_form(k, groups):
     assert requant_int.uniform_scale(filled) == (1 << 30, 40)
     w[30, 3] = 1  # a padding channel with a weight is not idle
     assert requant_int.uniform_scale(fill_idle_channels(rq, w, None)) is None
+
+
+@pytest.mark.parametrize("c,hw,direct", [(16, 6, True), (16, 7, False), (32, 6, False)])
+def test_which_1x1_convs_read_their_input_in_place(c, hw, direct):
+    """In place: up to DIRECT_MAX_CHANNELS (16) input channels and a pixel count that a tile of 3..6 divides (49 has
+    none); wider layers take the int16 copy."""
+    spec = conv2d_int8.PackedConvSpec(Conv2dSpec(1, c, hw, hw, 32, 1, 1, dtype="int8"), 1, 16, 16)
+    assert spec.direct is direct
+    assert (spec.data_shape[2:4] == (hw * hw, 1)) is direct
 
 
 def test_zero_weight_channels_are_skipped():
