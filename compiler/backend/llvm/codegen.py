@@ -489,9 +489,7 @@ class LlvmCodegen:
                 x, y = self._pair(e.a, e.b, e.dtype)
             finally:
                 self.select_depth -= 1
-            if _is_vec(x) and not _is_vec(c):
-                c = self._broadcast(c, x.type.count)
-            elif _is_vec(c):
+            if _is_vec(c):  # (a scalar condition selects whole vectors: LLVM's i1 select, no lane mask)
                 x, y = self._broadcast(x, c.type.count), self._broadcast(y, c.type.count)
             return b.select(c, x, y)
         if isinstance(e, Call):

@@ -1,6 +1,8 @@
 """The llvm target's int8 convs on the packed layout (compiler.topi.conv2d_int8): bit-exact with the ``ref`` backend
 (numpy) for ragged maps, strides, padding values, 1x1 layers read in place, depthwise and both requant forms; the
 codegen's int16 pair product (pmaddwd / vpdpwssd) per feature level; the per-tensor requant form vs numpy."""
+import re
+
 import numpy as np
 import pytest
 
@@ -223,6 +225,31 @@ def test_padded_copy_loads_vectors_not_bytes():
     want = np.full((8, 32), -3, np.int8)
     want[1:7] = xv
     np.testing.assert_array_equal(f(xv), want)
+
+
+def test_scalar_condition_selects_whole_vectors():
+    """A select whose condition is the same for every lane (a padded copy's row and column tests) is LLVM's ``select
+    i1`` of two vectors (a branch), not a broadcast lane mask: the interior copy's loop went 21 -> 10 instructions per
+    16 bytes. Values as numpy's, border rows and columns included; a per-lane condition keeps its mask."""
+    x = te.placeholder((5, 4, 16), "int8", "x")
+    p = te.compute((7, 6, 16), lambda i, j, k: te.select((i >= 1) & (i < 6) & (j >= 1) & (j < 5), x[i - 1, j - 1, k],
+                                                          te.const(-7, "int8")), name="p", dtype="int8")
+    s = create_schedule(p)
+    s[p].vectorize(s[p].leaf_iter_vars[2])
+    f = compiler.build_op(s, args=[x, p])
+    assert re.search(r"select\s+i1 %\S+, <16 x i8>", f.llvm_ir) and not re.search(r"select\s+<16 x i1>", f.llvm_ir)
+    xv = np.random.default_rng(4).integers(-128, 128, (5, 4, 16), dtype=np.int8)
+    want = np.full((7, 6, 16), -7, np.int8)
+    want[1:6, 1:5] = xv
+    np.testing.assert_array_equal(f(xv), want)
+    y = te.placeholder((7, 6, 16), "int8", "y")
+    q = te.compute((7, 6, 16), lambda i, j, k: te.select(k < 9, y[i, j, k], te.const(5, "int8")), name="q",
+                   dtype="int8")
+    s = create_schedule(q)
+    s[q].vectorize(s[q].leaf_iter_vars[2])
+    g = compiler.build_op(s, args=[y, q])
+    assert re.search(r"select\s+<16 x i1>", g.llvm_ir)
+    np.testing.assert_array_equal(g(want), np.where(np.arange(16) < 9, want, np.int8(5)))
 
 
 @pytest.mark.parametrize("level,features", [("x86-64-v3", "+avxvnni"), ("x86-64-v4", "+avx512vnni")])
