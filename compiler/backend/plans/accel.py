@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import threading
 import weakref
 
 import numpy as np
@@ -67,7 +68,7 @@ class TargetAccelBackend:
         self._layers: dict[tuple, tuple] = {}  # a packed conv layer's call -> (w, requant, bias, prepared state)
         self._dense_views: dict[int, tuple] = {}  # id(dense weight) -> (weight, its 1x1-conv view)
         self._addresses: dict[int, tuple] = {}  # id(array) -> (weak reference, data address)
-        self._last_call: tuple | None = None  # the last packed layer run: (kernel, addresses, profile, state)
+        self._last_call: tuple | None = None  # the last packed layer run: (thread, kernel, addresses, profile, state)
 
     def before_run(self) -> None:
         """Called by the Module as a run starts: on llvm, the thread pool's idle workers start spinning now, so the
@@ -224,7 +225,8 @@ class TargetAccelBackend:
         fn.run_addresses(addresses)
         self.last_profile = prof
         # the same call again (see last_call): only where it read the caller's own arrays (no copies made here)
-        self._last_call = (fn, addresses, prof, state) if x is x_in and other is other_in else None
+        self._last_call = ((threading.get_ident(), fn, addresses, prof, state) if x is x_in and other is other_in
+                           else None)
         return out
 
     def last_call(self):
@@ -233,9 +235,9 @@ class TargetAccelBackend:
         layer on the caller's own arrays. The caller must pass the same array objects again, unchanged, kept alive:
         the Module's bound calls do (its arena views and constants, compared by identity each run)."""
         last = self._last_call
-        if last is None:
+        if last is None or last[0] != threading.get_ident():  # another thread's call came in between: none
             return None
-        fn, addresses, prof, state = last
+        _, fn, addresses, prof, state = last
 
         def again() -> None:
             fn.run_addresses(addresses)

@@ -108,8 +108,8 @@ def test_int8_accel_layers_repeat_their_prepared_calls():
 
 def test_last_call_is_none_where_the_layer_read_a_copy():
     """``TargetAccelBackend.last_call``: the repeat of a prepared packed layer's call rewrites its output from the
-    input's current values; None after a call whose input had to be copied (not C-contiguous) or that did not run the
-    packed kernel."""
+    input's current values; None in another thread, after a call whose input had to be copied (not C-contiguous) or
+    that did not run the packed kernel."""
     from compiler.backend.plans.accel import TargetAccelBackend
     from compiler.graph.ref_backend import RefAccelBackend
     from isa import make_config
@@ -129,6 +129,13 @@ def test_last_call_is_none_where_the_layer_read_a_copy():
     x[...] = rng.integers(-128, 128, x.shape, dtype=np.int8)
     again()
     np.testing.assert_array_equal(out, RefAccelBackend(cfg).conv2d(x, w, None, **kw))
+    import threading
+
+    seen = []
+    t = threading.Thread(target=lambda: seen.append(tb.last_call()))  # another thread: not its call to repeat
+    t.start()
+    t.join()
+    assert seen == [None] and tb.last_call() is not None
     strided = np.empty(x.shape[:-1] + (2 * x.shape[-1],), np.int8)[..., ::2]
     strided[...] = x
     tb.conv2d(strided, w, None, **kw)
