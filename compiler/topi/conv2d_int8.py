@@ -34,9 +34,10 @@ from compiler.topi.conv2d_direct import Conv2dSpec
 
 OB = 16  # output channels per register tile (int32 lanes: two AVX2 vectors)
 ACC_REGS = {128: 8, 256: 12, 512: 24}  # accumulator vectors per tile by the target's vector width
-DIRECT_MAX_CHANNELS = 32  # 1x1 convs read their packed int8 input in place up to this many input channels; above,
-# the int16 copy's 6-pixel tiles with one-load pair broadcasts win (measured 0.72-0.87x the time from 64 channels on,
-# even at 24-32, 1.2x at 16 where the copy weighs against 8 pair steps)
+DIRECT_MAX_CHANNELS = 16  # 1x1 convs read their packed int8 input in place up to this many input channels; above,
+# the int16 copy's 6-pixel tiles with one-load pair broadcasts win (measured 0.72-0.87x the time from 64 channels on;
+# at 24-32 channels 0.87-0.96x (MobileNetV2's 24x56x56 -> 144: 0.37 -> 0.32 ms, 32x28x28 -> 192: 0.128 -> 0.114,
+# min of 4 alternating runs, one thread); equal at 16, where the copy weighs against 8 pair steps)
 WEIGHT_INT8_MAX_PIXELS = 64  # output pixels (all images) up to which the pair weights stay int8 (1280x1000 fc:
 # 0.22 -> 0.16 ms, 7x7 maps ~0.9x; measured 1 thread, loaded)
 # parallel loops for stages of ~20-30 us of one thread's work (the native hand-off to a spinning worker costs a few

@@ -142,6 +142,8 @@ def plan_layout(node: Node, infos, consts, target: str) -> OpPlan:
 
     def make():
         ins, y = build(shape, dt, *params)
+        if target == "llvm" and node.op == "PackActivation" and len(shape) == 4:
+            return ins, y, lambda s: layout.schedule_pack_cpu(s, y)
         return ins, y, lambda s: schedule_injective(s, y, target, vector=False)
 
     return OpPlan(key, make, lambda ins: [np.ascontiguousarray(ins[0])], tuple(y.shape), np.dtype(dt))

@@ -114,3 +114,79 @@ def test_view_node_that_copies_is_made_every_run():
     base *= 3
     assert cpu.run_node_into(node, [flat, shape], [slot])[0] is slot and cpu._views[id(node)][3] is not None
     np.testing.assert_array_equal(slot, base.ravel())
+
+
+def test_int8_accel_layers_repeat_their_prepared_calls():
+    """The packed int8 layers (convs, dense head) on llvm: from the second run on, each runs through the backend's
+    repeat of its last call (no conv2d/dense call: both raise here), on one and two threads, and the results stay the
+    ``ref`` executor's bit for bit for new input values, in the same array or a new one."""
+    import warnings
+
+    from compiler.quant.ort_tools import ort_quantize_static
+
+    model = mobilenet_v2_small()
+    rng = np.random.default_rng(7)
+    calib = [{"input": rng.standard_normal((1, 3, 32, 32)).astype(np.float32)} for _ in range(2)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        q = ort_quantize_static(model, calib, per_channel=False, defaults=True)
+    mod = build(q, target="llvm", progress=False)
+    ref = build(q, target="ref", progress=False, fuse_residual=False)
+    x = rng.standard_normal((1, 3, 32, 32)).astype(np.float32)
+    mod(input=x)
+    accel = [i for i, n in enumerate(mod.graph.nodes) if n.op in ("AccelConv2D", "AccelDense")]
+    assert len(accel) > 10 and set(mod._accel_bound) == set(accel)
+    backend = mod.accel
+
+    def refuse(*_a, **_k):
+        raise AssertionError("a bound layer called the backend again")
+    backend.conv2d = backend.dense = refuse  # instance attributes: the bound calls never look them up
+    try:
+        for threads in (1, 2):
+            set_num_threads(threads)
+            x[...] = rng.standard_normal(x.shape)  # the same array, new values
+            np.testing.assert_array_equal(mod(input=x), ref(input=x))
+            y = rng.standard_normal(x.shape).astype(np.float32)  # a new input array: the arena's views stay the same
+            np.testing.assert_array_equal(mod(input=y), ref(input=y))
+    finally:
+        set_num_threads(None)
+        del backend.conv2d, backend.dense
+
+
+def test_last_call_is_none_where_the_layer_read_a_copy():
+    """``TargetAccelBackend.last_call``: the repeat of a prepared packed layer's call rewrites its output from the
+    input's current values; None in another thread, after a call whose input had to be copied (not C-contiguous) or
+    that did not run the packed kernel."""
+    from compiler.backend.plans.accel import TargetAccelBackend
+    from compiler.graph.ref_backend import RefAccelBackend
+    from isa import make_config
+    from jit_runtime.host_ops.layout import pack_activation, pack_weight
+    from jit_runtime.host_ops.requant import Requant
+
+    cfg = make_config()
+    rng = np.random.default_rng(3)
+    x = pack_activation(rng.integers(-128, 128, (1, 32, 5, 5), dtype=np.int8), cfg.batch, cfg.block_in)
+    w = pack_weight(rng.integers(-128, 128, (16, 32, 3, 3), dtype=np.int8), cfg.block_out, cfg.block_in)
+    rq = Requant(0, np.full(16, 1 << 30), np.full(16, 38), False, -128, 127, zero_point=2)
+    kw = dict(stride=(1, 1), padding=(1, 1, 1, 1), groups=1, requant=rq)
+    tb = TargetAccelBackend(cfg)
+    out = tb.conv2d(x, w, None, **kw)
+    again = tb.last_call()
+    assert again is not None
+    x[...] = rng.integers(-128, 128, x.shape, dtype=np.int8)
+    again()
+    np.testing.assert_array_equal(out, RefAccelBackend(cfg).conv2d(x, w, None, **kw))
+    import threading
+
+    seen = []
+    t = threading.Thread(target=lambda: seen.append(tb.last_call()))  # another thread: not its call to repeat
+    t.start()
+    t.join()
+    assert seen == [None] and tb.last_call() is not None
+    strided = np.empty(x.shape[:-1] + (2 * x.shape[-1],), np.int8)[..., ::2]
+    strided[...] = x
+    tb.conv2d(strided, w, None, **kw)
+    assert tb.last_call() is None
+    grouped = pack_weight(rng.integers(-128, 128, (32, 16, 3, 3), dtype=np.int8), cfg.block_out, cfg.block_in)
+    tb.conv2d(x, grouped, None, **{**kw, "groups": 2})  # two groups of 16: the unpacked kernel
+    assert tb.last_call() is None

@@ -92,7 +92,8 @@ def test_dequantize():
     same(Node("DequantizeLinear", ["x", "s", "z"], ["y"], {"axis": 0}), [big, np.float32([0.1, 2.0, 3e-5]), np.int32([0, 5, -7])])
 
 
-@pytest.mark.parametrize("shape,batch,block", [((3, 20, 5, 7), 2, 16), ((1, 32, 4, 4), 1, 16), ((3, 40), 1, 16)])
+@pytest.mark.parametrize("shape,batch,block", [((3, 20, 5, 7), 2, 16), ((1, 32, 4, 4), 1, 16), ((3, 40), 1, 16),
+                                               ((1, 3, 130, 131), 1, 16)])  # 272K packed: parallel over rows
 def test_pack_unpack_roundtrip(shape, batch, block):
     for make in (i8, f32):
         x = make(*shape)

@@ -1,6 +1,8 @@
 """The llvm target's int8 convs on the packed layout (compiler.topi.conv2d_int8): bit-exact with the ``ref`` backend
 (numpy) for ragged maps, strides, padding values, 1x1 layers read in place, depthwise and both requant forms; the
 codegen's int16 pair product (pmaddwd / vpdpwssd) per feature level; the per-tensor requant form vs numpy."""
+import re
+
 import numpy as np
 import pytest
 
@@ -54,7 +56,8 @@ def _check(c, h, w, o, k, stride, pad, groups=1, pad_value=0, uniform=False, zp=
     (32, 9, 9, 32, 3, 2, (1, 1, 1, 1), 7),      # stride 2: phase-split columns
     (16, 11, 6, 48, 3, 2, (0, 1, 2, 0), 0),     # asymmetric pads, odd rows
     (48, 7, 7, 32, 1, 1, (0, 0, 0, 0), 0),      # 1x1, 49 pixels: no tile of 3..6 divides them, so via pad
-    (32, 6, 6, 32, 1, 1, (0, 0, 0, 0), 0),      # 1x1 read in place, tiles of 6
+    (16, 6, 6, 32, 1, 1, (0, 0, 0, 0), 0),      # 1x1 read in place, tiles of 6
+    (32, 6, 6, 32, 1, 1, (0, 0, 0, 0), 0),      # 1x1 with 32 channels: via the int16 copy
     (16, 9, 8, 16, 1, 2, (0, 0, 0, 0), 0),      # 1x1 stride 2
     (16, 8, 8, 32, 5, 1, (2, 2, 2, 2), -128),   # 5x5
     (3, 13, 11, 16, 7, 2, (3, 3, 3, 3), -128),  # a 3-channel stem: 2 of the block's 8 channel pairs reduced
@@ -123,6 +126,15 @@ def test_block_padding_channels_keep_the_per_tensor_form(k, groups):
     assert requant_int.uniform_scale(filled) == (1 << 30, 40)
     w[30, 3] = 1  # a padding channel with a weight is not idle
     assert requant_int.uniform_scale(fill_idle_channels(rq, w, None)) is None
+
+
+@pytest.mark.parametrize("c,hw,direct", [(16, 6, True), (16, 7, False), (32, 6, False)])
+def test_which_1x1_convs_read_their_input_in_place(c, hw, direct):
+    """In place: up to DIRECT_MAX_CHANNELS (16) input channels and a pixel count that a tile of 3..6 divides (49 has
+    none); wider layers take the int16 copy."""
+    spec = conv2d_int8.PackedConvSpec(Conv2dSpec(1, c, hw, hw, 32, 1, 1, dtype="int8"), 1, 16, 16)
+    assert spec.direct is direct
+    assert (spec.data_shape[2:4] == (hw * hw, 1)) is direct
 
 
 def test_zero_weight_channels_are_skipped():
@@ -213,6 +225,40 @@ def test_padded_copy_loads_vectors_not_bytes():
     want = np.full((8, 32), -3, np.int8)
     want[1:7] = xv
     np.testing.assert_array_equal(f(xv), want)
+
+
+def test_scalar_condition_selects_whole_vectors():
+    """Selects in a vector loop by the kind of their condition's conjuncts: all the same for every lane (a padded
+    copy's row and column tests) is one vector select on their broadcast (a scalar ``select i1`` of vectors became a
+    branch, slower in the int8 stem's copy); per-lane ones keep their mask; a mix selects lane by lane on the
+    per-lane ones and then whole vectors on the uniform ones. Values as numpy's, border rows and columns included."""
+    x = te.placeholder((5, 4, 16), "int8", "x")
+    p = te.compute((7, 6, 16), lambda i, j, k: te.select((i >= 1) & (i < 6) & (j >= 1) & (j < 5), x[i - 1, j - 1, k],
+                                                          te.const(-7, "int8")), name="p", dtype="int8")
+    s = create_schedule(p)
+    s[p].vectorize(s[p].leaf_iter_vars[2])
+    f = compiler.build_op(s, args=[x, p])
+    assert re.search(r"select\s+<16 x i1>", f.llvm_ir) and not re.search(r"select\s+i1 %\S+, <16 x i8>", f.llvm_ir)
+    xv = np.random.default_rng(4).integers(-128, 128, (5, 4, 16), dtype=np.int8)
+    want = np.full((7, 6, 16), -7, np.int8)
+    want[1:6, 1:5] = xv
+    np.testing.assert_array_equal(f(xv), want)
+    y = te.placeholder((7, 6, 16), "int8", "y")
+    q = te.compute((7, 6, 16), lambda i, j, k: te.select(k < 9, y[i, j, k], te.const(5, "int8")), name="q",
+                   dtype="int8")
+    s = create_schedule(q)
+    s[q].vectorize(s[q].leaf_iter_vars[2])
+    g = compiler.build_op(s, args=[y, q])
+    assert re.search(r"select\s+<16 x i1>", g.llvm_ir)
+    np.testing.assert_array_equal(g(want), np.where(np.arange(16) < 9, want, np.int8(5)))
+    r = te.compute((7, 6, 16), lambda i, j, k: te.select((i >= 2) & (k < 9), y[i, j, k], te.const(5, "int8")),
+                   name="r", dtype="int8")
+    s = create_schedule(r)
+    s[r].vectorize(s[r].leaf_iter_vars[2])
+    h = compiler.build_op(s, args=[y, r])
+    assert re.search(r"select\s+<16 x i1>", h.llvm_ir) and re.search(r"select\s+i1 %\S+, <16 x i8>", h.llvm_ir)
+    mask = (np.arange(7)[:, None, None] >= 2) & (np.arange(16)[None, None, :] < 9)
+    np.testing.assert_array_equal(h(want), np.where(mask, want, np.int8(5)))
 
 
 @pytest.mark.parametrize("level,features", [("x86-64-v3", "+avxvnni"), ("x86-64-v4", "+avx512vnni")])
