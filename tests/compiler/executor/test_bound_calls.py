@@ -14,6 +14,21 @@ def _rel_err(a, b) -> float:
     return float(np.abs(np.asarray(a) - np.asarray(b)).max() / np.abs(np.asarray(b)).max())
 
 
+def _qdq_small(seed: int):
+    """A seeded rng and ``mobilenet_v2_small`` quantized by onnxruntime (QDQ, defaults) built for llvm and for the
+    ``ref`` executor."""
+    import warnings
+
+    from compiler.quant.ort_tools import ort_quantize_static
+
+    rng = np.random.default_rng(seed)
+    calib = [{"input": rng.standard_normal((1, 3, 32, 32)).astype(np.float32)} for _ in range(2)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        q = ort_quantize_static(mobilenet_v2_small(), calib, per_channel=False, defaults=True)
+    return rng, build(q, target="llvm", progress=False), build(q, target="ref", progress=False, fuse_residual=False)
+
+
 def test_bound_kernel_calls_follow_the_input():
     model = mobilenet_v2_small()
     mod = build(model, target="llvm", progress=False)
@@ -44,18 +59,7 @@ def test_int8_runs_keep_their_bound_calls():
     """A QDQ model on llvm: from the second run on, no kernel call binds again (each node reads the same arena array
     objects every run, also after a layer that returns a reshaped view of its slot, as the dense head does), and the
     results stay the ``ref`` executor's bit for bit."""
-    import warnings
-
-    from compiler.quant.ort_tools import ort_quantize_static
-
-    model = mobilenet_v2_small()
-    rng = np.random.default_rng(5)
-    calib = [{"input": rng.standard_normal((1, 3, 32, 32)).astype(np.float32)} for _ in range(2)]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        q = ort_quantize_static(model, calib, per_channel=False, defaults=True)
-    mod = build(q, target="llvm", progress=False)
-    ref = build(q, target="ref", progress=False, fuse_residual=False)
+    rng, mod, ref = _qdq_small(5)
     x = rng.standard_normal((1, 3, 32, 32)).astype(np.float32)
     mod(input=x)
     mod(input=x)
@@ -120,18 +124,7 @@ def test_int8_accel_layers_repeat_their_prepared_calls():
     """The packed int8 layers (convs, dense head) on llvm: from the second run on, each runs through the backend's
     repeat of its last call (no conv2d/dense call: both raise here), on one and two threads, and the results stay the
     ``ref`` executor's bit for bit for new input values, in the same array or a new one."""
-    import warnings
-
-    from compiler.quant.ort_tools import ort_quantize_static
-
-    model = mobilenet_v2_small()
-    rng = np.random.default_rng(7)
-    calib = [{"input": rng.standard_normal((1, 3, 32, 32)).astype(np.float32)} for _ in range(2)]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        q = ort_quantize_static(model, calib, per_channel=False, defaults=True)
-    mod = build(q, target="llvm", progress=False)
-    ref = build(q, target="ref", progress=False, fuse_residual=False)
+    rng, mod, ref = _qdq_small(7)
     x = rng.standard_normal((1, 3, 32, 32)).astype(np.float32)
     mod(input=x)
     accel = [i for i, n in enumerate(mod.graph.nodes) if n.op in ("AccelConv2D", "AccelDense")]
