@@ -307,10 +307,32 @@ def test_offset_tree_sum_is_the_signed_sum():
     sim.run()
 
 
+def _array_ports(cfg, m, arr) -> tuple[list, list, list]:
+    """Operand signals ``a`` ([b][i]) and ``w`` ([o][i]) fed to the GemmArray ``arr`` (elaborated into ``m``) and
+    one 40-bit signal per lane sum."""
+    from amaranth.hdl import Signal, signed
+
+    B, BI, BO = cfg.batch, cfg.block_in, cfg.block_out
+    a = [[Signal(signed(cfg.inp_width)) for _ in range(BI)] for _ in range(B)]
+    w = [[Signal(signed(cfg.wgt_width)) for _ in range(BI)] for _ in range(BO)]
+    sums = arr.use(Signal(), a, w)
+    arr.elaborate(m)
+    outs = [Signal(signed(40)) for _ in sums]
+    m.d.comb += [o.eq(v) for o, v in zip(outs, sums)]
+    return a, w, outs
+
+
+def _set_operands(ctx, a, w, av, wv) -> None:
+    for sig, x in zip([s for row in a for s in row], av.reshape(-1)):
+        ctx.set(sig, int(x))
+    for sig, x in zip([s for row in w for s in row], wv.reshape(-1)):
+        ctx.set(sig, int(x))
+
+
 def test_gemm_array_sums_paired_and_unpaired():
     """``hw.intrinsic.GemmArray`` lane sums (offset-binary trees) equal numpy's ``A @ W.T``, with paired products
     (tiny: int8) and without (int16 weights do not fit one DSP48E1 twice), at the operand extremes and random."""
-    from amaranth.hdl import Module, Signal, signed
+    from amaranth.hdl import Module
 
     from hw.intrinsic import GemmArray, can_pair
 
@@ -318,12 +340,7 @@ def test_gemm_array_sums_paired_and_unpaired():
         B, BI, BO = cfg.batch, cfg.block_in, cfg.block_out
         m = Module()
         arr = GemmArray(cfg)
-        a = [[Signal(signed(cfg.inp_width)) for _ in range(BI)] for _ in range(B)]
-        w = [[Signal(signed(cfg.wgt_width)) for _ in range(BI)] for _ in range(BO)]
-        sums = arr.use(Signal(), a, w)
-        arr.elaborate(m)
-        outs = [Signal(signed(40)) for _ in sums]
-        m.d.comb += [o.eq(s) for o, s in zip(outs, sums)]
+        a, w, outs = _array_ports(cfg, m, arr)
         ia, iw = 1 << (cfg.inp_width - 1), 1 << (cfg.wgt_width - 1)
         rng = np.random.default_rng(4)
         cases = [(np.full((B, BI), -ia), np.full((BO, BI), -iw)), (np.full((B, BI), -ia), np.full((BO, BI), iw - 1))]
@@ -331,10 +348,7 @@ def test_gemm_array_sums_paired_and_unpaired():
 
         async def tb(ctx, cases=cases, a=a, w=w, outs=outs):
             for av, wv in cases:
-                for sig, v in zip([s for row in a for s in row], av.reshape(-1)):
-                    ctx.set(sig, int(v))
-                for sig, v in zip([s for row in w for s in row], wv.reshape(-1)):
-                    ctx.set(sig, int(v))
+                _set_operands(ctx, a, w, av, wv)
                 want = (av.astype(np.int64) @ wv.astype(np.int64).T).reshape(-1)
                 assert [ctx.get(o) for o in outs] == [int(v) for v in want]
 
@@ -347,7 +361,7 @@ def test_gemm_array_sums_paired_and_unpaired():
 def test_staged_gemm_array_streams_one_product_per_cycle():
     """A ``GemmArray`` with register stages (products, then tree cuts): fed a new ``A``, ``W`` every cycle, each
     cycle's sums come out ``stages`` cycles later, equal to numpy's ``A @ W.T``."""
-    from amaranth.hdl import Module, Signal, signed
+    from amaranth.hdl import Module
 
     from hw.intrinsic import GemmArray, Stager
 
@@ -356,12 +370,7 @@ def test_staged_gemm_array_streams_one_product_per_cycle():
     for stages in (1, 2, 3):
         m = Module()
         arr = GemmArray(cfg, m, None, Stager(m, stages), stages)
-        a = [[Signal(signed(cfg.inp_width)) for _ in range(BI)] for _ in range(B)]
-        w = [[Signal(signed(cfg.wgt_width)) for _ in range(BI)] for _ in range(BO)]
-        sums = arr.use(Signal(), a, w)
-        arr.elaborate(m)
-        outs = [Signal(signed(40)) for _ in sums]
-        m.d.comb += [o.eq(s) for o, s in zip(outs, sums)]
+        a, w, outs = _array_ports(cfg, m, arr)
         rng = np.random.default_rng(stages)
         cases = [(rng.integers(-128, 128, (B, BI)), rng.integers(-128, 128, (BO, BI))) for _ in range(10)]
 
@@ -370,10 +379,7 @@ def test_staged_gemm_array_streams_one_product_per_cycle():
             for t in range(len(cases) + stages):
                 if t < len(cases):
                     av, wv = cases[t]
-                    for sig, v in zip([s for row in a for s in row], av.reshape(-1)):
-                        ctx.set(sig, int(v))
-                    for sig, v in zip([s for row in w for s in row], wv.reshape(-1)):
-                        ctx.set(sig, int(v))
+                    _set_operands(ctx, a, w, av, wv)
                 if t >= stages:
                     got.append([ctx.get(o) for o in outs])
                 await ctx.tick()
@@ -418,7 +424,7 @@ def test_enabled_gemm_array_with_bubbles_matches_numpy():
     """The staged ``GemmArray`` with its stage enables (a micro-op's valid bit delayed one cycle per level, as the
     compute unit drives them): fed products with random gaps between them, each valid output equals numpy's
     ``A @ W.T`` (registers that hold through the gaps must not leak into the next micro-op)."""
-    from amaranth.hdl import Module, Signal, signed
+    from amaranth.hdl import Module, Signal
 
     from hw.intrinsic import GemmArray, Stager
 
@@ -429,12 +435,7 @@ def test_enabled_gemm_array_with_bubbles_matches_numpy():
         valid = [Signal(name=f"v{k}") for k in range(stages + 1)]
         m.d.sync += [valid[k + 1].eq(valid[k]) for k in range(stages)]
         arr = GemmArray(cfg, m, valid[0], Stager(m, stages, lambda lv, valid=valid: valid[lv]), stages)
-        a = [[Signal(signed(cfg.inp_width)) for _ in range(BI)] for _ in range(B)]
-        w = [[Signal(signed(cfg.wgt_width)) for _ in range(BI)] for _ in range(BO)]
-        sums = arr.use(Signal(), a, w)
-        arr.elaborate(m)
-        outs = [Signal(signed(40)) for _ in sums]
-        m.d.comb += [o.eq(s) for o, s in zip(outs, sums)]
+        a, w, outs = _array_ports(cfg, m, arr)
         rng = np.random.default_rng(10 + stages)
         feed = [(rng.random() < 0.5, rng.integers(-128, 128, (B, BI)), rng.integers(-128, 128, (BO, BI)))
                 for _ in range(40)]
@@ -445,10 +446,7 @@ def test_enabled_gemm_array_with_bubbles_matches_numpy():
                 if t < len(feed):
                     v, av, wv = feed[t]
                     ctx.set(valid[0], int(v))
-                    for sig, x in zip([s for row in a for s in row], av.reshape(-1)):
-                        ctx.set(sig, int(x))
-                    for sig, x in zip([s for row in w for s in row], wv.reshape(-1)):
-                        ctx.set(sig, int(x))
+                    _set_operands(ctx, a, w, av, wv)
                 else:
                     ctx.set(valid[0], 0)
                 if t >= stages and feed[t - stages][0]:
