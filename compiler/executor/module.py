@@ -2,13 +2,13 @@
 from __future__ import annotations
 
 import math
-import operator
 import time
 import warnings
 
 import numpy as np
 from tqdm.auto import tqdm
 
+from compiler.graph.bound_calls import LastCalls
 from compiler.graph.cpu_backend import CpuBackend, NumpyCpuBackend
 from compiler.executor.pipeline import PROGRESS_MIN_NODES, CompiledGraph
 from compiler.frontend.errors import ModelInputError, NonFiniteInputWarning, non_finite_report
@@ -26,14 +26,6 @@ def _with_layer(exc: Exception, n: Node) -> Exception:
         return type(exc)(msg)
     except TypeError:
         return RuntimeError(msg)
-
-
-def _same_view(a, b) -> bool:
-    """``a`` and ``b`` are views of one base array with the same memory, shape, strides and dtype (a view op such as
-    ``PackedSqueezeHW`` returns a new view object of the same arena bytes every run)."""
-    return (isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.base is not None and a.base is b.base
-            and a.shape == b.shape and a.strides == b.strides and a.dtype == b.dtype
-            and a.__array_interface__["data"][0] == b.__array_interface__["data"][0])
 
 
 class Module:
@@ -61,9 +53,9 @@ class Module:
         self._arena = np.zeros(self._plan.peak_bytes, dtype=np.uint8)
         self._arena_addr = self._arena.ctypes.data
         self._slots: dict[str, np.ndarray | None] = {}  # tensor -> its arena view (the per-node path is hot)
-        # node index -> (its inputs, out slot, the backend's repeat of the call, its result, profile): accel layers
-        # whose next run gets the same arrays skip the backend's per-call work (see _run_accel_bound)
-        self._accel_bound: dict[int, tuple] = {}
+        # node index -> (the backend's repeat of its last call, its result, profile): accel layers whose next run
+        # gets the same arrays (or views of the same memory) skip the backend's per-call work (see _run_accel_bound)
+        self._accel_bound = LastCalls(views=True)
 
     # -- inputs / outputs ---------------------------------------------------------------
     @property
@@ -111,15 +103,15 @@ class Module:
 
     # -- execution ---------------------------------------------------------------------
     def _run_accel_bound(self, idx: int, n: Node, ins: list) -> tuple[np.ndarray, dict]:
-        """:meth:`_run_accel`, or where node ``idx`` gets the same input arrays as on its last run (identity: the
-        arena's views and the constants, held by the binding so no id is reused) the backend's own repeat of that
+        """:meth:`_run_accel`, or where node ``idx`` gets the same input arrays as on its last run (identity, or a
+        view of the same memory: the arena's views and the constants, held by the binding so no id is reused;
+        :class:`~compiler.graph.bound_calls.LastCalls`) the backend's own repeat of that
         call (``accel.last_call()``: the prepared kernel on the same addresses, none of the per-call checks and
         lookups; ~10 us a layer of Python). The result is the same array object as that run's, rewritten."""
-        bound = self._accel_bound.get(idx)
-        if bound is not None and len(ins) == len(bound[0]) and (all(map(operator.is_, ins, bound[0])) or all(
-                a is b or _same_view(a, b) for a, b in zip(ins, bound[0]))):
-            bound[1]()
-            return bound[2], bound[3]
+        bound = self._accel_bound.repeat(idx, ins)
+        if bound is not None:
+            bound[0]()
+            return bound[1], bound[2]
         out, prof = self._run_accel(n, ins)
         repeat = getattr(self.accel, "last_call", None)
         res = n.attrs.get("residual") if n.op == "AccelConv2D" else None
@@ -127,9 +119,9 @@ class Module:
         if repeat is not None and (res is None or self.accel.supports_residual(res) is None):  # no host-side Add
             again = repeat()
         if again is not None and isinstance(out, np.ndarray):
-            self._accel_bound[idx] = (tuple(ins), again, out, prof)
+            self._accel_bound.record(idx, ins, (again, out, prof))
         else:
-            self._accel_bound.pop(idx, None)
+            self._accel_bound.forget(idx)
         return out, prof
 
     def _run_accel(self, n: Node, ins: list) -> tuple[np.ndarray, dict]:

@@ -20,13 +20,13 @@ ran the last node ("llvm"/"cuda", "view" or "numpy") and ``last_compile_s`` how 
 from __future__ import annotations
 
 import ctypes
-import threading
 import time
 import weakref
 from typing import Callable, Sequence
 
 import numpy as np
 
+from compiler.graph.bound_calls import LastCalls
 from compiler.graph.cpu_backend import NumpyCpuBackend
 from compiler.graph.ir import Graph, Node, TensorInfo
 from compiler.backend.plans.compile import compile_plan
@@ -60,8 +60,10 @@ class TargetCpuBackend:
         self.fallback = fallback or NumpyCpuBackend()
         self._plans: dict[int, tuple[OpPlan, Callable]] = {}
         self._out_meta: dict[int, tuple] = {}
-        self._bound: dict[int, tuple] = {}  # id(node) -> (thread, out, inputs, bound kernel call): repeated runs
-        self._views: dict[int, tuple] = {}  # id(node) -> (node, inputs, slot, memmove args, result): view nodes
+        # id(node) -> the bound kernel call of its last run (see _bind), for the same inputs, out slot and thread
+        self._bound = LastCalls(per_thread=True)
+        # id(node) -> (node, memmove args, result) of a view node's last run, for the same inputs and slot (see _view)
+        self._views = LastCalls()
         self._lazy_plans: "weakref.WeakKeyDictionary[Node, tuple]" = weakref.WeakKeyDictionary()
         # tuned(node, infos) -> CpuConvKnobs | None: a conv's knobs from a tuning log (set by compiler.autotune.llvm)
         self.tuned: Callable | None = None
@@ -98,7 +100,7 @@ class TargetCpuBackend:
             fn = compile_plan(plan, self.target)
             self._plans[id(n)] = (plan, fn)
             self._out_meta.pop(id(n), None)
-            self._bound.pop(id(n), None)
+            self._bound.forget(id(n))
             if self.target == "cuda":
                 fn.pin(*_plan_constants(plan, n, g))
         if errors:
@@ -114,18 +116,17 @@ class TargetCpuBackend:
             return
         self._plans[id(n)] = (plan, compile_plan(plan, self.target))
         self._out_meta.pop(id(n), None)
-        self._bound.pop(id(n), None)
+        self._bound.forget(id(n))
 
     def run_node_into(self, node: Node, inputs: Sequence[np.ndarray | None],
                       outs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
         """``run_node``, writing a library kernel's result into ``outs[0]`` when given (same shape and dtype as
         the node's output): the executor passes its arena slots, so no copy follows."""
         dst = outs[0] if outs else None
-        bound = self._bound.get(id(node))
-        if (bound is not None and bound[1] is dst and bound[0] == threading.get_ident()
-                and len(inputs) == len(bound[2]) and all(a is b for a, b in zip(inputs, bound[2]))):  # same arrays
+        call = self._bound.repeat(id(node), inputs, dst)
+        if call is not None:  # the same arrays as last run, on this thread
             self.last_backend, self.last_compile_s = self.target, 0.0
-            bound[3]()
+            call()
             return [dst]
         if node.op in VIEW_OPS:
             return self._view(node, inputs, dst)
@@ -150,15 +151,14 @@ class TargetCpuBackend:
         Where the executor planned the output its own slot ``dst`` (C-contiguous, same size and dtype), the data
         is copied there by ``memmove`` between the addresses kept from the first run and ``dst`` is returned (the
         executor copied the view into the slot with numpy every run: ~40 us cold)."""
-        hit = self._views.get(id(node))
-        if hit is not None and hit[0] is node and hit[2] is dst and len(hit[1]) == len(inputs) and all(
-                a is b for a, b in zip(hit[1], inputs)):
+        hit = self._views.repeat(id(node), inputs, dst)  # (node: held, so its id stays its own; memmove args; result)
+        if hit is not None:
             self.last_backend, self.last_compile_s = "view", 0.0
-            if hit[3] is not None:
-                ctypes.memmove(*hit[3])
-            return [hit[4]]
+            if hit[1] is not None:
+                ctypes.memmove(*hit[1])
+            return [hit[2]]
         outs = self.run_node(node, inputs)
-        self._views.pop(id(node), None)
+        self._views.forget(id(node))
         v = outs[0] if len(outs) == 1 else None
         if (isinstance(v, np.ndarray) and inputs and isinstance(inputs[0], np.ndarray)
                 and np.may_share_memory(v, inputs[0])):
@@ -168,14 +168,14 @@ class TargetCpuBackend:
                 dst[...] = v.reshape(dst.shape)
                 copy, v = (dst.ctypes.data, v.ctypes.data, v.nbytes), dst
                 outs = [dst]
-            self._views[id(node)] = (node, tuple(inputs), dst, copy, v)
+            self._views.record(id(node), inputs, (node, copy, v), dst)
         return outs
 
     def _bind(self, node: Node, fn, inputs, args: list, dst: np.ndarray, shape: tuple) -> None:
         """Keep a checked, addressed call of ``node``'s kernel for the next run on the same arrays (the executor's
         arena views), where every kernel argument is the same memory each time: constants or views of the inputs
         (``plan.args`` called twice, both results alive, gives the same addresses; a fresh copy would not)."""
-        self._bound.pop(id(node), None)
+        self._bound.forget(id(node))
         again = self._plans[id(node)][0].args(inputs)
         if len(again) != len(args) or any(
                 not isinstance(a, np.ndarray) or not isinstance(b, np.ndarray) or a.shape != b.shape
@@ -184,7 +184,7 @@ class TargetCpuBackend:
         node_args = fn.bind(*args, out=dst.reshape(shape))
         if node_args is None:
             return
-        self._bound[id(node)] = (threading.get_ident(), dst, tuple(inputs), node_args)
+        self._bound.record(id(node), inputs, node_args, dst)
 
     def _kernel_out(self, node: Node, fn) -> tuple:
         """(shape, dtype, size) of the kernel's output buffer for ``node`` (kept: the per-node call path is hot)."""

@@ -63,13 +63,13 @@ def test_int8_runs_keep_their_bound_calls():
     x = rng.standard_normal((1, 3, 32, 32)).astype(np.float32)
     mod(input=x)
     mod(input=x)
-    bound = {k: (v[2], v[3]) for k, v in mod.cpu._bound.items()}
+    bound = {k: (v.inputs, v.result) for k, v in mod.cpu._bound.items()}
     assert any(n.op == "DequantizeLinear" and id(n) in bound for n in mod.graph.nodes)
     x[...] = rng.standard_normal(x.shape)
     got = mod(input=x)
-    assert {k: (v[2], v[3]) for k, v in mod.cpu._bound.items()}.keys() == bound.keys()
+    assert mod.cpu._bound.keys() == bound.keys()
     for k, (ins, call) in bound.items():
-        assert mod.cpu._bound[k][3] is call and all(a is b for a, b in zip(mod.cpu._bound[k][2], ins))
+        assert mod.cpu._bound[k].result is call and all(a is b for a, b in zip(mod.cpu._bound[k].inputs, ins))
     np.testing.assert_array_equal(got, ref(input=x))
 
 
@@ -82,12 +82,12 @@ def test_view_nodes_keep_their_view():
     rng = np.random.default_rng(3)
     x = rng.standard_normal((1, 3, 32, 32)).astype(np.float32)
     mod(input=x)
-    views = {k: v[4] for k, v in mod.cpu._views.items()}
-    flat = [v for v in mod.cpu._views.values() if v[0].op == "Flatten"]
-    assert flat and flat[0][3] is not None and flat[0][4] is flat[0][2]  # copied into its slot, the slot returned
+    views = {k: v.result[2] for k, v in mod.cpu._views.items()}  # result: (node, memmove args, the view returned)
+    flat = [v for v in mod.cpu._views.values() if v.result[0].op == "Flatten"]
+    assert flat and flat[0].result[1] is not None and flat[0].result[2] is flat[0].out  # copied into its slot
     x[...] = rng.standard_normal(x.shape)
     got = mod(input=x)
-    assert all(mod.cpu._views[k][4] is v for k, v in views.items())
+    assert all(mod.cpu._views[k].result[2] is v for k, v in views.items())
     assert any(r["op"] == "Flatten" and r["cpu_backend"] == "view" for r in mod.profile())
     assert _rel_err(got, ort_run(model, {"input": x})[0]) < 1e-5
 
@@ -108,7 +108,7 @@ def test_view_node_that_copies_is_made_every_run():
     np.testing.assert_array_equal(cpu.run_node_into(node, [xt, shape], [None])[0], base.T.ravel())
     flat = base.reshape(3, 4)  # contiguous: a view, kept, and it follows the values
     view = cpu.run_node_into(node, [flat, shape], [None])[0]
-    assert cpu._views[id(node)][4] is view and cpu._views[id(node)][3] is None
+    assert cpu._views[id(node)].result[2] is view and cpu._views[id(node)].result[1] is None
     base -= 7
     again = cpu.run_node_into(node, [flat, shape], [None])[0]
     assert again is view
@@ -116,7 +116,7 @@ def test_view_node_that_copies_is_made_every_run():
     slot = np.empty(12, np.float32)  # a planned output slot: the data copied there each call, the slot returned
     assert cpu.run_node_into(node, [flat, shape], [slot])[0] is slot
     base *= 3
-    assert cpu.run_node_into(node, [flat, shape], [slot])[0] is slot and cpu._views[id(node)][3] is not None
+    assert cpu.run_node_into(node, [flat, shape], [slot])[0] is slot and cpu._views[id(node)].result[1] is not None
     np.testing.assert_array_equal(slot, base.ravel())
 
 
