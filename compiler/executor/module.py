@@ -156,7 +156,9 @@ class Module:
         values.update(self._inputs)
         rows, details = [], []
         show = self.progress if self.progress is not None else len(g.nodes) >= PROGRESS_MIN_NODES
-        before = getattr(self.accel, "before_run", None)  # e.g. llvm: get the thread pool's workers spinning
+        # AccelBackend.before_run (llvm: get the thread pool's workers spinning); a backend that does not subclass
+        # AccelBackend may lack it: the default, nothing, then
+        before = getattr(self.accel, "before_run", None)
         if before is not None:
             before()
         into = getattr(self.cpu, "run_node_into", None)  # optional: CpuBackend that fills given output arrays

@@ -39,6 +39,10 @@ from jit_runtime.host_ops.layout import (  # noqa: F401 (re-exported)
 class AccelBackend(Protocol):
     """An accelerator operator library (``"ref"`` = numpy reference, ``"sim"`` = simulator).
 
+    The built-in backends subclass this protocol and inherit its defaults (:meth:`before_run`); any object with
+    ``conv2d``/``dense`` (and ``config``, ``last_profile``) is a backend too, and the executor treats a missing
+    default as the default.
+
     Optional: a backend with ``supports_residual(residual) -> None | reason`` also takes
     ``conv2d(..., residual=<int8 packed operand>, residual_add=<compiler.topi.residual.Residual>)`` and
     computes the fused residual QAdd itself; for any other backend the executor runs that Add on the host."""
@@ -50,6 +54,11 @@ class AccelBackend(Protocol):
                padding: tuple[int, int, int, int], groups: int, requant: Requant, pad_value: int = 0) -> np.ndarray: ...
 
     def dense(self, x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, *, requant: Requant) -> np.ndarray: ...
+
+    def before_run(self) -> None:
+        """Called by the executor's Module as each model run starts, before its first layer (the llvm target wakes
+        its thread pool's workers here); the default does nothing."""
+        return None
 
 
 @dataclass(frozen=True)

@@ -4,12 +4,13 @@ from __future__ import annotations
 import numpy as np
 
 from jit_runtime.host_ops.conv_kernels import int_conv2d_acc, int_dense_acc
-from compiler.graph.accel_interface import (check_conv_operands, dense_operands, host_profile, pack_activation,
-                                            pad_channels, pad_requant, unpack_activation, unpack_weight)
+from compiler.graph.accel_interface import (AccelBackend, check_conv_operands, dense_operands, host_profile,
+                                            pack_activation, pad_channels, pad_requant, unpack_activation,
+                                            unpack_weight)
 from jit_runtime.host_ops.requant import Requant, apply_requant
 
 
-class RefAccelBackend:
+class RefAccelBackend(AccelBackend):
     """Executes ``conv2d``/``dense`` on packed int8 tensors with numpy; profile has MAC counts only."""
 
     runs_on = "ref:numpy"  # where its layers run, for the profile (the host, not an accelerator)

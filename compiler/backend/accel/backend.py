@@ -16,7 +16,7 @@ from compiler.backend.accel.emit import emit
 from compiler.backend.accel.measure import KernelProgram, TimingOnlyDevice, choose_dw_knobs, conv_program, \
     kernel_program, rq_key
 from compiler.backend.accel.ops import OpBuilder
-from compiler.graph.accel_interface import as_hw_config
+from compiler.graph.accel_interface import AccelBackend, as_hw_config
 from compiler.graph.conv_stripes import conv2d_in_stripes, stripe_rows
 from compiler.tir.accel import lower
 from compiler.topi.conv2d import ConvShape, conv2d_compute, conv2d_epilogue
@@ -199,7 +199,7 @@ def _conv_shape_from(cfg: HwConfig, x: np.ndarray, w: np.ndarray, stride, paddin
                      int(pad_value))
 
 
-class SimAccelBackend:
+class SimAccelBackend(AccelBackend):
     """``AccelBackend`` on the simulator (``device="sim"``: cycle-accurate; ``"sim-functional"``: no timing)."""
 
     #: depthwise convs on the dwmac intrinsic where declared (False: block-diagonal GEMMs, for comparison)

@@ -18,8 +18,9 @@ import numpy as np
 
 from compiler import te
 
-from compiler.graph.accel_interface import (check_conv_operands, dense_operands, host_profile, pack_activation,
-                                            pad_channels, pad_requant, unpack_activation, unpack_weight)
+from compiler.graph.accel_interface import (AccelBackend, check_conv_operands, dense_operands, host_profile,
+                                            pack_activation, pad_channels, pad_requant, unpack_activation,
+                                            unpack_weight)
 from jit_runtime.host_ops.requant import Requant
 from compiler.backend.plans.compile import compile_plan
 from compiler.backend.plans.plans import OpPlan
@@ -52,7 +53,7 @@ def fill_idle_channels(rq: Requant, w_oihw: np.ndarray | None, bias) -> Requant:
     return dataclasses.replace(rq, multiplier=np.where(idle, mu[0], m), shift=np.where(idle, su[0], sh))
 
 
-class TargetAccelBackend:
+class TargetAccelBackend(AccelBackend):
     """Integer conv2d/dense for ``target`` ("llvm" or "cuda"); ``last_profile`` has MAC and byte counts."""
 
     runs_on_host = True  # the Module profiles its layers as CPU layers (time measured, no accelerator MACs)
@@ -71,7 +72,7 @@ class TargetAccelBackend:
         self._last_call: tuple | None = None  # the last packed layer run: (thread, kernel, addresses, profile, state)
 
     def before_run(self) -> None:
-        """Called by the Module as a run starts: on llvm, the thread pool's idle workers start spinning now, so the
+        """:meth:`AccelBackend.before_run`: on llvm, the thread pool's idle workers start spinning now, so the
         run's first parallel loop finds them ready (waking one takes tens of microseconds or more)."""
         if self.target == "llvm":
             from compiler.backend.llvm.parallel import wake_workers

@@ -75,6 +75,54 @@ def test_duplicate_registration_needs_replace():
     assert isinstance(create_accel_backend("dup-test", BlockConfig()), RefAccelBackend)
 
 
+def test_before_run_is_part_of_the_backend_interface():
+    """``AccelBackend.before_run``: the built-in backends inherit its no-op default (the llvm one overrides it), the
+    Module calls it once as each run starts, and a backend that only has conv2d/dense (no subclass) still runs."""
+    from compiler.backend.accel.backend import SimAccelBackend
+    from compiler.backend.plans.accel import TargetAccelBackend
+    from compiler.executor.module import Module
+    from compiler.graph.accel_interface import AccelBackend
+
+    assert all(AccelBackend in c.__mro__ for c in (RefAccelBackend, SimAccelBackend, TargetAccelBackend))
+    assert RefAccelBackend(BlockConfig()).before_run() is None
+    assert SimAccelBackend.before_run is AccelBackend.before_run is RefAccelBackend.before_run
+    assert TargetAccelBackend.before_run is not AccelBackend.before_run
+    events = []
+
+    class Logged(RefAccelBackend):
+        def before_run(self):
+            events.append("before_run")
+
+        def conv2d(self, *a, **k):
+            events.append("conv2d")
+            return super().conv2d(*a, **k)
+
+    class Plain:  # the structural interface only: conv2d, dense, config, last_profile
+        def __init__(self, config):
+            self.ref = RefAccelBackend(config)
+            self.config, self.last_profile = config, {}
+
+        def conv2d(self, *a, **k):
+            out = self.ref.conv2d(*a, **k)
+            self.last_profile = self.ref.last_profile
+            return out
+
+        def dense(self, *a, **k):
+            out = self.ref.dense(*a, **k)
+            self.last_profile = self.ref.last_profile
+            return out
+
+    m = build(_model(), target="ref", calibration=CALIB)
+    x = RNG.standard_normal((2, 3, 8, 8)).astype(np.float32)
+    want = m(input=x)
+    logged = Module(m.compiled, Logged(m.compiled.config), m.cpu)
+    for _ in range(2):
+        np.testing.assert_array_equal(logged(input=x), want)
+    assert events == ["before_run", "conv2d", "conv2d"] * 2
+    assert not hasattr(Plain, "before_run")
+    np.testing.assert_array_equal(Module(m.compiled, Plain(m.compiled.config), m.cpu)(input=x), want)
+
+
 def test_module_call_forms_and_errors():
     m = build(_model(), target="ref", calibration=CALIB)
     x = RNG.standard_normal((2, 3, 8, 8)).astype(np.float32)
