@@ -44,7 +44,13 @@ from compiler.topi.injective import GPU_THREADS, PARALLEL_MIN_MACS, schedule_inj
 
 OC_BLOCK = 8
 RAGGED_TILE = 6
-PAD_PARALLEL_MIN = 1 << 16  # elements of the padded input copy (the native pool hands off in ~6 us)
+# elements of the padded input copy from which it runs parallel (the native pool hands off in ~6 us): lowered from
+# 1M with the flat convs' MAC threshold below in 64e8c88 (float32 ResNet-18 and MobileNetV2 ran faster with both).
+# Lower than the int8 pipeline's copies (injective.COPY_PARALLEL_ELEMENTS) on purpose: the packed int8 conv shared
+# this value until 3ca0382 gave it its own, higher one with its other thresholds, to cut the parallel launches of an
+# int8 run (MobileNetV2 80 -> 44), whose layers take a fraction of the float32 ones' time; the float32 value was not
+# measured again then. It also serves this module's unpacked int8 convs.
+PAD_PARALLEL_MIN = 1 << 16
 CONV_PARALLEL_MIN_MACS = 2 << 20  # flat convs: many even chunks, so smaller layers gain too
 
 

@@ -31,6 +31,7 @@ import numpy as np
 from compiler import te
 from compiler.te import Tensor
 from compiler.topi.conv2d_direct import Conv2dSpec
+from compiler.topi.injective import COPY_PARALLEL_ELEMENTS
 
 OB = 16  # output channels per register tile (int32 lanes: two AVX2 vectors)
 ACC_REGS = {128: 8, 256: 12, 512: 24}  # accumulator vectors per tile by the target's vector width
@@ -42,10 +43,9 @@ WEIGHT_INT8_MAX_PIXELS = 64  # output pixels (all images) up to which the pair w
 # 0.22 -> 0.16 ms, 7x7 maps ~0.9x; measured 1 thread, loaded)
 # parallel loops for stages of ~20-30 us of one thread's work (the native hand-off to a spinning worker costs a few
 # us, far more on a loaded machine; the Module wakes the workers as a run starts): convs run ~40 GMAC/s, depthwise
-# ~8-15 GMAC/s, padded copies ~14 G elements/s
+# ~8-15 GMAC/s, padded copies ~14 G elements/s (injective.COPY_PARALLEL_ELEMENTS)
 CONV_PARALLEL_MIN_MACS = 1 << 20  # (the 1280 x 1000 classifier: 1.3M)
 DW_PARALLEL_MIN_MACS = 3 << 16  # (MobileNetV2's 14x14 and 7x7 depthwise layers: 0.25-0.68M; were serial)
-PAD_PARALLEL_ELEMENTS = 1 << 18  # (the int16 copies of 56x56 maps: 0.45M)
 
 
 @dataclass(frozen=True)
@@ -290,7 +290,7 @@ def schedule_packed(op: PackedConvOp, s) -> None:
     c = op.spec.conv
     if op.pad is not op.inputs[0]:
         sp = s[op.pad]
-        if int(np.prod(op.pad.shape)) >= PAD_PARALLEL_ELEMENTS:  # over (channel block, row): a stem has one block
+        if int(np.prod(op.pad.shape)) >= COPY_PARALLEL_ELEMENTS:  # over (channel block, row): a stem has one block
             sp.parallel(sp.fuse(sp.leaf_iter_vars[1], sp.leaf_iter_vars[2]))
         sp.vectorize(sp.leaf_iter_vars[-1])
     so = s[op.out]

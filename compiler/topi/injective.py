@@ -7,8 +7,16 @@ VECTOR = 8          # float32 lanes of one AVX2 register
 # Loops smaller than this stay on the calling thread: handing them to the runtime's thread pool
 # (compiler.backend.llvm.parallel) on a shared 2-core machine cost more than they saved (MobileNetV2: 89 vs 63 ms
 # with a 1M multiply-add threshold).
-PARALLEL_MIN = 1 << 20  # elements of an elementwise loop
+PARALLEL_MIN = 1 << 20
+"""Elements of an elementwise loop, or a pooling's work (output elements x window taps; float32 pools and the int8
+``PackedMaxPool``), from which the loop runs parallel."""
 PARALLEL_MIN_MACS = 8 << 20  # multiply-adds of a convolution / dense
+COPY_PARALLEL_ELEMENTS = 1 << 18
+"""Elements of an int8 pipeline's data-movement loop (the packed activation copy ``PackActivation``, the packed
+int8 conv's int16 padded input copy) from which it runs parallel: ~20 us of one thread's copying at ~14 G
+elements/s (MobileNetV2's 56x56 int16 copies: 0.45M elements), where the hand-off to a spinning worker (a few us,
+far more on a loaded machine) pays off. The float32 conv's padded copy has its own, lower threshold
+(:data:`compiler.topi.conv2d_direct.PAD_PARALLEL_MIN`)."""
 GPU_THREADS = 256
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from compiler import te
 from compiler.te import Tensor
+from compiler.topi.injective import COPY_PARALLEL_ELEMENTS
 
 
 def pack(shape: tuple[int, ...], dtype: str, batch: int, block: int) -> tuple[list[Tensor], Tensor]:
@@ -43,12 +44,9 @@ def unpack(shape: tuple[int, ...], dtype: str, n: int, c: int) -> tuple[list[Ten
     raise te.TeError(f"unpack: expects a 4-D or 6-D packed tensor, got shape {shape}")
 
 
-PACK_PARALLEL_ELEMENTS = 1 << 18  # packed elements from which the copy runs parallel over rows (~20 us of one thread)
-
-
 def schedule_pack_cpu(s, y: Tensor) -> None:
     """The 6-D packed copy of :func:`pack` as loops, no flat index: parallel over (image block, channel block, row)
-    from ``PACK_PARALLEL_ELEMENTS``, a pixel's ``BI`` channels unrolled (a 3-channel input packed to 16: 0.12 -> 0.10
+    from ``COPY_PARALLEL_ELEMENTS`` packed elements, a pixel's ``BI`` channels unrolled (a 3-channel input packed to 16: 0.12 -> 0.10
     ms one thread; the flat loop divided its index into six per element)."""
     st = s[y]
     i, j, r, _w, _b, k = st.leaf_iter_vars
@@ -56,7 +54,7 @@ def schedule_pack_cpu(s, y: Tensor) -> None:
     size = 1
     for d in y.shape:
         size *= int(d)
-    if size >= PACK_PARALLEL_ELEMENTS:
+    if size >= COPY_PARALLEL_ELEMENTS:
         st.parallel(rows)
     st.unroll(k)
 

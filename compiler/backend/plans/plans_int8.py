@@ -8,7 +8,7 @@ from compiler import te
 from compiler.graph.ir import Node
 from compiler.backend.plans.oplan import OpPlan, UnsupportedOnTarget, check_f32, const_input, f32
 from compiler.topi import conv2d_direct, elementwise, quantize
-from compiler.topi.injective import schedule_injective
+from compiler.topi.injective import PARALLEL_MIN, schedule_injective
 
 
 def plan_qconv(node: Node, infos, consts, target: str) -> OpPlan:
@@ -187,7 +187,7 @@ def plan_packed_maxpool(node: Node, infos, consts, target: str) -> OpPlan:
             st = s[y]
             nb, cb, yy, xx, bb, bi = (a for a in st.leaf_iter_vars if a.kind == "data")
             st.reorder(nb, cb, yy, xx, bb, ky, kx, bi)  # the BI channels innermost: one vector max per tap
-            if int(np.prod(y.shape)) * kh * kw >= (1 << 20):
+            if int(np.prod(y.shape)) * kh * kw >= PARALLEL_MIN:  # the float32 pools' threshold (pool.schedule_cpu)
                 st.parallel(st.fuse(nb, cb))
             st.vectorize(bi)
         return [data], y, sched
