@@ -239,8 +239,7 @@ def conv2d(spec: Conv2dSpec, bias: bool = False, residual: bool = False, act: st
     xt = spec.tile
     flat = spec.flat
     if flat:  # the last tile of the flattened pixels pokes into zero rows below the padded input
-        hp = max(hp, (-(-spec.oh * spec.ow // xt) * xt - 1) // spec.ow * sy + (spec.kh - 1) * dy + 1)
-        wq = max(-(-wp // sx), spec.ow + (spec.kw - 1) * dx // sx)  # columns per phase (stride sx)
+        hp, wq = flat_pad_extent(spec, xt)  # wq: columns per phase (stride sx)
     elif ob > OC_BLOCK and spec.ow % xt:  # ragged pixel tiles: zero columns on the right so the last tile reads in bounds, unguarded
         wp = max(wp, (-(-spec.ow // xt) * xt - 1) * sx + (spec.kw - 1) * dx + 1)
     inside = lambda y, x: (y >= t) & (y < h + t) & (x >= l) & (x < w + l)  # noqa: E731
@@ -422,12 +421,10 @@ def _rows(spec: Conv2dSpec, bias: bool, residual: bool, act: str | None, act_par
     group): the same taps summed over the input channels too, weights ``(O/OT, C, KH, KW, OT)``, output
     ``(N, O/OT, OT, OH, OW)``."""
     n, c, h, w, o = spec.n, spec.c, spec.h, spec.w, spec.o
-    (t, l, b, r), (sy, sx), (dy, dx) = spec.pads, spec.stride, spec.dilations
+    (t, l, _, _), (sy, sx), (dy, dx) = spec.pads, spec.stride, spec.dilations
     xt, yt = spec.tile, spec.row_tile if spec.depthwise else 1
     data = te.placeholder((n, c, h, w), "float32", "data")
-    hp, wp = h + t + b, w + l + r
-    hp = max(hp, (-(-spec.oh // yt) * yt - 1) * sy + (spec.kh - 1) * dy + 1)  # a ragged last row tile reads zeros
-    wq = max(-(-wp // sx), -(-spec.ow // xt) * xt + (spec.kw - 1) * dx // sx)
+    hp, wq = row_pad_extent(spec, xt, yt)  # a ragged last row tile reads zeros
     zero = te.const(0.0, "float32")
     pad = te.compute((n, c, hp, sx, wq), lambda i, j, y, ph, xq: te.select(
         (y >= t) & (y < h + t) & (xq * sx + ph >= l) & (xq * sx + ph < w + l),
@@ -490,6 +487,28 @@ def output_shape(spec: Conv2dSpec) -> tuple[int, ...]:
 
 def _size(shape) -> int:
     return int(np.prod(shape))
+
+
+def flat_pad_extent(spec: Conv2dSpec, xt: int) -> tuple[int, int]:
+    """``(rows, columns per stride phase)`` of the padded input (columns de-interleaved by phase: ``SX`` pieces)
+    that register tiles of ``xt`` flattened output pixels (``y * OW + x``) read with no guard: at least the padded
+    map, plus zero rows below it for the last tile where it runs past the last output pixel, and the columns that
+    output column ``OW - 1``'s last tap reads. Used by the float32 ``flat`` conv and the packed int8 conv
+    (:mod:`compiler.topi.conv2d_int8`)."""
+    (t, l, b, r), (sy, sx), (dy, dx) = spec.pads, spec.stride, spec.dilations
+    last = -(-spec.oh * spec.ow // xt) * xt - 1  # the last tile's last pixel (past the map when it is ragged)
+    rows = max(spec.h + t + b, last // spec.ow * sy + (spec.kh - 1) * dy + 1)
+    return rows, max(-(-(spec.w + l + r) // sx), spec.ow + (spec.kw - 1) * dx // sx)
+
+
+def row_pad_extent(spec: Conv2dSpec, xt: int, yt: int = 1) -> tuple[int, int]:
+    """``(rows, columns per stride phase)`` of the padded input (columns de-interleaved by phase) that register
+    tiles of ``yt`` output rows x ``xt`` pixels along a row read with no guard: at least the padded map, plus zero
+    rows below it for a ragged last row tile and zero columns right of it for the ragged last tile of each row. Used
+    by the float32 ``pixel_vectors`` row layouts and the packed int8 depthwise conv (``yt = 1``)."""
+    (t, l, b, r), (sy, sx), (dy, dx) = spec.pads, spec.stride, spec.dilations
+    rows = max(spec.h + t + b, (-(-spec.oh // yt) * yt - 1) * sy + (spec.kh - 1) * dy + 1)
+    return rows, max(-(-(spec.w + l + r) // sx), -(-spec.ow // xt) * xt + (spec.kw - 1) * dx // sx)
 
 
 def flat_tile(pixels: int) -> int:

@@ -30,7 +30,7 @@ import numpy as np
 
 from compiler import te
 from compiler.te import Tensor
-from compiler.topi.conv2d_direct import Conv2dSpec
+from compiler.topi.conv2d_direct import Conv2dSpec, flat_pad_extent, row_pad_extent
 from compiler.topi.injective import COPY_PARALLEL_ELEMENTS
 
 OB = 16  # output channels per register tile (int32 lanes: two AVX2 vectors)
@@ -226,7 +226,7 @@ def conv2d_packed(spec: PackedConvSpec, stage: tuple, vector_bits: int = 256, re
     c = spec.conv
     bsz, bi, bo = spec.batch, spec.block_in, spec.block_out
     n, h, w, o = c.n, c.h, c.w, c.o
-    (t, l, b, r), (sy, sx) = c.pads, c.stride
+    (t, l, _, _), (sy, sx) = c.pads, c.stride
     oh, ow = c.oh, c.ow
     xt = spec.tile(vector_bits)
     data = te.placeholder(spec.data_shape, "int8", "data")
@@ -234,13 +234,11 @@ def conv2d_packed(spec: PackedConvSpec, stage: tuple, vector_bits: int = 256, re
     zero = te.const(int(c.pad_value), pdt)
     inside = lambda y, x: (y >= t) & (y < h + t) & (x >= l) & (x < w + l)  # noqa: E731
 
-    # rows below the map so the last (ragged) pixel tile reads zeros in bounds
+    # padded rows x columns per stride phase, so the last (ragged) pixel tile reads zeros in bounds
     if c.depthwise:  # row tiles: the ragged last tile of a row reads zero columns past it
-        hp = h + t + b
-        wq = max(-(-(w + l + r) // sx), -(-ow // xt) * xt + (c.kw - 1) // sx)
-    else:
-        hp = max(h + t + b, (-(-oh * ow // xt) * xt - 1) // ow * sy + c.kh)
-        wq = max(-(-(w + l + r) // sx), ow + (c.kw - 1) // sx)  # padded columns per stride phase
+        hp, wq = row_pad_extent(c, xt)
+    else:  # tiles over the flattened pixels: the last one reads zero rows below the map
+        hp, wq = flat_pad_extent(c, xt)
     direct = spec.direct
     if direct:  # 1x1, unit stride, no padding: the packed input itself, (N, C/BI, H*W, 1, BI), int8 pairs
         pad = data
