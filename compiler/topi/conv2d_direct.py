@@ -564,9 +564,10 @@ def with_in_block(spec: Conv2dSpec) -> Conv2dSpec:
 
 
 # direct convs with C <= 4 input channels (image stems) and at most this many C x KH x KW taps take pixel-vector
-# rows: MobileNetV2's stem (27 taps) 0.62 -> 0.40 ms on one thread. (ResNet-18's 147-tap stem measured ~10% faster
-# too, but stays in the channel-vector layout, which the llvm tuner's tasks cover.)
-DIRECT_ROWS_MAX_TAPS = 32
+# rows: MobileNetV2's stem (27 taps) 0.62 -> 0.40 ms on one thread, ResNet-18's 7x7/2 stem (147 taps) 3.11-3.18 ->
+# 2.74-2.82 ms on one thread and 1.67 -> 1.58 ms on two (both kernels called in turn in one process, min of 200
+# calls, loaded host). Larger stems are unmeasured and keep the channel-vector layout (which the llvm tuner covers).
+DIRECT_ROWS_MAX_TAPS = 7 * 7 * 3
 
 
 def direct_row_tiles(spec: Conv2dSpec, lanes: int) -> tuple[int, int]:
