@@ -670,7 +670,9 @@ def schedule_cpu(op: Conv2dOp, s, knobs: CpuConvKnobs | None = None) -> None:
         sp = s[op.pad]
         if _size(op.pad.shape) >= PAD_PARALLEL_MIN:  # (channels or blocks) x rows: a 3-channel stem splits evenly
             sp.parallel(sp.fuse(*sp.leaf_iter_vars[1:3]))
-        if spec.depthwise and ob > 1 or spec.in_block > 1:
+        if spec.in_block > 1:
+            _schedule_blocked_copy(sp, spec.in_block)
+        elif spec.depthwise and ob > 1:
             sp.vectorize(sp.leaf_iter_vars[-1])
     so = s[op.out]
     xt = spec.tile
@@ -714,6 +716,20 @@ def schedule_cpu(op: Conv2dOp, s, knobs: CpuConvKnobs | None = None) -> None:
         sc.unroll(red[-1])                 # the channel both unrolled measured 4x slower: spills)
     if ob > 1:
         sc.vectorize(coi)
+
+
+def _schedule_blocked_copy(sp, cb: int) -> None:
+    """The channel-blocked padded copy (``in_block``, ``(..., columns, CB)`` from NCHW data): columns in groups of
+    CB, each group's CB columns unrolled around the CB channels as one vector, so the code generator reads the
+    CB x CB block as CB row loads and transposes it in registers (``codegen._transposed_loads``) instead of
+    gathering every element from CB planes. One thread, the copy alone (min of 160 calls, both in turn): 64 x 56 x
+    56 0.14-0.20 -> 0.07 ms."""
+    x, ci = sp.leaf_iter_vars[-2:]
+    if cb in (4, 8, 16) and x.extent >= cb:
+        xo, xi = sp.split(x, cb)
+        sp.reorder(xo, xi, ci)
+        sp.unroll(xi)
+    sp.vectorize(ci)
 
 
 def _schedule_pointwise(op: Conv2dOp, s, parallel: bool) -> None:
