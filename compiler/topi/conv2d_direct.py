@@ -674,6 +674,8 @@ def schedule_cpu(op: Conv2dOp, s, knobs: CpuConvKnobs | None = None) -> None:
             _schedule_blocked_copy(sp, spec.in_block)
         elif spec.depthwise and ob > 1:
             sp.vectorize(sp.leaf_iter_vars[-1])
+        elif spec.flat and spec.dtype == "float32":
+            _schedule_plain_copy(sp, spec.stride[1])
     so = s[op.out]
     xt = spec.tile
     px_outer = spec.flat and k.parallel != "outer" and pixels_outer(spec)
@@ -716,6 +718,15 @@ def schedule_cpu(op: Conv2dOp, s, knobs: CpuConvKnobs | None = None) -> None:
         sc.unroll(red[-1])                 # the channel both unrolled measured 4x slower: spills)
     if ob > 1:
         sc.vectorize(coi)
+
+
+def _schedule_plain_copy(sp, sx: int) -> None:
+    """The flat layouts' plain padded copy (NCHW; stride SX > 1: columns de-interleaved by phase, ``(N, C, Hp, SX,
+    Wq)``) as vector rows: the phases unrolled (each piece's column mask a constant), the columns vectorized (masked
+    window loads at the borders, a wide load + shuffle per stride-2 window)."""
+    if sx > 1:
+        sp.unroll(sp.leaf_iter_vars[-2])
+    sp.vectorize(sp.leaf_iter_vars[-1])
 
 
 def _schedule_blocked_copy(sp, cb: int) -> None:
