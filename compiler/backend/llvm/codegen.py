@@ -14,7 +14,7 @@ import itertools
 
 from llvmlite import ir
 
-from compiler.te.expr import Binary, Call, Cast, Const, Expr, Select, Var, is_float
+from compiler.te.expr import Binary, Call, Cast, Const, Expr, Select, Var, is_float, walk
 from compiler.tir.arith import atom_vars, linear, substitute, var_ranges_bounds
 from compiler.tir.errors import TirError
 from compiler.tir.ir import Allocate, BufLoad, Buffer, For, IfThen, PrimFunc, Store, Sync
@@ -65,6 +65,7 @@ class LlvmCodegen:
         self.ntasks = 0
         self.select_depth = 0
         self.ranges: dict = {}  # loop var -> extent (to prove loads in bounds)
+        self.pre: dict = {}  # id(BufLoad) -> (vector var, unrolled var, its columns): see _transposed_loads
         self._setup()
 
     def _setup(self) -> None:
@@ -254,6 +255,9 @@ class LlvmCodegen:
         return self._from_mem(phi, e.buffer.dtype)
 
     def load(self, e: BufLoad) -> ir.Value:
+        hit = self.pre.get(id(e)) if self.vec is not None else None  # see _transposed_loads
+        if hit is not None and hit[0] is self.vec[0] and self.vec[2] == 0:  # a column of a transposed block
+            return hit[2][self.c.env[hit[1]].constant]
         b = self.c.b
         ptr = self._ptr(e.buffer)
         ty = mem_type(e.buffer.dtype)
@@ -352,9 +356,15 @@ class LlvmCodegen:
             raise TirError(f"loop {s.var.name} is bound to {kind}: bind is for target='cuda'; on the CPU use "
                            f"parallel/vectorize")
         if kind == "unroll":
-            for k in range(s.extent):
-                self.c.env[s.var] = ir.Constant(I64, k)
-                self.stmts(s.body)
+            pre = self._transposed_loads(s) if self.vec is None else {}
+            self.pre.update(pre)
+            try:
+                for k in range(s.extent):
+                    self.c.env[s.var] = ir.Constant(I64, k)
+                    self.stmts(s.body)
+            finally:
+                for key in pre:
+                    self.pre.pop(key, None)
             del self.c.env[s.var]
             return
         if kind == "vectorize" and s.extent > 1 and self.vec is None and _vectorizable(s):
@@ -378,6 +388,73 @@ class LlvmCodegen:
             self.parallel(s)
             return
         self.serial(s, 0, s.extent)
+
+    def _transposed_loads(self, s: For) -> dict:
+        """An unrolled loop ``u`` of L iterations around a vectorized loop ``v`` of L lanes (L = 4, 8, 16) whose
+        loads step far in ``v`` and 1-4 elements in ``u`` (a channel-blocked copy of NCHW data: ``pad[.., x, c] =
+        data[.., c, .., x]``, 8 channels x 8 columns): each such load's L x L block is read as L row windows along
+        ``u`` (one vector load each, masked where a window may leave the buffer; strided ones shuffled), transposed in
+        registers (log2(L) rounds of L shuffles), and iteration ``u`` of the loop takes column ``u`` as its vector
+        instead of gathering L lanes one by one. Returns ``{id(load): (v, u, columns)}`` (empty where nothing
+        applies: other loop shapes, 1- or 2-byte and 8-byte elements, loads of a buffer the body stores to)."""
+        lanes = s.extent
+        inner = s.body[0] if len(s.body) == 1 else None
+        if isinstance(inner, IfThen) and len(inner.body) == 1:  # a ragged split's guard on u: the rows are read
+            inner = inner.body[0]                                  # before it (masked where they may leave the buffer)
+        if (lanes not in (4, 8, 16) or not isinstance(inner, For) or inner.kind != "vectorize"
+                or inner.extent != lanes or not _vectorizable(inner)):
+            return {}
+        u, v = s.var, inner.var
+        stored, found = set(), {}
+
+        def visit(stmts) -> None:
+            for x in stmts:
+                exprs = [x.cond] if isinstance(x, IfThen) else [x.index, x.value]
+                if isinstance(x, IfThen):
+                    visit(x.body)
+                else:
+                    stored.add(x.buffer)
+                for e in exprs:
+                    for n in walk(e):
+                        if isinstance(n, BufLoad):
+                            found[id(n)] = n
+        visit(inner.body)
+        self.ranges[v] = lanes
+        out = {}
+        try:
+            for e in found.values():
+                if e.buffer in stored or mem_type(e.buffer.dtype) not in (F32, ir.IntType(32)):
+                    continue
+                f = linear(e.index)
+                if any(not isinstance(a, Var) and atom_vars(a) & {u, v} for a in f.coefs):
+                    continue
+                sv, su = f.coefs.get(v, 0), f.coefs.get(u, 0)
+                if not isinstance(sv, int) or not isinstance(su, int) or sv <= 4 or not 1 <= su <= 4:
+                    continue  # lanes 0/1/2-4 apart already load as vectors or windows
+                bnd = var_ranges_bounds(f, self.ranges)
+                masked = bnd is None or bnd[0] < 0 or bnd[1] + su - 1 >= e.buffer.size
+                rows = [self._window_load(e, substitute(e.index, {v: Const(k), u: Const(0)}), su, lanes, masked)
+                        for k in range(lanes)]
+                out[id(e)] = (v, u, self._transpose(rows))
+        finally:
+            del self.ranges[v]
+        return out
+
+    def _transpose(self, rows: list) -> list:
+        """The columns of the square block whose rows are the L vectors ``rows``: log2(L) rounds, the round of
+        distance d swapping the off-diagonal d x d blocks of each 2d x 2d block (L shuffles a round)."""
+        b, n, rows = self.c.b, len(rows), list(rows)
+        mask = lambda m: ir.Constant(ir.VectorType(ir.IntType(32), n), m)  # noqa: E731
+        d = n // 2
+        while d >= 1:
+            lo = mask([j if not j & d else n + j - d for j in range(n)])
+            hi = mask([j + d if not j & d else n + j for j in range(n)])
+            for i in range(n):
+                if not i & d:
+                    a, c = rows[i], rows[i + d]
+                    rows[i], rows[i + d] = b.shuffle_vector(a, c, lo), b.shuffle_vector(a, c, hi)
+            d //= 2
+        return rows
 
     def serial(self, s: For, start, stop) -> None:
         b = self.c.b

@@ -116,3 +116,30 @@ def test_tuning_records_do_not_name_the_blocked_input():
     task = LlvmConvTask(S(1, 64, 56, 56, 64, 3, 3, (1, 1), (1, 1, 1, 1)), True, False, "relu", (), "conv")
     assert "in_block" not in task.ident["spec"] and "in_block" not in task.key
     assert cd.CpuConvKnobs(16, 6, "fused").apply(task.spec).in_block == 8
+
+
+@pytest.mark.parametrize("lanes,step,dtype,width", [(8, 1, "float32", 19), (8, 2, "float32", 12), (4, 3, "int32", 9),
+                                                     (16, 1, "float32", 35), (8, 1, "int32", 8)])
+def test_blocked_copy_transposes_in_registers(lanes, step, dtype, width):
+    """The blocked copy's shape (columns unrolled by ``lanes`` around ``lanes`` channels vectorized, a ragged last
+    group, a padded border, input columns ``step`` apart): each ``lanes`` x ``lanes`` block is read as row windows
+    and transposed with shuffles (no element loaded on its own), and the copy is exact."""
+    c, rows, w_in = 2 * lanes, 3, (width - 2) * step + 1
+    x = te.placeholder((c, rows, w_in), dtype, "x")
+    zero = te.const(0, dtype) if dtype == "int32" else te.const(0.0, "float32")
+    y = te.compute((c // lanes, rows, width, lanes), lambda j, r, q, ci: te.select(
+        (q >= 1) & (q < width - 1), x[j * lanes + ci, r, (q - 1) * step], zero), name="y", dtype=dtype)
+    s = create_schedule(y)
+    q, ci = s[y].leaf_iter_vars[-2:]
+    qo, qi = s[y].split(q, lanes)
+    s[y].reorder(qo, qi, ci)
+    s[y].unroll(qi)
+    s[y].vectorize(ci)
+    fn = build_op(s, args=[x, y])
+    scalar = "i32" if dtype == "int32" else "float"
+    assert f"load {scalar}," not in fn.llvm_ir and "shufflevector" in fn.llvm_ir
+    xv = (RNG.standard_normal((c, rows, w_in)) * 100).astype(dtype)
+    want = np.zeros((c // lanes, rows, width, lanes), dtype)
+    want[:, :, 1:width - 1, :] = xv[:, :, ::step][:, :, :width - 2].reshape(c // lanes, lanes, rows, width - 2) \
+        .transpose(0, 2, 3, 1)
+    np.testing.assert_array_equal(np.asarray(fn(xv)), want)

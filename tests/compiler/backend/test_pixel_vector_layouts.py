@@ -114,10 +114,11 @@ DIRECT = [  # (spec, channels x pixels per tile): a few input channels, any kern
     (S(1, 3, 20, 22, 8, 3, 3, (2, 2), (1, 1, 1, 1)), (4, 8)),          # a stem: 11 wide = 8 + a ragged 3
     (S(2, 2, 9, 17, 6, 3, 2, (1, 1), (0, 1, 2, 0), (2, 1)), (3, 16)),    # batch 2, dilated, 16 wide
     (S(1, 1, 8, 12, 5, 5, 5, (1, 3), (2, 2, 2, 2)), (5, 4)),            # stride 3 columns, 4 wide
+    (S(1, 3, 40, 46, 8, 7, 7, (2, 2), (3, 3, 3, 3)), (4, 16)),          # ResNet's 7x7/2 stem: 23 wide = 16 + 7
 ]
 
 
-@pytest.mark.parametrize("spec,tile", DIRECT, ids=["stem", "dilated-batch", "stride3"])
+@pytest.mark.parametrize("spec,tile", DIRECT, ids=["stem", "dilated-batch", "stride3", "stem7x7"])
 def test_direct_pixel_vector_rows_match_numpy(spec, tile):
     sp = dataclasses.replace(spec, pixel_vectors=True, oc_block=tile[0], pixel_tile=tile[1])
     assert (sp.block, sp.tile) == tile and cd.output_shape(sp) == (sp.n, sp.o // tile[0], tile[0], sp.oh, sp.ow)
@@ -146,7 +147,9 @@ def test_cpu_spec_picks_the_layout_per_shape():
         stem = cd.cpu_spec(S(1, 3, 224, 224, 32, 3, 3, (2, 2), (1, 1, 1, 1)), lanes)  # 27 taps: direct rows
         assert stem.pixel_vectors and (stem.block, stem.tile) == cd.direct_row_tiles(stem, lanes) != (0, 0)
     assert cd.direct_row_tiles(S(1, 3, 224, 224, 32, 3, 3, (2, 2), (1, 1, 1, 1)), 8) == (4, 16)
-    assert not cd.cpu_spec(S(1, 3, 224, 224, 64, 7, 7, (2, 2), (3, 3, 3, 3)), 8).pixel_vectors  # 147 taps: tuned
+    assert cd.cpu_spec(S(1, 3, 224, 224, 64, 7, 7, (2, 2), (3, 3, 3, 3)), 8).pixel_vectors  # 147 taps: rows too
+    assert cd.direct_row_tiles(S(1, 3, 224, 224, 64, 7, 7, (2, 2), (3, 3, 3, 3)), 8) == (4, 16)
+    assert not cd.cpu_spec(S(1, 3, 224, 224, 64, 11, 11, (4, 4), (2, 2, 2, 2)), 8).pixel_vectors  # 363 taps
     knobs = cd.CpuConvKnobs(16, 6, "none")
     assert not knobs.apply(cd.cpu_spec(pw, 8)).pixel_vectors  # tuning knobs set the channel-vector layout
 
