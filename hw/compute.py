@@ -63,9 +63,11 @@ def _or(values: list[Value]) -> Value:
     return out
 
 
-def _reg(m: Module, v: Value, name: str) -> Signal:
+def _reg(m: Module, v: Value, name: str, en: Value | None = None) -> Signal:
+    """``v`` registered (loaded only while ``en`` is high, with ``en``)."""
     r = Signal(Value.cast(v).shape(), name=name)
-    m.d.sync += r.eq(v)
+    with m.If(1 if en is None else en):
+        m.d.sync += r.eq(v)
     return r
 
 
@@ -236,10 +238,12 @@ class ComputeUnit(wiring.Component):
         lanes = B * BO
         raw = {"inp": self.inp_r_data, "wgt": self.wgt_r_data, "acc_d": self.acc0_r_data, "acc_s": self.acc1_r_data}
         rows = {2: raw}
+        # the row registers load only behind a micro-op (their clock enable: the stage's valid bit); between
+        # micro-ops they hold, which no datapath sees (each reads them behind its own stage's valid bit)
         if p_max >= 3:  # the rows registered as they leave the block RAMs (level 0 of every datapath of depth >= 3)
-            rows[3] = {k: _reg(m, v, f"{k}_q") for k, v in raw.items()}
+            rows[3] = {k: _reg(m, v, f"{k}_q", vk_[2]) for k, v in raw.items()}
         if p_max >= SECOND_ROW_REGISTER:  # and again, for the deep datapaths (see SECOND_ROW_REGISTER)
-            rows[4] = {k: _reg(m, v, f"{k}_q2") for k, v in rows[3].items()}
+            rows[4] = {k: _reg(m, v, f"{k}_q2", vk_[3]) for k, v in rows[3].items()}
         tensor_max = max(tensor_depths.values(), default=2)
         accd = [None] + chain(self.acc0_r_data, max(tensor_max - 1, 1), "accd")  # accd[k]: the dst row at stage k
         # the pipeline's writes of the last cycles (hist_*[k]: k cycles ago), for the tensor intrinsics' forwarding

@@ -73,17 +73,27 @@ class Stager:
     def enable(self, level: int | None = None) -> Value | None:
         return None if self._enable is None else self._enable(self.level if level is None else level)
 
-    def register(self, v) -> Signal:
+    def register(self, v, en: Value | None = None) -> Signal:
+        """``v`` registered; with ``en`` the register loads only while ``en`` is high (a clock enable)."""
         v = Value.cast(v)
         r = Signal(v.shape())
-        self.m.d.sync += r.eq(v)
+        if en is None:
+            self.m.d.sync += r.eq(v)
+        else:
+            with self.m.If(en):
+                self.m.d.sync += r.eq(v)
         return r
 
     def stage(self, values):
+        """Register ``values`` at the next boundary. With an enable the boundary's registers load only in the cycles a
+        micro-op's values are at the level they leave (their clock enable): between micro-ops they hold, which no
+        user sees (every later level is enabled only behind a micro-op), and a Verilated model skips both the
+        copy and the logic that feeds them on idle cycles."""
         if self.level >= self.budget:
             return values
+        en = self.enable(self.level)
         self.level += 1
-        return _map(values, self.register)
+        return _map(values, lambda v: self.register(v, en))
 
     def finish(self, values):
         while self.level < self.budget:
