@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import math
+import threading
 import time
 import warnings
+from typing import NamedTuple
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -26,6 +28,22 @@ def _with_layer(exc: Exception, n: Node) -> Exception:
         return type(exc)(msg)
     except TypeError:
         return RuntimeError(msg)
+
+
+def _same_memory(a: np.ndarray, b) -> bool:
+    """``b`` is an array with ``a``'s data address, size and dtype (another view of the same bytes, not a copy)."""
+    return (isinstance(b, np.ndarray) and a.dtype == b.dtype and a.size == b.size
+            and a.__array_interface__["data"][0] == b.__array_interface__["data"][0])
+
+
+class _Replay(NamedTuple):
+    """A run as recorded calls: the thread that recorded them, the versions of the records they rest on, the steps
+    ``(node, target, call, profile)`` in order and the graph outputs' arrays."""
+
+    thread: int
+    versions: tuple
+    steps: tuple
+    outputs: tuple
 
 
 class Module:
@@ -56,6 +74,8 @@ class Module:
         # node index -> (the backend's repeat of its last call, its result, profile): accel layers whose next run
         # gets the same arrays (or views of the same memory) skip the backend's per-call work (see _run_accel_bound)
         self._accel_bound = LastCalls(views=True)
+        self._staged: dict[str, np.ndarray] = {}  # input name -> the module's own copy of it (see run)
+        self._replay: _Replay | None = None  # the last run's nodes as recorded calls, where all had one (see run)
 
     # -- inputs / outputs ---------------------------------------------------------------
     @property
@@ -145,25 +165,39 @@ class Module:
         return out, dict(getattr(self.accel, "last_profile", {}) or {})
 
     def run(self, inputs: dict | None = None, **kw) -> list[np.ndarray]:
-        """Execute once; inputs may be given here (dict or keywords) or earlier with set_input."""
+        """Execute once; inputs may be given here (dict or keywords) or earlier with set_input.
+
+        The inputs are copied into buffers the module owns, so every run hands its nodes the same arrays. Where
+        the last run found every node's call already bound to those arrays (the llvm backends' bound kernel calls,
+        kept views and repeated accelerator layers: see :meth:`_make_replay`), the run replays those calls in
+        order with none of the per-node dispatch; the results and the profile are the same."""
         for k, v in {**(inputs or {}), **kw}.items():
             self.set_input(k, v)
         missing = [i for i in self.graph.inputs if i not in self._inputs]
         if missing:
             raise ModelInputError(f"inputs not set: {missing}; use set_input(name, array) or run({{name: array}})")
         g = self.graph
-        values: dict = dict(g.constants)
-        values.update(self._inputs)
-        rows, details = [], []
-        show = self.progress if self.progress is not None else len(g.nodes) >= PROGRESS_MIN_NODES
+        staged = self._stage_inputs()
         # AccelBackend.before_run (llvm: get the thread pool's workers spinning); a backend that does not subclass
         # AccelBackend may lack it: the default, nothing, then
         before = getattr(self.accel, "before_run", None)
         if before is not None:
             before()
+        replay = self._replay
+        if (replay is not None and not self.keep_details and replay.thread == threading.get_ident()
+                and replay.versions == self._calls_version()):
+            return self._run_replay(replay)
+        self._replay = None
+        values: dict = dict(g.constants)
+        values.update(staged)
+        rows, details = [], []
+        show = self.progress if self.progress is not None else len(g.nodes) >= PROGRESS_MIN_NODES
         into = getattr(self.cpu, "run_node_into", None)  # optional: CpuBackend that fills given output arrays
+        # what each node was given and returned, while a replay of this run stays possible (see _make_replay)
+        trace: list | None = [] if into is not None and hasattr(self.cpu, "repeat_call") else None
         for idx, n in enumerate(tqdm(g.nodes, desc="run", leave=False) if show else g.nodes):
             ins = [values[i] if i else None for i in n.inputs]
+            slots = None
             t0 = time.perf_counter()
             target = node_target(n)
             if target == "accel":
@@ -175,7 +209,8 @@ class Module:
                 if self.keep_details:
                     details.append(prof)
             elif into is not None:  # the backend writes straight into the outputs' arena slots
-                outs = into(n, ins, [self._slot(o) for o in n.outputs])
+                slots = [self._slot(o) for o in n.outputs]
+                outs = into(n, ins, slots)
                 prof = {"cpu_backend": getattr(self.cpu, "last_backend", self.cpu.name),
                         "compile_s": getattr(self.cpu, "last_compile_s", 0.0)}
             else:
@@ -185,13 +220,69 @@ class Module:
             dt = time.perf_counter() - t0
             for name, v in zip(n.outputs, outs):
                 if name:
-                    values[name] = self._place(name, v)
+                    placed = values[name] = self._place(name, v)
+                    if placed is not v and not _same_memory(placed, v):  # copied into its slot: a replay would not
+                        trace = None
             rows.append((n, target, dt, prof))  # the profile row is built when asked for (profile())
+            if trace is not None:
+                trace.append((idx, n, target, ins, slots, outs))
             for t in self._free_after.get(idx, ()):
                 values.pop(t, None)
         self._outputs = [np.array(values[o]) for o in g.outputs]  # copies: the arena is reused next run
         self._profile = rows
         self._details = details
+        if trace is not None and not self.keep_details:
+            self._replay = self._make_replay(trace, [values[o] for o in g.outputs])
+        return list(self._outputs)
+
+    def _stage_inputs(self) -> dict[str, np.ndarray]:
+        """The inputs copied into the module's own buffers (the same arrays every run, so the nodes that read them
+        keep their bound calls; a few tens of microseconds for an image)."""
+        staged = {}
+        for name, a in self._inputs.items():
+            buf = self._staged.get(name)
+            if buf is None or buf.shape != a.shape or buf.dtype != a.dtype:
+                buf = self._staged[name] = np.empty(a.shape, a.dtype)
+            if a is not buf:
+                np.copyto(buf, a)
+            staged[name] = buf
+        return staged
+
+    def _calls_version(self) -> tuple:
+        """The versions of every record a replay rests on (the Module's bound accelerator calls, the CPU backend's
+        bound calls and views): a replay holds while they are unchanged."""
+        return self._accel_bound.version, self.cpu.calls_version()
+
+    def _make_replay(self, trace: list, outputs: list) -> "_Replay | None":
+        """The replay of the run just made, where a next run on the same arrays would, node by node, only repeat a
+        recorded call: each accelerator layer's bound call (:meth:`_run_accel_bound`) and each CPU node's
+        ``repeat_call`` (a bound kernel call or a kept view), each returning the very arrays this run placed.
+        None where any node would do more (bind, plan, copy, numpy)."""
+        steps = []
+        for idx, n, target, ins, slots, outs in trace:
+            if target == "accel":
+                bound = self._accel_bound.repeat(idx, ins)
+                if bound is None or len(outs) != 1 or bound[1] is not outs[0]:
+                    return None
+                steps.append((n, target, bound[0], bound[2]))
+                continue
+            rep = self.cpu.repeat_call(n, ins, slots)
+            if rep is None or len(rep[2]) != len(outs) or any(a is not b for a, b in zip(rep[2], outs)):
+                return None
+            steps.append((n, target, rep[0], {"cpu_backend": rep[1], "compile_s": 0.0}))
+        return _Replay(threading.get_ident(), self._calls_version(), tuple(steps), tuple(outputs))
+
+    def _run_replay(self, replay: "_Replay") -> list[np.ndarray]:
+        """:meth:`run` by replaying the recorded calls (each timed for the profile)."""
+        rows = []
+        clock = time.perf_counter
+        for n, target, call, prof in replay.steps:
+            t0 = clock()
+            call()
+            rows.append((n, target, clock() - t0, prof))
+        self._outputs = [np.array(v) for v in replay.outputs]  # copies: the arena is reused next run
+        self._profile = rows
+        self._details = []
         return list(self._outputs)
 
     def _slot(self, name: str) -> np.ndarray | None:

@@ -43,10 +43,11 @@ class LastCalls(Mapping):
     a kernel's per-thread scratch buffers). ``views``: an input also matches a different view object of the same
     memory (:func:`same_view`), not only the very same object."""
 
-    __slots__ = ("_calls", "repeat")
+    __slots__ = ("_calls", "repeat", "version")
 
     def __init__(self, *, per_thread: bool = False, views: bool = False) -> None:
         self._calls: dict[Hashable, LastCall] = {}
+        self.version = 0  # bumped by every record and forget: a caller that kept records can tell they still hold
         # repeat(key, inputs, out=None) -> the recorded result where this call repeats the recorded one (the same
         # ``inputs`` one by one and the same ``out``, by identity; per thread and views as configured), else None.
         # A closure over the records, made for the configuration: it runs for every node of every run.
@@ -58,10 +59,12 @@ class LastCalls(Mapping):
         if result is None:
             raise ValueError("LastCalls.record: result must not be None (None means no repeat)")
         self._calls[key] = LastCall(threading.get_ident(), tuple(inputs), out, result)
+        self.version += 1
 
     def forget(self, key: Hashable) -> None:
         """Drop ``key``'s record, if any (its next call is not a repeat)."""
         self._calls.pop(key, None)
+        self.version += 1
 
     def __getitem__(self, key: Hashable) -> LastCall:
         return self._calls[key]

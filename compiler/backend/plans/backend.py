@@ -20,6 +20,7 @@ ran the last node ("llvm"/"cuda", "view" or "numpy") and ``last_compile_s`` how 
 from __future__ import annotations
 
 import ctypes
+import functools
 import time
 import weakref
 from typing import Callable, Sequence
@@ -39,6 +40,12 @@ LAZY_OPS = frozenset({"QConv2D", "QDense", "Relu", "Clip", "Add", "Sub", "Mul", 
                       "PackedMaxPool",
                       # ... and hand-written (compiler.backend.llvm.pool)
                       "GlobalAveragePool"})
+
+
+def _nothing() -> None:
+    """A kept view node's repeat where its result is the view itself (no copy)."""
+
+
 # ops whose CPU schedule takes knobs (compiler.topi.conv2d_direct.CpuConvKnobs) from a tuning log
 TUNABLE_OPS = frozenset({"Conv", "FusedConv"})
 
@@ -143,6 +150,29 @@ class TargetCpuBackend:
         if self.target == "llvm":
             self._bind(node, fn, inputs, args, dst, shape)
         return [dst]
+
+    def repeat_call(self, node: Node, inputs: Sequence[np.ndarray | None],
+                    outs: Sequence[np.ndarray | None]) -> "tuple[Callable[[], None], str, list] | None":
+        """What :meth:`run_node_into` on exactly these arrays would do, as ``(call, backend, results)``: the node's
+        bound kernel call, or a view node's memmove (or nothing), the ``last_backend`` it would report and the
+        arrays it would return; None where it would do more (bind, plan or fall back to numpy). The executor
+        replays a run whose nodes all have one (:meth:`compiler.executor.module.Module.run`)."""
+        dst = outs[0] if outs else None
+        call = self._bound.repeat(id(node), inputs, dst)
+        if call is not None:
+            return call, self.target, [dst]
+        if node.op not in VIEW_OPS:
+            return None
+        hit = self._views.repeat(id(node), inputs, dst)
+        if hit is None:
+            return None
+        copy = hit[1]
+        return (functools.partial(ctypes.memmove, *copy) if copy is not None else _nothing), "view", [hit[2]]
+
+    def calls_version(self) -> tuple[int, int]:
+        """Versions of the bound calls and kept views (:attr:`LastCalls.version`): a caller holding
+        :meth:`repeat_call` results knows they still hold while these are unchanged."""
+        return self._bound.version, self._views.version
 
     def _view(self, node: Node, inputs: Sequence[np.ndarray | None], dst: np.ndarray | None = None) -> list[np.ndarray]:
         """A metadata-only node (``VIEW_OPS``) where the inputs are the same array objects as last time (the
