@@ -276,10 +276,14 @@ class Module:
         """:meth:`run` by replaying the recorded calls (each timed for the profile)."""
         rows = []
         clock = time.perf_counter
-        for n, target, call, prof in replay.steps:
-            t0 = clock()
-            call()
-            rows.append((n, target, clock() - t0, prof))
+        try:
+            for n, target, call, prof in replay.steps:
+                t0 = clock()
+                call()
+                rows.append((n, target, clock() - t0, prof))
+        except (ValueError, RuntimeError) as exc:  # name the layer, as the general path does
+            self._replay = None
+            raise _with_layer(exc, replay.steps[len(rows)][0]) from exc
         self._outputs = [np.array(v) for v in replay.outputs]  # copies: the arena is reused next run
         self._profile = rows
         self._details = []

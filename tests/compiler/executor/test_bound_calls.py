@@ -47,7 +47,7 @@ def _check(mod, model, rng, threads: int) -> None:
         x[...] = rng.standard_normal(x.shape)  # the same array, new values
         got = mod(input=x)
         assert _rel_err(got, ort_run(model, {"input": x})[0]) < 1e-5
-        y = rng.standard_normal(x.shape).astype(np.float32)  # a new array: the first layer binds again
+        y = rng.standard_normal(x.shape).astype(np.float32)  # a new array: copied into the module's input buffer
         got = mod(input=y)
         assert _rel_err(got, ort_run(model, {"input": y})[0]) < 1e-5
         assert not np.array_equal(got, first)

@@ -131,3 +131,24 @@ def test_keep_details_runs_the_general_path():
     with pytest.raises(AssertionError, match="dispatched"):
         with _NoDispatch(mod):
             mod(input=x)
+
+
+def test_replayed_layer_error_names_the_layer():
+    """An error raised by a replayed call (a device that refuses, here) names the layer, as the general path does,
+    and the next run takes the general path."""
+    model = mobilenet_v2_small()
+    mod = build(model, target="llvm", progress=False)
+    x = np.random.default_rng(6).standard_normal(SHAPE).astype(np.float32)
+    mod(input=x)
+    replay = mod._replay
+    n, target, call, prof = replay.steps[3]
+
+    def broken() -> None:
+        raise RuntimeError("device refused the call")
+    mod._replay = replay._replace(steps=replay.steps[:3] + ((n, target, broken, prof),) + replay.steps[4:])
+    with pytest.raises(RuntimeError, match=f"layer {n.name!r} .*device refused"):
+        mod(input=x)
+    assert mod._replay is None
+    got = mod(input=x)  # the general path, then a new replay
+    assert mod._replay is not None
+    assert _rel_err(got, ort_run(model, {"input": x})[0]) < 1e-5
