@@ -194,7 +194,8 @@ class Module:
         show = self.progress if self.progress is not None else len(g.nodes) >= PROGRESS_MIN_NODES
         into = getattr(self.cpu, "run_node_into", None)  # optional: CpuBackend that fills given output arrays
         # what each node was given and returned, while a replay of this run stays possible (see _make_replay)
-        trace: list | None = [] if into is not None and hasattr(self.cpu, "repeat_call") else None
+        trace: list | None = ([] if into is not None and hasattr(self.cpu, "repeat_call")
+                              and hasattr(self.cpu, "calls_version") else None)
         for idx, n in enumerate(tqdm(g.nodes, desc="run", leave=False) if show else g.nodes):
             ins = [values[i] if i else None for i in n.inputs]
             slots = None
