@@ -37,7 +37,8 @@ from compiler.autotune.measure import Result, _Measurer
 from compiler.autotune.records import FORMAT, TuningLogWarning, log_lines
 from compiler.autotune.space import GridSpace
 from compiler.topi import conv2d_direct as cd
-from compiler.topi.conv2d_direct import ORDER_CHOICES, PARALLEL_CHOICES, Conv2dSpec, CpuConvKnobs
+from compiler.topi import conv2d_winograd as cw
+from compiler.topi.conv2d_direct import ALGO_CHOICES, ORDER_CHOICES, PARALLEL_CHOICES, Conv2dSpec, CpuConvKnobs
 
 Point = tuple[int, ...]
 OB_CHOICES = (8, 16, 32)
@@ -109,18 +110,24 @@ class LlvmConvTask:
         return CpuConvSpace(self)
 
     def default_knobs(self) -> CpuConvKnobs:
-        """The knobs a build without a log uses (the library's choice)."""
-        return cd.default_cpu_knobs(self.spec)
+        """The knobs a build without a log uses (the library's choice: Winograd where
+        :func:`~compiler.topi.conv2d_winograd.default_knobs` takes it, else the direct conv's)."""
+        return cw.default_knobs(self.spec) or cd.default_cpu_knobs(self.spec)
 
     def kernel(self, knobs: CpuConvKnobs):
         """The compiled kernel with ``knobs`` (``compiler.backend.build.CpuOp``; structurally equal ones are reused)."""
         from compiler.backend.build import build_op
         from compiler.schedule import create_schedule
 
-        spec = knobs.apply(self.spec)
-        op = cd.conv2d(spec, bias=self.bias, residual=self.residual, act=self.act, act_params=self.act_params)
-        s = create_schedule(op.out)
-        cd.schedule_cpu(op, s, knobs)
+        epi = dict(bias=self.bias, residual=self.residual, act=self.act, act_params=self.act_params)
+        if knobs.algo == "winograd":
+            op = cw.op_for(self.spec, knobs, **epi)
+            s = create_schedule(op.out)
+            cw.schedule_cpu(op, s, knobs)
+        else:
+            op = cd.conv2d(knobs.apply(self.spec), **epi)
+            s = create_schedule(op.out)
+            cd.schedule_cpu(op, s, knobs)
         return build_op(s, args=op.inputs + [op.out], name="conv2d_tune")
 
     def inputs(self, knobs: CpuConvKnobs, seed: int = 0) -> list[np.ndarray]:
@@ -128,12 +135,15 @@ class LlvmConvTask:
         spec = knobs.apply(self.spec)
         rng = np.random.default_rng(seed)
         s = self.spec
+        w = rng.standard_normal((s.o, s.cg, s.kh, s.kw)).astype(np.float32)
+        wino = knobs.algo == "winograd"
         out = [rng.standard_normal((s.n, s.c, s.h, s.w)).astype(np.float32),
-               cd.pack_weight(spec, rng.standard_normal((s.o, s.cg, s.kh, s.kw)).astype(np.float32))]
+               cw.pack_weight(s, w, knobs.ob) if wino else cd.pack_weight(spec, w)]
         if self.bias:
             out.append(rng.standard_normal(s.o).astype(np.float32))
         if self.residual:
-            out.append(rng.standard_normal(cd.output_shape(spec)).astype(np.float32))
+            shape = cw.output_shape(s, knobs.ob) if wino else cd.output_shape(spec)
+            out.append(rng.standard_normal(shape).astype(np.float32))
         return out
 
     def measure_cost(self, knobs: CpuConvKnobs, repeats: int = REPEATS) -> int:
@@ -207,8 +217,10 @@ class CpuConvSpace(GridSpace):
         self.task = task
         s = task.spec
         obs = [b for b in OB_CHOICES if s.og % b == 0] or [1]
+        algos = [a for a in ALGO_CHOICES if a == "direct" or cw.winograd_ok(s)]
         self.axes: list[tuple[str, list]] = [("ob", obs), ("xt", list(XT_CHOICES)), ("parallel", list(PARALLEL_CHOICES)),
-                                             ("unroll", list(UNROLL_CHOICES)), ("order", list(ORDER_CHOICES))]
+                                             ("unroll", list(UNROLL_CHOICES)), ("order", list(ORDER_CHOICES)),
+                                             ("algo", algos)]
         self.dims = tuple(len(v) for _, v in self.axes)
         from compiler.backend.llvm.host import float_lanes, vector_bits
 
@@ -240,12 +252,17 @@ class CpuConvSpace(GridSpace):
         return self._candidates
 
     def extent(self, k: CpuConvKnobs) -> int:
-        """Pixels the register tile runs along with ``k``: all output pixels (flat tiles) or one row."""
+        """Pixels the register tile runs along with ``k``: all output pixels (flat tiles) or one row; Winograd: the
+        2x2 tiles of one image."""
         spec = dataclasses.replace(self.task.spec, oc_block=k.ob)
+        if k.algo == "winograd":
+            return -(-spec.oh // 2) * -(-spec.ow // 2)
         return spec.oh * spec.ow if spec.flat else spec.ow
 
     def reject(self, k: CpuConvKnobs) -> str | None:
         """Why ``k`` cannot (or need not) be measured for this task, or None."""
+        if k.algo == "winograd" and (k.order != "rc_ky_kx" or k.unroll == 2):
+            return "order/unroll=2 with algo=winograd (the same program as rc_ky_kx, unroll=1)"
         try:
             k.check(self.task.spec)
         except Exception as exc:  # noqa: BLE001 - the knob's own message
@@ -259,25 +276,31 @@ class CpuConvSpace(GridSpace):
     def features(self, k: CpuConvKnobs) -> np.ndarray:
         """Analytic, scale-free features of a setting: knobs, register use, waste, parallel balance, geometry."""
         s = self.task.spec
+        wino = k.algo == "winograd"
         sp = dataclasses.replace(s, oc_block=k.ob, pixel_tile=k.xt)
-        ext = sp.oh * sp.ow if sp.flat else sp.ow
+        flat = wino or sp.flat
+        ext = self.extent(k)
         xt = min(k.xt, ext)
         vecs = max(1.0, k.ob / self.lanes)
         acc = vecs * xt
         tiles = -(-ext // xt)
         waste = tiles * xt / ext - 1.0
         blocks = s.o // k.ob
-        chunks = {"none": 1, "outer": blocks, "fused": blocks * (tiles if sp.flat else sp.oh)}[k.parallel]
+        rows = 16 * s.n if wino else (tiles if sp.flat else sp.oh)  # Winograd: 16 GEMMs an image
+        chunks = {"none": 1, "outer": blocks if not wino else rows, "fused": blocks * rows * (tiles if wino else 1)}[
+            k.parallel]
         th = self.threads
         balance = -(-chunks // th) * th / chunks - 1.0
-        inner_red = {"rc_ky_kx": s.kw, "ky_kx_rc": s.cg}[k.order]
+        inner_red = s.cg if wino else {"rc_ky_kx": s.kw, "ky_kx_rc": s.cg}[k.order]
+        macs = s.macs * 16 / 36 if wino else s.macs  # multiplies the kernel does
         lg = lambda x: math.log2(max(float(x), 1.0))  # noqa: E731
         feats = [lg(k.ob), float(xt), lg(vecs), float(acc), float(acc + vecs + 1 > self.registers),
                  float(max(0.0, acc + vecs + 1 - self.registers)), (xt * k.ob) / (xt + vecs),  # FMAs per load
-                 waste, float(sp.flat), *(float(k.parallel == p) for p in PARALLEL_CHOICES), lg(chunks), balance,
-                 lg(s.macs / chunks), float(k.unroll), float(k.unroll) * xt * (s.kw if k.unroll == 2 else 1),
+                 waste, float(flat), *(float(k.parallel == p) for p in PARALLEL_CHOICES), lg(chunks), balance,
+                 lg(macs / chunks), float(k.unroll), float(k.unroll) * xt * (s.kw if k.unroll == 2 else 1),
                  float(k.order == "ky_kx_rc"), lg(inner_red), lg(s.c), lg(s.o), lg(s.oh), lg(s.ow),
-                 float(s.kh * s.kw), float(s.stride[0]), lg(s.macs), float(self.task.residual)]
+                 float(s.kh * s.kw), float(s.stride[0]), lg(s.macs), float(self.task.residual),
+                 float(wino), lg(macs), float(wino) * lg(s.c * s.o / (s.c + s.o))]
         return np.asarray(feats, dtype=np.float32)
 
 

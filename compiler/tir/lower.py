@@ -323,8 +323,8 @@ class _Lowering:
             init_conds = [c for c in init_conds if vars_of(c) & set(init_loops)]
             init = wrap([Store(buf, store_idx, _identity(body.op, st.tensor.dtype))], init_loops, init_conds, False)
             stmts = [Store(buf, store_idx, comb)]
-        else:
-            value = substitute(body, env, self.load_expr)
+        else:  # value arithmetic on loop vars simplified like indices: (2 * yo + yi) % 2 -> yi (unrolled: a constant)
+            value = simplify(substitute(body, env, self.load_expr), self._all_ranges)
             if value.dtype != st.tensor.dtype:
                 value = Cast(st.tensor.dtype, value)
             stmts = [Store(buf, store_idx, value)]

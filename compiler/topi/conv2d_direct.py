@@ -608,6 +608,7 @@ def direct_row_tiles(spec: Conv2dSpec, lanes: int) -> tuple[int, int]:
 
 PARALLEL_CHOICES = ("none", "outer", "fused")  # no parallel loop; channel blocks; channel blocks x pixel tiles/rows
 ORDER_CHOICES = ("rc_ky_kx", "ky_kx_rc")        # the reduction loops around the register tile, outermost first
+ALGO_CHOICES = ("direct", "winograd")           # this module's conv; compiler.topi.conv2d_winograd (3x3, stride 1)
 
 
 @dataclass(frozen=True)
@@ -618,16 +619,25 @@ class CpuConvKnobs:
     weight packing), ``xt``: output pixels per register tile (``ob / 8 * xt`` accumulator vectors), ``parallel``:
     what the parallel loop runs over (:data:`PARALLEL_CHOICES`), ``unroll``: 0 none, 1 the tile's pixels, 2 also
     the innermost kernel tap (``kx``), ``order``: the reduction loop order (:data:`ORDER_CHOICES`). They set the
-    channel-vector layout (not ``pixel_vectors``)."""
+    channel-vector layout (not ``pixel_vectors``). ``algo="winograd"``: the Winograd conv
+    (:mod:`compiler.topi.conv2d_winograd`) with ``ob`` output channels per GEMM vector block, ``xt`` tiles per
+    register tile, ``parallel`` and ``unroll`` (0 or 1) as there; ``order`` stays ``rc_ky_kx``."""
 
     ob: int
     xt: int
     parallel: str = "outer"
     unroll: int = 1
     order: str = "rc_ky_kx"
+    algo: str = "direct"
 
     def check(self, spec: Conv2dSpec) -> None:
         """Raise ``TeError`` when these knobs cannot schedule ``spec`` (what is wrong and what is allowed)."""
+        if self.algo not in ALGO_CHOICES:
+            raise te.TeError(f"CpuConvKnobs: algo={self.algo!r}; allowed: {ALGO_CHOICES}")
+        if self.algo == "winograd":
+            from compiler.topi.conv2d_winograd import check_knobs
+
+            return check_knobs(spec, self)
         if spec.depthwise or spec.dtype != "float32":
             raise te.TeError("CpuConvKnobs: only float32, non-depthwise convolutions take knobs")
         if self.ob < 1 or spec.og % self.ob:
@@ -642,8 +652,11 @@ class CpuConvKnobs:
             raise te.TeError(f"CpuConvKnobs: order={self.order!r}; allowed: {ORDER_CHOICES}")
 
     def apply(self, spec: Conv2dSpec) -> Conv2dSpec:
-        """``spec`` with this block and tile (pass the result to :func:`conv2d` and :func:`pack_weight`)."""
+        """``spec`` with this block and tile (pass the result to :func:`conv2d` and :func:`pack_weight`); Winograd
+        knobs: ``spec`` as it is (the Winograd conv takes the knobs themselves)."""
         self.check(spec)
+        if self.algo == "winograd":
+            return spec
         return with_in_block(dataclasses.replace(spec, oc_block=self.ob, pixel_tile=self.xt, pixel_vectors=False,
                                                  row_tile=0, in_block=0))
 
@@ -676,6 +689,9 @@ def schedule_cpu(op: Conv2dOp, s, knobs: CpuConvKnobs | None = None) -> None:
     14x14 layers, measured slower; the accumulators then live in memory instead of registers.)"""
     spec = op.spec
     ob = spec.block
+    if knobs is not None and knobs.algo != "direct":
+        raise te.TeError(f"schedule_cpu: knobs for the {knobs.algo} conv (compiler.topi.conv2d_winograd schedules "
+                         "it); this schedule takes algo='direct'")
     if spec.pixel_vectors:
         if knobs is not None:
             raise te.TeError("schedule_cpu: knobs set the channel-vector layout; build the op from knobs.apply(spec) "

@@ -7,7 +7,7 @@ import numpy as np
 from jit_runtime.host_ops.pooling import pool_axes
 from compiler.graph.ir import Node
 from compiler.backend.plans.oplan import OpPlan, UnsupportedOnTarget, check_f32, const_input, f32
-from compiler.topi import conv2d_direct, dense_float, elementwise, lrn, pool, softmax
+from compiler.topi import conv2d_direct, conv2d_winograd, dense_float, elementwise, lrn, pool, softmax
 from compiler.topi.injective import schedule_injective
 
 UNARY = {"Relu": "relu", "Clip": "clip", "Sigmoid": "sigmoid", "HardSwish": "hardswish", "HardSigmoid": "hardsigmoid",
@@ -46,7 +46,12 @@ def plan_conv(node: Node, infos, consts, target: str, knobs: conv2d_direct.CpuCo
     if len(node.inputs) > 2 and node.inputs[2] and bias is None:
         raise UnsupportedOnTarget(f"node {node.name!r}: the conv bias must be a constant initializer")
     residual = bool(a.get("residual", False))
+    act, params = a.get("activation"), tuple(a.get("act_params", ()))
+    if target == "llvm" and knobs is None:
+        knobs = conv2d_winograd.default_knobs(spec)
     if knobs is not None and target == "llvm":
+        if knobs.algo == "winograd":
+            return _plan_winograd(spec, knobs, w, bias, residual, act, params)
         spec = knobs.apply(spec)
     else:
         knobs = None
@@ -54,7 +59,6 @@ def plan_conv(node: Node, infos, consts, target: str, knobs: conv2d_direct.CpuCo
             from compiler.backend.llvm.host import float_lanes
 
             spec = conv2d_direct.cpu_spec(spec, float_lanes())
-    act, params = a.get("activation"), tuple(a.get("act_params", ()))
     wp = conv2d_direct.pack_weight(spec, w)
     ob = spec.block
     bp = None if bias is None else f32(bias).reshape(-1)
@@ -70,6 +74,31 @@ def plan_conv(node: Node, infos, consts, target: str, knobs: conv2d_direct.CpuCo
 
     def args(ins):
         out = [f32(ins[0]).reshape(in_shape), wp]
+        if bp is not None:
+            out.append(bp)
+        if residual:
+            out.append(f32(ins[3]).reshape(out_shape))
+        return out
+
+    return OpPlan(key, make, args, (spec.n, spec.o, spec.oh, spec.ow), np.dtype(np.float32), spec.macs)
+
+
+def _plan_winograd(spec: conv2d_direct.Conv2dSpec, knobs: conv2d_direct.CpuConvKnobs, w: np.ndarray,
+                   bias: np.ndarray | None, residual: bool, act: str | None, params: tuple) -> OpPlan:
+    """A float conv2d as the Winograd kernel (:mod:`compiler.topi.conv2d_winograd`) with ``knobs``."""
+    conv2d_winograd.check_knobs(spec, knobs)
+    wp = conv2d_winograd.pack_weight(spec, w, knobs.ob)
+    bp = None if bias is None else f32(bias).reshape(-1)
+    key = ("conv2d_winograd", spec, bp is not None, residual, act, params, knobs)
+
+    def make():
+        op = conv2d_winograd.op_for(spec, knobs, bp is not None, residual, act, params)
+        return op.inputs, op.out, lambda s: conv2d_winograd.schedule_cpu(op, s, knobs)
+
+    out_shape = conv2d_winograd.output_shape(spec, knobs.ob)
+
+    def args(ins):
+        out = [f32(ins[0]).reshape(spec.n, spec.c, spec.h, spec.w), wp]
         if bp is not None:
             out.append(bp)
         if residual:

@@ -1,0 +1,288 @@
+"""Winograd F(2x2, 3x3) float32 conv2d for the CPU: 3x3 kernels, unit stride and dilation, one group.
+
+Each 2x2 output tile is ``A^T [(G g G^T) . (B^T d B)] A`` over its 4x4 input window ``d``: 16 multiplies per tile
+and channel pair where the direct conv does 36 (2.25x fewer), paid for with an input and an output transform made
+of additions only. Stages (float32; ``KB`` output channels per vector block, ``T`` tiles per register tile):
+
+- ``pad``: the zero-padded input with columns de-interleaved by phase, ``(N, C, Hp, 2, TW + 1)``: window column
+  ``j`` of tile ``(ty, tx)`` is phase ``j % 2``, column ``tx + j // 2``, so a row of tiles reads contiguous memory.
+- ``wino_in``: ``V[n, a*4+b, c, ty, tx] = (B^T d B)[a, b]``, ``(N, 16, C, THp, TW)``: each element a signed sum of 4
+  window values; tile rows past the map (up to the GEMM's last register tile) read zeros.
+- ``wino_gemm``: 16 independent matrix products ``M[n, e, ko, t, ki] = sum_c V[n, e, c, t] U[e, ko, c, ki]`` over the
+  flattened tiles ``t = ty * TW + tx``, the weights transformed and packed at build time (:func:`pack_weight`,
+  ``(16, K/KB, C, KB)``); ``T x KB`` register tiles like the direct conv's flat tiles.
+- ``out``: ``Y = A^T M A`` (three sums of three, then one) plus bias, residual and activation, stored NCHW as
+  ``(N, K/KB, KB, OH, OW)``; an odd map's last tile row/column is computed and not stored.
+
+The result differs from the direct conv's by rounding only (the transforms' coefficients are 0, +-1, +-1/2). The
+schedule's knobs are :class:`~compiler.topi.conv2d_direct.CpuConvKnobs` with ``algo="winograd"`` (``ob`` = KB,
+``xt`` = T, ``parallel``, ``unroll``); :func:`default_knobs` is the llvm target's choice without a tuning log.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from compiler import te
+from compiler.te import Tensor
+from compiler.topi.conv2d_direct import PARALLEL_CHOICES, Conv2dSpec, CpuConvKnobs
+from compiler.topi.elementwise import activation
+
+KB = 16          # default output channels per GEMM vector block (two AVX2 vectors)
+TILES = (6, 5, 4)  # default tiles per register tile: the one running the fewest tile slots (see default_tile)
+_G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])
+
+# Where the default schedule takes Winograd (two threads, kernels called in turn, min of 30; ResNet-18's layers
+# 0.59-0.71 of the direct conv): the transforms cost per tile in proportion to C + K, the GEMM saves in proportion to
+# C * K, so small channel counts lose (16 -> 16 at 56x56: 1.34x the direct conv; 16 -> 32: 0.95; 32 -> 32: 0.81);
+# and the transformed input and GEMM result (16 values per tile and channel each) must stay in the last-level cache
+# (64 -> 64 at 112x112, 26 MB of them: 1.18x; 128 -> 128 at 56x56, 13 MB: 0.68).
+MIN_CHANNEL_HARMONIC = 16     # C * K / (C + K) at least this
+MAX_TRANSFORMED_BYTES = 16 << 20
+
+
+def winograd_ok(spec: Conv2dSpec) -> bool:
+    """Whether :func:`conv2d` can take ``spec``: float32 3x3, unit stride and dilation, one group."""
+    return (spec.dtype == "float32" and (spec.kh, spec.kw) == (3, 3) and spec.stride == (1, 1)
+            and spec.dilations == (1, 1) and spec.groups == 1 and not spec.pixel_vectors)
+
+
+def winograd_default(spec: Conv2dSpec) -> bool:
+    """Whether the llvm target's default schedule (no tuning log) takes Winograd for ``spec`` (see
+    :data:`MIN_CHANNEL_HARMONIC`, :data:`MAX_TRANSFORMED_BYTES`), with output channels in blocks of 16."""
+    if not winograd_ok(spec) or spec.o % 16:
+        return False
+    tiles = spec.n * -(-spec.oh // 2) * -(-spec.ow // 2)
+    return (spec.c * spec.o >= MIN_CHANNEL_HARMONIC * (spec.c + spec.o)
+            and 16 * 4 * tiles * (spec.c + spec.o) <= MAX_TRANSFORMED_BYTES)
+
+
+def default_tile(tiles: int) -> int:
+    """Tiles per register tile for ``tiles`` Winograd tiles of one image: of :data:`TILES`, the one that runs the
+    fewest tile slots counting one slot per register tile for its fixed work, ``ceil(tiles / T) * (T + 1)``, ties
+    to the larger (a 7x7 map's 16 tiles: 4; 14x14: 49 tiles, 5; 28x28: 6). ResNet-18's 512-channel 7x7 conv: T = 4 1.25 ms, 6 1.33 ms."""
+    if tiles <= TILES[-1]:
+        return tiles
+    return min(TILES, key=lambda t: (-(-tiles // t) * (t + 1), -t))
+
+
+def default_knobs(spec: Conv2dSpec) -> CpuConvKnobs | None:
+    """The Winograd knobs the llvm target uses without a tuning log, or None where it takes the direct conv
+    (:func:`winograd_default`)."""
+    if not winograd_default(spec):
+        return None
+    return CpuConvKnobs(KB, default_tile(-(-spec.oh // 2) * -(-spec.ow // 2)), "fused", 1, "rc_ky_kx", "winograd")
+
+
+def check_knobs(spec: Conv2dSpec, knobs: CpuConvKnobs) -> None:
+    """Raise ``TeError`` when Winograd ``knobs`` cannot schedule ``spec`` (what is wrong and what is allowed)."""
+    if not winograd_ok(spec):
+        raise te.TeError(f"CpuConvKnobs: algo='winograd' takes float32 3x3 convs with unit stride and dilation and "
+                         f"one group, got {spec.kh}x{spec.kw} stride {spec.stride} dilations {spec.dilations} groups "
+                         f"{spec.groups} {spec.dtype}")
+    if knobs.ob < 1 or spec.o % knobs.ob:
+        raise te.TeError(f"CpuConvKnobs: ob={knobs.ob} must divide the {spec.o} output channels")
+    if knobs.xt < 1:
+        raise te.TeError(f"CpuConvKnobs: xt={knobs.xt} must be >= 1")
+    if knobs.parallel not in PARALLEL_CHOICES:
+        raise te.TeError(f"CpuConvKnobs: parallel={knobs.parallel!r}; allowed: {PARALLEL_CHOICES}")
+    if knobs.unroll not in (0, 1):
+        raise te.TeError(f"CpuConvKnobs: unroll={knobs.unroll}; the Winograd conv allows 0, 1")
+    if knobs.order != "rc_ky_kx":
+        raise te.TeError(f"CpuConvKnobs: order={knobs.order!r}; the Winograd conv's reduction is over channels only "
+                         "(order 'rc_ky_kx')")
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """Tiles of a Winograd conv with ``tile`` tiles per GEMM register tile."""
+
+    th: int   # tile rows (the last one half outside an odd map)
+    tw: int   # tiles per row
+    tp: int   # flattened tiles the GEMM runs over (a multiple of ``tile``)
+    thp: int  # tile rows of the transformed input (covering ``tp``; rows past ``th`` are zero)
+
+
+def geometry(spec: Conv2dSpec, tile: int) -> Geometry:
+    th, tw = -(-spec.oh // 2), -(-spec.ow // 2)
+    tp = -(-spec.n * th * tw // tile) * tile
+    return Geometry(th, tw, tp, -(-tp // tw))
+
+
+def pack_weight(spec: Conv2dSpec, w: np.ndarray, kb: int) -> np.ndarray:
+    """OIHW 3x3 weights -> ``U = G g G^T`` as ``(16, O/kb, C, kb)`` float32 (computed in float64)."""
+    if spec.o % kb:
+        raise te.TeError(f"conv2d_winograd: kb={kb} must divide the {spec.o} output channels")
+    w = np.asarray(w, np.float64)
+    u = np.einsum("ai,kcij,bj->abkc", _G, w, _G).reshape(16, spec.o // kb, kb, spec.c)
+    return np.ascontiguousarray(u.transpose(0, 1, 3, 2), dtype=np.float32)
+
+
+@dataclass
+class WinogradOp:
+    """The tensors of one Winograd conv: ``inputs`` in call order (data, packed weight, [bias], [residual])."""
+
+    spec: Conv2dSpec
+    kb: int
+    tile: int
+    inputs: list[Tensor]
+    pad: Tensor
+    v: Tensor
+    m: Tensor
+    out: Tensor
+
+
+def output_shape(spec: Conv2dSpec, kb: int) -> tuple[int, ...]:
+    """``(N, O/kb, kb, OH, OW)``: NCHW memory."""
+    return (spec.n, spec.o // kb, kb, spec.oh, spec.ow)
+
+
+def _sign(cond: te.Expr) -> te.Expr:
+    return te.select(cond, te.const(-1.0, "float32"), te.const(1.0, "float32"))
+
+
+def conv2d(spec: Conv2dSpec, kb: int = KB, tile: int = 6, bias: bool = False, residual: bool = False,
+           act: str | None = None, act_params: tuple = ()) -> WinogradOp:
+    """The stages of the module docstring with ``kb`` output channels per vector block and ``tile`` Winograd tiles
+    per register tile; ``residual``: an NCHW tensor (viewed as :func:`output_shape`) added before ``act``."""
+    if not winograd_ok(spec):
+        raise te.TeError(f"conv2d_winograd: needs a float32 3x3 conv with unit stride and dilation and one group; "
+                         f"got {spec.kh}x{spec.kw} stride {spec.stride} dilations {spec.dilations} groups "
+                         f"{spec.groups} {spec.dtype}")
+    if kb < 1 or spec.o % kb or tile < 1:
+        raise te.TeError(f"conv2d_winograd: kb={kb} must divide the {spec.o} output channels and tile={tile} be >= 1")
+    g = geometry(spec, tile)
+    n, c, h, w, k = spec.n, spec.c, spec.h, spec.w, spec.o
+    t, l = spec.pads[0], spec.pads[1]
+    th, tw = g.th, g.tw
+    zero = te.const(0.0, "float32")
+    data = te.placeholder((n, c, h, w), "float32", "data")
+    pad = te.compute((n, c, 2 * g.thp + 2, 2, tw + 1), lambda i, j, y, ph, xq: te.select(
+        (y >= t) & (y < h + t) & (xq * 2 + ph >= l) & (xq * 2 + ph < w + l),
+        data[i, j, y - t, xq * 2 + ph - l], zero), name="pad", dtype="float32")
+
+    # B^T's rows: a=0: d0 - d2, a=1: d1 + d2, a=2: d2 - d1, a=3: d1 - d3: the first index min(a, 1), the second
+    # max(a, 2); the first term negative for a = 2, the second for a in (0, 3)
+    def v_fn(i, e, ci, ty, tx):
+        a, b = e // 4, e % 4
+        rows = ((te.min(a, 1), _sign(a.equal(2))), (te.max(a, 2), _sign(a.equal(0) | a.equal(3))))
+        cols = ((te.min(b, 1), _sign(b.equal(2))), (te.max(b, 2), _sign(b.equal(0) | b.equal(3))))
+        acc = None
+        for ri, rs in rows:
+            for cj, cs in cols:
+                term = pad[i, ci, ty * 2 + ri, cj % 2, tx + cj // 2] * (rs * cs)
+                acc = term if acc is None else acc + term
+        return acc
+
+    v = te.compute((n, 16, c, g.thp, tw), v_fn, name="wino_in", dtype="float32")
+    u = te.placeholder((16, k // kb, c, kb), "float32", "weight")
+    rc = te.reduce_axis(c, "rc")
+    m = te.compute((n, 16, k // kb, g.tp, kb), lambda i, e, ko, q, ki: te.sum(
+        v[i, e, rc, q // tw, q % tw] * u[e, ko, rc, ki], rc), name="wino_gemm", dtype="float32")
+    inputs = [data, u]
+    bias_t = res_t = None
+    if bias:
+        bias_t = te.placeholder((k,), "float32", "bias")
+        inputs.append(bias_t)
+    oshape = output_shape(spec, kb)
+    if residual:
+        res_t = te.placeholder(oshape, "float32", "residual")
+        inputs.append(res_t)
+
+    # A^T's rows: u=0: m0 + m1 + m2, u=1: m1 - m2 - m3, i.e. m_u + (1 - 2u) (m_(u+1) + m_(u+2)), in both directions
+    def out_fn(i, ko, ki, y, x):
+        q, uu, vv = y // 2 * tw + x // 2, y % 2, x % 2
+        su = te.const(1.0, "float32") - uu.astype("float32") * 2.0
+        sv = te.const(1.0, "float32") - vv.astype("float32") * 2.0
+
+        def row(ra):
+            e = (uu + ra) * 4 + vv
+            return m[i, e, ko, q, ki] + sv * (m[i, e + 1, ko, q, ki] + m[i, e + 2, ko, q, ki])
+        acc = row(0) + su * (row(1) + row(2))
+        if bias_t is not None:
+            acc = acc + bias_t[ko * kb + ki]
+        if res_t is not None:
+            acc = acc + res_t[i, ko, ki, y, x]
+        return activation(acc, act, act_params)
+
+    out = te.compute(oshape, out_fn, name="out", dtype="float32")
+    return WinogradOp(spec, kb, tile, inputs, pad, v, m, out)
+
+
+PARALLEL_MIN_MACS = 2 << 20  # the direct conv's (conv2d_direct.CONV_PARALLEL_MIN_MACS)
+
+
+def op_for(spec: Conv2dSpec, knobs: CpuConvKnobs, bias: bool = False, residual: bool = False,
+           act: str | None = None, act_params: tuple = ()) -> WinogradOp:
+    """:func:`conv2d` with the block and tile of Winograd ``knobs`` (checked)."""
+    check_knobs(spec, knobs)
+    return conv2d(spec, knobs.ob, knobs.xt, bias, residual, act, act_params)
+
+
+def schedule_cpu(op: WinogradOp, s, knobs: CpuConvKnobs | None = None) -> None:
+    """Stages at root: the padded copy and the input transform parallel over channels (rows of tiles vectorized,
+    the 16 transform elements unrolled so they share the window loads); the GEMM parallel over (element, channel
+    block, tile group) (``knobs.parallel="outer"``: over elements, ``"none"``: one thread) with a ``T x KB``
+    register tile in a local buffer over the input channels (``unroll=1``: the tile's rows unrolled); the output
+    transform parallel over (channel block, output row pair), ``KB`` channels a vector. Small convs
+    (:data:`PARALLEL_MIN_MACS`) run on one thread. ``knobs``: default the op's block and tile, fused, unrolled."""
+    spec = op.spec
+    knobs = knobs or CpuConvKnobs(op.kb, op.tile, "fused", 1, "rc_ky_kx", "winograd")
+    check_knobs(spec, knobs)
+    if (knobs.ob, knobs.xt) != (op.kb, op.tile):
+        raise te.TeError(f"conv2d_winograd: knobs ob={knobs.ob} xt={knobs.xt} do not match the op's block {op.kb} "
+                         f"and tile {op.tile}: build the op with op_for(spec, knobs)")
+    parallel, unroll = knobs.parallel, knobs.unroll
+    par = parallel != "none" and spec.macs >= PARALLEL_MIN_MACS
+    sp = s[op.pad]
+    pn, pc = sp.leaf_iter_vars[:2]
+    if par:
+        sp.parallel(sp.fuse(pn, pc))
+    sp.unroll(sp.leaf_iter_vars[-2])
+    sp.vectorize(sp.leaf_iter_vars[-1])
+    sv = s[op.v]
+    vn, ve, vc, vy, vx = sv.leaf_iter_vars
+    sv.reorder(vn, vc, vy, ve, vx)
+    if par:
+        sv.parallel(sv.fuse(vn, vc))
+    sv.unroll(ve)
+    sv.vectorize(vx)
+    mc = s.cache_write(op.m, "local")
+    sm = s[op.m]
+    mn, me, mko, mq, mki = sm.leaf_iter_vars
+    qo, qi = sm.split(mq, op.tile)
+    sm.reorder(mn, me, mko, qo, qi, mki)
+    if parallel == "outer":  # threads over (image, element); (channel block, tile group) inside
+        ne = sm.fuse(mn, me)
+        outer = sm.fuse(mko, qo)
+        if par:
+            sm.parallel(ne)
+    else:
+        outer = sm.fuse(sm.fuse(sm.fuse(mn, me), mko), qo)
+        if par:
+            sm.parallel(outer)
+    if unroll:
+        sm.unroll(qi)
+    if op.kb > 1:
+        sm.vectorize(mki)
+    s[mc].compute_at(sm, outer)
+    cn, ce, cko, cq, cki, crc = s[mc].leaf_iter_vars
+    s[mc].reorder(cn, ce, cko, crc, cq, cki)
+    if unroll:
+        s[mc].unroll(cq)
+    if op.kb > 1:
+        s[mc].vectorize(cki)
+    so = s[op.out]
+    on, oko, oki, oy, ox = so.leaf_iter_vars
+    # rows and columns in pairs (a tile's; the output transform's signs then constants); a 1-wide map: as it is
+    yo, yi = so.split(oy, 2) if oy.extent > 1 else (oy, None)
+    xo, xi = so.split(ox, 2) if ox.extent > 1 else (ox, None)
+    so.reorder(on, oko, yo, xo, *(v for v in (yi, xi) if v is not None), oki)
+    if par:
+        so.parallel(so.fuse(so.fuse(on, oko), yo))
+    for v in (yi, xi):
+        if v is not None:
+            so.unroll(v)
+    if op.kb > 1:
+        so.vectorize(oki)

@@ -1,0 +1,128 @@
+"""The llvm target's Winograd F(2x2, 3x3) conv (:mod:`compiler.topi.conv2d_winograd`) against numpy's direct conv:
+even and odd maps, asymmetric and no padding, batches, every knob, the epilogue; where the default takes it; the
+tuner's space; refusals. Per x86-64 feature level (conftest)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from jit_runtime.host_ops.conv_kernels import conv2d_nchw
+from compiler import te
+from compiler.backend.build import build_op
+from compiler.schedule import create_schedule
+from compiler.topi import conv2d_direct as cd
+from compiler.topi import conv2d_winograd as cw
+
+RNG = np.random.default_rng(11)
+S = cd.Conv2dSpec
+W = "winograd"
+
+
+def _run(spec: cd.Conv2dSpec, knobs: cd.CpuConvKnobs, bias: bool = True, residual: bool = True,
+         act: str | None = "relu") -> tuple[np.ndarray, np.ndarray]:
+    x = RNG.standard_normal((spec.n, spec.c, spec.h, spec.w)).astype(np.float32)
+    w = RNG.standard_normal((spec.o, spec.c, 3, 3)).astype(np.float32)
+    b = RNG.standard_normal(spec.o).astype(np.float32)
+    r = RNG.standard_normal((spec.n, spec.o, spec.oh, spec.ow)).astype(np.float32)
+    op = cw.op_for(spec, knobs, bias, residual, act)
+    s = create_schedule(op.out)
+    cw.schedule_cpu(op, s, knobs)
+    fn = build_op(s, args=op.inputs + [op.out])
+    args = [x, cw.pack_weight(spec, w, knobs.ob)] + ([b] if bias else [])
+    args += [r.reshape(cw.output_shape(spec, knobs.ob))] if residual else []
+    got = np.asarray(fn(*args)).reshape(r.shape)
+    want = conv2d_nchw(x.astype(np.float64), w.astype(np.float64), stride=(1, 1), pads=spec.pads)
+    want = want + (b.reshape(1, -1, 1, 1) if bias else 0) + (r if residual else 0)
+    return got, (np.maximum(want, 0) if act == "relu" else want)
+
+
+CASES = [
+    (S(1, 16, 8, 8, 16, 3, 3, (1, 1), (1, 1, 1, 1)), cd.CpuConvKnobs(16, 6, "fused", 1, "rc_ky_kx", W)),
+    (S(1, 24, 7, 7, 32, 3, 3, (1, 1), (1, 1, 1, 1)), cd.CpuConvKnobs(16, 4, "fused", 1, "rc_ky_kx", W)),  # odd map
+    (S(2, 8, 9, 6, 16, 3, 3, (1, 1), (2, 0, 1, 2)), cd.CpuConvKnobs(8, 5, "outer", 0, "rc_ky_kx", W)),   # pads, batch
+    (S(1, 16, 10, 12, 24, 3, 3), cd.CpuConvKnobs(8, 3, "none", 1, "rc_ky_kx", W)),                      # no padding
+    (S(1, 32, 5, 11, 32, 3, 3, (1, 1), (0, 1, 0, 1)), cd.CpuConvKnobs(32, 1, "fused", 0, "rc_ky_kx", W)),
+    (S(3, 8, 4, 4, 8, 3, 3, (1, 1), (1, 1, 1, 1)), cd.CpuConvKnobs(8, 8, "fused", 1, "rc_ky_kx", W)),    # tile > tiles
+    (S(1, 16, 3, 1, 16, 3, 3, (1, 1), (0, 1, 0, 1)), cd.CpuConvKnobs(16, 2, "fused", 1, "rc_ky_kx", W)),  # 1x1 map
+]
+
+
+@pytest.mark.parametrize("spec,knobs", CASES, ids=["8x8", "odd-7x7", "pads-batch2", "unpadded", "kb32-tile1",
+                                                   "batch3-tile8", "1x1-map"])
+def test_winograd_matches_numpy(spec, knobs):
+    got, want = _run(spec, knobs)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-5 * np.abs(want).max())
+
+
+def test_winograd_large_parallel_and_plain_epilogues():
+    """A map large enough to run parallel (ResNet-18's 28x28 shape, fewer channels), no bias/residual/act."""
+    spec = S(1, 32, 28, 28, 32, 3, 3, (1, 1), (1, 1, 1, 1))
+    assert spec.macs >= cw.PARALLEL_MIN_MACS
+    for bias, residual, act in ((False, False, None), (True, False, "relu")):
+        got, want = _run(spec, cw.default_knobs(spec) or cd.CpuConvKnobs(16, 6, "fused", 1, "rc_ky_kx", W),
+                         bias, residual, act)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-5 * np.abs(want).max())
+
+
+def test_where_the_default_takes_winograd():
+    assert cw.default_knobs(S(1, 64, 56, 56, 64, 3, 3, (1, 1), (1, 1, 1, 1))) == \
+        cd.CpuConvKnobs(16, 6, "fused", 1, "rc_ky_kx", W)
+    assert cw.default_knobs(S(1, 512, 7, 7, 512, 3, 3, (1, 1), (1, 1, 1, 1))).xt == 4  # 16 tiles: 4 x 4
+    assert cw.default_knobs(S(1, 256, 14, 14, 256, 3, 3, (1, 1), (1, 1, 1, 1))).xt == 5  # 49 tiles: 10 x 5
+    assert cw.default_tile(49) == 5 and cw.default_tile(3) == 3
+    assert cw.default_knobs(S(1, 16, 56, 56, 16, 3, 3, (1, 1), (1, 1, 1, 1))) is None    # too few channels
+    assert cw.default_knobs(S(1, 64, 112, 112, 64, 3, 3, (1, 1), (1, 1, 1, 1))) is None  # 26 MB transformed
+    assert cw.default_knobs(S(1, 64, 56, 56, 64, 3, 3, (2, 2), (1, 1, 1, 1))) is None    # stride 2
+    assert cw.default_knobs(S(1, 64, 56, 56, 40, 3, 3, (1, 1), (1, 1, 1, 1))) is None    # 40 channels: not 16s
+    assert cw.default_knobs(S(1, 64, 56, 56, 64, 3, 3, (1, 1), (2, 2, 2, 2), (2, 2))) is None  # dilated
+
+
+@pytest.mark.parametrize("spec,knobs,msg", [
+    (S(1, 16, 8, 8, 16, 5, 5), cd.CpuConvKnobs(16, 6, algo=W), "3x3 convs"),
+    (S(1, 16, 8, 8, 16, 3, 3, (2, 2)), cd.CpuConvKnobs(16, 6, algo=W), "unit stride"),
+    (S(1, 16, 8, 8, 16, 3, 3, groups=2), cd.CpuConvKnobs(8, 6, algo=W), "one group"),
+    (S(1, 16, 8, 8, 24, 3, 3), cd.CpuConvKnobs(16, 6, algo=W), "must divide the 24"),
+    (S(1, 16, 8, 8, 16, 3, 3), cd.CpuConvKnobs(16, 6, unroll=2, algo=W), "allows 0, 1"),
+    (S(1, 16, 8, 8, 16, 3, 3), cd.CpuConvKnobs(16, 6, order="ky_kx_rc", algo=W), "channels only"),
+    (S(1, 16, 8, 8, 16, 3, 3), cd.CpuConvKnobs(16, 6, algo="fft"), "allowed: ('direct', 'winograd')"),
+])
+def test_bad_winograd_knobs_are_refused(spec, knobs, msg):
+    with pytest.raises(te.TeError, match=msg.replace("(", r"\(").replace(")", r"\)")):
+        knobs.check(spec)
+
+
+def test_schedules_refuse_the_other_algorithm():
+    spec = S(1, 16, 8, 8, 16, 3, 3, (1, 1), (1, 1, 1, 1))
+    op = cd.conv2d(spec)
+    with pytest.raises(te.TeError, match="algo='direct'"):
+        cd.schedule_cpu(op, create_schedule(op.out), cd.CpuConvKnobs(16, 6, algo=W))
+    wop = cw.conv2d(spec, 16, 6)
+    with pytest.raises(te.TeError, match="do not match"):
+        cw.schedule_cpu(wop, create_schedule(wop.out), cd.CpuConvKnobs(16, 4, algo=W))
+
+
+def test_tuner_space_covers_winograd_for_3x3_unit_stride_only():
+    from compiler.autotune.llvm_conv import CpuConvSpace, LlvmConvTask
+
+    t = LlvmConvTask(S(1, 64, 14, 14, 64, 3, 3, (1, 1), (1, 1, 1, 1)), bias=True, act="relu")
+    sp = t.make_space()
+    algos = {sp.knobs(p).algo for p in sp.candidates()}
+    assert algos == {"direct", "winograd"}
+    assert t.default_knobs().algo == W
+    assert "same program" in sp.reject(cd.CpuConvKnobs(16, 6, "fused", 1, "ky_kx_rc", W))
+    small = CpuConvSpace(LlvmConvTask(S(1, 16, 4, 4, 16, 3, 3, (1, 1), (1, 1, 1, 1))))  # 4 tiles of 2x2
+    assert "exceeds" in small.reject(cd.CpuConvKnobs(16, 5, "fused", 1, "rc_ky_kx", W))
+    assert small.reject(cd.CpuConvKnobs(16, 4, "fused", 1, "rc_ky_kx", W)) is None
+    wino = [p for p in sp.candidates() if sp.knobs(p).algo == W]
+    assert len(wino) == 3 * 8 * 3 * 2  # ob 8/16/32 x xt 1..8 (49 tiles) x parallel x unroll 0/1
+    assert sp.features(sp.knobs(wino[0])).shape == sp.features(t.default_knobs()).shape
+    strided = CpuConvSpace(LlvmConvTask(S(1, 64, 14, 14, 64, 3, 3, (2, 2), (1, 1, 1, 1))))
+    assert {strided.knobs(p).algo for p in strided.candidates()} == {"direct"}
+    # a measured Winograd setting is the kernel its knobs describe: same result as the default's
+    k = cd.CpuConvKnobs(8, 3, "outer", 0, "rc_ky_kx", W)
+    outs = []
+    for knobs in (k, t.default_knobs(), cd.default_cpu_knobs(t.spec)):
+        fn, args = t.kernel(knobs), t.inputs(knobs)
+        outs.append(np.asarray(fn(*args)).reshape(1, 64, 14, 14))
+    np.testing.assert_allclose(outs[0], outs[2], rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(outs[1], outs[2], rtol=1e-5, atol=1e-4)
