@@ -176,3 +176,19 @@ def test_accelerator_schedules_are_refused_with_a_reason():
     s.cache_read(a, "inp", [c])
     with pytest.raises(TirError, match="accelerator features .*scope 'inp'"):
         compiler.build_op(s)
+
+
+def test_value_arithmetic_on_loop_vars_is_simplified_like_indices():
+    """``(2 * yo + yi) % 2`` in a stored value (after splitting y by 2) lowers to ``yi``, so an unrolled ``yi`` makes
+    it a constant (the Winograd output transform's signs); an odd extent keeps the guard and the right values."""
+    for rows in (6, 7):
+        x = te.placeholder((rows, 4), "float32", "x")
+        y = te.compute((rows, 4), lambda i, j: x[i, j] * (1.0 - (i % 2).astype("float32") * 2.0), name="y")
+        s = create_schedule(y)
+        io, ii = s[y].split(y.op.axes[0], 2)
+        s[y].unroll(ii)
+        f = compiler.build_op(s)
+        if rows % 2 == 0:
+            assert "% 2" not in f.loop_ir, f.loop_ir
+        xv = np.arange(rows * 4, dtype=np.float32).reshape(rows, 4)
+        np.testing.assert_array_equal(f(xv), xv * np.where(np.arange(rows) % 2, -1.0, 1.0)[:, None])

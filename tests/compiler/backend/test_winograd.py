@@ -126,3 +126,31 @@ def test_tuner_space_covers_winograd_for_3x3_unit_stride_only():
         outs.append(np.asarray(fn(*args)).reshape(1, 64, 14, 14))
     np.testing.assert_allclose(outs[0], outs[2], rtol=1e-5, atol=1e-4)
     np.testing.assert_allclose(outs[1], outs[2], rtol=1e-5, atol=1e-4)
+
+
+def test_a_model_built_for_llvm_takes_winograd_where_the_default_says():
+    """An ONNX model: a 3x3 conv with enough channels (Winograd), then a strided one (direct); against ORT."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    import compiler
+
+    w1 = (RNG.standard_normal((32, 32, 3, 3)) * 0.1).astype(np.float32)
+    b1 = RNG.standard_normal(32).astype(np.float32)
+    w2 = (RNG.standard_normal((32, 32, 3, 3)) * 0.1).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("Conv", ["r1", "w2"], ["y"], pads=[1, 1, 1, 1], strides=[2, 2])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 32, 12, 12])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 32, 6, 6])],
+                          [numpy_helper.from_array(a, n) for a, n in ((w1, "w1"), (b1, "b1"), (w2, "w2"))])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    x = RNG.standard_normal((1, 32, 12, 12)).astype(np.float32)
+    mod = compiler.build(model, target="llvm", progress=False)
+    got = mod.run({"x": x})[0]
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    kinds = sorted(plan.key[0] for plan, _ in mod.cpu._plans.values() if plan.key[0].startswith("conv2d"))
+    assert kinds == ["conv2d", "conv2d_winograd"]
