@@ -48,10 +48,11 @@ class CpuOp:
                 if module is None:
                     module, symbol = generate(func)
                 nbuf = len(func.args) + len(func.temps)
-                hit = (module, symbol, self._jit.compile(module, symbol, nbuf + 1))
+                # the IR kept as text: the llvmlite module's Python objects took ~40x its size (an unrolled
+                # Winograd conv: ~60 MB for 1.1 MB of IR), kept for every kernel a tuner tried
+                hit = (str(module), symbol, self._jit.compile(module, symbol, nbuf + 1))
                 _COMPILED.setdefault(key, hit)
-        self._module, self.symbol, self._cfunc = hit
-        self.llvm_ir = str(self._module)
+        self.llvm_ir, self.symbol, self._cfunc = hit
         self._launch = parallel.launch_address()
 
     def __call__(self, *inputs: np.ndarray, out=None):
@@ -113,7 +114,7 @@ class CpuOp:
 
     def asm(self) -> str:
         """Host assembly of the kernel (to inspect vectorization)."""
-        return self._jit.asm(self._module)
+        return self._jit.asm(self.llvm_ir)
 
 
 def build_op(sched: "Schedule", target: str = "llvm", args: "list[Tensor] | None" = None, name: str = "op"):

@@ -36,8 +36,9 @@ class Jit:
         self.engine = llvm.create_mcjit_compiler(backing, self.tm)
         self.compiled = 0
 
-    def optimize(self, mod: ir.Module) -> llvm.ModuleRef:
-        """Parse, verify and run the -O3 pipeline (loop + SLP vectorization on) over ``mod``."""
+    def optimize(self, mod: "ir.Module | str") -> llvm.ModuleRef:
+        """Parse, verify and run the -O3 pipeline (loop + SLP vectorization on) over ``mod`` (a module or its
+        text)."""
         ref = llvm.parse_assembly(str(mod))
         ref.triple = self.triple
         ref.data_layout = str(self.tm.target_data)
@@ -69,7 +70,7 @@ class Jit:
         proto = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * nargs))
         return proto(addr)
 
-    def asm(self, mod: ir.Module) -> str:
+    def asm(self, mod: "ir.Module | str") -> str:
         """Optimized assembly of ``mod`` for this engine's target (to inspect vectorization, etc.)."""
         return self.tm.emit_assembly(self.optimize(mod))
 
