@@ -634,11 +634,11 @@ class CpuConvKnobs:
         """Raise ``TeError`` when these knobs cannot schedule ``spec`` (what is wrong and what is allowed)."""
         if self.algo not in ALGO_CHOICES:
             raise te.TeError(f"CpuConvKnobs: algo={self.algo!r}; allowed: {ALGO_CHOICES}")
-        if self.algo == "winograd":
-            from compiler.topi.conv2d_winograd import check_knobs
+        if self.algo == "winograd":  # which convs, unroll and order (the rest is checked below)
+            from compiler.topi.conv2d_winograd import winograd_rules
 
-            return check_knobs(spec, self)
-        if spec.depthwise or spec.dtype != "float32":
+            winograd_rules(spec, self)
+        elif spec.depthwise or spec.dtype != "float32":
             raise te.TeError("CpuConvKnobs: only float32, non-depthwise convolutions take knobs")
         if self.ob < 1 or spec.og % self.ob:
             raise te.TeError(f"CpuConvKnobs: ob={self.ob} must divide the {spec.og} output channels per group")
@@ -646,6 +646,8 @@ class CpuConvKnobs:
             raise te.TeError(f"CpuConvKnobs: xt={self.xt} must be >= 1")
         if self.parallel not in PARALLEL_CHOICES:
             raise te.TeError(f"CpuConvKnobs: parallel={self.parallel!r}; allowed: {PARALLEL_CHOICES}")
+        if self.algo == "winograd":
+            return
         if self.unroll not in (0, 1, 2):
             raise te.TeError(f"CpuConvKnobs: unroll={self.unroll}; allowed: 0, 1, 2")
         if self.order not in ORDER_CHOICES:

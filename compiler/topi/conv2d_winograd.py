@@ -26,7 +26,7 @@ import numpy as np
 
 from compiler import te
 from compiler.te import Tensor
-from compiler.topi.conv2d_direct import PARALLEL_CHOICES, Conv2dSpec, CpuConvKnobs
+from compiler.topi.conv2d_direct import Conv2dSpec, CpuConvKnobs
 from compiler.topi.elementwise import activation
 
 KB = 16          # default output channels per GEMM vector block (two AVX2 vectors)
@@ -76,17 +76,19 @@ def default_knobs(spec: Conv2dSpec) -> CpuConvKnobs | None:
 
 
 def check_knobs(spec: Conv2dSpec, knobs: CpuConvKnobs) -> None:
-    """Raise ``TeError`` when Winograd ``knobs`` cannot schedule ``spec`` (what is wrong and what is allowed)."""
+    """Raise ``TeError`` when ``knobs`` are not Winograd knobs that can schedule ``spec`` (what is wrong and what
+    is allowed)."""
+    if knobs.algo != "winograd":
+        raise te.TeError(f"conv2d_winograd: knobs with algo={knobs.algo!r}; this conv takes algo='winograd'")
+    knobs.check(spec)
+
+
+def winograd_rules(spec: Conv2dSpec, knobs: CpuConvKnobs) -> None:
+    """The Winograd part of :meth:`CpuConvKnobs.check`: the conv (:func:`winograd_ok`), ``unroll`` and ``order``."""
     if not winograd_ok(spec):
         raise te.TeError(f"CpuConvKnobs: algo='winograd' takes float32 3x3 convs with unit stride and dilation and "
                          f"one group, got {spec.kh}x{spec.kw} stride {spec.stride} dilations {spec.dilations} groups "
                          f"{spec.groups} {spec.dtype}")
-    if knobs.ob < 1 or spec.o % knobs.ob:
-        raise te.TeError(f"CpuConvKnobs: ob={knobs.ob} must divide the {spec.o} output channels")
-    if knobs.xt < 1:
-        raise te.TeError(f"CpuConvKnobs: xt={knobs.xt} must be >= 1")
-    if knobs.parallel not in PARALLEL_CHOICES:
-        raise te.TeError(f"CpuConvKnobs: parallel={knobs.parallel!r}; allowed: {PARALLEL_CHOICES}")
     if knobs.unroll not in (0, 1):
         raise te.TeError(f"CpuConvKnobs: unroll={knobs.unroll}; the Winograd conv allows 0, 1")
     if knobs.order != "rc_ky_kx":
