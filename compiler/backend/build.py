@@ -11,6 +11,7 @@ from compiler.backend.op_args import NP_DTYPES, OpInputError, check_inputs, chec
 from compiler.tir.errors import TirError
 from compiler.tir.ir import PrimFunc, format_func, structural_key
 from compiler.tir.lower import lower_loops
+from jit_runtime.host_arrays import aligned_empty
 
 if TYPE_CHECKING:
     from compiler.schedule.schedule import Schedule
@@ -71,7 +72,7 @@ class CpuOp:
         local = self.__dict__.setdefault("_local", threading.local())
         addrs = getattr(local, "addrs", None)
         if addrs is None:
-            local.arrays = [np.empty(b.shape, NP_DTYPES[b.dtype]) for b in self.func.temps]
+            local.arrays = [aligned_empty(b.shape, NP_DTYPES[b.dtype]) for b in self.func.temps]
             addrs = local.addrs = [a.ctypes.data for a in local.arrays]
         return addrs
 

@@ -19,6 +19,7 @@ from compiler.graph.memory_plan import lifetimes
 from compiler.graph.offload import mac_split, node_macs
 from compiler.graph.partition import node_target
 from jit_runtime.errors import DeviceMismatchError
+from jit_runtime.host_arrays import aligned_empty, aligned_zeros
 
 
 def _with_layer(exc: Exception, n: Node) -> Exception:
@@ -68,7 +69,7 @@ class Module:
                 self._free_after.setdefault(end, []).append(t)
         # intermediate tensors live in one arena at the static memory plan's offsets
         self._plan = compiled.memory_plan
-        self._arena = np.zeros(self._plan.peak_bytes, dtype=np.uint8)
+        self._arena = aligned_zeros(self._plan.peak_bytes, np.uint8)  # slots at 64-byte offsets: on cache lines
         self._arena_addr = self._arena.ctypes.data
         self._slots: dict[str, np.ndarray | None] = {}  # tensor -> its arena view (the per-node path is hot)
         # node index -> (the backend's repeat of its last call, its result, profile): accel layers whose next run
@@ -243,7 +244,7 @@ class Module:
         for name, a in self._inputs.items():
             buf = self._staged.get(name)
             if buf is None or buf.shape != a.shape or buf.dtype != a.dtype:
-                buf = self._staged[name] = np.empty(a.shape, a.dtype)
+                buf = self._staged[name] = aligned_empty(a.shape, a.dtype)
             if a is not buf:
                 np.copyto(buf, a)
             staged[name] = buf

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from compiler import te
+from jit_runtime.host_arrays import aligned_copy
 from compiler.te import Tensor
 from compiler.topi.elementwise import activation
 from typing import Callable
@@ -184,6 +185,10 @@ def pack_weight(spec: Conv2dSpec, w: np.ndarray) -> np.ndarray:
     """OIHW weights -> ``(O/OB, Cg, KH, KW, OB)`` (depthwise: ``(O/OB, KH, KW, OB)``), C-contiguous, spec dtype."""
     ob = spec.block
     w = np.asarray(w, np.float32 if spec.dtype == "float32" else np.int8)
+    return aligned_copy(_packed(spec, w, ob))
+
+
+def _packed(spec: Conv2dSpec, w: np.ndarray, ob: int) -> np.ndarray:
     if spec.depthwise:
         return np.ascontiguousarray(w[:, 0].reshape(spec.o // ob, ob, spec.kh, spec.kw).transpose(0, 2, 3, 1))
     if spec.pixel_vectors and spec.pointwise:  # (O/OT, C, OT): a tile's OT weights of one channel are adjacent
@@ -611,6 +616,13 @@ ORDER_CHOICES = ("rc_ky_kx", "ky_kx_rc")        # the reduction loops around the
 ALGO_CHOICES = ("direct", "winograd")           # this module's conv; compiler.topi.conv2d_winograd (3x3, stride 1)
 
 
+def winograd_ok(spec: Conv2dSpec) -> bool:
+    """Whether the Winograd conv (:mod:`compiler.topi.conv2d_winograd`, ``algo="winograd"``) can take ``spec``:
+    float32 3x3, unit stride and dilation, one group (any padding, batch and map)."""
+    return (spec.dtype == "float32" and (spec.kh, spec.kw) == (3, 3) and spec.stride == (1, 1)
+            and spec.dilations == (1, 1) and spec.groups == 1 and not spec.pixel_vectors)
+
+
 @dataclass(frozen=True)
 class CpuConvKnobs:
     """The CPU schedule's knobs (a tuning log's ``config`` for the llvm target; see :func:`schedule_cpu`).
@@ -635,9 +647,15 @@ class CpuConvKnobs:
         if self.algo not in ALGO_CHOICES:
             raise te.TeError(f"CpuConvKnobs: algo={self.algo!r}; allowed: {ALGO_CHOICES}")
         if self.algo == "winograd":  # which convs, unroll and order (the rest is checked below)
-            from compiler.topi.conv2d_winograd import winograd_rules
-
-            winograd_rules(spec, self)
+            if not winograd_ok(spec):
+                raise te.TeError(f"CpuConvKnobs: algo='winograd' takes float32 3x3 convs with unit stride and "
+                                 f"dilation and one group, got {spec.kh}x{spec.kw} stride {spec.stride} dilations "
+                                 f"{spec.dilations} groups {spec.groups} {spec.dtype}")
+            if self.unroll not in (0, 1):
+                raise te.TeError(f"CpuConvKnobs: unroll={self.unroll}; the Winograd conv allows 0, 1")
+            if self.order != "rc_ky_kx":
+                raise te.TeError(f"CpuConvKnobs: order={self.order!r}; the Winograd conv's reduction is over "
+                                 "channels only (order 'rc_ky_kx')")
         elif spec.depthwise or spec.dtype != "float32":
             raise te.TeError("CpuConvKnobs: only float32, non-depthwise convolutions take knobs")
         if self.ob < 1 or spec.og % self.ob:

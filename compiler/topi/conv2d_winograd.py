@@ -25,8 +25,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from compiler import te
+from jit_runtime.host_arrays import aligned_copy
 from compiler.te import Tensor
-from compiler.topi.conv2d_direct import Conv2dSpec, CpuConvKnobs
+from compiler.topi.conv2d_direct import Conv2dSpec, CpuConvKnobs, winograd_ok  # noqa: F401  (winograd_ok re-exported)
 from compiler.topi.elementwise import activation
 
 KB = 16          # default output channels per GEMM vector block (two AVX2 vectors)
@@ -40,12 +41,6 @@ _G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.
 # (64 -> 64 at 112x112, 26 MB of them: 1.18x; 128 -> 128 at 56x56, 13 MB: 0.68).
 MIN_CHANNEL_HARMONIC = 16     # C * K / (C + K) at least this
 MAX_TRANSFORMED_BYTES = 16 << 20
-
-
-def winograd_ok(spec: Conv2dSpec) -> bool:
-    """Whether :func:`conv2d` can take ``spec``: float32 3x3, unit stride and dilation, one group."""
-    return (spec.dtype == "float32" and (spec.kh, spec.kw) == (3, 3) and spec.stride == (1, 1)
-            and spec.dilations == (1, 1) and spec.groups == 1 and not spec.pixel_vectors)
 
 
 def winograd_default(spec: Conv2dSpec) -> bool:
@@ -83,19 +78,6 @@ def check_knobs(spec: Conv2dSpec, knobs: CpuConvKnobs) -> None:
     knobs.check(spec)
 
 
-def winograd_rules(spec: Conv2dSpec, knobs: CpuConvKnobs) -> None:
-    """The Winograd part of :meth:`CpuConvKnobs.check`: the conv (:func:`winograd_ok`), ``unroll`` and ``order``."""
-    if not winograd_ok(spec):
-        raise te.TeError(f"CpuConvKnobs: algo='winograd' takes float32 3x3 convs with unit stride and dilation and "
-                         f"one group, got {spec.kh}x{spec.kw} stride {spec.stride} dilations {spec.dilations} groups "
-                         f"{spec.groups} {spec.dtype}")
-    if knobs.unroll not in (0, 1):
-        raise te.TeError(f"CpuConvKnobs: unroll={knobs.unroll}; the Winograd conv allows 0, 1")
-    if knobs.order != "rc_ky_kx":
-        raise te.TeError(f"CpuConvKnobs: order={knobs.order!r}; the Winograd conv's reduction is over channels only "
-                         "(order 'rc_ky_kx')")
-
-
 @dataclass(frozen=True)
 class Geometry:
     """Tiles of a Winograd conv with ``tile`` tiles per GEMM register tile."""
@@ -118,7 +100,7 @@ def pack_weight(spec: Conv2dSpec, w: np.ndarray, kb: int) -> np.ndarray:
         raise te.TeError(f"conv2d_winograd: kb={kb} must divide the {spec.o} output channels")
     w = np.asarray(w, np.float64)
     u = np.einsum("ai,kcij,bj->abkc", _G, w, _G).reshape(16, spec.o // kb, kb, spec.c)
-    return np.ascontiguousarray(u.transpose(0, 1, 3, 2), dtype=np.float32)
+    return aligned_copy(np.ascontiguousarray(u.transpose(0, 1, 3, 2), dtype=np.float32))
 
 
 @dataclass

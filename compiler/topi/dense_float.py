@@ -6,6 +6,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from compiler import te
+from jit_runtime.host_arrays import aligned_copy
 from compiler.te import Tensor
 from compiler.topi.elementwise import activation
 
@@ -20,7 +21,7 @@ def pack_dense_weight(w_mk: np.ndarray) -> np.ndarray:
     """(M, K) -> (M/MB, K, MB) float32."""
     m, k = w_mk.shape
     mb = m_block(m)
-    return np.ascontiguousarray(np.asarray(w_mk, np.float32).reshape(m // mb, mb, k).transpose(0, 2, 1))
+    return aligned_copy(np.ascontiguousarray(np.asarray(w_mk, np.float32).reshape(m // mb, mb, k).transpose(0, 2, 1)))
 
 
 @dataclass
