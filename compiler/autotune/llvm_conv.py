@@ -1,11 +1,14 @@
-"""Tuning the llvm target's float conv2d schedule (:func:`compiler.topi.conv2d_direct.schedule_cpu`).
+"""Tuning the llvm target's float conv2d schedules (:func:`compiler.topi.conv2d_direct.schedule_cpu` and, for 3x3
+unit-stride convs, the Winograd conv's :func:`compiler.topi.conv2d_winograd.schedule_cpu`).
 
 A task (:class:`LlvmConvTask`) is one float conv2d of a model (geometry, bias, fused residual, activation) as
 the llvm target compiles it (a ``Conv``/``FusedConv`` node after epilogue fusion; grouped and depthwise convs
 are not tuned). Its space (:class:`CpuConvSpace`) is the product of the schedule's knobs
 (:class:`~compiler.topi.conv2d_direct.CpuConvKnobs`): output channels per vector block ``ob`` (8/16/32 float32
 lanes: the vector width, that divide the channels), output pixels per register tile ``xt`` (1..8, at most the
-tiled extent), what runs in parallel, the unrolling and the reduction order. A measurement compiles the kernel
+tiled extent), what runs in parallel, the unrolling and the reduction order, and the algorithm ``algo`` (direct,
+or Winograd where the conv allows it: ``ob`` and ``xt`` are then the GEMM's block and tiles per register tile; the
+default knobs are Winograd's where the library's default takes it). A measurement compiles the kernel
 for the current LLVM target CPU and times it on seeded random data: one warm-up call, then the median of
 ``repeats`` timed runs (each long enough to time: several calls when one is short); the cost is nanoseconds.
 The tuners, the XGBoost model (on the analytic features of :meth:`CpuConvSpace.features`) and the log loop are
