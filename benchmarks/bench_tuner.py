@@ -398,8 +398,10 @@ def llvm_space(image_size: int, n_tasks: int, trials: int, batch: int, seeds, ne
             out.update(net_tasks=len(all_tasks), net_trials=net_trials, untuned_ms=round(min(before), 3),
                        tuned_ms=round(min(after), 3), tuned_over_untuned_ms=round(min(after) / min(before), 4),
                        net_invalid_measured=sum(r.invalid_measured for r in res),
-                       kept_logged_tasks=sum(1 for plan, _ in tuned.cpu._plans.values()
-                                             if plan.key[0] == "conv2d" and plan.key[-1] is not None),
+                       # kernels the log changed (a plan key the untuned build lacks: other knobs, or the other
+                       # algorithm), one per task
+                       kept_logged_tasks=len({plan.key for plan, _ in tuned.cpu._plans.values()}
+                                             - {plan.key for plan, _ in base.cpu._plans.values()}),
                        build_warnings=[str(w.message)[:200] for w in caught])
     return out
 
