@@ -27,7 +27,8 @@ import numpy as np
 from compiler import te
 from jit_runtime.host_arrays import aligned_copy
 from compiler.te import Tensor
-from compiler.topi.conv2d_direct import Conv2dSpec, CpuConvKnobs, winograd_ok  # noqa: F401  (winograd_ok re-exported)
+from compiler.topi.conv2d_direct import (CONV_PARALLEL_MIN_MACS, Conv2dSpec, CpuConvKnobs,  # noqa: F401
+                                         winograd_ok)  # winograd_ok re-exported
 from compiler.topi.elementwise import activation
 
 KB = 16          # default output channels per GEMM vector block (two AVX2 vectors)
@@ -46,7 +47,7 @@ MAX_TRANSFORMED_BYTES = 16 << 20
 def winograd_default(spec: Conv2dSpec) -> bool:
     """Whether the llvm target's default schedule (no tuning log) takes Winograd for ``spec`` (see
     :data:`MIN_CHANNEL_HARMONIC`, :data:`MAX_TRANSFORMED_BYTES`), with output channels in blocks of 16."""
-    if not winograd_ok(spec) or spec.o % 16:
+    if not winograd_ok(spec) or spec.o % KB:
         return False
     tiles = spec.n * -(-spec.oh // 2) * -(-spec.ow // 2)
     return (spec.c * spec.o >= MIN_CHANNEL_HARMONIC * (spec.c + spec.o)
@@ -139,7 +140,7 @@ def conv2d(spec: Conv2dSpec, kb: int = KB, tile: int = 6, bias: bool = False, re
     g = geometry(spec, tile)
     n, c, h, w, k = spec.n, spec.c, spec.h, spec.w, spec.o
     t, l = spec.pads[0], spec.pads[1]
-    th, tw = g.th, g.tw
+    tw = g.tw
     zero = te.const(0.0, "float32")
     data = te.placeholder((n, c, h, w), "float32", "data")
     pad = te.compute((n, c, 2 * g.thp + 2, 2, tw + 1), lambda i, j, y, ph, xq: te.select(
@@ -194,7 +195,7 @@ def conv2d(spec: Conv2dSpec, kb: int = KB, tile: int = 6, bias: bool = False, re
     return WinogradOp(spec, kb, tile, inputs, pad, v, m, out)
 
 
-PARALLEL_MIN_MACS = 2 << 20  # the direct conv's (conv2d_direct.CONV_PARALLEL_MIN_MACS)
+PARALLEL_MIN_MACS = CONV_PARALLEL_MIN_MACS  # the direct flat conv's: below it, one thread
 
 
 def op_for(spec: Conv2dSpec, knobs: CpuConvKnobs, bias: bool = False, residual: bool = False,
