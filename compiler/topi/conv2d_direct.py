@@ -623,6 +623,13 @@ def winograd_ok(spec: Conv2dSpec) -> bool:
             and spec.dilations == (1, 1) and spec.groups == 1 and not spec.pixel_vectors)
 
 
+def winograd_refusal(spec: Conv2dSpec) -> str:
+    """What the Winograd conv takes and what ``spec`` is (the message of a refusal)."""
+    return (f"takes float32 3x3 convs with unit stride and dilation and one group, got {spec.kh}x{spec.kw} stride "
+            f"{spec.stride} dilations {spec.dilations} groups {spec.groups} {spec.dtype}"
+            f"{' (pixel-vector layout)' if spec.pixel_vectors else ''}")
+
+
 @dataclass(frozen=True)
 class CpuConvKnobs:
     """The CPU schedule's knobs (a tuning log's ``config`` for the llvm target; see :func:`schedule_cpu`).
@@ -648,9 +655,7 @@ class CpuConvKnobs:
             raise te.TeError(f"CpuConvKnobs: algo={self.algo!r}; allowed: {ALGO_CHOICES}")
         if self.algo == "winograd":  # which convs, unroll and order (the rest is checked below)
             if not winograd_ok(spec):
-                raise te.TeError(f"CpuConvKnobs: algo='winograd' takes float32 3x3 convs with unit stride and "
-                                 f"dilation and one group, got {spec.kh}x{spec.kw} stride {spec.stride} dilations "
-                                 f"{spec.dilations} groups {spec.groups} {spec.dtype}")
+                raise te.TeError(f"CpuConvKnobs: algo='winograd' {winograd_refusal(spec)}")
             if self.unroll not in (0, 1):
                 raise te.TeError(f"CpuConvKnobs: unroll={self.unroll}; the Winograd conv allows 0, 1")
             if self.order != "rc_ky_kx":

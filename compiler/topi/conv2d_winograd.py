@@ -28,7 +28,7 @@ from compiler import te
 from jit_runtime.host_arrays import aligned_copy
 from compiler.te import Tensor
 from compiler.topi.conv2d_direct import (CONV_PARALLEL_MIN_MACS, Conv2dSpec, CpuConvKnobs,  # noqa: F401
-                                         winograd_ok)  # winograd_ok re-exported
+                                         winograd_ok, winograd_refusal)  # winograd_ok re-exported
 from compiler.topi.elementwise import activation
 
 KB = 16          # default output channels per GEMM vector block (two AVX2 vectors)
@@ -132,9 +132,7 @@ def conv2d(spec: Conv2dSpec, kb: int = KB, tile: int = 6, bias: bool = False, re
     """The stages of the module docstring with ``kb`` output channels per vector block and ``tile`` Winograd tiles
     per register tile; ``residual``: an NCHW tensor (viewed as :func:`output_shape`) added before ``act``."""
     if not winograd_ok(spec):
-        raise te.TeError(f"conv2d_winograd: needs a float32 3x3 conv with unit stride and dilation and one group; "
-                         f"got {spec.kh}x{spec.kw} stride {spec.stride} dilations {spec.dilations} groups "
-                         f"{spec.groups} {spec.dtype}")
+        raise te.TeError(f"conv2d_winograd: {winograd_refusal(spec)}")
     if kb < 1 or spec.o % kb or tile < 1:
         raise te.TeError(f"conv2d_winograd: kb={kb} must divide the {spec.o} output channels and tile={tile} be >= 1")
     g = geometry(spec, tile)

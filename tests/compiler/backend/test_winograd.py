@@ -91,6 +91,14 @@ def test_bad_winograd_knobs_are_refused(spec, knobs, msg):
         knobs.check(spec)
 
 
+def test_winograd_op_refuses_other_convs_as_the_knobs_do():
+    spec = S(1, 16, 8, 8, 16, 3, 3, (2, 2))
+    with pytest.raises(te.TeError, match=r"conv2d_winograd: takes float32 3x3 convs .* stride \(2, 2\)"):
+        cw.conv2d(spec, 16, 6)
+    with pytest.raises(te.TeError, match=r"algo='winograd' takes float32 3x3 convs .* stride \(2, 2\)"):
+        cd.CpuConvKnobs(16, 6, algo=W).check(spec)
+
+
 def test_schedules_refuse_the_other_algorithm():
     spec = S(1, 16, 8, 8, 16, 3, 3, (1, 1), (1, 1, 1, 1))
     op = cd.conv2d(spec)
