@@ -18,7 +18,8 @@ def test_parse_stat_xc7():
 
 @pytest.mark.slow
 def test_pynq_z1_fits_the_zynq_7020(capsys):
-    """The acceptance figure: yosys synth_xilinx of the pynq-z1 config within the Zynq-7020 (~5 min).
+    """The acceptance figure: yosys synth_xilinx (flattened) of the pynq-z1 config within the Zynq-7020 (~10 min;
+    2026-11-27: LUT 44,663, FF 50,280, DSP 200, BRAM 137, 597 s alone on the 2-vCPU VM).
 
     (The ECP5 flow is exercised by tests/fpga's ULX3S bitstream build.)"""
     assert main(["hw", "synth", "--config", "pynq-z1", "--json"]) == 0

@@ -103,6 +103,7 @@ def _current_cpu() -> int:
 
 
 def _find_sched_getcpu():
+    """libc's ``sched_getcpu`` through ctypes, or None where the OS has no affinity API or libc lacks it."""
     if not hasattr(os, "sched_setaffinity"):
         return None
     try:
