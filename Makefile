@@ -25,7 +25,7 @@ demo: $(STAMP)
 	$(RUN) $(VENV)/bin/vta demo
 
 test: $(STAMP)
-	$(RUN) $(PY) -m pytest -q -n 2 --dist loadgroup tests
+	$(RUN) $(PY) -m pytest -q -n 2 --dist loadgroup --durations=15 tests
 
 docs: $(STAMP)
 	$(PY) -m isa.docs > docs/isa.md
