@@ -149,8 +149,7 @@ def synthesize(cfg: HwConfig, family: str | None = None, workdir: str | Path | N
     vpath = Path(verilog) if verilog else verilog_for(cfg)
     # flattened, as synth_ecp5 and Vivado's default synthesis are: one stat block (also with a wrapper), registers
     # shared across module boundaries, and ~30 % less yosys time (pynq-z1: 597 s vs 863 s hierarchical)
-    script = {"xc7": f"synth_xilinx -family xc7 -top {top} -flatten",
-              "xcup": f"synth_xilinx -family xcup -top {top} -flatten", "ecp5": f"synth_ecp5 -top {top}"}[family]
+    script = f"synth_ecp5 -top {top}" if family == "ecp5" else f"synth_xilinx -family {family} -top {top} -flatten"
     if sta:
         script = STA_SCRIPT.format(family=family, top=top)
     with tempfile.TemporaryDirectory(prefix="vta-synth-") as td:
