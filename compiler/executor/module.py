@@ -172,6 +172,11 @@ class Module:
         the last run found every node's call already bound to those arrays (the llvm backends' bound kernel calls,
         kept views and repeated accelerator layers: see :meth:`_make_replay`), the run replays those calls in
         order with none of the per-node dispatch; the results and the profile are the same."""
+        # AccelBackend.before_run (llvm: get the thread pool's workers spinning) first, so a sleeping worker wakes
+        # while the inputs are checked and staged; a backend that does not subclass AccelBackend may lack it
+        before = getattr(self.accel, "before_run", None)
+        if before is not None:
+            before()
         for k, v in {**(inputs or {}), **kw}.items():
             self.set_input(k, v)
         missing = [i for i in self.graph.inputs if i not in self._inputs]
@@ -179,11 +184,6 @@ class Module:
             raise ModelInputError(f"inputs not set: {missing}; use set_input(name, array) or run({{name: array}})")
         g = self.graph
         staged = self._stage_inputs()
-        # AccelBackend.before_run (llvm: get the thread pool's workers spinning); a backend that does not subclass
-        # AccelBackend may lack it: the default, nothing, then
-        before = getattr(self.accel, "before_run", None)
-        if before is not None:
-            before()
         replay = self._replay
         if (replay is not None and not self.keep_details and replay.thread == threading.get_ident()
                 and replay.versions == self._calls_version()):

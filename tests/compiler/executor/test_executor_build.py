@@ -77,7 +77,8 @@ def test_duplicate_registration_needs_replace():
 
 def test_before_run_is_part_of_the_backend_interface():
     """``AccelBackend.before_run``: the built-in backends inherit its no-op default (the llvm one overrides it), the
-    Module calls it once as each run starts, and a backend that only has conv2d/dense (no subclass) still runs."""
+    Module calls it once as each run starts, before it checks and stages the inputs (a sleeping pool worker wakes
+    meanwhile), and a backend that only has conv2d/dense (no subclass) still runs."""
     from compiler.backend.accel.backend import SimAccelBackend
     from compiler.backend.plans.accel import TargetAccelBackend
     from compiler.executor.module import Module
@@ -112,13 +113,18 @@ def test_before_run_is_part_of_the_backend_interface():
             self.last_profile = self.ref.last_profile
             return out
 
+    class LoggedModule(Module):
+        def set_input(self, name, array):
+            events.append("set_input")
+            super().set_input(name, array)
+
     m = build(_model(), target="ref", calibration=CALIB)
     x = RNG.standard_normal((2, 3, 8, 8)).astype(np.float32)
     want = m(input=x)
-    logged = Module(m.compiled, Logged(m.compiled.config), m.cpu)
+    logged = LoggedModule(m.compiled, Logged(m.compiled.config), m.cpu)
     for _ in range(2):
         np.testing.assert_array_equal(logged(input=x), want)
-    assert events == ["before_run", "conv2d", "conv2d"] * 2
+    assert events == ["before_run", "set_input", "conv2d", "conv2d"] * 2
     assert not hasattr(Plain, "before_run")
     np.testing.assert_array_equal(Module(m.compiled, Plain(m.compiled.config), m.cpu)(input=x), want)
 
