@@ -267,7 +267,7 @@ class CpuConvSpace(GridSpace):
         if k.algo == "winograd" and (k.order != "rc_ky_kx" or k.unroll == 2):
             return "order/unroll=2 with algo=winograd (the same program as rc_ky_kx, unroll=1)"
         try:
-            k.check(self.task.spec)
+            cw.check_knobs(self.task.spec, k) if k.algo == "winograd" else k.check(self.task.spec)
         except Exception as exc:  # noqa: BLE001 - the knob's own message
             return f"bad knob: {exc}"
         if k.xt > self.extent(k):
@@ -290,8 +290,8 @@ class CpuConvSpace(GridSpace):
         waste = tiles * xt / ext - 1.0
         blocks = s.o // k.ob
         rows = 16 * s.n if wino else (tiles if sp.flat else sp.oh)  # Winograd: 16 GEMMs an image
-        chunks = {"none": 1, "outer": blocks if not wino else rows, "fused": blocks * rows * (tiles if wino else 1)}[
-            k.parallel]
+        chunks = {"none": 1, "outer": blocks if not wino else rows, "fused": blocks * rows * (tiles if wino else 1),
+                  "rows": s.n * -(-s.oh // 2)}[k.parallel]  # rows: Winograd only, one row of 2x2 tiles a task
         th = self.threads
         balance = -(-chunks // th) * th / chunks - 1.0
         inner_red = s.cg if wino else {"rc_ky_kx": s.kw, "ky_kx_rc": s.cg}[k.order]

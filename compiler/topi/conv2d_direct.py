@@ -611,7 +611,9 @@ def direct_row_tiles(spec: Conv2dSpec, lanes: int) -> tuple[int, int]:
     return next(t for t in (12, 8, 6, 4, 3, 2, 1) if t * vecs <= budget and spec.o % t == 0), xt
 
 
-PARALLEL_CHOICES = ("none", "outer", "fused")  # no parallel loop; channel blocks; channel blocks x pixel tiles/rows
+# no parallel loop; channel blocks; channel blocks x pixel tiles/rows; Winograd only: one row of 2x2 tiles a task,
+# its transforms and GEMM kept in local buffers (:func:`compiler.topi.conv2d_winograd.schedule_cpu`)
+PARALLEL_CHOICES = ("none", "outer", "fused", "rows")
 ORDER_CHOICES = ("rc_ky_kx", "ky_kx_rc")        # the reduction loops around the register tile, outermost first
 ALGO_CHOICES = ("direct", "winograd")           # this module's conv; compiler.topi.conv2d_winograd (3x3, stride 1)
 
@@ -636,7 +638,7 @@ class CpuConvKnobs:
 
     ``ob``: output channels per vector block (the vector width in float32 lanes: 8, 16 or 32; it also sets the
     weight packing), ``xt``: output pixels per register tile (``ob / 8 * xt`` accumulator vectors), ``parallel``:
-    what the parallel loop runs over (:data:`PARALLEL_CHOICES`), ``unroll``: 0 none, 1 the tile's pixels, 2 also
+    what the parallel loop runs over (:data:`PARALLEL_CHOICES`; ``"rows"`` is the Winograd conv's), ``unroll``: 0 none, 1 the tile's pixels, 2 also
     the innermost kernel tap (``kx``), ``order``: the reduction loop order (:data:`ORDER_CHOICES`). They set the
     channel-vector layout (not ``pixel_vectors``). ``algo="winograd"``: the Winograd conv
     (:mod:`compiler.topi.conv2d_winograd`) with ``ob`` output channels per GEMM vector block, ``xt`` tiles per
@@ -671,6 +673,9 @@ class CpuConvKnobs:
             raise te.TeError(f"CpuConvKnobs: parallel={self.parallel!r}; allowed: {PARALLEL_CHOICES}")
         if self.algo == "winograd":
             return
+        if self.parallel == "rows":
+            raise te.TeError("CpuConvKnobs: parallel='rows' is the Winograd conv's (algo='winograd'); the direct conv "
+                             "allows 'none', 'outer', 'fused'")
         if self.unroll not in (0, 1, 2):
             raise te.TeError(f"CpuConvKnobs: unroll={self.unroll}; allowed: 0, 1, 2")
         if self.order not in ORDER_CHOICES:

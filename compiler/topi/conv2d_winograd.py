@@ -17,6 +17,9 @@ of additions only. Stages (float32; ``KB`` output channels per vector block, ``T
 The result differs from the direct conv's by rounding only (the transforms' coefficients are 0, +-1, +-1/2). The
 schedule's knobs are :class:`~compiler.topi.conv2d_direct.CpuConvKnobs` with ``algo="winograd"`` (``ob`` = KB,
 ``xt`` = T, ``parallel``, ``unroll``); :func:`default_knobs` is the llvm target's choice without a tuning log.
+With ``parallel="rows"`` the stages above are not all at root: each task takes one row of tiles and computes that
+row's ``wino_in`` and ``wino_gemm`` into local buffers before its output transform, so V and M never travel through
+the last-level cache (the default where the transformed weights fit 1 MB: ResNet-18's 56x56 and 28x28 layers).
 """
 from __future__ import annotations
 
@@ -42,16 +45,27 @@ _G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.
 # (64 -> 64 at 112x112, 26 MB of them: 1.18x; 128 -> 128 at 56x56, 13 MB: 0.68).
 MIN_CHANNEL_HARMONIC = 16     # C * K / (C + K) at least this
 MAX_TRANSFORMED_BYTES = 16 << 20
+# parallel="rows" (one row of tiles a task, its transformed input V and GEMM result M in local buffers, so they never
+# leave the core's cache): each task reads all the transformed weights (16 C K floats), so the default takes it where
+# they are at most 1 MB. Kernels alone, two threads, bias + relu, alternating calls, min of 40 (ms), rows vs staged
+# ("fused") vs direct: 64 -> 64 at 56x56 1.09 / 1.60 / 1.81; 128 -> 128 at 28x28 (KB 8, T 7) 1.25 / 1.35 / 1.81;
+# 64 -> 64 at 112x112 (26 MB staged: the default took the direct conv) 3.99 / - / 6.43; 256 -> 256 at 14x14 (4 MB)
+# rows ran 1.3x staged. The local buffers live on the task's stack: at most ROWS_MAX_LOCAL_BYTES.
+ROWS_MAX_WEIGHT_BYTES = 1 << 20
+ROWS_MAX_LOCAL_BYTES = 512 << 10
+ROW_TILES = ((16, 6), (16, 5), (16, 4), (8, 7))  # (KB, T) the default tries in turn: T must divide a row's tiles
 
 
 def winograd_default(spec: Conv2dSpec) -> bool:
     """Whether the llvm target's default schedule (no tuning log) takes Winograd for ``spec`` (see
-    :data:`MIN_CHANNEL_HARMONIC`, :data:`MAX_TRANSFORMED_BYTES`), with output channels in blocks of 16."""
+    :data:`MIN_CHANNEL_HARMONIC`; :data:`MAX_TRANSFORMED_BYTES` unless :func:`default_rows_knobs` takes it), with
+    output channels in blocks of 16."""
     if not winograd_ok(spec) or spec.o % KB:
         return False
     tiles = spec.n * -(-spec.oh // 2) * -(-spec.ow // 2)
     return (spec.c * spec.o >= MIN_CHANNEL_HARMONIC * (spec.c + spec.o)
-            and 16 * 4 * tiles * (spec.c + spec.o) <= MAX_TRANSFORMED_BYTES)
+            and (16 * 4 * tiles * (spec.c + spec.o) <= MAX_TRANSFORMED_BYTES  # staged: V and M in the LLC
+                 or default_rows_knobs(spec) is not None))  # per tile row: they stay in local buffers
 
 
 def default_tile(tiles: int) -> int:
@@ -63,12 +77,31 @@ def default_tile(tiles: int) -> int:
     return min(TILES, key=lambda t: (-(-tiles // t) * (t + 1), -t))
 
 
+def rows_local_bytes(spec: Conv2dSpec) -> int:
+    """Bytes of the local buffers a ``parallel="rows"`` task holds: one tile row's V and M (``16 (C + K) TW``
+    floats)."""
+    return 16 * (spec.c + spec.o) * -(-spec.ow // 2) * 4
+
+
+def default_rows_knobs(spec: Conv2dSpec) -> CpuConvKnobs | None:
+    """``parallel="rows"`` knobs where the default takes them (the transformed weights within
+    :data:`ROWS_MAX_WEIGHT_BYTES`, a (KB, T) of :data:`ROW_TILES` that fits a row), else None."""
+    tw = -(-spec.ow // 2)
+    if 16 * spec.c * spec.o * 4 > ROWS_MAX_WEIGHT_BYTES or rows_local_bytes(spec) > ROWS_MAX_LOCAL_BYTES:
+        return None
+    for kb, t in ROW_TILES:
+        if spec.o % kb == 0 and t <= tw and tw % t == 0:
+            return CpuConvKnobs(kb, t, "rows", 1, "rc_ky_kx", "winograd")
+    return None
+
+
 def default_knobs(spec: Conv2dSpec) -> CpuConvKnobs | None:
     """The Winograd knobs the llvm target uses without a tuning log, or None where it takes the direct conv
-    (:func:`winograd_default`)."""
+    (:func:`winograd_default`): per tile row where :func:`default_rows_knobs` takes it, else staged."""
     if not winograd_default(spec):
         return None
-    return CpuConvKnobs(KB, default_tile(-(-spec.oh // 2) * -(-spec.ow // 2)), "fused", 1, "rc_ky_kx", "winograd")
+    return default_rows_knobs(spec) or CpuConvKnobs(KB, default_tile(-(-spec.oh // 2) * -(-spec.ow // 2)), "fused",
+                                                    1, "rc_ky_kx", "winograd")
 
 
 def check_knobs(spec: Conv2dSpec, knobs: CpuConvKnobs) -> None:
@@ -77,6 +110,15 @@ def check_knobs(spec: Conv2dSpec, knobs: CpuConvKnobs) -> None:
     if knobs.algo != "winograd":
         raise te.TeError(f"conv2d_winograd: knobs with algo={knobs.algo!r}; this conv takes algo='winograd'")
     knobs.check(spec)
+    if knobs.parallel == "rows":
+        tw = -(-spec.ow // 2)
+        if tw % knobs.xt:
+            raise te.TeError(f"conv2d_winograd: parallel='rows' needs xt (tiles per register tile) to divide the {tw} "
+                             f"tiles of a row, got xt={knobs.xt}")
+        if rows_local_bytes(spec) > ROWS_MAX_LOCAL_BYTES:
+            raise te.TeError(f"conv2d_winograd: parallel='rows' keeps a tile row's transforms on the stack, "
+                             f"{rows_local_bytes(spec)} bytes for {spec.c} -> {spec.o} channels and {tw} tiles a row; "
+                             f"at most {ROWS_MAX_LOCAL_BYTES} (use 'fused' or 'outer')")
 
 
 @dataclass(frozen=True)
@@ -218,6 +260,9 @@ def schedule_cpu(op: WinogradOp, s, knobs: CpuConvKnobs | None = None) -> None:
                          f"and tile {op.tile}: build the op with op_for(spec, knobs)")
     parallel, unroll = knobs.parallel, knobs.unroll
     par = parallel != "none" and spec.macs >= PARALLEL_MIN_MACS
+    if parallel == "rows":
+        _schedule_rows(op, s, par, unroll)
+        return
     sp = s[op.pad]
     pn, pc = sp.leaf_iter_vars[:2]
     if par:
@@ -269,3 +314,53 @@ def schedule_cpu(op: WinogradOp, s, knobs: CpuConvKnobs | None = None) -> None:
             so.unroll(v)
     if op.kb > 1:
         so.vectorize(oki)
+
+
+def _schedule_rows(op: WinogradOp, s, par: bool, unroll: int) -> None:
+    """``parallel="rows"``: the output transform's loop over tile rows (x images) is the task; inside it the row's
+    transformed input and its GEMM result are computed into local buffers (``16 C TW`` and ``16 K TW`` floats,
+    cache-resident), the GEMM with the same ``T x KB`` register tiles over the input channels. The padded copy stays
+    at root (parallel over channels)."""
+    sp = s[op.pad]
+    pn, pc = sp.leaf_iter_vars[:2]
+    if par:
+        sp.parallel(sp.fuse(pn, pc))
+    sp.unroll(sp.leaf_iter_vars[-2])
+    sp.vectorize(sp.leaf_iter_vars[-1])
+    so = s[op.out]
+    on, oko, oki, oy, ox = so.leaf_iter_vars
+    yo, yi = so.split(oy, 2) if oy.extent > 1 else (oy, None)
+    xo, xi = so.split(ox, 2) if ox.extent > 1 else (ox, None)
+    so.reorder(on, yo, oko, *(v for v in (yi, xo, xi) if v is not None), oki)
+    row = so.fuse(on, yo)
+    if par:
+        so.parallel(row)
+    if xi is not None:
+        so.unroll(xi)
+    if op.kb > 1:
+        so.vectorize(oki)
+    mc = s.cache_write(op.m, "local")
+    sm = s[op.m]
+    sm.set_scope("local")
+    sm.compute_at(so, row)
+    mn, me, mko, mq, mki = sm.leaf_iter_vars
+    qo, qi = sm.split(mq, op.tile)
+    sm.reorder(mn, me, mko, qo, qi, mki)
+    if unroll:
+        sm.unroll(qi)
+    if op.kb > 1:
+        sm.vectorize(mki)
+    s[mc].compute_at(sm, qo)
+    cn, ce, cko, cq, cki, crc = s[mc].leaf_iter_vars
+    s[mc].reorder(cn, ce, cko, crc, cq, cki)
+    if unroll:
+        s[mc].unroll(cq)
+    if op.kb > 1:
+        s[mc].vectorize(cki)
+    sv = s[op.v]
+    sv.set_scope("local")
+    sv.compute_at(so, row)
+    vn, ve, vc, vy, vx = sv.leaf_iter_vars
+    sv.reorder(vn, vc, vy, ve, vx)
+    sv.unroll(ve)
+    sv.vectorize(vx)

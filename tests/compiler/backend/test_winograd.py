@@ -44,34 +44,51 @@ CASES = [
     (S(1, 32, 5, 11, 32, 3, 3, (1, 1), (0, 1, 0, 1)), cd.CpuConvKnobs(32, 1, "fused", 0, "rc_ky_kx", W)),
     (S(3, 8, 4, 4, 8, 3, 3, (1, 1), (1, 1, 1, 1)), cd.CpuConvKnobs(8, 8, "fused", 1, "rc_ky_kx", W)),    # tile > tiles
     (S(1, 16, 3, 1, 16, 3, 3, (1, 1), (0, 1, 0, 1)), cd.CpuConvKnobs(16, 2, "fused", 1, "rc_ky_kx", W)),  # 1x1 map
+    # parallel="rows": one row of tiles a task, its transforms in local buffers
+    (S(1, 16, 8, 8, 16, 3, 3, (1, 1), (1, 1, 1, 1)), cd.CpuConvKnobs(16, 4, "rows", 1, "rc_ky_kx", W)),
+    (S(1, 24, 7, 7, 32, 3, 3, (1, 1), (1, 1, 1, 1)), cd.CpuConvKnobs(16, 2, "rows", 1, "rc_ky_kx", W)),   # odd map
+    (S(2, 8, 9, 6, 16, 3, 3, (1, 1), (2, 0, 1, 2)), cd.CpuConvKnobs(8, 3, "rows", 0, "rc_ky_kx", W)),    # pads, batch
+    (S(1, 16, 1, 14, 16, 3, 3, (1, 1), (1, 1, 1, 1)), cd.CpuConvKnobs(8, 7, "rows", 1, "rc_ky_kx", W)),  # one row
+    (S(3, 32, 12, 10, 16, 3, 3, (1, 1), (0, 0, 0, 0)), cd.CpuConvKnobs(16, 1, "rows", 1, "rc_ky_kx", W)),  # unpadded
 ]
 
 
 @pytest.mark.parametrize("spec,knobs", CASES, ids=["8x8", "odd-7x7", "pads-batch2", "unpadded", "kb32-tile1",
-                                                   "batch3-tile8", "1x1-map"])
+                                                   "batch3-tile8", "1x1-map", "rows-8x8", "rows-odd-7x7",
+                                                   "rows-pads-batch2", "rows-one-row", "rows-batch3-unpadded"])
 def test_winograd_matches_numpy(spec, knobs):
     got, want = _run(spec, knobs)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-5 * np.abs(want).max())
 
 
 def test_winograd_large_parallel_and_plain_epilogues():
-    """A map large enough to run parallel (ResNet-18's 28x28 shape, fewer channels), no bias/residual/act."""
+    """A map large enough to run parallel (ResNet-18's 28x28 shape, fewer channels), no bias/residual/act, staged
+    and per tile row (the default here)."""
     spec = S(1, 32, 28, 28, 32, 3, 3, (1, 1), (1, 1, 1, 1))
-    assert spec.macs >= cw.PARALLEL_MIN_MACS
+    assert spec.macs >= cw.PARALLEL_MIN_MACS and cw.default_knobs(spec).parallel == "rows"
     for bias, residual, act in ((False, False, None), (True, False, "relu")):
-        got, want = _run(spec, cw.default_knobs(spec) or cd.CpuConvKnobs(16, 6, "fused", 1, "rc_ky_kx", W),
-                         bias, residual, act)
-        np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-5 * np.abs(want).max())
+        for knobs in (cw.default_knobs(spec), cd.CpuConvKnobs(16, 6, "fused", 1, "rc_ky_kx", W)):
+            got, want = _run(spec, knobs, bias, residual, act)
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-5 * np.abs(want).max())
 
 
 def test_where_the_default_takes_winograd():
+    # per tile row where the transformed weights (16 C K floats) fit 1 MB: a (KB, T) whose T divides a row's tiles
     assert cw.default_knobs(S(1, 64, 56, 56, 64, 3, 3, (1, 1), (1, 1, 1, 1))) == \
-        cd.CpuConvKnobs(16, 6, "fused", 1, "rc_ky_kx", W)
-    assert cw.default_knobs(S(1, 512, 7, 7, 512, 3, 3, (1, 1), (1, 1, 1, 1))).xt == 4  # 16 tiles: 4 x 4
+        cd.CpuConvKnobs(16, 4, "rows", 1, "rc_ky_kx", W)  # 28 tiles a row: 6 and 5 do not divide it
+    assert cw.default_knobs(S(1, 128, 28, 28, 128, 3, 3, (1, 1), (1, 1, 1, 1))) == \
+        cd.CpuConvKnobs(8, 7, "rows", 1, "rc_ky_kx", W)  # 14 tiles a row
+    # staged beyond: 256 -> 256 is 4 MB of transformed weights that each row's task would read again
+    assert cw.default_knobs(S(1, 512, 7, 7, 512, 3, 3, (1, 1), (1, 1, 1, 1))) == \
+        cd.CpuConvKnobs(16, 4, "fused", 1, "rc_ky_kx", W)  # 16 tiles: 4 x 4
     assert cw.default_knobs(S(1, 256, 14, 14, 256, 3, 3, (1, 1), (1, 1, 1, 1))).xt == 5  # 49 tiles: 10 x 5
+    assert cw.default_rows_knobs(S(1, 64, 8, 26, 64, 3, 3, (1, 1), (1, 1, 1, 1))) is None  # 13 tiles a row: prime
+    assert cw.default_rows_knobs(S(1, 8, 8, 8, 12, 3, 3, (1, 1), (1, 1, 1, 1))) is None  # 12 outputs: no KB of 8, 16
     assert cw.default_tile(49) == 5 and cw.default_tile(3) == 3
     assert cw.default_knobs(S(1, 16, 56, 56, 16, 3, 3, (1, 1), (1, 1, 1, 1))) is None    # too few channels
-    assert cw.default_knobs(S(1, 64, 112, 112, 64, 3, 3, (1, 1), (1, 1, 1, 1))) is None  # 26 MB transformed
+    # 26 MB transformed at 112x112: too much for the staged schedule's last-level cache, per tile row it stays local
+    assert cw.default_knobs(S(1, 64, 112, 112, 64, 3, 3, (1, 1), (1, 1, 1, 1))).parallel == "rows"
+    assert cw.default_knobs(S(1, 256, 112, 112, 256, 3, 3, (1, 1), (1, 1, 1, 1))) is None  # and 4 MB of weights
     assert cw.default_knobs(S(1, 64, 56, 56, 64, 3, 3, (2, 2), (1, 1, 1, 1))) is None    # stride 2
     assert cw.default_knobs(S(1, 64, 56, 56, 40, 3, 3, (1, 1), (1, 1, 1, 1))) is None    # 40 channels: not 16s
     assert cw.default_knobs(S(1, 64, 56, 56, 64, 3, 3, (1, 1), (2, 2, 2, 2), (2, 2))) is None  # dilated
@@ -85,10 +102,28 @@ def test_where_the_default_takes_winograd():
     (S(1, 16, 8, 8, 16, 3, 3), cd.CpuConvKnobs(16, 6, unroll=2, algo=W), "allows 0, 1"),
     (S(1, 16, 8, 8, 16, 3, 3), cd.CpuConvKnobs(16, 6, order="ky_kx_rc", algo=W), "channels only"),
     (S(1, 16, 8, 8, 16, 3, 3), cd.CpuConvKnobs(16, 6, algo="fft"), "allowed: ('direct', 'winograd')"),
+    (S(1, 16, 8, 8, 16, 3, 3), cd.CpuConvKnobs(16, 6, "rows"), "parallel='rows' is the Winograd conv's"),
+    (S(1, 16, 8, 8, 16, 3, 3), cd.CpuConvKnobs(16, 6, "sideways", algo=W), "allowed: ('none', 'outer', 'fused', 'rows')"),
 ])
 def test_bad_winograd_knobs_are_refused(spec, knobs, msg):
     with pytest.raises(te.TeError, match=msg.replace("(", r"\(").replace(")", r"\)")):
         knobs.check(spec)
+
+
+@pytest.mark.parametrize("spec,knobs,msg", [
+    (S(1, 16, 8, 8, 16, 3, 3, (1, 1), (1, 1, 1, 1)), cd.CpuConvKnobs(16, 3, "rows", algo=W),
+     "needs xt .* to divide the 4 tiles of a row, got xt=3"),
+    (S(1, 512, 8, 200, 512, 3, 3, (1, 1), (1, 1, 1, 1)), cd.CpuConvKnobs(16, 4, "rows", algo=W),
+     "6553600 bytes for 512 -> 512 channels and 100 tiles a row; at most 524288"),
+])
+def test_bad_row_knobs_are_refused_by_the_winograd_conv(spec, knobs, msg):
+    """``parallel="rows"``: a register tile must not straddle two rows, and the row's local buffers (on the task's
+    stack) are bounded."""
+    knobs.check(spec)  # valid knobs as such: the refusal depends on the map
+    with pytest.raises(te.TeError, match=msg):
+        cw.check_knobs(spec, knobs)
+    with pytest.raises(te.TeError, match=msg):
+        cw.op_for(spec, knobs)
 
 
 def test_winograd_op_refuses_other_convs_as_the_knobs_do():
@@ -122,7 +157,12 @@ def test_tuner_space_covers_winograd_for_3x3_unit_stride_only():
     assert "exceeds" in small.reject(cd.CpuConvKnobs(16, 5, "fused", 1, "rc_ky_kx", W))
     assert small.reject(cd.CpuConvKnobs(16, 4, "fused", 1, "rc_ky_kx", W)) is None
     wino = [p for p in sp.candidates() if sp.knobs(p).algo == W]
-    assert len(wino) == 3 * 8 * 3 * 2  # ob 8/16/32 x xt 1..8 (49 tiles) x parallel x unroll 0/1
+    # ob 8/16/32 x unroll 0/1 x (xt 1..8 (49 tiles) x none/outer/fused + xt 1 and 7 (dividing a row's 7 tiles) x rows)
+    assert len(wino) == 3 * 2 * (8 * 3 + 2)
+    rows = {(sp.knobs(p).ob, sp.knobs(p).xt) for p in wino if sp.knobs(p).parallel == "rows"}
+    assert {xt for _, xt in rows} == {1, 7}
+    assert "divide the 7 tiles" in sp.reject(cd.CpuConvKnobs(16, 4, "rows", 1, "rc_ky_kx", W))
+    assert "Winograd conv's" in sp.reject(cd.CpuConvKnobs(16, 4, "rows", 1, "rc_ky_kx"))
     assert sp.features(sp.knobs(wino[0])).shape == sp.features(t.default_knobs()).shape
     strided = CpuConvSpace(LlvmConvTask(S(1, 64, 14, 14, 64, 3, 3, (2, 2), (1, 1, 1, 1))))
     assert {strided.knobs(p).algo for p in strided.candidates()} == {"direct"}
