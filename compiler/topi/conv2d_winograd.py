@@ -251,7 +251,8 @@ def schedule_cpu(op: WinogradOp, s, knobs: CpuConvKnobs | None = None) -> None:
     block, tile group) (``knobs.parallel="outer"``: over elements, ``"none"``: one thread) with a ``T x KB``
     register tile in a local buffer over the input channels (``unroll=1``: the tile's rows unrolled); the output
     transform parallel over (channel block, output row pair), ``KB`` channels a vector. Small convs
-    (:data:`PARALLEL_MIN_MACS`) run on one thread. ``knobs``: default the op's block and tile, fused, unrolled."""
+    (:data:`PARALLEL_MIN_MACS`) run on one thread. ``knobs``: default the op's block and tile, fused, unrolled.
+    ``knobs.parallel="rows"``: only the padded copy at root, the rest per tile row (:func:`_schedule_rows`)."""
     spec = op.spec
     knobs = knobs or CpuConvKnobs(op.kb, op.tile, "fused", 1, "rc_ky_kx", "winograd")
     check_knobs(spec, knobs)
@@ -260,15 +261,10 @@ def schedule_cpu(op: WinogradOp, s, knobs: CpuConvKnobs | None = None) -> None:
                          f"and tile {op.tile}: build the op with op_for(spec, knobs)")
     parallel, unroll = knobs.parallel, knobs.unroll
     par = parallel != "none" and spec.macs >= PARALLEL_MIN_MACS
+    _schedule_pad(op, s, par)
     if parallel == "rows":
         _schedule_rows(op, s, par, unroll)
         return
-    sp = s[op.pad]
-    pn, pc = sp.leaf_iter_vars[:2]
-    if par:
-        sp.parallel(sp.fuse(pn, pc))
-    sp.unroll(sp.leaf_iter_vars[-2])
-    sp.vectorize(sp.leaf_iter_vars[-1])
     sv = s[op.v]
     vn, ve, vc, vy, vx = sv.leaf_iter_vars
     sv.reorder(vn, vc, vy, ve, vx)
@@ -290,17 +286,7 @@ def schedule_cpu(op: WinogradOp, s, knobs: CpuConvKnobs | None = None) -> None:
         outer = sm.fuse(sm.fuse(sm.fuse(mn, me), mko), qo)
         if par:
             sm.parallel(outer)
-    if unroll:
-        sm.unroll(qi)
-    if op.kb > 1:
-        sm.vectorize(mki)
-    s[mc].compute_at(sm, outer)
-    cn, ce, cko, cq, cki, crc = s[mc].leaf_iter_vars
-    s[mc].reorder(cn, ce, cko, crc, cq, cki)
-    if unroll:
-        s[mc].unroll(cq)
-    if op.kb > 1:
-        s[mc].vectorize(cki)
+    _schedule_gemm_tile(op, s, mc, qi, mki, outer, unroll)
     so = s[op.out]
     on, oko, oki, oy, ox = so.leaf_iter_vars
     # rows and columns in pairs (a tile's; the output transform's signs then constants); a 1-wide map: as it is
@@ -320,13 +306,7 @@ def _schedule_rows(op: WinogradOp, s, par: bool, unroll: int) -> None:
     """``parallel="rows"``: the output transform's loop over tile rows (x images) is the task; inside it the row's
     transformed input and its GEMM result are computed into local buffers (``16 C TW`` and ``16 K TW`` floats,
     cache-resident), the GEMM with the same ``T x KB`` register tiles over the input channels. The padded copy stays
-    at root (parallel over channels)."""
-    sp = s[op.pad]
-    pn, pc = sp.leaf_iter_vars[:2]
-    if par:
-        sp.parallel(sp.fuse(pn, pc))
-    sp.unroll(sp.leaf_iter_vars[-2])
-    sp.vectorize(sp.leaf_iter_vars[-1])
+    at root (:func:`_schedule_pad`)."""
     so = s[op.out]
     on, oko, oki, oy, ox = so.leaf_iter_vars
     yo, yi = so.split(oy, 2) if oy.extent > 1 else (oy, None)
@@ -346,17 +326,7 @@ def _schedule_rows(op: WinogradOp, s, par: bool, unroll: int) -> None:
     mn, me, mko, mq, mki = sm.leaf_iter_vars
     qo, qi = sm.split(mq, op.tile)
     sm.reorder(mn, me, mko, qo, qi, mki)
-    if unroll:
-        sm.unroll(qi)
-    if op.kb > 1:
-        sm.vectorize(mki)
-    s[mc].compute_at(sm, qo)
-    cn, ce, cko, cq, cki, crc = s[mc].leaf_iter_vars
-    s[mc].reorder(cn, ce, cko, crc, cq, cki)
-    if unroll:
-        s[mc].unroll(cq)
-    if op.kb > 1:
-        s[mc].vectorize(cki)
+    _schedule_gemm_tile(op, s, mc, qi, mki, qo, unroll)
     sv = s[op.v]
     sv.set_scope("local")
     sv.compute_at(so, row)
@@ -364,3 +334,30 @@ def _schedule_rows(op: WinogradOp, s, par: bool, unroll: int) -> None:
     sv.reorder(vn, vc, vy, ve, vx)
     sv.unroll(ve)
     sv.vectorize(vx)
+
+
+def _schedule_pad(op: WinogradOp, s, par: bool) -> None:
+    """The padded copy at root: parallel over (image, channel), a row's two phases unrolled, columns vectorized."""
+    sp = s[op.pad]
+    pn, pc = sp.leaf_iter_vars[:2]
+    if par:
+        sp.parallel(sp.fuse(pn, pc))
+    sp.unroll(sp.leaf_iter_vars[-2])
+    sp.vectorize(sp.leaf_iter_vars[-1])
+
+
+def _schedule_gemm_tile(op: WinogradOp, s, mc, qi, mki, at, unroll: int) -> None:
+    """The GEMM's ``T x KB`` register tile: the local accumulator ``mc`` computed at ``at`` over the input channels
+    (outermost), its ``T`` tiles (``qi``) unrolled where ``unroll``, its ``KB`` channels (``mki``) vectorized."""
+    sm = s[op.m]
+    if unroll:
+        sm.unroll(qi)
+    if op.kb > 1:
+        sm.vectorize(mki)
+    s[mc].compute_at(sm, at)
+    cn, ce, cko, cq, cki, crc = s[mc].leaf_iter_vars
+    s[mc].reorder(cn, ce, cko, crc, cq, cki)
+    if unroll:
+        s[mc].unroll(cq)
+    if op.kb > 1:
+        s[mc].vectorize(cki)
