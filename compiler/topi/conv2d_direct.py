@@ -638,8 +638,9 @@ class CpuConvKnobs:
 
     ``ob``: output channels per vector block (the vector width in float32 lanes: 8, 16 or 32; it also sets the
     weight packing), ``xt``: output pixels per register tile (``ob / 8 * xt`` accumulator vectors), ``parallel``:
-    what the parallel loop runs over (:data:`PARALLEL_CHOICES`; ``"rows"`` is the Winograd conv's), ``unroll``: 0 none, 1 the tile's pixels, 2 also
-    the innermost kernel tap (``kx``), ``order``: the reduction loop order (:data:`ORDER_CHOICES`). They set the
+    what the parallel loop runs over (:data:`PARALLEL_CHOICES`; ``"rows"`` is the Winograd conv's), ``unroll``: 0
+    none, 1 the tile's pixels, 2 also the innermost kernel tap (``kx``), ``order``: the reduction loop order
+    (:data:`ORDER_CHOICES`). They set the
     channel-vector layout (not ``pixel_vectors``). ``algo="winograd"``: the Winograd conv
     (:mod:`compiler.topi.conv2d_winograd`) with ``ob`` output channels per GEMM vector block, ``xt`` tiles per
     register tile, ``parallel`` and ``unroll`` (0 or 1) as there; ``order`` stays ``rc_ky_kx``."""

@@ -77,16 +77,21 @@ def default_tile(tiles: int) -> int:
     return min(TILES, key=lambda t: (-(-tiles // t) * (t + 1), -t))
 
 
+def row_tiles(spec: Conv2dSpec) -> int:
+    """2x2 tiles in a row of ``spec``'s output (``TW``; an odd map's last one half outside)."""
+    return -(-spec.ow // 2)
+
+
 def rows_local_bytes(spec: Conv2dSpec) -> int:
     """Bytes of the local buffers a ``parallel="rows"`` task holds: one tile row's V and M (``16 (C + K) TW``
     floats)."""
-    return 16 * (spec.c + spec.o) * -(-spec.ow // 2) * 4
+    return 16 * (spec.c + spec.o) * row_tiles(spec) * 4
 
 
 def default_rows_knobs(spec: Conv2dSpec) -> CpuConvKnobs | None:
     """``parallel="rows"`` knobs where the default takes them (the transformed weights within
     :data:`ROWS_MAX_WEIGHT_BYTES`, a (KB, T) of :data:`ROW_TILES` that fits a row), else None."""
-    tw = -(-spec.ow // 2)
+    tw = row_tiles(spec)
     if 16 * spec.c * spec.o * 4 > ROWS_MAX_WEIGHT_BYTES or rows_local_bytes(spec) > ROWS_MAX_LOCAL_BYTES:
         return None
     for kb, t in ROW_TILES:
@@ -111,7 +116,7 @@ def check_knobs(spec: Conv2dSpec, knobs: CpuConvKnobs) -> None:
         raise te.TeError(f"conv2d_winograd: knobs with algo={knobs.algo!r}; this conv takes algo='winograd'")
     knobs.check(spec)
     if knobs.parallel == "rows":
-        tw = -(-spec.ow // 2)
+        tw = row_tiles(spec)
         if tw % knobs.xt:
             raise te.TeError(f"conv2d_winograd: parallel='rows' needs xt (tiles per register tile) to divide the {tw} "
                              f"tiles of a row, got xt={knobs.xt}")
@@ -132,7 +137,7 @@ class Geometry:
 
 
 def geometry(spec: Conv2dSpec, tile: int) -> Geometry:
-    th, tw = -(-spec.oh // 2), -(-spec.ow // 2)
+    th, tw = -(-spec.oh // 2), row_tiles(spec)
     tp = -(-spec.n * th * tw // tile) * tile
     return Geometry(th, tw, tp, -(-tp // tw))
 
