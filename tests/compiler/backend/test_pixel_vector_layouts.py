@@ -49,15 +49,31 @@ POINTWISE = [  # (spec, channels x pixels per tile): dividing and ragged pixel t
     (S(1, 12, 5, 5, 8, 1, 1), (4, 16)),      # 25 pixels: 16 + a ragged 9 over the zero-padded panel
     (S(1, 9, 3, 7, 48, 1, 1), (6, 16)),      # 21 pixels (16 + 5 ragged), channel tiles outer (48 > 21)
     (S(2, 3, 2, 2, 6, 1, 1), (3, 4)),        # 4 pixels: one tile, a whole plane per tile
+    (S(1, 8, 16, 16, 8, 1, 1), (4, 16)),     # 256 pixels: 16 tiles in 8 blocks of 2 (pointwise_block_tiles)
+    (S(2, 4, 15, 17, 6, 1, 1), (3, 16)),     # 255 pixels: blocks of 2 tiles, the last one's ragged tile over the panel
 ]
 
 
-@pytest.mark.parametrize("spec,tile", POINTWISE, ids=["divides", "batch-7ch", "ragged", "channels-outer", "tiny"])
+@pytest.mark.parametrize("spec,tile", POINTWISE, ids=["divides", "batch-7ch", "ragged", "channels-outer", "tiny",
+                                                      "blocks", "ragged-blocks"])
 def test_pointwise_pixel_vectors_match_numpy(spec, tile):
     sp = dataclasses.replace(spec, pixel_vectors=True, oc_block=tile[0], pixel_tile=tile[1])
     assert (sp.block, sp.tile) == tile and cd.output_shape(sp) == (sp.n, sp.o // tile[0], tile[0], sp.oh * sp.ow)
     got, want = _run(sp)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_pointwise_pixel_blocks_fit_l1_and_leave_parallel_chunks():
+    """Tiles per pixel block: the most dividing the tile count with a C x block-pixels float32 panel <= 32 KB and
+    at least 8 blocks; one where nothing larger divides."""
+    def tiles(c, hw, o, tile):
+        return cd.pointwise_block_tiles(dataclasses.replace(S(1, c, hw, hw, o, 1, 1), pixel_vectors=True,
+                                                            oc_block=tile[0], pixel_tile=tile[1]))
+    assert tiles(16, 112, 96, (6, 16)) == 28   # 784 tiles; 16 ch x 16 px x 4 B: 32 fit; 28 divides 784
+    assert tiles(144, 56, 24, (6, 16)) == 2    # 196 tiles; 3 fit, 2 divides
+    assert tiles(16, 112, 96, (12, 32)) == 14  # AVX-512's 32-pixel tiles: 392 tiles, 16 fit, 14 divides
+    assert tiles(64, 14, 384, (6, 16)) == 1    # 13 tiles (196 pixels, one ragged): fewer than 2 x 8 blocks
+    assert tiles(8, 16, 8, (4, 16)) == 2       # 16 tiles: 64 would fit, 8 blocks at least
 
 
 DEPTHWISE = [
