@@ -17,7 +17,8 @@ Register tiles as the float32 schedule (:mod:`compiler.topi.conv2d_direct`): XT 
 flattened ``y * OW + x``, the last tile ragged over zero rows of ``pad``) x OB = 16 output channels,
 ``compute_at`` the output stage, which applies the requant epilogue (:mod:`compiler.topi.requant_int`) and
 stores int8 straight into the packed output. 1x1 unit-stride convs with few input channels (a short reduction, where
-the copy would weigh) read the packed input in place (no ``pad``). Depthwise convs: OB = 16 channels per vector from an
+the copy would weigh) read the packed input in place (no ``pad``); wider ones copy over the flattened pixels,
+per pixel block into a local buffer where the blocks allow (:meth:`PackedConvSpec.panel_tiles`). Depthwise convs: OB = 16 channels per vector from an
 int8 ``pad`` in the same blocking, int32 products (``pmaddwd`` with a zero partner), register tiles of up to XT
 pixels along one output row (parallel over channel block x row; the row's last tile ragged over zero columns).
 """
@@ -88,14 +89,33 @@ class PackedConvSpec:
                              f"{self.block_out}, batch blocks of {self.batch}; allowed: a multiple of {OB}, {OB} and 1")
 
     @property
-    def direct(self) -> bool:
-        """1x1, unit stride, no padding, batch blocks of 1, at most ``DIRECT_MAX_CHANNELS`` input channels and a
-        pixel count that some tile of 3..6 pixels divides (no rows to read past the end): the kernel reads the packed
-        input itself (no ``pad``)."""
+    def pointwise(self) -> bool:
+        """1x1, unit stride, no padding, batch blocks of 1 and a pixel count that some tile of 3..6 pixels divides
+        (no rows to read past the end): the kernel reads the packed input over flattened pixels, in place
+        (:attr:`direct`) or through an int16 copy of the same shape (``(N, C/BI, H*W, BI)``)."""
         c = self.conv
         return ((c.kh, c.kw, c.stride) == (1, 1, (1, 1)) and not any(c.pads) and self.batch == 1 and not c.depthwise
-                and c.c <= DIRECT_MAX_CHANNELS
                 and any((c.oh * c.ow) % xt == 0 for xt in range(3, 7)))
+
+    @property
+    def direct(self) -> bool:
+        """:attr:`pointwise` with at most ``DIRECT_MAX_CHANNELS`` input channels: the kernel reads the packed
+        input itself (no ``pad``)."""
+        return self.pointwise and self.conv.c <= DIRECT_MAX_CHANNELS
+
+    def panel_tiles(self, vector_bits: int) -> int:
+        """Pixel tiles per block of a :attr:`pointwise` conv with an int16 copy: the most dividing the tile count
+        whose copy (``C`` x the block's pixels, int16) fits :data:`PANEL_BYTES` and that leave at least
+        :data:`PANEL_MIN_BLOCKS` blocks; 0 where no such block has two tiles (or no copy is made). Each block's
+        copy is then made in a local buffer right before its output blocks read it (L1), not as a whole-map
+        pass through memory (MobileNetV2's 144->24 56x56 layer: a 0.9 MB int16 copy)."""
+        if not self.pointwise or self.direct:
+            return 0
+        c = self.conv
+        tiles = c.oh * c.ow // self.tile(vector_bits)
+        fit = min(PANEL_BYTES // (2 * c.c * self.tile(vector_bits)), tiles // PANEL_MIN_BLOCKS)
+        best = max((t for t in range(1, fit + 1) if tiles % t == 0), default=0)
+        return best if best >= 2 else 0
 
     @property
     def weight_dtype(self) -> str:
@@ -116,7 +136,7 @@ class PackedConvSpec:
     def data_shape(self) -> tuple[int, ...]:
         """The kernel's input shape: the packed layout, with the pixels flattened when ``direct``."""
         c = self.conv
-        if self.direct:
+        if self.pointwise:
             return (c.n, c.c // self.block_in, c.h * c.w, 1, self.block_in)
         return (c.n // self.batch, c.c // self.block_in, c.h, c.w, self.batch, self.block_in)
 
@@ -130,7 +150,7 @@ class PackedConvSpec:
         if self.conv.depthwise:  # along one output row, the last tile ragged: fewest (tiles x (pixels + 2)), where
             ow = self.conv.ow  # 2 ~ a tile's fixed cost (its taps' weight vectors, the loop)
             return min(range(1, min(xt, ow) + 1), key=lambda d: (-(-ow // d) * (d + 2), -d))
-        if self.direct:  # a divisor of the pixel count: every tile full, none reads past the input
+        if self.pointwise:  # a divisor of the pixel count: every tile full, none reads past the input
             xt = next((d for d in range(xt, 0, -1) if (self.conv.oh * self.conv.ow) % d == 0), 1)
         return xt
 
@@ -160,7 +180,8 @@ def used_pairs(spec: PackedConvSpec, w_oihw: np.ndarray) -> int:
 @dataclass
 class PackedConvOp:
     """The tensors of one packed int8 conv: ``inputs`` in call order (data, weight, requant arrays), the stages,
-    and the register tile's pixel count ``xt``."""
+    the register tile's pixel count ``xt`` and the pixel tiles per block of a per-block int16 copy (``panel``,
+    :meth:`PackedConvSpec.panel_tiles`; 0: none)."""
 
     spec: PackedConvSpec
     inputs: list[Tensor]
@@ -168,6 +189,7 @@ class PackedConvOp:
     conv: Tensor
     out: Tensor
     xt: int
+    panel: int = 0
 
 
 @functools.lru_cache(maxsize=1024)
@@ -242,6 +264,9 @@ def conv2d_packed(spec: PackedConvSpec, stage: tuple, vector_bits: int = 256, re
     direct = spec.direct
     if direct:  # 1x1, unit stride, no padding: the packed input itself, (N, C/BI, H*W, 1, BI), int8 pairs
         pad = data
+    elif spec.pointwise:  # the same over flattened pixels as int16, (N, C/BI, H*W, BI): a block's panel or whole
+        pad = te.compute((n, c.c // bi, h * w, bi), lambda i, cb, q, ci: data[i, cb, q, 0, ci].astype(pdt),
+                         name="pad", dtype=pdt)
     else:  # int16, (N, C/BI, rows, SX, columns per phase, BI): a pixel's BI channels contiguous as in the input
         lanes = 2 * spec.pairs if spec.pairs else bi  # only the channels the reduction reads (a stem: 4 of 16)
         pad = te.compute((n, c.c // bi, hp, sx, wq, lanes), lambda i, cb, y, ph, xq, ci: te.select(
@@ -252,6 +277,8 @@ def conv2d_packed(spec: PackedConvSpec, stage: tuple, vector_bits: int = 256, re
     def tap(i, cb, q, ci):
         if direct:
             return pad[i, cb, q, 0, ci].astype("int32")
+        if spec.pointwise:
+            return pad[i, cb, q, ci].astype("int32")
         return pad[i, cb, q // ow * sy + ky, kx % sx, q % ow + kx // sx, ci].astype("int32")
 
     if c.depthwise:  # channel block oo of OB lies in input block oo * OB // BI
@@ -280,12 +307,17 @@ def conv2d_packed(spec: PackedConvSpec, stage: tuple, vector_bits: int = 256, re
             return conv[nb * bsz + bb, ob * per + oi // OB, q, oi % OB]
     out = te.compute(out_shape, lambda nb, ob, q, bb, oi: epi(
         acc(nb, ob, q, bb, oi), ob * bo + oi, (nb, ob, q, bb, oi)), name="out", dtype=out_dt)
-    return PackedConvOp(spec, [data, weight, *extra], pad, conv, out, xt)
+    return PackedConvOp(spec, [data, weight, *extra], pad, conv, out, xt, spec.panel_tiles(vector_bits))
 
 
 def schedule_packed(op: PackedConvOp, s) -> None:
-    """Parallel over (output block, pixel tile); the XT x OB int32 tile in registers over the whole reduction."""
+    """Parallel over (output block, pixel tile), or with a per-block copy (``op.panel``) over pixel blocks, each
+    block's int16 copy made in a local buffer and read by all its output blocks' tiles; the XT x OB int32 tile in
+    registers over the whole reduction."""
     c = op.spec.conv
+    if op.panel:
+        _schedule_panel(op, s)
+        return
     if op.pad is not op.inputs[0]:
         sp = s[op.pad]
         if int(np.prod(op.pad.shape)) >= COPY_PARALLEL_ELEMENTS:  # over (channel block, row): a stem has one block
@@ -323,4 +355,32 @@ def schedule_packed(op: PackedConvOp, s) -> None:
     sc.unroll(cq)
     if not c.depthwise and op.spec.reduce_pairs <= 4:  # a short pair loop (a 3-channel stem: 2 pairs): unrolled
         sc.unroll(red[-1])
+    sc.vectorize(coi)
+
+
+PANEL_BYTES = 32 << 10  # a pixel block's int16 copy (C x the block's pixels): about a core's L1d
+PANEL_MIN_BLOCKS = 8  # pixel blocks at least (the parallel loop's chunks)
+
+
+def _schedule_panel(op: PackedConvOp, s) -> None:
+    """1x1 convs with a per-block copy: (pixel block) parallel, then (output block, pixel tile); the block's int16
+    copy ``compute_at`` the block (a local buffer, vector rows of BI lanes)."""
+    so = s[op.out]
+    nb, ob, q, bb, oi = so.leaf_iter_vars
+    qo, qi = so.split(q, op.xt)
+    qb, qo = so.split(qo, op.panel)
+    so.reorder(nb, qb, ob, qo, bb, qi, oi)
+    if op.spec.conv.macs >= CONV_PARALLEL_MIN_MACS:
+        so.parallel(qb)
+    so.vectorize(oi)
+    sp = s[op.pad]
+    sp.set_scope("local")
+    sp.compute_at(so, qb)
+    sp.vectorize(sp.leaf_iter_vars[-1])
+    sc = s[op.conv]
+    sc.set_scope("local")
+    sc.compute_at(so, qo)
+    cn, coo, cq, coi, *red = sc.leaf_iter_vars
+    sc.reorder(cn, coo, *red, cq, coi)
+    sc.unroll(cq)
     sc.vectorize(coi)

@@ -57,7 +57,9 @@ def _check(c, h, w, o, k, stride, pad, groups=1, pad_value=0, uniform=False, zp=
     (16, 11, 6, 48, 3, 2, (0, 1, 2, 0), 0),     # asymmetric pads, odd rows
     (48, 7, 7, 32, 1, 1, (0, 0, 0, 0), 0),      # 1x1, 49 pixels: no tile of 3..6 divides them, so via pad
     (16, 6, 6, 32, 1, 1, (0, 0, 0, 0), 0),      # 1x1 read in place, tiles of 6
-    (32, 6, 6, 32, 1, 1, (0, 0, 0, 0), 0),      # 1x1 with 32 channels: via the int16 copy
+    (32, 6, 6, 32, 1, 1, (0, 0, 0, 0), 0),      # 1x1 with 32 channels: via the int16 copy (whole: 6 tiles)
+    (32, 16, 16, 48, 1, 1, (0, 0, 0, 0), 0),    # 1x1, 64 tiles of 4: the copy per block of 8 tiles (panel_tiles)
+    (48, 12, 14, 32, 1, 1, (0, 0, 0, 0), 0),    # 1x1, 28 tiles of 6: blocks of 2
     (16, 9, 8, 16, 1, 2, (0, 0, 0, 0), 0),      # 1x1 stride 2
     (16, 8, 8, 32, 5, 1, (2, 2, 2, 2), -128),   # 5x5
     (3, 13, 11, 16, 7, 2, (3, 3, 3, 3), -128),  # a 3-channel stem: 2 of the block's 8 channel pairs reduced
@@ -128,13 +130,24 @@ def test_block_padding_channels_keep_the_per_tensor_form(k, groups):
     assert requant_int.uniform_scale(fill_idle_channels(rq, w, None)) is None
 
 
-@pytest.mark.parametrize("c,hw,direct", [(16, 6, True), (16, 7, False), (32, 6, False)])
-def test_which_1x1_convs_read_their_input_in_place(c, hw, direct):
+@pytest.mark.parametrize("c,hw,direct,flat", [(16, 6, True, True), (16, 7, False, False), (32, 6, False, True)])
+def test_which_1x1_convs_read_their_input_in_place(c, hw, direct, flat):
     """In place: up to DIRECT_MAX_CHANNELS (16) input channels and a pixel count that a tile of 3..6 divides (49 has
-    none); wider layers take the int16 copy."""
+    none); wider layers take the int16 copy, over flattened pixels where such a tile divides them."""
     spec = conv2d_int8.PackedConvSpec(Conv2dSpec(1, c, hw, hw, 32, 1, 1, dtype="int8"), 1, 16, 16)
-    assert spec.direct is direct
-    assert (spec.data_shape[2:4] == (hw * hw, 1)) is direct
+    assert spec.direct is direct and spec.pointwise is flat
+    assert (spec.data_shape[2:4] == (hw * hw, 1)) is flat
+
+
+@pytest.mark.parametrize("c,hw,tiles", [(144, 56, 28), (32, 56, 98), (32, 112, 112), (96, 14, 0), (16, 56, 0),
+                                        (64, 7, 0)])
+def test_1x1_copy_blocks_fit_l1_and_leave_parallel_chunks(c, hw, tiles):
+    """Pixel tiles (AVX2: 4 or 6 pixels) per block of the int16 copy: the most dividing the tile count with C x
+    pixels x 2 bytes <= 32 KB and >= 8 blocks; 0 (one whole copy) where that is under 2 tiles, none for in-place
+    layers (16 channels) and maps no tile divides (49 pixels). 56x56: 784 tiles of 4 (144 ch: 56 fit -> 28; 32 ch:
+    128 fit, 98 blocks at most -> 98); 112x112: 3136 tiles, 128 fit -> 112; 14x14: 49 tiles, 6 at most -> 1."""
+    spec = conv2d_int8.PackedConvSpec(Conv2dSpec(1, c, hw, hw, 32, 1, 1, dtype="int8"), 1, 16, 16)
+    assert spec.panel_tiles(256) == tiles
 
 
 def test_zero_weight_channels_are_skipped():
