@@ -4,13 +4,17 @@ A launch publishes ``(task, closure, trip count, chunks)`` in a small shared rec
 generation; workers that are spinning in :func:`worker` (native code, GIL released) see it at once and
 take chunks by compare-and-swap on one word holding ``generation << 32 | next chunk``, so a worker that
 read a previous launch's fields can never run them (its swap fails). The launching thread takes chunks
-too and then waits natively for the count of finished chunks. Workers that are asleep in Python (they
-spin ~3 ms after their last chunk, then block on a queue) are woken through the queue.
+too and then waits natively for the count of finished chunks. An idle worker spins ~3 ms after its last
+chunk, then (Linux) sleeps natively on a futex in the record (``PARKED``), where a launch or ``wake``
+(``wake_workers``) wakes it with one system call and no GIL; elsewhere it returns to Python and blocks on the
+pool's queue. A worker leaves native code for the queue when the record's ``RETURN`` count moves or while a
+Python launch is in progress (``PYJOBS``: that path needs its workers at the queue).
 
 ``launch`` is the whole hand-off in native code, the callback generated kernels call: while enough workers
-are spinning and the record is free it publishes, works and waits without entering Python (a Python
-callback per parallel loop cost microseconds of GIL and interpreter time on the critical path, while the
-workers spun); otherwise it calls the Python launch (``slow``), which wakes workers or takes the queue path.
+are spinning or parked (it wakes those) and the record is free it publishes, works and waits without entering
+Python (a Python callback per parallel loop cost microseconds of GIL and interpreter time on the critical path,
+while the workers spun); otherwise it calls the Python launch (``slow``), which starts workers or takes the queue
+path.
 """
 from __future__ import annotations
 
@@ -20,10 +24,35 @@ import threading
 from llvmlite import ir
 
 I64 = ir.IntType(64)
-SLOTS = 16  # word, task, closure, n, chunks, done, spinning, pad, busy, threads, pad...
+I32 = ir.IntType(32)
+SLOTS = 16  # word, task, closure, n, chunks, done, spinning, pad, busy, threads, parked, seq, return, ...
 WORD, TASK_SLOT, CLOSURE, TRIP, CHUNKS, DONE, SPINNING = range(7)
 BUSY = 8      # 1 while a launch owns the record (taken by compare-and-swap: native and Python launches alike)
 THREADS = 9   # the pool's thread count as the Python side last saw it (0: unknown, the native launch defers)
+PARKED = 10   # workers asleep on the futex (counted before they sleep, uncounted after they wake)
+SEQ = 11      # the futex word (its low 32 bits): bumped by every wake, so a worker about to sleep misses none
+RETURN = 12   # bumped by the Python side to send every native worker back to the pool's queue
+WAKER_CPU = 13  # the CPU the last futex wake ran on (a worker woken onto it moves off: see move_off)
+PYJOBS = 14   # Python launches in progress: while > 0 no worker stays in native code (their jobs are queued)
+WAKES = 15    # times a worker left the park (woken, or a launch/return seen at its last look): for tests
+SYS_FUTEX, FUTEX_WAIT_PRIVATE, FUTEX_WAKE_PRIVATE = 202, 128, 129  # x86-64 Linux
+SYS_SCHED_SETAFFINITY, SYS_SCHED_GETAFFINITY = 203, 204
+MASK_WORDS = 16  # CPU masks of 1024 CPUs
+
+
+def libc_addresses() -> tuple[int, int]:
+    """The addresses of libc's ``syscall`` and ``sched_getcpu`` where workers can sleep on a futex (x86-64 Linux),
+    else ``(0, 0)``."""
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return 0, 0
+    try:
+        libc = ctypes.CDLL(None)
+        return (ctypes.cast(libc.syscall, ctypes.c_void_p).value or 0,
+                ctypes.cast(libc.sched_getcpu, ctypes.c_void_p).value or 0)
+    except (OSError, AttributeError):
+        return 0, 0
 
 _lock = threading.Lock()
 _fns: dict | None = None
@@ -35,6 +64,11 @@ def _build(record: int, slow: int) -> dict:
     jit = get_host_jit()  # runtime code: always this machine's CPU
     mod = ir.Module(name="vta_native_pool")
     p64 = I64.as_pointer()
+    sys_addr, cpu_addr = libc_addresses()
+    if not cpu_addr:
+        sys_addr = 0
+    sys_ty = ir.FunctionType(I64, [I64], var_arg=True)
+    cpu_ty = ir.FunctionType(I32, [])
     task_ty = ir.FunctionType(ir.VoidType(), [I64, I64, ir.IntType(8).as_pointer()])
     pause = None
     if jit.triple.startswith(("x86_64", "i686", "i386")):
@@ -45,6 +79,65 @@ def _build(record: int, slow: int) -> dict:
 
     def c(v):
         return ir.Constant(I64, v)
+
+    def futex_word(b, st):
+        return b.bitcast(slot(b, st, SEQ), I32.as_pointer())
+
+    def sys(b, *args):  # libc's syscall(number, args...): ints become i64 constants
+        return b.call(b.inttoptr(c(sys_addr), sys_ty.as_pointer()), [c(a) if isinstance(a, int) else a for a in args])
+
+    def futex(b, st, op, val):
+        return sys(b, SYS_FUTEX, b.ptrtoint(futex_word(b, st), I64), op, val, 0, 0, 0)
+
+    def this_cpu(b):
+        return b.sext(b.call(b.inttoptr(c(cpu_addr), cpu_ty.as_pointer()), []), I64)
+
+    # void move_off(i64 cpu): move this thread off `cpu` (affinity narrowed to the other allowed CPUs, then restored
+    # at once: nothing stays pinned). Linux may wake a worker onto its waker's CPU (in a VM: when the other virtual
+    # CPU is halted), where it and the launching thread then share one CPU until the next balancing tick (~4 ms)
+    move = ir.Function(mod, ir.FunctionType(ir.VoidType(), [I64]), "vta_pool_move_off")
+    b = ir.IRBuilder(move.append_basic_block("entry"))
+    if sys_addr:
+        cpu = move.args[0]
+        mask_ty = ir.ArrayType(I64, MASK_WORDS)
+        allowed, rest = b.alloca(mask_ty), b.alloca(mask_ty)
+        for w in range(MASK_WORDS):
+            b.store(c(0), b.gep(allowed, [ir.Constant(I32, 0), ir.Constant(I32, w)]))
+        got = sys(b, SYS_SCHED_GETAFFINITY, 0, 8 * MASK_WORDS, b.ptrtoint(allowed, I64))
+        fits = b.and_(b.icmp_signed(">", got, c(0)), b.icmp_unsigned("<", cpu, c(64 * MASK_WORDS)))
+        go, done_bb = move.append_basic_block("go"), move.append_basic_block("done")
+        b.cbranch(fits, go, done_bb)
+        b.position_at_end(go)
+        word, bit = b.lshr(cpu, c(6)), b.shl(c(1), b.and_(cpu, c(63)))
+        others = c(0)
+        for w in range(MASK_WORDS):
+            v = b.load(b.gep(allowed, [ir.Constant(I32, 0), ir.Constant(I32, w)]))
+            v = b.select(b.icmp_unsigned("==", word, c(w)), b.and_(v, b.not_(bit)), v)
+            b.store(v, b.gep(rest, [ir.Constant(I32, 0), ir.Constant(I32, w)]))
+            others = b.or_(others, v)
+        moved = move.append_basic_block("moved")
+        b.cbranch(b.icmp_unsigned("!=", others, c(0)), moved, done_bb)
+        b.position_at_end(moved)
+        sys(b, SYS_SCHED_SETAFFINITY, 0, 8 * MASK_WORDS, b.ptrtoint(rest, I64))  # migrates this thread now
+        sys(b, SYS_SCHED_SETAFFINITY, 0, 8 * MASK_WORDS, b.ptrtoint(allowed, I64))
+        b.branch(done_bb)
+        b.position_at_end(done_bb)
+    b.ret_void()
+
+    # void wake(i64* st): wake every parked worker (bump the futex word first: one about to sleep then does not)
+    wake = ir.Function(mod, ir.FunctionType(ir.VoidType(), [p64]), "vta_pool_wake")
+    b = ir.IRBuilder(wake.append_basic_block("entry"))
+    if sys_addr:
+        st = wake.args[0]
+        b.atomic_rmw("add", futex_word(b, st), ir.Constant(I32, 1), "seq_cst")
+        call_bb, done_bb = wake.append_basic_block("call"), wake.append_basic_block("done")
+        b.cbranch(b.icmp_signed(">", b.load_atomic(slot(b, st, PARKED), "seq_cst", 8), c(0)), call_bb, done_bb)
+        b.position_at_end(call_bb)
+        b.store_atomic(this_cpu(b), slot(b, st, WAKER_CPU), "monotonic", 8)
+        futex(b, st, FUTEX_WAKE_PRIVATE, c(0x7FFFFFFF))
+        b.branch(done_bb)
+        b.position_at_end(done_bb)
+    b.ret_void()
 
     # i64 work(i64* st, i64 gen): run chunks of launch `gen` while any are left; returns chunks run
     work = ir.Function(mod, ir.FunctionType(I64, [p64, I64]), "vta_pool_work")
@@ -79,10 +172,12 @@ def _build(record: int, slow: int) -> dict:
     b.position_at_end(out)
     b.ret(ran)
 
-    # void worker(i64* st, i64 iters): work on the current launch, then on every new one seen within `iters` pauses
+    # void worker(i64* st, i64 iters): work on the current launch, then on every new one; after `iters` pauses with
+    # none, sleep on the futex (then spin again) or, with no futex, return; return when RETURN moves
     wk = ir.Function(mod, ir.FunctionType(ir.VoidType(), [p64, I64]), "vta_pool_worker")
     st, iters = wk.args
     b = ir.IRBuilder(wk.append_basic_block("entry"))
+    r0 = b.load_atomic(slot(b, st, RETURN), "acquire", 8)
     b.atomic_rmw("add", slot(b, st, SPINNING), c(1), "acq_rel")
     g0 = b.lshr(b.load_atomic(slot(b, st, WORD), "acquire", 8), c(32))
     b.call(work, [st, g0])
@@ -102,14 +197,47 @@ def _build(record: int, slow: int) -> dict:
     i.add_incoming(c(0), busy)
     b.branch(head)
     b.position_at_end(idle)
-    cont = wk.append_basic_block("cont")
-    b.cbranch(b.icmp_signed("<", i, iters), cont, out)
+    cont, stay, tired = (wk.append_basic_block(n) for n in ("cont", "stay", "tired"))
+    back = b.or_(b.icmp_unsigned("!=", b.load_atomic(slot(b, st, RETURN), "acquire", 8), r0),
+                 b.icmp_signed(">", b.load_atomic(slot(b, st, PYJOBS), "acquire", 8), c(0)))
+    b.cbranch(back, out, stay)
+    b.position_at_end(stay)
+    b.cbranch(b.icmp_signed("<", i, iters), cont, tired)
     b.position_at_end(cont)
     if pause is not None:
         b.call(pause, [])
     g.add_incoming(g, cont)
     i.add_incoming(b.add(i, c(1)), cont)
     b.branch(head)
+    b.position_at_end(tired)
+    if sys_addr:  # park: counted first, then the futex word read, then a last look for a launch or a return
+        sleep, woke = wk.append_basic_block("sleep"), wk.append_basic_block("woke")
+        b.atomic_rmw("add", slot(b, st, PARKED), c(1), "seq_cst")
+        b.atomic_rmw("sub", slot(b, st, SPINNING), c(1), "seq_cst")
+        seq = b.load_atomic(futex_word(b, st), "seq_cst", 4)
+        g2 = b.lshr(b.load_atomic(slot(b, st, WORD), "seq_cst", 8), c(32))
+        r2 = b.load_atomic(slot(b, st, RETURN), "seq_cst", 8)
+        py = b.load_atomic(slot(b, st, PYJOBS), "seq_cst", 8)
+        calm = b.and_(b.icmp_unsigned("==", r2, r0), b.icmp_signed("==", py, c(0)))
+        b.cbranch(b.and_(b.icmp_unsigned("==", g2, g), calm), sleep, woke)
+        b.position_at_end(sleep)
+        futex(b, st, FUTEX_WAIT_PRIVATE, b.zext(seq, I64))
+        here = this_cpu(b)
+        same = b.icmp_signed("==", here, b.load_atomic(slot(b, st, WAKER_CPU), "monotonic", 8))
+        leave = wk.append_basic_block("leave")
+        b.cbranch(same, leave, woke)
+        b.position_at_end(leave)
+        b.call(move, [here])
+        b.branch(woke)
+        b.position_at_end(woke)
+        b.atomic_rmw("add", slot(b, st, WAKES), c(1), "monotonic")
+        b.atomic_rmw("add", slot(b, st, SPINNING), c(1), "seq_cst")
+        b.atomic_rmw("sub", slot(b, st, PARKED), c(1), "seq_cst")
+        g.add_incoming(g, woke)
+        i.add_incoming(c(0), woke)
+        b.branch(head)
+    else:
+        b.branch(out)
     b.position_at_end(out)
     b.atomic_rmw("sub", slot(b, st, SPINNING), c(1), "acq_rel")
     b.ret_void()
@@ -147,7 +275,8 @@ def _build(record: int, slow: int) -> dict:
     t = b.load_atomic(slot(b, st, THREADS), "monotonic", 8)
     tt = b.select(b.icmp_signed("<", trip, t), trip, t)
     spinning = b.load_atomic(slot(b, st, SPINNING), "monotonic", 8)
-    ok = b.and_(b.icmp_signed(">=", tt, c(2)), b.icmp_signed(">=", spinning, b.sub(tt, c(1))))
+    ready = b.add(spinning, b.load_atomic(slot(b, st, PARKED), "monotonic", 8))  # parked ones are woken below
+    ok = b.and_(b.icmp_signed(">=", tt, c(2)), b.icmp_signed(">=", ready, b.sub(tt, c(1))))
     b.cbranch(ok, fast, slow_bb)
     b.position_at_end(fast)
     pair = b.cmpxchg(slot(b, st, BUSY), c(0), c(1), "acquire", "monotonic")
@@ -163,6 +292,13 @@ def _build(record: int, slow: int) -> dict:
     b.store_atomic(nch, slot(b, st, CHUNKS), "monotonic", 8)
     b.store_atomic(c(0), slot(b, st, DONE), "monotonic", 8)
     b.store_atomic(b.shl(gen, c(32)), slot(b, st, WORD), "release", 8)  # publishes the fields above
+    if sys_addr:  # too few spinning: wake the parked (after the publish: one about to sleep sees the launch)
+        wake_bb, go_bb = ln.append_basic_block("wake"), ln.append_basic_block("go")
+        b.cbranch(b.icmp_signed("<", spinning, b.sub(tt, c(1))), wake_bb, go_bb)
+        b.position_at_end(wake_bb)
+        b.call(wake, [st])
+        b.branch(go_bb)
+        b.position_at_end(go_bb)
     b.call(work, [st, gen])
     b.call(wt, [st, nch])
     b.store_atomic(c(0), slot(b, st, BUSY), "release", 8)
@@ -181,13 +317,16 @@ def _build(record: int, slow: int) -> dict:
         "worker": ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64)(addr("vta_pool_worker")),
         "wait": ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64)(addr("vta_pool_wait")),
         "try_busy": ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p)(addr("vta_pool_try_busy")),
+        "wake": ctypes.CFUNCTYPE(None, ctypes.c_void_p)(addr("vta_pool_wake")),
+        "move_off": ctypes.CFUNCTYPE(None, ctypes.c_int64)(addr("vta_pool_move_off")),
         "launch": addr("vta_pool_launch"),
     }
 
 
 def functions(record: int, slow: int) -> dict:
-    """The compiled ``work``/``worker``/``wait``/``try_busy`` functions and the address of ``launch`` (built on
-    first use for the record at address ``record``, with ``slow`` the address of the Python launch callback)."""
+    """The compiled ``work``/``worker``/``wait``/``try_busy``/``wake``/``move_off`` functions and the address of
+    ``launch`` (built on first use for the record at address ``record``, with ``slow`` the address of the Python
+    launch callback)."""
     global _fns
     if _fns is None:
         fns = _build(record, slow)

@@ -4,9 +4,10 @@ A parallel loop is outlined into ``void task(i64 begin, i64 end, i8* closure)``;
 the callback with that function, the trip count and the closure. The callback splits the range into
 about four chunks per thread that the pool's threads and the calling thread take in turn (a dynamic
 schedule, robust to a shared machine). On x86 the hand-off is native (:mod:`compiler.backend.llvm.native_pool`):
-idle workers spin ~3 ms in native code and take chunks without the GIL, and kernels call the native
-``launch`` (:func:`launch_address`), which enters Python only to wake sleeping workers; otherwise, or while
-another launch holds the native record, chunks go through a queue and ctypes calls.
+idle workers spin ~3 ms in native code and take chunks without the GIL, then (Linux) sleep natively on a futex,
+and kernels call the native ``launch`` (:func:`launch_address`), which wakes sleeping workers itself and enters
+Python only to start them; otherwise, or while another launch holds the native record, chunks go through a queue
+and ctypes calls.
 """
 from __future__ import annotations
 
@@ -52,9 +53,9 @@ class _Pool:
 
 _pool = _Pool()
 SPIN_ITERATIONS = 100000  # pause-loop iterations an idle worker waits natively for a new launch (~3 ms) before
-# sleeping: a sleeping worker is woken through the queue and Python (and, in a VM, its halted virtual CPU), tens of
-# microseconds or more, while the launching thread runs the chunks alone; with ~0.6 ms, 13-20 of MobileNetV2 int8's
-# 44 launches a run (2 threads, loaded 2-core VM) found the worker asleep, with ~3 ms 1-5
+# sleeping: a sleeping worker is woken through the futex (or the queue and Python; in a VM also its halted virtual
+# CPU), tens of microseconds or more, while the launching thread runs the chunks alone; with ~0.6 ms, 13-20 of
+# MobileNetV2 int8's 44 launches a run (2 threads, loaded 2-core VM) found the worker asleep, with ~3 ms 1-5
 _record = (ctypes.c_int64 * 16)()  # the native hand-off record (compiler.backend.llvm.native_pool.SLOTS)
 _record_addr = ctypes.addressof(_record)
 
@@ -143,10 +144,13 @@ def _move_off(cpus: set[int]) -> None:
 
 
 def _wake(want: int) -> None:
-    """Queue native spin jobs for the workers missing from ``want`` spinning ones (counting those already queued:
-    while the launching thread holds the GIL the workers cannot take them, and more would pile up)."""
+    """Wake the workers parked on the native futex, and queue native spin jobs for the workers missing from
+    ``want`` spinning or parked ones (counting those already queued: while the launching thread holds the GIL the
+    workers cannot take them, and more would pile up)."""
+    if _record[_PARKED]:
+        _native()["wake"](_record_addr)
     with _lock:
-        n = max(0, want - _record[_SPINNING] - _queued[0])
+        n = max(0, want - _record[_SPINNING] - _record[_PARKED] - _queued[0])
         _queued[0] += n
         if n:
             _launcher_cpu[0] = _current_cpu()
@@ -245,7 +249,23 @@ def _launch_native(native: dict, fn: int, n: int, closure: int, t: int, nchunks:
 
 
 def _launch_python(task, n: int, closure: int, t: int, nchunks: int) -> None:
-    """The same schedule through Python (another thread's launch holds the native record, or not x86)."""
+    """The same schedule through Python (another thread's launch holds the native record, or not x86). While it
+    waits, no worker stays in native code nor enters it for a queued spin job (``PYJOBS``): they take its jobs."""
+    if not _NATIVE:
+        _run_python_chunks(task, n, closure, t, nchunks)
+        return
+    with _lock:
+        _record[_PYJOBS] += 1
+        _record[_RETURN] += 1
+    _native()["wake"](_record_addr)  # after the counts: a worker about to park sees them (or this wake)
+    try:
+        _run_python_chunks(task, n, closure, t, nchunks)
+    finally:
+        with _lock:
+            _record[_PYJOBS] -= 1
+
+
+def _run_python_chunks(task, n: int, closure: int, t: int, nchunks: int) -> None:
     bounds = [n * i // nchunks for i in range(nchunks + 1)]
     counter = itertools.count()
 
@@ -268,4 +288,5 @@ def _launch_python(task, n: int, closure: int, t: int, nchunks: int) -> None:
 
 LAUNCH_CALLBACK = LAUNCH(_launch)
 LAUNCH_ADDRESS = ctypes.cast(LAUNCH_CALLBACK, ctypes.c_void_p).value  # the Python launch (the native one's slow path)
-_SPINNING, _BUSY, _THREADS = 6, 8, 9  # record slots (compiler.backend.llvm.native_pool.SPINNING, BUSY, THREADS)
+_SPINNING, _BUSY, _THREADS, _PARKED, _RETURN, _PYJOBS = 6, 8, 9, 10, 12, 14  # record slots
+# (compiler.backend.llvm.native_pool's SPINNING, BUSY, THREADS, PARKED, RETURN, PYJOBS)

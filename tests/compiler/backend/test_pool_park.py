@@ -1,0 +1,115 @@
+"""The CPU thread pool's idle workers sleep natively on a futex: launches wake them with no Python, the Python
+launch path calls them back to its queue, and a worker woken onto its waker's CPU moves off it."""
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import compiler
+from compiler.backend import set_num_threads
+from compiler.backend.llvm import native_pool, parallel
+from compiler.schedule import create_schedule
+from compiler import te
+
+parks = pytest.mark.skipif(not parallel._NATIVE or not native_pool.libc_addresses()[0],
+                           reason="workers park on a futex on x86-64 Linux only")
+
+
+def _kernel():
+    x = te.placeholder((97, 16), "int32", "x")
+    y = te.compute((97, 16), lambda i, j: x[i, j] * 3 + i, name="y")
+    s = create_schedule(y)
+    s[y].parallel(y.op.axes[0])
+    return compiler.build_op(s)
+
+
+def _ref(v: int) -> np.ndarray:
+    return np.broadcast_to(v * 3 + np.arange(97)[:, None], (97, 16))
+
+
+def _until(cond, what: str, seconds: float = 20.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not cond():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.001)
+
+
+def _parked() -> bool:
+    rec = parallel._record
+    return rec[native_pool.PARKED] >= 1 and rec[native_pool.SPINNING] == 0 and parallel._pool.jobs.qsize() == 0
+
+
+@parks
+def test_idle_workers_park_natively_and_a_launch_wakes_them():
+    f = _kernel()
+    set_num_threads(2)
+    try:
+        np.testing.assert_array_equal(f(np.zeros((97, 16), np.int32)), _ref(0))  # a Python launch starts the worker
+        _until(_parked, "the worker to park after its ~3 ms spin")
+        threads = parallel._pool.size
+        gen = parallel.generation()
+        wakes = parallel._record[native_pool.WAKES]
+        for v in range(1, 41):
+            np.testing.assert_array_equal(f(np.full((97, 16), v, np.int32)), _ref(v))
+            if v == 1:  # the native launch woke the parked worker in native code (not through Python's queue); it
+                # may have spun its ~3 ms and parked again before this thread looks, so count its futex returns
+                _until(lambda: parallel._record[native_pool.WAKES] > wakes, "the parked worker to wake")
+                assert parallel._pool.jobs.qsize() == 0
+        assert parallel.generation() - gen == 40  # every launch native (none deferred to Python)
+        assert parallel._pool.size == threads  # no thread started for it
+    finally:
+        set_num_threads(None)
+
+
+@parks
+def test_the_python_launch_path_calls_parked_workers_back_to_its_queue():
+    """While another launch holds the native record, a launch goes through the pool's queue: the parked workers
+    return from native code to take its jobs, and a queued spin job does not take one back into native code (it
+    would wait for them forever otherwise)."""
+    f = _kernel()
+    set_num_threads(2)
+    native = parallel._native()
+    try:
+        f(np.zeros((97, 16), np.int32))
+        _until(_parked, "the worker to park")
+        with parallel._lock:  # a spin job queued ahead of the launch's jobs (as a wake while the GIL was held
+            parallel._queued[0] += 1  # leaves): the worker that takes it must not stay in native code
+        parallel._pool.jobs.put((parallel._native_worker_job, None))
+        assert native["try_busy"](parallel._record_addr) == 1  # as another thread's launch would hold it
+        out = {}
+        t = threading.Thread(target=lambda: out.setdefault("y", f(np.full((97, 16), 5, np.int32))), daemon=True)
+        try:
+            t.start()
+            t.join(30)
+        finally:
+            parallel._record[native_pool.BUSY] = 0
+        assert not t.is_alive(), "the queue launch hung: its worker stayed parked"
+        np.testing.assert_array_equal(out["y"], _ref(5))
+        np.testing.assert_array_equal(f(np.full((97, 16), 6, np.int32)), _ref(6))  # native again afterwards
+    finally:
+        set_num_threads(None)
+
+
+@parks
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs two CPUs")
+def test_native_move_off_leaves_the_cpu_and_restores_the_mask():
+    move_off = parallel._native()["move_off"]
+    cpus = os.sched_getaffinity(0)
+    out = {}
+
+    def run():
+        here = parallel._current_cpu()
+        move_off(here)
+        out["r"] = here, parallel._current_cpu(), os.sched_getaffinity(0)
+
+    t = threading.Thread(target=run)
+    t.start()
+    t.join()
+    before, after, mask = out["r"]
+    assert before >= 0 and after != before
+    assert mask == cpus
