@@ -347,13 +347,19 @@ def schedule_packed(op: PackedConvOp, s) -> None:
     if c.macs >= CONV_PARALLEL_MIN_MACS:
         so.parallel(at)
     so.vectorize(oi)
+    _register_tile(op, s, at)
+
+
+def _register_tile(op: PackedConvOp, s, at) -> None:
+    """The XT x OB int32 accumulator tile in registers, ``compute_at`` the output stage's loop ``at``, over the
+    whole reduction (the pixels unrolled, the channels vectorized)."""
     sc = s[op.conv]
     sc.set_scope("local")
-    sc.compute_at(so, at)
+    sc.compute_at(s[op.out], at)
     cn, coo, cq, coi, *red = sc.leaf_iter_vars
     sc.reorder(cn, coo, *red, cq, coi)
     sc.unroll(cq)
-    if not c.depthwise and op.spec.reduce_pairs <= 4:  # a short pair loop (a 3-channel stem: 2 pairs): unrolled
+    if op.spec.reduce_pairs <= 4:  # a short pair loop (a 3-channel stem: 2 pairs): unrolled
         sc.unroll(red[-1])
     sc.vectorize(coi)
 
@@ -377,10 +383,4 @@ def _schedule_panel(op: PackedConvOp, s) -> None:
     sp.set_scope("local")
     sp.compute_at(so, qb)
     sp.vectorize(sp.leaf_iter_vars[-1])
-    sc = s[op.conv]
-    sc.set_scope("local")
-    sc.compute_at(so, qo)
-    cn, coo, cq, coi, *red = sc.leaf_iter_vars
-    sc.reorder(cn, coo, *red, cq, coi)
-    sc.unroll(cq)
-    sc.vectorize(coi)
+    _register_tile(op, s, qo)
