@@ -17,6 +17,9 @@ import os
 import queue
 import threading
 
+from compiler.backend.llvm.native_pool import (BUSY as _BUSY, PARKED as _PARKED, PYJOBS as _PYJOBS,
+                                              RETURN as _RETURN, SLOTS, SPINNING as _SPINNING, THREADS as _THREADS)
+
 TASK = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p)
 LAUNCH = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p)
 
@@ -56,7 +59,7 @@ SPIN_ITERATIONS = 100000  # pause-loop iterations an idle worker waits natively 
 # sleeping: a sleeping worker is woken through the futex (or the queue and Python; in a VM also its halted virtual
 # CPU), tens of microseconds or more, while the launching thread runs the chunks alone; with ~0.6 ms, 13-20 of
 # MobileNetV2 int8's 44 launches a run (2 threads, loaded 2-core VM) found the worker asleep, with ~3 ms 1-5
-_record = (ctypes.c_int64 * 16)()  # the native hand-off record (compiler.backend.llvm.native_pool.SLOTS)
+_record = (ctypes.c_int64 * SLOTS)()  # the native hand-off record (compiler.backend.llvm.native_pool)
 _record_addr = ctypes.addressof(_record)
 
 
@@ -288,5 +291,3 @@ def _run_python_chunks(task, n: int, closure: int, t: int, nchunks: int) -> None
 
 LAUNCH_CALLBACK = LAUNCH(_launch)
 LAUNCH_ADDRESS = ctypes.cast(LAUNCH_CALLBACK, ctypes.c_void_p).value  # the Python launch (the native one's slow path)
-_SPINNING, _BUSY, _THREADS, _PARKED, _RETURN, _PYJOBS = 6, 8, 9, 10, 12, 14  # record slots
-# (compiler.backend.llvm.native_pool's SPINNING, BUSY, THREADS, PARKED, RETURN, PYJOBS)
