@@ -107,6 +107,13 @@ def test_packed_conv_two_images(k, stride, groups):
     _check(32, 7, 6, 32, k, stride, (k // 2,) * 4, groups=groups, n=2, seed=21)
 
 
+def test_packed_1x1_per_block_copy_two_images():
+    """Two images through the per-block int16 copy (256 pixels: 64 tiles of 4 in 8 blocks, per image)."""
+    spec = conv2d_int8.PackedConvSpec(Conv2dSpec(2, 32, 16, 16, 32, 1, 1, dtype="int8"), 1, 16, 16)
+    assert spec.panel_tiles(256) == 8
+    _check(32, 16, 16, 32, 1, 1, (0, 0, 0, 0), n=2, seed=22)
+
+
 def test_grouped_conv_falls_back_to_the_unpacked_kernel():
     _check(32, 6, 6, 32, 3, 1, (1, 1, 1, 1), groups=2, packed=False)
 
