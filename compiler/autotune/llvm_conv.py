@@ -115,7 +115,10 @@ class LlvmConvTask:
     def default_knobs(self) -> CpuConvKnobs:
         """The knobs a build without a log uses (the library's choice: Winograd where
         :func:`~compiler.topi.conv2d_winograd.default_knobs` takes it, else the direct conv's)."""
-        return cw.default_knobs(self.spec) or cd.default_cpu_knobs(self.spec)
+        from compiler.backend.llvm.host import float_lanes
+
+        lanes = float_lanes()
+        return cw.default_knobs(self.spec, lanes) or cd.default_cpu_knobs(cd.cpu_spec(self.spec, lanes))
 
     def kernel(self, knobs: CpuConvKnobs):
         """The compiled kernel with ``knobs`` (``compiler.backend.build.CpuOp``; structurally equal ones are reused)."""

@@ -516,15 +516,25 @@ def row_pad_extent(spec: Conv2dSpec, xt: int, yt: int = 1) -> tuple[int, int]:
     return rows, max(-(-(spec.w + l + r) // sx), -(-spec.ow // xt) * xt + (spec.kw - 1) * dx // sx)
 
 
-def flat_tile(pixels: int) -> int:
-    """Output pixels per 16-channel tile of a ``flat`` conv over ``pixels`` flattened output pixels: 6 (12
-    accumulators) or 5, whichever runs fewer tile slots counting one slot per tile for its fixed work (epilogue,
-    addresses): ``ceil(P / t) * (t + 1)``, ties to 6. 7x7 maps take 10 tiles of 5 rather than 9 of 6 (54 slots for 49
-    pixels): ResNet-18's 512-channel 3x3 convs and MobileNetV2's 7x7 1x1 convs 2-7 % faster on one thread (calls of
-    both in turn, min of 300), the stride-2 3x3 conv to 7x7 15 %; 14x14 and larger maps keep 6 (within +-3 %)."""
-    if pixels <= RAGGED_TILE:
+def flat_tile(pixels: int, lanes: int = 8) -> int:
+    """Output pixels per register tile of a ``flat`` conv over ``pixels`` flattened output pixels, for two-vector
+    channel blocks of the target's float32 ``lanes``. AVX2 (16 channels): 6 (12 accumulators) or 5, whichever runs
+    fewer tile slots counting one slot per tile for its fixed work (epilogue, addresses): ``ceil(P / t) * (t + 1)``,
+    ties to the larger. 7x7 maps take 10 tiles of 5 rather than 9 of 6 (54 slots for 49 pixels): ResNet-18's
+    512-channel 3x3 convs and MobileNetV2's 7x7 1x1 convs 2-7 % faster on one thread (calls of both in turn, min of
+    300), the stride-2 3x3 conv to 7x7 15 %; 14x14 and larger maps keep 6 (within +-3 %). AVX-512 (32 channels,
+    32 registers): 8, 7 or 6 by the same count (see :data:`WIDE_FLAT_TILES`)."""
+    tiles = WIDE_FLAT_TILES if lanes >= 16 else (RAGGED_TILE, RAGGED_TILE - 1)
+    if pixels <= tiles[-1]:
         return pixels
-    return min((RAGGED_TILE, RAGGED_TILE - 1), key=lambda t: (-(-pixels // t) * (t + 1), -t))
+    return min(tiles, key=lambda t: (-(-pixels // t) * (t + 1), -t))
+
+
+# AVX-512's flat tiles: 32 channels (two zmm vectors) x 8..6 pixels, 12-16 accumulators of the 32 registers. Kernels
+# alone, two threads, Zen 5 (znver5), min of alternating calls, vs the AVX2-sized 16 x 6 tiles (one zmm: 6 chains
+# of dependent FMAs, under the 8 that keep both FMA pipes busy): ResNet-18's stride-2 3x3 convs 0.72-0.79, its
+# strided 1x1 convs 0.81-0.88, the direct 128-channel 28x28 3x3 conv 0.78.
+WIDE_FLAT_TILES = (8, 7, 6)
 
 
 def pixel_tile(ow: int, ob: int = OC_BLOCK, ragged: bool = False) -> int:
@@ -566,8 +576,9 @@ def cpu_spec(spec: Conv2dSpec, lanes: int) -> Conv2dSpec:
     NCHW and is stored as whole vectors with no transpose) for a float32 1x1 unit-stride conv whose pixels split
     into the target's vectors (MobileNetV2's 112/56/28-wide pointwise convs ran 3-4.5x onnxruntime with channels in
     the lanes) and a float32 depthwise conv whose rows are a vector wide (no channel-blocked copy of the input and
-    no transposed output); others as they are. ``lanes``: float32 lanes of the target's vector registers (8 on AVX2,
-    16 on AVX-512, 4 on SSE), supplied by the backend."""
+    no transposed output); a ``flat`` conv with two-vector channel blocks of the target (:func:`wide_flat`) and
+    its channel-blocked input where :func:`in_block_ok`; others as they are. ``lanes``: float32 lanes of the
+    target's vector registers (8 on AVX2, 16 on AVX-512, 4 on SSE), supplied by the backend."""
     if spec.oc_block or spec.pixel_tile or spec.pixel_vectors or spec.dtype != "float32":
         return spec
     if spec.pointwise:
@@ -583,7 +594,19 @@ def cpu_spec(spec: Conv2dSpec, lanes: int) -> Conv2dSpec:
         ot, xt = direct_row_tiles(spec, lanes)
         if ot:
             return dataclasses.replace(spec, pixel_vectors=True, oc_block=ot, pixel_tile=xt)
-    return with_in_block(spec)
+    return with_in_block(wide_flat(spec, lanes))
+
+
+def wide_flat(spec: Conv2dSpec, lanes: int) -> Conv2dSpec:
+    """``spec`` with two-vector channel blocks of ``lanes`` (32 channels on AVX-512) and :func:`flat_tile`'s pixel
+    tile where it is a ``flat`` conv whose default 16-channel block is narrower than two of the target's vectors and
+    whose output channels split into the wide blocks; else ``spec`` unchanged (AVX2: always)."""
+    wide = 2 * lanes
+    if (spec.oc_block or spec.pixel_tile or not spec.flat or spec.block >= wide or spec.og % wide
+            or spec.dtype != "float32"):
+        return spec
+    wider = dataclasses.replace(spec, oc_block=wide)
+    return dataclasses.replace(wider, pixel_tile=flat_tile(wider.oh * wider.ow, lanes)) if wider.flat else spec
 
 
 def with_in_block(spec: Conv2dSpec) -> Conv2dSpec:

@@ -34,8 +34,14 @@ from compiler.topi.conv2d_direct import (CONV_PARALLEL_MIN_MACS, Conv2dSpec, Cpu
                                          winograd_ok, winograd_refusal)  # winograd_ok re-exported
 from compiler.topi.elementwise import activation
 
-KB = 16          # default output channels per GEMM vector block (two AVX2 vectors)
+KB = 16          # default output channels per GEMM vector block (two AVX2 vectors; AVX-512: see WIDE_KB)
 TILES = (6, 5, 4)  # default tiles per register tile: the one running the fewest tile slots (see default_tile)
+# AVX-512 (32 float32 lanes in two zmm vectors, 32 registers): 32-channel GEMM blocks and up to 7 tiles, 14
+# accumulators. Kernels alone, two threads, Zen 5, min of alternating calls, vs the AVX2-sized default (16 channels,
+# one zmm): ResNet-18's 64-channel 56x56 layers (rows, T 7) 0.70-0.72, 128-channel 28x28 (rows, T 7; AVX2 takes KB 8)
+# 0.50-0.53, 256-channel 14x14 (staged, T 7) 0.76-0.81, 512-channel 7x7 (staged, T 4 of 16 tiles) 0.79-0.81.
+WIDE_KB = 32
+WIDE_TILES = (7, 6, 5, 4)
 _G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])
 
 # Where the default schedule takes Winograd (two threads, kernels called in turn, min of 30; ResNet-18's layers
@@ -54,27 +60,37 @@ MAX_TRANSFORMED_BYTES = 16 << 20
 ROWS_MAX_WEIGHT_BYTES = 1 << 20
 ROWS_MAX_LOCAL_BYTES = 512 << 10
 ROW_TILES = ((16, 6), (16, 5), (16, 4), (8, 7))  # (KB, T) the default tries in turn: T must divide a row's tiles
+WIDE_ROW_TILES = ((32, 7), (32, 6), (32, 4)) + ROW_TILES  # AVX-512's (two zmm vectors first)
 
 
-def winograd_default(spec: Conv2dSpec) -> bool:
+def gemm_blocks(lanes: int) -> tuple[int, tuple[int, ...], tuple[tuple[int, int], ...]]:
+    """``(KB, TILES, ROW_TILES)`` of the default schedule for a target with ``lanes`` float32 lanes a vector: the
+    AVX-512 ones (:data:`WIDE_KB`, :data:`WIDE_TILES`, :data:`WIDE_ROW_TILES`) from 16 lanes, else AVX2's."""
+    return (WIDE_KB, WIDE_TILES, WIDE_ROW_TILES) if lanes >= 16 else (KB, TILES, ROW_TILES)
+
+
+def winograd_default(spec: Conv2dSpec, lanes: int) -> bool:
     """Whether the llvm target's default schedule (no tuning log) takes Winograd for ``spec`` (see
     :data:`MIN_CHANNEL_HARMONIC`; :data:`MAX_TRANSFORMED_BYTES` unless :func:`default_rows_knobs` takes it), with
-    output channels in blocks of 16."""
+    output channels in blocks of 16; ``lanes``: the target's float32 lanes a vector."""
     if not winograd_ok(spec) or spec.o % KB:
         return False
     tiles = spec.n * -(-spec.oh // 2) * -(-spec.ow // 2)
     return (spec.c * spec.o >= MIN_CHANNEL_HARMONIC * (spec.c + spec.o)
             and (16 * 4 * tiles * (spec.c + spec.o) <= MAX_TRANSFORMED_BYTES  # staged: V and M in the LLC
-                 or default_rows_knobs(spec) is not None))  # per tile row: they stay in local buffers
+                 or default_rows_knobs(spec, lanes) is not None))  # per tile row: they stay in local buffers
 
 
-def default_tile(tiles: int) -> int:
-    """Tiles per register tile for ``tiles`` Winograd tiles of one image: of :data:`TILES`, the one that runs the
-    fewest tile slots counting one slot per register tile for its fixed work, ``ceil(tiles / T) * (T + 1)``, ties
-    to the larger (a 7x7 map's 16 tiles: 4; 14x14: 49 tiles, 5; 28x28: 6). ResNet-18's 512-channel 7x7 conv: T = 4 1.25 ms, 6 1.33 ms."""
-    if tiles <= TILES[-1]:
+def default_tile(tiles: int, lanes: int) -> int:
+    """Tiles per register tile for ``tiles`` Winograd tiles of one image: of the target's candidates
+    (:func:`gemm_blocks`: :data:`TILES` on AVX2), the one that runs the fewest tile slots counting one slot per
+    register tile for its fixed work, ``ceil(tiles / T) * (T + 1)``, ties to the larger (AVX2: a 7x7 map's 16
+    tiles: 4; 14x14: 49 tiles, 5; 28x28: 6; AVX-512: 4, 7, 7). ResNet-18's 512-channel 7x7 conv (AVX2): T = 4 1.25
+    ms, 6 1.33 ms."""
+    cands = gemm_blocks(lanes)[1]
+    if tiles <= cands[-1]:
         return tiles
-    return min(TILES, key=lambda t: (-(-tiles // t) * (t + 1), -t))
+    return min(cands, key=lambda t: (-(-tiles // t) * (t + 1), -t))
 
 
 def row_tiles(spec: Conv2dSpec) -> int:
@@ -88,25 +104,30 @@ def rows_local_bytes(spec: Conv2dSpec) -> int:
     return 16 * (spec.c + spec.o) * row_tiles(spec) * 4
 
 
-def default_rows_knobs(spec: Conv2dSpec) -> CpuConvKnobs | None:
+def default_rows_knobs(spec: Conv2dSpec, lanes: int) -> CpuConvKnobs | None:
     """``parallel="rows"`` knobs where the default takes them (the transformed weights within
-    :data:`ROWS_MAX_WEIGHT_BYTES`, a (KB, T) of :data:`ROW_TILES` that fits a row), else None."""
+    :data:`ROWS_MAX_WEIGHT_BYTES`, a (KB, T) of the target's row tiles (:func:`gemm_blocks`: :data:`ROW_TILES` on
+    AVX2) that fits a row), else None."""
     tw = row_tiles(spec)
     if 16 * spec.c * spec.o * 4 > ROWS_MAX_WEIGHT_BYTES or rows_local_bytes(spec) > ROWS_MAX_LOCAL_BYTES:
         return None
-    for kb, t in ROW_TILES:
+    for kb, t in gemm_blocks(lanes)[2]:
         if spec.o % kb == 0 and t <= tw and tw % t == 0:
             return CpuConvKnobs(kb, t, "rows", 1, "rc_ky_kx", "winograd")
     return None
 
 
-def default_knobs(spec: Conv2dSpec) -> CpuConvKnobs | None:
-    """The Winograd knobs the llvm target uses without a tuning log, or None where it takes the direct conv
-    (:func:`winograd_default`): per tile row where :func:`default_rows_knobs` takes it, else staged."""
-    if not winograd_default(spec):
+def default_knobs(spec: Conv2dSpec, lanes: int) -> CpuConvKnobs | None:
+    """The Winograd knobs the llvm target uses without a tuning log on a target with ``lanes`` float32 lanes a
+    vector, or None where it takes the direct conv (:func:`winograd_default`): per tile row where
+    :func:`default_rows_knobs` takes it, else staged (the target's two-vector block where the output channels split
+    into it, else :data:`KB`)."""
+    if not winograd_default(spec, lanes):
         return None
-    return default_rows_knobs(spec) or CpuConvKnobs(KB, default_tile(-(-spec.oh // 2) * -(-spec.ow // 2)), "fused",
-                                                    1, "rc_ky_kx", "winograd")
+    kb = gemm_blocks(lanes)[0]
+    return default_rows_knobs(spec, lanes) or CpuConvKnobs(
+        kb if spec.o % kb == 0 else KB, default_tile(-(-spec.oh // 2) * -(-spec.ow // 2), lanes), "fused", 1,
+        "rc_ky_kx", "winograd")
 
 
 def check_knobs(spec: Conv2dSpec, knobs: CpuConvKnobs) -> None:

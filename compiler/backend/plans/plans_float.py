@@ -48,7 +48,9 @@ def plan_conv(node: Node, infos, consts, target: str, knobs: conv2d_direct.CpuCo
     residual = bool(a.get("residual", False))
     act, params = a.get("activation"), tuple(a.get("act_params", ()))
     if target == "llvm" and knobs is None:
-        knobs = conv2d_winograd.default_knobs(spec)
+        from compiler.backend.llvm.host import float_lanes
+
+        knobs = conv2d_winograd.default_knobs(spec, float_lanes())
     if knobs is not None and target == "llvm":
         if knobs.algo == "winograd":
             return _plan_winograd(spec, knobs, w, bias, residual, act, params)

@@ -77,6 +77,37 @@ def test_flat_tiles_of_five_where_they_run_fewer_slots():
     assert cd.default_cpu_knobs(cd.Conv2dSpec(1, 960, 7, 7, 320, 1, 1)).xt == 5
 
 
+def test_avx512_flat_convs_take_two_zmm_blocks():
+    """16 float32 lanes: flat convs whose output channels split into 32s take 32-channel blocks (two zmm vectors)
+    and 8..6-pixel tiles by the slot count; AVX2 keeps 16 x 6/5; others as they were. Both compute the conv."""
+    assert [cd.flat_tile(p, 16) for p in (1, 6, 7, 49, 196, 784, 3136)] == [1, 6, 7, 7, 7, 8, 8]
+    strided = S(1, 64, 56, 56, 128, 3, 3, (2, 2), (1, 1, 1, 1))
+    wide = cd.cpu_spec(strided, 16)
+    assert (wide.block, wide.tile, wide.in_block, wide.flat) == (32, 8, 0, True)
+    assert cd.default_cpu_knobs(wide) == cd.CpuConvKnobs(32, 8, "fused", 1, "rc_ky_kx")
+    assert (cd.cpu_spec(strided, 8).block, cd.cpu_spec(strided, 8).tile) == (16, 6)
+    seven = cd.cpu_spec(S(1, 512, 7, 7, 512, 3, 3, (1, 1), (1, 1, 1, 1)), 16)
+    assert (seven.block, seven.tile, seven.in_block) == (32, 7, 8)
+    assert cd.cpu_spec(S(1, 64, 14, 14, 48, 1, 1), 16).block == 16              # 48 channels: no 32s
+    assert cd.cpu_spec(S(1, 64, 14, 14, 64, 3, 3, groups=2), 16).block == 16    # grouped: not flat, as before
+    assert cd.cpu_spec(S(1, 64, 32, 32, 64, 1, 1), 16).pixel_vectors            # 1x1 with pixel vectors: as before
+    for spec in (S(1, 16, 9, 9, 32, 3, 3, (1, 1), (1, 1, 1, 1)), S(1, 8, 13, 11, 64, 3, 3, (2, 2), (1, 1, 1, 1)),
+                 S(2, 16, 7, 7, 32, 1, 1, (2, 2))):
+        sp = cd.cpu_spec(spec, 16)
+        assert sp.block == 32
+        x = RNG.standard_normal((sp.n, sp.c, sp.h, sp.w)).astype(np.float32)
+        w = RNG.standard_normal((sp.o, sp.c, sp.kh, sp.kw)).astype(np.float32)
+        b = RNG.standard_normal(sp.o).astype(np.float32)
+        r = RNG.standard_normal((sp.n, sp.o, sp.oh, sp.ow)).astype(np.float32)
+        op = cd.conv2d(sp, bias=True, residual=True, act="relu")
+        s = create_schedule(op.out)
+        cd.schedule_cpu(op, s)
+        fn = build_op(s, args=op.inputs + [op.out])
+        got = np.asarray(fn(x, cd.pack_weight(sp, w), b, r.reshape(cd.output_shape(sp)))).reshape(r.shape)
+        want = conv2d_nchw(x, w, stride=sp.stride, pads=sp.pads, dilations=sp.dilations)
+        np.testing.assert_allclose(got, np.maximum(want + b.reshape(1, -1, 1, 1) + r, 0), rtol=1e-5, atol=1e-4)
+
+
 def test_pixel_tiles_outer_where_the_weights_are_smaller():
     assert cd.pixels_outer(cd.cpu_spec(S(1, 8, 20, 19, 32, 3, 3, (1, 1), (1, 1, 1, 1)), 8))
     assert cd.pixels_outer(cd.cpu_spec(S(2, 8, 12, 10, 16, 3, 3, (1, 1), (1, 1, 1, 1)), 8))

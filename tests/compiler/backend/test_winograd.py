@@ -65,33 +65,51 @@ def test_winograd_large_parallel_and_plain_epilogues():
     """A map large enough to run parallel (ResNet-18's 28x28 shape, fewer channels), no bias/residual/act, staged
     and per tile row (the default here)."""
     spec = S(1, 32, 28, 28, 32, 3, 3, (1, 1), (1, 1, 1, 1))
-    assert spec.macs >= cw.PARALLEL_MIN_MACS and cw.default_knobs(spec).parallel == "rows"
+    assert spec.macs >= cw.PARALLEL_MIN_MACS and cw.default_knobs(spec, 8).parallel == "rows"
     for bias, residual, act in ((False, False, None), (True, False, "relu")):
-        for knobs in (cw.default_knobs(spec), cd.CpuConvKnobs(16, 6, "fused", 1, "rc_ky_kx", W)):
+        for knobs in (cw.default_knobs(spec, 8), cd.CpuConvKnobs(16, 6, "fused", 1, "rc_ky_kx", W)):
             got, want = _run(spec, knobs, bias, residual, act)
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-5 * np.abs(want).max())
 
 
 def test_where_the_default_takes_winograd():
+    """AVX2's choices (8 float32 lanes a vector; AVX-512's: the test below)."""
     # per tile row where the transformed weights (16 C K floats) fit 1 MB: a (KB, T) whose T divides a row's tiles
-    assert cw.default_knobs(S(1, 64, 56, 56, 64, 3, 3, (1, 1), (1, 1, 1, 1))) == \
+    assert cw.default_knobs(S(1, 64, 56, 56, 64, 3, 3, (1, 1), (1, 1, 1, 1)), 8) == \
         cd.CpuConvKnobs(16, 4, "rows", 1, "rc_ky_kx", W)  # 28 tiles a row: 6 and 5 do not divide it
-    assert cw.default_knobs(S(1, 128, 28, 28, 128, 3, 3, (1, 1), (1, 1, 1, 1))) == \
+    assert cw.default_knobs(S(1, 128, 28, 28, 128, 3, 3, (1, 1), (1, 1, 1, 1)), 8) == \
         cd.CpuConvKnobs(8, 7, "rows", 1, "rc_ky_kx", W)  # 14 tiles a row
     # staged beyond: 256 -> 256 is 4 MB of transformed weights that each row's task would read again
-    assert cw.default_knobs(S(1, 512, 7, 7, 512, 3, 3, (1, 1), (1, 1, 1, 1))) == \
+    assert cw.default_knobs(S(1, 512, 7, 7, 512, 3, 3, (1, 1), (1, 1, 1, 1)), 8) == \
         cd.CpuConvKnobs(16, 4, "fused", 1, "rc_ky_kx", W)  # 16 tiles: 4 x 4
-    assert cw.default_knobs(S(1, 256, 14, 14, 256, 3, 3, (1, 1), (1, 1, 1, 1))).xt == 5  # 49 tiles: 10 x 5
-    assert cw.default_rows_knobs(S(1, 64, 8, 26, 64, 3, 3, (1, 1), (1, 1, 1, 1))) is None  # 13 tiles a row: prime
-    assert cw.default_rows_knobs(S(1, 8, 8, 8, 12, 3, 3, (1, 1), (1, 1, 1, 1))) is None  # 12 outputs: no KB of 8, 16
-    assert cw.default_tile(49) == 5 and cw.default_tile(3) == 3
-    assert cw.default_knobs(S(1, 16, 56, 56, 16, 3, 3, (1, 1), (1, 1, 1, 1))) is None    # too few channels
+    assert cw.default_knobs(S(1, 256, 14, 14, 256, 3, 3, (1, 1), (1, 1, 1, 1)), 8).xt == 5  # 49 tiles: 10 x 5
+    assert cw.default_rows_knobs(S(1, 64, 8, 26, 64, 3, 3, (1, 1), (1, 1, 1, 1)), 8) is None  # 13 tiles a row: prime
+    assert cw.default_rows_knobs(S(1, 8, 8, 8, 12, 3, 3, (1, 1), (1, 1, 1, 1)), 8) is None  # 12 outputs: no KB of 8, 16
+    assert cw.default_tile(49, 8) == 5 and cw.default_tile(3, 8) == 3
+    assert cw.default_knobs(S(1, 16, 56, 56, 16, 3, 3, (1, 1), (1, 1, 1, 1)), 8) is None    # too few channels
     # 26 MB transformed at 112x112: too much for the staged schedule's last-level cache, per tile row it stays local
-    assert cw.default_knobs(S(1, 64, 112, 112, 64, 3, 3, (1, 1), (1, 1, 1, 1))).parallel == "rows"
-    assert cw.default_knobs(S(1, 256, 112, 112, 256, 3, 3, (1, 1), (1, 1, 1, 1))) is None  # and 4 MB of weights
-    assert cw.default_knobs(S(1, 64, 56, 56, 64, 3, 3, (2, 2), (1, 1, 1, 1))) is None    # stride 2
-    assert cw.default_knobs(S(1, 64, 56, 56, 40, 3, 3, (1, 1), (1, 1, 1, 1))) is None    # 40 channels: not 16s
-    assert cw.default_knobs(S(1, 64, 56, 56, 64, 3, 3, (1, 1), (2, 2, 2, 2), (2, 2))) is None  # dilated
+    assert cw.default_knobs(S(1, 64, 112, 112, 64, 3, 3, (1, 1), (1, 1, 1, 1)), 8).parallel == "rows"
+    assert cw.default_knobs(S(1, 256, 112, 112, 256, 3, 3, (1, 1), (1, 1, 1, 1)), 8) is None  # and 4 MB of weights
+    assert cw.default_knobs(S(1, 64, 56, 56, 64, 3, 3, (2, 2), (1, 1, 1, 1)), 8) is None    # stride 2
+    assert cw.default_knobs(S(1, 64, 56, 56, 40, 3, 3, (1, 1), (1, 1, 1, 1)), 8) is None    # 40 channels: not 16s
+    assert cw.default_knobs(S(1, 64, 56, 56, 64, 3, 3, (1, 1), (2, 2, 2, 2), (2, 2)), 8) is None  # dilated
+
+
+def test_avx512_default_takes_two_zmm_blocks():
+    """16 float32 lanes (AVX-512): 32-channel GEMM blocks and up to 7 tiles where the channels split into 32s,
+    else AVX2's blocks; the same convs take Winograd as on AVX2."""
+    conv = lambda c, hw, o=None: S(1, c, hw, hw, o or c, 3, 3, (1, 1), (1, 1, 1, 1))  # noqa: E731
+    assert cw.default_knobs(conv(64, 56), 16) == cd.CpuConvKnobs(32, 7, "rows", 1, "rc_ky_kx", W)  # 28 tiles a row
+    assert cw.default_knobs(conv(128, 28), 16) == cd.CpuConvKnobs(32, 7, "rows", 1, "rc_ky_kx", W)  # 14 tiles a row
+    assert cw.default_knobs(conv(256, 14), 16) == cd.CpuConvKnobs(32, 7, "fused", 1, "rc_ky_kx", W)  # 49: 7 x 7
+    assert cw.default_knobs(conv(512, 7), 16) == cd.CpuConvKnobs(32, 4, "fused", 1, "rc_ky_kx", W)  # 16: 4 x 4
+    assert cw.default_knobs(conv(48, 56), 16) == cd.CpuConvKnobs(16, 4, "rows", 1, "rc_ky_kx", W)  # 48: no 32s
+    assert cw.default_tile(49, 16) == 7 and cw.default_tile(16, 16) == 4 and cw.default_tile(3, 16) == 3
+    for spec in (conv(16, 56), conv(64, 56, 40), S(1, 64, 56, 56, 64, 3, 3, (2, 2), (1, 1, 1, 1))):
+        assert cw.default_knobs(spec, 16) is None and cw.default_knobs(spec, 8) is None
+    for lanes in (8, 16):  # the default's kernel computes the conv
+        got, want = _run(conv(32, 14, 64), cw.default_knobs(conv(32, 14, 64), lanes), True, True, "relu")
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-5 * np.abs(want).max())
 
 
 @pytest.mark.parametrize("spec,knobs,msg", [
