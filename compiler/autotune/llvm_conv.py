@@ -113,12 +113,13 @@ class LlvmConvTask:
         return CpuConvSpace(self)
 
     def default_knobs(self) -> CpuConvKnobs:
-        """The knobs a build without a log uses (the library's choice: Winograd where
-        :func:`~compiler.topi.conv2d_winograd.default_knobs` takes it, else the direct conv's)."""
+        """The knobs a build without a log uses (the library's choice for the current target CPU: Winograd where
+        :func:`~compiler.topi.conv2d_winograd.default_knobs` takes it, else the direct conv's channel-vector layout
+        with the target's blocks, :func:`~compiler.topi.conv2d_direct.wide_flat`)."""
         from compiler.backend.llvm.host import float_lanes
 
         lanes = float_lanes()
-        return cw.default_knobs(self.spec, lanes) or cd.default_cpu_knobs(cd.cpu_spec(self.spec, lanes))
+        return cw.default_knobs(self.spec, lanes) or cd.default_cpu_knobs(cd.wide_flat(self.spec, lanes))
 
     def kernel(self, knobs: CpuConvKnobs):
         """The compiled kernel with ``knobs`` (``compiler.backend.build.CpuOp``; structurally equal ones are reused)."""
