@@ -77,7 +77,8 @@ def test_pointwise_pixel_blocks_fit_l1_and_leave_parallel_chunks():
 
 
 DEPTHWISE = [
-    S(1, 3, 9, 20, 3, 3, 3, (1, 1), (1, 1, 1, 1), groups=3),          # 20 wide: 16 + a ragged 4 (AVX2)
+    S(1, 3, 9, 20, 3, 3, 3, (1, 1), (1, 1, 1, 1), groups=3),          # 20 wide: the whole row (16 + 4 pieces)
+    S(1, 3, 9, 70, 3, 3, 3, (1, 1), (1, 1, 1, 1), groups=3),          # 70 wide: ragged last tile (64 + 6 on AVX2)
     S(2, 4, 11, 13, 4, 3, 3, (2, 2), (1, 0, 2, 1), groups=4),         # stride 2, odd pads, batch 2
     S(1, 2, 10, 19, 2, 5, 5, (2, 2), (2, 2, 2, 2), (2, 1), groups=2),  # 5x5, stride 2, dilation (2, 1)
     S(1, 5, 7, 7, 5, 3, 3, (1, 1), (1, 1, 1, 1), groups=5),           # 7 wide: a 7-pixel vector
@@ -85,7 +86,7 @@ DEPTHWISE = [
 ]
 
 
-@pytest.mark.parametrize("spec", DEPTHWISE, ids=["ragged-row", "stride2", "5x5-dilated", "narrow", "no-pad"])
+@pytest.mark.parametrize("spec", DEPTHWISE, ids=["whole-row", "ragged-row", "stride2", "5x5-dilated", "narrow", "no-pad"])
 def test_depthwise_pixel_vectors_match_numpy(spec):
     lanes = float_lanes()  # the feature level's: 4, 8 or 16
     xt = cd.depthwise_row_tile(spec, lanes)
@@ -151,7 +152,15 @@ def test_cpu_spec_picks_the_layout_per_shape():
     assert cd.pointwise_tiles(S(1, 960, 7, 7, 160, 1, 1), 8) == (0, 0)  # 49 pixels: channel vectors
     assert cd.pointwise_tiles(S(1, 8, 2, 2, 8, 1, 1), 8) == (0, 0)      # fewer pixels than lanes
     assert cd.depthwise_row_tile(S(1, 8, 56, 56, 8, 3, 3, pads=(1, 1, 1, 1), groups=8), 8) == 8  # 8 | 56, 16 not
-    assert cd.depthwise_row_tile(S(1, 8, 30, 30, 8, 3, 3, groups=8), 8) == 16   # ragged 28 = 16 + 12
+    assert cd.depthwise_row_tile(S(1, 8, 30, 30, 8, 3, 3, groups=8), 8) == 28   # 28 <= 4 vectors: the whole row
+    assert cd.depthwise_row_tile(S(1, 8, 30, 30, 8, 3, 3, groups=8), 16) == 28
+    assert cd.depthwise_row_tile(S(1, 8, 62, 62, 8, 3, 3, groups=8), 8) == 16   # ragged 60 = 16 * 3 + 12
+    assert cd.depthwise_row_tile(S(1, 8, 62, 62, 8, 3, 3, groups=8), 16) == 60  # 60 = 32 + 16 + 8 + 4 pieces
+    assert [cd.row_vectors(xt, 16) for xt in (14, 16, 28, 56, 7)] == [3, 1, 3, 4, 3]
+    assert [cd.row_vectors(xt, 8) for xt in (14, 16, 28, 56, 7)] == [3, 2, 4, 7, 3]
+    # rows: at most 24 (AVX-512) / 12 accumulator registers, dividing the rows: 14-wide on 16 lanes: 3 a row, 7 rows
+    dw14 = cd.cpu_spec(S(1, 384, 14, 14, 384, 3, 3, (1, 1), (1, 1, 1, 1), groups=384), 16)
+    assert (dw14.tile, dw14.row_tile) == (14, 7)
     assert cd.depthwise_row_tile(S(1, 8, 5, 5, 8, 3, 3, groups=8), 8) == 0      # 3 wide: channel vectors
     for spec in (S(1, 16, 8, 8, 16, 1, 1, (2, 2)), S(1, 16, 8, 8, 16, 3, 3),
                  S(1, 16, 8, 8, 16, 1, 1, pads=(1, 1, 1, 1)), S(1, 16, 8, 8, 16, 1, 1, dtype="int8"), S(1, 16, 8, 8, 16, 1, 1, groups=2),
