@@ -398,12 +398,14 @@ def depthwise_row_tile(spec: Conv2dSpec, lanes: int) -> int:
     """Output pixels per register tile of a ``pixel_vectors`` depthwise conv (along a row): two vectors of
     ``lanes`` or one, whichever divides the row; else the whole row where it is at most :data:`WHOLE_ROW_VECTORS`
     vectors wide (the code generator splits it into power-of-two pieces: no ragged tile), else two vectors with a
-    ragged last tile; 0 when the row is narrower than half a vector (the channel-vector layout then). A ragged last
-    tile reads zero columns of the padded input and stores its lanes outside the row one by one: MobileNetV2's
-    stride-2 96-channel layer (56-pixel rows) took 0.19 ms with 32-pixel tiles on AVX-512 and 0.06 ms with whole
-    rows (kernels alone, two threads, Zen 5); 28- and 20-pixel rows 1.2-2x faster on AVX2 and AVX-512."""
+    ragged last tile; 0 when the row is narrower than half a vector and than :data:`DW_MIN_ROW_PIXELS` (the
+    channel-vector layout then). A ragged last tile reads zero columns of the padded input and stores its lanes
+    outside the row one by one: MobileNetV2's stride-2 96-channel layer (56-pixel rows) took 0.19 ms with 32-pixel
+    tiles on AVX-512 and 0.06 ms with whole rows (kernels alone, two threads, Zen 5); 28- and 20-pixel rows 1.2-2x
+    faster on AVX2 and AVX-512. 7-pixel rows on AVX-512 (960 channels, 7x7): 0.030 ms with 8-channel vectors, 0.020
+    as rows."""
     if spec.ow < lanes:
-        return spec.ow if 2 * spec.ow >= lanes else 0
+        return spec.ow if 2 * spec.ow >= lanes or spec.ow >= DW_MIN_ROW_PIXELS else 0
     for xt in (2 * lanes, lanes):
         if spec.ow % xt == 0:
             return xt
@@ -413,6 +415,7 @@ def depthwise_row_tile(spec: Conv2dSpec, lanes: int) -> int:
 
 
 WHOLE_ROW_VECTORS = 4
+DW_MIN_ROW_PIXELS = 7  # rows this wide take pixel vectors even below half a vector (AVX-512's 7x7 maps)
 
 
 def row_vectors(xt: int, lanes: int) -> int:
