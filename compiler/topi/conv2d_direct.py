@@ -42,6 +42,7 @@ from compiler.te import Tensor
 from compiler.topi.elementwise import activation
 from typing import Callable
 from compiler.topi.injective import GPU_THREADS, PARALLEL_MIN_MACS, schedule_injective_gpu
+from compiler.topi.row_tiles import row_tile, row_vectors
 
 OC_BLOCK = 8
 RAGGED_TILE = 6
@@ -395,38 +396,9 @@ def _epilogue_stage(conv: Tensor, shape: tuple, ob: int, bias: bool, residual: b
 
 
 def depthwise_row_tile(spec: Conv2dSpec, lanes: int) -> int:
-    """Output pixels per register tile of a ``pixel_vectors`` depthwise conv (along a row): two vectors of
-    ``lanes`` or one, whichever divides the row; else the whole row where it is at most :data:`WHOLE_ROW_VECTORS`
-    vectors wide (the code generator splits it into power-of-two pieces: no ragged tile), else two vectors with a
-    ragged last tile; 0 when the row is narrower than half a vector and than :data:`DW_MIN_ROW_PIXELS` (the
-    channel-vector layout then). A ragged last tile reads zero columns of the padded input and stores its lanes
-    outside the row one by one: MobileNetV2's stride-2 96-channel layer (56-pixel rows) took 0.19 ms with 32-pixel
-    tiles on AVX-512 and 0.06 ms with whole rows (kernels alone, two threads, Zen 5); 28- and 20-pixel rows 1.2-2x
-    faster on AVX2 and AVX-512. 7-pixel rows on AVX-512 (960 channels, 7x7): 0.030 ms with 8-channel vectors, 0.020
-    as rows."""
-    if spec.ow < lanes:
-        return spec.ow if 2 * spec.ow >= lanes or spec.ow >= DW_MIN_ROW_PIXELS else 0
-    for xt in (2 * lanes, lanes):
-        if spec.ow % xt == 0:
-            return xt
-    if spec.ow <= WHOLE_ROW_VECTORS * lanes:
-        return spec.ow
-    return 2 * lanes
-
-
-WHOLE_ROW_VECTORS = 4
-DW_MIN_ROW_PIXELS = 7  # rows this wide take pixel vectors even below half a vector (AVX-512's 7x7 maps)
-
-
-def row_vectors(xt: int, lanes: int) -> int:
-    """Vector registers one row of ``xt`` accumulators takes: the code generator's power-of-two pieces (largest
-    first), each ``ceil(piece / lanes)`` registers (14 pixels on 16 lanes: 8 + 4 + 2, three registers)."""
-    regs, rest = 0, xt
-    while rest:
-        piece = 1 << (rest.bit_length() - 1)
-        regs += -(-piece // lanes)
-        rest -= piece
-    return regs
+    """Output pixels per register tile of a ``pixel_vectors`` depthwise conv (along a row):
+    :func:`~compiler.topi.row_tiles.row_tile` of the output row (0: the channel-vector layout)."""
+    return row_tile(spec.ow, lanes)
 
 
 def depthwise_rows(spec: Conv2dSpec, lanes: int) -> int:

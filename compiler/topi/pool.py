@@ -7,6 +7,7 @@ import numpy as np
 
 from compiler import te
 from compiler.te import Tensor
+from compiler.topi.row_tiles import row_tile, row_vectors
 
 
 @dataclass(frozen=True)
@@ -134,18 +135,15 @@ def max_pool_rows(spec: PoolSpec, xt: int, yt: int) -> tuple[list[Tensor], Tenso
 
 
 def row_tiles(spec: PoolSpec, lanes: int) -> tuple[int, int]:
-    """``(xt, yt)`` output pixels x rows per register tile of :func:`max_pool_rows`: two vectors of ``lanes`` or
-    one, whichever divides the row (two where it is that wide and neither does; the row itself when it is narrower
-    than a vector but at least half of one), rows up to 8 accumulator vectors, a divisor of the output rows where
-    one fits; ``(0, 0)`` for rows narrower than half a vector. ``lanes``: the target's float32 lanes (the backend
-    supplies them)."""
-    if spec.ow < lanes:
-        xt = spec.ow if 2 * spec.ow >= lanes else 0
-    else:
-        xt = next((v for v in (2 * lanes, lanes) if spec.ow % v == 0), 2 * lanes if spec.ow >= 2 * lanes else lanes)
+    """``(xt, yt)`` output pixels x rows per register tile of :func:`max_pool_rows`: the row tile of
+    :func:`~compiler.topi.row_tiles.row_tile` (ResNet-18's 56-pixel rows on AVX-512: the whole row, 0.147 -> see
+    docs), rows up to 8 accumulator registers (:func:`~compiler.topi.row_tiles.row_vectors` a row), a divisor of
+    the output rows where one fits; ``(0, 0)`` where no row tile fits. ``lanes``: the target's float32 lanes (the
+    backend supplies them)."""
+    xt = row_tile(spec.ow, lanes)
     if not xt:
         return 0, 0
-    fits = list(range(min(max(1, 8 // -(-xt // lanes)), spec.oh), 0, -1))
+    fits = list(range(min(max(1, 8 // row_vectors(xt, lanes)), spec.oh), 0, -1))
     return xt, next((r for r in fits if spec.oh % r == 0 and r > 1), fits[0])
 
 
