@@ -844,8 +844,14 @@ def pointwise_block_tiles(spec: Conv2dSpec) -> int:
     (MobileNetV2's 16->96 112x112 expand conv, two threads, min of 100 alternating calls: 0.92 -> 0.47 ms with 28
     tiles; 24->144 56x56 0.42 -> 0.27; 144->24 56x56 0.33 -> 0.26 with 2; 14x14 maps keep one: 13 tiles)."""
     tiles = -(-spec.oh * spec.ow // spec.tile)
-    fit = min(POINTWISE_BLOCK_BYTES // (spec.c * spec.tile * 4), tiles // POINTWISE_MIN_BLOCKS)
-    return max(t for t in range(1, max(fit, 1) + 1) if tiles % t == 0)
+    return block_tiles(tiles, spec.c * spec.tile * 4, POINTWISE_BLOCK_BYTES, POINTWISE_MIN_BLOCKS) or 1
+
+
+def block_tiles(tiles: int, tile_bytes: int, budget: int, min_blocks: int) -> int:
+    """The most tiles per block that divide ``tiles``, whose ``tile_bytes`` each fit ``budget`` bytes together and
+    that leave at least ``min_blocks`` blocks; 0 where none does (the float32 and int8 1x1 convs' pixel blocks)."""
+    fit = min(budget // tile_bytes, tiles // min_blocks)
+    return max((t for t in range(1, fit + 1) if tiles % t == 0), default=0)
 
 
 def _schedule_pointwise(op: Conv2dOp, s, parallel: bool) -> None:

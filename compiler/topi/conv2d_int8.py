@@ -31,7 +31,7 @@ import numpy as np
 
 from compiler import te
 from compiler.te import Tensor
-from compiler.topi.conv2d_direct import Conv2dSpec, flat_pad_extent, row_pad_extent
+from compiler.topi.conv2d_direct import Conv2dSpec, block_tiles, flat_pad_extent, row_pad_extent
 from compiler.topi.injective import COPY_PARALLEL_ELEMENTS
 
 OB = 16  # output channels per register tile (int32 lanes: two AVX2 vectors)
@@ -111,10 +111,8 @@ class PackedConvSpec:
         pass through memory (MobileNetV2's 144->24 56x56 layer: a 0.9 MB int16 copy)."""
         if not self.pointwise or self.direct:
             return 0
-        c = self.conv
-        tiles = c.oh * c.ow // self.tile(vector_bits)
-        fit = min(PANEL_BYTES // (2 * c.c * self.tile(vector_bits)), tiles // PANEL_MIN_BLOCKS)
-        best = max((t for t in range(1, fit + 1) if tiles % t == 0), default=0)
+        xt = self.tile(vector_bits)
+        best = block_tiles(self.conv.oh * self.conv.ow // xt, 2 * self.conv.c * xt, PANEL_BYTES, PANEL_MIN_BLOCKS)
         return best if best >= 2 else 0
 
     @property

@@ -41,11 +41,11 @@ MASK_WORDS = 16  # CPU masks of 1024 CPUs
 
 
 def libc_addresses() -> tuple[int, int]:
-    """The addresses of libc's ``syscall`` and ``sched_getcpu`` where workers can sleep on a futex (x86-64 Linux),
-    else ``(0, 0)``."""
+    """The addresses of libc's ``syscall`` and ``sched_getcpu`` where workers can sleep on a futex (x86-64 Linux,
+    a 64-bit process: the system call numbers are x86-64's), else ``(0, 0)``."""
     import sys
 
-    if not sys.platform.startswith("linux"):
+    if not sys.platform.startswith("linux") or ctypes.sizeof(ctypes.c_void_p) != 8:
         return 0, 0
     try:
         libc = ctypes.CDLL(None)
@@ -83,11 +83,11 @@ def _build(record: int, slow: int) -> dict:
     def futex_word(b, st):
         return b.bitcast(slot(b, st, SEQ), I32.as_pointer())
 
-    def sys(b, *args):  # libc's syscall(number, args...): ints become i64 constants
+    def syscall(b, *args):  # libc's syscall(number, args...): ints become i64 constants
         return b.call(b.inttoptr(c(sys_addr), sys_ty.as_pointer()), [c(a) if isinstance(a, int) else a for a in args])
 
     def futex(b, st, op, val):
-        return sys(b, SYS_FUTEX, b.ptrtoint(futex_word(b, st), I64), op, val, 0, 0, 0)
+        return syscall(b, SYS_FUTEX, b.ptrtoint(futex_word(b, st), I64), op, val, 0, 0, 0)
 
     def this_cpu(b):
         return b.sext(b.call(b.inttoptr(c(cpu_addr), cpu_ty.as_pointer()), []), I64)
@@ -103,7 +103,7 @@ def _build(record: int, slow: int) -> dict:
         allowed, rest = b.alloca(mask_ty), b.alloca(mask_ty)
         for w in range(MASK_WORDS):
             b.store(c(0), b.gep(allowed, [ir.Constant(I32, 0), ir.Constant(I32, w)]))
-        got = sys(b, SYS_SCHED_GETAFFINITY, 0, 8 * MASK_WORDS, b.ptrtoint(allowed, I64))
+        got = syscall(b, SYS_SCHED_GETAFFINITY, 0, 8 * MASK_WORDS, b.ptrtoint(allowed, I64))
         fits = b.and_(b.icmp_signed(">", got, c(0)), b.icmp_unsigned("<", cpu, c(64 * MASK_WORDS)))
         go, done_bb = move.append_basic_block("go"), move.append_basic_block("done")
         b.cbranch(fits, go, done_bb)
@@ -118,8 +118,8 @@ def _build(record: int, slow: int) -> dict:
         moved = move.append_basic_block("moved")
         b.cbranch(b.icmp_unsigned("!=", others, c(0)), moved, done_bb)
         b.position_at_end(moved)
-        sys(b, SYS_SCHED_SETAFFINITY, 0, 8 * MASK_WORDS, b.ptrtoint(rest, I64))  # migrates this thread now
-        sys(b, SYS_SCHED_SETAFFINITY, 0, 8 * MASK_WORDS, b.ptrtoint(allowed, I64))
+        syscall(b, SYS_SCHED_SETAFFINITY, 0, 8 * MASK_WORDS, b.ptrtoint(rest, I64))  # migrates this thread now
+        syscall(b, SYS_SCHED_SETAFFINITY, 0, 8 * MASK_WORDS, b.ptrtoint(allowed, I64))
         b.branch(done_bb)
         b.position_at_end(done_bb)
     b.ret_void()

@@ -74,6 +74,9 @@ def test_pointwise_pixel_blocks_fit_l1_and_leave_parallel_chunks():
     assert tiles(16, 112, 96, (12, 32)) == 14  # AVX-512's 32-pixel tiles: 392 tiles, 16 fit, 14 divides
     assert tiles(64, 14, 384, (6, 16)) == 1    # 13 tiles (196 pixels, one ragged): fewer than 2 x 8 blocks
     assert tiles(8, 16, 8, (4, 16)) == 2       # 16 tiles: 64 would fit, 8 blocks at least
+    # the shared rule (the int8 1x1 convs' per-block copy takes it too): 0 where no block fits
+    assert cd.block_tiles(196, 1000, 32000, 8) == 14  # 24 allowed: 14 is the largest divisor of 196
+    assert cd.block_tiles(13, 100, 32000, 8) == 1 and cd.block_tiles(64, 10 ** 6, 32000, 1) == 0
 
 
 DEPTHWISE = [
