@@ -19,10 +19,12 @@ RNG = np.random.default_rng(5)
 S = cd.Conv2dSpec
 
 
-def _check(spec: cd.Conv2dSpec, knobs: cd.CpuConvKnobs | None = None, residual: bool = True) -> None:
-    """Build ``spec`` (``knobs.apply``-ed when given) with bias, residual and relu; compare with numpy."""
+def _check(spec: cd.Conv2dSpec, knobs: cd.CpuConvKnobs | None = None, residual: bool = True,
+           in_block: int | None = 8) -> None:
+    """Build ``spec`` (``knobs.apply``-ed when given) with bias, residual and relu; compare with numpy (``in_block``:
+    the channel block the spec must take, None: any)."""
     sp = knobs.apply(spec) if knobs is not None else cd.with_in_block(spec)
-    assert sp.in_block == 8
+    assert in_block is None or sp.in_block == in_block
     x = RNG.standard_normal((sp.n, sp.c, sp.h, sp.w)).astype(np.float32)
     w = RNG.standard_normal((sp.o, sp.c, sp.kh, sp.kw)).astype(np.float32)
     b = RNG.standard_normal(sp.o).astype(np.float32)
@@ -95,17 +97,7 @@ def test_avx512_flat_convs_take_two_zmm_blocks():
                  S(2, 16, 7, 7, 32, 1, 1, (2, 2))):
         sp = cd.cpu_spec(spec, 16)
         assert sp.block == 32
-        x = RNG.standard_normal((sp.n, sp.c, sp.h, sp.w)).astype(np.float32)
-        w = RNG.standard_normal((sp.o, sp.c, sp.kh, sp.kw)).astype(np.float32)
-        b = RNG.standard_normal(sp.o).astype(np.float32)
-        r = RNG.standard_normal((sp.n, sp.o, sp.oh, sp.ow)).astype(np.float32)
-        op = cd.conv2d(sp, bias=True, residual=True, act="relu")
-        s = create_schedule(op.out)
-        cd.schedule_cpu(op, s)
-        fn = build_op(s, args=op.inputs + [op.out])
-        got = np.asarray(fn(x, cd.pack_weight(sp, w), b, r.reshape(cd.output_shape(sp)))).reshape(r.shape)
-        want = conv2d_nchw(x, w, stride=sp.stride, pads=sp.pads, dilations=sp.dilations)
-        np.testing.assert_allclose(got, np.maximum(want + b.reshape(1, -1, 1, 1) + r, 0), rtol=1e-5, atol=1e-4)
+        _check(sp, in_block=None)
 
 
 def test_pixel_tiles_outer_where_the_weights_are_smaller():
