@@ -5,6 +5,17 @@ from compiler.schedule.errors import LowerError
 from compiler.te.expr import AluCall, Binary, Call, Cast, Const, Expr, IterVar, Load, Reduce, Select, Var, walk
 
 
+def pow2_pieces(n: int, widest: int = 64) -> list[int]:
+    """``n`` as a sum of powers of two, largest first, none above ``widest`` (how the LLVM code generator splits a
+    vectorized loop of ``n`` lanes: LLVM's optimizer mishandles some odd vector widths)."""
+    out = []
+    while n:
+        p = min(widest, 1 << (n.bit_length() - 1))
+        out.append(p)
+        n -= p
+    return out
+
+
 def add(a: Expr, b: Expr) -> Expr:
     if isinstance(a, Const) and isinstance(b, Const):
         return Const(a.value + b.value, a.dtype)

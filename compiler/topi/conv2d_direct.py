@@ -42,7 +42,7 @@ from compiler.te import Tensor
 from compiler.topi.elementwise import activation
 from typing import Callable
 from compiler.topi.injective import GPU_THREADS, PARALLEL_MIN_MACS, schedule_injective_gpu
-from compiler.topi.row_tiles import row_tile, row_vectors
+from compiler.topi.row_tiles import row_tile, row_vectors, tile_rows
 
 OC_BLOCK = 8
 RAGGED_TILE = 6
@@ -406,10 +406,7 @@ def depthwise_rows(spec: Conv2dSpec, lanes: int) -> int:
     row's KH x KW taps are a chain of dependent FMAs: 2 vectors alone ran at ~1/4 of the FMA rate), at most 12
     accumulator vectors (24 with AVX-512's 32 registers; :func:`row_vectors` a row), a divisor of the output rows
     where one fits, else the last tile is ragged (zero rows below the padded input)."""
-    vecs = row_vectors(spec.tile, lanes)
-    budget = 24 if lanes >= 16 else 12
-    fits = [r for r in range(min(max(1, budget // vecs), spec.oh), 0, -1)]
-    return next((r for r in fits if spec.oh % r == 0 and r > 1), fits[0])
+    return tile_rows(spec.oh, row_vectors(spec.tile, lanes), 24 if lanes >= 16 else 12)
 
 
 def _rows(spec: Conv2dSpec, bias: bool, residual: bool, act: str | None, act_params: tuple) -> Conv2dOp:
@@ -596,11 +593,9 @@ def wide_flat(spec: Conv2dSpec, lanes: int) -> Conv2dSpec:
     tile where it is a ``flat`` conv whose default 16-channel block is narrower than two of the target's vectors and
     whose output channels split into the wide blocks; else ``spec`` unchanged (AVX2: always)."""
     wide = 2 * lanes
-    if (spec.oc_block or spec.pixel_tile or not spec.flat or spec.block >= wide or spec.og % wide
-            or spec.dtype != "float32"):
+    if spec.oc_block or spec.pixel_tile or not spec.flat or spec.block >= wide or spec.og % wide:
         return spec
-    wider = dataclasses.replace(spec, oc_block=wide)
-    return dataclasses.replace(wider, pixel_tile=flat_tile(wider.oh * wider.ow, lanes)) if wider.flat else spec
+    return dataclasses.replace(spec, oc_block=wide, pixel_tile=flat_tile(spec.oh * spec.ow, lanes))
 
 
 def with_in_block(spec: Conv2dSpec) -> Conv2dSpec:

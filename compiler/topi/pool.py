@@ -7,7 +7,7 @@ import numpy as np
 
 from compiler import te
 from compiler.te import Tensor
-from compiler.topi.row_tiles import row_tile, row_vectors
+from compiler.topi.row_tiles import row_tile, row_vectors, tile_rows
 
 
 @dataclass(frozen=True)
@@ -136,15 +136,13 @@ def max_pool_rows(spec: PoolSpec, xt: int, yt: int) -> tuple[list[Tensor], Tenso
 
 def row_tiles(spec: PoolSpec, lanes: int) -> tuple[int, int]:
     """``(xt, yt)`` output pixels x rows per register tile of :func:`max_pool_rows`: the row tile of
-    :func:`~compiler.topi.row_tiles.row_tile` (ResNet-18's 56-pixel rows on AVX-512: the whole row, 0.147 -> see
-    docs), rows up to 8 accumulator registers (:func:`~compiler.topi.row_tiles.row_vectors` a row), a divisor of
-    the output rows where one fits; ``(0, 0)`` where no row tile fits. ``lanes``: the target's float32 lanes (the
-    backend supplies them)."""
+    :func:`~compiler.topi.row_tiles.row_tile` (ResNet-18's 56-pixel rows on AVX-512: the whole row), rows of
+    :func:`~compiler.topi.row_tiles.tile_rows` within 8 accumulator registers; ``(0, 0)`` where no row tile fits.
+    ``lanes``: the target's float32 lanes (the backend supplies them)."""
     xt = row_tile(spec.ow, lanes)
     if not xt:
         return 0, 0
-    fits = list(range(min(max(1, 8 // row_vectors(xt, lanes)), spec.oh), 0, -1))
-    return xt, next((r for r in fits if spec.oh % r == 0 and r > 1), fits[0])
+    return xt, tile_rows(spec.oh, row_vectors(xt, lanes), 8)
 
 
 def schedule_rows_cpu(s, out: Tensor, pad: Tensor, window: Tensor, xt: int, yt: int) -> None:

@@ -2,6 +2,8 @@
 direct convs, max pooling): how many pixels a tile takes and how many vector registers a row of them needs."""
 from __future__ import annotations
 
+from compiler.tir.arith import pow2_pieces
+
 WHOLE_ROW_VECTORS = 4
 DW_MIN_ROW_PIXELS = 7  # rows this wide take pixel vectors even below half a vector (AVX-512's 7x7 maps)
 
@@ -27,11 +29,14 @@ def row_tile(width: int, lanes: int) -> int:
 
 
 def row_vectors(xt: int, lanes: int) -> int:
-    """Vector registers one row of ``xt`` accumulators takes: the code generator's power-of-two pieces (largest
-    first), each ``ceil(piece / lanes)`` registers (14 pixels on 16 lanes: 8 + 4 + 2, three registers)."""
-    regs, rest = 0, xt
-    while rest:
-        piece = 1 << (rest.bit_length() - 1)
-        regs += -(-piece // lanes)
-        rest -= piece
-    return regs
+    """Vector registers one row of ``xt`` accumulators takes: the code generator's power-of-two pieces
+    (:func:`~compiler.tir.arith.pow2_pieces`), each ``ceil(piece / lanes)`` registers (14 pixels on 16 lanes:
+    8 + 4 + 2, three registers)."""
+    return sum(-(-piece // lanes) for piece in pow2_pieces(xt))
+
+
+def tile_rows(rows: int, per_row: int, budget: int) -> int:
+    """Rows per register tile of ``per_row`` registers each within ``budget`` registers: the most that divide
+    ``rows`` (more than one), else the most that fit (the last tile then ragged)."""
+    fits = list(range(min(max(1, budget // per_row), rows), 0, -1))
+    return next((r for r in fits if rows % r == 0 and r > 1), fits[0])

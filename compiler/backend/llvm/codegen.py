@@ -15,7 +15,7 @@ import itertools
 from llvmlite import ir
 
 from compiler.te.expr import Binary, Call, Cast, Const, Expr, Select, Var, is_float, walk
-from compiler.tir.arith import atom_vars, linear, substitute, var_ranges_bounds
+from compiler.tir.arith import atom_vars, linear, pow2_pieces, substitute, var_ranges_bounds
 from compiler.tir.errors import TirError
 from compiler.tir.ir import Allocate, BufLoad, Buffer, For, IfThen, PrimFunc, Store, Sync
 
@@ -370,7 +370,7 @@ class LlvmCodegen:
         if kind == "vectorize" and s.extent > 1 and self.vec is None and _vectorizable(s):
             # power-of-two pieces (LLVM's optimizer mishandles some odd vector widths): 10 lanes -> 8 + 2
             offset = 0
-            for lanes in _pow2_pieces(s.extent):
+            for lanes in pow2_pieces(s.extent):
                 if lanes == 1:
                     self.c.env[s.var] = ir.Constant(I64, offset)
                     self.stmts(s.body)
@@ -818,16 +818,6 @@ def _conjuncts(e: Expr) -> list[Expr]:
     if isinstance(e, Binary) and e.op == "and":
         return _conjuncts(e.a) + _conjuncts(e.b)
     return [e]
-
-
-def _pow2_pieces(n: int, widest: int = 64) -> list[int]:
-    """``n`` as a sum of powers of two, largest first, none above ``widest``."""
-    out = []
-    while n:
-        p = min(widest, 1 << (n.bit_length() - 1))
-        out.append(p)
-        n -= p
-    return out
 
 
 def _vectorizable(s) -> bool:
