@@ -94,7 +94,8 @@ class Module:
         """Bind an input: an array of the model's shape and dtype (as onnxruntime, nothing is cast: a float64 array for
         a float32 input is a :class:`ModelInputError` that says how to convert it).
 
-        NaN/Inf values are reported with a :class:`NonFiniteInputWarning`, not refused.
+        NaN/Inf values are reported with a :class:`NonFiniteInputWarning`, not refused. The array is copied into a
+        buffer the module owns now (as TVM's ``set_input``): changing it afterwards does not change the next run.
         """
         if name not in self.graph.inputs:
             raise ModelInputError(f"unknown input {name!r}; the model's inputs are {self.graph.inputs}")
@@ -106,10 +107,12 @@ class Module:
         if a.dtype != info.dtype:
             raise ModelInputError(f"input {name!r} has dtype {a.dtype}; the model expects {np.dtype(info.dtype)} "
                                   f"(nothing is cast silently: pass array.astype(np.{np.dtype(info.dtype)}))")
-        report = non_finite_report(a, f"input {name!r}")
+        buf = self._input_buffer(name, a)  # copied now (as TVM's set_input): later changes to ``array`` are not seen
+        np.copyto(buf, a)
+        report = non_finite_report(buf, f"input {name!r}")  # on the copy, still in cache: one pass over ``array``
         if report is not None:  # legitimate for some ONNX operators: reported, not refused
             warnings.warn(NonFiniteInputWarning(f"{report}; outputs that depend on them may be NaN/Inf"), stacklevel=2)
-        self._inputs[name] = a
+        self._inputs[name] = buf
 
     def get_output(self, i: int | str = 0) -> np.ndarray:
         if not self._outputs:
@@ -237,18 +240,17 @@ class Module:
             self._replay = self._make_replay(trace, [values[o] for o in g.outputs])
         return list(self._outputs)
 
+    def _input_buffer(self, name: str, a: np.ndarray) -> np.ndarray:
+        """The module's own buffer for input ``name`` (shape and dtype of ``a``): the same array every run, so the
+        nodes that read it keep their bound calls."""
+        buf = self._staged.get(name)
+        if buf is None or buf.shape != a.shape or buf.dtype != a.dtype:
+            buf = self._staged[name] = aligned_empty(a.shape, a.dtype)
+        return buf
+
     def _stage_inputs(self) -> dict[str, np.ndarray]:
-        """The inputs copied into the module's own buffers (the same arrays every run, so the nodes that read them
-        keep their bound calls; a few tens of microseconds for an image)."""
-        staged = {}
-        for name, a in self._inputs.items():
-            buf = self._staged.get(name)
-            if buf is None or buf.shape != a.shape or buf.dtype != a.dtype:
-                buf = self._staged[name] = aligned_empty(a.shape, a.dtype)
-            if a is not buf:
-                np.copyto(buf, a)
-            staged[name] = buf
-        return staged
+        """The inputs: the module's own buffers, which :meth:`set_input` filled (no node writes them)."""
+        return dict(self._inputs)
 
     def _calls_version(self) -> tuple:
         """The versions of every record a replay rests on (the Module's bound accelerator calls, the CPU backend's

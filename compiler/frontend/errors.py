@@ -39,10 +39,8 @@ def non_finite_report(a, what: str) -> str | None:
     """``'<what> holds N NaN/Inf value(s) (first at index (...))'`` for a float array with any, else None."""
     import numpy as np
 
-    if a.dtype.kind != "f" or a.size == 0:
+    if a.dtype.kind != "f" or a.size == 0 or np.isfinite(a).all():  # one pass, one temporary, in the usual case
         return None
     bad = ~np.isfinite(a)
-    if not bad.any():
-        return None
     first = tuple(int(i) for i in np.argwhere(bad)[0])
     return f"{what} holds {int(bad.sum())} NaN/Inf value(s) (first at index {first})"

@@ -53,6 +53,7 @@ def test_fp32_replay_follows_the_input(make):
         y = rng.standard_normal(SHAPE).astype(np.float32)  # a new array: copied into the module's input buffer
         got = mod(input=y)
         assert _rel_err(got, ort_run(model, {"input": y})[0]) < 1e-5
+        np.testing.assert_array_equal(mod.run()[0], got)  # no new input: the module's input buffer is unchanged
         rows = mod.profile()
     assert [(r["name"], r["op"], r["cpu_backend"]) for r in rows] == general_rows
     assert all(r["time_ms"] >= 0 for r in rows)
