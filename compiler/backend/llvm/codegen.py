@@ -5,7 +5,10 @@ callback (:mod:`compiler.backend.llvm.parallel`), then one pointer per argument 
 Index arithmetic runs in i64; values in their dtype (float32, int8/16/32/64, bool as i1).
 ``vectorize`` loops become LLVM vector operations (contiguous accesses as vector loads/stores,
 the rest gathered/scattered lane by lane), ``unroll`` loops are replicated, ``parallel`` loops
-are outlined into a task function run by the thread pool.
+are outlined into a task function run by the thread pool. An unrolled loop around a vectorized one
+whose accesses step far per lane and by one per iteration (a channel-blocked copy of NCHW data, an
+NCHW output tile of a channel-vector conv) reads or writes whole rows and transposes them in
+registers (``_transposed_loads``, ``_transposed_stores``).
 """
 from __future__ import annotations
 
@@ -356,6 +359,8 @@ class LlvmCodegen:
             raise TirError(f"loop {s.var.name} is bound to {kind}: bind is for target='cuda'; on the CPU use "
                            f"parallel/vectorize")
         if kind == "unroll":
+            if self.vec is None and self._transposed_stores(s):
+                return
             pre = self._transposed_loads(s) if self.vec is None else {}
             self.pre.update(pre)
             try:
@@ -455,6 +460,108 @@ class LlvmCodegen:
                     rows[i], rows[i + d] = b.shuffle_vector(a, c, lo), b.shuffle_vector(a, c, hi)
             d //= 2
         return rows
+
+    @staticmethod
+    def _steps_across(index: Expr, u: Var, v: Var, extent: int) -> bool:
+        """``index`` moves 1 element per step of ``u`` and at least ``extent`` per lane of ``v`` (linearly): each
+        lane of ``v`` owns a row of ``extent`` contiguous elements (an NCHW output pixel tile, one row a channel)."""
+        f = linear(index)
+        if any(not isinstance(a, Var) and atom_vars(a) & {u, v} for a in f.coefs):
+            return False
+        sv, su = f.coefs.get(v, 0), f.coefs.get(u, 0)
+        return isinstance(sv, int) and isinstance(su, int) and su == 1 and abs(sv) >= extent
+
+    def _transposed_stores(self, s: For) -> bool:
+        """An unrolled loop ``u`` of U <= 16 iterations around a vectorized loop ``v`` of V = 8 or 16 lanes holding
+        one store that steps 1 element in ``u`` and at least U in ``v`` (a channel-vector conv's output tile stored
+        NCHW: U pixels x V channels, one channel's pixels contiguous): the U row vectors are computed, transposed in
+        registers (P x P blocks, P = U rounded up to a power of two) and stored as V rows of U contiguous elements
+        (masked where U < P) instead of V scattered lanes each. Loads in the stored value that step the same way (a
+        fused residual) are read as V windows and transposed the other way. Returns False (nothing emitted) where
+        the loop is not of that shape."""
+        inner = s.body[0] if len(s.body) == 1 else None
+        if (not 2 <= s.extent <= 16 or not isinstance(inner, For) or inner.kind != "vectorize"
+                or inner.extent not in (8, 16) or len(inner.body) != 1 or not isinstance(inner.body[0], Store)):
+            return False
+        st, u, v, n_u, n_v = inner.body[0], s.var, inner.var, s.extent, inner.extent
+        pw = 1 << (n_u - 1).bit_length()
+        ty = mem_type(st.buffer.dtype)
+        if n_v % pw or ty not in (F32, ir.IntType(32)) or st.value.dtype != st.buffer.dtype:
+            return False
+        if not self._steps_across(st.index, u, v, n_u):
+            return False
+        loads = [e for e in walk(st.value) if isinstance(e, BufLoad)]
+        if any(e.buffer is st.buffer for e in loads):
+            return False
+        b = self.c.b
+        self.ranges[v] = n_v
+        try:
+            pre = {}
+            for e in loads:
+                if id(e) in pre or mem_type(e.buffer.dtype) != ty or not self._steps_across(e.index, u, v, n_u):
+                    continue
+                bnd = var_ranges_bounds(linear(e.index), self.ranges)
+                masked = bnd is None or bnd[0] < 0 or bnd[1] + pw - n_u >= e.buffer.size
+                cols = [self._window_load(e, substitute(e.index, {u: Const(0), v: Const(j)}), 1, pw, masked)
+                        for j in range(n_v)]
+                pre[id(e)] = (v, u, self._transpose_rect(cols))
+            self.pre.update(pre)
+            rows = []
+            try:
+                for k in range(n_u):
+                    self.c.env[u] = ir.Constant(I64, k)
+                    self.c.env[v] = ir.Constant(ir.VectorType(I64, n_v), list(range(n_v)))
+                    self.vec = (v, n_v, 0)
+                    val = self.convert(self.value(st.value), st.value.dtype, st.buffer.dtype)
+                    rows.append(self._broadcast(val, n_v))
+            finally:
+                self.vec = None
+                for key in pre:
+                    self.pre.pop(key, None)
+                self.c.env.pop(v, None)
+                self.c.env.pop(u, None)
+            rows += [ir.Constant(rows[0].type, ir.Undefined)] * (pw - n_u)
+            vty = ir.VectorType(ty, pw)
+            mask = ir.Constant(ir.VectorType(I1, pw), [k < n_u for k in range(pw)])
+            store = None
+            if pw != n_u:
+                suffix = f"v{pw}{'f32' if ty == F32 else 'i32'}"
+                name = f"llvm.masked.store.{suffix}.p0"
+                store = self.module.globals.get(name) or ir.Function(
+                    self.module, ir.FunctionType(ir.VoidType(), [vty, vty.as_pointer(), ir.IntType(32),
+                                                                 ir.VectorType(I1, pw)]), name)
+            for j, col in enumerate(self._transpose_rect(rows)):
+                i0 = self.index(substitute(st.index, {u: Const(0), v: Const(j)}))
+                p = b.bitcast(b.gep(self._ptr(st.buffer), [i0], inbounds=True), vty.as_pointer())
+                if store is None:
+                    b.store(col, p, align=_align(ty))
+                else:
+                    b.call(store, [col, p, ir.Constant(ir.IntType(32), _align(ty)), mask])
+        finally:
+            del self.ranges[v]
+        return True
+
+    def _transpose_rect(self, vecs: list) -> list:
+        """The transpose of the matrix whose rows are ``vecs`` (A vectors of B lanes, A and B powers of two): B
+        vectors of A lanes, through A x A (A < B: each row split in B / A pieces) or B x B (A > B: joined
+        pairwise after) square transposes."""
+        b, n_a, n_b = self.c.b, len(vecs), vecs[0].type.count
+        if n_a == n_b:
+            return self._transpose(vecs)
+        imask = lambda m: ir.Constant(ir.VectorType(ir.IntType(32), len(m)), m)  # noqa: E731
+        if n_a < n_b:
+            out = []
+            for c in range(n_b // n_a):
+                piece = imask(list(range(c * n_a, (c + 1) * n_a)))
+                out += self._transpose([b.shuffle_vector(r, r, piece) for r in vecs])
+            return out
+        groups = [self._transpose(vecs[g * n_b:(g + 1) * n_b]) for g in range(n_a // n_b)]
+        while len(groups) > 1:
+            width = groups[0][0].type.count
+            join = imask(list(range(2 * width)))
+            groups = [[b.shuffle_vector(x, y, join) for x, y in zip(groups[i], groups[i + 1])]
+                      for i in range(0, len(groups), 2)]
+        return groups[0]
 
     def serial(self, s: For, start, stop) -> None:
         b = self.c.b
