@@ -734,7 +734,8 @@ def _transposed_output(so, oi, xi, spec: Conv2dSpec) -> None:
     ob, xt = spec.block, spec.tile
     width = 16 if ob % 16 == 0 else 8 if ob % 8 == 0 else 0
     pixels = spec.oh * spec.ow if spec.flat else spec.ow
-    if not width or not 2 <= xt <= width or pixels % xt or width % (1 << (xt - 1).bit_length()):
+    if (spec.dtype != "float32" or not width or not 2 <= xt <= width or pixels % xt
+            or width % (1 << (xt - 1).bit_length())):  # (int8 outputs: bytes, which the transpose does not take)
         return
     oio, oii = so.split(oi, width)
     so.reorder(oio, xi, oii)
