@@ -521,25 +521,43 @@ class LlvmCodegen:
                 self.c.env.pop(v, None)
                 self.c.env.pop(u, None)
             rows += [ir.Constant(rows[0].type, ir.Undefined)] * (pw - n_u)
-            vty = ir.VectorType(ty, pw)
-            mask = ir.Constant(ir.VectorType(I1, pw), [k < n_u for k in range(pw)])
-            store = None
-            if pw != n_u:
-                suffix = f"v{pw}{'f32' if ty == F32 else 'i32'}"
-                name = f"llvm.masked.store.{suffix}.p0"
-                store = self.module.globals.get(name) or ir.Function(
-                    self.module, ir.FunctionType(ir.VoidType(), [vty, vty.as_pointer(), ir.IntType(32),
-                                                                 ir.VectorType(I1, pw)]), name)
             for j, col in enumerate(self._transpose_rect(rows)):
                 i0 = self.index(substitute(st.index, {u: Const(0), v: Const(j)}))
-                p = b.bitcast(b.gep(self._ptr(st.buffer), [i0], inbounds=True), vty.as_pointer())
-                if store is None:
-                    b.store(col, p, align=_align(ty))
-                else:
-                    b.call(store, [col, p, ir.Constant(ir.IntType(32), _align(ty)), mask])
+                self._store_row(st.buffer, i0, col, n_u)
         finally:
             del self.ranges[v]
         return True
+
+    def _store_row(self, buf: Buffer, i0: ir.Value, vec: ir.Value, n: int) -> None:
+        """Store the first ``n`` lanes of ``vec`` at element ``i0`` of ``buf``: one store where ``n`` is all of
+        it, else a masked store on AVX-512 (a mask register), else power-of-two pieces (AVX2's ``vmaskmovps``
+        store is microcoded on AMD cores before Zen 4)."""
+        from compiler.backend.llvm.host import target_cpu
+
+        b, ty, width = self.c.b, mem_type(buf.dtype), vec.type.count
+        base = b.gep(self._ptr(buf), [i0], inbounds=True)
+        if n == width:
+            b.store(vec, b.bitcast(base, vec.type.as_pointer()), align=_align(ty))
+            return
+        if "avx512f" in target_cpu().enabled:
+            vty = vec.type
+            name = f"llvm.masked.store.v{width}{'f32' if ty == F32 else 'i32'}.p0"
+            store = self.module.globals.get(name) or ir.Function(
+                self.module, ir.FunctionType(ir.VoidType(), [vty, vty.as_pointer(), ir.IntType(32),
+                                                             ir.VectorType(I1, width)]), name)
+            mask = ir.Constant(ir.VectorType(I1, width), [k < n for k in range(width)])
+            b.call(store, [vec, b.bitcast(base, vty.as_pointer()), ir.Constant(ir.IntType(32), _align(ty)), mask])
+            return
+        offset = 0
+        for lanes in pow2_pieces(n):
+            p = b.gep(base, [ir.Constant(I64, offset)], inbounds=True)
+            if lanes == 1:
+                b.store(b.extract_element(vec, ir.Constant(ir.IntType(32), offset)), p, align=_align(ty))
+            else:
+                piece = b.shuffle_vector(vec, vec, ir.Constant(ir.VectorType(ir.IntType(32), lanes),
+                                                               list(range(offset, offset + lanes))))
+                b.store(piece, b.bitcast(p, piece.type.as_pointer()), align=_align(ty))
+            offset += lanes
 
     def _transpose_rect(self, vecs: list) -> list:
         """The transpose of the matrix whose rows are ``vecs`` (A vectors of B lanes, A and B powers of two): B
