@@ -729,12 +729,11 @@ def _transposed_output(so, oi, xi, spec: Conv2dSpec) -> None:
     """The channel-vector output stage (``oi``: the block's OB channels, ``xi``: the tile's XT pixels, stored NCHW)
     as XT unrolled rows of 8- or 16-channel vectors, which the code generator transposes in registers and stores
     as one row of XT pixels per channel (``codegen._transposed_stores``; the stores were scattered lane by lane,
-    ``vscatterdps`` on AVX-512: MobileNetV2's 64->384 1x1 conv at 14x14 spent half its time there). Only where no
-    tile is ragged (a guarded store stays a scatter) and XT rounded up to a power of two divides the vector."""
+    ``vscatterdps`` on AVX-512: MobileNetV2's 64->384 1x1 conv at 14x14 spent half its time there; a ragged last
+    tile keeps its guarded lane stores). Where XT rounded up to a power of two divides the vector (float32)."""
     ob, xt = spec.block, spec.tile
     width = 16 if ob % 16 == 0 else 8 if ob % 8 == 0 else 0
-    pixels = spec.oh * spec.ow if spec.flat else spec.ow
-    if (spec.dtype != "float32" or not width or not 2 <= xt <= width or pixels % xt
+    if (spec.dtype != "float32" or not width or not 2 <= xt <= width
             or width % (1 << (xt - 1).bit_length())):  # (int8 outputs: bytes, which the transpose does not take)
         return
     oio, oii = so.split(oi, width)

@@ -477,13 +477,24 @@ class LlvmCodegen:
         NCHW: U pixels x V channels, one channel's pixels contiguous): the U row vectors are computed, transposed in
         registers (P x P blocks, P = U rounded up to a power of two) and stored as V rows of U contiguous elements
         (masked where U < P) instead of V scattered lanes each. Loads in the stored value that step the same way (a
-        fused residual) are read as V windows and transposed the other way. Returns False (nothing emitted) where
-        the loop is not of that shape."""
-        inner = s.body[0] if len(s.body) == 1 else None
+        fused residual) are read as V windows and transposed the other way. A guard on the rows (around ``v`` or
+        the store; a ragged last tile: ``base + u < extent``) is tested for the first and the last row: the
+        transposed rows where both hold, the rows one by one (lane stores) in the ragged tile. Returns False (nothing emitted)
+        where the loop is not of that shape."""
+        inner, guard = s.body[0] if len(s.body) == 1 else None, None
+        if isinstance(inner, IfThen) and len(inner.body) == 1:  # a ragged tile's guard on the rows, around v
+            inner, guard = inner.body[0], inner.cond
         if (not 2 <= s.extent <= 16 or not isinstance(inner, For) or inner.kind != "vectorize"
-                or inner.extent not in (8, 16) or len(inner.body) != 1 or not isinstance(inner.body[0], Store)):
+                or inner.extent not in (8, 16) or len(inner.body) != 1):
             return False
-        st, u, v, n_u, n_v = inner.body[0], s.var, inner.var, s.extent, inner.extent
+        st = inner.body[0]
+        if isinstance(st, IfThen) and len(st.body) == 1 and guard is None:  # the guard inside v
+            st, guard = st.body[0], st.cond
+        if guard is not None and not self._rows_guard(guard, s.var, inner.var):
+            return False
+        if not isinstance(st, Store):
+            return False
+        u, v, n_u, n_v = s.var, inner.var, s.extent, inner.extent
         pw = 1 << (n_u - 1).bit_length()
         ty = mem_type(st.buffer.dtype)
         if n_v % pw or ty not in (F32, ir.IntType(32)) or st.value.dtype != st.buffer.dtype:
@@ -494,6 +505,40 @@ class LlvmCodegen:
         if any(e.buffer is st.buffer for e in loads):
             return False
         b = self.c.b
+        if guard is not None:  # every row stored: the transposed rows; else (the ragged tile) row by row, guarded
+            ends = []
+            for k in (0, n_u - 1):
+                self.c.env[u] = ir.Constant(I64, k)
+                ends.append(self.convert(self.value(guard), guard.dtype, "bool"))
+            del self.c.env[u]
+            with b.if_else(b.and_(*ends), likely=True) as (every, ragged):
+                with every:
+                    self._emit_transposed(st, u, v, n_u, n_v, pw, loads)
+                with ragged:
+                    for k in range(n_u):
+                        self.c.env[u] = ir.Constant(I64, k)
+                        self.stmts(s.body)
+                    del self.c.env[u]
+            return True
+        self._emit_transposed(st, u, v, n_u, n_v, pw, loads)
+        return True
+
+    def _rows_guard(self, cond: Expr, u: Var, v: Var) -> bool:
+        """``cond`` holds for every row ``u`` of a tile where it holds for the first and the last: a conjunction of
+        comparisons of expressions linear in ``u`` (a ragged tile's ``base + u < extent``), none reading ``v``."""
+        for c in _conjuncts(cond):
+            if not isinstance(c, Binary) or c.op not in ("lt", "le", "ge", "gt"):
+                return False
+            for side in (c.a, c.b):
+                if any(isinstance(n, Var) and n is v for n in walk(side)):
+                    return False
+                if any(not isinstance(a, Var) and u in atom_vars(a) for a in linear(side).coefs):
+                    return False
+        return True
+
+    def _emit_transposed(self, st: Store, u: Var, v: Var, n_u: int, n_v: int, pw: int, loads: list) -> None:
+        """The body of :meth:`_transposed_stores` (its loop shape checked): rows computed, transposed, stored."""
+        ty = mem_type(st.buffer.dtype)
         self.ranges[v] = n_v
         try:
             pre = {}
@@ -526,7 +571,6 @@ class LlvmCodegen:
                 self._store_row(st.buffer, i0, col, n_u)
         finally:
             del self.ranges[v]
-        return True
 
     def _store_row(self, buf: Buffer, i0: ir.Value, vec: ir.Value, n: int) -> None:
         """Store the first ``n`` lanes of ``vec`` at element ``i0`` of ``buf``: one store where ``n`` is all of
