@@ -186,7 +186,7 @@ class Module:
         if missing:
             raise ModelInputError(f"inputs not set: {missing}; use set_input(name, array) or run({{name: array}})")
         g = self.graph
-        staged = self._stage_inputs()
+        staged = dict(self._inputs)  # the module's own buffers, which set_input filled (no node writes them)
         replay = self._replay
         if (replay is not None and not self.keep_details and replay.thread == threading.get_ident()
                 and replay.versions == self._calls_version()):
@@ -247,10 +247,6 @@ class Module:
         if buf is None or buf.shape != a.shape or buf.dtype != a.dtype:
             buf = self._staged[name] = aligned_empty(a.shape, a.dtype)
         return buf
-
-    def _stage_inputs(self) -> dict[str, np.ndarray]:
-        """The inputs: the module's own buffers, which :meth:`set_input` filled (no node writes them)."""
-        return dict(self._inputs)
 
     def _calls_version(self) -> tuple:
         """The versions of every record a replay rests on (the Module's bound accelerator calls, the CPU backend's

@@ -223,9 +223,8 @@ class LlvmCodegen:
         inside = b.icmp_unsigned("<", idx, ir.Constant(ir.VectorType(it, width), [e.buffer.size] * width))
         suffix = f"v{width}{'f32' if ty == F32 else f'i{ty.width}'}"
         name = f"llvm.masked.load.{suffix}.p0"
-        fn = self.module.globals.get(name) or ir.Function(
-            self.module, ir.FunctionType(vty, [vty.as_pointer(), ir.IntType(32), ir.VectorType(I1, width), vty]),
-            name)
+        fty = ir.FunctionType(vty, [vty.as_pointer(), ir.IntType(32), ir.VectorType(I1, width), vty])
+        fn = self._declare(name, fty)
         return b.call(fn, [p, ir.Constant(ir.IntType(32), _align(ty)), inside, ir.Constant(vty, None)])
 
     def _guarded_vector_load(self, e: BufLoad, base: ir.Value) -> ir.Value:
@@ -479,8 +478,8 @@ class LlvmCodegen:
         (masked where U < P) instead of V scattered lanes each. Loads in the stored value that step the same way (a
         fused residual) are read as V windows and transposed the other way. A guard on the rows (around ``v`` or
         the store; a ragged last tile: ``base + u < extent``) is tested for the first and the last row: the
-        transposed rows where both hold, the rows one by one (lane stores) in the ragged tile. Returns False (nothing emitted)
-        where the loop is not of that shape."""
+        transposed rows where both hold, the rows one by one (lane stores) in the ragged tile. Returns False
+        (nothing emitted) where the loop is not of that shape."""
         inner, guard = s.body[0] if len(s.body) == 1 else None, None
         if isinstance(inner, IfThen) and len(inner.body) == 1:  # a ragged tile's guard on the rows, around v
             inner, guard = inner.body[0], inner.cond
@@ -586,9 +585,8 @@ class LlvmCodegen:
         if "avx512f" in target_cpu().enabled:
             vty = vec.type
             name = f"llvm.masked.store.v{width}{'f32' if ty == F32 else 'i32'}.p0"
-            store = self.module.globals.get(name) or ir.Function(
-                self.module, ir.FunctionType(ir.VoidType(), [vty, vty.as_pointer(), ir.IntType(32),
-                                                             ir.VectorType(I1, width)]), name)
+            store = self._declare(name, ir.FunctionType(ir.VoidType(), [vty, vty.as_pointer(), ir.IntType(32),
+                                                                      ir.VectorType(I1, width)]))
             mask = ir.Constant(ir.VectorType(I1, width), [k < n for k in range(width)])
             b.call(store, [vec, b.bitcast(base, vty.as_pointer()), ir.Constant(ir.IntType(32), _align(ty)), mask])
             return
@@ -618,12 +616,20 @@ class LlvmCodegen:
                 out += self._transpose([b.shuffle_vector(r, r, piece) for r in vecs])
             return out
         groups = [self._transpose(vecs[g * n_b:(g + 1) * n_b]) for g in range(n_a // n_b)]
-        while len(groups) > 1:
-            width = groups[0][0].type.count
-            join = imask(list(range(2 * width)))
-            groups = [[b.shuffle_vector(x, y, join) for x, y in zip(groups[i], groups[i + 1])]
-                      for i in range(0, len(groups), 2)]
-        return groups[0]
+        return [self._concat(list(column)) for column in zip(*groups)]
+
+    def _concat(self, pieces: list) -> ir.Value:
+        """One vector of the equal-width ``pieces`` (a power-of-two count) in order, joined pairwise."""
+        b = self.c.b
+        while len(pieces) > 1:
+            n = pieces[0].type.count
+            join = ir.Constant(ir.VectorType(ir.IntType(32), 2 * n), list(range(2 * n)))
+            pieces = [b.shuffle_vector(pieces[k], pieces[k + 1], join) for k in range(0, len(pieces), 2)]
+        return pieces[0]
+
+    def _declare(self, name: str, fty: ir.FunctionType) -> ir.Function:
+        """The module's declaration of the intrinsic or library function ``name`` (made on first use)."""
+        return self.module.globals.get(name) or ir.Function(self.module, fty, name)
 
     def serial(self, s: For, start, stop) -> None:
         b = self.c.b
@@ -945,31 +951,24 @@ class LlvmCodegen:
         w = widths[0]
         name = {16: "llvm.x86.avx512.pmaddw.d.512", 8: "llvm.x86.avx2.pmadd.wd", 4: "llvm.x86.sse2.pmadd.wd"}[w]
         fty = ir.FunctionType(ir.VectorType(i32, w), [ir.VectorType(i16, 2 * w)] * 2)
-        fn = self.module.globals.get(name) or ir.Function(self.module, fty, name)
+        fn = self._declare(name, fty)
         pieces = []
         for k in range(0, lanes, w):
             idx = ir.Constant(ir.VectorType(i32, 2 * w), list(range(2 * k, 2 * k + 2 * w)))
             pa = a if w == lanes else b.shuffle_vector(a, a, idx)
             pb = b_ if w == lanes else b.shuffle_vector(b_, b_, idx)
             pieces.append(b.call(fn, [pa, pb]))
-        while len(pieces) > 1:  # concatenate pairwise
-            nxt = []
-            for k in range(0, len(pieces), 2):
-                n = pieces[k].type.count
-                idx = ir.Constant(ir.VectorType(i32, 2 * n), list(range(2 * n)))
-                nxt.append(b.shuffle_vector(pieces[k], pieces[k + 1], idx))
-            pieces = nxt
-        return pieces[0]
+        return self._concat(pieces)
 
     def _math(self, name: str, x: ir.Value) -> ir.Value:
         b = self.c.b
         if name in _LLVM_MATH:
             suffix = f"v{x.type.count}f32" if _is_vec(x) else "f32"
             fname = f"{_LLVM_MATH[name]}.{suffix}"
-            fn = self.module.globals.get(fname) or ir.Function(self.module, ir.FunctionType(x.type, [x.type]), fname)
+            fn = self._declare(fname, ir.FunctionType(x.type, [x.type]))
             return b.call(fn, [x])
         fname = _LIBM[name]
-        fn = self.module.globals.get(fname) or ir.Function(self.module, ir.FunctionType(F32, [F32]), fname)
+        fn = self._declare(fname, ir.FunctionType(F32, [F32]))
         if not _is_vec(x):
             return b.call(fn, [x])
         out = ir.Constant(x.type, ir.Undefined)

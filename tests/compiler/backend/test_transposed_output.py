@@ -52,9 +52,10 @@ def test_transposed_output_matches_numpy(ob, xt, residual, cpu_level):
 
 
 @pytest.mark.parametrize("spec,knobs", [
-    (S(1, 16, 9, 9, 16, 3, 3, (1, 1), (1, 1, 1, 1)), cd.CpuConvKnobs(16, 6, "none", 1, "rc_ky_kx")),  # flat: 81 = 13 x 6 + 3
-    (S(2, 16, 17, 17, 32, 1, 1), cd.CpuConvKnobs(32, 7, "fused", 1, "rc_ky_kx")),  # flat: 289 = 41 x 7 + 2, batch 2
-    (S(1, 8, 7, 10, 8, 3, 3, (1, 1), (1, 1, 1, 1)), cd.CpuConvKnobs(8, 3, "outer", 1, "rc_ky_kx")),  # rows: 10 = 3 x 3 + 1
+    # flat: 81 = 13 x 6 + 3; flat: 289 = 41 x 7 + 2, batch 2; rows: 10 = 3 x 3 + 1
+    (S(1, 16, 9, 9, 16, 3, 3, (1, 1), (1, 1, 1, 1)), cd.CpuConvKnobs(16, 6, "none", 1, "rc_ky_kx")),
+    (S(2, 16, 17, 17, 32, 1, 1), cd.CpuConvKnobs(32, 7, "fused", 1, "rc_ky_kx")),
+    (S(1, 8, 7, 10, 8, 3, 3, (1, 1), (1, 1, 1, 1)), cd.CpuConvKnobs(8, 3, "outer", 1, "rc_ky_kx")),
 ])
 @pytest.mark.parametrize("residual", [False, True])
 def test_ragged_last_tile(spec, knobs, residual, cpu_level):
