@@ -321,10 +321,15 @@ def conv2d(spec: Conv2dSpec, bias: bool = False, residual: bool = False, act: st
 def in_block_ok(spec: Conv2dSpec, cb: int = OC_BLOCK) -> bool:
     """Whether ``spec`` can take a channel-blocked padded input of ``cb`` channels per block (``in_block``): a
     float32 conv with flat 6 x 16 tiles (one group) whose input channels split into blocks of ``cb``, with unit
-    stride or a 1x1 unpadded kernel (strided 3x3 convs read the blocked phase-split copy ~1.5x slower: measured)."""
-    subsampled = (spec.kh, spec.kw) == (1, 1) and not any(spec.pads)
+    stride or a 1x1 unpadded kernel (strided 3x3 convs read the blocked phase-split copy ~1.5x slower: measured),
+    but not an unpadded 1x1 conv with unit stride: its NCHW input is already the flat layout the tiles read (a
+    tile's pixels of one channel adjacent), and the copy only adds a pass over the input. Kernels alone, Zen 5,
+    min of alternating calls, plain over blocked: MobileNetV2's 1x1 convs at 14x14 and 7x7 0.76-1.0 on two threads
+    (960->160 7x7 0.77, 192->64 14x14 0.76, 320->1280 7x7 0.995), 0.86-1.02 on one, 0.93-1.02 as AVX2 code; the
+    strided 1x1 convs keep the copy (plain 1.08-1.16, ResNet-18's downsamples)."""
+    one = (spec.kh, spec.kw) == (1, 1) and not any(spec.pads)
     return (cb >= 1 and spec.dtype == "float32" and spec.groups == 1 and not spec.pixel_vectors
-            and spec.c % cb == 0 and (spec.stride == (1, 1) or subsampled)
+            and spec.c % cb == 0 and (spec.stride == (1, 1) or one) and not (one and spec.stride == (1, 1))
             and dataclasses.replace(spec, in_block=0).flat)
 
 

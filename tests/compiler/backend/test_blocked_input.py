@@ -44,7 +44,6 @@ CASES = [
     S(1, 16, 9, 9, 16, 3, 3, (1, 1), (1, 1, 1, 1)),             # 81 pixels: 13 tiles of 6 + a ragged 3
     S(2, 8, 6, 7, 32, 3, 3, (1, 1), (1, 1, 1, 1)),              # batch 2, one input block, 2 output blocks
     S(1, 24, 8, 10, 16, 3, 3, (1, 1), (2, 0, 1, 2), (2, 1)),    # odd pads, dilation (2, 1), 3 input blocks
-    S(1, 16, 7, 7, 16, 1, 1, (1, 1)),                           # 1x1 on a 7x7 map: 10 tiles of 5, a ragged 4
     S(1, 16, 11, 13, 16, 1, 1, (2, 2)),                         # strided 1x1: the 6x7 subsample, ragged rows
     S(2, 8, 9, 8, 16, 1, 1, (3, 2)),                            # strides (3, 2), batch 2
     S(1, 8, 20, 19, 32, 3, 3, (1, 1), (1, 1, 1, 1)),            # pixel tiles outside the channel blocks
@@ -52,7 +51,7 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("spec", CASES, ids=["ragged", "batch2", "pads-dilation", "1x1-7x7", "1x1-stride2",
+@pytest.mark.parametrize("spec", CASES, ids=["ragged", "batch2", "pads-dilation", "1x1-stride2",
                                              "1x1-stride32",
                                              "pixels-outer", "pixels-outer-batch2"])
 def test_blocked_input_matches_numpy(spec):
@@ -120,6 +119,20 @@ def test_which_specs_take_a_blocked_input():
     assert cd.cpu_spec(S(1, 16, 8, 8, 24, 3, 3), 8).in_block == 0                           # 8-channel blocks
     assert cd.cpu_spec(dataclasses.replace(ok, dtype="int8"), 8).in_block == 0
     assert cd.CpuConvKnobs(8, 4).apply(ok).in_block == 0                                   # not flat
+    one = S(1, 16, 7, 7, 16, 1, 1, (1, 1))  # unpadded 1x1, unit stride: its NCHW input is the flat layout
+    assert cd.cpu_spec(one, 8).in_block == 0 and cd.cpu_spec(one, 16).in_block == 0
+    assert cd.CpuConvKnobs(16, 5, "fused").apply(one).in_block == 0
+    assert cd.cpu_spec(S(1, 16, 7, 7, 16, 1, 1, (1, 1), (1, 1, 1, 1)), 8).in_block == 8   # padded 1x1: the copy
+
+
+def test_unit_stride_pointwise_reads_its_input_plain():
+    """An unpadded 1x1 conv with unit stride (4 flat tiles of 14 on a 7x7 map, a ragged last one) reads its input
+    NCHW (the plain copy's zero row under the ragged tile), not channel-blocked; the conv is numpy's."""
+    spec = S(1, 16, 7, 7, 16, 1, 1, (1, 1), pixel_tile=14, oc_block=16)
+    op = cd.conv2d(cd.with_in_block(spec))
+    assert op.pad.shape == (1, 16, 8, 7)
+    _check(spec, in_block=0)
+    _check(S(2, 24, 5, 6, 32, 1, 1, (1, 1)), cd.CpuConvKnobs(32, 7, "fused", 1, "ky_kx_rc"), in_block=0)
 
 
 def test_blocked_input_refusals():
