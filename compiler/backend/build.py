@@ -93,6 +93,7 @@ class CpuOp:
             cfunc(*addrs)
 
         call.arrays = (ins, outs)  # type: ignore[attr-defined]  (alive as long as the call)
+        call.op = self  # type: ignore[attr-defined]  (its code and this thread's scratch buffers: the same)
         return call
 
     def temp_arrays(self) -> list[np.ndarray]:

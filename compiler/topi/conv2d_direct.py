@@ -402,7 +402,14 @@ def _epilogue_stage(conv: Tensor, shape: tuple, ob: int, bias: bool, residual: b
 
 def depthwise_row_tile(spec: Conv2dSpec, lanes: int) -> int:
     """Output pixels per register tile of a ``pixel_vectors`` depthwise conv (along a row):
-    :func:`~compiler.topi.row_tiles.row_tile` of the output row (0: the channel-vector layout)."""
+    :func:`~compiler.topi.row_tiles.row_tile` of the output row; 0 (the channel-vector layout, its blocked input
+    copied by in-register transposes) for a strided conv whose output row is narrower than half a vector (the rows
+    would de-interleave their input for under half a vector of pixels): MobileNetV2's 576-channel stride-2 conv to
+    7x7 on AVX-512 (Zen 5, two threads, min of alternating runs) 0.025 -> 0.015 ms alone, 0.061 -> 0.041 in the
+    loaded model. Its 960-channel unit-stride 7x7 convs ran faster so alone (0.018 -> 0.014) but slower in the
+    model (0.024 -> 0.027: the copy is a second parallel pass): they keep rows, as do 14-wide rows (1.1-2.8x)."""
+    if 2 * spec.ow < lanes and spec.stride[1] > 1:
+        return 0
     return row_tile(spec.ow, lanes)
 
 
@@ -779,7 +786,7 @@ def schedule_cpu(op: Conv2dOp, s, knobs: CpuConvKnobs | None = None) -> None:
         if spec.in_block > 1:
             _schedule_blocked_copy(sp, spec.in_block)
         elif spec.depthwise and ob > 1:
-            sp.vectorize(sp.leaf_iter_vars[-1])
+            _schedule_blocked_copy(sp, ob)
         elif spec.flat and spec.dtype == "float32":
             _schedule_plain_copy(sp, spec.stride[1])
     so = s[op.out]

@@ -141,6 +141,35 @@ def test_parallel_ops_called_from_several_python_threads():
         np.testing.assert_array_equal(o, np.broadcast_to(v * 7 + np.arange(64)[:, None], (64, 256)))
 
 
+def test_a_bound_call_outlives_its_op():
+    """``CpuOp.bind``'s call keeps the op (its code and this thread's scratch buffers) alive: calls made after the
+    caller dropped the op write only the output (a dropped op freed a padded copy the kernel kept writing)."""
+    import gc
+    import weakref
+
+    x = te.placeholder((4, 30), "float32", "x")
+    pad = te.compute((4, 40), lambda i, j: te.select(j < 30, x[i, j % 30], te.const(0.0, "float32")), name="pad")
+    y = te.compute((4, 30), lambda i, j: pad[i, j] + pad[i, j + 10] * 2, name="y")
+    s = create_schedule(y)
+    f = compiler.build_op(s, args=[x, y])
+    assert f.func.temps  # the padded copy is the kernel's scratch buffer
+    xv = np.arange(120, dtype=np.float32).reshape(4, 30)
+    out = np.zeros((4, 30), np.float32)
+    call = f.bind(xv, out=out)
+    op = weakref.ref(f)
+    del f
+    gc.collect()
+    assert op() is not None  # with its scratch buffers
+    junk = [np.full(40 * 4, 7.0, np.float32) for _ in range(64)]
+    call()
+    want = xv + 2 * np.concatenate([xv[:, 10:], np.zeros((4, 10), np.float32)], axis=1)
+    np.testing.assert_array_equal(out, want)
+    assert all((j == 7.0).all() for j in junk)
+    del call
+    gc.collect()
+    assert op() is None
+
+
 def test_structurally_equal_ops_share_one_kernel():
     from compiler.backend.build import compiled_count
 

@@ -103,6 +103,33 @@ def test_depthwise_pixel_vectors_match_numpy(spec):
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
+NARROW = [  # strided, output rows narrower than half an AVX-512 vector: channel vectors over a channel-blocked copy
+    S(1, 24, 14, 14, 24, 3, 3, (2, 2), (1, 1, 1, 1), groups=24),        # MobileNetV2's stride 2 to 7x7, 3 blocks
+    S(2, 8, 9, 12, 8, 5, 5, (1, 2), (2, 2, 2, 2), (2, 1), groups=8),    # 5x5, 6-wide rows, dilation, batch 2
+    S(1, 8, 6, 6, 8, 3, 3, (2, 2), (1, 1, 1, 1), groups=8),             # padded rows of 8 to 3 pixels
+    S(1, 8, 5, 5, 8, 3, 3, (2, 2), (1, 1, 1, 1), groups=8),             # padded rows of 7: under one 8-lane block
+]
+
+
+@pytest.mark.parametrize("spec", NARROW, ids=["stride2", "5x5-dilated", "tiny", "under-a-block"])
+def test_narrow_strided_depthwise_takes_channel_vectors(spec):
+    """On 16 lanes these rows take the channel-vector layout (8-channel blocks); its blocked input copy reads the
+    NCHW rows as windows and transposes them in registers where a row holds a block (no element loaded alone),
+    and the conv is numpy's at every feature level. Unit stride keeps rows (7x7 maps)."""
+    sp = cd.cpu_spec(spec, 16)
+    assert not sp.pixel_vectors and sp.block == 8 and cd.depthwise_row_tile(spec, 16) == 0
+    assert cd.depthwise_row_tile(spec, 8) == (spec.ow if 2 * spec.ow >= 8 else 0)
+    assert cd.depthwise_row_tile(S(1, 8, 7, 7, 8, 3, 3, (1, 1), (1, 1, 1, 1), groups=8), 16) == 7
+    got, want = _run(sp)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    if cd.conv2d(sp).pad.shape[-2] >= 8:
+        op = cd.conv2d(sp, bias=True)
+        s = create_schedule(op.out)
+        cd.schedule_cpu(op, s)
+        ir = build_op(s, args=op.inputs + [op.out]).llvm_ir
+        assert "load float," not in ir and "shufflevector" in ir
+
+
 BANDED = [  # channel planes past L1: built per output row tile (the rows it reads), ragged row tiles and rows
     S(2, 3, 72, 150, 3, 3, 3, (2, 2), (1, 0, 2, 1), groups=3),          # stride 2, odd pads, batch 2
     S(1, 2, 61, 140, 2, 3, 3, (2, 2), (1, 1, 1, 1), (1, 2), groups=2),  # dilated columns
