@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 
-from compiler.backend.llvm.irutil import F32, Kernel
+from compiler.backend.llvm.irutil import F32, Kernel, llvm_type
 from compiler.backend.llvm.plan import Plan, contiguous, ptr, sig
 from compiler.backend.llvm.reduce import pairwise_sum
 
@@ -12,7 +12,9 @@ POOL_DTYPES = ("int8", "uint8", "float32")
 
 
 def plan_global_avg_pool(node, ins) -> Plan | None:
-    """Mean over spatial dims in float32, summed in numpy's pairwise order (bit-exact)."""
+    """Mean over spatial dims in float32, summed in numpy's pairwise order (bit-exact): each channel's 8 block
+    accumulators one vector of contiguous loads (MobileNetV2's 1280 x 7x7: the scalar accumulators, which LLVM
+    vectorized across channels with gathers, took 0.016 ms in the model)."""
     x = ins[0]
     dt = x.dtype.name
     if x.ndim < 3 or dt not in POOL_DTYPES:
@@ -31,8 +33,15 @@ def plan_global_avg_pool(node, ins) -> Plan | None:
             if dt == "float32":
                 return v
             return k.b.uitofp(v, F32) if dt == "uint8" else k.b.sitofp(v, F32)
+        def load8(i):  # the 8 contiguous elements from i (numpy's 8 accumulators of a block, as one vector)
+            vec = ir.VectorType(llvm_type(dt), 8)
+            v = k.b.load(k.b.bitcast(k.b.gep(src, [i], inbounds=True), vec.as_pointer()), align=1)
+            if dt == "float32":
+                return v
+            f8 = ir.VectorType(F32, 8)
+            return k.b.uitofp(v, f8) if dt == "uint8" else k.b.sitofp(v, f8)
         with k.loop(nc) as j:
-            total = pairwise_sum(k, load, k.madd((j, s)), s)
+            total = pairwise_sum(k, load, k.madd((j, s)), s, load8=load8)
             total = k.b.fadd(ir.Constant(F32, 0.0), total)
             k.store(k.b.fdiv(total, ir.Constant(F32, float(s))), dst, j)
         return k

@@ -70,7 +70,8 @@ def test_maxpool(attrs, make):
     same(Node("MaxPool", ["x"], ["y"], dict(attrs)), [make(2, 3, 9, 10)])
 
 
-@pytest.mark.parametrize("shape", [(2, 5, 2, 2), (1, 4, 7, 7), (1, 3, 30, 30), (2, 3, 1, 1)])
+@pytest.mark.parametrize("shape", [(2, 5, 2, 2), (1, 4, 7, 7), (1, 3, 30, 30), (2, 3, 1, 1), (1, 40, 3, 3),
+                                   (1, 6, 8, 8), (1, 5, 16, 16), (1, 64, 7, 7)])
 def test_global_avg_pool_bit_exact(shape):
     same(Node("GlobalAveragePool", ["x"], ["y"]), [f32(*shape, scale=10.0)])
     same(Node("GlobalAveragePool", ["x"], ["y"]), [i8(*shape)])
