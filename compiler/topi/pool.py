@@ -84,6 +84,63 @@ def global_avg_pool(n: int, c: int, h: int, w: int) -> tuple[list[Tensor], Tenso
     return [data], out
 
 
+GAP_ACCUMULATORS = 8  # numpy's pairwise_sum keeps 8 running sums over a block (its PW_BLOCKSIZE = 128 elements)
+GAP_EXACT_MAX = 128  # up to this many pixels a channel's sum takes numpy's association order exactly
+
+
+def global_avg_pool_cpu(n: int, c: int, pixels: int) -> tuple[list[Tensor], Tensor, Tensor | None]:
+    """(N, C, P) -> (N, C) mean for the CPU, summed as numpy sums a contiguous run of up to 128 elements: 8
+    accumulators ``part[n, c, k] = x[k] + x[8 + k] + ...`` over the whole 8-element groups (one vector of
+    contiguous loads an iteration, :func:`schedule_gap_cpu`), then ``((p0 + p1) + (p2 + p3)) + ((p4 + p5) +
+    (p6 + p7))``, then the ragged elements in order, divided by P (as ``np.mean``): bit-exact with numpy for
+    P <= :data:`GAP_EXACT_MAX` (MobileNetV2's 7x7, ResNet-18's 7x7), the same order per block of 128 beyond.
+    Fewer than 8 pixels: summed in order. Returns ``(inputs, out, part)`` (``part`` None below 8 pixels)."""
+    data = te.placeholder((n, c, pixels), "float32", "data")
+    acc = GAP_ACCUMULATORS
+    full = pixels - pixels % acc
+    zero = te.const(0.0, "float32")
+    part = None
+    if full:
+        r = te.reduce_axis(full // acc, "r")
+        part = te.compute((n, c, acc), lambda i, j, k: te.sum(data[i, j, r * acc + k], [r]), name="gap_part",
+                          dtype="float32")
+
+    def mean(i, j):
+        if part is None:
+            total = zero
+            for q in range(pixels):
+                total = total + data[i, j, q]
+        else:
+            p = [part[i, j, k] for k in range(acc)]
+            total = ((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7]))
+            for q in range(full, pixels):
+                total = total + data[i, j, q]
+        return total / te.const(float(pixels), "float32")
+
+    out = te.compute((n, c), mean, name="gap", dtype="float32")
+    return [data], out, part
+
+
+def schedule_gap_cpu(s, out: Tensor, part: Tensor | None) -> None:
+    """:func:`global_avg_pool_cpu`: per channel its 8 accumulators as one vector (``compute_at`` the channel,
+    in registers), parallel over the channels when the input is large."""
+    from compiler.topi.injective import PARALLEL_MIN
+
+    so = s[out]
+    i, j = so.leaf_iter_vars
+    fused = so.fuse(i, j)
+    if part is not None:
+        work = int(np.prod(part.shape)) * part.op.reduce_axes[0].extent
+        if work >= PARALLEL_MIN:
+            so.parallel(fused)
+        sp = s[part]
+        sp.set_scope("local")
+        sp.compute_at(so, fused)
+        pi, pj, pk, pr = sp.leaf_iter_vars
+        sp.reorder(pi, pj, pr, pk)  # the 8 accumulators innermost: one vector add of 8 contiguous elements
+        sp.vectorize(pk)
+
+
 def schedule_cpu(s, outs: list[Tensor]) -> None:
     """Pools: reduction stages parallel over channels when the input is large, the final stage flat (injective)."""
     from compiler.topi.injective import PARALLEL_MIN, schedule_injective_cpu

@@ -221,6 +221,14 @@ def plan_pool(node: Node, infos, consts, target: str) -> OpPlan:
     if len(x.shape) != 4:
         raise UnsupportedOnTarget(f"node {node.name!r} ({node.op}): only 2-D pooling (NCHW) is in the library")
     n, c, h, w = x.shape
+    if node.op == "GlobalAveragePool" and target == "llvm":
+        key = ("gap_cpu", tuple(x.shape), target)
+
+        def make_gap_cpu():
+            ins, y, part = pool.global_avg_pool_cpu(n, c, h * w)
+            return ins, y, lambda s: pool.schedule_gap_cpu(s, y, part)
+
+        return OpPlan(key, make_gap_cpu, lambda ins: [f32(ins[0]).reshape(n, c, h * w)], (n, c, 1, 1))
     if node.op == "GlobalAveragePool":
         key = ("gap", tuple(x.shape), target)
 

@@ -89,6 +89,28 @@ def test_pools(attrs):
     np.testing.assert_allclose(run(make_avg, x), KERNELS["AveragePool"](attrs, x), rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.parametrize("n,c,h,w", [(1, 64, 7, 7), (2, 24, 3, 3), (1, 16, 2, 2), (1, 8, 8, 16), (1, 3, 1, 1),
+                                     (1, 5, 10, 20)])
+def test_cpu_global_avg_pool_sums_as_numpy(n, c, h, w):
+    """The CPU GlobalAveragePool: numpy's 8 pairwise accumulators (one vector of contiguous loads), its tree and
+    ragged tail, then / P: bit-exact with ``np.mean`` up to 128 pixels, within float rounding beyond (200 pixels:
+    numpy splits the run in halves there)."""
+    from compiler.backend.plans.plans_float import plan_pool
+    from compiler.graph.ir import Node, TensorInfo
+
+    x = (RNG.standard_normal((n, c, h, w)) * 10).astype(np.float32)
+    op = plan_pool(Node("GlobalAveragePool", ["x"], ["y"]), [TensorInfo(x.shape, np.float32)], {}, "llvm")
+    fn = compile_plan(op, "llvm")
+    got = np.asarray(fn(*op.args([x]))).reshape(op.out_shape)
+    want = x.mean(axis=(2, 3), keepdims=True)
+    if h * w <= pool.GAP_EXACT_MAX:
+        np.testing.assert_array_equal(got, want)
+    else:
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+    if h * w >= 8:
+        assert "<8 x float>" in fn.llvm_ir and "gather" not in fn.llvm_ir
+
+
 def test_softmax_and_activations():
     x = (RNG.standard_normal((3, 37)) * 4).astype(np.float32)
 
