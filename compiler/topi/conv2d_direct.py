@@ -593,7 +593,8 @@ def cpu_spec(spec: Conv2dSpec, lanes: int) -> Conv2dSpec:
         if xt:
             spec = dataclasses.replace(spec, pixel_vectors=True, pixel_tile=xt)
             return dataclasses.replace(spec, row_tile=depthwise_rows(spec, lanes))
-    elif spec.groups == 1 and spec.c <= 4 and spec.c * spec.kh * spec.kw <= DIRECT_ROWS_MAX_TAPS:
+    elif spec.groups == 1 and spec.c <= 4 and spec.c * spec.kh * spec.kw <= DIRECT_ROWS_MAX_TAPS and not (
+            spec.c * spec.kh * spec.kw >= WIDE_STEM_TAPS and spec.o % WIDE_STEM_CHANNELS == 0):
         ot, xt = direct_row_tiles(spec, lanes)
         if ot:
             return dataclasses.replace(spec, pixel_vectors=True, oc_block=ot, pixel_tile=xt)
@@ -622,13 +623,20 @@ def with_in_block(spec: Conv2dSpec) -> Conv2dSpec:
 # 2.74-2.82 ms on one thread and 1.67 -> 1.58 ms on two (both kernels called in turn in one process, min of 200
 # calls, loaded host). Larger stems are unmeasured and keep the channel-vector layout (which the llvm tuner covers).
 DIRECT_ROWS_MAX_TAPS = 7 * 7 * 3
+# ... except stems of >= 75 taps (5x5, 7x7 on 3 channels) with output channels in 32s: since the channel-vector
+# layout's output stage is transposed in registers and its input copies are vector rows, it beats the rows there.
+# Kernels alone, two threads, Zen 5, min of 40 alternating calls, channel vectors over rows: ResNet-18's 7x7/2 stem
+# 0.82 on AVX-512 (0.598 -> 0.491 ms) and 0.89 as AVX2 code (x86-64-v3), at 112x112 0.95 / 0.87, a 32-output 5x5/2
+# 0.85 / 0.92; a 48-output 5x5/2 1.18 / 1.09 and 3x3 stems (27 taps) 0.90-1.13 / 0.98-1.68 keep the rows.
+WIDE_STEM_TAPS = 75
+WIDE_STEM_CHANNELS = 32
 
 
 def direct_row_tiles(spec: Conv2dSpec, lanes: int) -> tuple[int, int]:
     """``(channels, pixels)`` of a ``pixel_vectors`` direct conv's register tile (one row): the row tile of
-    :func:`depthwise_row_tile`, channels dividing ``O`` with at most 12 accumulator vectors (24 with AVX-512);
+    :func:`~compiler.topi.row_tiles.row_tile`, channels dividing ``O`` with at most 12 accumulator vectors (24 with AVX-512);
     ``(0, 0)`` for rows narrower than half a vector."""
-    xt = depthwise_row_tile(spec, lanes)
+    xt = row_tile(spec.ow, lanes)
     if not xt:
         return 0, 0
     budget, vecs = (24 if lanes >= 16 else 12), row_vectors(xt, lanes)

@@ -93,7 +93,7 @@ def test_avx512_flat_convs_take_two_zmm_blocks():
     assert cd.cpu_spec(S(1, 64, 14, 14, 64, 3, 3, groups=2), 16).block == 16    # grouped: not flat, as before
     assert cd.cpu_spec(S(1, 64, 32, 32, 64, 1, 1), 16).pixel_vectors            # 1x1 with pixel vectors: as before
     for spec in (S(1, 16, 9, 9, 32, 3, 3, (1, 1), (1, 1, 1, 1)), S(1, 8, 13, 11, 64, 3, 3, (2, 2), (1, 1, 1, 1)),
-                 S(2, 16, 7, 7, 32, 1, 1, (2, 2))):
+                 S(2, 16, 7, 7, 32, 1, 1, (2, 2)), S(1, 3, 37, 33, 64, 7, 7, (2, 2), (3, 3, 3, 3))):  # (a 7x7/2 stem)
         sp = cd.cpu_spec(spec, 16)
         assert sp.block == 32
         _check(sp, in_block=None)

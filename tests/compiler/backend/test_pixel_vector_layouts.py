@@ -202,8 +202,13 @@ def test_cpu_spec_picks_the_layout_per_shape():
         stem = cd.cpu_spec(S(1, 3, 224, 224, 32, 3, 3, (2, 2), (1, 1, 1, 1)), lanes)  # 27 taps: direct rows
         assert stem.pixel_vectors and (stem.block, stem.tile) == cd.direct_row_tiles(stem, lanes) != (0, 0)
     assert cd.direct_row_tiles(S(1, 3, 224, 224, 32, 3, 3, (2, 2), (1, 1, 1, 1)), 8) == (4, 16)
-    assert cd.cpu_spec(S(1, 3, 224, 224, 64, 7, 7, (2, 2), (3, 3, 3, 3)), 8).pixel_vectors  # 147 taps: rows too
     assert cd.direct_row_tiles(S(1, 3, 224, 224, 64, 7, 7, (2, 2), (3, 3, 3, 3)), 8) == (4, 16)
+    for lanes in (8, 16):  # >= 75 taps with outputs in 32s: the channel-vector layout (ResNet's 7x7/2 stem)
+        for wide in (S(1, 3, 224, 224, 64, 7, 7, (2, 2), (3, 3, 3, 3)), S(1, 3, 64, 64, 32, 5, 5, (2, 2), (2,) * 4)):
+            sp = cd.cpu_spec(wide, lanes)
+            assert not sp.pixel_vectors and sp.block == 2 * lanes and sp.flat
+        assert cd.cpu_spec(S(1, 3, 64, 64, 48, 5, 5, (2, 2), (2,) * 4), lanes).pixel_vectors  # 48 outputs: rows
+        assert cd.cpu_spec(S(1, 3, 64, 64, 64, 3, 3, (2, 2), (1,) * 4), lanes).pixel_vectors  # 27 taps: rows
     assert not cd.cpu_spec(S(1, 3, 224, 224, 64, 11, 11, (4, 4), (2, 2, 2, 2)), 8).pixel_vectors  # 363 taps
     knobs = cd.CpuConvKnobs(16, 6, "none")
     assert not knobs.apply(cd.cpu_spec(pw, 8)).pixel_vectors  # tuning knobs set the channel-vector layout
