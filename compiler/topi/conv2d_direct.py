@@ -328,8 +328,9 @@ def in_block_ok(spec: Conv2dSpec, cb: int = OC_BLOCK) -> bool:
     (960->160 7x7 0.77, 192->64 14x14 0.76, 320->1280 7x7 0.995), 0.86-1.02 on one, 0.93-1.02 as AVX2 code; the
     strided 1x1 convs keep the copy (plain 1.08-1.16, ResNet-18's downsamples)."""
     one = (spec.kh, spec.kw) == (1, 1) and not any(spec.pads)
+    strided = spec.stride != (1, 1)
     return (cb >= 1 and spec.dtype == "float32" and spec.groups == 1 and not spec.pixel_vectors
-            and spec.c % cb == 0 and (spec.stride == (1, 1) or one) and not (one and spec.stride == (1, 1))
+            and spec.c % cb == 0 and (one if strided else not one)
             and dataclasses.replace(spec, in_block=0).flat)
 
 
@@ -634,8 +635,8 @@ WIDE_STEM_CHANNELS = 32
 
 def direct_row_tiles(spec: Conv2dSpec, lanes: int) -> tuple[int, int]:
     """``(channels, pixels)`` of a ``pixel_vectors`` direct conv's register tile (one row): the row tile of
-    :func:`~compiler.topi.row_tiles.row_tile`, channels dividing ``O`` with at most 12 accumulator vectors (24 with AVX-512);
-    ``(0, 0)`` for rows narrower than half a vector."""
+    :func:`~compiler.topi.row_tiles.row_tile`, channels dividing ``O`` with at most 12 accumulator vectors (24 with
+    AVX-512); ``(0, 0)`` for rows narrower than half a vector."""
     xt = row_tile(spec.ow, lanes)
     if not xt:
         return 0, 0

@@ -93,8 +93,9 @@ def global_avg_pool_cpu(n: int, c: int, pixels: int) -> tuple[list[Tensor], Tens
     accumulators ``part[n, c, k] = x[k] + x[8 + k] + ...`` over the whole 8-element groups (one vector of
     contiguous loads an iteration, :func:`schedule_gap_cpu`), then ``((p0 + p1) + (p2 + p3)) + ((p4 + p5) +
     (p6 + p7))``, then the ragged elements in order, divided by P (as ``np.mean``): bit-exact with numpy for
-    P <= :data:`GAP_EXACT_MAX` (MobileNetV2's 7x7, ResNet-18's 7x7), the same order per block of 128 beyond.
-    Fewer than 8 pixels: summed in order. Returns ``(inputs, out, part)`` (``part`` None below 8 pixels)."""
+    P <= :data:`GAP_EXACT_MAX` (MobileNetV2's 7x7, ResNet-18's 7x7); beyond, numpy splits the run in halves
+    first and the sums differ by rounding. Fewer than 8 pixels: summed in order. Returns ``(inputs, out,
+    part)`` (``part`` None below 8 pixels)."""
     data = te.placeholder((n, c, pixels), "float32", "data")
     acc = GAP_ACCUMULATORS
     full = pixels - pixels % acc

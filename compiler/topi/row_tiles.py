@@ -18,8 +18,9 @@ def row_tile(width: int, lanes: int) -> int:
     (56-pixel rows) took 0.19 ms with 32-pixel tiles on AVX-512 and 0.06 ms with whole rows (kernels alone, two
     threads, Zen 5); 28- and 20-pixel rows 1.2-2x faster on AVX2 and AVX-512. 7-pixel rows on AVX-512 (960
     channels, 7x7): 0.030 ms with 8-channel vectors gathered from NCHW, 0.020 as rows (the depthwise conv has since
-    copied its channel-blocked input by in-register transposes, 0.014 ms, and takes channel vectors below half a
-    vector: :func:`~compiler.topi.conv2d_direct.depthwise_row_tile`; max pooling keeps these rows)."""
+    copied its channel-blocked input by in-register transposes, 0.014 ms alone but slower in the model: it keeps
+    these rows; strided ones below half a vector take channel vectors,
+    :func:`~compiler.topi.conv2d_direct.depthwise_row_tile`)."""
     if width < lanes:
         return width if 2 * width >= lanes or width >= DW_MIN_ROW_PIXELS else 0
     for xt in (2 * lanes, lanes):
