@@ -162,7 +162,7 @@ def _other_knobs(task):
     return next(k for k in (sp.knobs(p) for p in sp.grid()) if k != d and k.ob != d.ob and sp.reject(k) is None)
 
 
-@pytest.mark.parametrize("logged_wins", [True, False])
+@pytest.mark.parametrize("logged_wins", [True, False, "hot-only"])
 def test_build_applies_a_log_only_where_it_is_faster(tiny_model, tmp_path, monkeypatch, logged_wins):
     from compiler.executor import build
 
@@ -170,9 +170,13 @@ def test_build_applies_a_log_only_where_it_is_faster(tiny_model, tmp_path, monke
     log = tmp_path / "t.log"
     chosen = {t.key: _other_knobs(t) for t in tasks}
     log.write_text("".join(_log_line(t, chosen[t.key]) + "\n" for t in tasks))
-    # timing stubbed: the logged knobs are faster (or slower) than the default, so the choice is deterministic
-    monkeypatch.setattr(lc.LlvmConvTask, "measure_cost",
-                        lambda self, k, repeats=5: (50 if logged_wins else 200) if k == chosen[self.key] else 100)
+    # timing stubbed: the logged knobs are faster (or slower) than the default, so the choice is deterministic;
+    # "hot-only": faster on repeated calls but slower after a cache sweep (as the network runs it): not kept
+    def cost(self, k, repeats=5, flush=False):
+        if k != chosen[self.key]:
+            return 100
+        return 200 if not logged_wins or (logged_wins == "hot-only" and flush) else 50
+    monkeypatch.setattr(lc.LlvmConvTask, "measure_cost", cost)
     x = np.random.default_rng(0).standard_normal((1, 8, 6, 6)).astype(np.float32)
     base = build(str(tiny_model), target="llvm", progress=False)
     with warnings.catch_warnings():
@@ -180,7 +184,7 @@ def test_build_applies_a_log_only_where_it_is_faster(tiny_model, tmp_path, monke
         tuned = build(str(tiny_model), target="llvm", progress=False, tuning_log=log)
     used = [plan.key[-1] for plan, _ in tuned.cpu._plans.values() if plan.key[0] == "conv2d"]
     assert len(used) == 2
-    if logged_wins:
+    if logged_wins is True:
         assert sorted(map(repr, used)) == sorted(map(repr, chosen.values()))
     else:
         assert used == [None, None]
@@ -196,3 +200,16 @@ def test_tuning_log_on_cuda_is_refused(tiny_model, tmp_path):
     log.write_text("")
     with pytest.raises(ValueError, match="tuning_log also to target 'llvm'"):
         build(str(tiny_model), target="cuda", progress=False, tuning_log=log)
+
+
+def test_a_flushed_measurement_sweeps_the_caches_before_each_call(monkeypatch):
+    """``measure_cost(flush=True)``: one call a timed run, each after a sweep of at least twice the last-level
+    cache (the build-time check times logged knobs so too)."""
+    task = lc.LlvmConvTask(Conv2dSpec(1, 16, 8, 8, 16, 3, 3, (1, 1), (1, 1, 1, 1)), True, False, "relu", (), "c")
+    sweeps = []
+    real = lc.sweep_caches
+    monkeypatch.setattr(lc, "sweep_caches", lambda: (sweeps.append(1), real()))
+    assert task.measure_cost(task.default_knobs(), repeats=3, flush=True) > 0
+    assert len(sweeps) == 3
+    assert lc._sweep[0].nbytes >= max(lc.SWEEP_MIN_BYTES, 2 * lc.last_level_cache_bytes())
+    assert task.measure_cost(task.default_knobs(), repeats=2) > 0 and len(sweeps) == 3  # hot: no sweep
