@@ -594,8 +594,7 @@ def cpu_spec(spec: Conv2dSpec, lanes: int) -> Conv2dSpec:
         if xt:
             spec = dataclasses.replace(spec, pixel_vectors=True, pixel_tile=xt)
             return dataclasses.replace(spec, row_tile=depthwise_rows(spec, lanes))
-    elif spec.groups == 1 and spec.c <= 4 and spec.c * spec.kh * spec.kw <= DIRECT_ROWS_MAX_TAPS and not (
-            spec.c * spec.kh * spec.kw >= WIDE_STEM_TAPS and spec.o % WIDE_STEM_CHANNELS == 0):
+    elif spec.groups == 1 and spec.c <= 4 and stem_takes_rows(spec):
         ot, xt = direct_row_tiles(spec, lanes)
         if ot:
             return dataclasses.replace(spec, pixel_vectors=True, oc_block=ot, pixel_tile=xt)
@@ -631,6 +630,12 @@ DIRECT_ROWS_MAX_TAPS = 7 * 7 * 3
 # 0.85 / 0.92; a 48-output 5x5/2 1.18 / 1.09 and 3x3 stems (27 taps) 0.90-1.13 / 0.98-1.68 keep the rows.
 WIDE_STEM_TAPS = 75
 WIDE_STEM_CHANNELS = 32
+
+
+def stem_takes_rows(spec: Conv2dSpec) -> bool:
+    """Whether an image stem's taps (C x KH x KW) suit the pixel-vector rows (see the two notes above)."""
+    taps = spec.c * spec.kh * spec.kw
+    return taps <= DIRECT_ROWS_MAX_TAPS and not (taps >= WIDE_STEM_TAPS and spec.o % WIDE_STEM_CHANNELS == 0)
 
 
 def direct_row_tiles(spec: Conv2dSpec, lanes: int) -> tuple[int, int]:
