@@ -8,7 +8,8 @@ too and then waits natively for the count of finished chunks. An idle worker spi
 chunk, then (Linux) sleeps natively on a futex in the record (``PARKED``), where a launch or ``wake``
 (``wake_workers``) wakes it with one system call and no GIL; elsewhere it returns to Python and blocks on the
 pool's queue. A worker leaves native code for the queue when the record's ``RETURN`` count moves or while a
-Python launch is in progress (``PYJOBS``: that path needs its workers at the queue).
+Python launch is in progress (``PYJOBS``: that path needs its workers at the queue), and instead of parking while a
+spin job waits in the queue (``QUEUED``: it takes the job and spins again, so none is left behind a parked worker).
 
 ``launch`` is the whole hand-off in native code, the callback generated kernels call: while enough workers
 are spinning or parked (it wakes those) and the record is free it publishes, works and waits without entering
@@ -25,8 +26,10 @@ from llvmlite import ir
 
 I64 = ir.IntType(64)
 I32 = ir.IntType(32)
-SLOTS = 16  # word, task, closure, n, chunks, done, spinning, pad, busy, threads, parked, seq, return, ...
+SLOTS = 16  # word, task, closure, n, chunks, done, spinning, queued, busy, threads, parked, seq, return, ...
 WORD, TASK_SLOT, CLOSURE, TRIP, CHUNKS, DONE, SPINNING = range(7)
+QUEUED = 7    # native spin jobs in the pool's queue, not yet taken (written by Python under its lock): a worker
+# about to park returns to the queue instead while one waits there, so no spin job is left behind a parked worker
 BUSY = 8      # 1 while a launch owns the record (taken by compare-and-swap: native and Python launches alike)
 THREADS = 9   # the pool's thread count as the Python side last saw it (0: unknown, the native launch defers)
 PARKED = 10   # workers asleep on the futex (counted before they sleep, uncounted after they wake)
@@ -212,6 +215,7 @@ def _build(record: int, slow: int) -> dict:
     b.position_at_end(tired)
     if sys_addr:  # park: counted first, then the futex word read, then a last look for a launch or a return
         sleep, woke = wk.append_basic_block("sleep"), wk.append_basic_block("woke")
+        unqueued, leave_park = wk.append_basic_block("unqueued"), wk.append_basic_block("leave_park")
         b.atomic_rmw("add", slot(b, st, PARKED), c(1), "seq_cst")
         b.atomic_rmw("sub", slot(b, st, SPINNING), c(1), "seq_cst")
         seq = b.load_atomic(futex_word(b, st), "seq_cst", 4)
@@ -219,7 +223,14 @@ def _build(record: int, slow: int) -> dict:
         r2 = b.load_atomic(slot(b, st, RETURN), "seq_cst", 8)
         py = b.load_atomic(slot(b, st, PYJOBS), "seq_cst", 8)
         calm = b.and_(b.icmp_unsigned("==", r2, r0), b.icmp_signed("==", py, c(0)))
-        b.cbranch(b.and_(b.icmp_unsigned("==", g2, g), calm), sleep, woke)
+        b.cbranch(b.and_(b.icmp_unsigned("==", g2, g), calm), unqueued, woke)
+        b.position_at_end(unqueued)  # a spin job left in the queue (queued while this worker was on its way in):
+        queued = b.load_atomic(slot(b, st, QUEUED), "seq_cst", 8)  # take it (back to Python) rather than park
+        b.cbranch(b.icmp_signed(">", queued, c(0)), leave_park, sleep)
+        b.position_at_end(leave_park)
+        b.atomic_rmw("add", slot(b, st, SPINNING), c(1), "seq_cst")
+        b.atomic_rmw("sub", slot(b, st, PARKED), c(1), "seq_cst")
+        b.branch(out)
         b.position_at_end(sleep)
         futex(b, st, FUTEX_WAIT_PRIVATE, b.zext(seq, I64))
         here = this_cpu(b)

@@ -18,7 +18,8 @@ import queue
 import threading
 
 from compiler.backend.llvm.native_pool import (BUSY as _BUSY, PARKED as _PARKED, PYJOBS as _PYJOBS,
-                                              RETURN as _RETURN, SLOTS, SPINNING as _SPINNING, THREADS as _THREADS)
+                                              QUEUED as _QUEUED, RETURN as _RETURN, SLOTS, SPINNING as _SPINNING,
+                                              THREADS as _THREADS)
 
 TASK = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p)
 LAUNCH = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p)
@@ -69,7 +70,6 @@ def _after_fork_in_child() -> None:
     _pool = _Pool()
     _lock = threading.Lock()
     _record[:] = [0] * len(_record)
-    _queued[0] = 0
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
@@ -91,12 +91,9 @@ def _native() -> dict:
     return functions(_record_addr, LAUNCH_ADDRESS)
 
 
-_queued = [0]  # native spin jobs queued and not started yet (with the record's SPINNING: the workers on their way)
-
-
 def _native_worker_job() -> None:
-    with _lock:
-        _queued[0] -= 1
+    with _lock:  # the record's QUEUED: native spin jobs queued and not started (written here under the lock only)
+        _record[_QUEUED] -= 1
     _leave_launcher_cpu()
     _native()["worker"](_record_addr, SPIN_ITERATIONS)
 
@@ -153,8 +150,8 @@ def _wake(want: int) -> None:
     if _record[_PARKED]:
         _native()["wake"](_record_addr)
     with _lock:
-        n = max(0, want - _record[_SPINNING] - _record[_PARKED] - _queued[0])
-        _queued[0] += n
+        n = max(0, want - _record[_SPINNING] - _record[_PARKED] - _record[_QUEUED])
+        _record[_QUEUED] += n
         if n:
             _launcher_cpu[0] = _current_cpu()
     for _ in range(n):

@@ -66,6 +66,26 @@ def test_idle_workers_park_natively_and_a_launch_wakes_them():
 
 
 @parks
+def test_a_spin_job_left_in_the_queue_is_taken_before_the_worker_parks():
+    """A spin job queued while the worker was on its way into native code (counted neither spinning nor parked)
+    waited in the queue behind the parked worker for good: every later wait for an idle pool timed out (CI, when an
+    earlier test on the same xdist worker left one). The worker now takes it before parking."""
+    f = _kernel()
+    set_num_threads(2)
+    try:
+        f(np.zeros((97, 16), np.int32))
+        _until(_parked, "the worker to park")
+        with parallel._lock:  # the job such a race leaves: queued and counted, the worker parked natively
+            parallel._record[native_pool.QUEUED] += 1
+            parallel._pool.jobs.put((parallel._native_worker_job, None))
+        np.testing.assert_array_equal(f(np.full((97, 16), 2, np.int32)), _ref(2))  # wakes it (native launch)
+        _until(_parked, "the worker to take the queued spin job and park again")
+        assert parallel._record[native_pool.QUEUED] == 0
+    finally:
+        set_num_threads(None)
+
+
+@parks
 def test_the_python_launch_path_calls_parked_workers_back_to_its_queue():
     """While another launch holds the native record, a launch goes through the pool's queue: the parked workers
     return from native code to take its jobs, and a queued spin job does not take one back into native code (it
@@ -77,7 +97,7 @@ def test_the_python_launch_path_calls_parked_workers_back_to_its_queue():
         f(np.zeros((97, 16), np.int32))
         _until(_parked, "the worker to park")
         with parallel._lock:  # a spin job queued ahead of the launch's jobs (as a wake while the GIL was held
-            parallel._queued[0] += 1  # leaves): the worker that takes it must not stay in native code
+            parallel._record[native_pool.QUEUED] += 1  # leaves): the worker that takes it must not stay in native code
         parallel._pool.jobs.put((parallel._native_worker_job, None))
         assert native["try_busy"](parallel._record_addr) == 1  # as another thread's launch would hold it
         out = {}
