@@ -172,11 +172,13 @@ def test_build_applies_a_log_only_where_it_is_faster(tiny_model, tmp_path, monke
     log.write_text("".join(_log_line(t, chosen[t.key]) + "\n" for t in tasks))
     # timing stubbed: the logged knobs are faster (or slower) than the default, so the choice is deterministic;
     # "hot-only": faster on repeated calls but slower after a cache sweep (as the network runs it): not kept
-    def cost(self, k, repeats=5, flush=False):
-        if k != chosen[self.key]:
+    def cost(call, repeats=5, flush=False):
+        key, k = call  # what the stubbed bound_call below returns
+        if k != chosen[key]:
             return 100
         return 200 if not logged_wins or (logged_wins == "hot-only" and flush) else 50
-    monkeypatch.setattr(lc.LlvmConvTask, "measure_cost", cost)
+    monkeypatch.setattr(lc.LlvmConvTask, "bound_call", lambda self, k: (self.key, k))
+    monkeypatch.setattr(lc, "time_call", cost)
     x = np.random.default_rng(0).standard_normal((1, 8, 6, 6)).astype(np.float32)
     base = build(str(tiny_model), target="llvm", progress=False)
     with warnings.catch_warnings():
