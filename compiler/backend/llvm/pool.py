@@ -28,18 +28,18 @@ def plan_global_avg_pool(node, ins) -> Plan | None:
         k = Kernel("gap", [dt, "float32"])
         src, dst = k.args
 
-        def load(i):
-            v = k.load(src, i)
+        def as_f32(v, ty):  # an element (ty F32) or 8 of them (ty <8 x float>) of the input's dtype as float32
             if dt == "float32":
                 return v
-            return k.b.uitofp(v, F32) if dt == "uint8" else k.b.sitofp(v, F32)
+            return k.b.uitofp(v, ty) if dt == "uint8" else k.b.sitofp(v, ty)
+
+        def load(i):
+            return as_f32(k.load(src, i), F32)
+
         def load8(i):  # the 8 contiguous elements from i (numpy's 8 accumulators of a block, as one vector)
             vec = ir.VectorType(llvm_type(dt), 8)
             v = k.b.load(k.b.bitcast(k.b.gep(src, [i], inbounds=True), vec.as_pointer()), align=1)
-            if dt == "float32":
-                return v
-            f8 = ir.VectorType(F32, 8)
-            return k.b.uitofp(v, f8) if dt == "uint8" else k.b.sitofp(v, f8)
+            return as_f32(v, ir.VectorType(F32, 8))
         with k.loop(nc) as j:
             total = pairwise_sum(k, load, k.madd((j, s)), s, load8=load8)
             total = k.b.fadd(ir.Constant(F32, 0.0), total)
