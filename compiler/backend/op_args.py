@@ -7,7 +7,7 @@ import numpy as np
 from compiler.tir.errors import TirError
 from compiler.tir.ir import PrimFunc
 
-NP_DTYPES = {"bool": np.bool_, "int8": np.int8, "int16": np.int16, "int32": np.int32, "int64": np.int64,
+NP_DTYPES = {"bool": np.bool_, "int8": np.int8, "uint8": np.uint8, "int16": np.int16, "int32": np.int32, "int64": np.int64,
              "float32": np.float32}
 
 

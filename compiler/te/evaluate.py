@@ -4,13 +4,14 @@ from __future__ import annotations
 import numpy as np
 
 from compiler.te.errors import TeError
-from compiler.te.expr import AluCall, Binary, Call, Cast, Const, Expr, Load, Reduce, Select, Var, _bits, is_float
+from compiler.te.expr import (AluCall, Binary, Call, Cast, Const, Expr, Load, Reduce, Select, Var, _bits, is_float,
+                              is_unsigned)
 from compiler.te.tensor import Tensor
 from isa.alu import alu_op, evaluate as alu_evaluate
 from isa.requant import Record, unpack_records
 from isa.alu import wrap
 
-_NP = {"int8": np.int8, "int16": np.int16, "int32": np.int32, "int64": np.int64, "bool": np.bool_, "float32": np.float32}
+_NP = {"int8": np.int8, "uint8": np.uint8, "int16": np.int16, "int32": np.int32, "int64": np.int64, "bool": np.bool_, "float32": np.float32}
 _MATH = {"exp": np.exp, "log": np.log, "sqrt": np.sqrt, "tanh": np.tanh, "abs": np.abs, "floor": np.floor, "round": np.rint}
 
 
@@ -19,6 +20,8 @@ def _wrap(v: np.ndarray, dtype: str) -> np.ndarray:
         return np.asarray(v).astype(np.float32)
     if dtype == "bool":
         return v.astype(bool)
+    if is_unsigned(dtype):
+        return np.asarray(v).astype(_NP[dtype]).astype(np.int64)
     return wrap(v, _bits(dtype))
 
 

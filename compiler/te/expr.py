@@ -14,7 +14,7 @@ from compiler.te.errors import TeError
 if TYPE_CHECKING:
     from compiler.te.tensor import Tensor
 
-INT_DTYPES = ("int8", "int16", "int32", "int64", "bool")
+INT_DTYPES = ("int8", "int16", "int32", "int64", "bool", "uint8")  # uint8: the u8 operand of int8 dot products
 FLOAT_DTYPES = ("float32",)
 DTYPES = INT_DTYPES + FLOAT_DTYPES  # float32 is for the CPU/GPU targets; the accelerator computes integers
 BINARY_OPS = ("add", "sub", "mul", "shr", "shl", "min", "max", "and", "or", "lt", "le", "ge", "gt", "eq", "ne",
@@ -31,11 +31,16 @@ ExprLike = Union["Expr", int]
 def _bits(dtype: str) -> int:
     if dtype in FLOAT_DTYPES:
         return int(dtype[5:])
-    return 1 if dtype == "bool" else int(dtype[3:])
+    return 1 if dtype == "bool" else int(dtype.removeprefix("u")[3:])
 
 
 def is_float(dtype: str) -> bool:
     return dtype in FLOAT_DTYPES
+
+
+def is_unsigned(dtype: str) -> bool:
+    """An unsigned integer dtype (widened with zeros, not the sign)."""
+    return dtype == "uint8"
 
 
 def promote(a: str, b: str) -> str:

@@ -13,6 +13,14 @@ target's widest: SSE2 / AVX2 / AVX-512BW), which with the accumulator add become
 has AVX-VNNI or AVX512-VNNI. Exact: int8 x int8 products and their pair sums fit int16 x int16 -> int32
 (no saturation, unlike ``pmaddubsw``); the accumulator wraps in int32 like the accelerator's.
 
+Where the target has an int8 dot product (AVX512-VNNI, AVX-VNNI: :func:`compiler.backend.llvm.host.int8_dot`) the
+reduction runs on quads instead (``PackedConvSpec.quads``): ``pad`` holds ``x + 128`` as uint8 (the input's
+sign bit flipped), the weights are packed to ``(O/OB, C/BI, KH, KW, BI/4, OB, 4)`` int8 and each step is
+``sum_k int32(u_k) * int32(w_k)`` over four channels, which the code generator emits as one ``vpdpbusd`` (u8 x s8
+quads into int32: exact, no saturation) with the pixel's quad broadcast from memory: half the instructions and
+half the copy of the int16 pairs. The ``+ 128`` adds ``128 * sum(w)`` per output channel (padding included: it
+holds the zero point + 128), which the caller subtracts through the requant bias (:func:`u8_offset`).
+
 Register tiles as the float32 schedule (:mod:`compiler.topi.conv2d_direct`): XT output pixels (over the
 flattened ``y * OW + x``, the last tile ragged over zero rows of ``pad``) x OB = 16 output channels,
 ``compute_at`` the output stage, which applies the requant epilogue (:mod:`compiler.topi.requant_int`) and
@@ -25,6 +33,7 @@ pixels along one output row (parallel over channel block x row; the row's last t
 from __future__ import annotations
 
 import functools
+import operator
 from dataclasses import dataclass
 
 import numpy as np
@@ -59,11 +68,17 @@ class PackedConvSpec:
     block_in: int
     block_out: int
     pairs: int = 0  # one input block whose weights are zero past ``2 * pairs`` channels (a 3-channel stem): 0 = all
+    quads: bool = False  # u8 x s8 channel quads (``vpdpbusd``) instead of int16 pairs (see the module docstring)
 
     @property
-    def reduce_pairs(self) -> int:
-        """Input-channel pairs the reduction runs over per input block."""
-        return self.pairs or self.block_in // 2
+    def group(self) -> int:
+        """Input channels per reduction step: 4 (quads) or 2 (pairs)."""
+        return 4 if self.quads else 2
+
+    @property
+    def reduce_steps(self) -> int:
+        """Channel groups (:attr:`group`) the reduction runs over per input block."""
+        return -(-2 * self.pairs // self.group) if self.pairs else self.block_in // self.group
 
     def check(self) -> None:
         """Raise ``TeError`` when this kernel cannot compute the conv (say what is allowed)."""
@@ -81,6 +96,9 @@ class PackedConvSpec:
         if not c.depthwise and (c.c % 2 or self.block_in % 2):
             raise te.TeError(f"packed int8 conv2d: {c.c} input channels in blocks of {self.block_in}; both must be "
                              f"even")
+        if self.quads and (c.depthwise or c.c % 4 or self.block_in % 4):
+            raise te.TeError(f"packed int8 conv2d: channel quads need {c.c} input channels in blocks of "
+                             f"{self.block_in}, both multiples of 4, and no depthwise conv")
         if self.pairs and (c.depthwise or c.c != self.block_in or not 0 < 2 * self.pairs <= self.block_in):
             raise te.TeError(f"packed int8 conv2d: pairs={self.pairs} needs one input block of {self.block_in} "
                              f"channels (got {c.c}) and 1..{self.block_in // 2} pairs")
@@ -101,7 +119,7 @@ class PackedConvSpec:
     def direct(self) -> bool:
         """:attr:`pointwise` with at most ``DIRECT_MAX_CHANNELS`` input channels: the kernel reads the packed
         input itself (no ``pad``)."""
-        return self.pointwise and self.conv.c <= DIRECT_MAX_CHANNELS
+        return self.pointwise and self.conv.c <= DIRECT_MAX_CHANNELS and not self.quads
 
     def panel_tiles(self, vector_bits: int) -> int:
         """Pixel tiles per block of a :attr:`pointwise` conv with an int16 copy: the most dividing the tile count
@@ -112,15 +130,25 @@ class PackedConvSpec:
         if not self.pointwise or self.direct:
             return 0
         xt = self.tile(vector_bits)
-        best = block_tiles(self.conv.oh * self.conv.ow // xt, 2 * self.conv.c * xt, PANEL_BYTES, PANEL_MIN_BLOCKS)
+        best = block_tiles(self.conv.oh * self.conv.ow // xt, self.pad_bytes * self.conv.c * xt, PANEL_BYTES,
+                           PANEL_MIN_BLOCKS)
         return best if best >= 2 else 0
+
+    @property
+    def pad_dtype(self) -> str:
+        """The padded copy's dtype: uint8 (quads: ``x + 128``), int8 (depthwise) or int16 (pairs)."""
+        return "uint8" if self.quads else "int8" if self.conv.depthwise else "int16"
+
+    @property
+    def pad_bytes(self) -> int:
+        return 2 if self.pad_dtype == "int16" else 1
 
     @property
     def weight_dtype(self) -> str:
         """int16 pairs (one load per pair vector), or int8 where few pixels reuse each weight load (a dense layer,
-        7x7 maps): the weights' memory traffic then weighs more than one sign extension per load."""
+        7x7 maps): the weights' memory traffic then weighs more than one sign extension per load; quads: int8."""
         c = self.conv
-        return "int8" if not c.depthwise and c.n * c.oh * c.ow <= WEIGHT_INT8_MAX_PIXELS else "int16"
+        return "int8" if self.quads or (not c.depthwise and c.n * c.oh * c.ow <= WEIGHT_INT8_MAX_PIXELS) else "int16"
 
     @property
     def out_shape(self) -> tuple[int, ...]:
@@ -154,15 +182,24 @@ class PackedConvSpec:
 
 
 def pack_weight_pairs(spec: PackedConvSpec, w_oihw: np.ndarray) -> np.ndarray:
-    """OIHW int8 weights -> ``(O/OB, C/BI, KH, KW, BI/2, OB, 2)`` int16 (depthwise: ``(O/OB, KH, KW, OB)``), in the
-    order the reduction reads them."""
+    """OIHW int8 weights -> ``(O/OB, C/BI, KH, KW, BI/G, OB, G)`` (G = :attr:`PackedConvSpec.group`) in
+    :attr:`PackedConvSpec.weight_dtype` (depthwise: ``(O/OB, KH, KW, OB)``), in the order the reduction reads them."""
     c = spec.conv
     w = np.asarray(w_oihw).astype(spec.weight_dtype)
     if c.depthwise:
         return np.ascontiguousarray(w[:, 0].reshape(c.o // OB, OB, c.kh, c.kw).transpose(0, 2, 3, 1))
-    bi = spec.block_in
-    wp = w.reshape(c.o // OB, OB, c.c // bi, bi // 2, 2, c.kh, c.kw).transpose(0, 2, 5, 6, 3, 1, 4)
-    return np.ascontiguousarray(wp[:, :, :, :, :spec.reduce_pairs])
+    bi, g = spec.block_in, spec.group
+    wp = w.reshape(c.o // OB, OB, c.c // bi, bi // g, g, c.kh, c.kw).transpose(0, 2, 5, 6, 3, 1, 4)
+    return np.ascontiguousarray(wp[:, :, :, :, :spec.reduce_steps])
+
+
+def u8_offset(spec: PackedConvSpec, w_oihw: np.ndarray) -> np.ndarray:
+    """Per output channel, what the quads' ``x + 128`` adds to the int32 sum: ``128 * sum(w)`` (int64; zeros
+    for pairs). The caller subtracts it from the requant bias (both wrap in int32: the same result)."""
+    w = np.asarray(w_oihw, np.int64)
+    if not spec.quads:
+        return np.zeros(spec.conv.o, np.int64)
+    return 128 * w.reshape(w.shape[0], -1).sum(axis=1)
 
 
 def used_pairs(spec: PackedConvSpec, w_oihw: np.ndarray) -> int:
@@ -250,8 +287,11 @@ def conv2d_packed(spec: PackedConvSpec, stage: tuple, vector_bits: int = 256, re
     oh, ow = c.oh, c.ow
     xt = spec.tile(vector_bits)
     data = te.placeholder(spec.data_shape, "int8", "data")
-    pdt = "int8" if c.depthwise else "int16"  # depthwise: no pairs; int8 halves the copy (stride 2: 4x the output)
-    zero = te.const(int(c.pad_value), pdt)
+    pdt = spec.pad_dtype  # depthwise: no pairs; int8 halves the copy (stride 2: 4x the output)
+    zero = te.const(int(c.pad_value) + (128 if spec.quads else 0), pdt)
+
+    def copied(v):  # an input value as the copy holds it
+        return (v.astype("int16") + te.const(128, "int16")).astype(pdt) if spec.quads else v.astype(pdt)
     inside = lambda y, x: (y >= t) & (y < h + t) & (x >= l) & (x < w + l)  # noqa: E731
 
     # padded rows x columns per stride phase, so the last (ragged) pixel tile reads zeros in bounds
@@ -263,12 +303,12 @@ def conv2d_packed(spec: PackedConvSpec, stage: tuple, vector_bits: int = 256, re
     if direct:  # 1x1, unit stride, no padding: the packed input itself, (N, C/BI, H*W, 1, BI), int8 pairs
         pad = data
     elif spec.pointwise:  # the same over flattened pixels as int16, (N, C/BI, H*W, BI): a block's panel or whole
-        pad = te.compute((n, c.c // bi, h * w, bi), lambda i, cb, q, ci: data[i, cb, q, 0, ci].astype(pdt),
+        pad = te.compute((n, c.c // bi, h * w, bi), lambda i, cb, q, ci: copied(data[i, cb, q, 0, ci]),
                          name="pad", dtype=pdt)
     else:  # int16, (N, C/BI, rows, SX, columns per phase, BI): a pixel's BI channels contiguous as in the input
-        lanes = 2 * spec.pairs if spec.pairs else bi  # only the channels the reduction reads (a stem: 4 of 16)
+        lanes = spec.group * spec.reduce_steps if spec.pairs else bi  # the channels the reduction reads (a stem: 4)
         pad = te.compute((n, c.c // bi, hp, sx, wq, lanes), lambda i, cb, y, ph, xq, ci: te.select(
-            inside(y, xq * sx + ph), data[i // bsz, cb, y - t, xq * sx + ph - l, i % bsz, ci].astype(pdt), zero),
+            inside(y, xq * sx + ph), copied(data[i // bsz, cb, y - t, xq * sx + ph - l, i % bsz, ci]), zero),
             name="pad", dtype=pdt)
     ky, kx = te.reduce_axis(c.kh, "ky"), te.reduce_axis(c.kw, "kx")
 
@@ -288,14 +328,14 @@ def conv2d_packed(spec: PackedConvSpec, stage: tuple, vector_bits: int = 256, re
         out = te.compute(out_shape, lambda nb, ob, y, x, bb, oi: epi(
             conv[nb, ob, y, x, oi], ob * bo + oi, (nb, ob, y, x, bb, oi)), name="out", dtype=out_dt)
         return PackedConvOp(spec, [data, weight, *extra], pad, conv, out, xt)
-    else:  # input channel pairs: block rb, pair rj (channels rb * BI + 2 rj + {0, 1})
-        half = spec.reduce_pairs
-        weight = te.placeholder((o // OB, c.c // bi, c.kh, c.kw, half, OB, 2), spec.weight_dtype, "weight")
-        rb, rj = te.reduce_axis(c.c // bi, "rb"), te.reduce_axis(half, "rj")
-        conv = te.compute((n, o // OB, oh * ow, OB), lambda i, oo, q, oi: te.sum(
-            tap(i, rb, q, rj * 2) * weight[oo, rb, ky, kx, rj, oi, 0].astype("int32")
-            + tap(i, rb, q, rj * 2 + 1) * weight[oo, rb, ky, kx, rj, oi, 1].astype("int32"), [rb, ky, kx, rj]),
-            name="conv", dtype="int32")
+    else:  # input channel groups (pairs or quads): block rb, group rj (channels rb * BI + G rj + k, k < G)
+        g = spec.group
+        weight = te.placeholder((o // OB, c.c // bi, c.kh, c.kw, spec.reduce_steps, OB, g), spec.weight_dtype,
+                                "weight")
+        rb, rj = te.reduce_axis(c.c // bi, "rb"), te.reduce_axis(spec.reduce_steps, "rj")
+        conv = te.compute((n, o // OB, oh * ow, OB), lambda i, oo, q, oi: te.sum(functools.reduce(operator.add, (
+            tap(i, rb, q, rj * g + k) * weight[oo, rb, ky, kx, rj, oi, k].astype("int32") for k in range(g))),
+            [rb, ky, kx, rj]), name="conv", dtype="int32")
     per = bo // OB
     if per == 1:  # one register tile's channels per output block: indices free of divisions
         def acc(nb, ob, q, bb, oi):
@@ -357,7 +397,7 @@ def _register_tile(op: PackedConvOp, s, at) -> None:
     cn, coo, cq, coi, *red = sc.leaf_iter_vars
     sc.reorder(cn, coo, *red, cq, coi)
     sc.unroll(cq)
-    if op.spec.reduce_pairs <= 4:  # a short pair loop (a 3-channel stem: 2 pairs): unrolled
+    if op.spec.reduce_steps * op.spec.group <= 8:  # a short group loop (a 3-channel stem: 2 pairs, 1 quad): unrolled
         sc.unroll(red[-1])
     sc.vectorize(coi)
 

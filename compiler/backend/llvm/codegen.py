@@ -17,14 +17,14 @@ import itertools
 
 from llvmlite import ir
 
-from compiler.te.expr import Binary, Call, Cast, Const, Expr, Select, Var, is_float, walk
+from compiler.te.expr import Binary, Call, Cast, Const, Expr, Select, Var, is_float, is_unsigned, walk
 from compiler.tir.arith import atom_vars, linear, pow2_pieces, substitute, var_ranges_bounds
 from compiler.tir.errors import TirError
 from compiler.tir.ir import Allocate, BufLoad, Buffer, For, IfThen, PrimFunc, Store, Sync
 
 I1, I8, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(64)
 F32 = ir.FloatType()
-_TYPES = {"bool": I8, "int8": I8, "int16": ir.IntType(16), "int32": ir.IntType(32), "int64": I64, "float32": F32}
+_TYPES = {"bool": I8, "int8": I8, "uint8": I8, "int16": ir.IntType(16), "int32": ir.IntType(32), "int64": I64, "float32": F32}
 _IDS = itertools.count()
 _FLOAT_FLAGS = ("contract",)
 _LLVM_MATH = {"exp": "llvm.exp", "log": "llvm.log", "sqrt": "llvm.sqrt", "abs": "llvm.fabs", "floor": "llvm.floor",
@@ -737,8 +737,8 @@ class LlvmCodegen:
         if st == F32:
             return b.fptosi(v, ty)
         if dt == F32:
-            return b.uitofp(v, ty) if st == I1 else b.sitofp(v, ty)
-        if st == I1:
+            return b.uitofp(v, ty) if st == I1 or is_unsigned(src) else b.sitofp(v, ty)
+        if st == I1 or (is_unsigned(src) and _width(st) < _width(dt)):
             return b.zext(v, ty)
         return b.trunc(v, ty) if _width(st) > _width(dt) else b.sext(v, ty)
 
@@ -749,7 +749,8 @@ class LlvmCodegen:
                 return ir.Constant(F32, float(e.value))
             if e.dtype == "bool":
                 return ir.Constant(I1, int(bool(e.value)))
-            return ir.Constant(mem_type(e.dtype), int(e.value))
+            ty = mem_type(e.dtype)
+            return ir.Constant(ty, (int(e.value) + (1 << (ty.width - 1))) % (1 << ty.width) - (1 << (ty.width - 1)))
         if isinstance(e, Var):
             if e not in self.c.env:
                 raise TirError(f"llvm codegen: variable {e.name} used outside its loop")
@@ -820,7 +821,9 @@ class LlvmCodegen:
                 return b.fcmp_unordered(sym, x, y) if op == "ne" else b.fcmp_ordered(sym, x, y)
             return b.icmp_signed(sym, x, y)
         if op == "add" and self.vec is not None:
-            dot = self._pair_dot(e)
+            dot = self._quad_dot(e)
+            if dot is None:
+                dot = self._pair_dot(e)
             if dot is not None:
                 return dot
         if op == "mul" and self.vec is not None:
@@ -867,7 +870,7 @@ class LlvmCodegen:
             if not (isinstance(m, Binary) and m.op == "mul" and m.dtype == "int32"):
                 return None
             for f in (m.a, m.b):
-                if not (isinstance(f, Cast) and f.dtype == "int32" and f.a.dtype in ("int8", "int16")):
+                if not (isinstance(f, Cast) and f.dtype == "int32" and f.a.dtype in ("int8", "uint8", "int16")):
                     return None
             terms.append((m.a.a, m.b.a))
         lanes = self.vec[1]
@@ -894,7 +897,7 @@ class LlvmCodegen:
 
         if e.dtype != "int32" or not any(f in target_cpu().enabled for f in ("avx512bw", "avx2", "sse2")):
             return None
-        if not all(isinstance(f, Cast) and f.a.dtype in ("int8", "int16") for f in (e.a, e.b)):
+        if not all(isinstance(f, Cast) and f.a.dtype in ("int8", "uint8", "int16") for f in (e.a, e.b)):
             return None
         lanes = self.vec[1]
         if lanes < 4 or lanes & (lanes - 1):
@@ -907,6 +910,71 @@ class LlvmCodegen:
         xa = self._broadcast(self.convert(va, e.a.a.dtype, "int32"), lanes)
         xb = b.zext(self._broadcast(self.convert(vb, e.b.a.dtype, "int16"), lanes), vt32)
         return self._pmaddwd(b.bitcast(xa, vt16), b.bitcast(xb, vt16), lanes)
+
+    def _quad_dot(self, e: Binary) -> ir.Value | None:
+        """``acc + sum_k int32(u_k) * int32(s_k)`` over four products of uint8 ``u`` and int8 ``s`` read as byte
+        quads (``_quad_load``; any association of the adds) in a vectorized loop on a target with an int8 dot
+        product (:func:`compiler.backend.llvm.host.int8_dot`): one ``vpdpbusd`` per register (exact: the four
+        products' sum fits int32, the accumulator wraps like the scalar adds). None: not that form or no VNNI."""
+        from compiler.backend.llvm.host import int8_dot, target_cpu, vector_bits
+
+        if e.dtype != "int32" or self.select_depth:
+            return None
+        isa = int8_dot(target_cpu())
+        lanes = self.vec[1]
+        if isa is None or lanes < 4 or lanes % 4:
+            return None
+        prods, rest = [], []
+        for t in _add_terms(e):
+            pair = _byte_product(t)
+            (prods if pair is not None else rest).append(pair if pair is not None else t)
+        if len(prods) != 4:
+            return None
+        prods.sort(key=lambda p: linear(p[0].index).const)
+        us = self._quad_load([p[0] for p in prods], lanes, check=True)
+        ss = self._quad_load([p[1] for p in prods], lanes, check=True)
+        if us is None or ss is None:
+            return None
+        u, s_ = self._quad_load([p[0] for p in prods], lanes), self._quad_load([p[1] for p in prods], lanes)
+        b = self.c.b
+        vt = ir.VectorType(ir.IntType(32), lanes)
+        acc = ir.Constant(vt, [0] * lanes)
+        for t in rest:
+            acc = b.add(acc, self._broadcast(self.convert(self.value(t), t.dtype, "int32"), lanes))
+        w = max(k for k in (16, 8, 4) if lanes % k == 0 and (k < 16 or (isa == "avx512vnni" and vector_bits() >= 512)))
+        fty = ir.FunctionType(ir.VectorType(ir.IntType(32), w), [ir.VectorType(ir.IntType(32), w)] * 3)
+        fn = self._declare(f"llvm.x86.avx512.vpdpbusd.{32 * w}", fty)
+        pieces = []
+        for k in range(0, lanes, w):
+            idx = ir.Constant(ir.VectorType(ir.IntType(32), w), list(range(k, k + w)))
+            parts = [v if w == lanes else b.shuffle_vector(v, v, idx) for v in (acc, u, s_)]
+            pieces.append(b.call(fn, parts))
+        return self._concat(pieces)
+
+    def _quad_load(self, loads: list, lanes: int, check: bool = False) -> ir.Value | None:
+        """Four byte loads of one buffer at ``base + k`` (k = 0..3) as ``<L x i32>``: lane ``j`` holds the quad at
+        ``base + 4 j`` (a contiguous ``<4L x i8>`` load) or, where the index does not move with the lane, the same
+        quad in every lane (one 32-bit load, broadcast). ``check``: only whether it applies (True or None)."""
+        if not all(isinstance(x, BufLoad) and x.buffer is loads[0].buffer for x in loads):
+            return None
+        var, _, offset = self.vec
+        fs = [linear(x.index) for x in loads]
+        c0 = {repr(k): v for k, v in fs[0].coefs.items()}
+        if any({repr(k): v for k, v in f.coefs.items()} != c0 or f.const - fs[0].const != k for k, f in enumerate(fs)):
+            return None
+        step = fs[0].coef(var)
+        if step not in (0, 4) or any(not isinstance(a, Var) and var in atom_vars(a) for a in fs[0].coefs):
+            return None
+        if check:
+            return True
+        b = self.c.b
+        i8, i32 = ir.IntType(8), ir.IntType(32)
+        p = b.gep(self._ptr(loads[0].buffer), [self.index(substitute(loads[0].index, {var: Const(offset)}))],
+                  inbounds=True)
+        if step == 4:
+            v = b.load(b.bitcast(p, ir.VectorType(i8, 4 * lanes).as_pointer()), align=1)
+            return b.bitcast(v, ir.VectorType(i32, lanes))
+        return self._broadcast(b.load(b.bitcast(p, i32.as_pointer()), align=1), lanes)
 
     def _pair_load(self, e0: Expr, e1: Expr, lanes: int) -> ir.Value | None:
         """Loads ``e0``, ``e1`` of one buffer at ``2 * lane + base`` and ``2 * lane + base + 1`` (pairs stored
@@ -979,6 +1047,24 @@ class LlvmCodegen:
 
     def call(self, e: Call) -> ir.Value:
         return self._math(e.name, self.convert(self.value(e.a), e.a.dtype, "float32"))
+
+
+def _add_terms(e: Expr) -> list[Expr]:
+    """The terms of ``e`` as a sum (``(a + b) + c`` -> ``[a, b, c]``; anything else -> ``[e]``)."""
+    if isinstance(e, Binary) and e.op == "add":
+        return _add_terms(e.a) + _add_terms(e.b)
+    return [e]
+
+
+def _byte_product(e: Expr) -> tuple[BufLoad, BufLoad] | None:
+    """``(u, s)`` when ``e`` is ``int32(u) * int32(s)`` (either order) of a uint8 and an int8 buffer load."""
+    if not (isinstance(e, Binary) and e.op == "mul" and e.dtype == "int32"):
+        return None
+    fs = (e.a, e.b)
+    if not all(isinstance(f, Cast) and f.dtype == "int32" and isinstance(f.a, BufLoad) for f in fs):
+        return None
+    by = {f.a.dtype: f.a for f in fs}
+    return (by["uint8"], by["int8"]) if set(by) == {"uint8", "int8"} else None
 
 
 def _conjuncts(e: Expr) -> list[Expr]:

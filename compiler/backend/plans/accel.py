@@ -5,7 +5,8 @@ int32 accumulation, the requant epilogue), computed by the operator library's in
 (:mod:`compiler.topi.conv2d_direct` with :mod:`compiler.topi.requant_int`), so it is bit-exact with ``ref``.
 A dense layer is a 1x1 convolution over a 1x1 image. On ``llvm``, convs with one group or depthwise (no dilation,
 int8 outputs, 16-channel output blocks) run :mod:`compiler.topi.conv2d_int8` on the packed layout itself
-(int16 pair products, ``pmaddwd``/``vpdpwssd``; no numpy unpack/pack); the others unpack and repack.
+(u8 x s8 channel quads, ``vpdpbusd``, where the CPU has VNNI; else int16 pair products, ``pmaddwd``; no numpy
+unpack/pack); the others unpack and repack.
 """
 from __future__ import annotations
 
@@ -70,6 +71,7 @@ class TargetAccelBackend(AccelBackend):
         self._dense_views: dict[int, tuple] = {}  # id(dense weight) -> (weight, its 1x1-conv view)
         self._addresses: dict[int, tuple] = {}  # id(array) -> (weak reference, data address)
         self._last_call: tuple | None = None  # the last packed layer run: (thread, kernel, addresses, profile, state)
+        self.int8_quads: bool | None = None  # packed convs on u8 x s8 quads; None: where the CPU has VNNI
 
     def before_run(self) -> None:
         """:meth:`AccelBackend.before_run`: on llvm, the thread pool's idle workers start spinning now, so the
@@ -83,10 +85,15 @@ class TargetAccelBackend(AccelBackend):
                      w_oihw: np.ndarray | None = None) -> "conv2d_int8.PackedConvSpec | None":
         """The packed-layout kernel's spec for ``spec``, or None where it does not apply (then unpack/repack);
         ``w_oihw`` (the unpacked weight, if known): input channels with zero weights are skipped."""
+        from compiler.backend.llvm.host import int8_dot
+
         if self.target != "llvm" or requant_int.out_dtype(rq) != "int8":
             return None
         cfg = self.config
         ps = conv2d_int8.PackedConvSpec(spec, cfg.batch, cfg.block_in, cfg.block_out)
+        quads = int8_dot() is not None if self.int8_quads is None else self.int8_quads
+        if quads and not spec.depthwise:
+            ps = dataclasses.replace(ps, quads=True)
         try:
             ps.check()
             if w_oihw is not None:
@@ -292,6 +299,8 @@ class TargetAccelBackend(AccelBackend):
             fn = self._packed_kernel(ps, rq, residual_add)
             wp = conv2d_int8.pack_weight_pairs(ps, w_oihw)
             params = requant_int.requant_params(rq, pad_channels(bias, o), o)
+            if ps.quads:  # the copy's x + 128 added 128 * sum(w) per channel: taken off the bias (int32 wrap)
+                params[0] = (params[0] - conv2d_int8.u8_offset(ps, w_oihw)).astype(np.int32)
             n_out = (spec.n // cfg.batch, o // cfg.block_out, spec.oh, spec.ow, cfg.batch, cfg.block_out)
             prof = host_profile(spec.macs, x, w, bias, np.empty(n_out, np.int8))
             temps = fn.temp_arrays()

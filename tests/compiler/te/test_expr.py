@@ -22,6 +22,29 @@ def test_cast_wraps_and_select():
     assert list(te.evaluate(b, {a: av})) == [44, 0, 127, -127]
 
 
+def test_uint8_wraps_and_widens_with_zeros():
+    """uint8 (the u8 operand of int8 dot products): casts to it wrap modulo 256, widening zero-extends; the llvm
+    target computes the same (vectorized and scalar)."""
+    import compiler
+    from compiler.schedule import create_schedule
+
+    a = te.placeholder((16,), "int8", "a")
+    u = te.compute((16,), lambda i: (a[i].astype("int16") + te.const(128, "int16")).astype("uint8"), name="u",
+                   dtype="uint8")
+    y = te.compute((16,), lambda i: u[i].astype("int32") * 3 - te.const(200, "uint8").astype("int32"), name="y")
+    av = np.array([-128, -1, 0, 1, 127] + list(range(-60, 50, 10)), np.int8)
+    want_u = (av.astype(np.int64) + 128).astype(np.uint8)
+    want = want_u.astype(np.int64) * 3 - 200
+    assert te.evaluate(u, {a: av}).dtype == np.uint8 and np.array_equal(te.evaluate(u, {a: av}), want_u)
+    assert np.array_equal(te.evaluate(y, {a: av}), want)
+    for vec in (False, True):
+        s = create_schedule(y)
+        if vec:
+            s[u].vectorize(s[u].leaf_iter_vars[0])
+            s[y].vectorize(s[y].leaf_iter_vars[0])
+        assert np.array_equal(compiler.build_op(s, args=[a, y])(av), want)
+
+
 def test_errors():
     a = te.placeholder((2, 2), "int8", "a")
     with pytest.raises(te.TeError, match="indexed with 1"):

@@ -1,6 +1,8 @@
 """The llvm target's int8 convs on the packed layout (compiler.topi.conv2d_int8): bit-exact with the ``ref`` backend
 (numpy) for ragged maps, strides, padding values, 1x1 layers read in place, depthwise and both requant forms; the
-codegen's int16 pair product (pmaddwd / vpdpwssd) per feature level; the per-tensor requant form vs numpy."""
+codegen's int16 pair product (pmaddwd / vpdpwssd) and u8 x s8 quad product (vpdpbusd; pmaddwd without VNNI) per
+feature level, the quads' layout and bias offset; the per-tensor requant form vs numpy."""
+import dataclasses
 import re
 
 import numpy as np
@@ -29,7 +31,8 @@ def _requant(rng, o: int, uniform: bool, zp: int, relu: bool) -> Requant:
 
 
 def _check(c, h, w, o, k, stride, pad, groups=1, pad_value=0, uniform=False, zp=0, relu=False, seed=0, packed=True,
-           n=1):
+           n=1, quads=None):
+    """The target backend's conv (``quads``: forced on or off; None: where the CPU has VNNI) vs the ref backend."""
     rng = np.random.default_rng(seed)
     x = rng.integers(-128, 128, (n, c, h, w), dtype=np.int8)
     if groups > 1:  # depthwise: the accelerator's packing puts each channel's taps in input column 0 of its block
@@ -43,12 +46,16 @@ def _check(c, h, w, o, k, stride, pad, groups=1, pad_value=0, uniform=False, zp=
     kw = dict(stride=(stride, stride), padding=pad, groups=groups, requant=rq, pad_value=pad_value)
     want = RefAccelBackend(CFG).conv2d(xp, wp, bias, **kw)
     tb = TargetAccelBackend(CFG)
+    tb.int8_quads = quads
     got = tb.conv2d(xp, wp, bias, **kw)
     assert got.shape == want.shape and got.dtype == np.int8
     np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(tb.conv2d(xp, wp, bias, **kw), want)  # the prepared second call
     spec = tb._conv_spec(xp.shape, wp.shape, (stride, stride), pad, groups, pad_value)
-    assert (tb._packed_spec(spec, rq) is not None) == packed
+    ps = tb._packed_spec(spec, rq)
+    assert (ps is not None) == packed
+    if packed and quads is not None:
+        assert ps.quads == (quads and groups == 1)
 
 
 @pytest.mark.parametrize("c,h,w,o,k,stride,pad,pad_value", [
@@ -63,16 +70,20 @@ def _check(c, h, w, o, k, stride, pad, groups=1, pad_value=0, uniform=False, zp=
     (16, 9, 8, 16, 1, 2, (0, 0, 0, 0), 0),      # 1x1 stride 2
     (16, 8, 8, 32, 5, 1, (2, 2, 2, 2), -128),   # 5x5
     (3, 13, 11, 16, 7, 2, (3, 3, 3, 3), -128),  # a 3-channel stem: 2 of the block's 8 channel pairs reduced
-    (5, 8, 8, 32, 3, 1, (1, 1, 1, 1), 9),       # 5 channels: 3 pairs
+    (5, 8, 8, 32, 3, 1, (1, 1, 1, 1), 9),       # 5 channels: 3 pairs (2 quads)
 ])
-def test_packed_conv_matches_ref(c, h, w, o, k, stride, pad, pad_value):
-    _check(c, h, w, o, k, stride, pad, pad_value=pad_value)
+@pytest.mark.parametrize("quads", [False, True])
+def test_packed_conv_matches_ref(c, h, w, o, k, stride, pad, pad_value, quads):
+    """Both reductions on any host: quads run as ``vpdpbusd`` where the CPU has VNNI, else as ``pmaddwd`` pairs of
+    the zero-extended copy (the same values)."""
+    _check(c, h, w, o, k, stride, pad, pad_value=pad_value, quads=quads)
 
 
 @pytest.mark.parametrize("uniform,zp,relu", [(False, 3, False), (True, -128, False), (True, -20, True),
                                              (True, 5, True)])
 def test_packed_conv_requant_forms(uniform, zp, relu):
-    _check(32, 6, 10, 32, 3, 1, (1, 1, 1, 1), uniform=uniform, zp=zp, relu=relu, seed=3)
+    _check(32, 6, 10, 32, 3, 1, (1, 1, 1, 1), uniform=uniform, zp=zp, relu=relu, seed=3, quads=False)
+    _check(32, 6, 10, 32, 3, 1, (1, 1, 1, 1), uniform=uniform, zp=zp, relu=relu, seed=3, quads=True)
 
 
 @pytest.mark.parametrize("c,h,stride,pad_value,uniform", [(32, 9, 1, 5, False), (48, 10, 2, 0, True),
@@ -104,7 +115,8 @@ def test_depthwise_row_tile(ow, tile):
 
 @pytest.mark.parametrize("k,stride,groups", [(3, 1, 1), (1, 1, 1), (3, 2, 32)])
 def test_packed_conv_two_images(k, stride, groups):
-    _check(32, 7, 6, 32, k, stride, (k // 2,) * 4, groups=groups, n=2, seed=21)
+    for quads in (False, True):
+        _check(32, 7, 6, 32, k, stride, (k // 2,) * 4, groups=groups, n=2, seed=21, quads=quads)
 
 
 def test_packed_1x1_per_block_copy_two_images():
@@ -174,6 +186,25 @@ def test_spec_errors_say_what_is_allowed():
         conv2d_int8.PackedConvSpec(spec, 1, 16, 16).check()
     with pytest.raises(te.TeError, match="multiple of 16"):
         conv2d_int8.PackedConvSpec(Conv2dSpec(1, 16, 6, 6, 8, 3, 3, dtype="int8"), 1, 16, 8).check()
+    dw = Conv2dSpec(1, 16, 6, 6, 16, 3, 3, groups=16, dtype="int8")
+    with pytest.raises(te.TeError, match="quads need .*no depthwise conv"):
+        conv2d_int8.PackedConvSpec(dw, 1, 16, 16, quads=True).check()
+
+
+def test_quad_weights_and_bias_offset():
+    """Quads: weights ``(O/16, C/BI, KH, KW, BI/4, 16, 4)`` int8 in the reduction's order (checked element by
+    element), and the per-channel offset ``128 * sum(w)`` the copy's ``x + 128`` adds (hand-computed case)."""
+    spec = conv2d_int8.PackedConvSpec(Conv2dSpec(1, 32, 6, 6, 32, 3, 3, dtype="int8"), 1, 16, 16, quads=True)
+    w = np.random.default_rng(9).integers(-128, 128, (32, 32, 3, 3), dtype=np.int8)
+    wp = conv2d_int8.pack_weight_pairs(spec, w)
+    assert wp.shape == (2, 2, 3, 3, 4, 16, 4) and wp.dtype == np.int8
+    for oo, cb, ky, kx, rj, oi, k in [(0, 0, 0, 0, 0, 0, 0), (1, 1, 2, 1, 3, 15, 3), (1, 0, 1, 2, 2, 7, 1)]:
+        assert wp[oo, cb, ky, kx, rj, oi, k] == w[oo * 16 + oi, cb * 16 + rj * 4 + k, ky, kx]
+    ones = np.ones((32, 32, 3, 3), np.int8)
+    ones[5] = -2
+    off = conv2d_int8.u8_offset(spec, ones)
+    assert off[0] == 128 * 32 * 9 and off[5] == -2 * 128 * 32 * 9
+    assert not conv2d_int8.u8_offset(dataclasses.replace(spec, quads=False), ones).any()
 
 
 def _pair_dot_op(dtype_a: str, lanes: int = 16):
@@ -294,7 +325,61 @@ def test_conv_reduction_fuses_into_vpdpwssd_on_vnni(level, features):
     assert "vpdpwssd" in asm
 
 
-def test_uniform_requant_matches_numpy():
+def _quad_dot_op(lanes: int = 16):
+    """``y[i, j] = acc[i, j] + sum_k int32(u[i, k]) * int32(s[j, k])`` (u uint8, s int8), j vectorized."""
+    u = te.placeholder((4, 4), "uint8", "u")
+    sw = te.placeholder((lanes, 4), "int8", "s")
+    acc = te.placeholder((4, lanes), "int32", "acc")
+    y = te.compute((4, lanes), lambda i, j: acc[i, j] + u[i, 0].astype("int32") * sw[j, 0].astype("int32")
+                   + u[i, 1].astype("int32") * sw[j, 1].astype("int32") + u[i, 2].astype("int32")
+                   * sw[j, 2].astype("int32") + u[i, 3].astype("int32") * sw[j, 3].astype("int32"), name="y",
+                   dtype="int32")
+    s = create_schedule(y)
+    s[y].vectorize(s[y].leaf_iter_vars[1])
+    return s, [u, sw, acc, y]
+
+
+@pytest.mark.parametrize("level,features,insn", [("x86-64-v2", "", "pmaddwd\t"), ("x86-64-v3", "", "vpmaddwd\t"),
+                                                 ("x86-64-v3", "+avxvnni", "{vex}\tvpdpbusd\t%ymm"),
+                                                 ("x86-64-v4", "", "vpmaddwd\t"),
+                                                 ("x86-64-v4", "+avx512vnni", "vpdpbusd\t%zmm")])
+def test_quad_products_use_the_levels_dot_instruction(level, features, insn):
+    """u8 x s8 quads: ``vpdpbusd`` with VNNI (AVX-VNNI: the VEX form on ymm), else pmaddwd pairs of the widened
+    bytes. Extremes exact: 4 * 255 * (-128) and 4 * 255 * 127 (pmaddubsw would saturate), an accumulator at the
+    int32 edge wraps like int32 adds."""
+    u = np.array([[255] * 4, [255, 0, 255, 0], [0, 1, 2, 3], [128, 127, 200, 3]], np.uint8)
+    sw = np.random.default_rng(3).integers(-128, 128, (16, 4)).astype(np.int8)
+    sw[0], sw[1] = -128, 127
+    acc = np.random.default_rng(4).integers(-(1 << 31), 1 << 31, (4, 16)).astype(np.int32)
+    acc[0, :2] = [-(1 << 31), (1 << 31) - 1]
+    want = (acc.astype(np.int64) + u.astype(np.int64) @ sw.astype(np.int64).T).astype(np.int32)
+    with use_cpu(level, features):
+        s, args = _quad_dot_op()
+        f = compiler.build_op(s, args=args)
+        assert insn in f.asm()
+        if not missing_features():
+            np.testing.assert_array_equal(f(u, sw, acc), want)
+
+
+@pytest.mark.parametrize("level,features,insn", [("x86-64-v3", "+avxvnni", "{vex}\tvpdpbusd"),
+                                                 ("x86-64-v4", "+avx512vnni", "vpdpbusd\t%zmm"),
+                                                 ("x86-64-v4", "", "vpdpbusd")])
+def test_quad_conv_reduction_runs_on_vpdpbusd(level, features, insn):
+    """The quads' conv: ``vpdpbusd`` on the accumulator registers, none without VNNI; through the backend, bit-exact
+    with ref (where this machine has the level and features; else compile-only)."""
+    spec = conv2d_int8.PackedConvSpec(Conv2dSpec(1, 32, 6, 6, 32, 3, 3, (1, 1), (1, 1, 1, 1), dtype="int8"), 1, 16,
+                                      16, quads=True)
+    rq = Requant(0, np.full(32, 1 << 30), np.full(32, 38), zero_point=0)
+    with use_cpu(level, features):
+        extra, fn, dt = requant_int.requant_stage(rq, 32, specialize=True)
+        op = conv2d_int8.conv2d_packed(spec, (extra, fn, dt), 512 if "512" in features else 256)
+        s = create_schedule(op.out)
+        conv2d_int8.schedule_packed(op, s)
+        asm = compiler.build_op(s, args=op.inputs + [op.out]).asm()
+        if not missing_features():
+            _check(32, 9, 7, 48, 3, 2, (1, 0, 1, 1), pad_value=-5, seed=12, quads=True)
+    assert (insn in asm) == bool(features)
+
     rng = np.random.default_rng(7)
     edge = [-(1 << 31), (1 << 31) - 1, 0, -1, 1]
     acc = np.concatenate([rng.integers(-(1 << 31), 1 << 31, 4000), edge]).astype(np.int32)
