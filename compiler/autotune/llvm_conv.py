@@ -2,13 +2,18 @@
 unit-stride convs, the Winograd conv's :func:`compiler.topi.conv2d_winograd.schedule_cpu`).
 
 A task (:class:`LlvmConvTask`) is one float conv2d of a model (geometry, bias, fused residual, activation) as
-the llvm target compiles it (a ``Conv``/``FusedConv`` node after epilogue fusion; grouped and depthwise convs
-are not tuned). Its space (:class:`CpuConvSpace`) is the product of the schedule's knobs
+the llvm target compiles it (a ``Conv``/``FusedConv`` node after epilogue fusion; grouped convs, and depthwise
+convs in the channel-vector layout, are not tuned). Its space (:class:`CpuConvSpace`) is the product of the
+schedule's knobs
 (:class:`~compiler.topi.conv2d_direct.CpuConvKnobs`): output channels per vector block ``ob`` (8/16/32 float32
 lanes: the vector width, that divide the channels), output pixels per register tile ``xt`` (1..8, at most the
 tiled extent), what runs in parallel, the unrolling and the reduction order, and the algorithm ``algo`` (direct,
 or Winograd where the conv allows it: ``ob`` and ``xt`` are then the GEMM's block and tiles per register tile; the
-default knobs are Winograd's where the library's default takes it). A measurement compiles the kernel
+default knobs are Winograd's where the library's default takes it). Convs the library puts in a pixel-vector
+layout (1x1 unit-stride convs whose pixels split into vectors, depthwise convs, small image stems:
+:func:`~compiler.topi.conv2d_direct.cpu_spec`) get :class:`PixelConvSpace` instead: channels per register tile,
+pixels per tile, rows per tile (depthwise) and the parallel loop on or off (``algo="pixels"``). A measurement
+compiles the kernel
 for the current LLVM target CPU and times it on seeded random data: one warm-up call, then the median of
 ``repeats`` timed runs (each long enough to time: several calls when one is short); the cost is nanoseconds.
 The tuners, the XGBoost model (on the analytic features of :meth:`CpuConvSpace.features`) and the log loop are
@@ -42,7 +47,9 @@ from compiler.autotune.records import FORMAT, TuningLogWarning, log_lines
 from compiler.autotune.space import GridSpace
 from compiler.topi import conv2d_direct as cd
 from compiler.topi import conv2d_winograd as cw
-from compiler.topi.conv2d_direct import ALGO_CHOICES, ORDER_CHOICES, PARALLEL_CHOICES, Conv2dSpec, CpuConvKnobs
+from compiler.topi.conv2d_direct import (ORDER_CHOICES, PARALLEL_CHOICES, PIXEL_PARALLEL_CHOICES, Conv2dSpec,
+                                         CpuConvKnobs)
+from compiler.topi.row_tiles import row_vectors
 
 Point = tuple[int, ...]
 OB_CHOICES = (8, 16, 32)
@@ -99,10 +106,10 @@ class LlvmConvTask:
 
     def __post_init__(self) -> None:
         s = self.spec
-        if s.dtype != "float32" or s.groups != 1:
-            raise ValueError(f"llvm conv tasks are float32 convolutions with one group, got dtype {s.dtype}, "
-                             f"groups {s.groups}")
-        if s.oc_block or s.pixel_tile:
+        if s.dtype != "float32" or not (s.groups == 1 or s.depthwise):
+            raise ValueError(f"llvm conv tasks are float32 convolutions with one group or depthwise, got dtype "
+                             f"{s.dtype}, groups {s.groups}")
+        if s.oc_block or s.pixel_tile or s.pixel_vectors or s.row_tile:
             raise ValueError("a task's spec carries no knobs (oc_block and pixel_tile must be 0)")
 
     @property
@@ -130,19 +137,24 @@ class LlvmConvTask:
 
     def describe(self) -> str:
         s = self.spec
-        return (f"{self.name + ': ' if self.name else ''}conv {s.kh}x{s.kw}/{s.stride[0]} {s.c}->{s.o}ch "
+        return (f"{self.name + ': ' if self.name else ''}{'depthwise ' if s.depthwise else ''}conv "
+                f"{s.kh}x{s.kw}/{s.stride[0]} {s.c}->{s.o}ch "
                 f"{s.h}x{s.w}{' +res' if self.residual else ''}{' ' + self.act if self.act else ''}")
 
-    def make_space(self) -> "CpuConvSpace":
-        return CpuConvSpace(self)
+    def make_space(self) -> "CpuConvSpace | PixelConvSpace":
+        return PixelConvSpace(self) if self.default_knobs().algo == "pixels" else CpuConvSpace(self)
 
     def default_knobs(self) -> CpuConvKnobs:
-        """The knobs a build without a log uses (the library's choice for the current target CPU: Winograd where
+        """The knobs a build without a log uses (the library's choice for the current target CPU: its pixel-vector
+        layout where :func:`~compiler.topi.conv2d_direct.cpu_spec` takes one, Winograd where
         :func:`~compiler.topi.conv2d_winograd.default_knobs` takes it, else the direct conv's channel-vector layout
         with the target's blocks, :func:`~compiler.topi.conv2d_direct.wide_flat`)."""
         from compiler.backend.llvm.host import float_lanes
 
         lanes = float_lanes()
+        px = cd.cpu_spec(self.spec, lanes)
+        if px.pixel_vectors:
+            return cd.default_pixel_knobs(px)
         return cw.default_knobs(self.spec, lanes) or cd.default_cpu_knobs(cd.wide_flat(self.spec, lanes))
 
     def kernel(self, knobs: CpuConvKnobs):
@@ -168,7 +180,7 @@ class LlvmConvTask:
         s = self.spec
         w = rng.standard_normal((s.o, s.cg, s.kh, s.kw)).astype(np.float32)
         wino = knobs.algo == "winograd"
-        out = [rng.standard_normal((s.n, s.c, s.h, s.w)).astype(np.float32),
+        out = [rng.standard_normal(cd.input_shape(s if wino else spec)).astype(np.float32),
                cw.pack_weight(s, w, knobs.ob) if wino else cd.pack_weight(spec, w)]
         if self.bias:
             out.append(rng.standard_normal(s.o).astype(np.float32))
@@ -220,8 +232,8 @@ def time_call(call: Callable[[], None], repeats: int = REPEATS, flush: bool = Fa
 
 def task_of_node(node, infos) -> LlvmConvTask | None:
     """The task of a ``Conv``/``FusedConv`` graph node (``infos``: its inputs' TensorInfos), or None when the llvm
-    target does not tune it (not float32, grouped or depthwise, not a 2-D conv, or a 1x1 conv that takes the
-    pixel-vector layout: :func:`compiler.topi.conv2d_direct.cpu_spec`)."""
+    target does not tune it (not float32, not a 2-D conv, grouped, or depthwise in the channel-vector layout:
+    :func:`compiler.topi.conv2d_direct.cpu_spec`)."""
     from compiler.backend.llvm.host import float_lanes
     from compiler.backend.plans.oplan import UnsupportedOnTarget
     from compiler.backend.plans.plans_float import conv_spec
@@ -232,7 +244,9 @@ def task_of_node(node, infos) -> LlvmConvTask | None:
         spec = conv_spec(node, infos)
     except UnsupportedOnTarget:
         return None
-    if spec.groups != 1 or cd.cpu_spec(spec, float_lanes()).pixel_vectors:  # pixel-vector layouts take no knobs
+    if spec.dtype != "float32" or not (spec.groups == 1 or spec.depthwise):
+        return None
+    if spec.depthwise and not cd.cpu_spec(spec, float_lanes()).pixel_vectors:  # channel vectors: no knobs
         return None
     a = node.attrs
     return LlvmConvTask(spec, len(node.inputs) > 2 and bool(node.inputs[2]), bool(a.get("residual", False)),
@@ -263,7 +277,7 @@ class CpuConvSpace(GridSpace):
         self.task = task
         s = task.spec
         obs = [b for b in OB_CHOICES if s.og % b == 0] or [1]
-        algos = [a for a in ALGO_CHOICES if a == "direct" or cw.winograd_ok(s)]
+        algos = ["direct"] + (["winograd"] if cw.winograd_ok(s) else [])
         self.axes: list[tuple[str, list]] = [("ob", obs), ("xt", list(XT_CHOICES)), ("parallel", list(PARALLEL_CHOICES)),
                                              ("unroll", list(UNROLL_CHOICES)), ("order", list(ORDER_CHOICES)),
                                              ("algo", algos)]
@@ -347,6 +361,106 @@ class CpuConvSpace(GridSpace):
                  float(k.order == "ky_kx_rc"), lg(inner_red), lg(s.c), lg(s.o), lg(s.oh), lg(s.ow),
                  float(s.kh * s.kw), float(s.stride[0]), lg(s.macs), float(self.task.residual),
                  float(wino), lg(macs), float(wino) * lg(s.c * s.o / (s.c + s.o))]
+        return np.asarray(feats, dtype=np.float32)
+
+
+class PixelConvSpace(GridSpace):
+    """The knob settings of a conv the library puts in a pixel-vector layout (``algo="pixels"``; see the module
+    docstring): output channels per register tile ``ob`` (1 for depthwise), pixels per tile ``xt`` (1x1 convs:
+    1-4 vectors over the flattened pixels; others along a row: half a vector to four, or the whole row), output
+    rows per tile ``rows`` (depthwise: 1-8, 12, 16, 24) and ``parallel`` ("none" or the layout's parallel loop)."""
+
+    structure_axis = 3
+    structure_share = 1.0
+    stepped_axes = (0, 1, 2)
+
+    def __init__(self, task: LlvmConvTask) -> None:
+        from compiler.backend.llvm.host import float_lanes, vector_bits
+        from compiler.backend.llvm.parallel import num_threads
+
+        self.task = task
+        s = task.spec
+        self.lanes = lanes = float_lanes()
+        self.registers = 32 if vector_bits() == 512 else 16
+        self.threads = num_threads()
+        obs = [1] if s.depthwise else [t for t in (1, 2, 3, 4, 6, 8, 12, 16, 24) if s.o % t == 0]
+        if s.pointwise:
+            p = s.oh * s.ow
+            xts = [v * lanes for v in (1, 2, 3, 4) if (v - 1) * lanes < p]
+        else:
+            xts = sorted({x for x in (lanes // 2, lanes, 2 * lanes, 3 * lanes, 4 * lanes, s.ow) if 1 <= x <= s.ow})
+        rows = sorted(r for r in {*range(1, 9), 12, 16, 24, task.default_knobs().rows} if r <= s.oh) if s.depthwise \
+            else [0]
+        self.axes: list[tuple[str, list]] = [("ob", obs), ("xt", xts), ("rows", rows),
+                                             ("parallel", list(PIXEL_PARALLEL_CHOICES))]
+        self.dims = tuple(len(v) for _, v in self.axes)
+
+    def __len__(self) -> int:
+        return math.prod(self.dims)
+
+    def knobs(self, p: Point) -> CpuConvKnobs:
+        ob, xt, rows, par = (vals[i] for (_, vals), i in zip(self.axes, p))
+        return CpuConvKnobs(ob, xt, par, 1, "rc_ky_kx", "pixels", rows)
+
+    def point(self, k: CpuConvKnobs) -> Point | None:
+        if k.algo != "pixels":
+            return None
+        try:
+            return tuple(vals.index(getattr(k, name)) for name, vals in self.axes)
+        except ValueError:
+            return None
+
+    def grid(self):
+        return itertools.product(*(range(d) for d in self.dims))
+
+    def candidates(self) -> list[Point]:
+        if not hasattr(self, "_candidates"):
+            self._candidates = [p for p in self.grid() if self.reject(self.knobs(p)) is None]
+        return self._candidates
+
+    def accumulators(self, k: CpuConvKnobs) -> int:
+        """Vector registers the register tile's accumulators take."""
+        per_row = -(-k.xt // self.lanes) if self.task.spec.pointwise else row_vectors(k.xt, self.lanes)
+        return k.ob * per_row * max(1, k.rows)
+
+    def reject(self, k: CpuConvKnobs) -> str | None:
+        """Why ``k`` cannot (or need not) be measured for this task, or None."""
+        if k.algo != "pixels":
+            return f"algo={k.algo!r}: this conv's space is its pixel-vector layout (algo='pixels')"
+        try:
+            k.check(self.task.spec)
+        except Exception as exc:  # noqa: BLE001 - the knob's own message
+            return f"bad knob: {exc}"
+        if self.accumulators(k) > self.registers:
+            return f"{self.accumulators(k)} accumulator registers (the target has {self.registers})"
+        return None
+
+    def features(self, k: CpuConvKnobs) -> np.ndarray:
+        """Analytic, scale-free features (as many as :meth:`CpuConvSpace.features`, slot by slot alike where the
+        layouts share a meaning, so one cost model learns both across a network's tasks)."""
+        s = self.task.spec
+        sp = k.apply(s)
+        acc = self.accumulators(k)
+        vecs = acc / max(1, k.ob)  # vector loads per tap (input rows), one broadcast weight per channel
+        if s.pointwise:
+            ext = s.oh * s.ow
+            tiles = -(-ext // k.xt)
+            chunks = tiles // cd.pointwise_block_tiles(sp) if ext >= s.o else s.o // k.ob
+        else:
+            ext = s.ow
+            tiles = -(-ext // k.xt) * -(-s.oh // max(1, k.rows))
+            chunks = s.n * s.c if s.depthwise else s.o // k.ob * s.oh
+        waste = -(-ext // k.xt) * k.xt / ext - 1.0
+        chunks = chunks if k.parallel == "outer" else 1
+        th = self.threads
+        balance = -(-chunks // th) * th / chunks - 1.0
+        inner_red = s.kh * s.kw if s.depthwise else s.cg * s.kh * s.kw
+        lg = lambda x: math.log2(max(float(x), 1.0))  # noqa: E731
+        feats = [lg(k.ob), float(k.xt), lg(vecs), float(acc), float(acc + 2 > self.registers),
+                 float(max(0.0, acc + 2 - self.registers)), (acc * 1.0) / (vecs + k.ob), waste, 2.0,
+                 *(float(k.parallel == p) for p in PARALLEL_CHOICES), lg(chunks), balance, lg(s.macs / chunks),
+                 1.0, float(k.rows), 0.0, lg(inner_red), lg(s.c), lg(s.o), lg(s.oh), lg(s.ow), float(s.kh * s.kw),
+                 float(s.stride[0]), lg(s.macs), float(self.task.residual), 0.0, lg(tiles), float(s.depthwise)]
         return np.asarray(feats, dtype=np.float32)
 
 
@@ -439,7 +553,7 @@ def logged_knobs(tasks: list[LlvmConvTask], path: str | Path) -> dict[str, CpuCo
             continue
         if key in chosen:
             continue
-        why = CpuConvSpace(task).reject(knobs)
+        why = task.make_space().reject(knobs)
         if why:
             _warn(f"{where}: knobs {knobs} cannot be used for {task.describe()} ({why}); skipped")
             continue

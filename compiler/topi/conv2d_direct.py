@@ -653,7 +653,10 @@ def direct_row_tiles(spec: Conv2dSpec, lanes: int) -> tuple[int, int]:
 # its transforms and GEMM kept in local buffers (:func:`compiler.topi.conv2d_winograd.schedule_cpu`)
 PARALLEL_CHOICES = ("none", "outer", "fused", "rows")
 ORDER_CHOICES = ("rc_ky_kx", "ky_kx_rc")        # the reduction loops around the register tile, outermost first
-ALGO_CHOICES = ("direct", "winograd")           # this module's conv; compiler.topi.conv2d_winograd (3x3, stride 1)
+# this module's conv (channel vectors); compiler.topi.conv2d_winograd (3x3, stride 1); this module's pixel-vector
+# layouts (1x1 unit-stride, depthwise and image-stem convs: :func:`cpu_spec`)
+ALGO_CHOICES = ("direct", "winograd", "pixels")
+PIXEL_PARALLEL_CHOICES = ("none", "outer")  # algo="pixels": serial, or the layout's parallel loop
 
 
 def winograd_ok(spec: Conv2dSpec) -> bool:
@@ -681,7 +684,11 @@ class CpuConvKnobs:
     (:data:`ORDER_CHOICES`). They set the
     channel-vector layout (not ``pixel_vectors``). ``algo="winograd"``: the Winograd conv
     (:mod:`compiler.topi.conv2d_winograd`) with ``ob`` output channels per GEMM vector block, ``xt`` tiles per
-    register tile, ``parallel`` and ``unroll`` (0 or 1) as there; ``order`` stays ``rc_ky_kx``."""
+    register tile, ``parallel`` and ``unroll`` (0 or 1) as there; ``order`` stays ``rc_ky_kx``.
+    ``algo="pixels"``: the ``pixel_vectors`` layout (pixels in the vector lanes, :func:`cpu_spec`) of a 1x1
+    unit-stride, depthwise or image-stem (<= 4 input channels) conv with ``ob`` output channels per register tile
+    (1 for depthwise), ``xt`` pixels per tile, ``rows`` output rows per tile (depthwise only; else 0) and
+    ``parallel`` "outer" (the layout's parallel loop) or "none"; ``unroll`` 1 and ``order`` ``rc_ky_kx``."""
 
     ob: int
     xt: int
@@ -689,11 +696,17 @@ class CpuConvKnobs:
     unroll: int = 1
     order: str = "rc_ky_kx"
     algo: str = "direct"
+    rows: int = 0
 
     def check(self, spec: Conv2dSpec) -> None:
         """Raise ``TeError`` when these knobs cannot schedule ``spec`` (what is wrong and what is allowed)."""
         if self.algo not in ALGO_CHOICES:
             raise te.TeError(f"CpuConvKnobs: algo={self.algo!r}; allowed: {ALGO_CHOICES}")
+        if self.algo == "pixels":
+            self._check_pixels(spec)
+            return
+        if self.rows:
+            raise te.TeError(f"CpuConvKnobs: rows={self.rows} is the pixel-vector depthwise conv's (algo='pixels')")
         if self.algo == "winograd":  # which convs, unroll and order (the rest is checked below)
             if not winograd_ok(spec):
                 raise te.TeError(f"CpuConvKnobs: algo='winograd' {winograd_refusal(spec)}")
@@ -720,14 +733,55 @@ class CpuConvKnobs:
         if self.order not in ORDER_CHOICES:
             raise te.TeError(f"CpuConvKnobs: order={self.order!r}; allowed: {ORDER_CHOICES}")
 
+    def _check_pixels(self, spec: Conv2dSpec) -> None:
+        if not pixels_ok(spec):
+            raise te.TeError("CpuConvKnobs: algo='pixels' takes float32 1x1 unit-stride convs without padding, depthwise "
+                             f"convs and one-group convs of <= 4 input channels; got {spec.kh}x{spec.kw} stride "
+                             f"{spec.stride} groups {spec.groups}, {spec.c} input channels, {spec.dtype}")
+        if self.parallel not in PIXEL_PARALLEL_CHOICES or (self.unroll, self.order) != (1, "rc_ky_kx"):
+            raise te.TeError(f"CpuConvKnobs: algo='pixels' takes parallel in {PIXEL_PARALLEL_CHOICES}, unroll 1 and "
+                             f"order 'rc_ky_kx'; got {self.parallel!r}, {self.unroll}, {self.order!r}")
+        if spec.depthwise and (self.ob != 1 or self.rows < 1):
+            raise te.TeError(f"CpuConvKnobs: a pixel-vector depthwise conv takes ob=1 and rows >= 1; got ob={self.ob}, "
+                             f"rows={self.rows}")
+        if not spec.depthwise and self.rows:
+            raise te.TeError(f"CpuConvKnobs: rows={self.rows}: only pixel-vector depthwise convs tile rows")
+        self._pixel_spec(spec).check()
+
+    def _pixel_spec(self, spec: Conv2dSpec) -> Conv2dSpec:
+        return dataclasses.replace(spec, pixel_vectors=True, oc_block=0 if spec.depthwise else self.ob,
+                                   pixel_tile=self.xt, row_tile=self.rows, in_block=0)
+
     def apply(self, spec: Conv2dSpec) -> Conv2dSpec:
         """``spec`` with this block and tile (pass the result to :func:`conv2d` and :func:`pack_weight`); Winograd
         knobs: ``spec`` as it is (the Winograd conv takes the knobs themselves)."""
         self.check(spec)
         if self.algo == "winograd":
             return spec
+        if self.algo == "pixels":
+            return self._pixel_spec(spec)
         return with_in_block(dataclasses.replace(spec, oc_block=self.ob, pixel_tile=self.xt, pixel_vectors=False,
                                                  row_tile=0, in_block=0))
+
+
+def pixels_ok(spec: Conv2dSpec) -> bool:
+    """Whether ``spec`` can take a ``pixel_vectors`` layout (``CpuConvKnobs(algo="pixels")``)."""
+    return spec.dtype == "float32" and (spec.pointwise or spec.depthwise or (spec.groups == 1 and spec.c <= 4))
+
+
+def pixel_parallel(spec: Conv2dSpec) -> bool:
+    """Whether a ``pixel_vectors`` conv runs its parallel loop without knobs (from a size that gains on two
+    threads: :data:`CONV_PARALLEL_MIN_MACS`, depthwise :data:`DW_PARALLEL_MIN_MACS`)."""
+    if spec.depthwise:
+        return spec.macs >= DW_PARALLEL_MIN_MACS and spec.n * spec.c > 1
+    return spec.macs >= CONV_PARALLEL_MIN_MACS
+
+
+def default_pixel_knobs(spec: Conv2dSpec) -> CpuConvKnobs:
+    """The knobs of a ``pixel_vectors`` spec as :func:`cpu_spec` chose it (the library's choice, as knobs)."""
+    return CpuConvKnobs(1 if spec.depthwise else spec.oc_block, spec.pixel_tile,
+                        "outer" if pixel_parallel(spec) else "none", 1, "rc_ky_kx", "pixels",
+                        spec.row_tile if spec.depthwise else 0)
 
 
 def default_cpu_knobs(spec: Conv2dSpec) -> CpuConvKnobs:
@@ -775,19 +829,24 @@ def schedule_cpu(op: Conv2dOp, s, knobs: CpuConvKnobs | None = None) -> None:
     14x14 layers, measured slower; the accumulators then live in memory instead of registers.)"""
     spec = op.spec
     ob = spec.block
-    if knobs is not None and knobs.algo != "direct":
+    if knobs is not None and knobs.algo not in ("direct", "pixels"):
         raise te.TeError(f"schedule_cpu: knobs for the {knobs.algo} conv (compiler.topi.conv2d_winograd schedules "
-                         "it); this schedule takes algo='direct'")
+                         "it); this schedule takes algo='direct' or 'pixels'")
+    if knobs is not None and (knobs.algo == "pixels") != spec.pixel_vectors:
+        raise te.TeError("schedule_cpu: the knobs' layout (algo 'pixels': pixel vectors, 'direct': channel vectors) "
+                         "is not the op's: build the op from knobs.apply(spec)")
     if spec.pixel_vectors:
-        if knobs is not None:
-            raise te.TeError("schedule_cpu: knobs set the channel-vector layout; build the op from knobs.apply(spec) "
-                             "(which turns pixel_vectors off)")
+        if knobs is not None and knobs.apply(dataclasses.replace(spec, pixel_vectors=False, oc_block=0,
+                                                                 pixel_tile=0, row_tile=0)) != spec:
+            raise te.TeError(f"schedule_cpu: knobs {knobs} do not match the op's spec: build the op from "
+                             "knobs.apply(spec)")
+        par = pixel_parallel(spec) if knobs is None else knobs.parallel == "outer"
         if spec.depthwise:
-            _schedule_depthwise_rows(op, s)
+            _schedule_depthwise_rows(op, s, par)
         elif spec.pointwise:
-            _schedule_pointwise(op, s, spec.macs >= CONV_PARALLEL_MIN_MACS)
+            _schedule_pointwise(op, s, par)
         else:
-            _schedule_direct_rows(op, s)
+            _schedule_direct_rows(op, s, par)
         return
     k = knobs or default_cpu_knobs(spec)
     if knobs is not None and (spec.oc_block, spec.pixel_tile) != (k.ob, k.xt):
@@ -949,7 +1008,7 @@ def depthwise_plane_bands(spec: Conv2dSpec, pad_shape: tuple) -> bool:
     return plane > DW_PLANE_L1_BYTES and spec.oh > spec.row_tile and 4 * (band - spec.row_tile * sy) <= band
 
 
-def _schedule_depthwise_rows(op: Conv2dOp, s) -> None:
+def _schedule_depthwise_rows(op: Conv2dOp, s, parallel: bool) -> None:
     """``pixel_vectors`` depthwise: parallel over (image, channel); per channel its padded, phase-split plane is
     built in a local buffer right before use (per row tile where :func:`depthwise_plane_bands`), then per output
     row and pixel tile an XT-pixel accumulator
@@ -962,7 +1021,7 @@ def _schedule_depthwise_rows(op: Conv2dOp, s) -> None:
     xo, xi = so.split(x, spec.tile)
     so.reorder(n, c, z, yo, xo, yi, xi)
     nc = so.fuse(n, c)
-    if spec.macs >= DW_PARALLEL_MIN_MACS and spec.n * spec.c > 1:
+    if parallel and spec.n * spec.c > 1:
         so.parallel(nc)
     so.vectorize(xi)  # a ragged tile's stores: whole vectors where every lane is inside, else one by one
     sp = s[op.pad]
@@ -981,7 +1040,7 @@ def _schedule_depthwise_rows(op: Conv2dOp, s) -> None:
     sc.vectorize(cx)
 
 
-def _schedule_direct_rows(op: Conv2dOp, s) -> None:
+def _schedule_direct_rows(op: Conv2dOp, s, parallel: bool) -> None:
     """``pixel_vectors`` direct conv with a small reduction (a 3-channel stem): the padded, phase-split input
     computed once (vector rows, parallel over channels when large); per (channel tile, row) in parallel and pixel
     tile, an OT x XT accumulator tile over the C x KH x KW taps (XT/lanes contiguous loads and OT weight
@@ -998,7 +1057,7 @@ def _schedule_direct_rows(op: Conv2dOp, s) -> None:
     xo, xi = so.split(x, spec.tile)
     so.reorder(n, oo, y, xo, oi, xi)
     at = so.fuse(oo, y)
-    if spec.macs >= CONV_PARALLEL_MIN_MACS:
+    if parallel:
         so.parallel(at)
     so.vectorize(xi)
     sc = s[op.conv]

@@ -55,7 +55,7 @@ def test_knob_settings_compute_the_conv(knobs, stride):
 
 
 def test_space_holds_the_default_and_rejects_with_reasons():
-    spec = Conv2dSpec(1, 16, 4, 4, 24, 1, 1)
+    spec = Conv2dSpec(1, 16, 8, 8, 24, 1, 1, (2, 2))  # strided 1x1: channel vectors (unit-stride ones: pixels)
     task = lc.LlvmConvTask(spec)
     sp = task.make_space()
     assert sp.axes[0][1] == [8]  # 24 channels: only 8-channel blocks divide them
@@ -66,8 +66,79 @@ def test_space_holds_the_default_and_rejects_with_reasons():
     assert "must divide" in sp.reject(CpuConvKnobs(16, 2, "none", 1, "rc_ky_kx"))
     with pytest.raises(Exception, match="allowed"):
         CpuConvKnobs(8, 2, "sideways", 1, "rc_ky_kx").check(spec)
-    with pytest.raises(ValueError, match="one group"):
-        lc.LlvmConvTask(Conv2dSpec(1, 16, 4, 4, 16, 3, 3, groups=16))
+    with pytest.raises(ValueError, match="one group or depthwise"):
+        lc.LlvmConvTask(Conv2dSpec(1, 16, 4, 4, 16, 3, 3, groups=2))
+
+
+def ref_grouped(x, w, b, res, stride, pad, groups):
+    """NCHW grouped conv + bias + residual, relu (numpy, float64)."""
+    n, _, h, wd = x.shape
+    o, cg, kh, kw = w.shape
+    og = o // groups
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    oh, ow = (h + 2 * pad - kh) // stride + 1, (wd + 2 * pad - kw) // stride + 1
+    y = np.zeros((n, o, oh, ow))
+    for g in range(groups):
+        for i in range(kh):
+            for j in range(kw):
+                patch = xp[:, g * cg:(g + 1) * cg, i:i + stride * oh:stride, j:j + stride * ow:stride]
+                y[:, g * og:(g + 1) * og] += np.einsum("nchw,oc->nohw", patch, w[g * og:(g + 1) * og, :, i, j])
+    y += b[None, :, None, None]
+    if res is not None:
+        y += res
+    return np.maximum(y, 0)
+
+
+PIXEL_SPECS = [Conv2dSpec(1, 16, 8, 8, 24, 1, 1),                                    # 1x1, 64 pixels
+               Conv2dSpec(1, 16, 13, 13, 16, 3, 3, (1, 1), (1, 1, 1, 1), groups=16),  # depthwise, 13-pixel rows
+               Conv2dSpec(1, 16, 13, 21, 16, 3, 3, (2, 2), (1, 1, 1, 1), groups=16),  # depthwise, stride 2
+               Conv2dSpec(1, 3, 17, 17, 8, 3, 3, (2, 2), (1, 1, 1, 1))]               # a 3-channel image stem
+
+
+@pytest.mark.parametrize("spec", PIXEL_SPECS)
+def test_pixel_knob_settings_compute_the_conv(spec):
+    """Convs the library lays out with pixels in the vector lanes get the pixel space (algo 'pixels'), which holds
+    the library's default; a spread of its valid settings (tiles, rows, serial or parallel) computes the conv."""
+    res = spec.pointwise
+    task = lc.LlvmConvTask(spec, bias=True, residual=res, act="relu")
+    sp = task.make_space()
+    assert isinstance(sp, lc.PixelConvSpace) and task.default_knobs().algo == "pixels"
+    assert sp.point(task.default_knobs()) in sp.candidates()
+    pts = sp.candidates()
+    rng = np.random.default_rng(1)
+    w = rng.standard_normal((spec.o, spec.cg, spec.kh, spec.kw)).astype(np.float32)
+    b = rng.standard_normal(spec.o).astype(np.float32)
+    r = rng.standard_normal((1, spec.o, spec.oh, spec.ow)).astype(np.float32) if res else None
+    x = rng.standard_normal((1, spec.c, spec.h, spec.w)).astype(np.float32)
+    want = ref_grouped(x, w, b, r, spec.stride[0], spec.pads[0], spec.groups)
+    for p in [*pts[::max(1, len(pts) // 10)], pts[-1], sp.point(task.default_knobs())]:
+        k = sp.knobs(p)
+        ks = k.apply(spec)
+        args = [x.reshape(cd.input_shape(ks)), cd.pack_weight(ks, w), b] + ([r.reshape(cd.output_shape(ks))] if res
+                                                                           else [])
+        got = np.asarray(task.kernel(k)(*args)).reshape(want.shape)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=str(k))
+
+
+def test_pixel_knobs_say_what_is_allowed():
+    dw = Conv2dSpec(1, 16, 13, 13, 16, 3, 3, (1, 1), (1, 1, 1, 1), groups=16)
+    conv3 = Conv2dSpec(1, 16, 8, 8, 16, 3, 3, (1, 1), (1, 1, 1, 1))
+    from compiler.te import TeError
+
+    with pytest.raises(TeError, match="ob=1 and rows >= 1"):
+        CpuConvKnobs(2, 13, "outer", 1, "rc_ky_kx", "pixels", 2).check(dw)
+    with pytest.raises(TeError, match="takes float32 1x1 unit-stride convs"):
+        CpuConvKnobs(8, 16, "outer", 1, "rc_ky_kx", "pixels").check(conv3)
+    with pytest.raises(TeError, match="rows=2 is the pixel-vector depthwise"):
+        CpuConvKnobs(8, 4, "outer", 1, "rc_ky_kx", "direct", 2).check(conv3)
+    with pytest.raises(TeError, match="parallel in"):
+        CpuConvKnobs(1, 13, "fused", 1, "rc_ky_kx", "pixels", 2).check(dw)
+    with pytest.raises(TeError, match="a row tile of 1..13"):
+        CpuConvKnobs(1, 20, "outer", 1, "rc_ky_kx", "pixels", 2).check(dw)
+    sp = lc.LlvmConvTask(dw).make_space()
+    assert "this conv's space is its pixel-vector layout" in sp.reject(CpuConvKnobs(8, 4))
+    assert "accumulator registers" in sp.reject(CpuConvKnobs(1, 13, "outer", 1, "rc_ky_kx", "pixels", 13))
+    assert lc.LlvmConvTask(conv3).make_space().reject(CpuConvKnobs(1, 8, "outer", 1, "rc_ky_kx", "pixels")) is not None
 
 
 def test_xgb_tuner_cold_on_the_llvm_space_measures_only_valid_settings():
@@ -193,6 +264,37 @@ def test_build_applies_a_log_only_where_it_is_faster(tiny_model, tmp_path, monke
     np.testing.assert_allclose(tuned(input=x)[0] if isinstance(tuned(input=x), (list, tuple)) else tuned(input=x),
                                base(input=x)[0] if isinstance(base(input=x), (list, tuple)) else base(input=x),
                                rtol=1e-4, atol=1e-5)
+
+
+def test_build_applies_logged_pixel_knobs(tmp_path, monkeypatch):
+    """A model of a 1x1 and a depthwise conv (both pixel-vector layouts): logged pixel knobs that time faster are
+    compiled in, and the model computes what it does without the log."""
+    from compiler.executor import build
+
+    bld = OnnxBuilder(7)
+    y = bld.conv_bn("input", 8, 16, 1, act="Relu6")
+    y = bld.conv_bn(y, 16, 16, 3, groups=16, act="Relu6")
+    y = bld.op("Flatten", [bld.op("GlobalAveragePool", [y])])
+    path = tmp_path / "px.onnx"
+    onnx.save(bld.model("px", "input", (1, 8, 8, 8), bld.gemm(y, 16, 4)), str(path))
+    tasks = extract_llvm_tasks(str(path))
+    assert len(tasks) == 2 and all(t.default_knobs().algo == "pixels" for t in tasks)
+    chosen = {}
+    for t in tasks:
+        sp, d = t.make_space(), t.default_knobs()
+        chosen[t.key] = next(k for k in map(sp.knobs, sp.candidates()) if k.xt != d.xt or k.rows != d.rows)
+    log = tmp_path / "t.log"
+    log.write_text("".join(_log_line(t, chosen[t.key]) + "\n" for t in tasks))
+    monkeypatch.setattr(lc.LlvmConvTask, "bound_call", lambda self, k: (self.key, k))
+    monkeypatch.setattr(lc, "time_call", lambda call, repeats=5, flush=False: 50 if call[1] == chosen[call[0]] else 100)
+    x = np.random.default_rng(0).standard_normal((1, 8, 8, 8)).astype(np.float32)
+    base = build(str(path), target="llvm", progress=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TuningLogWarning)
+        tuned = build(str(path), target="llvm", progress=False, tuning_log=log)
+    used = [plan.key[-1] for plan, _ in tuned.cpu._plans.values() if plan.key[0] == "conv2d"]
+    assert sorted(map(repr, used)) == sorted(map(repr, chosen.values()))
+    np.testing.assert_allclose(np.asarray(tuned(input=x)[0]), np.asarray(base(input=x)[0]), rtol=1e-4, atol=1e-5)
 
 
 def test_tuning_log_on_cuda_is_refused(tiny_model, tmp_path):

@@ -228,8 +228,11 @@ def test_pixel_vectors_refuse_what_they_cannot_tile():
     with pytest.raises(te.TeError, match="oc_block dividing"):
         cd.conv2d(S(1, 3, 6, 6, 10, 3, 3, pixel_vectors=True, oc_block=4, pixel_tile=4))
     op = cd.conv2d(S(1, 8, 4, 4, 8, 1, 1, pixel_vectors=True, oc_block=4, pixel_tile=8))
-    with pytest.raises(te.TeError, match="channel-vector layout"):
+    with pytest.raises(te.TeError, match="layout .* is not the op's"):
         cd.schedule_cpu(op, create_schedule(op.out), cd.CpuConvKnobs(8, 6))
+    with pytest.raises(te.TeError, match="do not match the op's spec"):
+        cd.schedule_cpu(op, create_schedule(op.out), cd.CpuConvKnobs(2, 8, algo="pixels"))
+    cd.schedule_cpu(op, create_schedule(op.out), cd.CpuConvKnobs(4, 8, "none", algo="pixels"))  # its own knobs
     with pytest.raises(te.TeError, match="GPU"):
         cd.schedule_gpu(op, create_schedule(op.out))
 

@@ -119,7 +119,7 @@ def test_avx512_default_takes_two_zmm_blocks():
     (S(1, 16, 8, 8, 24, 3, 3), cd.CpuConvKnobs(16, 6, algo=W), "must divide the 24"),
     (S(1, 16, 8, 8, 16, 3, 3), cd.CpuConvKnobs(16, 6, unroll=2, algo=W), "allows 0, 1"),
     (S(1, 16, 8, 8, 16, 3, 3), cd.CpuConvKnobs(16, 6, order="ky_kx_rc", algo=W), "channels only"),
-    (S(1, 16, 8, 8, 16, 3, 3), cd.CpuConvKnobs(16, 6, algo="fft"), "allowed: ('direct', 'winograd')"),
+    (S(1, 16, 8, 8, 16, 3, 3), cd.CpuConvKnobs(16, 6, algo="fft"), "allowed: ('direct', 'winograd', 'pixels')"),
     (S(1, 16, 8, 8, 16, 3, 3), cd.CpuConvKnobs(16, 6, "rows"), "parallel='rows' is the Winograd conv's"),
     (S(1, 16, 8, 8, 16, 3, 3), cd.CpuConvKnobs(16, 6, "sideways", algo=W), "allowed: ('none', 'outer', 'fused', 'rows')"),
 ])
