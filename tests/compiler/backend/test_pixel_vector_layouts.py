@@ -188,9 +188,16 @@ def test_cpu_spec_picks_the_layout_per_shape():
     assert cd.depthwise_row_tile(S(1, 8, 62, 62, 8, 3, 3, groups=8), 16) == 60  # 60 = 32 + 16 + 8 + 4 pieces
     assert [cd.row_vectors(xt, 16) for xt in (14, 16, 28, 56, 7)] == [3, 1, 3, 4, 3]
     assert [cd.row_vectors(xt, 8) for xt in (14, 16, 28, 56, 7)] == [3, 2, 4, 7, 3]
-    # rows: at most 24 (AVX-512) / 12 accumulator registers, dividing the rows: 14-wide on 16 lanes: 3 a row, 7 rows
+    # rows: at most 12 accumulator registers (24 strided on AVX-512), dividing the rows: 14-wide on 16 lanes: 3 a
+    # row, 2 rows (strided: 7 rows of 14 output rows); 112-wide: 1 a row, 8 rows (strided: 56 rows, 8 of 4 vectors)
     dw14 = cd.cpu_spec(S(1, 384, 14, 14, 384, 3, 3, (1, 1), (1, 1, 1, 1), groups=384), 16)
-    assert (dw14.tile, dw14.row_tile) == (14, 7)
+    assert (dw14.tile, dw14.row_tile) == (14, 2)
+    dw14s = cd.cpu_spec(S(1, 384, 28, 28, 384, 3, 3, (2, 2), (1, 1, 1, 1), groups=384), 16)
+    assert (dw14s.tile, dw14s.row_tile) == (14, 7)
+    dw112 = cd.cpu_spec(S(1, 32, 112, 112, 32, 3, 3, (1, 1), (1, 1, 1, 1), groups=32), 16)
+    assert (dw112.tile, dw112.row_tile) == (16, 8)
+    dw56s = cd.cpu_spec(S(1, 96, 112, 112, 96, 3, 3, (2, 2), (1, 1, 1, 1), groups=96), 16)
+    assert (dw56s.tile, dw56s.row_tile) == (56, 4)
     assert cd.depthwise_row_tile(S(1, 8, 5, 5, 8, 3, 3, groups=8), 8) == 0      # 3 wide: channel vectors
     for spec in (S(1, 16, 8, 8, 16, 1, 1, (2, 2)), S(1, 16, 8, 8, 16, 3, 3),
                  S(1, 16, 8, 8, 16, 1, 1, pads=(1, 1, 1, 1)), S(1, 16, 8, 8, 16, 1, 1, dtype="int8"), S(1, 16, 8, 8, 16, 1, 1, groups=2),
