@@ -931,11 +931,11 @@ class LlvmCodegen:
         if len(prods) != 4:
             return None
         prods.sort(key=lambda p: linear(p[0].index).const)
-        us = self._quad_load([p[0] for p in prods], lanes, check=True)
-        ss = self._quad_load([p[1] for p in prods], lanes, check=True)
-        if us is None or ss is None:
+        uq, sq = [p[0] for p in prods], [p[1] for p in prods]
+        u_step, s_step = self._quad_step(uq), self._quad_step(sq)
+        if u_step is None or s_step is None:
             return None
-        u, s_ = self._quad_load([p[0] for p in prods], lanes), self._quad_load([p[1] for p in prods], lanes)
+        u, s_ = self._quad_load(uq, lanes, u_step), self._quad_load(sq, lanes, s_step)
         b = self.c.b
         vt = ir.VectorType(ir.IntType(32), lanes)
         acc = ir.Constant(vt, [0] * lanes)
@@ -951,22 +951,25 @@ class LlvmCodegen:
             pieces.append(b.call(fn, parts))
         return self._concat(pieces)
 
-    def _quad_load(self, loads: list, lanes: int, check: bool = False) -> ir.Value | None:
-        """Four byte loads of one buffer at ``base + k`` (k = 0..3) as ``<L x i32>``: lane ``j`` holds the quad at
-        ``base + 4 j`` (a contiguous ``<4L x i8>`` load) or, where the index does not move with the lane, the same
-        quad in every lane (one 32-bit load, broadcast). ``check``: only whether it applies (True or None)."""
+    def _quad_step(self, loads: list) -> int | None:
+        """Four byte loads of one buffer at ``base + k`` (k = 0..3) that :meth:`_quad_load` reads as one: their
+        index's step per vector lane (4: consecutive quads; 0: the same quad in every lane), else None."""
         if not all(isinstance(x, BufLoad) and x.buffer is loads[0].buffer for x in loads):
             return None
-        var, _, offset = self.vec
+        var = self.vec[0]
         fs = [linear(x.index) for x in loads]
-        c0 = {repr(k): v for k, v in fs[0].coefs.items()}
+        c0 = {repr(k): v for k, v in fs[0].coefs.items()}  # atoms compared by structure (each load built its own)
         if any({repr(k): v for k, v in f.coefs.items()} != c0 or f.const - fs[0].const != k for k, f in enumerate(fs)):
             return None
         step = fs[0].coef(var)
         if step not in (0, 4) or any(not isinstance(a, Var) and var in atom_vars(a) for a in fs[0].coefs):
             return None
-        if check:
-            return True
+        return step
+
+    def _quad_load(self, loads: list, lanes: int, step: int) -> ir.Value:
+        """The quads of :meth:`_quad_step`'s loads as ``<L x i32>``: lane ``j`` holds the quad at ``base + 4 j`` (one
+        contiguous ``<4L x i8>`` load; ``step`` 4) or the same quad in every lane (one 32-bit load, broadcast)."""
+        var, _, offset = self.vec
         b = self.c.b
         i8, i32 = ir.IntType(8), ir.IntType(32)
         p = b.gep(self._ptr(loads[0].buffer), [self.index(substitute(loads[0].index, {var: Const(offset)}))],
