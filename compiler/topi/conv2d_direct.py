@@ -721,7 +721,8 @@ class CpuConvKnobs:
                 raise te.TeError(f"CpuConvKnobs: order={self.order!r}; the Winograd conv's reduction is over "
                                  "channels only (order 'rc_ky_kx')")
         elif spec.depthwise or spec.dtype != "float32":
-            raise te.TeError("CpuConvKnobs: only float32, non-depthwise convolutions take knobs")
+            raise te.TeError(f"CpuConvKnobs: algo={self.algo!r} (channel vectors) takes float32 convs that are not "
+                             f"depthwise; depthwise float32 convs take algo='pixels'")
         if self.ob < 1 or spec.og % self.ob:
             raise te.TeError(f"CpuConvKnobs: ob={self.ob} must divide the {spec.og} output channels per group")
         if self.xt < 1:
@@ -791,7 +792,7 @@ def default_pixel_knobs(spec: Conv2dSpec) -> CpuConvKnobs:
 
 def default_cpu_knobs(spec: Conv2dSpec) -> CpuConvKnobs:
     """The knobs :func:`schedule_cpu` uses without a tuning log for the channel-vector layout of ``spec`` (the
-    library's own choice; ``pixel_vectors`` specs take no knobs)."""
+    library's own choice; ``pixel_vectors`` specs: :func:`default_pixel_knobs`)."""
     par = "none"
     if spec.macs >= (CONV_PARALLEL_MIN_MACS if spec.flat else PARALLEL_MIN_MACS):
         par = "fused" if spec.flat else "outer"

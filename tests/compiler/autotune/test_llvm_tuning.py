@@ -133,6 +133,8 @@ def test_pixel_knobs_say_what_is_allowed():
         CpuConvKnobs(8, 4, "outer", 1, "rc_ky_kx", "direct", 2).check(conv3)
     with pytest.raises(TeError, match="parallel in"):
         CpuConvKnobs(1, 13, "fused", 1, "rc_ky_kx", "pixels", 2).check(dw)
+    with pytest.raises(TeError, match="depthwise float32 convs take algo='pixels'"):
+        CpuConvKnobs(8, 4).check(dw)
     with pytest.raises(TeError, match="a row tile of 1..13"):
         CpuConvKnobs(1, 20, "outer", 1, "rc_ky_kx", "pixels", 2).check(dw)
     sp = lc.LlvmConvTask(dw).make_space()
