@@ -264,28 +264,21 @@ def graph_tasks(g) -> list[LlvmConvTask]:
 
 
 # ------------------------------------------------------------------------------------------------ space
-class CpuConvSpace(GridSpace):
-    """All knob settings of one :class:`LlvmConvTask`: ob x xt x parallel x unroll x order (see module docstring)."""
+class _KnobGrid(GridSpace):
+    """A product of :class:`CpuConvKnobs` fields (``axes``: ``(field, values)``), the other fields ``fixed``; the
+    target's float32 lanes, vector registers and the thread count, for the subclasses' rules and features. A
+    subclass says which settings to skip (``reject(knobs)``: why, or None)."""
 
-    structure_axis = 2  # the axis that changes the program's structure most (the XGB tuner spreads batches over it)
-    # no cap on a batch's share of one parallel choice: the parallel knob has a clear winner per task, and capping
-    # it spent trials on the losers (cold XGB over random 0.25 -> 0.19 on 12 seeds of a measured landscape)
-    structure_share = 1.0
-    stepped_axes = (1,)  # xt moves by 1-2 pixels; ob, parallel, unroll and order jump to another value
+    axes: list[tuple[str, list]]
+    fixed: dict = {}
 
-    def __init__(self, task: LlvmConvTask) -> None:
-        self.task = task
-        s = task.spec
-        obs = [b for b in OB_CHOICES if s.og % b == 0] or [1]
-        algos = ["direct"] + (["winograd"] if cw.winograd_ok(s) else [])
-        self.axes: list[tuple[str, list]] = [("ob", obs), ("xt", list(XT_CHOICES)), ("parallel", list(PARALLEL_CHOICES)),
-                                             ("unroll", list(UNROLL_CHOICES)), ("order", list(ORDER_CHOICES)),
-                                             ("algo", algos)]
-        self.dims = tuple(len(v) for _, v in self.axes)
+    def _set_axes(self, task: LlvmConvTask, axes: list[tuple[str, list]]) -> None:
         from compiler.backend.llvm.host import float_lanes, vector_bits
-
         from compiler.backend.llvm.parallel import num_threads
 
+        self.task = task
+        self.axes = axes
+        self.dims = tuple(len(v) for _, v in axes)
         self.lanes = float_lanes()
         self.registers = 32 if vector_bits() == 512 else 16
         self.threads = num_threads()
@@ -294,9 +287,12 @@ class CpuConvSpace(GridSpace):
         return math.prod(self.dims)
 
     def knobs(self, p: Point) -> CpuConvKnobs:
-        return CpuConvKnobs(*(vals[i] for (_, vals), i in zip(self.axes, p)))
+        return CpuConvKnobs(**{name: vals[i] for (name, vals), i in zip(self.axes, p)}, **self.fixed)
 
     def point(self, k: CpuConvKnobs) -> Point | None:
+        """The point of knobs ``k``, or None when they lie outside this space."""
+        if any(getattr(k, name) != v for name, v in self.fixed.items()):
+            return None
         try:
             return tuple(vals.index(getattr(k, name)) for name, vals in self.axes)
         except ValueError:
@@ -310,6 +306,24 @@ class CpuConvSpace(GridSpace):
         if not hasattr(self, "_candidates"):
             self._candidates = [p for p in self.grid() if self.reject(self.knobs(p)) is None]
         return self._candidates
+
+
+class CpuConvSpace(_KnobGrid):
+    """All knob settings of one :class:`LlvmConvTask`: ob x xt x parallel x unroll x order (see module docstring)."""
+
+    structure_axis = 2  # the axis that changes the program's structure most (the XGB tuner spreads batches over it)
+    # no cap on a batch's share of one parallel choice: the parallel knob has a clear winner per task, and capping
+    # it spent trials on the losers (cold XGB over random 0.25 -> 0.19 on 12 seeds of a measured landscape)
+    structure_share = 1.0
+    stepped_axes = (1,)  # xt moves by 1-2 pixels; ob, parallel, unroll and order jump to another value
+    fixed = {"rows": 0}
+
+    def __init__(self, task: LlvmConvTask) -> None:
+        s = task.spec
+        obs = [b for b in OB_CHOICES if s.og % b == 0] or [1]
+        algos = ["direct"] + (["winograd"] if cw.winograd_ok(s) else [])
+        self._set_axes(task, [("ob", obs), ("xt", list(XT_CHOICES)), ("parallel", list(PARALLEL_CHOICES)),
+                              ("unroll", list(UNROLL_CHOICES)), ("order", list(ORDER_CHOICES)), ("algo", algos)])
 
     def extent(self, k: CpuConvKnobs) -> int:
         """Pixels the register tile runs along with ``k``: all output pixels (flat tiles) or one row; Winograd: the
@@ -364,7 +378,7 @@ class CpuConvSpace(GridSpace):
         return np.asarray(feats, dtype=np.float32)
 
 
-class PixelConvSpace(GridSpace):
+class PixelConvSpace(_KnobGrid):
     """The knob settings of a conv the library puts in a pixel-vector layout (``algo="pixels"``; see the module
     docstring): output channels per register tile ``ob`` (1 for depthwise), pixels per tile ``xt`` (1x1 convs:
     1-4 vectors over the flattened pixels; others along a row: half a vector to four, or the whole row), output
@@ -373,16 +387,13 @@ class PixelConvSpace(GridSpace):
     structure_axis = 3
     structure_share = 1.0
     stepped_axes = (0, 1, 2)
+    fixed = {"unroll": 1, "order": "rc_ky_kx", "algo": "pixels"}
 
     def __init__(self, task: LlvmConvTask) -> None:
-        from compiler.backend.llvm.host import float_lanes, vector_bits
-        from compiler.backend.llvm.parallel import num_threads
+        from compiler.backend.llvm.host import float_lanes
 
-        self.task = task
         s = task.spec
-        self.lanes = lanes = float_lanes()
-        self.registers = 32 if vector_bits() == 512 else 16
-        self.threads = num_threads()
+        lanes = float_lanes()
         obs = [1] if s.depthwise else [t for t in (1, 2, 3, 4, 6, 8, 12, 16, 24) if s.o % t == 0]
         if s.pointwise:
             p = s.oh * s.ow
@@ -391,32 +402,7 @@ class PixelConvSpace(GridSpace):
             xts = sorted({x for x in (lanes // 2, lanes, 2 * lanes, 3 * lanes, 4 * lanes, s.ow) if 1 <= x <= s.ow})
         rows = sorted(r for r in {*range(1, 9), 12, 16, 24, task.default_knobs().rows} if r <= s.oh) if s.depthwise \
             else [0]
-        self.axes: list[tuple[str, list]] = [("ob", obs), ("xt", xts), ("rows", rows),
-                                             ("parallel", list(PIXEL_PARALLEL_CHOICES))]
-        self.dims = tuple(len(v) for _, v in self.axes)
-
-    def __len__(self) -> int:
-        return math.prod(self.dims)
-
-    def knobs(self, p: Point) -> CpuConvKnobs:
-        ob, xt, rows, par = (vals[i] for (_, vals), i in zip(self.axes, p))
-        return CpuConvKnobs(ob, xt, par, 1, "rc_ky_kx", "pixels", rows)
-
-    def point(self, k: CpuConvKnobs) -> Point | None:
-        if k.algo != "pixels":
-            return None
-        try:
-            return tuple(vals.index(getattr(k, name)) for name, vals in self.axes)
-        except ValueError:
-            return None
-
-    def grid(self):
-        return itertools.product(*(range(d) for d in self.dims))
-
-    def candidates(self) -> list[Point]:
-        if not hasattr(self, "_candidates"):
-            self._candidates = [p for p in self.grid() if self.reject(self.knobs(p)) is None]
-        return self._candidates
+        self._set_axes(task, [("ob", obs), ("xt", xts), ("rows", rows), ("parallel", list(PIXEL_PARALLEL_CHOICES))])
 
     def accumulators(self, k: CpuConvKnobs) -> int:
         """Vector registers the register tile's accumulators take."""
