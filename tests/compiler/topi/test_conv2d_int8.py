@@ -314,15 +314,21 @@ def test_scalar_condition_selects_whole_vectors():
 
 @pytest.mark.parametrize("level,features", [("x86-64-v3", "+avxvnni"), ("x86-64-v4", "+avx512vnni")])
 def test_conv_reduction_fuses_into_vpdpwssd_on_vnni(level, features):
-    spec = conv2d_int8.PackedConvSpec(Conv2dSpec(1, 32, 6, 6, 32, 3, 3, (1, 1), (1, 1, 1, 1), dtype="int8"), 1, 16, 16)
-    rq = Requant(0, np.full(32, 1 << 30), np.full(32, 38), zero_point=0)
     with use_cpu(level, features):
-        extra, fn, dt = requant_int.requant_stage(rq, 32, specialize=True)
-        op = conv2d_int8.conv2d_packed(spec, (extra, fn, dt), 512 if "512" in features else 256)
-        s = create_schedule(op.out)
-        conv2d_int8.schedule_packed(op, s)
-        asm = compiler.build_op(s, args=op.inputs + [op.out]).asm()
+        asm = _conv_asm(False, features)
     assert "vpdpwssd" in asm
+
+
+def _conv_asm(quads: bool, features: str) -> str:
+    """Assembly of a 32 -> 32 channel 3x3 packed conv (pairs or quads) for the current target."""
+    spec = conv2d_int8.PackedConvSpec(Conv2dSpec(1, 32, 6, 6, 32, 3, 3, (1, 1), (1, 1, 1, 1), dtype="int8"), 1, 16,
+                                      16, quads=quads)
+    rq = Requant(0, np.full(32, 1 << 30), np.full(32, 38), zero_point=0)
+    extra, fn, dt = requant_int.requant_stage(rq, 32, specialize=True)
+    op = conv2d_int8.conv2d_packed(spec, (extra, fn, dt), 512 if "512" in features else 256)
+    s = create_schedule(op.out)
+    conv2d_int8.schedule_packed(op, s)
+    return compiler.build_op(s, args=op.inputs + [op.out]).asm()
 
 
 def _quad_dot_op(lanes: int = 16):
@@ -367,15 +373,8 @@ def test_quad_products_use_the_levels_dot_instruction(level, features, insn):
 def test_quad_conv_reduction_runs_on_vpdpbusd(level, features, insn):
     """The quads' conv: ``vpdpbusd`` on the accumulator registers, none without VNNI; through the backend, bit-exact
     with ref (where this machine has the level and features; else compile-only)."""
-    spec = conv2d_int8.PackedConvSpec(Conv2dSpec(1, 32, 6, 6, 32, 3, 3, (1, 1), (1, 1, 1, 1), dtype="int8"), 1, 16,
-                                      16, quads=True)
-    rq = Requant(0, np.full(32, 1 << 30), np.full(32, 38), zero_point=0)
     with use_cpu(level, features):
-        extra, fn, dt = requant_int.requant_stage(rq, 32, specialize=True)
-        op = conv2d_int8.conv2d_packed(spec, (extra, fn, dt), 512 if "512" in features else 256)
-        s = create_schedule(op.out)
-        conv2d_int8.schedule_packed(op, s)
-        asm = compiler.build_op(s, args=op.inputs + [op.out]).asm()
+        asm = _conv_asm(True, features)
         if not missing_features():
             _check(32, 9, 7, 48, 3, 2, (1, 0, 1, 1), pad_value=-5, seed=12, quads=True)
     assert (insn in asm) == bool(features)
