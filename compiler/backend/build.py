@@ -1,9 +1,9 @@
 """``build_op``: compile a TE schedule for ``llvm`` (the host CPU) or ``cuda`` into a callable on numpy arrays."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
-
+import ctypes
 import threading
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
@@ -94,7 +94,18 @@ class CpuOp:
 
         call.arrays = (ins, outs)  # type: ignore[attr-defined]  (alive as long as the call)
         call.op = self  # type: ignore[attr-defined]  (its code and this thread's scratch buffers: the same)
+        call.native = self.native_call(addrs[1:])  # type: ignore[attr-defined]  (for the executor's native replay)
         return call
+
+    def native_call(self, addresses: "list[int] | tuple[int, ...]"):
+        """:meth:`run_addresses` on ``addresses`` as a :class:`~compiler.backend.llvm.native_replay.KernelCall`
+        (the kernel's machine code and every argument, the thread pool's launch first), for a native caller; None
+        where the kernel was compiled for a CPU this machine cannot run."""
+        from compiler.backend.llvm.native_replay import KernelCall
+
+        if not self._jit.runnable:
+            return None
+        return KernelCall(ctypes.cast(self._cfunc, ctypes.c_void_p).value, (self._launch, *addresses))
 
     def temp_arrays(self) -> list[np.ndarray]:
         """Fresh scratch arrays of the kernel's temporary buffers (for :meth:`run_prepared`)."""

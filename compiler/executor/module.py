@@ -1,6 +1,7 @@
 """The runnable module returned by ``build``: inputs, run, outputs and a per-layer profile."""
 from __future__ import annotations
 
+import functools
 import math
 import threading
 import time
@@ -39,12 +40,17 @@ def _same_memory(a: np.ndarray, b) -> bool:
 
 class _Replay(NamedTuple):
     """A run as recorded calls: the thread that recorded them, the versions of the records they rest on, the steps
-    ``(node, target, call, profile)`` in order and the graph outputs' arrays."""
+    ``(node, target, call, profile)`` in order and the graph outputs' arrays; ``native``: where every call has a
+    native form, ``(function, feeds, names, woken)``: the steps as one native function
+    (:class:`~compiler.backend.llvm.native_replay.NativeReplay`, which also copies the inputs in), the graph
+    inputs' ``(name, shape, dtype, buffer)`` in its order, their names, and whether it wakes the backend's
+    workers itself; else None."""
 
     thread: int
     versions: tuple
     steps: tuple
     outputs: tuple
+    native: "tuple | None" = None
 
 
 class Module:
@@ -175,6 +181,11 @@ class Module:
         the last run found every node's call already bound to those arrays (the llvm backends' bound kernel calls,
         kept views and repeated accelerator layers: see :meth:`_make_replay`), the run replays those calls in
         order with none of the per-node dispatch; the results and the profile are the same."""
+        replay = self._replay
+        if replay is not None and replay.native is not None:
+            outs = self._run_native(replay, {**inputs, **kw} if inputs else kw)
+            if outs is not None:
+                return outs
         # AccelBackend.before_run (llvm: get the thread pool's workers spinning) first, so a sleeping worker wakes
         # while the inputs are checked and staged; a backend that does not subclass AccelBackend may lack it
         before = getattr(self.accel, "before_run", None)
@@ -270,7 +281,75 @@ class Module:
             if rep is None or len(rep[2]) != len(outs) or any(a is not b for a, b in zip(rep[2], outs)):
                 return None
             steps.append((n, target, rep[0], {"cpu_backend": rep[1], "compile_s": 0.0}))
-        return _Replay(threading.get_ident(), self._calls_version(), tuple(steps), tuple(outputs))
+        native = self._native_replay(steps)
+        return _Replay(threading.get_ident(), self._calls_version(), tuple(steps), tuple(outputs), native)
+
+    def _native_replay(self, steps: list) -> "tuple | None":
+        """``steps`` (the replay's) as one native function, where every call has a native form (``call.native``:
+        a bound llvm kernel, a view's copy) and this machine can run it; None otherwise. The accelerator backend's
+        ``before_run`` goes in front where it has a native form (``native_before_run``: the llvm thread pool's
+        wake), else the native path calls it from Python first."""
+        from compiler.backend.llvm.native_replay import InputCopy, NativeReplay, clock_address
+
+        natives = [getattr(call, "native", None) for _n, _t, call, _p in steps]
+        if not natives or any(x is None for x in natives) or not clock_address():
+            return None
+        feeds = []
+        for name in self.graph.inputs:
+            buf = self._inputs.get(name)
+            if buf is None or buf is not self._staged.get(name):
+                return None
+            feeds.append((name, buf.shape, buf.dtype, buf))
+        first = getattr(self.accel, "native_before_run", lambda: None)()
+        try:
+            native = NativeReplay(natives, [InputCopy(b.ctypes.data, b.nbytes, b.dtype.name) for *_x, b in feeds],
+                                  first)
+        except RuntimeError:  # no JIT for this machine's own CPU: the Python replay still runs
+            return None
+        return native, tuple(feeds), frozenset(self.graph.inputs), first is not None
+
+    def _run_native(self, replay: "_Replay", given: dict) -> "list[np.ndarray] | None":
+        """:meth:`run` as one call of the replay's native function, which copies the inputs given here into the
+        module's buffers (counting NaN/Inf as it goes) and runs every step; None where the general checks must run
+        (a record changed, another thread, ``keep_details``, an unknown or missing input)."""
+        if (self.keep_details or replay.thread != threading.get_ident()
+                or replay.versions != self._calls_version()):
+            return None
+        native, feeds, names, woken = replay.native
+        if any(k not in names for k in given):  # the general path names the unknown input
+            return None
+        sources = []
+        for name, shape, dtype, buf in feeds:
+            a = given.get(name)
+            if a is None:
+                if self._inputs.get(name) is not buf:
+                    return None
+                sources.append(0)
+            elif type(a) is np.ndarray and a.shape == shape and a.dtype == dtype and a.flags.c_contiguous:
+                sources.append(a.__array_interface__["data"][0])
+            else:  # checked (a clear error for a wrong one) and copied as by set_input
+                self.set_input(name, a)
+                sources.append(0)
+        if not woken:
+            before = getattr(self.accel, "before_run", None)
+            if before is not None:
+                before()
+        if native.run(sources):  # NaN/Inf in an input copied here: reported as set_input does
+            for (name, _s, _d, buf), src in zip(feeds, sources):
+                report = non_finite_report(buf, f"input {name!r}") if src else None
+                if report is not None:
+                    warnings.warn(NonFiniteInputWarning(f"{report}; outputs that depend on them may be NaN/Inf"),
+                                  stacklevel=3)
+        self._outputs = [np.array(v) for v in replay.outputs]  # copies: the arena is reused next run
+        self._profile = functools.partial(self._native_rows, replay)
+        self._details = []
+        return list(self._outputs)
+
+    @staticmethod
+    def _native_rows(replay: "_Replay") -> list[tuple]:
+        """The profile's raw rows of the last native run of ``replay`` (its function's clock readings)."""
+        secs = replay.native[0].step_seconds()
+        return [(n, target, float(dt), prof) for (n, target, _c, prof), dt in zip(replay.steps, secs)]
 
     def _run_replay(self, replay: "_Replay") -> list[np.ndarray]:
         """:meth:`run` by replaying the recorded calls (each timed for the profile)."""
@@ -367,6 +446,8 @@ class Module:
         """Per-layer rows of the last run: name, op, target, group, cycles, utilization, macs, intrinsic (accel rows:
         the tensor intrinsic the layer ran on, e.g. "gemm" or "dwmac"), bytes, time_ms,
         and ``cpu_backend`` (CPU rows: "numpy", "llvm" or "view" (zero-copy reshape); None on accel rows)."""
+        if callable(self._profile):  # the last run was native: its rows from the native function's clock
+            self._profile = self._profile()
         if not self._profile:
             raise RuntimeError("no profile yet: call run() first")
         if isinstance(self._profile[0], tuple):  # the last run's raw (node, target, seconds, backend profile)

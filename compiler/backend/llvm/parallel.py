@@ -170,6 +170,17 @@ def wake_workers() -> None:
     _wake(want)
 
 
+def native_wake():
+    """:func:`wake_workers`' wake of the parked workers as a :class:`~compiler.backend.llvm.native_replay.KernelCall`
+    (the native ``wake`` on the record; a native caller makes it with no Python), or None off x86. Workers that
+    are neither parked nor spinning are started by the first parallel loop's launch instead."""
+    from compiler.backend.llvm.native_replay import KernelCall
+
+    if not _NATIVE:
+        return None
+    return KernelCall(ctypes.cast(_native()["wake"], ctypes.c_void_p).value, (_record_addr,))
+
+
 def launch_address() -> int:
     """The ``launch`` callback to pass generated kernels: the native one on x86 (no Python while workers spin),
     else the Python callback."""

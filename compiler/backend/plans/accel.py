@@ -81,6 +81,15 @@ class TargetAccelBackend(AccelBackend):
 
             wake_workers()
 
+    def native_before_run(self):
+        """:meth:`before_run` as a native call (a :class:`~compiler.backend.llvm.native_replay.KernelCall`: the
+        thread pool's wake of its parked workers) for the executor's native replay; None where it has none."""
+        if self.target != "llvm":
+            return None
+        from compiler.backend.llvm.parallel import native_wake
+
+        return native_wake()
+
     def _packed_spec(self, spec: conv2d_direct.Conv2dSpec, rq: Requant,
                      w_oihw: np.ndarray | None = None) -> "conv2d_int8.PackedConvSpec | None":
         """The packed-layout kernel's spec for ``spec``, or None where it does not apply (then unpack/repack);
@@ -251,6 +260,8 @@ class TargetAccelBackend(AccelBackend):
             fn.run_addresses(addresses)
             self.last_profile = prof
         again.state = state  # type: ignore[attr-defined]  (the prepared arrays stay alive with the call)
+        # the same kernel call for a native caller (the executor's native replay; last_profile is this call's already)
+        again.native = fn.native_call(addresses)  # type: ignore[attr-defined]
         return again
 
     def _address(self, a: np.ndarray) -> int:

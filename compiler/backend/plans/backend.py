@@ -30,6 +30,7 @@ import numpy as np
 from compiler.graph.bound_calls import LastCalls
 from compiler.graph.cpu_backend import NumpyCpuBackend
 from compiler.graph.ir import Graph, Node, TensorInfo
+from compiler.backend.llvm.native_replay import NO_OP, ByteCopy
 from compiler.backend.plans.compile import compile_plan
 from compiler.backend.plans.plans import (COMPILED_GLUE, NUMPY_GLUE_OPS, PLANNERS, VIEW_OPS, OpPlan,
                                          UnsupportedOnTarget, plan_node)
@@ -44,6 +45,9 @@ LAZY_OPS = frozenset({"QConv2D", "QDense", "Relu", "Clip", "Add", "Sub", "Mul", 
 
 def _nothing() -> None:
     """A kept view node's repeat where its result is the view itself (no copy)."""
+
+
+_nothing.native = NO_OP  # type: ignore[attr-defined]
 
 
 # ops whose CPU schedule takes knobs (compiler.topi.conv2d_direct.CpuConvKnobs) from a tuning log
@@ -167,7 +171,11 @@ class TargetCpuBackend:
         if hit is None:
             return None
         copy = hit[1]
-        return (functools.partial(ctypes.memmove, *copy) if copy is not None else _nothing), "view", [hit[2]]
+        if copy is None:
+            return _nothing, "view", [hit[2]]
+        call = functools.partial(ctypes.memmove, *copy)
+        call.native = ByteCopy(*copy)  # type: ignore[attr-defined]  (for the executor's native replay)
+        return call, "view", [hit[2]]
 
     def calls_version(self) -> tuple[int, int]:
         """Versions of the bound calls and kept views (:attr:`LastCalls.version`): a caller holding

@@ -146,7 +146,8 @@ def test_replayed_layer_error_names_the_layer():
 
     def broken() -> None:
         raise RuntimeError("device refused the call")
-    mod._replay = replay._replace(steps=replay.steps[:3] + ((n, target, broken, prof),) + replay.steps[4:])
+    # the Python replay (a native replay runs the kernels' own code: tests/compiler/executor/test_native_replay.py)
+    mod._replay = replay._replace(steps=replay.steps[:3] + ((n, target, broken, prof),) + replay.steps[4:], native=None)
     with pytest.raises(RuntimeError, match=f"layer {n.name!r} .*device refused"):
         mod(input=x)
     assert mod._replay is None
