@@ -320,12 +320,13 @@ class Module:
             return None
         sources = []
         for name, shape, dtype, buf in feeds:
-            a = given.get(name)
-            if a is None:
+            if name not in given:
                 if self._inputs.get(name) is not buf:
                     return None
                 sources.append(0)
-            elif type(a) is np.ndarray and a.shape == shape and a.dtype == dtype and a.flags.c_contiguous:
+                continue
+            a = given[name]
+            if type(a) is np.ndarray and a.shape == shape and a.dtype == dtype and a.flags.c_contiguous:
                 sources.append(a.__array_interface__["data"][0])
             else:  # checked (a clear error for a wrong one) and copied as by set_input
                 self.set_input(name, a)

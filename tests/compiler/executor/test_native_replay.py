@@ -77,6 +77,8 @@ def test_native_run_refuses_bad_inputs(fp32):
         mod(input=x, image=x)
     with pytest.raises(ModelInputError, match="unknown input 'image'"):
         mod(image=x)
+    with pytest.raises(ModelInputError, match=r"input 'input' has shape \(\)"):
+        mod(input=None)  # not "no new input": None is refused as the general path refuses it
 
 
 def test_native_run_reports_non_finite_inputs(fp32):
