@@ -24,6 +24,7 @@ def build_for_target(model, cfg, target: str, *, calibration=None, quantize: boo
     from compiler.graph.partition import partition_graph
     from compiler.backend.plans.accel import TargetAccelBackend
     from compiler.backend.plans.backend import TargetCpuBackend
+    from compiler.graph.conv_transpose import lower_conv_transposes
     from compiler.graph.float_fuse import fuse_conv_epilogues
 
     if target not in MODEL_TARGETS:
@@ -40,6 +41,8 @@ def build_for_target(model, cfg, target: str, *, calibration=None, quantize: boo
                              widen_convs=False, checked=checked,  # the CPU would do the widened convs' extra MACs
                              fold_taps=target != "llvm")  # llvm: the packed int8 conv skips zero input channels
     if not quantize:
+        # ConvTranspose as ZeroInsert (numpy) -> Conv (a library kernel), as on the accelerator path
+        compiled.stats["conv_transposes_as_conv"] = lower_conv_transposes(compiled.graph)
         compiled.stats["epilogues_fused"] = fuse_conv_epilogues(compiled.graph)
         compiled.partitions = partition_graph(compiled.graph)
         compiled.memory_plan = plan_memory(compiled.graph)

@@ -12,12 +12,13 @@ import numpy as np
 from compiler import te
 from compiler.te import Tensor
 
-ACTIVATIONS = ("relu", "clip", "sigmoid", "hardsigmoid", "hardswish", "leakyrelu")
+ACTIVATIONS = ("relu", "clip", "sigmoid", "hardsigmoid", "hardswish", "leakyrelu", "erf", "tanh", "sqrt")
+_MATH = {"erf": te.erf, "tanh": te.tanh, "sqrt": te.sqrt}  # float32 math functions (llvm: libm's erff/tanhf)
 
 
 def activation(x: te.Expr, kind: str | None, params: tuple = ()) -> te.Expr:
-    """``x`` through activation ``kind`` (None: unchanged); ``params``: clip (lo, hi), hardsigmoid (alpha, beta),
-    leakyrelu (alpha,)."""
+    """``x`` through activation or math function ``kind`` (None: unchanged); ``params``: clip (lo, hi), hardsigmoid
+    (alpha, beta), leakyrelu (alpha,)."""
     if kind is None:
         return x
     f32 = x.dtype == "float32"
@@ -38,6 +39,8 @@ def activation(x: te.Expr, kind: str | None, params: tuple = ()) -> te.Expr:
         return te.min_(te.max_(x * _c(alpha) + _c(beta), zero), one)
     if kind == "hardswish":
         return x * te.min_(te.max_(x / _c(6.0) + _c(0.5), zero), one)
+    if kind in _MATH:
+        return _MATH[kind](x)
     if kind == "leakyrelu":
         (alpha,) = params
         return te.select(x >= zero, x, x * _c(alpha))
@@ -57,6 +60,7 @@ def unary(shape: tuple[int, ...], dtype: str, kind: str, params: tuple = (), nam
 
 BINARY: dict[str, Callable[[te.Expr, te.Expr], te.Expr]] = {
     "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b, "div": lambda a, b: a / b,
+    "prelu": lambda a, b: te.select(a >= te.const(0.0, "float32"), a, a * b),  # ONNX PRelu: b the slope (float32)
 }
 
 
@@ -78,7 +82,7 @@ def _bcast_index(shape: tuple[int, ...], out_ndim: int):
 
 def binary(a_shape: tuple[int, ...], b_shape: tuple[int, ...], dtype: str, op: str,
            act: str | None = None, act_params: tuple = ()) -> tuple[list[Tensor], Tensor]:
-    """``y = act(a op b)`` with numpy broadcasting; ``op`` in add/sub/mul/div (div: float32 only)."""
+    """``y = act(a op b)`` with numpy broadcasting; ``op`` in add/sub/mul/div/prelu (div, prelu: float32 only)."""
     if op not in BINARY:
         raise te.TeError(f"unknown binary op {op!r}; known: {sorted(BINARY)}")
     out = broadcast_shape(a_shape, b_shape)

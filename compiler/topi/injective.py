@@ -53,6 +53,20 @@ def schedule_injective_gpu(s, t: Tensor) -> None:
     st.bind(tx, "threadIdx.x")
 
 
+def schedule_data_gpu(s, stages, threads: int = 64) -> None:
+    """Each stage's data loops fused and bound to blockIdx.x / threadIdx.x (``threads`` a block); a reduction
+    stage's reduce loops stay serial inside its thread (row reductions: softmax, layer norm; small products)."""
+    for t in stages:
+        st = s[t]
+        data = [a for a in st.leaf_iter_vars if a.kind == "data"]
+        flat = data[0]
+        for a in data[1:]:
+            flat = st.fuse(flat, a)
+        bx, tx = st.split(flat, min(threads, flat.extent))
+        st.bind(bx, "blockIdx.x")
+        st.bind(tx, "threadIdx.x")
+
+
 def schedule_injective(s, t: Tensor, target: str, vector: bool = True) -> None:
     """The default schedule of elementwise stage ``t`` for ``target`` ("llvm" or "cuda")."""
     if target == "cuda":

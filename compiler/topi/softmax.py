@@ -31,12 +31,6 @@ def schedule_cpu(s, stages: list[Tensor]) -> None:
 
 
 def schedule_gpu(s, stages: list[Tensor]) -> None:
-    for t in stages:
-        st = s[t]
-        data = [a for a in st.leaf_iter_vars if a.kind == "data"]
-        flat = data[0]
-        for a in data[1:]:
-            flat = st.fuse(flat, a)
-        bx, tx = st.split(flat, min(64, flat.extent))
-        st.bind(bx, "blockIdx.x")
-        st.bind(tx, "threadIdx.x")
+    from compiler.topi.injective import schedule_data_gpu
+
+    schedule_data_gpu(s, stages)

@@ -23,9 +23,11 @@ LIBRARY_OPS = frozenset(PLANNERS)
 # metadata-only reshapes: numpy views, no data moves
 VIEW_OPS = frozenset({"Flatten", "Reshape", "Identity", "Dropout", "Squeeze", "Unsqueeze", "PackedSqueezeHW"})
 # run by the numpy reference kernels on every target (labelled "numpy" in the profile): data movement without
-# arithmetic, and the rest of the int8 pipeline's glue between accelerator-style layers (and the exact int64 transformer ops)
+# arithmetic, masks and indices (comparisons, selects, ranges: a transformer's attention mask from its token ids),
+# and the rest of the int8 pipeline's glue between accelerator-style layers (and the exact int64 transformer ops)
 NUMPY_GLUE_OPS = frozenset({"Cast", "Concat", "ConstantOfShape", "Gather", "Pad", "Resize", "Shape", "Slice", "Split",
-                            "Transpose", "FoldTaps", "QGlobalAveragePool", "QAveragePool",
+                            "Transpose", "Equal", "Where", "And", "IsNaN", "Range", "Expand", "GatherElements",
+                            "GatherND", "FoldTaps", "QGlobalAveragePool", "QAveragePool",
                             "RebaseUint8", "Repack", "PackDenseWeight", "ZeroInsert",
                             "RowSumDigits", "ZeroPointBias", "JoinBytes", "QSoftmax", "QLayerNorm", "QGelu"})
 

@@ -1,18 +1,20 @@
-"""Planners of the float32 operators: conv2d (plain or fused with bias/residual/activation), dense, elementwise
-activations and arithmetic (also int8/uint8/int32 where exact), pooling and softmax."""
+"""Planners of the float32 operators: conv2d (plain or fused with bias/residual/activation), dense, batched matmul,
+elementwise activations, math functions and arithmetic (also int8/uint8/int32 where exact), pooling, softmax and
+layer normalization."""
 from __future__ import annotations
 
 import numpy as np
 
 from jit_runtime.host_ops.pooling import pool_axes
-from compiler.graph.ir import Node
+from compiler.graph.ir import Node, TensorInfo
 from compiler.backend.plans.oplan import OpPlan, UnsupportedOnTarget, check_f32, const_input, f32
-from compiler.topi import conv2d_direct, conv2d_winograd, dense_float, elementwise, lrn, pool, softmax
+from compiler.topi import (batch_matmul, conv2d_direct, conv2d_winograd, dense_float, elementwise, layernorm, lrn,
+                           pool, softmax)
 from compiler.topi.injective import schedule_injective
 
 UNARY = {"Relu": "relu", "Clip": "clip", "Sigmoid": "sigmoid", "HardSwish": "hardswish", "HardSigmoid": "hardsigmoid",
-         "LeakyRelu": "leakyrelu"}
-BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div"}
+         "LeakyRelu": "leakyrelu", "Erf": "erf", "Tanh": "tanh", "Sqrt": "sqrt"}
+BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "PRelu": "prelu"}
 
 
 def conv_spec(node: Node, infos) -> conv2d_direct.Conv2dSpec:
@@ -114,6 +116,11 @@ def plan_dense(node: Node, infos, consts, target: str) -> OpPlan:
     check_f32(node, infos)
     a = node.attrs
     x = infos[0]
+    if node.op == "MatMul" and (node.inputs[1] not in consts or np.ndim(consts[node.inputs[1]]) != 2):
+        return plan_batch_matmul(node, infos, consts, target)  # two activations (attention): a batched product
+    lead = tuple(x.shape[:-1])  # MatMul: (..., K) @ (K, M) is a dense over the flattened leading axes
+    if node.op == "MatMul" and len(x.shape) > 2:
+        x = TensorInfo((int(np.prod(lead)), x.shape[-1]), x.dtype)
     if len(x.shape) != 2 or a.get("transA", 0):
         raise UnsupportedOnTarget(f"node {node.name!r} ({node.op}): dense needs a 2-D, non-transposed input, got "
                                   f"{x.shape} transA={a.get('transA', 0)}")
@@ -142,9 +149,79 @@ def plan_dense(node: Node, infos, consts, target: str) -> OpPlan:
         return op.inputs, op.out, lambda s: sched(op, s)
 
     def args(ins):
-        return [f32(ins[0]), wp] + ([bp] if bp is not None else [])
+        return [f32(ins[0]).reshape(n, k), wp] + ([bp] if bp is not None else [])
 
-    return OpPlan(key, make, args, (n, m), np.dtype(np.float32), n * k * m)
+    out_shape = lead + (m,) if node.op == "MatMul" else (n, m)
+    return OpPlan(key, make, args, out_shape, np.dtype(np.float32), n * k * m)
+
+
+def plan_batch_matmul(node: Node, infos, consts, target: str) -> OpPlan:
+    """ONNX MatMul of float32 operands as numpy's ``matmul``: batched over the leading axes (broadcast), a 1-D
+    operand a row (left) or a column (right) whose axis the result drops; the second operand an activation or a
+    constant that is not a 2-D weight."""
+    xa, xb = infos[0], infos[1]
+    if xb is None:
+        xb = TensorInfo(np.shape(consts[node.inputs[1]]), np.asarray(consts[node.inputs[1]]).dtype)
+    if xb.dtype != np.float32:
+        raise UnsupportedOnTarget(f"node {node.name!r} (MatMul): operands {xa.dtype}/{xb.dtype}; the library "
+                                  f"multiplies float32 operands")
+    sa, sb = tuple(xa.shape), tuple(xb.shape)
+    if not sa or not sb:
+        raise UnsupportedOnTarget(f"node {node.name!r} (MatMul): scalar operand {sa} @ {sb}; MatMul takes >= 1-D")
+    drop = ((-2,) if len(sa) == 1 else ()) + ((-1,) if len(sb) == 1 else ())  # result axes of 1-D operands
+    sa, sb = ((1,) + sa if len(sa) == 1 else sa), (sb + (1,) if len(sb) == 1 else sb)
+    try:
+        batch = elementwise.broadcast_shape(sa[:-2], sb[:-2])
+    except Exception:
+        raise UnsupportedOnTarget(f"node {node.name!r} (MatMul): batch axes of {sa} and {sb} do not broadcast") from None
+    if sa[-1] != sb[-2]:
+        raise UnsupportedOnTarget(f"node {node.name!r} (MatMul): {sa} @ {sb}: inner sizes {sa[-1]} and {sb[-2]} differ")
+    kernel_shape = batch + (sa[-2], sb[-1])
+    out_shape = tuple(d for i, d in enumerate(kernel_shape) if i - len(kernel_shape) not in drop)
+    key = ("batch_matmul", sa, sb, target)
+
+    def make():
+        ins, out = batch_matmul.batch_matmul(sa, sb)
+        sched = batch_matmul.schedule_gpu if target == "cuda" else batch_matmul.schedule_cpu
+        return ins, out, lambda s: sched(s, out)
+
+    return OpPlan(key, make, lambda ins: [f32(ins[0]).reshape(sa), f32(ins[1]).reshape(sb)], out_shape,
+                  np.dtype(np.float32), int(np.prod(kernel_shape)) * sa[-1])
+
+
+def plan_layernorm(node: Node, infos, consts, target: str) -> OpPlan:
+    """ONNX LayerNormalization (its first output) over axes ``axis..rank-1``, with a constant scale and bias."""
+    check_f32(node, infos)
+    if len([o for o in node.outputs if o]) > 1:
+        raise UnsupportedOnTarget(f"node {node.name!r} (LayerNormalization): the library computes the first output "
+                                  f"only; the mean and inverse deviation outputs are used here")
+    shape = tuple(infos[0].shape)
+    axis = int(node.attrs.get("axis", -1))
+    if not -len(shape) <= axis < len(shape):
+        raise UnsupportedOnTarget(f"node {node.name!r} (LayerNormalization): axis {axis} out of range for rank {len(shape)}")
+    axis %= len(shape)
+    norm = shape[axis:]
+    rows, n = int(np.prod(shape[:axis])), int(np.prod(norm))
+
+    def per_value(k: int, what: str) -> np.ndarray:
+        v = const_input(consts, node.inputs[k], what, node).astype(np.float32)
+        try:
+            return f32(np.broadcast_to(v, norm).reshape(n))
+        except ValueError:
+            raise UnsupportedOnTarget(f"node {node.name!r} (LayerNormalization): the {what} {v.shape} does not "
+                                      f"broadcast to the normalized shape {norm}") from None
+    scale = per_value(1, "scale")
+    bias = per_value(2, "bias") if len(node.inputs) > 2 and node.inputs[2] else None
+    eps = float(np.float32(node.attrs.get("epsilon", 1e-5)))
+    key = ("layer_norm", rows, n, eps, bias is not None, target)
+
+    def make():
+        ins, stages = layernorm.layer_norm(rows, n, eps, bias is not None)
+        sched = layernorm.schedule_gpu if target == "cuda" else layernorm.schedule_cpu
+        return ins, stages[-1], lambda s: sched(s, stages)
+
+    return OpPlan(key, make, lambda ins: [f32(ins[0]).reshape(rows, n), scale] + ([bias] if bias is not None else []),
+                  shape)
 
 
 # uint8 has no TE dtype: uint8 elementwise ops compute in int16 (exact: results are cast back modulo 256)
@@ -192,7 +269,8 @@ def _act_params_attrs(node: Node) -> tuple:
 def plan_binary(node: Node, infos, consts, target: str) -> OpPlan:
     xa, xb = infos[0], infos[1]
     dt = str(xa.dtype)
-    if xb.dtype != xa.dtype or dt not in ("float32", "int32", "int8", "uint8") or (dt != "float32" and node.op == "Div"):
+    if xb.dtype != xa.dtype or dt not in ("float32", "int32", "int8", "uint8") or (
+            dt != "float32" and node.op in ("Div", "PRelu")):
         raise UnsupportedOnTarget(f"node {node.name!r} ({node.op}): operands {xa.dtype}/{xb.dtype}; the library has "
                                   f"float32 (and int8/uint8/int32 Add/Sub/Mul, wrapping) with equal dtypes")
     cdt = _COMPUTE.get(dt, dt)
@@ -354,5 +432,5 @@ def plan_lrn(node: Node, infos, consts, target: str) -> OpPlan:
 
 PLANNERS = {"Conv": plan_conv, "FusedConv": plan_conv, "Gemm": plan_dense, "FusedDense": plan_dense, "MatMul": plan_dense,
             "MaxPool": plan_pool, "AveragePool": plan_pool, "GlobalAveragePool": plan_pool, "Softmax": plan_softmax,
-            "BatchNormalization": plan_batchnorm, "Sum": plan_sum, "LRN": plan_lrn,
+            "BatchNormalization": plan_batchnorm, "Sum": plan_sum, "LRN": plan_lrn, "LayerNormalization": plan_layernorm,
             **{k: plan_unary for k in UNARY}, **{k: plan_binary for k in BINARY}}
