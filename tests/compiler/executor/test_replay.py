@@ -61,7 +61,15 @@ def test_fp32_replay_follows_the_input(make):
     assert not np.array_equal(mod(input=y), got)
 
 
-def test_int8_replay_is_bit_exact():
+@pytest.mark.parametrize("native", [True, False])
+def test_int8_replay_is_bit_exact(native):
+    """The replay as one native function (where this machine has one: every step's Python call refused) and as
+    Python calls."""
+    from compiler.backend.llvm.native_replay import clock_address
+    from tests.compiler.executor.test_native_replay import python_calls_refused
+
+    if native and not clock_address():
+        pytest.skip("the native replay needs libc's clock_gettime (64-bit Linux)")
     rng = np.random.default_rng(5)
     calib = [{"input": rng.standard_normal(SHAPE).astype(np.float32)} for _ in range(2)]
     with warnings.catch_warnings():
@@ -72,6 +80,11 @@ def test_int8_replay_is_bit_exact():
     x = rng.standard_normal(SHAPE).astype(np.float32)
     mod(input=x)
     assert mod._replay is not None
+    if native:
+        assert mod._replay.native is not None
+        python_calls_refused(mod)
+    else:
+        mod._replay = mod._replay._replace(native=None)
     backend = mod.accel
 
     def refuse(*_a, **_k):
