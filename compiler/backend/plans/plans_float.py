@@ -8,8 +8,8 @@ import numpy as np
 from jit_runtime.host_ops.pooling import pool_axes
 from compiler.graph.ir import Node, TensorInfo
 from compiler.backend.plans.oplan import OpPlan, UnsupportedOnTarget, check_f32, const_input, f32
-from compiler.topi import (batch_matmul, conv2d_direct, conv2d_winograd, dense_float, elementwise, layernorm, lrn,
-                           pool, softmax)
+from compiler.topi import (conv2d_direct, conv2d_winograd, dense_float, elementwise, gemm, layernorm, lrn, pool,
+                           softmax)
 from compiler.topi.injective import schedule_injective
 
 UNARY = {"Relu": "relu", "Clip": "clip", "Sigmoid": "sigmoid", "HardSwish": "hardswish", "HardSigmoid": "hardsigmoid",
@@ -139,8 +139,14 @@ def plan_dense(node: Node, infos, consts, target: str) -> OpPlan:
     if w_mk.shape[1] != k:
         raise UnsupportedOnTarget(f"node {node.name!r}: input has K={k} but the weight {w.shape}")
     act, params = a.get("activation"), tuple(a.get("act_params", ()))
-    wp = dense_float.pack_dense_weight(w_mk)
     bp = None if bias is None else f32(bias).reshape(-1)
+    out_shape = lead + (m,) if node.op == "MatMul" else (n, m)
+    if n >= GEMM_MIN_ROWS:  # many rows (a transformer's tokens): the register-tiled GEMM on W^T
+        w_km = f32(w_mk.T)
+        plan = _gemm_plan((n, k), (k, m), target, bias=bp is not None, act=act, act_params=params)
+        return OpPlan(plan.key, plan.make, lambda ins: [f32(ins[0]).reshape(n, k), w_km] + ([bp] if bp is not None else []),
+                      out_shape, np.dtype(np.float32), n * k * m)
+    wp = dense_float.pack_dense_weight(w_mk)
     key = ("dense", n, k, m, bp is not None, act, params, target)
 
     def make():
@@ -151,8 +157,28 @@ def plan_dense(node: Node, infos, consts, target: str) -> OpPlan:
     def args(ins):
         return [f32(ins[0]).reshape(n, k), wp] + ([bp] if bp is not None else [])
 
-    out_shape = lead + (m,) if node.op == "MatMul" else (n, m)
     return OpPlan(key, make, args, out_shape, np.dtype(np.float32), n * k * m)
+
+
+GEMM_MIN_ROWS = 4  # dense layers of at least this many rows run as gemm (the one-row classifier: dense_float)
+
+
+def _gemm_plan(sa: tuple, sb: tuple, target: str, **epilogue) -> OpPlan:
+    """The key and ``make`` of :func:`compiler.topi.gemm.gemm` for operands ``sa`` @ ``sb`` on ``target`` (llvm:
+    tiles for this CPU's vector width; the caller supplies ``args`` and the output)."""
+    lanes = 8
+    if target == "llvm":
+        from compiler.backend.llvm.host import float_lanes
+
+        lanes = float_lanes()
+    key = ("gemm", sa, sb, lanes, tuple(sorted(epilogue.items())), target)
+
+    def make():
+        op = gemm.gemm(sa, sb, lanes, **epilogue)
+        sched = gemm.schedule_gpu if target == "cuda" else gemm.schedule_cpu
+        return op.inputs, op.out, lambda s: sched(op, s)
+
+    return OpPlan(key, make, lambda ins: [])
 
 
 def plan_batch_matmul(node: Node, infos, consts, target: str) -> OpPlan:
@@ -178,14 +204,8 @@ def plan_batch_matmul(node: Node, infos, consts, target: str) -> OpPlan:
         raise UnsupportedOnTarget(f"node {node.name!r} (MatMul): {sa} @ {sb}: inner sizes {sa[-1]} and {sb[-2]} differ")
     kernel_shape = batch + (sa[-2], sb[-1])
     out_shape = tuple(d for i, d in enumerate(kernel_shape) if i - len(kernel_shape) not in drop)
-    key = ("batch_matmul", sa, sb, target)
-
-    def make():
-        ins, out = batch_matmul.batch_matmul(sa, sb)
-        sched = batch_matmul.schedule_gpu if target == "cuda" else batch_matmul.schedule_cpu
-        return ins, out, lambda s: sched(s, out)
-
-    return OpPlan(key, make, lambda ins: [f32(ins[0]).reshape(sa), f32(ins[1]).reshape(sb)], out_shape,
+    plan = _gemm_plan(sa, sb, target)
+    return OpPlan(plan.key, plan.make, lambda ins: [f32(ins[0]).reshape(sa), f32(ins[1]).reshape(sb)], out_shape,
                   np.dtype(np.float32), int(np.prod(kernel_shape)) * sa[-1])
 
 

@@ -177,3 +177,60 @@ def test_prelu(slope_shape):
     model = _model("PRelu", {"x": (2, 4, 6, 6)}, (2, 4, 6, 6), {"slope": rng.standard_normal(slope_shape)})
     mod = _check(model, {"x": rng.standard_normal((2, 4, 6, 6)).astype(np.float32)}, tol=1e-7)
     assert [r["cpu_backend"] for r in mod.profile()] == ["llvm"]
+
+
+@pytest.mark.parametrize("rows,trans_b,relu", [(5, 1, True), (17, 0, False), (64, 1, False), (3, 1, True)])
+def test_dense_over_many_rows(rows, trans_b, relu):
+    """Gemm (-> Relu, fused) of many rows on the tiled GEMM (>= 4 rows; 3 rows: the one-row kernel per row)."""
+    rng = np.random.default_rng(8)
+    k, m = 48, 40
+    w = rng.standard_normal((m, k) if trans_b else (k, m))
+    nodes = [helper.make_node("Gemm", ["x", "w", "b"], ["h" if relu else "y"], transB=trans_b)]
+    if relu:
+        nodes.append(helper.make_node("Relu", ["h"], ["y"]))
+    g = helper.make_graph(nodes, "gemm", [helper.make_tensor_value_info("x", TensorProto.FLOAT, (rows, k))],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, (rows, m))],
+                          [onnx.numpy_helper.from_array(w.astype(np.float32), "w"),
+                           onnx.numpy_helper.from_array(rng.standard_normal(m).astype(np.float32), "b")])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    mod = _check(model, {"x": rng.standard_normal((rows, k)).astype(np.float32)})
+    kernels = [r["cpu_backend"] for r in mod.profile()]
+    assert kernels == ["llvm"]
+
+
+@pytest.mark.parametrize("lanes", [4, 8, 16])
+@pytest.mark.parametrize("sa,sb", [((13, 37), (37, 50)), ((2, 1, 7, 5), (3, 5, 9)), ((1, 3), (3, 1)), ((6, 32), (32, 64))])
+def test_gemm_tiles_any_size(lanes, sa, sb):
+    """The GEMM at every tile width (SSE, AVX2, AVX-512 lanes) on ragged rows and columns, vs numpy (the tiles
+    compile for any x86 CPU: narrower vectors than the host's are legal)."""
+    import compiler
+    from compiler.schedule import create_schedule
+    from compiler.topi import gemm
+
+    rng = np.random.default_rng(9)
+    op = gemm.gemm(sa, sb, lanes, bias=True, act="relu")
+    assert op.bm <= sa[-2] and op.bn <= sb[-1]
+    s = create_schedule(op.out)
+    gemm.schedule_cpu(op, s)
+    f = compiler.build_op(s, args=op.inputs + [op.out])
+    a, b = rng.standard_normal(sa).astype(np.float32), rng.standard_normal(sb).astype(np.float32)
+    bias = rng.standard_normal(sb[-1]).astype(np.float32)
+    want = np.maximum(np.matmul(a.astype(np.float64), b) + bias, 0)
+    np.testing.assert_allclose(f(a, b, bias), want, rtol=1e-5, atol=1e-5)
+
+
+def test_erf_accuracy_everywhere():
+    """The vectorized rational erf vs scipy's float64 erf: a dense grid, the saturation edges, huge values, +-inf and
+    NaN (kept NaN), as one llvm kernel."""
+    from scipy.special import erf
+
+    x = np.concatenate([np.linspace(-6, 6, 120001), [3.9, -3.9, 3.8999, 1e-30, -1e-30, 0.0, 1e30, -1e30, 3e38,
+                                                     np.inf, -np.inf, np.nan]]).astype(np.float32)
+    mod = build(_model("Erf", {"x": x.shape}, x.shape), target="llvm", progress=False)
+    got = mod(x=x)
+    want = erf(x.astype(np.float64))
+    assert np.isnan(got[-1]) and np.array_equal(np.isnan(got), np.isnan(want))
+    ok = ~np.isnan(want)
+    assert np.abs(got[ok] - want[ok]).max() < 5e-7 and np.abs(got[ok]).max() <= 1.0
+    small = ok & (np.abs(x) < 1e-3) & (x != 0)
+    assert np.abs(got[small] / want[small] - 1).max() < 1e-6  # relative near 0, where erf(x) ~ 2x / sqrt(pi)

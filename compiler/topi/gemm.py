@@ -1,0 +1,121 @@
+"""Register-tiled float32 GEMMs in TE, batched, with a bias/activation epilogue: ``out[..., i, j] =
+act(sum_k a[..., i, k] * b[..., k, j] + bias[j])``, numpy broadcasting over the batch axes.
+
+The operator library's products of many rows: dense layers over a transformer's tokens (``x @ W^T``) and
+attention's two-activation MatMuls. (The one-row classifier keeps :mod:`compiler.topi.dense_float`.) The CPU
+schedule is :mod:`compiler.backend.llvm.matmul`'s, per batch: column blocks of ``bn = nvec * lanes`` outside row
+tiles of ``bm``, each block's panel of ``b`` packed contiguous into a stack buffer by the thread that uses it, a
+``bm x bn`` accumulator tile in registers over the whole reduction (rows and vectors unrolled, columns vectorized),
+the epilogue applied as the tile is stored; (batch, column block) pairs run in parallel. Ragged edges: a last row
+tile computes clamped rows it never stores, a last column block reads clamped columns of ``b``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from compiler import te
+from compiler.te import Tensor
+from compiler.topi.elementwise import activation, broadcast_shape
+
+PARALLEL_MIN_MACS = 1 << 17  # multiply-adds from which the (batch x column block) loop runs on all threads
+
+
+@dataclass
+class GemmOp:
+    inputs: list[Tensor]
+    pack: Tensor
+    acc: Tensor
+    out: Tensor
+    bm: int
+    vec: int
+    bn: int
+
+
+def tile_sizes(m: int, n: int, lanes: int, bm: int = 6, nvec: int = 2) -> tuple[int, int, int]:
+    """``(bm, vec, bn)``: ``bm`` rows (at most ``m``) by ``bn = nvec' * vec`` columns of ``lanes``-wide vectors,
+    cut down so that no tile exceeds its extent (one vector of ``n`` lanes when ``n`` is narrower than one)."""
+    bm = min(bm, m)
+    if n < lanes:
+        return bm, n, n
+    return bm, lanes, lanes * min(nvec, n // lanes)
+
+
+def _clamp(i, n: int, padded: int):
+    return te.min_(i, te.const(n - 1, "int32")) if padded > n else i
+
+
+def gemm(a_shape: tuple[int, ...], b_shape: tuple[int, ...], lanes: int, *, bias: bool = False,
+         act: str | None = None, act_params: tuple = ()) -> GemmOp:
+    """The op for ``a`` of ``a_shape`` (..., M, K) times ``b`` of ``b_shape`` (..., K, N) (both >= 2-D), with a
+    ``bias`` placeholder (N,) and activation ``act``; tiles for vectors of ``lanes`` float32 lanes."""
+    if len(a_shape) < 2 or len(b_shape) < 2:
+        raise te.TeError(f"gemm: both operands must be at least 2-D, got {a_shape} and {b_shape}")
+    m, k = a_shape[-2:]
+    k2, n = b_shape[-2:]
+    if k != k2 or min(m, k, n) < 1:
+        raise te.TeError(f"gemm: {a_shape} @ {b_shape}: inner sizes {k} and {k2} differ or a size is 0")
+    batch = broadcast_shape(a_shape[:-2], b_shape[:-2])
+    nb = len(batch)
+    bm, vec, bn = tile_sizes(m, n, lanes)
+    mp, np_ = -(-m // bm) * bm, -(-n // bn) * bn
+    a = te.placeholder(a_shape, "float32", "a")
+    b = te.placeholder(b_shape, "float32", "b")
+
+    def at(shape, i):  # an operand's batch index inside the output's (size-1 axes broadcast)
+        lead = nb - (len(shape) - 2)
+        return tuple(0 if shape[q] == 1 else i[lead + q] for q in range(len(shape) - 2))
+
+    pack = te.compute(batch + (np_ // bn, k, bn), lambda *i: b[at(b_shape, i) + (
+        i[nb + 1], _clamp(i[nb] * bn + i[nb + 2], n, np_))], name="b_pack", dtype="float32")
+    r = te.reduce_axis(k, "rk")
+    acc = te.compute(batch + (m, n), lambda *i: te.sum_(
+        a[at(a_shape, i) + (_clamp(i[nb], m, mp), r)] * pack[tuple(i[:nb]) + (i[nb + 1] // bn, r, i[nb + 1] % bn)], r),
+        name="gemm_acc", dtype="float32")
+    inputs = [a, b]
+    bt = None
+    if bias:
+        bt = te.placeholder((n,), "float32", "bias")
+        inputs.append(bt)
+    zero = te.const(0.0, "float32")
+    out = te.compute(batch + (m, n), lambda *i: activation(acc[i] + (bt[i[nb + 1]] if bt is not None else zero),
+                                                           act, act_params), name="gemm", dtype="float32")
+    return GemmOp(inputs, pack, acc, out, bm, vec, bn)
+
+
+def schedule_cpu(op: GemmOp, s) -> None:
+    """See the module docstring."""
+    so = s[op.out]
+    *batch, i, j = so.leaf_iter_vars
+    io, jo, ii, ji = so.tile(i, j, op.bm, op.bn)
+    so.reorder(*batch, jo, io, ii, ji)
+    outer = jo
+    for v in reversed(batch):
+        outer = so.fuse(v, outer)
+    macs = 1
+    for d in op.out.shape:
+        macs *= int(d)
+    macs *= op.acc.op.reduce_axes[0].extent
+    if outer.extent >= 2 and macs >= PARALLEL_MIN_MACS:
+        so.parallel(outer)
+    jvo, jvi = so.split(ji, op.vec)
+    so.unroll(jvo)
+    so.vectorize(jvi)
+    sp = s[op.pack]
+    sp.compute_at(so, outer)
+    sp.vectorize(sp.leaf_iter_vars[-1])
+    sa = s[op.acc]
+    sa.set_scope("local")
+    sa.compute_at(so, io)
+    *_b, ci, cj, ck = sa.leaf_iter_vars
+    cjo, cji = sa.split(cj, op.vec)
+    sa.reorder(ck, ci, cjo, cji)
+    sa.unroll(ci)
+    sa.unroll(cjo)
+    sa.vectorize(cji)
+
+
+def schedule_gpu(op: GemmOp, s) -> None:
+    """One thread per output element (each reduction serial, ``b`` read through its packed copy)."""
+    from compiler.topi.injective import schedule_data_gpu
+
+    schedule_data_gpu(s, [op.pack, op.acc, op.out])
