@@ -1031,8 +1031,45 @@ class LlvmCodegen:
             pieces.append(b.call(fn, [pa, pb]))
         return self._concat(pieces)
 
+    def _exp(self, x: ir.Value) -> ir.Value:
+        """float32 ``exp`` in straight-line vector arithmetic (``llvm.exp`` on a vector became one libm ``expf`` call
+        per lane): ``x = n ln2 + r`` with ``n = round(x / ln2)`` and ``|r| <= ln2 / 2`` (Cody-Waite: ``ln2`` in two
+        parts), ``e^r`` by its Taylor series to ``r^7`` (truncation < 6e-9 relative), ``2^n`` as two exponent-field
+        factors (``n`` from -126 to 128 stays normal); 0 below -87.3 (``e^x`` under the smallest normal), inf above
+        88.7228, NaN kept. Scalars take the same code (a vector loop's remainder computes as its body)."""
+        b = self.c.b
+        vec = _is_vec(x)
+        i32 = ir.IntType(32)
+        ity = ir.VectorType(i32, x.type.count) if vec else i32
+
+        def c(v: float) -> ir.Value:
+            return ir.Constant(x.type, [float(v)] * x.type.count) if vec else ir.Constant(F32, float(v))
+
+        def ci(v: int) -> ir.Value:
+            return ir.Constant(ity, [v] * x.type.count) if vec else ir.Constant(i32, v)
+
+        lo, hi = -87.3, 88.7228
+        xc = b.select(b.fcmp_ordered("<", x, c(lo)), c(lo), x)
+        xc = b.select(b.fcmp_ordered(">", xc, c(hi)), c(hi), xc)
+        floor = self._declare(f"llvm.floor.{'v%df32' % x.type.count if vec else 'f32'}", ir.FunctionType(x.type, [x.type]))
+        n = b.call(floor, [b.fadd(b.fmul(xc, c(1.4426950408889634)), c(0.5))])
+        r = b.fsub(b.fsub(xc, b.fmul(n, c(0.693359375))), b.fmul(n, c(-2.12194440e-4)))
+        p = c(1.0 / 5040.0)
+        for k in (720, 120, 24, 6, 2, 1, 1):
+            p = b.fadd(b.fmul(p, r), c(1.0 / k))
+        ni = b.fptosi(n, ity)
+        half = b.ashr(ni, ci(1))
+        f1 = b.bitcast(b.shl(b.add(half, ci(127)), ci(23)), x.type)
+        f2 = b.bitcast(b.shl(b.add(b.sub(ni, half), ci(127)), ci(23)), x.type)
+        y = b.fmul(b.fmul(p, f1), f2)
+        y = b.select(b.fcmp_ordered("<", x, c(lo)), c(0.0), y)
+        y = b.select(b.fcmp_ordered(">", x, c(hi)), c(float("inf")), y)
+        return b.select(b.fcmp_unordered("uno", x, x), x, y)
+
     def _math(self, name: str, x: ir.Value) -> ir.Value:
         b = self.c.b
+        if name == "exp":
+            return self._exp(x)
         if name in _LLVM_MATH:
             suffix = f"v{x.type.count}f32" if _is_vec(x) else "f32"
             fname = f"{_LLVM_MATH[name]}.{suffix}"
