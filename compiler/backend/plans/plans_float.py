@@ -10,6 +10,7 @@ from compiler.graph.ir import Node, TensorInfo
 from compiler.backend.plans.oplan import OpPlan, UnsupportedOnTarget, check_f32, const_input, f32
 from compiler.topi import (conv2d_direct, conv2d_winograd, dense_float, elementwise, gemm, layernorm, lrn, pool,
                            softmax)
+from compiler.te import TeError
 from compiler.topi.injective import schedule_injective
 
 UNARY = {"Relu": "relu", "Clip": "clip", "Sigmoid": "sigmoid", "HardSwish": "hardswish", "HardSigmoid": "hardsigmoid",
@@ -141,7 +142,7 @@ def plan_dense(node: Node, infos, consts, target: str) -> OpPlan:
     act, params = a.get("activation"), tuple(a.get("act_params", ()))
     bp = None if bias is None else f32(bias).reshape(-1)
     out_shape = lead + (m,) if node.op == "MatMul" else (n, m)
-    if n >= GEMM_MIN_ROWS:  # many rows (a transformer's tokens): the register-tiled GEMM on W^T
+    if n >= GEMM_MIN_ROWS and target == "llvm":  # many rows (a transformer's tokens): the tiled GEMM on W^T
         w_km = f32(w_mk.T)
         plan = _gemm_plan((n, k), (k, m), target, bias=bp is not None, act=act, act_params=params)
         return OpPlan(plan.key, plan.make, lambda ins: [f32(ins[0]).reshape(n, k), w_km] + ([bp] if bp is not None else []),
@@ -160,7 +161,7 @@ def plan_dense(node: Node, infos, consts, target: str) -> OpPlan:
     return OpPlan(key, make, args, out_shape, np.dtype(np.float32), n * k * m)
 
 
-GEMM_MIN_ROWS = 4  # dense layers of at least this many rows run as gemm (the one-row classifier: dense_float)
+GEMM_MIN_ROWS = 4  # llvm: dense layers of at least this many rows run as gemm (the one-row classifier: dense_float)
 
 
 def _gemm_plan(sa: tuple, sb: tuple, target: str, **epilogue) -> OpPlan:
@@ -198,7 +199,7 @@ def plan_batch_matmul(node: Node, infos, consts, target: str) -> OpPlan:
     sa, sb = ((1,) + sa if len(sa) == 1 else sa), (sb + (1,) if len(sb) == 1 else sb)
     try:
         batch = elementwise.broadcast_shape(sa[:-2], sb[:-2])
-    except Exception:
+    except TeError:
         raise UnsupportedOnTarget(f"node {node.name!r} (MatMul): batch axes of {sa} and {sb} do not broadcast") from None
     if sa[-1] != sb[-2]:
         raise UnsupportedOnTarget(f"node {node.name!r} (MatMul): {sa} @ {sb}: inner sizes {sa[-1]} and {sb[-2]} differ")
