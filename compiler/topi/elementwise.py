@@ -13,14 +13,19 @@ from compiler import te
 from compiler.te import Tensor
 
 ACTIVATIONS = ("relu", "clip", "sigmoid", "hardsigmoid", "hardswish", "leakyrelu", "erf", "tanh", "sqrt")
-# erf(x) ~ x P(x^2) / Q(x^2) on |x| <= 3.9, degree 5 / 5 (all coefficients positive: Q >= 1); fitted here to scipy's
-# float64 erf on [0, 4] by linearized least squares reweighted by 1/Q (six passes). Evaluated in float32 (Horner):
-# max abs error 3.9e-7 on [-3.9, 3.9] (max relative 3.5e-7); beyond, +-1 (erf(3.9) rounds to 1 - 6e-8 in float32).
+# Odd functions as x P(x^2) / Q(x^2) with all coefficients positive (Q >= 1), fitted here to float64 references
+# (scipy's erf, numpy's tanh) on [0, saturation] by linearized least squares reweighted by 1/Q; evaluated in float32
+# (Horner). erf: degree 5 / 5, max abs error 3.9e-7 on [-3.9, 3.9] (erf(3.9) rounds to 1 - 6e-8); tanh: degree
+# 4 / 4, max abs error 3.4e-7 on [-9, 9] (tanh(9) rounds to 1 - 6e-8); +-1 beyond.
 ERF_P = (1.1283790642469311, 0.1921206607947379, 0.05295699450899496, 0.003836504110270906, 0.0002859714697000769,
          2.0284038086959555e-06)
 ERF_Q = (1.0, 0.5035945210114334, 0.11480192216930797, 0.015108285196829413, 0.0011789940819192483,
          3.792860242367996e-05)
 ERF_SATURATES = 3.9
+TANH_P = (0.9999999258210664, 0.13384993097678155, 0.003500528839539233, 2.0699019761481405e-05,
+          1.3494871053953972e-08)
+TANH_Q = (1.0, 0.4671829668080059, 0.025895196163674996, 0.0003294092471273605, 7.830676394433855e-07)
+TANH_SATURATES = 9.0
 
 
 def _horner(t: te.Expr, coefs: tuple) -> te.Expr:
@@ -30,18 +35,28 @@ def _horner(t: te.Expr, coefs: tuple) -> te.Expr:
     return acc
 
 
-def erf_rational(x: te.Expr) -> te.Expr:
-    """float32 erf as :data:`ERF_P` / :data:`ERF_Q` (multiplies, adds and one division: it vectorizes, where libm's
-    ``erff`` is a scalar call per element, ~12 ns: the GELUs of a 128-token BERT took as long as its dense layers).
-    Clamped to [-1, 1]; NaN stays NaN (every comparison with it is false)."""
+def _odd_rational(x: te.Expr, p: tuple, q: tuple, saturates: float) -> te.Expr:
+    """``x P(x^2) / Q(x^2)`` clamped to [-1, 1], +-1 beyond ``+-saturates``; NaN stays NaN (every comparison with it
+    is false). Multiplies, adds and one division: it vectorizes, where libm's ``erff``/``tanhf`` are a scalar call per
+    element (~12 ns: the GELUs of a 128-token BERT took as long as its dense layers)."""
     t = x * x
-    y = x * _horner(t, ERF_P) / _horner(t, ERF_Q)
+    y = x * _horner(t, p) / _horner(t, q)
     one, minus = _c(1.0), _c(-1.0)
     y = te.select(y > one, one, te.select(y < minus, minus, y))
-    return te.select(x > _c(ERF_SATURATES), one, te.select(x < _c(-ERF_SATURATES), minus, y))
+    return te.select(x > _c(saturates), one, te.select(x < _c(-saturates), minus, y))
 
 
-_MATH = {"erf": erf_rational, "tanh": te.tanh, "sqrt": te.sqrt}  # float32 math functions (tanh: libm's tanhf)
+def erf_rational(x: te.Expr) -> te.Expr:
+    """float32 erf (:data:`ERF_P` / :data:`ERF_Q`, see :func:`_odd_rational`)."""
+    return _odd_rational(x, ERF_P, ERF_Q, ERF_SATURATES)
+
+
+def tanh_rational(x: te.Expr) -> te.Expr:
+    """float32 tanh (:data:`TANH_P` / :data:`TANH_Q`, see :func:`_odd_rational`)."""
+    return _odd_rational(x, TANH_P, TANH_Q, TANH_SATURATES)
+
+
+_MATH = {"erf": erf_rational, "tanh": tanh_rational, "sqrt": te.sqrt}  # float32 math functions
 
 
 def activation(x: te.Expr, kind: str | None, params: tuple = ()) -> te.Expr:

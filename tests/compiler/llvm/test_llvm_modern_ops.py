@@ -219,16 +219,17 @@ def test_gemm_tiles_any_size(lanes, sa, sb):
     np.testing.assert_allclose(f(a, b, bias), want, rtol=1e-5, atol=1e-5)
 
 
-def test_erf_accuracy_everywhere():
-    """The vectorized rational erf vs scipy's float64 erf: a dense grid, the saturation edges, huge values, +-inf and
-    NaN (kept NaN), as one llvm kernel."""
+@pytest.mark.parametrize("op,edge", [("Erf", 3.9), ("Tanh", 9.0)])
+def test_odd_functions_accuracy_everywhere(op, edge):
+    """The vectorized rational erf/tanh vs scipy's / numpy's float64 ones: a dense grid, the saturation edges, huge
+    values, +-inf and NaN (kept NaN), as one llvm kernel."""
     from scipy.special import erf
 
-    x = np.concatenate([np.linspace(-6, 6, 120001), [3.9, -3.9, 3.8999, 1e-30, -1e-30, 0.0, 1e30, -1e30, 3e38,
-                                                     np.inf, -np.inf, np.nan]]).astype(np.float32)
-    mod = build(_model("Erf", {"x": x.shape}, x.shape), target="llvm", progress=False)
+    x = np.concatenate([np.linspace(-12, 12, 240001), [edge, -edge, edge - 1e-4, 1e-30, -1e-30, 0.0, 1e30, -1e30,
+                                                       3e38, np.inf, -np.inf, np.nan]]).astype(np.float32)
+    mod = build(_model(op, {"x": x.shape}, x.shape), target="llvm", progress=False)
     got = mod(x=x)
-    want = erf(x.astype(np.float64))
+    want = (erf if op == "Erf" else np.tanh)(x.astype(np.float64))
     assert np.isnan(got[-1]) and np.array_equal(np.isnan(got), np.isnan(want))
     ok = ~np.isnan(want)
     assert np.abs(got[ok] - want[ok]).max() < 5e-7 and np.abs(got[ok]).max() <= 1.0
