@@ -40,7 +40,9 @@ def tile_sizes(m: int, n: int, lanes: int, bm: int = 6, nvec: int = 2) -> tuple[
     return bm, lanes, lanes * min(nvec, n // lanes)
 
 
-def _clamp(i, n: int, padded: int):
+def clamp_index(i, n: int, padded: int):
+    """``i`` clamped to ``n - 1`` when the packed extent ``padded`` exceeds ``n`` (the extra rows or columns are read,
+    never stored)."""
     return te.min_(i, te.const(n - 1, "int32")) if padded > n else i
 
 
@@ -66,10 +68,10 @@ def gemm(a_shape: tuple[int, ...], b_shape: tuple[int, ...], lanes: int, *, bias
         return tuple(0 if shape[q] == 1 else i[lead + q] for q in range(len(shape) - 2))
 
     pack = te.compute(batch + (np_ // bn, k, bn), lambda *i: b[at(b_shape, i) + (
-        i[nb + 1], _clamp(i[nb] * bn + i[nb + 2], n, np_))], name="b_pack", dtype="float32")
+        i[nb + 1], clamp_index(i[nb] * bn + i[nb + 2], n, np_))], name="b_pack", dtype="float32")
     r = te.reduce_axis(k, "rk")
     acc = te.compute(batch + (m, n), lambda *i: te.sum_(
-        a[at(a_shape, i) + (_clamp(i[nb], m, mp), r)] * pack[tuple(i[:nb]) + (i[nb + 1] // bn, r, i[nb + 1] % bn)], r),
+        a[at(a_shape, i) + (clamp_index(i[nb], m, mp), r)] * pack[tuple(i[:nb]) + (i[nb + 1] // bn, r, i[nb + 1] % bn)], r),
         name="gemm_acc", dtype="float32")
     inputs = [a, b]
     bt = None

@@ -4,26 +4,18 @@ from __future__ import annotations
 from compiler import te
 from compiler.schedule import create_schedule
 from compiler.backend.llvm.host import float_lanes
-
-
-def _clamped(i, n: int, padded: int):
-    """``i`` clamped to ``n - 1`` when the packed extent ``padded`` exceeds ``n`` (the extra rows are never stored)."""
-    return te.min(i, n - 1) if padded > n else i
+from compiler.topi import gemm
+from compiler.topi.gemm import clamp_index
 
 
 def tile_sizes(m: int, n: int, bm: int = 6, vec: int | None = None, nvec: int = 2) -> tuple[int, int, int]:
     """``(bm, vec, bn)`` of the register tile for an ``m x n`` output: ``vec`` = float lanes of the target CPU
     (:func:`~compiler.backend.llvm.host.float_lanes`: 4 SSE, 8 AVX2, 16 AVX-512), ``bn = nvec * vec``, both cut down so
-    that no tile exceeds its extent: ``bm <= m``, ``bn <= n`` (fewer vectors per tile, or one vector of ``n`` lanes
-    when ``n`` is narrower than a register). A ragged last tile is fine; a tile wider than the loop is not."""
+    that no tile exceeds its extent (:func:`compiler.topi.gemm.tile_sizes`, the operator library's GEMM)."""
     if min(m, n, bm, nvec) < 1 or (vec is not None and vec < 1):
         raise ValueError(f"matmul tile: extents and tile sizes must be >= 1, got m={m} n={n} bm={bm} vec={vec} "
                          f"nvec={nvec}")
-    vec = vec or float_lanes()
-    bm = min(bm, m)
-    if n < vec:
-        return bm, n, n
-    return bm, vec, vec * min(nvec, n // vec)
+    return gemm.tile_sizes(m, n, vec or float_lanes(), bm, nvec)
 
 
 def matmul_schedule(m: int, n: int, k: int, bm: int = 6, vec: int | None = None, nvec: int = 2):
@@ -40,9 +32,9 @@ def matmul_schedule(m: int, n: int, k: int, bm: int = 6, vec: int | None = None,
     mp, np_ = -(-m // bm) * bm, -(-n // bn) * bn
     A = te.placeholder((m, k), "float32", "A")
     B = te.placeholder((k, n), "float32", "B")
-    bpack = te.compute((np_ // bn, k, bn), lambda jo, kk, ji: B[kk, _clamped(jo * bn + ji, n, np_)], name="Bpack")
+    bpack = te.compute((np_ // bn, k, bn), lambda jo, kk, ji: B[kk, clamp_index(jo * bn + ji, n, np_)], name="Bpack")
     r = te.reduce_axis(k, "k")
-    C = te.compute((m, n), lambda i, j: te.sum(A[_clamped(i, m, mp), r] * bpack[j // bn, r, j % bn], axis=r),
+    C = te.compute((m, n), lambda i, j: te.sum(A[clamp_index(i, m, mp), r] * bpack[j // bn, r, j % bn], axis=r),
                    name="C")
     s = create_schedule(C)
     CC = s.cache_write(C, "local")

@@ -144,8 +144,8 @@ def plan_dense(node: Node, infos, consts, target: str) -> OpPlan:
     out_shape = lead + (m,) if node.op == "MatMul" else (n, m)
     if n >= GEMM_MIN_ROWS and target == "llvm":  # many rows (a transformer's tokens): the tiled GEMM on W^T
         w_km = f32(w_mk.T)
-        plan = _gemm_plan((n, k), (k, m), target, bias=bp is not None, act=act, act_params=params)
-        return OpPlan(plan.key, plan.make, lambda ins: [f32(ins[0]).reshape(n, k), w_km] + ([bp] if bp is not None else []),
+        key, make = _gemm_kernel((n, k), (k, m), target, bias=bp is not None, act=act, act_params=params)
+        return OpPlan(key, make, lambda ins: [f32(ins[0]).reshape(n, k), w_km] + ([bp] if bp is not None else []),
                       out_shape, np.dtype(np.float32), n * k * m)
     wp = dense_float.pack_dense_weight(w_mk)
     key = ("dense", n, k, m, bp is not None, act, params, target)
@@ -164,9 +164,9 @@ def plan_dense(node: Node, infos, consts, target: str) -> OpPlan:
 GEMM_MIN_ROWS = 4  # llvm: dense layers of at least this many rows run as gemm (the one-row classifier: dense_float)
 
 
-def _gemm_plan(sa: tuple, sb: tuple, target: str, **epilogue) -> OpPlan:
-    """The key and ``make`` of :func:`compiler.topi.gemm.gemm` for operands ``sa`` @ ``sb`` on ``target`` (llvm:
-    tiles for this CPU's vector width; the caller supplies ``args`` and the output)."""
+def _gemm_kernel(sa: tuple, sb: tuple, target: str, **epilogue) -> tuple:
+    """``(key, make)`` of :func:`compiler.topi.gemm.gemm` for operands ``sa`` @ ``sb`` on ``target`` (llvm: tiles
+    for this CPU's vector width), for an :class:`OpPlan` whose arguments and output the caller gives."""
     lanes = 8
     if target == "llvm":
         from compiler.backend.llvm.host import float_lanes
@@ -179,7 +179,7 @@ def _gemm_plan(sa: tuple, sb: tuple, target: str, **epilogue) -> OpPlan:
         sched = gemm.schedule_gpu if target == "cuda" else gemm.schedule_cpu
         return op.inputs, op.out, lambda s: sched(op, s)
 
-    return OpPlan(key, make, lambda ins: [])
+    return key, make
 
 
 def plan_batch_matmul(node: Node, infos, consts, target: str) -> OpPlan:
@@ -205,8 +205,8 @@ def plan_batch_matmul(node: Node, infos, consts, target: str) -> OpPlan:
         raise UnsupportedOnTarget(f"node {node.name!r} (MatMul): {sa} @ {sb}: inner sizes {sa[-1]} and {sb[-2]} differ")
     kernel_shape = batch + (sa[-2], sb[-1])
     out_shape = tuple(d for i, d in enumerate(kernel_shape) if i - len(kernel_shape) not in drop)
-    plan = _gemm_plan(sa, sb, target)
-    return OpPlan(plan.key, plan.make, lambda ins: [f32(ins[0]).reshape(sa), f32(ins[1]).reshape(sb)], out_shape,
+    key, make = _gemm_kernel(sa, sb, target)
+    return OpPlan(key, make, lambda ins: [f32(ins[0]).reshape(sa), f32(ins[1]).reshape(sb)], out_shape,
                   np.dtype(np.float32), int(np.prod(kernel_shape)) * sa[-1])
 
 
