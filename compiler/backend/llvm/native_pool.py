@@ -240,9 +240,9 @@ def _build(record: int, slow: int) -> dict:
         b.position_at_end(leave)
         b.call(move, [here])
         b.branch(woke)
-        b.position_at_end(woke)
+        b.position_at_end(woke)  # counted spinning before WAKES moves: a reader that saw WAKES, then SPINNING == 0
+        b.atomic_rmw("add", slot(b, st, SPINNING), c(1), "seq_cst")  # with PARKED, saw this worker before its wake
         b.atomic_rmw("add", slot(b, st, WAKES), c(1), "monotonic")
-        b.atomic_rmw("add", slot(b, st, SPINNING), c(1), "seq_cst")
         b.atomic_rmw("sub", slot(b, st, PARKED), c(1), "seq_cst")
         g.add_incoming(g, woke)
         i.add_incoming(c(0), woke)
@@ -302,10 +302,14 @@ def _build(record: int, slow: int) -> dict:
     b.store_atomic(trip, slot(b, st, TRIP), "monotonic", 8)
     b.store_atomic(nch, slot(b, st, CHUNKS), "monotonic", 8)
     b.store_atomic(c(0), slot(b, st, DONE), "monotonic", 8)
-    b.store_atomic(b.shl(gen, c(32)), slot(b, st, WORD), "release", 8)  # publishes the fields above
+    # publishes the fields above; seq_cst (a locked exchange on x86): the spinning count read next is not read
+    # ahead of it, so a worker that stops spinning after that read sees this launch at its last look before
+    # sleeping (released, a read before the store left the buffer missed such a worker: it slept through the launch)
+    b.store_atomic(b.shl(gen, c(32)), slot(b, st, WORD), "seq_cst", 8)
     if sys_addr:  # too few spinning: wake the parked (after the publish: one about to sleep sees the launch)
         wake_bb, go_bb = ln.append_basic_block("wake"), ln.append_basic_block("go")
-        b.cbranch(b.icmp_signed("<", spinning, b.sub(tt, c(1))), wake_bb, go_bb)
+        now = b.load_atomic(slot(b, st, SPINNING), "seq_cst", 8)
+        b.cbranch(b.icmp_signed("<", now, b.sub(tt, c(1))), wake_bb, go_bb)
         b.position_at_end(wake_bb)
         b.call(wake, [st])
         b.branch(go_bb)

@@ -147,8 +147,7 @@ def _wake(want: int) -> None:
     """Wake the workers parked on the native futex, and queue native spin jobs for the workers missing from
     ``want`` spinning or parked ones (counting those already queued: while the launching thread holds the GIL the
     workers cannot take them, and more would pile up)."""
-    if _record[_PARKED]:
-        _native()["wake"](_record_addr)
+    _native()["wake"](_record_addr)  # always: its locked bump orders the launch's publish before its PARKED read
     with _lock:
         n = max(0, want - _record[_SPINNING] - _record[_PARKED] - _record[_QUEUED])
         _record[_QUEUED] += n

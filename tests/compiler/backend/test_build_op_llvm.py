@@ -235,11 +235,14 @@ def test_wake_workers_gets_a_worker_spinning():
         assert parallel._pool.jobs.qsize() == queued
         set_num_threads(2)
         deadline = time.monotonic() + 30
-        while parallel._record[SPINNING] and time.monotonic() < deadline:
-            time.sleep(0.01)  # earlier tests' spins end
-        assert parallel._record[SPINNING] == 0
+        while True:  # earlier tests' spins end; WAKES and PARKED read before SPINNING is seen 0 (a worker counts
+            # itself spinning before it counts its wake: none of it slips in between)
+            wakes, parked = parallel._record[WAKES], parallel._record[PARKED]
+            if parallel._record[SPINNING] == 0:
+                break
+            assert time.monotonic() < deadline, "earlier tests' workers still spin"
+            time.sleep(0.01)
         queued = parallel._pool.jobs.qsize()  # a spin job may wait there while the worker is parked natively
-        parked, wakes = parallel._record[PARKED], parallel._record[WAKES]
         for _ in range(50):
             parallel.wake_workers()
         assert parallel._pool.jobs.qsize() <= max(queued, 1)
