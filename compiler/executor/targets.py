@@ -40,6 +40,13 @@ def build_for_target(model, cfg, target: str, *, calibration=None, quantize: boo
                              fuse_residual=target == "llvm", standalone_adds=False,  # llvm: Adds in conv epilogues
                              widen_convs=False, checked=checked,  # the CPU would do the widened convs' extra MACs
                              fold_taps=target != "llvm")  # llvm: the packed int8 conv skips zero input channels
+    shaped = sorted(getattr(compiled.graph, "value_shaped", ()))
+    if shaped:
+        from compiler.backend.plans.oplan import UnsupportedOnTarget
+
+        raise UnsupportedOnTarget(f"tensor {shaped[0]!r} has a shape set by the inputs' values at run time; target "
+                                  f"{target!r} compiles kernels for static shapes (the ref and sim targets run such "
+                                  f"graphs; or make the values that size it constants)")
     if not quantize:
         # ConvTranspose as ZeroInsert (numpy) -> Conv (a library kernel), as on the accelerator path
         compiled.stats["conv_transposes_as_conv"] = lower_conv_transposes(compiled.graph)

@@ -1,4 +1,5 @@
-"""Import-time rewrites: QLinearConv/QLinearMatMul -> DQ/op/Q, auto_pad -> explicit pads."""
+"""Import-time rewrites: QLinearConv/QLinearMatMul -> DQ/op/Q, auto_pad -> explicit pads, ReduceMean -> pooling,
+Instance/GroupNormalization -> LayerNormalization."""
 from __future__ import annotations
 
 import numpy as np
@@ -177,3 +178,37 @@ def global_max_as_window(g: Graph, n: Node) -> Node:
     spatial = [int(d) for d in g.tensors[n.inputs[0]].shape[2:]]
     return Node("MaxPool", list(n.inputs), list(n.outputs),
                 {"kernel_shape": spatial, "strides": [1] * len(spatial), "pads": [0] * (2 * len(spatial))}, n.name)
+
+
+def expand_group_norm(g: Graph, n: Node) -> list[Node]:
+    """InstanceNormalization / GroupNormalization with a static input and constant scale and bias as ops the
+    targets have: ``Reshape (N * groups, rest) -> LayerNormalization (axis 1, unit scale) -> Reshape -> Mul
+    (scale per channel) -> Add (bias per channel)`` (a style-transfer or diffusion network then runs on the layer-norm
+    kernel). Anything else stays one node (a host kernel)."""
+    x, y = n.inputs[0], n.outputs[0]
+    info = g.tensors.get(x)
+    if (info is None or any(d is None for d in info.shape) or len(info.shape) < 3 or info.dtype != np.float32
+            or any(i not in g.constants for i in n.inputs[1:3]) or len(n.inputs) < 3):
+        return [n]
+    shape = tuple(info.shape)
+    c = shape[1]
+    groups = int(n.attrs.get("num_groups", c))
+    rows, cols = shape[0] * groups, int(np.prod(shape, dtype=np.int64)) // (shape[0] * groups)
+    per = [np.asarray(g.constants[i], np.float32).reshape(-1) for i in n.inputs[1:3]]
+    chan = (c,) + (1,) * (len(shape) - 2)
+
+    def tmp(base: str, shp) -> str:
+        name = g.fresh_name(f"{n.name}/{base}")
+        g.set_info(name, shp, np.float32)
+        return name
+
+    def const(base: str, v) -> str:
+        return g.add_constant(g.fresh_name(f"{n.name}/{base}"), np.asarray(v))
+
+    flat, normed, back, scaled = tmp("rows", (rows, cols)), tmp("ln", (rows, cols)), tmp("back", shape), tmp("scaled", shape)
+    return [Node("Reshape", [x, const("rows_shape", np.array([rows, cols], np.int64))], [flat], {}, f"{n.name}/rows"),
+            Node("LayerNormalization", [flat, const("one", np.ones(cols, np.float32)), const("zero", np.zeros(cols, np.float32))],
+                 [normed], {"axis": 1, "epsilon": float(n.attrs.get("epsilon", 1e-5))}, n.name),
+            Node("Reshape", [normed, const("shape", np.array(shape, np.int64))], [back], {}, f"{n.name}/back"),
+            Node("Mul", [back, const("scale", per[0].reshape(chan))], [scaled], {}, f"{n.name}/scale"),
+            Node("Add", [scaled, const("bias", per[1].reshape(chan))], [y], {}, f"{n.name}/bias")]

@@ -8,7 +8,7 @@ import onnx
 from onnx import numpy_helper
 
 from compiler.frontend.errors import ModelInputError, UnsupportedOperatorError
-from compiler.frontend.expand import (expand_qlinear, expand_reduce_mean, expand_sum, explicit_pads,
+from compiler.frontend.expand import (expand_group_norm, expand_qlinear, expand_reduce_mean, expand_sum, explicit_pads,
                                       global_max_as_window, split_gemm_bias)
 from compiler.frontend.pattern_fuse import fuse_decomposed_layernorm
 from compiler.frontend.shape_fold import fold_shape_subgraphs
@@ -138,6 +138,8 @@ def onnx_to_graph(model: str | Path | onnx.ModelProto, input_shapes: dict | None
             g.nodes.extend(expand_reduce_mean(g, node))
         elif n.op_type == "Sum":
             g.nodes.extend(expand_sum(g, node))
+        elif n.op_type in ("InstanceNormalization", "GroupNormalization"):
+            g.nodes.extend(expand_group_norm(g, node))
         elif n.op_type == "GlobalMaxPool":
             require_static_shape(g, node.inputs[0], node)
             g.nodes.append(global_max_as_window(g, node))
@@ -194,14 +196,22 @@ def _constant_value(attrs: dict) -> np.ndarray:
 
 
 def complete_tensor_infos(g: Graph) -> None:
-    """Fill missing shapes/dtypes by evaluating the graph on zeros (rarely needed)."""
+    """Fill missing shapes/dtypes by evaluating the graph on zeros (rarely needed). A shape that moves when the
+    graph runs again on ones, sevens or 64s depends on the inputs' values (a Pad, Slice or Range sized by an input tensor): such
+    tensors are listed in ``g.value_shaped`` and get no slot in the memory plan (their values are kept as the
+    kernels return them); targets that compile kernels for static shapes refuse them."""
     missing = [o for n in g.nodes for o in n.outputs if o and o not in g.tensors]
     if not missing:
         return
     from compiler.graph.evaluate import evaluate_graph
 
-    feeds = {i: np.zeros(g.tensors[i].shape, g.tensors[i].dtype) for i in g.inputs}
-    values = evaluate_graph(g, feeds, keep_all=True)
+    def run(v: int) -> dict:
+        return evaluate_graph(g, {i: np.full(g.tensors[i].shape, v, g.tensors[i].dtype) for i in g.inputs},
+                              keep_all=True)
+    values = run(0)
+    for probe in (1, 7, 64):  # small enough that a ConstantOfShape or Range sized by it stays small
+        again = run(probe)
+        g.value_shaped |= {name for name in missing if np.shape(values[name]) != np.shape(again[name])}
     for name in missing:
         v = values[name]
         g.tensors[name] = TensorInfo(v.shape, v.dtype)

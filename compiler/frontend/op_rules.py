@@ -231,7 +231,7 @@ def _flatten(v: NodeView) -> Iterator[str]:
     yield from _axis(v, "axis", v.rank(0), 1, extra=1)
 
 
-@rule("Softmax")
+@rule("Softmax", "LogSoftmax", "ArgMax", "ArgMin")
 def _softmax(v: NodeView) -> Iterator[str]:
     yield from _axis(v, "axis", v.rank(0), -1)
 
@@ -359,6 +359,17 @@ def _pad(v: NodeView) -> Iterator[str]:
     pads, r = (v.consts[1] if len(v.consts) > 1 else None), v.rank(0)
     if pads is None:
         pads = np.asarray(v.attrs["pads"]) if "pads" in v.attrs else None
+    if v.has_input(3):  # opset 18's axes: pads then hold a begin and an end per listed axis
+        axes = v.consts[3] if len(v.consts) > 3 else None
+        if axes is None or r is None:
+            return
+        bad = [int(a) for a in np.ravel(axes) if not -r <= int(a) < r]
+        if bad:
+            yield f"{v.inp(3)} (axes) = {np.ravel(axes).tolist()}: out of range for a rank-{r} input"
+        r = np.size(axes)
+        if pads is not None and (pads.ndim != 1 or pads.size != 2 * r):
+            yield f"{v.label}: pads has {pads.size} values; {r} axes need {2 * r} (begins then ends)"
+        return
     if pads is not None and r is not None and (pads.ndim != 1 or pads.size != 2 * r):
         yield f"{v.label}: pads has {pads.size} values; a rank-{r} input needs {2 * r} (begins then ends)"
 
@@ -388,7 +399,8 @@ def decode_attrs(node: onnx.NodeProto) -> dict:
     return {a.name: attr_value(a) for a in node.attribute}
 
 
-@rule("ReduceMean")
+@rule("ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceSumSquare", "ReduceL1", "ReduceL2",
+      "ReduceLogSumExp")
 def _reduce_mean(v: NodeView) -> Iterator[str]:
     x = v.shapes[0]
     if x is None:

@@ -29,7 +29,8 @@ def _mutual(shapes: list[Shape | None]) -> bool:
     return True
 
 
-@rule("Where", "Equal", "And", "Pow")
+@rule("Where", "Equal", "And", "Pow", "Min", "Max", "Greater", "Less", "GreaterOrEqual", "LessOrEqual", "Or", "Xor",
+      "Mod", "Mean")
 def _broadcast(v: NodeView) -> Iterator[str]:
     if not _mutual(list(v.shapes)):
         yield (f"{v.label}: input shapes {[tuple(s) if s is not None else None for s in v.shapes]} do not broadcast "
@@ -205,3 +206,87 @@ def _matmul_integer(v: NodeView) -> Iterator[str]:
         if s is not None and not (len(s) == 0 or tuple(s) == (1,) or (n is not None and tuple(s) == (n,))):
             yield f"{v.inp(i)} ({what}) has shape {tuple(s)}; allowed: a scalar or one value per " + (
                 "row of A" if i == 2 else "column of B")
+
+
+def _blocksize(v: NodeView) -> Iterator[str]:
+    b = v.attrs.get("blocksize")
+    if not _is_int(b) or b < 1:
+        yield f"{v.attr('blocksize')}: required, an integer >= 1"
+        return
+    x = v.shapes[0]
+    if x is not None and len(x) != 4:
+        yield f"{v.label}: input {tuple(x)} must be 4-D (N, C, H, W)"
+
+
+@rule("DepthToSpace")
+def _depth_to_space(v: NodeView) -> Iterator[str]:
+    problems = list(_blocksize(v))
+    yield from problems
+    x, b = v.shapes[0], v.attrs.get("blocksize")
+    if not problems and x is not None and x[1] is not None and x[1] % (b * b):
+        yield f"{v.label}: channels {x[1]} must be a multiple of blocksize^2 = {b * b}"
+
+
+@rule("SpaceToDepth")
+def _space_to_depth(v: NodeView) -> Iterator[str]:
+    problems = list(_blocksize(v))
+    yield from problems
+    x, b = v.shapes[0], v.attrs.get("blocksize")
+    if not problems and x is not None and any(d is not None and d % b for d in x[2:]):
+        yield f"{v.label}: height and width {tuple(x[2:])} must be multiples of blocksize {b}"
+
+
+@rule("Trilu")
+def _trilu(v: NodeView) -> Iterator[str]:
+    r = v.rank(0)
+    if r is not None and r < 2:
+        yield f"{v.label}: input must have rank >= 2 (a batch of matrices), got rank {r}"
+
+
+@rule("ScatterElements", "OneHot")
+def _axis_attr(v: NodeView) -> Iterator[str]:
+    r = v.rank(0)
+    yield from _axis(v, "axis", None if r is None else r + (v.node.op_type == "OneHot"), -1)
+
+
+@rule("TopK")
+def _top_k(v: NodeView) -> Iterator[str]:
+    yield from _axis_attr(v)
+    k, x = v.consts[1], v.shapes[0]
+    ax = v.attrs.get("axis", -1)
+    if k is None or x is None or not _is_int(ax) or not -len(x) <= ax < len(x):
+        return
+    kv = int(np.ravel(k)[0])
+    n = x[ax]
+    if kv < 0 or (n is not None and kv > n):
+        yield f"{v.inp(1)} (k) = {kv}; allowed 0..{n} (the size of axis {ax})"
+
+
+@rule("CumSum")
+def _cum_sum(v: NodeView) -> Iterator[str]:
+    ax, r = v.consts[1], v.rank(0)
+    if ax is not None and r is not None and (np.size(ax) != 1 or not -r <= int(np.ravel(ax)[0]) < r):
+        yield f"{v.inp(1)} (axis) = {np.ravel(ax).tolist()}; it must be one axis in [{-r}, {r - 1}]"
+
+
+
+@rule("InstanceNormalization", "GroupNormalization")
+def _group_norm(v: NodeView) -> Iterator[str]:
+    x = v.shapes[0]
+    yield from _finite(v, "epsilon", 0.0)
+    if x is not None and len(x) < 3:
+        yield f"{v.label}: input {tuple(x)} must be (N, C, D1, ...): rank >= 3"
+        return
+    c = None if x is None else x[1]
+    g = c if v.node.op_type == "InstanceNormalization" else v.attrs.get("num_groups")
+    if v.node.op_type == "GroupNormalization":
+        if not _is_int(g) or g < 1:
+            yield f"{v.attr('num_groups')}: required, an integer >= 1"
+            return
+        if c is not None and c % g:
+            yield f"{v.attr('num_groups')}: must divide the {c} channels"
+            return
+    for i, what in ((1, "scale"), (2, "bias")):
+        s = v.shapes[i] if i < len(v.shapes) else None
+        if s is not None and c is not None and tuple(s) != (c,):
+            yield f"{v.inp(i)} ({what}) has shape {tuple(s)}; it must be ({c},), one value per channel"

@@ -78,11 +78,37 @@ OP_SPECS: dict[str, OpSpec] = {
     "ConvTranspose": OpSpec({**_WINDOW, "group": None, "output_padding": None, "output_shape": None},
                             spatial=(1, 2, 3)),
     "LayerNormalization": OpSpec({"axis": None, "epsilon": None, "stash_type": (1,)}),
+    "InstanceNormalization": OpSpec({"epsilon": None}),
+    "GroupNormalization": OpSpec({"epsilon": None, "num_groups": None, "stash_type": (1,)}),
     "Erf": OpSpec(), "Tanh": OpSpec(), "Pow": OpSpec(), "Sqrt": OpSpec(),
     "Where": OpSpec(), "IsNaN": OpSpec(), "Equal": OpSpec(), "And": OpSpec(), "Expand": OpSpec(), "Range": OpSpec(),
     "GatherND": OpSpec({"batch_dims": None}), "GatherElements": OpSpec({"axis": None}),
     "MatMulInteger": OpSpec(), "ConvInteger": OpSpec({**_WINDOW, "group": None}, spatial=(2,)),
     "DynamicQuantizeLinear": OpSpec(),
+    # elementwise math, comparisons, reductions (kernels: jit_runtime.host_ops.math_kernels)
+    **{op: OpSpec() for op in ("Exp", "Log", "Neg", "Reciprocal", "Abs", "Floor", "Ceil", "Round", "Sign", "Sin", "Cos",
+                               "Softplus", "Softsign", "Mish", "Min", "Max", "Greater", "Less", "GreaterOrEqual",
+                               "LessOrEqual", "Or", "Xor", "Not")},
+    "Elu": OpSpec({"alpha": None}), "Celu": OpSpec({"alpha": None}), "ThresholdedRelu": OpSpec({"alpha": None}),
+    "Selu": OpSpec({"alpha": None, "gamma": None}), "Gelu": OpSpec({"approximate": ("none", "tanh")}),
+    **{op: OpSpec({"axes": None, "keepdims": (0, 1), "noop_with_empty_axes": (0, 1)})
+       for op in ("ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceSumSquare", "ReduceL1", "ReduceL2",
+                  "ReduceLogSumExp")},
+    "ArgMax": OpSpec({"axis": None, "keepdims": (0, 1), "select_last_index": (0, 1)}),
+    "ArgMin": OpSpec({"axis": None, "keepdims": (0, 1), "select_last_index": (0, 1)}),
+    "LogSoftmax": OpSpec({"axis": None}),
+    # rearrangement and indexing (kernels: jit_runtime.host_ops.index_kernels)
+    **{op: OpSpec() for op in ("Tile", "NonZero", "Size", "Mean")},
+    "DepthToSpace": OpSpec({"blocksize": None, "mode": ("DCR", "CRD")}),
+    "SpaceToDepth": OpSpec({"blocksize": None, "mode": ("DCR", "CRD")}),
+    "Trilu": OpSpec({"upper": (0, 1)}),
+    "ScatterND": OpSpec({"reduction": ("none", "add", "mul", "max", "min")}),
+    "ScatterElements": OpSpec({"axis": None, "reduction": ("none", "add", "mul", "max", "min")}),
+    "OneHot": OpSpec({"axis": None}),
+    "TopK": OpSpec({"axis": None, "largest": (0, 1), "sorted": (0, 1)}),
+    "CumSum": OpSpec({"exclusive": (0, 1), "reverse": (0, 1)}),
+    "CastLike": OpSpec({"saturate": None}),
+    "Mod": OpSpec({"fmod": (0, 1)}),
 }
 SUPPORTED_OPS: frozenset[str] = frozenset(OP_SPECS)
 _DEFAULT_DOMAINS = ("", "ai.onnx")

@@ -16,7 +16,7 @@ def fold_constants(g: Graph, keep_ops: frozenset[str] = KEEP_OPS) -> int:
     cpu = NumpyCpuBackend()
     kept, folded = [], 0
     for n in g.nodes:
-        if n.op == "Shape" and n.inputs[0] in g.tensors:
+        if n.op == "Shape" and n.inputs[0] in g.tensors and n.inputs[0] not in g.value_shaped:
             shape = np.asarray(g.tensors[n.inputs[0]].shape, np.int64)
             g.add_constant(n.outputs[0], shape[n.attrs.get("start", 0): n.attrs.get("end", None)])
             folded += 1

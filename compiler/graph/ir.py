@@ -48,6 +48,7 @@ class Graph:
         self.outputs: list[str] = []
         self.constants: dict[str, np.ndarray] = {}
         self.tensors: dict[str, TensorInfo] = {}
+        self.value_shaped: set[str] = set()  # tensors whose shape the inputs' values set (no memory-plan slot)
         self._ids = itertools.count()
 
     # -- construction helpers -------------------------------------------------
@@ -127,6 +128,7 @@ class Graph:
         g.inputs, g.outputs = list(self.inputs), list(self.outputs)
         g.constants = dict(self.constants)
         g.tensors = {k: TensorInfo(v.shape, v.dtype) for k, v in self.tensors.items()}
+        g.value_shaped = set(self.value_shaped)
         g._ids = itertools.count(next(self._ids))
         return g
 

@@ -49,10 +49,12 @@ def plan_memory(g: Graph) -> MemoryPlan:
     """Greedy by size: biggest tensors first, each at the lowest offset free during its lifetime.
 
     Outputs that nothing reads and that are not graph outputs (an unused Dropout mask, MaxPool
-    indices) get no slot: the executor drops them right after their node runs.
+    indices) get no slot: the executor drops them right after their node runs; nor do tensors whose shape the
+    inputs' values set (``g.value_shaped``): they stay the arrays their kernels return.
     """
     read = {i for n in g.nodes for i in n.inputs if i} | set(g.outputs)
-    life = {t: v for t, v in lifetimes(g).items() if t in read}
+    dynamic = getattr(g, "value_shaped", set())  # sized at run time: kept as the kernels return them
+    life = {t: v for t, v in lifetimes(g).items() if t in read and t not in dynamic}
     missing = sorted(t for t in life if t not in g.tensors)
     if missing:
         raise ValueError(f"memory plan: no shape/dtype known for tensors {missing[:10]}; run shape inference first")

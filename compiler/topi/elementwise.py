@@ -12,7 +12,9 @@ import numpy as np
 from compiler import te
 from compiler.te import Tensor
 
-ACTIVATIONS = ("relu", "clip", "sigmoid", "hardsigmoid", "hardswish", "leakyrelu", "erf", "tanh", "sqrt")
+ACTIVATIONS = ("relu", "clip", "sigmoid", "hardsigmoid", "hardswish", "leakyrelu", "erf", "tanh", "sqrt", "exp", "log",
+               "neg", "reciprocal", "abs", "floor", "ceil", "round", "sign", "softplus", "softsign", "elu", "selu",
+               "celu", "gelu", "gelu_tanh", "mish", "thresholdedrelu", "pow")
 # Odd functions as x P(x^2) / Q(x^2) with all coefficients positive (Q >= 1), fitted here to float64 references
 # (scipy's erf, numpy's tanh) on [0, saturation] by linearized least squares reweighted by 1/Q; evaluated in float32
 # (Horner). erf: degree 5 / 5, max abs error 3.9e-7 on [-3.9, 3.9] (erf(3.9) rounds to 1 - 6e-8); tanh: degree
@@ -56,12 +58,74 @@ def tanh_rational(x: te.Expr) -> te.Expr:
     return _odd_rational(x, TANH_P, TANH_Q, TANH_SATURATES)
 
 
-_MATH = {"erf": erf_rational, "tanh": tanh_rational, "sqrt": te.sqrt}  # float32 math functions
+def expm1(x: te.Expr) -> te.Expr:
+    """float32 ``e^x - 1`` without the cancellation of ``exp(x) - 1`` near 0 (Taylor to x^7 for |x| < 1/4: relative
+    error below 1e-9 there)."""
+    t = _horner(x, (1.0, 1 / 2, 1 / 6, 1 / 24, 1 / 120, 1 / 720, 1 / 5040)) * x
+    return te.select(te.abs_(x) < _c(0.25), t, te.exp(x) - _c(1.0))
+
+
+def log1p(u: te.Expr) -> te.Expr:
+    """float32 ``log(1 + u)`` without losing ``u``'s digits when it is small: ``log(w) * u / (w - 1)`` with
+    ``w = 1 + u`` rounded (the rounding's error cancels; ``u`` itself where ``w`` rounds to 1)."""
+    w = _c(1.0) + u
+    return te.select(w.equal(_c(1.0)), u, te.log(w) * u / (w - _c(1.0)))
+
+
+def softplus(x: te.Expr) -> te.Expr:
+    """float32 ``log(1 + e^x)`` as ``max(x, 0) + log1p(e^-|x|)``: no overflow, full precision for very negative x."""
+    zero = _c(0.0)
+    return te.max_(x, zero) + log1p(te.exp(zero - te.abs_(x)))
+
+
+def power(x: te.Expr, p: te.Expr) -> te.Expr:
+    """float32 ``x ** p`` (ONNX Pow) as ``e^(p log|x|)``: a negative base keeps its sign for odd integer ``p``, is
+    NaN for a non-integer one (but -inf gives |x| ** p, as C's powf and numpy); ``x ** 0`` is 1 (also for NaN x)."""
+    zero, one = _c(0.0), _c(1.0)
+    mag = te.exp(p * te.log(te.abs_(x)))
+    whole = te.floor(p).equal(p)
+    odd = whole & te.floor(p * _c(0.5)).not_equal(p * _c(0.5))
+    nan = (zero - one) * te.sqrt(zero - one)
+    neg = te.select(whole, te.select(odd, zero - mag, mag), te.select(x.equal(_c(-np.inf)), mag, nan))
+    return te.select(p.equal(zero), one, te.select(x < zero, neg, mag))
+
+
+def power_const(x: te.Expr, p: float) -> te.Expr:
+    """``x ** p`` for a constant exponent: small integers as products (as numpy's float32 power), 1/2 as a square
+    root (as numpy), anything else :func:`power`."""
+    n = int(p) if float(p).is_integer() and abs(p) <= 4 else None
+    if n is not None:
+        if n == 0:
+            return _c(1.0)
+        y = x
+        for _ in range(abs(n) - 1):
+            y = y * x
+        return y if n > 0 else _c(1.0) / y
+    if p == 0.5:  # as numpy's power (a square root there too: NaN for -inf, where C's powf gives inf)
+        return te.sqrt(x)
+    return power(x, _c(p))
+
+
+_SQRT1_2 = 0.7071067811865476
+_GELU_TANH = 0.7978845608028654  # sqrt(2 / pi)
+_MATH = {  # float32 math functions and parameterless activations
+    "erf": erf_rational, "tanh": tanh_rational, "sqrt": te.sqrt, "exp": te.exp, "log": te.log, "abs": te.abs_,
+    "floor": te.floor, "round": te.round_,
+    "neg": lambda x: _c(0.0) - x,
+    "reciprocal": lambda x: _c(1.0) / x,
+    "ceil": lambda x: _c(0.0) - te.floor(_c(0.0) - x),
+    "sign": lambda x: te.select(x > _c(0.0), _c(1.0), te.select(x < _c(0.0), _c(-1.0), x)),  # 0 and NaN kept
+    "softplus": softplus,
+    "softsign": lambda x: x / (_c(1.0) + te.abs_(x)),
+    "gelu": lambda x: _c(0.5) * x * (_c(1.0) + erf_rational(x * _c(_SQRT1_2))),
+    "gelu_tanh": lambda x: _c(0.5) * x * (_c(1.0) + tanh_rational(_c(_GELU_TANH) * (x + _c(0.044715) * x * x * x))),
+    "mish": lambda x: x * tanh_rational(softplus(x)),
+}
 
 
 def activation(x: te.Expr, kind: str | None, params: tuple = ()) -> te.Expr:
     """``x`` through activation or math function ``kind`` (None: unchanged); ``params``: clip (lo, hi), hardsigmoid
-    (alpha, beta), leakyrelu (alpha,)."""
+    (alpha, beta), leakyrelu / elu / celu / thresholdedrelu (alpha,), selu (alpha, gamma), pow (exponent,)."""
     if kind is None:
         return x
     f32 = x.dtype == "float32"
@@ -87,6 +151,21 @@ def activation(x: te.Expr, kind: str | None, params: tuple = ()) -> te.Expr:
     if kind == "leakyrelu":
         (alpha,) = params
         return te.select(x >= zero, x, x * _c(alpha))
+    if kind == "elu":
+        (alpha,) = params
+        return te.select(x >= zero, x, _c(alpha) * expm1(x))
+    if kind == "selu":
+        alpha, gamma = params
+        return _c(gamma) * te.select(x > zero, x, _c(alpha) * expm1(x))
+    if kind == "celu":
+        (alpha,) = params
+        return te.max_(x, zero) + te.min_(zero, _c(alpha) * expm1(x / _c(alpha)))
+    if kind == "thresholdedrelu":
+        (alpha,) = params
+        return te.select(x > _c(alpha), x, zero)
+    if kind == "pow":
+        (p,) = params
+        return power_const(x, p)
     raise te.TeError(f"unknown activation {kind!r}; known: {ACTIVATIONS}")
 
 
@@ -101,9 +180,18 @@ def unary(shape: tuple[int, ...], dtype: str, kind: str, params: tuple = (), nam
     return [x], y
 
 
+def _nan_or(a: te.Expr, b: te.Expr, y: te.Expr) -> te.Expr:
+    """``y``, or the NaN operand where there is one (ONNX Min/Max propagate NaN, as numpy's minimum/maximum)."""
+    if a.dtype != "float32":
+        return y
+    return te.select(a.not_equal(a), a, te.select(b.not_equal(b), b, y))
+
+
 BINARY: dict[str, Callable[[te.Expr, te.Expr], te.Expr]] = {
     "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b, "div": lambda a, b: a / b,
     "prelu": lambda a, b: te.select(a >= te.const(0.0, "float32"), a, a * b),  # ONNX PRelu: b the slope (float32)
+    "min": lambda a, b: _nan_or(a, b, te.min_(a, b)), "max": lambda a, b: _nan_or(a, b, te.max_(a, b)),
+    "pow": power,  # float32 only
 }
 
 
@@ -148,8 +236,12 @@ def channel_affine(shape: tuple[int, ...], name: str = "affine") -> tuple[list[T
     return [x, scale, shift], y
 
 
-def sum_n(shapes: list[tuple[int, ...]], dtype: str) -> tuple[list[Tensor], Tensor]:
-    """``y = x0 + x1 + ...`` with numpy broadcasting over all operands (ONNX ``Sum``)."""
+def sum_n(shapes: list[tuple[int, ...]], dtype: str, op: str = "add") -> tuple[list[Tensor], Tensor]:
+    """``y = x0 op x1 op ...`` with numpy broadcasting over all operands: ONNX ``Sum`` (``op="add"``), ``Min`` and
+    ``Max`` (``"min"``, ``"max"``) and ``Mean`` (``"mean"``: the sum times 1/n)."""
+    if op not in ("add", "min", "max", "mean"):
+        raise te.TeError(f"sum_n: op must be add, min, max or mean, got {op!r}")
+    fn = BINARY["add" if op == "mean" else op]
     if not shapes:
         raise te.TeError("sum_n needs at least one operand")
     try:
@@ -162,7 +254,7 @@ def sum_n(shapes: list[tuple[int, ...]], dtype: str) -> tuple[list[Tensor], Tens
     def body(*i):
         acc = xs[0][idx[0](i)]
         for x, ix in zip(xs[1:], idx[1:]):
-            acc = acc + x[ix(i)]
-        return acc
-    y = te.compute(out or (1,), body, name="sum", dtype=dtype)
+            acc = fn(acc, x[ix(i)])
+        return acc * _c(1.0 / len(xs)) if op == "mean" else acc
+    y = te.compute(out or (1,), body, name=op if op != "add" else "sum", dtype=dtype)
     return xs, y

@@ -24,9 +24,17 @@ def _f32(x):
 
 
 # ---- convolution / matmul ---------------------------------------------------------------
+def _float_type(*xs) -> np.dtype:
+    """The float type an op computing in float32 returns: its operands' when float16, bfloat16 or float64 (ONNX
+    keeps the type), else float32."""
+    t = np.result_type(*[np.asarray(x).dtype for x in xs])
+    return t if t.kind == "f" or t.name == "bfloat16" else np.dtype(np.float32)
+
+
 @kernel("Conv")
 def conv(a, x, w, b=None):
     """2-D convolution; 1-D runs as 2-D over a unit height."""
+    out_type = _float_type(x, w)
     x, w = _f32(x), _f32(w)
     strides, pads, dil = list(a.get("strides", (1, 1))), list(a.get("pads", (0, 0, 0, 0))), list(a.get("dilations", (1, 1)))
     one_d = x.ndim == 3
@@ -36,17 +44,18 @@ def conv(a, x, w, b=None):
     y = conv2d_nchw(x, w, stride=tuple(strides), pads=tuple(pads), dilations=tuple(dil), groups=int(a.get("group", 1)))
     if b is not None:
         y = y + _f32(b).reshape(1, -1, 1, 1)
-    return (y[:, :, 0] if one_d else y).astype(np.float32)
+    return (y[:, :, 0] if one_d else y).astype(out_type)
 
 
 @kernel("Gemm")
 def gemm(a, x, w, c=None):
+    out_type = _float_type(x, w)
     x = _f32(x).T if a.get("transA", 0) else _f32(x)
     w = _f32(w).T if a.get("transB", 0) else _f32(w)
     y = np.float32(a.get("alpha", 1.0)) * (x @ w)
     if c is not None:
         y = y + np.float32(a.get("beta", 1.0)) * _f32(c)
-    return y.astype(np.float32)
+    return y.astype(out_type)
 
 
 @kernel("MatMul")
@@ -56,7 +65,7 @@ def matmul(a, x, w):
     t = np.result_type(x.dtype, w.dtype)
     if t == np.float64:
         return np.matmul(x.astype(np.float64), w.astype(np.float64))
-    if t.kind == "f" and t.itemsize == 2:
+    if t.itemsize == 2 and (t.kind == "f" or t.name == "bfloat16"):
         return np.matmul(_f32(x), _f32(w)).astype(t)
     return np.matmul(_f32(x), _f32(w))
 
@@ -167,7 +176,7 @@ def mul(a, x, y):
 
 @kernel("Div")
 def div(a, x, y):
-    if np.issubdtype(np.result_type(x, y), np.floating):
+    if np.result_type(x, y).kind not in "iub":  # floats, also ml_dtypes' bfloat16 (kind "V")
         return np.divide(x, y)
     q = np.floor_divide(x, y)  # integers: ONNX truncates toward zero (C semantics), numpy floors
     return q + ((q * y != x) & ((x < 0) != (y < 0))).astype(q.dtype)
@@ -329,7 +338,7 @@ def lrn(a, x):
 def softmax(a, x):
     axis = int(a.get("axis", -1))
     e = np.exp(_f32(x) - _f32(x).max(axis=axis, keepdims=True))
-    return (e / e.sum(axis=axis, keepdims=True)).astype(np.float32)
+    return (e / e.sum(axis=axis, keepdims=True)).astype(_float_type(x))
 
 
 # ---- shape / data movement -----------------------------------------------------------------
@@ -471,4 +480,6 @@ def repack_k(a, x):
 
 
 from jit_runtime.host_ops import transformer_kernels  # noqa: E402,F401  (registers its kernels here)
+from jit_runtime.host_ops import math_kernels  # noqa: E402,F401  (registers its kernels here)
+from jit_runtime.host_ops import index_kernels  # noqa: E402,F401  (registers its kernels here)
 from jit_runtime.host_ops import zero_point  # noqa: E402,F401  (registers its kernels here)

@@ -1,6 +1,6 @@
 """Numpy kernels of the operators transformer, detector and segmentation exports add (ONNX semantics).
 
-LayerNormalization, Erf/Tanh (GELU), Pow/Sqrt (decomposed LayerNorm), the mask and index plumbing
+LayerNormalization, Instance/GroupNormalization, Erf/Tanh (GELU), Pow/Sqrt (decomposed LayerNorm), the mask and index plumbing
 around attention and embeddings (Where, IsNaN, Equal, And, Expand, Range, GatherND, GatherElements),
 ConvTranspose (any spatial rank, every attribute) and onnxruntime ``quantize_dynamic``'s integer ops
 (MatMulInteger, ConvInteger, DynamicQuantizeLinear). Registered into :data:`jit_runtime.host_ops.registry.KERNELS`.
@@ -37,6 +37,27 @@ def layer_norm(a, x, scale, bias=None, n_outputs: int = 1):
         y = y + _f32(bias)
     outs = (y.astype(x.dtype), mean.astype(np.float32), inv)
     return outs[:max(1, n_outputs)] if n_outputs > 1 else outs[0]
+
+
+def _channel(v, c: int, ndim: int) -> np.ndarray:
+    """A per-channel parameter shaped to broadcast over (N, C, ...)."""
+    return _f32(v).reshape((c,) + (1,) * (ndim - 2))
+
+
+@kernel("InstanceNormalization", "GroupNormalization")
+def group_norm(a, x, scale, bias):
+    """Normalize each (sample, group) over its channels and spatial positions in float32, then ``* scale + bias``
+    per channel; InstanceNormalization is one group per channel. (GroupNormalization-18's per-group scale is
+    deprecated: onnx's checker refuses it.)"""
+    x = np.asarray(x)
+    n, c = x.shape[:2]
+    groups = int(a.get("num_groups", c))
+    eps = np.float32(a.get("epsilon", 1e-5))
+    xf = x.astype(np.float32).reshape(n, groups, -1)
+    mean = xf.mean(axis=2, keepdims=True, dtype=np.float32)
+    d = xf - mean
+    y = (d / np.sqrt((d * d).mean(axis=2, keepdims=True, dtype=np.float32) + eps)).reshape(x.shape)
+    return (y * _channel(scale, c, x.ndim) + _channel(bias, c, x.ndim)).astype(x.dtype)
 
 
 @kernel("Erf")

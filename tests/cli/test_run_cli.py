@@ -97,12 +97,12 @@ def test_missing_file(capsys):
 
 def test_unsupported_operator_named(tmp_path, capsys):
     b = OnnxBuilder(0)
-    y = b.op("Round", [b.conv("input", 3, 16, 3)], "weird")
+    y = b.op("Hardmax", [b.conv("input", 3, 16, 3)], "weird")
     p = tmp_path / "bad.onnx"
     onnx.save(b.model("bad", "input", (1, 3, 8, 8), y), str(p))
     assert main(["run", str(p), "--calibrate", "1"]) == 2
     err = _one_line_error(capsys)
-    assert "unsupported operator(s): Round (1 node(s): weird_" in err
+    assert "unsupported operator(s): Hardmax (1 node(s): weird_" in err
 
 
 def test_bad_input_shape(digits_q, tmp_path, capsys):

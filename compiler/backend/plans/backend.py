@@ -32,8 +32,8 @@ from compiler.graph.cpu_backend import NumpyCpuBackend
 from compiler.graph.ir import Graph, Node, TensorInfo
 from compiler.backend.llvm.native_replay import NO_OP, ByteCopy
 from compiler.backend.plans.compile import compile_plan
-from compiler.backend.plans.plans import (COMPILED_GLUE, NUMPY_GLUE_OPS, PLANNERS, VIEW_OPS, OpPlan,
-                                         UnsupportedOnTarget, plan_node)
+from compiler.backend.plans.plans import (COMPILED_GLUE, INDEX_ARITHMETIC_OPS, NUMPY_GLUE_OPS, PLANNERS, VIEW_OPS,
+                                         OpPlan, UnsupportedOnTarget, plan_node)
 
 # compiled on first use with lazy=True: from the operator library (compiler.topi, TE -> LLVM through build_op) ...
 LAZY_OPS = frozenset({"QConv2D", "QDense", "Relu", "Clip", "Add", "Sub", "Mul", "Div", "MaxPool", "QuantizeLinear",
@@ -41,6 +41,13 @@ LAZY_OPS = frozenset({"QConv2D", "QDense", "Relu", "Clip", "Add", "Sub", "Mul", 
                       "PackedMaxPool",
                       # ... and hand-written (compiler.backend.llvm.pool)
                       "GlobalAveragePool"})
+
+
+def _integer_only(n: Node, g: Graph) -> bool:
+    """Every input of ``n`` (and its output) is an integer or bool tensor of known type."""
+    names = [i for i in n.inputs if i] + [o for o in n.outputs if o]
+    infos = [g.tensors.get(i) for i in names]
+    return bool(names) and all(t is not None and np.dtype(t.dtype).kind in "iub" for t in infos)
 
 
 def _nothing() -> None:
@@ -78,6 +85,7 @@ class TargetCpuBackend:
         self._lazy_plans: "weakref.WeakKeyDictionary[Node, tuple]" = weakref.WeakKeyDictionary()
         # tuned(node, infos) -> CpuConvKnobs | None: a conv's knobs from a tuning log (set by compiler.autotune.llvm)
         self.tuned: Callable | None = None
+        self._numpy_nodes: set[int] = set()  # ids of integer index-math nodes run by numpy (INDEX_ARITHMETIC_OPS)
 
     def supports(self, op: str) -> bool:
         if self.lazy:
@@ -106,6 +114,9 @@ class TargetCpuBackend:
                 plan = (plan_node(n, infos, g.constants, self.target) if knobs is None
                         else PLANNERS[n.op](n, infos, g.constants, self.target, knobs=knobs))
             except UnsupportedOnTarget as exc:
+                if n.op in INDEX_ARITHMETIC_OPS and _integer_only(n, g):
+                    self._numpy_nodes.add(id(n))  # integer index math the library declines: numpy, exact
+                    continue
                 errors.append(str(exc))
                 continue
             fn = compile_plan(plan, self.target)
@@ -236,7 +247,7 @@ class TargetCpuBackend:
         if node.op in VIEW_OPS:
             self.last_backend = "view"
             return self.fallback.run_node(node, inputs)
-        if node.op in NUMPY_GLUE_OPS:
+        if node.op in NUMPY_GLUE_OPS or id(node) in self._numpy_nodes:
             self.last_backend = "numpy"
             return self.fallback.run_node(node, inputs)
         entry = self._plans.get(id(node))

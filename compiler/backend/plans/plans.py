@@ -23,15 +23,27 @@ LIBRARY_OPS = frozenset(PLANNERS)
 # metadata-only reshapes: numpy views, no data moves
 VIEW_OPS = frozenset({"Flatten", "Reshape", "Identity", "Dropout", "Squeeze", "Unsqueeze", "PackedSqueezeHW"})
 # run by the numpy reference kernels on every target (labelled "numpy" in the profile): data movement without
-# arithmetic, masks and indices (comparisons, selects, ranges: a transformer's attention mask from its token ids),
+# arithmetic, masks and indices (comparisons, logic, selects, ranges: a transformer's attention mask from its token
+# ids; ArgMax/ArgMin/TopK/NonZero: label and box indices; rearrangements: Tile, DepthToSpace, Trilu, scatters;
+# index arithmetic: CumSum and Mod of position ids),
 # and the rest of the int8 pipeline's glue between accelerator-style layers (and the exact int64 transformer ops)
 NUMPY_GLUE_OPS = frozenset({"Cast", "Concat", "ConstantOfShape", "Gather", "Pad", "Resize", "Shape", "Slice", "Split",
                             "Transpose", "Equal", "Where", "And", "IsNaN", "Range", "Expand", "GatherElements",
                             "GatherND", "FoldTaps", "QGlobalAveragePool", "QAveragePool",
                             "RebaseUint8", "Repack", "PackDenseWeight", "ZeroInsert",
-                            "RowSumDigits", "ZeroPointBias", "JoinBytes", "QSoftmax", "QLayerNorm", "QGelu"})
+                            "RowSumDigits", "ZeroPointBias", "JoinBytes", "QSoftmax", "QLayerNorm", "QGelu",
+                            "Greater", "Less", "GreaterOrEqual", "LessOrEqual", "Or", "Xor", "Not", "ArgMax", "ArgMin",
+                            "Tile", "DepthToSpace", "SpaceToDepth", "Trilu", "ScatterND", "ScatterElements", "OneHot",
+                            "TopK", "NonZero", "CastLike", "Size", "CumSum", "Mod"})
 
-__all__ = ["PLANNERS", "LIBRARY_OPS", "VIEW_OPS", "NUMPY_GLUE_OPS", "COMPILED_GLUE", "OpPlan", "UnsupportedOnTarget",
+# arithmetic that also meets integer index math (int64 position ids, sequence lengths, mask sums): where every input
+# is an integer or bool tensor and the library declines the node (its kernels are float32 / int8 / int32), the numpy
+# kernel runs it (exact), as glue; a float node the library declines is still refused
+INDEX_ARITHMETIC_OPS = frozenset({"Add", "Sub", "Mul", "Div", "Neg", "Abs", "Sign", "Min", "Max", "Mean", "Pow", "Clip",
+                                  "Relu", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceMean"})
+
+__all__ = ["PLANNERS", "LIBRARY_OPS", "VIEW_OPS", "NUMPY_GLUE_OPS", "COMPILED_GLUE", "INDEX_ARITHMETIC_OPS", "OpPlan",
+           "UnsupportedOnTarget",
            "plan_node", "build_schedule"]
 
 

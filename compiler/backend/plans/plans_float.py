@@ -9,13 +9,18 @@ from jit_runtime.host_ops.pooling import pool_axes
 from compiler.graph.ir import Node, TensorInfo
 from compiler.backend.plans.oplan import OpPlan, UnsupportedOnTarget, check_f32, const_input, f32
 from compiler.topi import (conv2d_direct, conv2d_winograd, dense_float, elementwise, gemm, layernorm, lrn, pool,
-                           softmax)
+                           reduce, softmax)
 from compiler.te import TeError
 from compiler.topi.injective import schedule_injective
 
 UNARY = {"Relu": "relu", "Clip": "clip", "Sigmoid": "sigmoid", "HardSwish": "hardswish", "HardSigmoid": "hardsigmoid",
-         "LeakyRelu": "leakyrelu", "Erf": "erf", "Tanh": "tanh", "Sqrt": "sqrt"}
+         "LeakyRelu": "leakyrelu", "Erf": "erf", "Tanh": "tanh", "Sqrt": "sqrt", "Exp": "exp", "Log": "log",
+         "Neg": "neg", "Reciprocal": "reciprocal", "Abs": "abs", "Floor": "floor", "Ceil": "ceil", "Round": "round",
+         "Sign": "sign", "Softplus": "softplus", "Softsign": "softsign", "Elu": "elu", "Selu": "selu", "Celu": "celu",
+         "Gelu": "gelu", "Mish": "mish", "ThresholdedRelu": "thresholdedrelu"}
 BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "PRelu": "prelu"}
+REDUCE = {"ReduceSum": "sum", "ReduceMean": "mean", "ReduceMax": "max", "ReduceMin": "min",
+          "ReduceSumSquare": "sum_square", "ReduceL1": "l1", "ReduceL2": "l2", "ReduceLogSumExp": "log_sum_exp"}
 
 
 def conv_spec(node: Node, infos) -> conv2d_direct.Conv2dSpec:
@@ -249,12 +254,18 @@ def plan_layernorm(node: Node, infos, consts, target: str) -> OpPlan:
 _COMPUTE = {"uint8": "int16"}
 
 
-def plan_unary(node: Node, infos, consts, target: str) -> OpPlan:
+def plan_unary(node: Node, infos, consts, target: str, kind: str | None = None, params: tuple = ()) -> OpPlan:
+    """An elementwise activation or math function (``kind``, ``params``: given by :func:`plan_pow`, else from the
+    node)."""
     x = infos[0]
-    kind = UNARY[node.op]
-    params = ()
-    if node.op in ("Clip", "HardSigmoid", "LeakyRelu"):
-        params = _clip_params(node, consts) if node.op == "Clip" else _act_params_attrs(node)
+    if kind is None:
+        kind = UNARY[node.op]
+        if node.op == "Gelu" and node.attrs.get("approximate", "none") == "tanh":
+            kind = "gelu_tanh"
+        if node.op == "Clip":
+            params = _clip_params(node, consts)
+        elif node.op in _ACT_PARAMS:
+            params = _act_params_attrs(node)
     dt = str(x.dtype)
     if dt not in ("float32", "int8", "uint8", "int32") or (dt != "float32" and kind not in ("relu", "clip")):
         raise UnsupportedOnTarget(f"node {node.name!r} ({node.op}): dtype {dt} not supported (float32; relu/clip "
@@ -280,11 +291,82 @@ def _clip_params(node: Node, consts) -> tuple:
     return (None if lo is None else float(lo), None if hi is None else float(hi))
 
 
+# the activations with attributes: (name, ONNX default) of each parameter, in the TE activation's order
+_ACT_PARAMS = {"HardSigmoid": (("alpha", 0.2), ("beta", 0.5)), "LeakyRelu": (("alpha", 0.01),),
+               "Elu": (("alpha", 1.0),), "Celu": (("alpha", 1.0),), "ThresholdedRelu": (("alpha", 1.0),),
+               "Selu": (("alpha", 1.6732632423543772), ("gamma", 1.0507009873554805))}
+
+
 def _act_params_attrs(node: Node) -> tuple:
-    a = node.attrs
-    if node.op == "HardSigmoid":
-        return (float(a.get("alpha", 0.2)), float(a.get("beta", 0.5)))
-    return (float(a.get("alpha", 0.01)),)
+    return tuple(float(node.attrs.get(k, d)) for k, d in _ACT_PARAMS[node.op])
+
+
+def plan_pow(node: Node, infos, consts, target: str) -> OpPlan:
+    """``x ** y`` (float32): a constant scalar exponent folds into the kernel (small integers as products), else the
+    elementwise binary form with broadcasting."""
+    y = consts.get(node.inputs[1])
+    if y is not None and np.size(y) == 1 and str(infos[0].dtype) == "float32":
+        return plan_unary(node, infos, consts, target, "pow", (float(np.float32(np.ravel(y)[0])),))
+    if y is not None:
+        infos = [infos[0], TensorInfo(np.shape(y), np.asarray(y).dtype)]
+    if any(str(t.dtype) != "float32" for t in infos):
+        raise UnsupportedOnTarget(f"node {node.name!r} (Pow): operands {infos[0].dtype}/{infos[1].dtype}; the library "
+                                  f"raises float32 to float32 powers")
+    return plan_binary(node, infos, consts, target)
+
+
+def plan_reduce(node: Node, infos, consts, target: str) -> OpPlan:
+    """ONNX ReduceSum/Mean/Max/Min/SumSquare/L1/L2/LogSumExp of float32 over constant axes."""
+    from jit_runtime.host_ops.math_kernels import reduce_axes
+
+    check_f32(node, infos)
+    shape = tuple(infos[0].shape)
+    axes_in = None
+    if len(node.inputs) > 1 and node.inputs[1]:
+        axes_in = const_input(consts, node.inputs[1], "axes", node)
+    axes = reduce_axes(node.attrs, len(shape), axes_in)
+    keep = bool(node.attrs.get("keepdims", 1))
+    out_shape = shape if axes is None else tuple(
+        (1 if a in axes else d) for a, d in enumerate(shape) if keep or a not in axes)
+    if axes is None or not shape:  # nothing reduced (empty axes with noop_with_empty_axes, or a scalar)
+        axes = ()
+    if any(shape[a] == 0 for a in axes):
+        raise UnsupportedOnTarget(f"node {node.name!r} ({node.op}): reduces an empty axis of {shape}")
+    kind = REDUCE[node.op]
+    key = ("reduce", kind, shape, axes, target)
+    if not axes:
+        kind, key = None, ("copy", shape, target)
+
+    def make():
+        if kind is None:
+            ins, y = elementwise.unary(shape or (1,), "float32", None)
+            return ins, y, lambda s: schedule_injective(s, y, target)
+        ins, stages = reduce.reduce(shape, axes, kind)
+        sched = reduce.schedule_gpu if target == "cuda" else reduce.schedule_cpu
+        return ins, stages[-1], lambda s: sched(s, stages)
+
+    return OpPlan(key, make, lambda ins: [f32(ins[0]).reshape(shape or (1,))], out_shape)
+
+
+def plan_log_softmax(node: Node, infos, consts, target: str) -> OpPlan:
+    check_f32(node, infos)
+    shape = tuple(infos[0].shape)
+    if not shape:
+        raise UnsupportedOnTarget(f"node {node.name!r} (LogSoftmax): needs an input of rank >= 1")
+    axis = int(node.attrs.get("axis", -1)) % len(shape)
+    key = ("log_softmax", shape, axis, target)
+
+    def make():
+        ins, stages = reduce.log_softmax(shape, axis)
+        sched = reduce.schedule_gpu if target == "cuda" else reduce.schedule_cpu
+        return ins, stages[-1], lambda s: sched(s, stages)
+
+    return OpPlan(key, make, lambda ins: [f32(ins[0])], shape)
+
+
+def plan_min_max(node: Node, infos, consts, target: str) -> OpPlan:
+    """ONNX ``Min`` / ``Max`` / ``Mean`` of any number of float32 operands, numpy broadcasting."""
+    return plan_sum(node, infos, consts, target, op=node.op.lower())
 
 
 def plan_binary(node: Node, infos, consts, target: str) -> OpPlan:
@@ -296,7 +378,7 @@ def plan_binary(node: Node, infos, consts, target: str) -> OpPlan:
                                   f"float32 (and int8/uint8/int32 Add/Sub/Mul, wrapping) with equal dtypes")
     cdt = _COMPUTE.get(dt, dt)
     sa, sb = tuple(xa.shape), tuple(xb.shape)
-    op = BINARY[node.op]
+    op = BINARY.get(node.op) or {"Pow": "pow"}[node.op]
     key = ("binary", op, sa, sb, cdt, target)
     out_shape = elementwise.broadcast_shape(sa, sb)
 
@@ -317,6 +399,13 @@ def plan_pool(node: Node, infos, consts, target: str) -> OpPlan:
         check_f32(node, infos)
     cdt = _COMPUTE.get(str(x.dtype), str(x.dtype))
     a = node.attrs
+    if node.op == "GlobalAveragePool" and len(x.shape) >= 3 and len(x.shape) != 4:  # 1-D, 3-D, ...: pool (N, C, S, 1)
+        n, c = x.shape[:2]
+        s = int(np.prod(x.shape[2:]))
+        flat = plan_pool(node, [TensorInfo((n, c, s, 1), x.dtype)], consts, target)
+        out = tuple(x.shape[:2]) + (1,) * (len(x.shape) - 2)
+        return OpPlan(flat.key, flat.make, lambda ins: flat.args([f32(ins[0]).reshape(n, c, s, 1)]), out,
+                      flat.out_dtype, flat.macs)
     if len(x.shape) != 4:
         raise UnsupportedOnTarget(f"node {node.name!r} ({node.op}): only 2-D pooling (NCHW) is in the library")
     n, c, h, w = x.shape
@@ -406,21 +495,24 @@ def plan_batchnorm(node: Node, infos, consts, target: str) -> OpPlan:
     return OpPlan(key, make, lambda ins: [f32(ins[0]), scale, shift], shape)
 
 
-def plan_sum(node: Node, infos, consts, target: str) -> OpPlan:
-    """ONNX ``Sum`` of any number of float32 operands (numpy broadcasting)."""
+def plan_sum(node: Node, infos, consts, target: str, op: str = "add") -> OpPlan:
+    """ONNX ``Sum`` (``op="add"``), ``Min`` or ``Max`` of any number of float32 operands (numpy broadcasting)."""
+    infos = [t if t is not None else TensorInfo(np.shape(consts[i]), np.asarray(consts[i]).dtype)
+             for t, i in zip(infos, node.inputs)]
     dts = sorted({str(t.dtype) for t in infos})
     if dts != ["float32"]:
-        raise UnsupportedOnTarget(f"node {node.name!r} (Sum): operand dtypes {dts}; the library sums float32 operands")
+        raise UnsupportedOnTarget(f"node {node.name!r} ({node.op}): operand dtypes {dts}; the library takes float32 "
+                                  f"operands")
     dt = "float32"
     shapes = [tuple(t.shape) for t in infos]
     try:
         out_shape = tuple(int(d) for d in np.broadcast_shapes(*shapes))
     except ValueError:
         raise UnsupportedOnTarget(f"node {node.name!r} (Sum): shapes {shapes} do not broadcast") from None
-    key = ("sum", tuple(shapes), dt, target)
+    key = ("sum", op, tuple(shapes), dt, target)
 
     def make():
-        ins, y = elementwise.sum_n(shapes, dt)
+        ins, y = elementwise.sum_n(shapes, dt, op)
         return ins, y, lambda s: schedule_injective(s, y, target)
 
     def args(ins):
@@ -454,4 +546,6 @@ def plan_lrn(node: Node, infos, consts, target: str) -> OpPlan:
 PLANNERS = {"Conv": plan_conv, "FusedConv": plan_conv, "Gemm": plan_dense, "FusedDense": plan_dense, "MatMul": plan_dense,
             "MaxPool": plan_pool, "AveragePool": plan_pool, "GlobalAveragePool": plan_pool, "Softmax": plan_softmax,
             "BatchNormalization": plan_batchnorm, "Sum": plan_sum, "LRN": plan_lrn, "LayerNormalization": plan_layernorm,
-            **{k: plan_unary for k in UNARY}, **{k: plan_binary for k in BINARY}}
+            **{k: plan_unary for k in UNARY}, **{k: plan_binary for k in BINARY}, "Pow": plan_pow,
+            **{k: plan_reduce for k in REDUCE}, "LogSoftmax": plan_log_softmax, "Min": plan_min_max,
+            "Max": plan_min_max, "Mean": plan_min_max}

@@ -65,8 +65,8 @@ def test_anchor_grid_from_input_shape_folds():
 
 
 def test_what_reads_data_is_still_refused():
-    """Round on the activation itself cannot fold: it is refused, named, before any other work."""
-    nodes = [h.make_node("Round", ["x"], ["y"], name="round_data")]
+    """Hardmax (not implemented) on the activation itself cannot fold: it is refused, named, before any other work."""
+    nodes = [h.make_node("Hardmax", ["x"], ["y"], name="round_data")]
     m = _model(nodes, [h.make_tensor_value_info("x", T.FLOAT, [1, 4])], {})
     with pytest.raises(UnsupportedOperatorError, match="round_data"):
         build(m, target="ref", quantize=False)

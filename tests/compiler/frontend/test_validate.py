@@ -192,10 +192,10 @@ def test_wrong_input_count_names_node():
 # -------------------------------------------------------------------------------- op type
 def test_unknown_op_type_is_unsupported_with_node_name():
     m = base_model()
-    _node(m, "relu").op_type = "Round"
+    _node(m, "relu").op_type = "Hardmax"
     with pytest.raises(UnsupportedOperatorError) as ei:
         onnx_to_graph(m)
-    assert ei.value.unsupported == {"Round": ["relu"]}
+    assert ei.value.unsupported == {"Hardmax": ["relu"]}
 
 
 def test_supported_op_type_with_wrong_arity_names_node():

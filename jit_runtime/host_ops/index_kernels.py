@@ -1,0 +1,150 @@
+"""Numpy kernels of ONNX's rearrangement and indexing operators (ONNX semantics, exact: no arithmetic on values
+beyond CumSum's running sum and Mod).
+
+Tile, DepthToSpace, SpaceToDepth, Trilu (causal masks), ScatterND and ScatterElements (``reduction``), OneHot,
+TopK, NonZero, CumSum (``exclusive``, ``reverse``: a transformer's position ids), CastLike, Size, Mod (``fmod``) and
+Mean. Registered into :data:`jit_runtime.host_ops.registry.KERNELS`.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from jit_runtime.host_ops.registry import kernel
+
+
+@kernel("Tile")
+def tile(a, x, repeats):
+    return np.tile(np.asarray(x), [int(r) for r in np.ravel(repeats)])
+
+
+@kernel("DepthToSpace")
+def depth_to_space(a, x):
+    """(N, C, H, W) -> (N, C / b^2, H b, W b); ``mode`` DCR (depth, column, row: the default) or CRD."""
+    x = np.asarray(x)
+    b = int(a["blocksize"])
+    n, c, h, w = x.shape
+    if a.get("mode", "DCR") == "DCR":
+        y = x.reshape(n, b, b, c // (b * b), h, w).transpose(0, 3, 4, 1, 5, 2)
+    else:
+        y = x.reshape(n, c // (b * b), b, b, h, w).transpose(0, 1, 4, 2, 5, 3)
+    return np.ascontiguousarray(y.reshape(n, c // (b * b), h * b, w * b))
+
+
+@kernel("SpaceToDepth")
+def space_to_depth(a, x):
+    """DepthToSpace's inverse in either mode (DCR: the block offset outermost in the channels; CRD: innermost)."""
+    x = np.asarray(x)
+    b = int(a["blocksize"])
+    n, c, h, w = x.shape
+    y = x.reshape(n, c, h // b, b, w // b, b)
+    y = y.transpose(0, 3, 5, 1, 2, 4) if a.get("mode", "DCR") == "DCR" else y.transpose(0, 1, 3, 5, 2, 4)
+    return np.ascontiguousarray(y.reshape(n, c * b * b, h // b, w // b))
+
+
+@kernel("Trilu")
+def trilu(a, x, k=None):
+    """The upper (``upper=1``, default) or lower triangle of the last two axes, from diagonal ``k``."""
+    x = np.asarray(x)
+    k = 0 if k is None else int(np.ravel(k)[0])
+    return (np.triu if a.get("upper", 1) else np.tril)(x, k)
+
+
+def _scatter_reduce(reduction: str):
+    return {"none": None, "add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}[reduction]
+
+
+@kernel("ScatterND")
+def scatter_nd(a, data, indices, updates):
+    out = np.array(data, copy=True)
+    idx = np.asarray(indices, np.int64)
+    upd = np.asarray(updates)
+    fn = _scatter_reduce(a.get("reduction", "none"))
+    k = idx.shape[-1]
+    flat_idx = idx.reshape(-1, k)
+    flat_upd = upd.reshape((flat_idx.shape[0],) + out.shape[k:])
+    for i, u in zip(flat_idx, flat_upd):
+        at = tuple(int(v) for v in i)
+        out[at] = u if fn is None else fn(out[at], u)
+    return out
+
+
+@kernel("ScatterElements")
+def scatter_elements(a, data, indices, updates):
+    out = np.array(data, copy=True)
+    idx = np.asarray(indices, np.int64)
+    axis = int(a.get("axis", 0)) % out.ndim
+    idx = np.where(idx < 0, idx + out.shape[axis], idx)
+    fn = _scatter_reduce(a.get("reduction", "none"))
+    upd = np.asarray(updates)
+    for pos in np.ndindex(*idx.shape):
+        at = list(pos)
+        at[axis] = int(idx[pos])
+        at = tuple(at)
+        out[at] = upd[pos] if fn is None else fn(out[at], upd[pos])
+    return out
+
+
+@kernel("OneHot")
+def one_hot(a, indices, depth, values):
+    idx = np.asarray(indices).astype(np.int64)
+    d = int(np.ravel(depth)[0])
+    off, on = np.ravel(values)[:2]
+    idx = np.where(idx < 0, idx + d, idx)
+    axis = int(a.get("axis", -1))
+    out = np.where(idx[..., None] == np.arange(d), on, off).astype(np.asarray(values).dtype)
+    return np.moveaxis(out, -1, axis % out.ndim)
+
+
+@kernel("TopK", n_outputs=True)
+def top_k(a, x, k, n_outputs: int = 2):
+    """The ``k`` largest (``largest=1``) or smallest values along ``axis`` and their indices; ties keep the lower
+    index first (a stable sort), as ONNX asks."""
+    x = np.asarray(x)
+    k = int(np.ravel(k)[0])
+    axis = int(a.get("axis", -1)) % x.ndim
+    key = x.astype(np.int64) if x.dtype.kind in "iub" else x
+    order = np.argsort(-key if a.get("largest", 1) else key, axis=axis, kind="stable")
+    idx = np.take(order, np.arange(k), axis=axis)
+    vals = np.take_along_axis(x, idx, axis=axis)
+    return (vals, idx.astype(np.int64))[:max(n_outputs, 1)] if n_outputs > 1 else vals
+
+
+@kernel("NonZero")
+def non_zero(a, x):
+    return np.array(np.nonzero(np.asarray(x)), dtype=np.int64).reshape(np.asarray(x).ndim, -1)
+
+
+@kernel("CumSum")
+def cum_sum(a, x, axis):
+    x = np.asarray(x)
+    ax = int(np.ravel(axis)[0]) % x.ndim
+    y = np.flip(x, ax) if a.get("reverse", 0) else x
+    s = np.cumsum(y, axis=ax, dtype=x.dtype)
+    if a.get("exclusive", 0):
+        s = s - y
+    return np.ascontiguousarray(np.flip(s, ax) if a.get("reverse", 0) else s)
+
+
+@kernel("CastLike")
+def cast_like(a, x, like):
+    return np.asarray(x).astype(np.asarray(like).dtype)
+
+
+@kernel("Size")
+def size(a, x):
+    return np.array(np.asarray(x).size, np.int64)
+
+
+@kernel("Mod")
+def mod(a, x, y):
+    """``fmod=1``: C's fmod (the dividend's sign); else Python's modulo (the divisor's sign; integers only)."""
+    with np.errstate(all="ignore"):
+        return (np.fmod(x, y) if a.get("fmod", 0) else np.mod(x, y)).astype(np.asarray(x).dtype)
+
+
+@kernel("Mean")
+def mean(a, *xs):
+    out = np.asarray(xs[0])
+    for x in xs[1:]:
+        out = out + x
+    return (out / len(xs)).astype(np.asarray(xs[0]).dtype)

@@ -1,0 +1,358 @@
+"""ONNX elementwise math, Min/Max, Pow, the Reduce* family and LogSoftmax: compiled on llvm and run by the numpy
+kernels (ref), each against a float64 numpy reference over a range with special values (0, -0, NaN, +-inf); mask
+ops as numpy glue on llvm; the refusals (bad axes, shapes that do not broadcast, what llvm's library lacks)."""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from compiler.backend.plans.plans import UnsupportedOnTarget
+from compiler.executor import build
+from compiler.frontend.errors import ModelError
+
+SPECIAL = np.array([0.0, -0.0, np.nan, np.inf, -np.inf, 1e-30, -1e-30, 88.0, -104.0], np.float32)
+
+
+def _x(shape=(4, 250), scale=4.0) -> np.ndarray:
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32) * scale
+    x.reshape(-1)[:SPECIAL.size] = SPECIAL
+    x.reshape(-1)[SPECIAL.size:SPECIAL.size + 200] = np.linspace(-30, 30, 200)
+    return x
+
+
+def _model(op: str, x_shape, consts: dict | None = None, opset: int = 18, **attrs) -> onnx.ModelProto:
+    consts = consts or {}
+    node = helper.make_node(op, ["x"] + list(consts), ["y"], **attrs)
+    g = helper.make_graph([node], op.lower(), [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x_shape))],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                          [onnx.numpy_helper.from_array(np.asarray(v), k) for k, v in consts.items()])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def _close(got, want, rtol: float, atol: float) -> None:
+    want = np.asarray(want, np.float64)
+    got = np.asarray(got)
+    assert got.shape == want.shape and got.dtype == np.float32
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    fin = ~np.isnan(want)
+    np.testing.assert_allclose(got[fin].astype(np.float64), want[fin], rtol=rtol, atol=atol)
+
+
+def _erf(v):
+    from scipy.special import erf
+
+    return erf(v)
+
+
+def _sp(v):
+    return np.logaddexp(v, 0.0)
+
+
+# op, attributes, float64 reference, (rtol, atol), opset
+UNARY = [
+    ("Exp", {}, np.exp, (1e-6, 0), 18),
+    ("Log", {}, np.log, (1e-6, 0), 18),
+    ("Neg", {}, np.negative, (0, 0), 18),
+    ("Reciprocal", {}, lambda v: 1 / v, (1e-7, 0), 18),
+    ("Abs", {}, np.abs, (0, 0), 18),
+    ("Floor", {}, np.floor, (0, 0), 18),
+    ("Ceil", {}, np.ceil, (0, 0), 18),
+    ("Round", {}, np.rint, (0, 0), 18),
+    ("Sign", {}, np.sign, (0, 0), 18),
+    ("Softplus", {}, _sp, (1e-6, 0), 18),
+    ("Softsign", {}, lambda v: v / (1 + np.abs(v)), (1e-6, 0), 18),
+    ("Elu", {"alpha": 0.7}, lambda v: np.where(v >= 0, v, 0.7 * np.expm1(v)), (1e-6, 1e-7), 18),
+    ("Selu", {}, lambda v: 1.0507009873554805 * np.where(v > 0, v, 1.6732632423543772 * np.expm1(v)), (1e-6, 1e-7), 18),
+    ("Celu", {"alpha": 2.0}, lambda v: np.maximum(v, 0) + np.minimum(0, 2.0 * np.expm1(v / 2.0)), (1e-6, 1e-7), 18),
+    ("ThresholdedRelu", {"alpha": 0.5}, lambda v: np.where(v > 0.5, v, 0.0), (0, 0), 18),
+    ("Mish", {}, lambda v: v * np.tanh(_sp(v)), (1e-6, 1e-6), 18),
+    ("Gelu", {}, lambda v: 0.5 * v * (1 + _erf(v / np.sqrt(2))), (1e-6, 1e-6), 20),
+    ("Gelu", {"approximate": "tanh"}, lambda v: 0.5 * v * (1 + np.tanh(np.sqrt(2 / np.pi) * (v + 0.044715 * v ** 3))),
+     (1e-6, 1e-6), 20),
+]
+
+
+@pytest.mark.parametrize("target", ["llvm", "ref"])
+@pytest.mark.parametrize("op,attrs,ref,tol,opset", UNARY, ids=[f"{u[0]}{'-' + str(u[1].get('approximate', '')) if u[1] else ''}"
+                                                              for u in UNARY])
+def test_unary_math_matches_float64(op, attrs, ref, tol, opset, target):
+    x = _x()
+    if op == "Log":
+        x = np.abs(x)
+    mod = build(_model(op, x.shape, opset=opset, **attrs), target=target, progress=False,
+                **({"quantize": False} if target == "ref" else {}))
+    with np.errstate(all="ignore"):
+        want = ref(x.astype(np.float64))
+    rtol, atol = tol  # against the reference rounded to float32; subnormal results may flush to 0
+    _close(mod(x=x), want.astype(np.float32).astype(np.float64), rtol, max(atol, 1.2e-38) if rtol else 0)
+
+
+@pytest.mark.parametrize("p", [2.0, 3.0, -2.0, 0.0, 0.5, -0.5, 2.5, -1.5, 7.0])
+def test_pow_constant_exponent_matches_c_pow(p):
+    """numpy's float32 power is C's powf: the signs of negative bases, -inf, 0 ** negative, x ** 0 = 1 for NaN."""
+    x = _x()
+    mod = build(_model("Pow", x.shape, {"p": np.float32(p)}), target="llvm", progress=False)
+    with np.errstate(all="ignore"):
+        want = np.power(x, np.float32(p)).astype(np.float64)
+    _close(mod(x=x), want, 4e-6, 1.2e-38)  # e^(p log|x|): error ~ |p log x| ulp (88 ** 7: 2e-6)
+
+
+def test_pow_tensor_exponent_broadcasts():
+    x = _x((4, 250))
+    p = (np.arange(250) % 9 - 4).astype(np.float32) * 0.75  # integers (odd, even) and fractions
+    mod = build(_model("Pow", x.shape, {"p": p}), target="llvm", progress=False)
+    with np.errstate(all="ignore"):
+        want = np.power(x, p).astype(np.float64)
+    _close(mod(x=x), want, 4e-6, 1.2e-38)
+
+
+@pytest.mark.parametrize("op,fn", [("Min", np.fmin), ("Max", np.fmax)])
+def test_min_max_of_three_broadcast_operands_propagate_nan(op, fn):
+    x = _x((4, 250))
+    b = np.linspace(-2, 2, 250).astype(np.float32)
+    c = np.float32(0.25)
+    mod = build(_model(op, x.shape, {"b": b, "c": c}), target="llvm", progress=False)
+    want = fn(fn(x.astype(np.float64), b), c)
+    want[np.isnan(x)] = np.nan  # ONNX (numpy's minimum/maximum): NaN wins
+    _close(mod(x=x), want, 0, 0)
+
+
+REDUCE = [
+    ("ReduceSum", np.sum), ("ReduceMax", np.max), ("ReduceMin", np.min),
+    ("ReduceSumSquare", lambda v, axis, keepdims: np.sum(v * v, axis=axis, keepdims=keepdims)),
+    ("ReduceL1", lambda v, axis, keepdims: np.sum(np.abs(v), axis=axis, keepdims=keepdims)),
+    ("ReduceL2", lambda v, axis, keepdims: np.sqrt(np.sum(v * v, axis=axis, keepdims=keepdims))),
+    ("ReduceLogSumExp", lambda v, axis, keepdims: np.log(np.sum(np.exp(v), axis=axis, keepdims=keepdims))),
+    ("ReduceMean", np.mean),
+]
+
+
+@pytest.mark.parametrize("target", ["llvm", "ref"])
+@pytest.mark.parametrize("axes,keepdims", [([-1], 1), ([0, 2], 0), ([1], 0), (None, 1)])
+@pytest.mark.parametrize("op,fn", REDUCE, ids=[r[0] for r in REDUCE])
+def test_reductions_over_any_axes(op, fn, axes, keepdims, target):
+    x = np.random.default_rng(1).standard_normal((3, 5, 7)).astype(np.float32) * 3
+    attrs = {"keepdims": keepdims}
+    consts = {}
+    if axes is not None:  # opset 18: axes as an input
+        consts["axes"] = np.asarray(axes, np.int64)
+    mod = build(_model(op, x.shape, consts, **attrs), target=target, progress=False,
+                **({"quantize": False} if target == "ref" else {}))
+    ax = None if axes is None else tuple(a % 3 for a in axes)
+    want = fn(x.astype(np.float64), axis=ax, keepdims=bool(keepdims))
+    _close(mod(x=x), want, 2e-6, 1e-6)
+
+
+def test_log_sum_exp_of_large_values_does_not_overflow():
+    x = np.full((2, 6), 100.0, np.float32)
+    x[1] = -np.inf
+    mod = build(_model("ReduceLogSumExp", x.shape, {"axes": np.asarray([1], np.int64)}), target="llvm",
+                progress=False)
+    got = mod(x=x)
+    np.testing.assert_allclose(got[0], 100 + np.log(6), rtol=1e-6)
+    assert got[1, 0] == -np.inf
+
+
+@pytest.mark.parametrize("axis", [-1, 0, 1])
+def test_log_softmax(axis):
+    x = _x((6, 40), scale=10.0)[:, :] * 1
+    x[~np.isfinite(x)] = 3.0
+    mod = build(_model("LogSoftmax", x.shape, axis=axis), target="llvm", progress=False)
+    v = x.astype(np.float64)
+    d = v - v.max(axis=axis, keepdims=True)
+    _close(mod(x=x), d - np.log(np.exp(d).sum(axis=axis, keepdims=True)), 1e-6, 1e-5)
+
+
+def test_masks_and_arg_max_run_as_numpy_glue_on_llvm():
+    """Greater -> Not -> Where and an ArgMax: comparisons, logic and indices are numpy glue (exact)."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 8])
+    nodes = [helper.make_node("Greater", ["x", "t"], ["g"]), helper.make_node("Not", ["g"], ["n"]),
+             helper.make_node("Where", ["n", "x", "z"], ["y"]),
+             helper.make_node("ArgMax", ["x"], ["i"], axis=1, keepdims=0, select_last_index=1)]
+    g = helper.make_graph(nodes, "m", [x], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None),
+                                            helper.make_tensor_value_info("i", TensorProto.INT64, None)],
+                          [onnx.numpy_helper.from_array(np.float32(0.5), "t"),
+                           onnx.numpy_helper.from_array(np.float32(-1.0), "z")])
+    mod = build(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]), target="llvm", progress=False)
+    v = np.round(np.random.default_rng(2).standard_normal((3, 8)), 0).astype(np.float32)  # ties for the last index
+    y, i = mod.run({"x": v})
+    np.testing.assert_array_equal(y, np.where(v > 0.5, -1.0, v))
+    np.testing.assert_array_equal(i, 7 - np.argmax(v[:, ::-1], axis=1))
+    assert {r["op"]: r["cpu_backend"] for r in mod.profile()}.get("ArgMax") == "numpy"
+
+
+def test_bad_reduce_axes_are_refused_at_the_input():
+    with pytest.raises(ModelError, match=r"axes \[3\] out of range for input rank 3"):
+        build(_model("ReduceMax", (2, 3, 4), axes=[3], opset=17), target="llvm", progress=False)
+    with pytest.raises(ModelError, match="repeat an axis"):
+        build(_model("ReduceSum", (2, 3, 4), {"axes": np.asarray([1, -2], np.int64)}), target="llvm", progress=False)
+
+
+def test_min_of_shapes_that_do_not_broadcast_is_refused():
+    with pytest.raises(ModelError, match="do not broadcast together"):
+        build(_model("Min", (2, 3), {"b": np.zeros(4, np.float32)}), target="llvm", progress=False)
+
+
+def test_gelu_approximation_outside_the_spec_is_refused():
+    with pytest.raises(Exception, match="approximate"):
+        build(_model("Gelu", (2, 3), opset=20, approximate="fast"), target="llvm", progress=False)
+
+
+@pytest.mark.parametrize("op,consts", [("Sin", {}), ("ReduceProd", {"axes": np.asarray([1], np.int64)})])
+def test_what_the_llvm_library_lacks_is_refused_by_name_and_runs_on_ref(op, consts):
+    model = _model(op, (2, 5), consts)
+    with pytest.raises(UnsupportedOnTarget, match=op):
+        build(model, target="llvm", progress=False)
+    x = np.random.default_rng(3).standard_normal((2, 5)).astype(np.float32)
+    got = build(model, target="ref", quantize=False, progress=False)(x=x)
+    want = np.sin(x) if op == "Sin" else np.prod(x, axis=1, keepdims=True)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_a_shape_set_by_input_values_runs_on_ref_and_is_refused_by_llvm():
+    """Pad sized by an input tensor: no memory-plan slot on ref (the value as the kernel returns it); llvm, which
+    compiles kernels for static shapes, refuses it naming the tensor."""
+    nodes = [helper.make_node("Concat", ["p", "p"], ["pads"], axis=0), helper.make_node("Pad", ["x", "pads"], ["y"])]
+    g = helper.make_graph(nodes, "m", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3]),
+                                       helper.make_tensor_value_info("p", TensorProto.INT64, [2])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    mod = build(model, target="ref", quantize=False, progress=False)
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    for p in ([0, 0], [2, 1], [5, 9]):
+        np.testing.assert_array_equal(mod.run({"x": x, "p": np.asarray(p, np.int64)})[0], np.pad(x, [(p[0],) * 2, (p[1],) * 2]))
+    with pytest.raises(UnsupportedOnTarget, match="shape set by the inputs' values"):
+        build(model, target="llvm", progress=False)
+
+
+def test_a_quantized_cnn_keeps_the_new_ops_in_float_between_accelerator_convs():
+    """Conv -> Mish -> Conv -> Softplus -> ReduceMax quantized with calibration: the convs offload (sim), the math
+    runs in float between them; llvm's int8 path and float kernels agree with sim; both near onnxruntime's float."""
+    from compiler.quant.ort_tools import ort_run
+
+    rng = np.random.default_rng(0)
+    w1 = (rng.standard_normal((16, 3, 3, 3)) * 0.3).astype(np.float32)
+    w2 = (rng.standard_normal((8, 16, 3, 3)) * 0.1).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1]), helper.make_node("Mish", ["c1"], ["m"]),
+             helper.make_node("Conv", ["m", "w2"], ["c2"], pads=[1, 1, 1, 1]),
+             helper.make_node("Softplus", ["c2"], ["s"]), helper.make_node("ReduceMax", ["s", "ax"], ["y"], keepdims=0)]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                          [onnx.numpy_helper.from_array(w1, "w1"), onnx.numpy_helper.from_array(w2, "w2"),
+                           onnx.numpy_helper.from_array(np.array([2, 3], np.int64), "ax")])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    cal = rng.standard_normal((8, 3, 16, 16)).astype(np.float32)
+    x = rng.standard_normal((1, 3, 16, 16)).astype(np.float32)
+    sim = build(model, target="sim", calibration=cal, progress=False)
+    y_sim = sim(x=x)
+    ran = {r["op"]: r["ran_on"] for r in sim.profile()}
+    assert ran["AccelConv2D"] == "accel:sim" and ran["Mish"].startswith("cpu")
+    np.testing.assert_allclose(build(model, target="llvm", calibration=cal, progress=False)(x=x), y_sim, rtol=1e-5,
+                               atol=1e-6)
+    want = ort_run(model, {"x": x})[0]
+    assert np.abs(y_sim - want).max() < 0.02 * np.abs(want).max()
+
+
+def test_rearrangement_and_index_ops_on_llvm_match_onnxruntime():
+    """A decoder-style head: position ids by CumSum, a causal Trilu mask, DepthToSpace, Tile, TopK, ScatterND,
+    Mean: glue on numpy, Mean a library kernel; every output equal to onnxruntime's."""
+    from compiler.quant.ort_tools import ort_run
+
+    f, i64 = TensorProto.FLOAT, TensorProto.INT64
+    nodes = [helper.make_node("CumSum", ["ones", "ax1"], ["pos"], exclusive=1),
+             helper.make_node("Trilu", ["sq", "k1"], ["causal"], upper=0),
+             helper.make_node("DepthToSpace", ["x"], ["d2s"], blocksize=2, mode="CRD"),
+             helper.make_node("Tile", ["d2s", "reps"], ["tiled"]),
+             helper.make_node("TopK", ["row", "k3"], ["top", "top_i"], axis=-1),
+             helper.make_node("ScatterND", ["row", "where", "upd"], ["scat"], reduction="add"),
+             helper.make_node("Mean", ["row", "row2", "bias"], ["avg"])]
+    ins = [helper.make_tensor_value_info(n, t, s) for n, t, s in
+           (("ones", i64, [2, 6]), ("sq", f, [3, 5, 5]), ("x", f, [1, 8, 3, 3]), ("row", f, [2, 7]), ("row2", f, [2, 7]))]
+    outs = [helper.make_tensor_value_info(n, t, None) for n, t in
+            (("pos", i64), ("causal", f), ("tiled", f), ("top", f), ("top_i", i64), ("scat", f), ("avg", f))]
+    inits = [onnx.numpy_helper.from_array(v, n) for n, v in
+             (("ax1", np.array(1, np.int64)), ("k1", np.array(1, np.int64)), ("reps", np.array([1, 2, 1, 3], np.int64)),
+              ("k3", np.array([3], np.int64)), ("where", np.array([[0, 1], [1, 6], [0, 1]], np.int64)),
+              ("upd", np.array([1.5, -2.0, 4.0], np.float32)), ("bias", np.linspace(0, 1, 7).astype(np.float32)))]
+    model = helper.make_model(helper.make_graph(nodes, "m", ins, outs, inits),
+                              opset_imports=[helper.make_opsetid("", 18)])
+    rng = np.random.default_rng(4)
+    feeds = {"ones": np.ones((2, 6), np.int64), "sq": rng.standard_normal((3, 5, 5)).astype(np.float32),
+             "x": rng.standard_normal((1, 8, 3, 3)).astype(np.float32),
+             "row": rng.standard_normal((2, 7)).astype(np.float32), "row2": rng.standard_normal((2, 7)).astype(np.float32)}
+    mod = build(model, target="llvm", progress=False)
+    for got, want in zip(mod.run(feeds), ort_run(model, feeds)):
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+    ran = {r["op"]: r["cpu_backend"] for r in mod.profile()}
+    assert ran["Mean"] != "numpy" and ran["Tile"] == "numpy"
+
+
+@pytest.mark.parametrize("op,attrs,shape,message", [
+    ("DepthToSpace", {"blocksize": 3}, (1, 8, 2, 2), "multiple of blocksize"),
+    ("SpaceToDepth", {"blocksize": 2}, (1, 3, 5, 4), "multiples of blocksize"),
+    ("Trilu", {}, (5,), "rank >= 2"),
+    ("CumSum", {}, (2, 3), r"\(axis\) = \[2\]"),
+    ("TopK", {}, (2, 3), r"\(k\) = 4; allowed 0..3"),
+])
+def test_bad_rearrangements_are_refused_at_the_input(op, attrs, shape, message):
+    consts = {"CumSum": {"a": np.array(2, np.int64)}, "TopK": {"k": np.array([4], np.int64)}}.get(op, {})
+    model = _model(op, shape, consts, **attrs)
+    if op == "TopK":
+        model.graph.node[0].output.append("idx")
+        model.graph.output.append(helper.make_tensor_value_info("idx", TensorProto.INT64, None))
+    with pytest.raises(ModelError, match=message):
+        build(model, target="llvm", progress=False)
+
+
+@pytest.mark.parametrize("op,attrs", [("InstanceNormalization", {"epsilon": 1e-3}),
+                                      ("GroupNormalization", {"num_groups": 3})])
+@pytest.mark.parametrize("target", ["llvm", "ref"])
+def test_instance_and_group_norm_match_float64(op, attrs, target):
+    """Rewritten at import onto LayerNormalization (a library kernel on llvm); scale and bias per channel."""
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal((2, 6, 5, 7)) * 3 + 1).astype(np.float32)
+    per = 6
+    scale, bias = rng.standard_normal(per).astype(np.float32), rng.standard_normal(per).astype(np.float32)
+    mod = build(_model(op, x.shape, {"s": scale, "b": bias}, opset=21, **attrs), target=target, progress=False,
+                **({"quantize": False} if target == "ref" else {}))
+    g = attrs.get("num_groups", 6)
+    v = x.astype(np.float64).reshape(2, g, -1)
+    eps = attrs.get("epsilon", 1e-5)
+    y = ((v - v.mean(2, keepdims=True)) / np.sqrt(v.var(2, keepdims=True) + eps)).reshape(x.shape)
+    _close(mod(x=x), y * scale.reshape(1, 6, 1, 1) + bias.reshape(1, 6, 1, 1), 1e-5, 1e-5)
+    if target == "llvm":
+        assert "LayerNormalization" in {r["op"] for r in mod.profile()}
+
+
+def test_group_norm_groups_must_divide_the_channels():
+    with pytest.raises(ModelError, match="must divide the 6 channels"):
+        build(_model("GroupNormalization", (1, 6, 4, 4), {"s": np.ones(6, np.float32), "b": np.zeros(6, np.float32)},
+                     opset=21, num_groups=4), target="llvm", progress=False)
+
+
+def test_integer_index_math_runs_on_numpy_and_float_refusals_stay():
+    """HF-style position ids in int64: CumSum(mask) * mask + 1, their row sums, a Max: the library's kernels are
+    float32/int8/int32, so these integer nodes run on numpy (exact) instead of refusing the model."""
+    from compiler.quant.ort_tools import ort_run
+
+    i64 = TensorProto.INT64
+    nodes = [helper.make_node("CumSum", ["mask", "ax"], ["cs"]), helper.make_node("Mul", ["cs", "mask"], ["m"]),
+             helper.make_node("Add", ["m", "one"], ["pos"]), helper.make_node("ReduceSum", ["mask", "ax1"], ["len"]),
+             helper.make_node("Max", ["len", "one"], ["y"]), helper.make_node("Neg", ["pos"], ["npos"])]
+    g = helper.make_graph(nodes, "m", [helper.make_tensor_value_info("mask", i64, [2, 6])],
+                          [helper.make_tensor_value_info(n, i64, None) for n in ("pos", "y", "npos")],
+                          [onnx.numpy_helper.from_array(v, n) for n, v in
+                           (("ax", np.array(1, np.int64)), ("one", np.array(1, np.int64)),
+                            ("ax1", np.array([1], np.int64)))])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    mod = build(model, target="llvm", progress=False)
+    mask = np.array([[1, 1, 1, 0, 0, 0], [1, 1, 1, 1, 1, 1]], np.int64)
+    for got, want in zip(mod.run({"mask": mask}), ort_run(model, {"mask": mask})):
+        assert got.dtype == np.int64
+        np.testing.assert_array_equal(got, want)
+    assert {r["op"]: r["cpu_backend"] for r in mod.profile()}["ReduceSum"] == "numpy"
+    with pytest.raises(UnsupportedOnTarget, match="ReduceProd"):  # float math the library lacks: still refused
+        build(_model("ReduceProd", (2, 5), {"axes": np.asarray([1], np.int64)}), target="llvm", progress=False)
