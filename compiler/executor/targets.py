@@ -40,13 +40,7 @@ def build_for_target(model, cfg, target: str, *, calibration=None, quantize: boo
                              fuse_residual=target == "llvm", standalone_adds=False,  # llvm: Adds in conv epilogues
                              widen_convs=False, checked=checked,  # the CPU would do the widened convs' extra MACs
                              fold_taps=target != "llvm")  # llvm: the packed int8 conv skips zero input channels
-    shaped = sorted(getattr(compiled.graph, "value_shaped", ()))
-    if shaped:
-        from compiler.backend.plans.oplan import UnsupportedOnTarget
-
-        raise UnsupportedOnTarget(f"tensor {shaped[0]!r} has a shape set by the inputs' values at run time; target "
-                                  f"{target!r} compiles kernels for static shapes (the ref and sim targets run such "
-                                  f"graphs; or make the values that size it constants)")
+    _refuse_value_shaped_kernels(compiled.graph, target)
     if not quantize:
         # ConvTranspose as ZeroInsert (numpy) -> Conv (a library kernel), as on the accelerator path
         compiled.stats["conv_transposes_as_conv"] = lower_conv_transposes(compiled.graph)
@@ -64,3 +58,20 @@ def build_for_target(model, cfg, target: str, *, calibration=None, quantize: boo
     accel = TargetAccelBackend(cfg, target)
     compiled.stats["int8_layers_compiled"] = accel.prepare(compiled.graph)
     return Module(compiled, accel, cpu, progress)
+
+
+def _refuse_value_shaped_kernels(g, target: str) -> None:
+    """A tensor whose shape the inputs' values set (``Graph.value_shaped``: an NMS's selection, a Pad sized by an
+    input) may feed numpy glue and views (they take any shape) but no compiled kernel: those are built for static
+    shapes. Raises :class:`UnsupportedOnTarget` naming the first such node."""
+    from compiler.backend.plans.oplan import UnsupportedOnTarget
+    from compiler.backend.plans.plans import NUMPY_GLUE_OPS, VIEW_OPS
+
+    shaped = getattr(g, "value_shaped", set())
+    for n in g.nodes:
+        bad = [i for i in n.inputs if i in shaped]
+        if bad and n.op not in NUMPY_GLUE_OPS and n.op not in VIEW_OPS:
+            raise UnsupportedOnTarget(
+                f"node {n.name!r} ({n.op}) reads tensor {bad[0]!r}, whose shape the inputs' values set at run time; "
+                f"target {target!r} compiles {n.op} for a static shape (the ref and sim targets run such graphs; or "
+                f"make the values that size it constants)")

@@ -290,3 +290,30 @@ def _group_norm(v: NodeView) -> Iterator[str]:
         s = v.shapes[i] if i < len(v.shapes) else None
         if s is not None and c is not None and tuple(s) != (c,):
             yield f"{v.inp(i)} ({what}) has shape {tuple(s)}; it must be ({c},), one value per channel"
+
+
+@rule("Einsum")
+def _einsum(v: NodeView) -> Iterator[str]:
+    eq = v.attrs.get("equation")
+    if not isinstance(eq, str) or not eq.strip():
+        yield f"{v.label}: required attribute 'equation' is missing"
+        return
+    terms = eq.replace(" ", "").split("->")[0].split(",")
+    if len(terms) != len(v.node.input):
+        yield f"{v.attr('equation')}: names {len(terms)} operand(s), the node has {len(v.node.input)} input(s)"
+        return
+    for i, (t, s) in enumerate(zip(terms, v.shapes)):
+        letters = t.replace("...", "")
+        if not all(ch.isalpha() for ch in letters):
+            yield f"{v.attr('equation')}: operand {i} term {t!r} must be letters (and '...')"
+        elif s is not None and ("..." not in t and len(letters) != len(s) or "..." in t and len(letters) > len(s)):
+            yield f"{v.attr('equation')}: term {t!r} does not fit input {i} of shape {tuple(s)}"
+
+
+@rule("NonMaxSuppression")
+def _nms(v: NodeView) -> Iterator[str]:
+    b, s = v.shapes[0], v.shapes[1]
+    if b is not None and (len(b) != 3 or b[2] not in (None, 4)):
+        yield f"{v.inp(0)} (boxes) has shape {tuple(b)}; it must be (batch, boxes, 4)"
+    elif s is not None and (len(s) != 3 or (b is not None and (s[0], s[2]) != (b[0], b[1]))):
+        yield f"{v.inp(1)} (scores) has shape {tuple(s)}; it must be (batch, classes, boxes) matching the boxes"

@@ -109,6 +109,8 @@ OP_SPECS: dict[str, OpSpec] = {
     "CumSum": OpSpec({"exclusive": (0, 1), "reverse": (0, 1)}),
     "CastLike": OpSpec({"saturate": None}),
     "Mod": OpSpec({"fmod": (0, 1)}),
+    "NonMaxSuppression": OpSpec({"center_point_box": (0, 1)}),
+    "Einsum": OpSpec({"equation": None}),
 }
 SUPPORTED_OPS: frozenset[str] = frozenset(OP_SPECS)
 _DEFAULT_DOMAINS = ("", "ai.onnx")

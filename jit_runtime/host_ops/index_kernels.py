@@ -148,3 +148,43 @@ def mean(a, *xs):
     for x in xs[1:]:
         out = out + x
     return (out / len(xs)).astype(np.asarray(xs[0]).dtype)
+
+
+@kernel("NonMaxSuppression")
+def non_max_suppression(a, boxes, scores, max_per_class=None, iou_threshold=None, score_threshold=None):
+    """Greedy NMS per (batch, class): boxes above ``score_threshold`` by descending score (stable), each kept unless
+    its IoU with a kept one exceeds ``iou_threshold``, at most ``max_per_class`` each; rows ``(batch, class, box)``.
+    ``center_point_box=1``: boxes are (x centre, y centre, width, height), else two corners in any order."""
+    boxes, scores = np.asarray(boxes, np.float32), np.asarray(scores, np.float32)
+    limit = 0 if max_per_class is None or np.size(max_per_class) == 0 else int(np.ravel(max_per_class)[0])
+    iou_t = 0.0 if iou_threshold is None or np.size(iou_threshold) == 0 else float(np.ravel(iou_threshold)[0])
+    score_t = None if score_threshold is None or np.size(score_threshold) == 0 else float(np.ravel(score_threshold)[0])
+    if a.get("center_point_box", 0):
+        c, half = boxes[..., :2], boxes[..., 2:] / 2
+        lo, hi = c - half, c + half
+    else:
+        lo, hi = np.minimum(boxes[..., :2], boxes[..., 2:]), np.maximum(boxes[..., :2], boxes[..., 2:])
+    area = np.prod(hi - lo, axis=-1)
+    rows = []
+    for b in range(scores.shape[0]):
+        for cl in range(scores.shape[1]):
+            s = scores[b, cl]
+            cand = np.argsort(-s, kind="stable")
+            if score_t is not None:
+                cand = cand[s[cand] > score_t]
+            kept: list[int] = []
+            for i in cand:
+                if len(kept) >= limit:
+                    break
+                if kept:
+                    k = np.asarray(kept)
+                    inter = np.prod(np.clip(np.minimum(hi[b, k], hi[b, i]) - np.maximum(lo[b, k], lo[b, i]), 0, None),
+                                    axis=-1)
+                    union = area[b, k] + area[b, i] - inter
+                    with np.errstate(all="ignore"):
+                        iou = np.where(union > 0, inter / union, 0.0)
+                    if np.any(iou > iou_t):
+                        continue
+                kept.append(int(i))
+            rows += [(b, cl, i) for i in kept]
+    return np.asarray(rows, np.int64).reshape(-1, 3)

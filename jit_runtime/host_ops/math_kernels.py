@@ -187,3 +187,14 @@ def log_softmax(a, x):
     xf = _float(x)
     d = xf - xf.max(axis=axis, keepdims=True)
     return (d - np.log(np.exp(d).sum(axis=axis, keepdims=True))).astype(x.dtype)
+
+
+@kernel("Einsum")
+def einsum(a, *xs):
+    """numpy's einsum of the ``equation`` (ONNX's grammar is numpy's: explicit ``->`` or implicit output,
+    ``...`` broadcasting), in the inputs' type."""
+    xs = [np.asarray(x) for x in xs]
+    t = xs[0].dtype
+    if t.kind not in "fiub":  # bfloat16 (ml_dtypes): numpy's einsum has no loop for it, float32 does
+        xs = [x.astype(np.float32) for x in xs]
+    return np.asarray(np.einsum(a["equation"].replace(" ", ""), *xs, optimize=True)).astype(t)

@@ -223,7 +223,10 @@ def test_a_shape_set_by_input_values_runs_on_ref_and_is_refused_by_llvm():
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
     for p in ([0, 0], [2, 1], [5, 9]):
         np.testing.assert_array_equal(mod.run({"x": x, "p": np.asarray(p, np.int64)})[0], np.pad(x, [(p[0],) * 2, (p[1],) * 2]))
-    with pytest.raises(UnsupportedOnTarget, match="shape set by the inputs' values"):
+    g.node.append(helper.make_node("Relu", ["y"], ["r"], name="relu_of_pad"))  # a compiled kernel reads it
+    g.output[0].name = "r"
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    with pytest.raises(UnsupportedOnTarget, match=r"node 'relu_of_pad' \(Relu\) reads tensor 'y', whose shape"):
         build(model, target="llvm", progress=False)
 
 
@@ -356,3 +359,69 @@ def test_integer_index_math_runs_on_numpy_and_float_refusals_stay():
     assert {r["op"]: r["cpu_backend"] for r in mod.profile()}["ReduceSum"] == "numpy"
     with pytest.raises(UnsupportedOnTarget, match="ReduceProd"):  # float math the library lacks: still refused
         build(_model("ReduceProd", (2, 5), {"axes": np.asarray([1], np.int64)}), target="llvm", progress=False)
+
+
+def test_a_value_probe_the_graph_cannot_run_is_skipped():
+    """Token ids into a 10-row embedding, then a Pad sized by another input: the 64s probe indexes past the table
+    (the probe is skipped, the build goes on); the pad's shape still moves with the ones/7s probes, so ref runs it
+    unplanned and returns the right shapes."""
+    nodes = [helper.make_node("Gather", ["table", "ids"], ["emb"]), helper.make_node("Concat", ["p", "p"], ["pads"], axis=0),
+             helper.make_node("Pad", ["emb", "pads"], ["y"])]
+    g = helper.make_graph(nodes, "m", [helper.make_tensor_value_info("ids", TensorProto.INT64, [3]),
+                                       helper.make_tensor_value_info("p", TensorProto.INT64, [2])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                          [onnx.numpy_helper.from_array(np.arange(40, dtype=np.float32).reshape(10, 4), "table")])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    mod = build(model, target="ref", quantize=False, progress=False)
+    ids, p = np.array([9, 0, 4], np.int64), np.array([1, 2], np.int64)
+    want = np.pad(np.arange(40, dtype=np.float32).reshape(10, 4)[ids], [(1, 1), (2, 2)])
+    np.testing.assert_array_equal(mod.run({"ids": ids, "p": p})[0], want)
+
+
+def test_nms_selection_feeds_glue_on_llvm():
+    """Detector post-processing: NonMaxSuppression's (selected, 3) rows (a value-set shape) -> Gather of the box
+    index -> Gather of the boxes: glue and views only, so llvm runs it; equal to onnxruntime's."""
+    from compiler.quant.ort_tools import ort_run
+
+    f = TensorProto.FLOAT
+    nodes = [helper.make_node("NonMaxSuppression", ["boxes", "scores", "maxn", "iou", "thr"], ["sel"]),
+             helper.make_node("Gather", ["sel", "col2"], ["idx"], axis=1),
+             helper.make_node("Gather", ["flat", "idx"], ["picked"], axis=0),
+             helper.make_node("Reshape", ["boxes", "flat_shape"], ["flat"])]
+    nodes = [nodes[3]] + nodes[:3]
+    g = helper.make_graph(nodes, "nms", [helper.make_tensor_value_info("boxes", f, [1, 20, 4]),
+                                         helper.make_tensor_value_info("scores", f, [1, 2, 20])],
+                          [helper.make_tensor_value_info("sel", TensorProto.INT64, None),
+                           helper.make_tensor_value_info("picked", f, None)],
+                          [onnx.numpy_helper.from_array(v, n) for n, v in
+                           (("maxn", np.array([5], np.int64)), ("iou", np.array([0.4], np.float32)),
+                            ("thr", np.array([0.2], np.float32)), ("col2", np.array(2, np.int64)),
+                            ("flat_shape", np.array([20, 4], np.int64)))])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    rng = np.random.default_rng(6)
+    xy = rng.uniform(0, 10, (1, 20, 2)).astype(np.float32)
+    feeds = {"boxes": np.concatenate([xy, xy + rng.uniform(1, 4, (1, 20, 2)).astype(np.float32)], -1),
+             "scores": rng.uniform(0, 1, (1, 2, 20)).astype(np.float32)}
+    mod = build(model, target="llvm", progress=False)
+    for got, want in zip(mod.run(feeds), ort_run(model, feeds)):
+        np.testing.assert_array_equal(got, want)
+    feeds["scores"] = feeds["scores"] * 0.5  # fewer above the threshold: another selection size
+    for got, want in zip(mod.run(feeds), ort_run(model, feeds)):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_einsum_matches_numpy():
+    a = np.random.default_rng(7).standard_normal((2, 3, 4)).astype(np.float32)
+    b = np.random.default_rng(8).standard_normal((2, 4, 5)).astype(np.float32)
+    g = helper.make_graph([helper.make_node("Einsum", ["a", "b"], ["y"], equation="bij, bjk -> bik")], "e",
+                          [helper.make_tensor_value_info("a", TensorProto.FLOAT, [2, 3, 4]),
+                           helper.make_tensor_value_info("b", TensorProto.FLOAT, [2, 4, 5])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    got = build(model, target="ref", quantize=False, progress=False).run({"a": a, "b": b})[0]
+    np.testing.assert_allclose(got, np.einsum("bij,bjk->bik", a.astype(np.float64), b), rtol=1e-5, atol=1e-6)
+    bad = helper.make_model(helper.make_graph([helper.make_node("Einsum", ["a", "b"], ["y"], equation="ij,jk->ik")],
+                                              "e", list(g.input), list(g.output)),
+                            opset_imports=[helper.make_opsetid("", 18)])
+    with pytest.raises(ModelError, match="does not fit input 0"):
+        build(bad, target="ref", quantize=False, progress=False)
