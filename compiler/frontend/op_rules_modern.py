@@ -208,31 +208,16 @@ def _matmul_integer(v: NodeView) -> Iterator[str]:
                 "row of A" if i == 2 else "column of B")
 
 
-def _blocksize(v: NodeView) -> Iterator[str]:
-    b = v.attrs.get("blocksize")
+@rule("DepthToSpace", "SpaceToDepth")
+def _block_rearrange(v: NodeView) -> Iterator[str]:
+    b, x = v.attrs.get("blocksize"), v.shapes[0]
     if not _is_int(b) or b < 1:
         yield f"{v.attr('blocksize')}: required, an integer >= 1"
-        return
-    x = v.shapes[0]
-    if x is not None and len(x) != 4:
+    elif x is not None and len(x) != 4:
         yield f"{v.label}: input {tuple(x)} must be 4-D (N, C, H, W)"
-
-
-@rule("DepthToSpace")
-def _depth_to_space(v: NodeView) -> Iterator[str]:
-    problems = list(_blocksize(v))
-    yield from problems
-    x, b = v.shapes[0], v.attrs.get("blocksize")
-    if not problems and x is not None and x[1] is not None and x[1] % (b * b):
+    elif x is not None and v.node.op_type == "DepthToSpace" and x[1] is not None and x[1] % (b * b):
         yield f"{v.label}: channels {x[1]} must be a multiple of blocksize^2 = {b * b}"
-
-
-@rule("SpaceToDepth")
-def _space_to_depth(v: NodeView) -> Iterator[str]:
-    problems = list(_blocksize(v))
-    yield from problems
-    x, b = v.shapes[0], v.attrs.get("blocksize")
-    if not problems and x is not None and any(d is not None and d % b for d in x[2:]):
+    elif x is not None and v.node.op_type == "SpaceToDepth" and any(d is not None and d % b for d in x[2:]):
         yield f"{v.label}: height and width {tuple(x[2:])} must be multiples of blocksize {b}"
 
 

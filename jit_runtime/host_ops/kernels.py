@@ -184,10 +184,9 @@ def div(a, x, y):
 
 @kernel("Sum")
 def sum_(a, *xs):
-    out = xs[0]
-    for x in xs[1:]:
-        out = np.add(out, x)
-    return np.array(out, copy=True)
+    from jit_runtime.host_ops.math_kernels import fold
+
+    return fold(np.add, xs)
 
 
 @kernel("Sigmoid")

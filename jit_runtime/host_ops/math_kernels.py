@@ -72,21 +72,17 @@ def _gelu(xf: np.ndarray, approximate: str) -> np.ndarray:
 
 
 # ---- n-ary and comparisons ---------------------------------------------------------------------------------------
-@kernel("Max")
-def maximum(a, *xs):
-    """Elementwise max of every input (numpy broadcasting); NaN propagates, as ONNX."""
+def fold(fn, xs) -> np.ndarray:
+    """``fn`` folded over every input (numpy broadcasting), as a fresh array: ONNX Sum, Max, Min (NaN propagates
+    through numpy's maximum/minimum, as ONNX asks)."""
     out = xs[0]
     for x in xs[1:]:
-        out = np.maximum(out, x)
+        out = fn(out, x)
     return np.array(out, copy=True)
 
 
-@kernel("Min")
-def minimum(a, *xs):
-    out = xs[0]
-    for x in xs[1:]:
-        out = np.minimum(out, x)
-    return np.array(out, copy=True)
+kernel("Max")(lambda a, *xs: fold(np.maximum, xs))
+kernel("Min")(lambda a, *xs: fold(np.minimum, xs))
 
 
 for _op, _fn in {"Greater": np.greater, "Less": np.less, "GreaterOrEqual": np.greater_equal,

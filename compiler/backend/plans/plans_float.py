@@ -348,22 +348,6 @@ def plan_reduce(node: Node, infos, consts, target: str) -> OpPlan:
     return OpPlan(key, make, lambda ins: [f32(ins[0]).reshape(shape or (1,))], out_shape)
 
 
-def plan_log_softmax(node: Node, infos, consts, target: str) -> OpPlan:
-    check_f32(node, infos)
-    shape = tuple(infos[0].shape)
-    if not shape:
-        raise UnsupportedOnTarget(f"node {node.name!r} (LogSoftmax): needs an input of rank >= 1")
-    axis = int(node.attrs.get("axis", -1)) % len(shape)
-    key = ("log_softmax", shape, axis, target)
-
-    def make():
-        ins, stages = reduce.log_softmax(shape, axis)
-        sched = reduce.schedule_gpu if target == "cuda" else reduce.schedule_cpu
-        return ins, stages[-1], lambda s: sched(s, stages)
-
-    return OpPlan(key, make, lambda ins: [f32(ins[0])], shape)
-
-
 def plan_min_max(node: Node, infos, consts, target: str) -> OpPlan:
     """ONNX ``Min`` / ``Max`` / ``Mean`` of any number of float32 operands, numpy broadcasting."""
     return plan_sum(node, infos, consts, target, op=node.op.lower())
@@ -462,15 +446,19 @@ def plan_pool(node: Node, infos, consts, target: str) -> OpPlan:
 
 
 def plan_softmax(node: Node, infos, consts, target: str) -> OpPlan:
+    """Softmax (``topi/softmax``) or LogSoftmax (``topi/reduce``) over one axis."""
     check_f32(node, infos)
     x = infos[0]
     shape = tuple(x.shape)
+    if not shape:
+        raise UnsupportedOnTarget(f"node {node.name!r} ({node.op}): needs an input of rank >= 1")
     axis = int(node.attrs.get("axis", -1)) % len(shape)
-    key = ("softmax", shape, axis, target)
+    lib, op = (reduce, reduce.log_softmax) if node.op == "LogSoftmax" else (softmax, softmax.softmax)
+    key = (node.op, shape, axis, target)
 
     def make():
-        ins, stages = softmax.softmax(shape, axis)
-        sched = softmax.schedule_gpu if target == "cuda" else softmax.schedule_cpu
+        ins, stages = op(shape, axis)
+        sched = lib.schedule_gpu if target == "cuda" else lib.schedule_cpu
         return ins, stages[-1], lambda s: sched(s, stages)
 
     return OpPlan(key, make, lambda ins: [f32(ins[0])], shape)
@@ -547,5 +535,5 @@ PLANNERS = {"Conv": plan_conv, "FusedConv": plan_conv, "Gemm": plan_dense, "Fuse
             "MaxPool": plan_pool, "AveragePool": plan_pool, "GlobalAveragePool": plan_pool, "Softmax": plan_softmax,
             "BatchNormalization": plan_batchnorm, "Sum": plan_sum, "LRN": plan_lrn, "LayerNormalization": plan_layernorm,
             **{k: plan_unary for k in UNARY}, **{k: plan_binary for k in BINARY}, "Pow": plan_pow,
-            **{k: plan_reduce for k in REDUCE}, "LogSoftmax": plan_log_softmax, "Min": plan_min_max,
+            **{k: plan_reduce for k in REDUCE}, "LogSoftmax": plan_softmax, "Min": plan_min_max,
             "Max": plan_min_max, "Mean": plan_min_max}
