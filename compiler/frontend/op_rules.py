@@ -400,7 +400,7 @@ def decode_attrs(node: onnx.NodeProto) -> dict:
 
 
 @rule("ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceSumSquare", "ReduceL1", "ReduceL2",
-      "ReduceLogSumExp")
+      "ReduceLogSumExp", "ReduceLogSum")
 def _reduce_mean(v: NodeView) -> Iterator[str]:
     x = v.shapes[0]
     if x is None:

@@ -30,14 +30,14 @@ def _mutual(shapes: list[Shape | None]) -> bool:
 
 
 @rule("Where", "Equal", "And", "Pow", "Min", "Max", "Greater", "Less", "GreaterOrEqual", "LessOrEqual", "Or", "Xor",
-      "Mod", "Mean")
+      "Mod", "Mean", "BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitShift")
 def _broadcast(v: NodeView) -> Iterator[str]:
     if not _mutual(list(v.shapes)):
         yield (f"{v.label}: input shapes {[tuple(s) if s is not None else None for s in v.shapes]} do not broadcast "
                f"together (numpy rules: each axis equal or 1)")
 
 
-@rule("LayerNormalization")
+@rule("LayerNormalization", "RMSNormalization")
 def _layer_norm(v: NodeView) -> Iterator[str]:
     r = v.rank(0)
     yield from _axis(v, "axis", r, -1)
@@ -247,7 +247,7 @@ def _top_k(v: NodeView) -> Iterator[str]:
         yield f"{v.inp(1)} (k) = {kv}; allowed 0..{n} (the size of axis {ax})"
 
 
-@rule("CumSum")
+@rule("CumSum", "CumProd")
 def _cum_sum(v: NodeView) -> Iterator[str]:
     ax, r = v.consts[1], v.rank(0)
     if ax is not None and r is not None and (np.size(ax) != 1 or not -r <= int(np.ravel(ax)[0]) < r):
@@ -302,3 +302,37 @@ def _nms(v: NodeView) -> Iterator[str]:
         yield f"{v.inp(0)} (boxes) has shape {tuple(b)}; it must be (batch, boxes, 4)"
     elif s is not None and (len(s) != 3 or (b is not None and (s[0], s[2]) != (b[0], b[1]))):
         yield f"{v.inp(1)} (scores) has shape {tuple(s)}; it must be (batch, classes, boxes) matching the boxes"
+
+
+@rule("EyeLike")
+def _eye_like(v: NodeView) -> Iterator[str]:
+    r = v.rank(0)
+    if r is not None and r != 2:
+        yield f"{v.label}: input must be 2-D, got rank {r}"
+
+
+@rule("Attention")
+def _attention(v: NodeView) -> Iterator[str]:
+    q, k = v.shapes[0], v.shapes[1]
+    hq, hkv = v.attrs.get("q_num_heads"), v.attrs.get("kv_num_heads")
+    if q is not None and len(q) not in (3, 4):
+        yield f"{v.label}: Q {tuple(q)} must be 3-D (batch, seq, hidden) or 4-D (batch, heads, seq, size)"
+        return
+    if q is not None and len(q) == 3 and not (_is_int(hq) and _is_int(hkv) and hq > 0 and hkv > 0):
+        yield f"{v.label}: 3-D Q, K, V need the attributes q_num_heads and kv_num_heads (integers >= 1)"
+        return
+    if q is not None and k is not None and len(q) == 4 and len(k) == 4:
+        hq, hkv = q[1], k[1]
+    if _is_int(hq) and _is_int(hkv) and hkv > 0 and hq % hkv:
+        yield f"{v.label}: {hq} query heads must be a multiple of the {hkv} key/value heads"
+    if v.has_input(4) != v.has_input(5):
+        yield f"{v.label}: past_key and past_value must be given together"
+
+
+@rule("RotaryEmbedding")
+def _rotary(v: NodeView) -> Iterator[str]:
+    x = v.shapes[0]
+    if x is not None and len(x) == 3 and not (_is_int(v.attrs.get("num_heads")) and v.attrs["num_heads"] > 0):
+        yield f"{v.label}: a 3-D input needs the attribute num_heads (an integer >= 1)"
+    elif x is not None and len(x) not in (3, 4):
+        yield f"{v.label}: input {tuple(x)} must be 3-D (batch, seq, hidden) or 4-D (batch, heads, seq, size)"

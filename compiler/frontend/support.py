@@ -111,6 +111,20 @@ OP_SPECS: dict[str, OpSpec] = {
     "Mod": OpSpec({"fmod": (0, 1)}),
     "NonMaxSuppression": OpSpec({"center_point_box": (0, 1)}),
     "Einsum": OpSpec({"equation": None}),
+    **{op: OpSpec() for op in ("Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh",
+                               "BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot")},
+    "Swish": OpSpec({"alpha": None}),
+    "IsInf": OpSpec({"detect_negative": (0, 1), "detect_positive": (0, 1)}),
+    "ReduceLogSum": OpSpec({"axes": None, "keepdims": (0, 1), "noop_with_empty_axes": (0, 1)}),
+    "BitShift": OpSpec({"direction": ("LEFT", "RIGHT")}),
+    "CumProd": OpSpec({"exclusive": (0, 1), "reverse": (0, 1)}),
+    "EyeLike": OpSpec({"dtype": None, "k": None}),
+    "RMSNormalization": OpSpec({"axis": None, "epsilon": None, "stash_type": (1,)}),
+    # fused transformer operators (kernels: jit_runtime.host_ops.attention_kernels)
+    "Attention": OpSpec({"is_causal": (0, 1), "kv_num_heads": None, "q_num_heads": None, "scale": None,
+                         "softcap": None, "softmax_precision": (1, 10, 11, 16), "qk_matmul_output_mode": (0, 1, 2, 3),
+                         "left_window_size": None, "right_window_size": None}),
+    "RotaryEmbedding": OpSpec({"interleaved": (0, 1), "num_heads": None, "rotary_embedding_dim": None}),
 }
 SUPPORTED_OPS: frozenset[str] = frozenset(OP_SPECS)
 _DEFAULT_DOMAINS = ("", "ai.onnx")

@@ -14,7 +14,7 @@ from compiler.te import Tensor
 
 ACTIVATIONS = ("relu", "clip", "sigmoid", "hardsigmoid", "hardswish", "leakyrelu", "erf", "tanh", "sqrt", "exp", "log",
                "neg", "reciprocal", "abs", "floor", "ceil", "round", "sign", "softplus", "softsign", "elu", "selu",
-               "celu", "gelu", "gelu_tanh", "mish", "thresholdedrelu", "pow")
+               "celu", "gelu", "gelu_tanh", "mish", "thresholdedrelu", "pow", "swish")
 # Odd functions as x P(x^2) / Q(x^2) with all coefficients positive (Q >= 1), fitted here to float64 references
 # (scipy's erf, numpy's tanh) on [0, saturation] by linearized least squares reweighted by 1/Q; evaluated in float32
 # (Horner). erf: degree 5 / 5, max abs error 3.9e-7 on [-3.9, 3.9] (erf(3.9) rounds to 1 - 6e-8); tanh: degree
@@ -125,7 +125,7 @@ _MATH = {  # float32 math functions and parameterless activations
 
 def activation(x: te.Expr, kind: str | None, params: tuple = ()) -> te.Expr:
     """``x`` through activation or math function ``kind`` (None: unchanged); ``params``: clip (lo, hi), hardsigmoid
-    (alpha, beta), leakyrelu / elu / celu / thresholdedrelu (alpha,), selu (alpha, gamma), pow (exponent,)."""
+    (alpha, beta), leakyrelu / elu / celu / thresholdedrelu / swish (alpha,), selu (alpha, gamma), pow (exponent,)."""
     if kind is None:
         return x
     f32 = x.dtype == "float32"
@@ -160,6 +160,9 @@ def activation(x: te.Expr, kind: str | None, params: tuple = ()) -> te.Expr:
     if kind == "celu":
         (alpha,) = params
         return te.max_(x, zero) + te.min_(zero, _c(alpha) * expm1(x / _c(alpha)))
+    if kind == "swish":
+        (alpha,) = params
+        return x / (one + te.exp(zero - _c(alpha) * x))
     if kind == "thresholdedrelu":
         (alpha,) = params
         return te.select(x > _c(alpha), x, zero)

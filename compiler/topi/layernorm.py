@@ -1,4 +1,4 @@
-"""LayerNormalization in TE (float32): per row, the mean and the variance of the normalized axes, then
+"""LayerNormalization (and RMSNormalization) in TE (float32): per row, the mean and the variance of the normalized axes, then
 ``(x - mean) / sqrt(var + eps) * scale + bias``, as onnxruntime and the numpy kernel compute it.
 
 The normalized axes (ONNX ``axis`` to the last) are flattened: the op takes ``x`` as ``(rows, n)`` and the scale
@@ -33,6 +33,29 @@ def layer_norm(rows: int, n: int, eps: float, bias: bool = True) -> tuple[list[T
     out = te.compute((rows, n), lambda r, j: d[r, j] * inv[r] * g[j] + (b[j] if b is not None else te.const(0.0, "float32")),
                      name="layer_norm", dtype="float32")
     return inputs, [total, d, sq, inv, out]
+
+
+def rms_norm(rows: int, n: int, eps: float) -> tuple[list[Tensor], list[Tensor]]:
+    """``(inputs, stages)`` of RMSNormalization: inputs ``x (rows, n)`` and ``scale (n,)``; stages: the row sums of
+    squares, the inverse root mean squares and the output (last) ``x * inv * scale``."""
+    if rows < 1 or n < 1:
+        raise te.TeError(f"rms_norm: sizes must be positive, got rows={rows} n={n}")
+    x = te.placeholder((rows, n), "float32", "x")
+    g = te.placeholder((n,), "float32", "scale")
+    r = te.reduce_axis(n, "r")
+    sq = te.compute((rows,), lambda i: te.sum_(x[i, r] * x[i, r], r), name="rms_sqsum", dtype="float32")
+    one = te.const(1.0, "float32")
+    inv = te.compute((rows,), lambda i: one / te.sqrt(sq[i] * te.const(1.0 / n, "float32") + te.const(float(eps), "float32")),
+                     name="rms_inv", dtype="float32")
+    out = te.compute((rows, n), lambda i, j: x[i, j] * inv[i] * g[j], name="rms_norm", dtype="float32")
+    return [x, g], [sq, inv, out]
+
+
+def schedule_rms_cpu(s, stages: list[Tensor]) -> None:
+    """The output stage flat and vectorized; the row reductions as they are."""
+    from compiler.topi.injective import schedule_injective_cpu
+
+    schedule_injective_cpu(s, stages[-1])
 
 
 def schedule_cpu(s, stages: list[Tensor]) -> None:

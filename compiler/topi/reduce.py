@@ -11,7 +11,7 @@ import numpy as np
 from compiler import te
 from compiler.te import Tensor
 
-KINDS = ("sum", "mean", "max", "min", "sum_square", "l1", "l2", "log_sum_exp")
+KINDS = ("sum", "mean", "max", "min", "sum_square", "l1", "l2", "log_sum_exp", "log_sum")
 
 
 def _c(v: float) -> te.Expr:
@@ -60,12 +60,14 @@ def reduce(shape: tuple[int, ...], axes: tuple[int, ...], kind: str) -> tuple[li
         out = te.compute(out_shape, lambda *i: te.log(tot[i]) + shift[i], name="reduce_log_sum_exp", dtype="float32")
         return [x], [mx, shift, tot, out]
     term = {"sum": lambda v, i: v, "mean": lambda v, i: v, "sum_square": lambda v, i: v * v,
-            "l1": lambda v, i: te.abs_(v), "l2": lambda v, i: v * v}[kind]
+            "l1": lambda v, i: te.abs_(v), "l2": lambda v, i: v * v, "log_sum": lambda v, i: v}[kind]
     tot = stage(term, "reduce_sum", "sum")
     if kind == "mean":
         out = te.compute(out_shape, lambda *i: tot[i] * _c(1.0 / count), name="reduce_mean", dtype="float32")
     elif kind == "l2":
         out = te.compute(out_shape, lambda *i: te.sqrt(tot[i]), name="reduce_l2", dtype="float32")
+    elif kind == "log_sum":
+        out = te.compute(out_shape, lambda *i: te.log(tot[i]), name="reduce_log_sum", dtype="float32")
     else:
         return [x], [tot]
     return [x], [tot, out]

@@ -125,6 +125,28 @@ def cum_sum(a, x, axis):
     return np.ascontiguousarray(np.flip(s, ax) if a.get("reverse", 0) else s)
 
 
+@kernel("CumProd")
+def cum_prod(a, x, axis):
+    x = np.asarray(x)
+    ax = int(np.ravel(axis)[0]) % x.ndim
+    y = np.flip(x, ax) if a.get("reverse", 0) else x
+    if a.get("exclusive", 0):  # shift in a 1
+        pad = np.ones_like(np.take(y, [0], axis=ax))
+        y = np.concatenate([pad, np.delete(y, -1, axis=ax)], axis=ax)
+    s = np.cumprod(y, axis=ax, dtype=x.dtype)
+    return np.ascontiguousarray(np.flip(s, ax) if a.get("reverse", 0) else s)
+
+
+@kernel("EyeLike")
+def eye_like(a, x):
+    """Ones on diagonal ``k`` of a 2-D tensor shaped as the input, in ``dtype`` (default: the input's)."""
+    from jit_runtime.host_ops.dtypes import onnx_np_dtype
+
+    x = np.asarray(x)
+    dt = onnx_np_dtype(int(a["dtype"])) if a.get("dtype") is not None else x.dtype
+    return np.eye(x.shape[0], x.shape[1], int(a.get("k", 0)), dtype=dt)
+
+
 @kernel("CastLike")
 def cast_like(a, x, like):
     return np.asarray(x).astype(np.asarray(like).dtype)

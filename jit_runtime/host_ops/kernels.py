@@ -481,4 +481,5 @@ def repack_k(a, x):
 from jit_runtime.host_ops import transformer_kernels  # noqa: E402,F401  (registers its kernels here)
 from jit_runtime.host_ops import math_kernels  # noqa: E402,F401  (registers its kernels here)
 from jit_runtime.host_ops import index_kernels  # noqa: E402,F401  (registers its kernels here)
+from jit_runtime.host_ops import attention_kernels  # noqa: E402,F401  (registers its kernels here)
 from jit_runtime.host_ops import zero_point  # noqa: E402,F401  (registers its kernels here)

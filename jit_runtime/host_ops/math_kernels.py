@@ -47,6 +47,10 @@ _UNARY = {
         x / float(a.get("alpha", 1.0)))),
     "Mish": lambda a, x: x * np.tanh(np.logaddexp(x, x.dtype.type(0))),
     "ThresholdedRelu": lambda a, x: np.where(x > float(a.get("alpha", 1.0)), x, 0),
+    "Swish": lambda a, x: x / (1 + np.exp(-float(a.get("alpha", 1.0)) * x.astype(np.float64))),
+    "Tan": lambda a, x: np.tan(x), "Asin": lambda a, x: np.arcsin(x), "Acos": lambda a, x: np.arccos(x),
+    "Atan": lambda a, x: np.arctan(x), "Sinh": lambda a, x: np.sinh(x), "Cosh": lambda a, x: np.cosh(x),
+    "Asinh": lambda a, x: np.arcsinh(x), "Acosh": lambda a, x: np.arccosh(x), "Atanh": lambda a, x: np.arctanh(x),
 }
 for _op, _fn in _UNARY.items():
     kernel(_op)(_unary(_fn))
@@ -95,6 +99,24 @@ def logical_not(a, x):
     return np.logical_not(x)
 
 
+for _op, _fn in {"BitwiseAnd": np.bitwise_and, "BitwiseOr": np.bitwise_or, "BitwiseXor": np.bitwise_xor}.items():
+    kernel(_op)(lambda a, x, y, _fn=_fn: _fn(x, y))
+kernel("BitwiseNot")(lambda a, x: np.invert(x))
+
+
+@kernel("BitShift")
+def bit_shift(a, x, y):
+    """Unsigned shifts (``direction`` LEFT or RIGHT); bits shifted out are dropped, in the input's width."""
+    x, y = np.asarray(x), np.asarray(y)
+    return (np.left_shift(x, y) if a["direction"] == "LEFT" else np.right_shift(x, y)).astype(x.dtype)
+
+
+@kernel("IsInf")
+def is_inf(a, x):
+    x = np.asarray(x)
+    return ((np.isposinf(x) & bool(a.get("detect_positive", 1))) | (np.isneginf(x) & bool(a.get("detect_negative", 1))))
+
+
 # ---- reductions ---------------------------------------------------------------------------------------------------
 def reduce_axes(a: dict, ndim: int, axes=None) -> tuple[int, ...] | None:
     """The non-negative axes a Reduce* node reduces (attribute before opset 18 / 13 for ReduceSum, else its input);
@@ -115,6 +137,7 @@ _REDUCE = {
     "ReduceL1": lambda x, ax, k: np.sum(np.abs(x), axis=ax, keepdims=k),
     "ReduceL2": lambda x, ax, k: np.sqrt(np.sum(_float(x) * _float(x), axis=ax, keepdims=k)),
     "ReduceLogSumExp": lambda x, ax, k: _logsumexp(_float(x), ax, k),
+    "ReduceLogSum": lambda x, ax, k: np.log(np.sum(_float(x), axis=ax, keepdims=k)),
 }
 
 
@@ -133,8 +156,9 @@ def _highest(dt: np.dtype):
     return np.inf if dt.kind == "f" else (True if dt.kind == "b" else np.iinfo(dt).max)
 
 
-# ONNX (opset 18): over an empty set Max is the lowest value, Min the highest, LogSumExp -inf (log of an empty sum)
-_EMPTY = {"ReduceMax": _lowest, "ReduceMin": _highest, "ReduceLogSumExp": lambda dt: -np.inf}
+# ONNX (opset 18): over an empty set Max is the lowest value, Min the highest, LogSum(Exp) -inf (log of an empty sum)
+_EMPTY = {"ReduceMax": _lowest, "ReduceMin": _highest, "ReduceLogSumExp": lambda dt: -np.inf,
+          "ReduceLogSum": lambda dt: -np.inf}
 
 
 def _reducer(op: str):

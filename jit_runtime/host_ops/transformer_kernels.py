@@ -39,6 +39,16 @@ def layer_norm(a, x, scale, bias=None, n_outputs: int = 1):
     return outs[:max(1, n_outputs)] if n_outputs > 1 else outs[0]
 
 
+@kernel("RMSNormalization")
+def rms_norm(a, x, scale):
+    """``x / sqrt(mean(x^2) + epsilon) * scale`` over axes ``axis..rank-1``, in float32 (``stash_type`` 1)."""
+    x = np.asarray(x)
+    axis = int(a.get("axis", -1)) % x.ndim
+    xf = x.astype(np.float32)
+    ms = (xf * xf).mean(axis=tuple(range(axis, x.ndim)), keepdims=True, dtype=np.float32)
+    return (xf / np.sqrt(ms + np.float32(a.get("epsilon", 1e-5))) * _f32(scale)).astype(x.dtype)
+
+
 def _channel(v, c: int, ndim: int) -> np.ndarray:
     """A per-channel parameter shaped to broadcast over (N, C, ...)."""
     return _f32(v).reshape((c,) + (1,) * (ndim - 2))

@@ -25,7 +25,7 @@ VIEW_OPS = frozenset({"Flatten", "Reshape", "Identity", "Dropout", "Squeeze", "U
 # run by the numpy reference kernels on every target (labelled "numpy" in the profile): data movement without
 # arithmetic, masks and indices (comparisons, logic, selects, ranges: a transformer's attention mask from its token
 # ids; ArgMax/ArgMin/TopK/NonZero/NonMaxSuppression: label and box indices; rearrangements: Tile, DepthToSpace, Trilu, scatters;
-# index arithmetic: CumSum and Mod of position ids),
+# index arithmetic: CumSum/CumProd, Mod, bitwise ops and shifts of ids; EyeLike),
 # and the rest of the int8 pipeline's glue between accelerator-style layers (and the exact int64 transformer ops)
 NUMPY_GLUE_OPS = frozenset({"Cast", "Concat", "ConstantOfShape", "Gather", "Pad", "Resize", "Shape", "Slice", "Split",
                             "Transpose", "Equal", "Where", "And", "IsNaN", "Range", "Expand", "GatherElements",
@@ -34,7 +34,8 @@ NUMPY_GLUE_OPS = frozenset({"Cast", "Concat", "ConstantOfShape", "Gather", "Pad"
                             "RowSumDigits", "ZeroPointBias", "JoinBytes", "QSoftmax", "QLayerNorm", "QGelu",
                             "Greater", "Less", "GreaterOrEqual", "LessOrEqual", "Or", "Xor", "Not", "ArgMax", "ArgMin",
                             "Tile", "DepthToSpace", "SpaceToDepth", "Trilu", "ScatterND", "ScatterElements", "OneHot",
-                            "TopK", "NonZero", "CastLike", "Size", "CumSum", "Mod", "NonMaxSuppression"})
+                            "TopK", "NonZero", "CastLike", "Size", "CumSum", "Mod", "NonMaxSuppression", "IsInf",
+                            "BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot", "BitShift", "EyeLike", "CumProd"})
 
 # arithmetic that also meets integer index math (int64 position ids, sequence lengths, mask sums): where every input
 # is an integer or bool tensor and the library declines the node (its kernels are float32 / int8 / int32), the numpy

@@ -17,10 +17,11 @@ UNARY = {"Relu": "relu", "Clip": "clip", "Sigmoid": "sigmoid", "HardSwish": "har
          "LeakyRelu": "leakyrelu", "Erf": "erf", "Tanh": "tanh", "Sqrt": "sqrt", "Exp": "exp", "Log": "log",
          "Neg": "neg", "Reciprocal": "reciprocal", "Abs": "abs", "Floor": "floor", "Ceil": "ceil", "Round": "round",
          "Sign": "sign", "Softplus": "softplus", "Softsign": "softsign", "Elu": "elu", "Selu": "selu", "Celu": "celu",
-         "Gelu": "gelu", "Mish": "mish", "ThresholdedRelu": "thresholdedrelu"}
+         "Gelu": "gelu", "Mish": "mish", "ThresholdedRelu": "thresholdedrelu", "Swish": "swish"}
 BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "PRelu": "prelu"}
 REDUCE = {"ReduceSum": "sum", "ReduceMean": "mean", "ReduceMax": "max", "ReduceMin": "min",
-          "ReduceSumSquare": "sum_square", "ReduceL1": "l1", "ReduceL2": "l2", "ReduceLogSumExp": "log_sum_exp"}
+          "ReduceSumSquare": "sum_square", "ReduceL1": "l1", "ReduceL2": "l2", "ReduceLogSumExp": "log_sum_exp",
+          "ReduceLogSum": "log_sum"}
 
 
 def conv_spec(node: Node, infos) -> conv2d_direct.Conv2dSpec:
@@ -216,15 +217,16 @@ def plan_batch_matmul(node: Node, infos, consts, target: str) -> OpPlan:
 
 
 def plan_layernorm(node: Node, infos, consts, target: str) -> OpPlan:
-    """ONNX LayerNormalization (its first output) over axes ``axis..rank-1``, with a constant scale and bias."""
+    """ONNX LayerNormalization (its first output) over axes ``axis..rank-1``, with a constant scale and bias; and
+    RMSNormalization (a constant scale, no bias)."""
     check_f32(node, infos)
     if len([o for o in node.outputs if o]) > 1:
-        raise UnsupportedOnTarget(f"node {node.name!r} (LayerNormalization): the library computes the first output "
+        raise UnsupportedOnTarget(f"node {node.name!r} ({node.op}): the library computes the first output "
                                   f"only; the mean and inverse deviation outputs are used here")
     shape = tuple(infos[0].shape)
     axis = int(node.attrs.get("axis", -1))
     if not -len(shape) <= axis < len(shape):
-        raise UnsupportedOnTarget(f"node {node.name!r} (LayerNormalization): axis {axis} out of range for rank {len(shape)}")
+        raise UnsupportedOnTarget(f"node {node.name!r} ({node.op}): axis {axis} out of range for rank {len(shape)}")
     axis %= len(shape)
     norm = shape[axis:]
     rows, n = int(np.prod(shape[:axis])), int(np.prod(norm))
@@ -234,11 +236,19 @@ def plan_layernorm(node: Node, infos, consts, target: str) -> OpPlan:
         try:
             return f32(np.broadcast_to(v, norm).reshape(n))
         except ValueError:
-            raise UnsupportedOnTarget(f"node {node.name!r} (LayerNormalization): the {what} {v.shape} does not "
+            raise UnsupportedOnTarget(f"node {node.name!r} ({node.op}): the {what} {v.shape} does not "
                                       f"broadcast to the normalized shape {norm}") from None
     scale = per_value(1, "scale")
     bias = per_value(2, "bias") if len(node.inputs) > 2 and node.inputs[2] else None
     eps = float(np.float32(node.attrs.get("epsilon", 1e-5)))
+    if node.op == "RMSNormalization":
+        def make_rms():
+            ins, stages = layernorm.rms_norm(rows, n, eps)
+            sched = layernorm.schedule_gpu if target == "cuda" else layernorm.schedule_rms_cpu
+            return ins, stages[-1], lambda s: sched(s, stages)
+
+        return OpPlan(("rms_norm", rows, n, eps, target), make_rms, lambda ins: [f32(ins[0]).reshape(rows, n), scale],
+                      shape)
     key = ("layer_norm", rows, n, eps, bias is not None, target)
 
     def make():
@@ -294,6 +304,7 @@ def _clip_params(node: Node, consts) -> tuple:
 # the activations with attributes: (name, ONNX default) of each parameter, in the TE activation's order
 _ACT_PARAMS = {"HardSigmoid": (("alpha", 0.2), ("beta", 0.5)), "LeakyRelu": (("alpha", 0.01),),
                "Elu": (("alpha", 1.0),), "Celu": (("alpha", 1.0),), "ThresholdedRelu": (("alpha", 1.0),),
+               "Swish": (("alpha", 1.0),),
                "Selu": (("alpha", 1.6732632423543772), ("gamma", 1.0507009873554805))}
 
 
@@ -534,6 +545,7 @@ def plan_lrn(node: Node, infos, consts, target: str) -> OpPlan:
 PLANNERS = {"Conv": plan_conv, "FusedConv": plan_conv, "Gemm": plan_dense, "FusedDense": plan_dense, "MatMul": plan_dense,
             "MaxPool": plan_pool, "AveragePool": plan_pool, "GlobalAveragePool": plan_pool, "Softmax": plan_softmax,
             "BatchNormalization": plan_batchnorm, "Sum": plan_sum, "LRN": plan_lrn, "LayerNormalization": plan_layernorm,
+            "RMSNormalization": plan_layernorm,
             **{k: plan_unary for k in UNARY}, **{k: plan_binary for k in BINARY}, "Pow": plan_pow,
             **{k: plan_reduce for k in REDUCE}, "LogSoftmax": plan_softmax, "Min": plan_min_max,
             "Max": plan_min_max, "Mean": plan_min_max}

@@ -425,3 +425,73 @@ def test_einsum_matches_numpy():
                             opset_imports=[helper.make_opsetid("", 18)])
     with pytest.raises(ModelError, match="does not fit input 0"):
         build(bad, target="ref", quantize=False, progress=False)
+
+
+def test_opset_23_24_transformer_ops_on_llvm():
+    """RMSNormalization (opset 23; a library kernel on llvm) and Swish (opset 24) against float64 numpy."""
+    rng = np.random.default_rng(9)
+    x = (rng.standard_normal((3, 7, 32)) * 2).astype(np.float32)
+    scale = rng.standard_normal(32).astype(np.float32)
+    mod = build(_model("RMSNormalization", x.shape, {"s": scale}, opset=23, epsilon=1e-6), target="llvm",
+                progress=False)
+    v = x.astype(np.float64)
+    _close(mod(x=x), v / np.sqrt((v * v).mean(-1, keepdims=True) + 1e-6) * scale, 1e-5, 1e-6)
+    assert {r["op"]: r["cpu_backend"] for r in mod.profile()}["RMSNormalization"] == "llvm"
+    sw = _x()
+    mod = build(_model("Swish", sw.shape, opset=24, alpha=1.5), target="llvm", progress=False)
+    with np.errstate(all="ignore"):
+        want = sw.astype(np.float64) / (1 + np.exp(-1.5 * sw.astype(np.float64)))
+    _close(mod(x=sw), want, 5e-6, 1e-30)  # e^(1.5 x) for x ~ -30: the product's rounding is ~|1.5 x| ulp
+
+
+def test_reduce_log_sum_and_bit_ops_on_llvm():
+    x = np.abs(np.random.default_rng(10).standard_normal((4, 9)).astype(np.float32)) + 0.1
+    mod = build(_model("ReduceLogSum", x.shape, {"a": np.array([1], np.int64)}), target="llvm", progress=False)
+    _close(mod(x=x), np.log(x.astype(np.float64).sum(1, keepdims=True)), 1e-6, 0)
+    u = TensorProto.UINT8
+    g = helper.make_graph([helper.make_node("BitShift", ["a", "n"], ["s"], direction="LEFT"),
+                           helper.make_node("BitwiseXor", ["s", "a"], ["y"])], "b",
+                          [helper.make_tensor_value_info("a", u, [6])], [helper.make_tensor_value_info("y", u, None)],
+                          [onnx.numpy_helper.from_array(np.array([0, 1, 2, 3, 7, 8], np.uint8), "n")])
+    mod = build(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]), target="llvm", progress=False)
+    a = np.array([255, 3, 17, 129, 1, 200], np.uint8)
+    np.testing.assert_array_equal(mod.run({"a": a})[0], np.left_shift(a, [0, 1, 2, 3, 7, 8]).astype(np.uint8) ^ a)
+
+
+def _attention_model(q_shape, k_shape, **attrs) -> onnx.ModelProto:
+    f = TensorProto.FLOAT
+    g = helper.make_graph([helper.make_node("Attention", ["q", "k", "v"], ["y"], **attrs)], "att",
+                          [helper.make_tensor_value_info("q", f, list(q_shape)),
+                           helper.make_tensor_value_info("k", f, list(k_shape)),
+                           helper.make_tensor_value_info("v", f, list(k_shape))],
+                          [helper.make_tensor_value_info("y", f, None)])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 24)])
+
+
+def test_attention_gqa_matches_a_float64_reference_and_llvm_refuses_it_by_name():
+    """Opset-24 Attention, 3-D inputs with 4 query heads over 2 key/value heads, causal (onnx's own node tests
+    check the rest: masks, caches, windows, softcap)."""
+    rng = np.random.default_rng(11)
+    q, k, v = (rng.standard_normal((2, 5, 4 * 8)).astype(np.float32), rng.standard_normal((2, 5, 2 * 8)).astype(np.float32),
+               rng.standard_normal((2, 5, 2 * 8)).astype(np.float32))
+    model = _attention_model(q.shape, k.shape, q_num_heads=4, kv_num_heads=2, is_causal=1)
+    got = build(model, target="ref", quantize=False, progress=False).run({"q": q, "k": k, "v": v})[0]
+    qh = q.astype(np.float64).reshape(2, 5, 4, 8).transpose(0, 2, 1, 3)
+    kh = np.repeat(k.astype(np.float64).reshape(2, 5, 2, 8).transpose(0, 2, 1, 3), 2, axis=1)
+    vh = np.repeat(v.astype(np.float64).reshape(2, 5, 2, 8).transpose(0, 2, 1, 3), 2, axis=1)
+    s = qh @ kh.transpose(0, 1, 3, 2) / np.sqrt(8) + np.triu(np.full((5, 5), -np.inf), 1)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    want = ((p / p.sum(-1, keepdims=True)) @ vh).transpose(0, 2, 1, 3).reshape(2, 5, 32)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    with pytest.raises(UnsupportedOnTarget, match="Attention"):
+        build(model, target="llvm", progress=False)
+
+
+@pytest.mark.parametrize("q_shape,k_shape,attrs,message", [
+    ((2, 5, 32), (2, 5, 16), {}, "need the attributes q_num_heads and kv_num_heads"),
+    ((2, 5, 24), (2, 5, 16), {"q_num_heads": 3, "kv_num_heads": 2}, "3 query heads must be a multiple of the 2"),
+    ((2, 5), (2, 5), {}, "must be 3-D"),
+])
+def test_bad_attention_is_refused_at_the_input(q_shape, k_shape, attrs, message):
+    with pytest.raises(ModelError, match=message):
+        build(_attention_model(q_shape, k_shape, **attrs), target="ref", quantize=False, progress=False)
