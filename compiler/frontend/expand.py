@@ -180,6 +180,19 @@ def global_max_as_window(g: Graph, n: Node) -> Node:
                 {"kernel_shape": spatial, "strides": [1] * len(spatial), "pads": [0] * (2 * len(spatial))}, n.name)
 
 
+def _namers(g: Graph, n: Node):
+    """``(tmp, const)`` for a rewrite of node ``n``: a fresh float32 tensor name with its shape recorded, and a
+    fresh constant holding a value, both named after ``n``."""
+    def tmp(base: str, shp) -> str:
+        name = g.fresh_name(f"{n.name}/{base}")
+        g.set_info(name, shp, np.float32)
+        return name
+
+    def const(base: str, v) -> str:
+        return g.add_constant(g.fresh_name(f"{n.name}/{base}"), np.asarray(v))
+    return tmp, const
+
+
 def expand_group_norm(g: Graph, n: Node) -> list[Node]:
     """InstanceNormalization / GroupNormalization with a static input and constant scale and bias as ops the
     targets have: ``Reshape (N * groups, rest) -> LayerNormalization (axis 1, unit scale) -> Reshape -> Mul
@@ -197,18 +210,88 @@ def expand_group_norm(g: Graph, n: Node) -> list[Node]:
     per = [np.asarray(g.constants[i], np.float32).reshape(-1) for i in n.inputs[1:3]]
     chan = (c,) + (1,) * (len(shape) - 2)
 
-    def tmp(base: str, shp) -> str:
-        name = g.fresh_name(f"{n.name}/{base}")
-        g.set_info(name, shp, np.float32)
-        return name
-
-    def const(base: str, v) -> str:
-        return g.add_constant(g.fresh_name(f"{n.name}/{base}"), np.asarray(v))
-
-    flat, normed, back, scaled = tmp("rows", (rows, cols)), tmp("ln", (rows, cols)), tmp("back", shape), tmp("scaled", shape)
+    tmp, const = _namers(g, n)
+    flat, normed = tmp("rows", (rows, cols)), tmp("ln", (rows, cols))
+    back, scaled = tmp("back", shape), tmp("scaled", shape)
+    unit = [const("one", np.ones(cols, np.float32)), const("zero", np.zeros(cols, np.float32))]
     return [Node("Reshape", [x, const("rows_shape", np.array([rows, cols], np.int64))], [flat], {}, f"{n.name}/rows"),
-            Node("LayerNormalization", [flat, const("one", np.ones(cols, np.float32)), const("zero", np.zeros(cols, np.float32))],
-                 [normed], {"axis": 1, "epsilon": float(n.attrs.get("epsilon", 1e-5))}, n.name),
+            Node("LayerNormalization", [flat] + unit, [normed], {"axis": 1, "epsilon": float(n.attrs.get("epsilon", 1e-5))},
+                 n.name),
             Node("Reshape", [normed, const("shape", np.array(shape, np.int64))], [back], {}, f"{n.name}/back"),
             Node("Mul", [back, const("scale", per[0].reshape(chan))], [scaled], {}, f"{n.name}/scale"),
             Node("Add", [scaled, const("bias", per[1].reshape(chan))], [y], {}, f"{n.name}/bias")]
+
+
+def expand_attention(g: Graph, n: Node) -> list[Node]:
+    """A float32 Attention whose shapes are static and which uses no cache, padding lengths, window, softcap,
+    reduced-precision softmax or QK output, as the ops every target has: ``[Reshape -> Transpose] (3-D) -> [Expand]
+    (grouped heads) -> MatMul(Q, K^T) -> Mul(scale) -> [Add(float mask)] [Add(causal -inf bias)] -> Softmax ->
+    MatMul(V) -> [Transpose -> Reshape]``, so llvm runs it on its GEMM and softmax kernels. Anything else stays one
+    node (the host kernel): a bool mask too, whose fully masked rows must give zeros where softmax gives NaN."""
+    a = n.attrs
+    ins = list(n.inputs) + [""] * (7 - len(n.inputs))
+    q, k, v, mask = ins[:4]
+    infos = [g.tensors.get(t) for t in (q, k, v)]
+    if (any(ins[4:]) or any(o for o in n.outputs[1:]) or float(a.get("softcap", 0.0)) != 0.0
+            or int(a.get("softmax_precision", 1)) != 1 or int(a.get("left_window_size", -1)) != -1
+            or int(a.get("right_window_size", -1)) != -1 or any(i is None or i.dtype != np.float32 for i in infos)
+            or any(d is None for i in infos for d in i.shape)):
+        return [n]
+    m_info = g.tensors.get(mask) if mask else None
+    if mask and (m_info is None or m_info.dtype != np.float32):
+        return [n]
+    three_d = len(infos[0].shape) == 3
+    if three_d:
+        hq, hkv = int(a["q_num_heads"]), int(a["kv_num_heads"])
+        b, sq, _ = infos[0].shape
+        skv = infos[1].shape[1]
+        d, dv = infos[0].shape[2] // hq, infos[2].shape[2] // hkv
+    else:
+        b, hq, sq, d = infos[0].shape
+        hkv, skv, dv = infos[1].shape[1], infos[1].shape[2], infos[2].shape[3]
+    if mask and (len(m_info.shape) < 1 or m_info.shape[-1] != skv):
+        return [n]  # a mask shorter than the keys is padded with -inf by the kernel
+    nodes: list[Node] = []
+    tmp, const = _namers(g, n)
+
+    def add(op: str, inputs: list[str], shp, tag: str, out: str | None = None, **attrs) -> str:
+        out = out or tmp(tag, shp)
+        nodes.append(Node(op, inputs, [out], attrs, f"{n.name}/{tag}"))
+        return out
+
+    def heads(t: str, h: int, s: int, size: int, tag: str) -> str:
+        r = add("Reshape", [t, const(f"{tag}_shape", np.array([b, s, h, size], np.int64))], (b, s, h, size), f"{tag}_split")
+        return add("Transpose", [r], (b, h, s, size), f"{tag}_heads", perm=[0, 2, 1, 3])
+
+    def grouped(t: str, size: int, tag: str) -> str:  # (b, hkv, s, size) -> (b, hq, s, size), each kv head repeated
+        if hq == hkv:
+            return t
+        rep = hq // hkv
+        r = add("Reshape", [t, const(f"{tag}_g", np.array([b, hkv, 1, skv, size], np.int64))], (b, hkv, 1, skv, size),
+                f"{tag}_g")
+        e = add("Expand", [r, const(f"{tag}_rep", np.array([b, hkv, rep, skv, size], np.int64))],
+                (b, hkv, rep, skv, size), f"{tag}_rep")
+        return add("Reshape", [e, const(f"{tag}_all", np.array([b, hq, skv, size], np.int64))], (b, hq, skv, size),
+                   f"{tag}_all")
+
+    q4, k4, v4 = (heads(q, hq, sq, d, "q"), heads(k, hkv, skv, d, "k"), heads(v, hkv, skv, dv, "v")) if three_d \
+        else (q, k, v)
+    k4, v4 = grouped(k4, d, "k"), grouped(v4, dv, "v")
+    kt = add("Transpose", [k4], (b, hq, d, skv), "kt", perm=[0, 1, 3, 2])
+    s = add("MatMul", [q4, kt], (b, hq, sq, skv), "qk")
+    scale = a.get("scale")
+    s = add("Mul", [s, const("scale", np.float32(1.0 / np.sqrt(d) if scale is None else scale))], (b, hq, sq, skv),
+            "scaled")
+    if mask:
+        s = add("Add", [s, mask], (b, hq, sq, skv), "masked")
+    if int(a.get("is_causal", 0)):
+        s = add("Add", [s, const("causal", np.triu(np.full((sq, skv), -np.inf, np.float32), 1))], (b, hq, sq, skv),
+                "causal")
+    p = add("Softmax", [s], (b, hq, sq, skv), "softmax", axis=-1)
+    if not three_d:
+        add("MatMul", [p, v4], (b, hq, sq, dv), "pv", out=n.outputs[0])
+        return nodes
+    y4 = add("MatMul", [p, v4], (b, hq, sq, dv), "pv")
+    yt = add("Transpose", [y4], (b, sq, hq, dv), "y_t", perm=[0, 2, 1, 3])
+    add("Reshape", [yt, const("y_shape", np.array([b, sq, hq * dv], np.int64))], (b, sq, hq * dv), "y", out=n.outputs[0])
+    return nodes

@@ -12,7 +12,8 @@ from isa.requant import Record, unpack_records
 from isa.alu import wrap
 
 _NP = {"int8": np.int8, "uint8": np.uint8, "int16": np.int16, "int32": np.int32, "int64": np.int64, "bool": np.bool_, "float32": np.float32}
-_MATH = {"exp": np.exp, "log": np.log, "sqrt": np.sqrt, "tanh": np.tanh, "abs": np.abs, "floor": np.floor, "round": np.rint}
+_MATH = {"exp": np.exp, "log": np.log, "sqrt": np.sqrt, "tanh": np.tanh, "abs": np.abs, "floor": np.floor, "round": np.rint,
+         "sin": np.sin, "cos": np.cos}
 
 
 def _wrap(v: np.ndarray, dtype: str) -> np.ndarray:

@@ -23,7 +23,8 @@ _BOOL_OPS = ("and", "or", "lt", "le", "ge", "gt", "eq", "ne")
 _SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "shr": ">>", "shl": "<<", "and": "&", "or": "|",
             "lt": "<", "le": "<=", "ge": ">=", "gt": ">", "eq": "==", "ne": "!=", "div": "/", "floordiv": "//",
             "floormod": "%"}
-MATH_FUNCS = ("exp", "log", "sqrt", "tanh", "abs", "floor", "round", "erf")  # float32 -> float32 (``round``: half to even)
+MATH_FUNCS = ("exp", "log", "sqrt", "tanh", "abs", "floor", "round", "erf", "sin", "cos")  # float32 -> float32
+# (``round``: half to even)
 
 ExprLike = Union["Expr", int]
 
@@ -314,7 +315,7 @@ def _math(name: str):
     return fn
 
 
-exp, log, sqrt, tanh, abs_, floor, round_, erf = (_math(n) for n in MATH_FUNCS)
+exp, log, sqrt, tanh, abs_, floor, round_, erf, sin, cos = (_math(n) for n in MATH_FUNCS)
 
 
 def clip(a: ExprLike, lo: int, hi: int) -> Binary:

@@ -14,7 +14,7 @@ from compiler.te import Tensor
 
 ACTIVATIONS = ("relu", "clip", "sigmoid", "hardsigmoid", "hardswish", "leakyrelu", "erf", "tanh", "sqrt", "exp", "log",
                "neg", "reciprocal", "abs", "floor", "ceil", "round", "sign", "softplus", "softsign", "elu", "selu",
-               "celu", "gelu", "gelu_tanh", "mish", "thresholdedrelu", "pow", "swish")
+               "celu", "gelu", "gelu_tanh", "mish", "thresholdedrelu", "pow", "swish", "sin", "cos")
 # Odd functions as x P(x^2) / Q(x^2) with all coefficients positive (Q >= 1), fitted here to float64 references
 # (scipy's erf, numpy's tanh) on [0, saturation] by linearized least squares reweighted by 1/Q; evaluated in float32
 # (Horner). erf: degree 5 / 5, max abs error 3.9e-7 on [-3.9, 3.9] (erf(3.9) rounds to 1 - 6e-8); tanh: degree
@@ -110,7 +110,7 @@ _SQRT1_2 = 0.7071067811865476
 _GELU_TANH = 0.7978845608028654  # sqrt(2 / pi)
 _MATH = {  # float32 math functions and parameterless activations
     "erf": erf_rational, "tanh": tanh_rational, "sqrt": te.sqrt, "exp": te.exp, "log": te.log, "abs": te.abs_,
-    "floor": te.floor, "round": te.round_,
+    "floor": te.floor, "round": te.round_, "sin": te.sin, "cos": te.cos,
     "neg": lambda x: _c(0.0) - x,
     "reciprocal": lambda x: _c(1.0) / x,
     "ceil": lambda x: _c(0.0) - te.floor(_c(0.0) - x),

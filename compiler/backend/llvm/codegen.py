@@ -28,7 +28,7 @@ _TYPES = {"bool": I8, "int8": I8, "uint8": I8, "int16": ir.IntType(16), "int32":
 _IDS = itertools.count()
 _FLOAT_FLAGS = ("contract",)
 _LLVM_MATH = {"exp": "llvm.exp", "log": "llvm.log", "sqrt": "llvm.sqrt", "abs": "llvm.fabs", "floor": "llvm.floor",
-              "round": "llvm.rint"}
+              "round": "llvm.rint", "sin": "llvm.sin", "cos": "llvm.cos"}
 _LIBM = {"tanh": "tanhf", "erf": "erff"}
 
 

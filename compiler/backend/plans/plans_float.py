@@ -17,7 +17,8 @@ UNARY = {"Relu": "relu", "Clip": "clip", "Sigmoid": "sigmoid", "HardSwish": "har
          "LeakyRelu": "leakyrelu", "Erf": "erf", "Tanh": "tanh", "Sqrt": "sqrt", "Exp": "exp", "Log": "log",
          "Neg": "neg", "Reciprocal": "reciprocal", "Abs": "abs", "Floor": "floor", "Ceil": "ceil", "Round": "round",
          "Sign": "sign", "Softplus": "softplus", "Softsign": "softsign", "Elu": "elu", "Selu": "selu", "Celu": "celu",
-         "Gelu": "gelu", "Mish": "mish", "ThresholdedRelu": "thresholdedrelu", "Swish": "swish"}
+         "Gelu": "gelu", "Mish": "mish", "ThresholdedRelu": "thresholdedrelu", "Swish": "swish",
+         "Sin": "sin", "Cos": "cos"}
 BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "PRelu": "prelu"}
 REDUCE = {"ReduceSum": "sum", "ReduceMean": "mean", "ReduceMax": "max", "ReduceMin": "min",
           "ReduceSumSquare": "sum_square", "ReduceL1": "l1", "ReduceL2": "l2", "ReduceLogSumExp": "log_sum_exp",

@@ -61,6 +61,8 @@ UNARY = [
     ("Ceil", {}, np.ceil, (0, 0), 18),
     ("Round", {}, np.rint, (0, 0), 18),
     ("Sign", {}, np.sign, (0, 0), 18),
+    ("Sin", {}, np.sin, (1e-6, 1e-7), 18),
+    ("Cos", {}, np.cos, (1e-6, 1e-7), 18),
     ("Softplus", {}, _sp, (1e-6, 0), 18),
     ("Softsign", {}, lambda v: v / (1 + np.abs(v)), (1e-6, 0), 18),
     ("Elu", {"alpha": 0.7}, lambda v: np.where(v >= 0, v, 0.7 * np.expm1(v)), (1e-6, 1e-7), 18),
@@ -200,14 +202,14 @@ def test_gelu_approximation_outside_the_spec_is_refused():
         build(_model("Gelu", (2, 3), opset=20, approximate="fast"), target="llvm", progress=False)
 
 
-@pytest.mark.parametrize("op,consts", [("Sin", {}), ("ReduceProd", {"axes": np.asarray([1], np.int64)})])
+@pytest.mark.parametrize("op,consts", [("Tan", {}), ("ReduceProd", {"axes": np.asarray([1], np.int64)})])
 def test_what_the_llvm_library_lacks_is_refused_by_name_and_runs_on_ref(op, consts):
     model = _model(op, (2, 5), consts)
     with pytest.raises(UnsupportedOnTarget, match=op):
         build(model, target="llvm", progress=False)
     x = np.random.default_rng(3).standard_normal((2, 5)).astype(np.float32)
     got = build(model, target="ref", quantize=False, progress=False)(x=x)
-    want = np.sin(x) if op == "Sin" else np.prod(x, axis=1, keepdims=True)
+    want = np.tan(x) if op == "Tan" else np.prod(x, axis=1, keepdims=True)
     np.testing.assert_allclose(got, want, rtol=1e-6)
 
 
@@ -468,9 +470,10 @@ def _attention_model(q_shape, k_shape, **attrs) -> onnx.ModelProto:
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 24)])
 
 
-def test_attention_gqa_matches_a_float64_reference_and_llvm_refuses_it_by_name():
-    """Opset-24 Attention, 3-D inputs with 4 query heads over 2 key/value heads, causal (onnx's own node tests
-    check the rest: masks, caches, windows, softcap)."""
+def test_attention_gqa_matches_a_float64_reference_on_ref_and_llvm():
+    """Opset-24 Attention, 3-D inputs with 4 query heads over 2 key/value heads, causal: the host kernel (ref) and,
+    rewritten at import into MatMul/Softmax, llvm's kernels (onnx's own node tests check the rest: masks, caches,
+    windows, softcap); a bool mask keeps the fused node (fully masked rows give zeros), which llvm refuses by name."""
     rng = np.random.default_rng(11)
     q, k, v = (rng.standard_normal((2, 5, 4 * 8)).astype(np.float32), rng.standard_normal((2, 5, 2 * 8)).astype(np.float32),
                rng.standard_normal((2, 5, 2 * 8)).astype(np.float32))
@@ -483,8 +486,14 @@ def test_attention_gqa_matches_a_float64_reference_and_llvm_refuses_it_by_name()
     p = np.exp(s - s.max(-1, keepdims=True))
     want = ((p / p.sum(-1, keepdims=True)) @ vh).transpose(0, 2, 1, 3).reshape(2, 5, 32)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
-    with pytest.raises(UnsupportedOnTarget, match="Attention"):
-        build(model, target="llvm", progress=False)
+    llvm = build(model, target="llvm", progress=False)
+    np.testing.assert_allclose(llvm.run({"q": q, "k": k, "v": v})[0], want, rtol=1e-5, atol=1e-6)
+    assert {r["op"] for r in llvm.profile()} >= {"MatMul", "Softmax"}
+    masked = _attention_model(q.shape, k.shape, q_num_heads=4, kv_num_heads=2)
+    masked.graph.node[0].input.append("m")
+    masked.graph.input.append(helper.make_tensor_value_info("m", TensorProto.BOOL, [5, 5]))
+    with pytest.raises(UnsupportedOnTarget, match="operator Attention is not in the operator library"):
+        build(masked, target="llvm", progress=False)
 
 
 @pytest.mark.parametrize("q_shape,k_shape,attrs,message", [
