@@ -49,23 +49,25 @@ def trilu(a, x, k=None):
     return (np.triu if a.get("upper", 1) else np.tril)(x, k)
 
 
-def _scatter_reduce(reduction: str):
-    return {"none": None, "add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}[reduction]
+def _scatter(out: np.ndarray, at: tuple, upd: np.ndarray, reduction: str) -> np.ndarray:
+    """``out[at] = upd`` (``reduction="none"``) or combined with add/mul/max/min, vectorized; a reduction applies
+    once per repeated index (numpy's unbuffered ``ufunc.at``)."""
+    fn = {"none": None, "add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}[reduction]
+    if fn is None:
+        out[at] = upd
+    else:
+        fn.at(out, at, upd)
+    return out
 
 
 @kernel("ScatterND")
 def scatter_nd(a, data, indices, updates):
     out = np.array(data, copy=True)
     idx = np.asarray(indices, np.int64)
-    upd = np.asarray(updates)
-    fn = _scatter_reduce(a.get("reduction", "none"))
     k = idx.shape[-1]
     flat_idx = idx.reshape(-1, k)
-    flat_upd = upd.reshape((flat_idx.shape[0],) + out.shape[k:])
-    for i, u in zip(flat_idx, flat_upd):
-        at = tuple(int(v) for v in i)
-        out[at] = u if fn is None else fn(out[at], u)
-    return out
+    flat_upd = np.asarray(updates).reshape((flat_idx.shape[0],) + out.shape[k:])
+    return _scatter(out, tuple(flat_idx.T), flat_upd, a.get("reduction", "none"))
 
 
 @kernel("ScatterElements")
@@ -73,15 +75,9 @@ def scatter_elements(a, data, indices, updates):
     out = np.array(data, copy=True)
     idx = np.asarray(indices, np.int64)
     axis = int(a.get("axis", 0)) % out.ndim
-    idx = np.where(idx < 0, idx + out.shape[axis], idx)
-    fn = _scatter_reduce(a.get("reduction", "none"))
-    upd = np.asarray(updates)
-    for pos in np.ndindex(*idx.shape):
-        at = list(pos)
-        at[axis] = int(idx[pos])
-        at = tuple(at)
-        out[at] = upd[pos] if fn is None else fn(out[at], upd[pos])
-    return out
+    at = list(np.indices(idx.shape, sparse=True))
+    at[axis] = np.where(idx < 0, idx + out.shape[axis], idx)
+    return _scatter(out, tuple(at), np.asarray(updates), a.get("reduction", "none"))
 
 
 @kernel("OneHot")

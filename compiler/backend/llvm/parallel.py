@@ -143,11 +143,14 @@ def _move_off(cpus: set[int]) -> None:
         pass
 
 
-def _wake(want: int) -> None:
+def _wake(want: int, published: bool = False) -> None:
     """Wake the workers parked on the native futex, and queue native spin jobs for the workers missing from
     ``want`` spinning or parked ones (counting those already queued: while the launching thread holds the GIL the
-    workers cannot take them, and more would pile up)."""
-    _native()["wake"](_record_addr)  # always: its locked bump orders the launch's publish before its PARKED read
+    workers cannot take them, and more would pile up). ``published``: a launch was just published, so the native
+    wake runs even with none counted parked (its locked bump orders the publish before its PARKED read); else a
+    plain look at PARKED decides."""
+    if published or _record[_PARKED]:
+        _native()["wake"](_record_addr)
     with _lock:
         n = max(0, want - _record[_SPINNING] - _record[_PARKED] - _record[_QUEUED])
         _record[_QUEUED] += n
@@ -253,7 +256,7 @@ def _launch_native(native: dict, fn: int, n: int, closure: int, t: int, nchunks:
     rec[TASK_SLOT], rec[CLOSURE], rec[TRIP], rec[CHUNKS], rec[DONE] = fn, closure, n, nchunks, 0
     rec[WORD] = gen << 32  # publishes the fields above (x86 keeps store order)
     _pool.grow(t - 1)
-    _wake(t - 1)
+    _wake(t - 1, published=True)
     native["work"](_record_addr, gen)
     native["wait"](_record_addr, nchunks)
 
