@@ -34,7 +34,7 @@ def build(model: str | Path | onnx.ModelProto, config=None, target: str = "sim",
     ``tuning_log``: a log written by ``vta tune`` / ``compiler.autotune``: each task uses its best record's
     knobs; tasks without a usable record use the analytic choice (a ``TuningLogWarning`` says which). On
     ``target="llvm"`` the float convs' schedule knobs, each kept only where it times faster than the library's
-    default at build time (:func:`compiler.autotune.llvm_conv.apply_llvm_log`).
+    default at build time, alone and then in the model (:mod:`compiler.executor.llvm_log`).
     """
     if tuning_log is not None and not Path(tuning_log).is_file():
         raise FileNotFoundError(f"tuning log {tuning_log} does not exist")

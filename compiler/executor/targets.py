@@ -47,17 +47,25 @@ def build_for_target(model, cfg, target: str, *, calibration=None, quantize: boo
         compiled.stats["epilogues_fused"] = fuse_conv_epilogues(compiled.graph)
         compiled.partitions = partition_graph(compiled.graph)
         compiled.memory_plan = plan_memory(compiled.graph)
-    cpu = TargetCpuBackend(target)
-    if tuning_log is not None:
-        if target != "llvm":
-            raise ValueError(f"tuning_log applies to target 'llvm' (and the accelerator targets), not {target!r}")
-        from compiler.autotune.llvm_conv import apply_llvm_log
-
-        apply_llvm_log(cpu, compiled.graph, tuning_log)
-    cpu.prepare(compiled.graph)
+    if tuning_log is not None and target != "llvm":
+        raise ValueError(f"tuning_log applies to target 'llvm' (and the accelerator targets), not {target!r}")
     accel = TargetAccelBackend(cfg, target)
     compiled.stats["int8_layers_compiled"] = accel.prepare(compiled.graph)
-    return Module(compiled, accel, cpu, progress)
+    if tuning_log is None:
+        cpu = TargetCpuBackend(target)
+        cpu.prepare(compiled.graph)
+        return Module(compiled, accel, cpu, progress)
+    from compiler.autotune.llvm_conv import logged_faster, use_knobs
+    from compiler.executor.llvm_log import confirm_in_model
+
+    def make_cpu(knobs: dict) -> TargetCpuBackend:
+        cpu = TargetCpuBackend(target)
+        use_knobs(cpu, knobs)
+        cpu.prepare(compiled.graph)
+        return cpu
+    mod, kept = confirm_in_model(compiled, accel, make_cpu, logged_faster(compiled.graph, tuning_log), progress)
+    compiled.stats["tuned_convs"] = len(kept)
+    return mod
 
 
 def _refuse_value_shaped_kernels(g, target: str) -> None:

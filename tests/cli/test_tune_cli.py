@@ -65,5 +65,6 @@ def test_tune_llvm_logs_cpu_records_and_times_the_model(model_path, tmp_path, ca
     assert re.search(r"^\[Task +1/ *1\] Current/Best: ", out, re.M) and "network wall time" in out
     res = json.loads(out.strip().splitlines()[-1])
     assert res["target"] == "llvm" and res["tasks"] == 1 and res["wall_ms_after"] > 0
+    assert res["tasks_kept"] in (0, 1) and f"kept logged knobs for {res['tasks_kept']} of 1 task(s)" in out
     lines = [json.loads(s) for s in log.read_text().splitlines()]
     assert len(lines) == 2 and all(d["target"] == "llvm" and d["result"]["ns"] > 0 for d in lines)

@@ -11,6 +11,7 @@ import pytest
 from compiler.autotune import TuningLogWarning, make_tuner, tune_tasks
 from compiler.autotune import llvm_conv as lc
 from compiler.autotune.measure import Result
+from compiler.executor import llvm_log
 from compiler.executor.llvm_tasks import extract_llvm_tasks
 from compiler.topi import conv2d_direct as cd
 from compiler.topi.conv2d_direct import Conv2dSpec, CpuConvKnobs
@@ -235,7 +236,7 @@ def _other_knobs(task):
     return next(k for k in (sp.knobs(p) for p in sp.grid()) if k != d and k.ob != d.ob and sp.reject(k) is None)
 
 
-@pytest.mark.parametrize("logged_wins", [True, False, "hot-only"])
+@pytest.mark.parametrize("logged_wins", [True, False, "hot-only", "tie", "alone-only"])
 def test_build_applies_a_log_only_where_it_is_faster(tiny_model, tmp_path, monkeypatch, logged_wins):
     from compiler.executor import build
 
@@ -244,14 +245,24 @@ def test_build_applies_a_log_only_where_it_is_faster(tiny_model, tmp_path, monke
     chosen = {t.key: _other_knobs(t) for t in tasks}
     log.write_text("".join(_log_line(t, chosen[t.key]) + "\n" for t in tasks))
     # timing stubbed: the logged knobs are faster (or slower) than the default, so the choice is deterministic;
-    # "hot-only": faster on repeated calls but slower after a cache sweep (as the network runs it): not kept
+    # "hot-only": faster on repeated calls but slower after a cache sweep (as the network runs it): not kept;
+    # "tie": 2 % faster both ways, within timing noise (lc.MIN_GAIN is 3 %): not kept; "alone-only": faster alone
+    # both ways but slower in the model (the build's in-model check, llvm_log.layer_times, stubbed too): not kept
     def cost(call, repeats=5, flush=False):
         key, k = call  # what the stubbed bound_call below returns
         if k != chosen[key]:
             return 100
+        if logged_wins == "tie":
+            return 98
         return 200 if not logged_wins or (logged_wins == "hot-only" and flush) else 50
     monkeypatch.setattr(lc.LlvmConvTask, "bound_call", lambda self, k: (self.key, k))
     monkeypatch.setattr(lc, "time_call", cost)
+
+    def layer_times(mods, feeds):  # [default module, module with the kept knobs]: each conv layer's ms
+        assert len(mods) == 2 and feeds["input"].shape == (1, 8, 6, 6)
+        convs = [n.name for n in mods[0].graph.nodes if n.op in ("Conv", "FusedConv")]
+        return [dict.fromkeys(convs, 1.0), dict.fromkeys(convs, 2.0 if logged_wins == "alone-only" else 0.5)]
+    monkeypatch.setattr(llvm_log, "layer_times", layer_times)
     x = np.random.default_rng(0).standard_normal((1, 8, 6, 6)).astype(np.float32)
     base = build(str(tiny_model), target="llvm", progress=False)
     with warnings.catch_warnings():
@@ -289,6 +300,8 @@ def test_build_applies_logged_pixel_knobs(tmp_path, monkeypatch):
     log.write_text("".join(_log_line(t, chosen[t.key]) + "\n" for t in tasks))
     monkeypatch.setattr(lc.LlvmConvTask, "bound_call", lambda self, k: (self.key, k))
     monkeypatch.setattr(lc, "time_call", lambda call, repeats=5, flush=False: 50 if call[1] == chosen[call[0]] else 100)
+    monkeypatch.setattr(llvm_log, "layer_times", lambda mods, feeds: [
+        {n.name: t for n in m.graph.nodes} for m, t in zip(mods, (1.0, 0.5))])
     x = np.random.default_rng(0).standard_normal((1, 8, 8, 8)).astype(np.float32)
     base = build(str(path), target="llvm", progress=False)
     with warnings.catch_warnings():
@@ -319,3 +332,18 @@ def test_a_flushed_measurement_sweeps_the_caches_before_each_call(monkeypatch):
     assert len(sweeps) == 3
     assert lc._sweep[0].nbytes >= max(lc.SWEEP_MIN_BYTES, 2 * lc.last_level_cache_bytes())
     assert task.measure_cost(task.default_knobs(), repeats=2) > 0 and len(sweeps) == 3  # hot: no sweep
+
+
+def test_in_model_check_times_each_layer_of_each_module(tiny_model):
+    """The build's in-model check (real runs, no stubs): every layer of both modules gets a positive minimum time,
+    and the seeded inputs have the graph's input shapes and types."""
+    from compiler.executor import build
+
+    a = build(str(tiny_model), target="llvm", progress=False)
+    b = build(str(tiny_model), target="llvm", progress=False)
+    feeds = llvm_log.seeded_feeds(a.graph)
+    assert list(feeds) == ["input"] and feeds["input"].shape == (1, 8, 6, 6) and feeds["input"].dtype == np.float32
+    ta, tb = llvm_log.layer_times([a, b], feeds, rounds=3)
+    names = [r["name"] for r in a.profile()]
+    assert set(ta) == set(tb) == set(names) and len(names) >= 3
+    assert all(0 < t < 1e3 for t in [*ta.values(), *tb.values()])
