@@ -17,6 +17,11 @@ over runs (the machine is shared: ``load_before``/``load_after`` are the 1-minut
 matmul in TE scheduled for the CPU vs numpy (GFLOPS). The last line is one JSON object.
 
     python benchmarks/bench_cpu_target.py [--models resnet18,mobilenet_v2] [--repeat 7] [--threads 2]
+
+``cpu`` in the JSON says what each side ran on: onnxruntime picks its kernels from this machine's instructions
+(CPUID), ours are compiled for ``$VTA_LLVM_CPU`` (default the host). ``VTA_LLVM_CPU=x86-64-v3`` on an AVX-512
+machine times our AVX2 code against onnxruntime's AVX-512 code: a pessimistic bound for an AVX2 machine, where
+onnxruntime runs its AVX2 kernels too.
 """
 from __future__ import annotations
 
@@ -110,6 +115,20 @@ def matmul_figure(threads: int) -> dict:
     return {**res["by_threads"][str(threads)], "size": 512}
 
 
+def cpu_figure() -> dict:
+    """What each side ran: this machine's CPU (name, the highest x86-64 level it has, its int8 dot-product
+    instructions) and the CPU our kernels were compiled for ($VTA_LLVM_CPU / $VTA_LLVM_FEATURES: a lower level
+    than the host's times our side as an older CPU would run it, against onnxruntime on this one's instructions)."""
+    from compiler.backend.llvm.host import (LEVELS, float_lanes, host_cpu, int8_dot, make_target, target_cpu,
+                                            vector_bits)
+
+    name, enabled = host_cpu()
+    level = max((lv for lv, fs in LEVELS.items() if fs <= enabled), key=lambda lv: len(LEVELS[lv]), default=None)
+    host, ours = make_target("host"), target_cpu()
+    return {"host": name, "host_level": level, "host_vector_bits": vector_bits(host), "host_int8_dot": int8_dot(host),
+            "llvm_cpu": ours.cpu, "llvm_float_lanes": float_lanes(ours), "llvm_int8_dot": int8_dot(ours)}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default="resnet18,mobilenet_v2")
@@ -119,8 +138,11 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger().setLevel(logging.ERROR)
     os.environ["VTA_NUM_THREADS"] = str(args.threads)
     load_before = os.getloadavg()[0]
+    cpu = cpu_figure()
     print(f"bench_cpu_target: {args.threads} threads each side, min of {args.repeat} alternating runs, "
-          f"load average {load_before:.2f} on {os.cpu_count()} CPUs")
+          f"load average {load_before:.2f} on {os.cpu_count()} CPUs; host {cpu['host']} ({cpu['host_level']}), "
+          f"our kernels for {cpu['llvm_cpu']} ({32 * cpu['llvm_float_lanes']}-bit vectors, int8 dot "
+          f"{cpu['llvm_int8_dot'] or 'none: widening multiplies'})")
     models = {}
     for name in [m.strip() for m in args.models.split(",") if m.strip()]:
         r = bench_model(name, args.repeat, args.threads)
@@ -134,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  matmul 512^3 ({args.threads} threads): {mm}")
     load_after = os.getloadavg()[0]
     summary = {"threads": args.threads, "repeat": args.repeat, "load_before": load_before, "load_after": load_after,
-               "matmul_512": mm, "models": models}
+               "cpu": cpu, "matmul_512": mm, "models": models}
     if "resnet18" in models:
         summary["resnet18_fp32_llvm_over_ort"] = models["resnet18"]["fp32"]["llvm_over_ort"]
     summary["fp32_max_rel_err"] = max(m["fp32"]["max_rel_err"] for m in models.values())
