@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler.graph.ir import Graph, Node
+from compiler.graph.ir import Graph, Node, TensorInfo
 
 
 def expand_qlinear(g: Graph, n: Node) -> list[Node]:
@@ -223,22 +223,32 @@ def expand_group_norm(g: Graph, n: Node) -> list[Node]:
 
 
 def expand_attention(g: Graph, n: Node) -> list[Node]:
-    """A float32 Attention whose shapes are static and which uses no cache, padding lengths, window, softcap,
-    reduced-precision softmax or QK output, as the ops every target has: ``[Reshape -> Transpose] (3-D) -> [Expand]
-    (grouped heads) -> MatMul(Q, K^T) -> Mul(scale) -> [Add(float mask)] [Add(causal -inf bias)] -> Softmax ->
-    MatMul(V) -> [Transpose -> Reshape]``, so llvm runs it on its GEMM and softmax kernels. Anything else stays one
-    node (the host kernel): a bool mask too, whose fully masked rows must give zeros where softmax gives NaN."""
+    """A float32 Attention whose shapes are static and which uses no padding lengths or reduced-precision softmax,
+    as ops every target has: ``[Reshape -> Transpose] (3-D) -> [Concat(past, new)] (KV cache: the present outputs)
+    -> [Expand] (grouped heads) -> MatMul(Q, K^T) -> Mul(scale) -> [Div -> Tanh -> Mul] (softcap) -> [Add(float mask) | Where(bool mask, ., -inf)]
+    -> [Add(causal/window -inf bias)] -> SafeSoftmax -> MatMul(V) -> [Transpose -> Reshape]`` (and the mode's QK
+    tensor as its output), so llvm runs it on its GEMM and softmax kernels; SafeSoftmax gives a row with no key to attend zeros, as ONNX's Attention does (a
+    plain softmax gives NaN). Anything else stays one node (the host kernel)."""
+    from jit_runtime.host_ops.attention_kernels import allowed_keys
+
     a = n.attrs
     ins = list(n.inputs) + [""] * (7 - len(n.inputs))
     q, k, v, mask = ins[:4]
     infos = [g.tensors.get(t) for t in (q, k, v)]
-    if (any(ins[4:]) or any(o for o in n.outputs[1:]) or float(a.get("softcap", 0.0)) != 0.0
-            or int(a.get("softmax_precision", 1)) != 1 or int(a.get("left_window_size", -1)) != -1
-            or int(a.get("right_window_size", -1)) != -1 or any(i is None or i.dtype != np.float32 for i in infos)
+    past_k, past_v, nonpad = ins[4:7]
+    outs = list(n.outputs) + [""] * (4 - len(n.outputs))
+    if past_k or past_v:
+        infos += [g.tensors.get(past_k), g.tensors.get(past_v)]
+    if (nonpad or bool(past_k) != bool(past_v) or int(a.get("softmax_precision", 1)) != 1
+            or int(a.get("qk_matmul_output_mode", 0)) not in (0, 1, 2, 3)
+            or any(i is None or i.dtype != np.float32 for i in infos)
             or any(d is None for i in infos for d in i.shape)):
         return [n]
-    m_info = g.tensors.get(mask) if mask else None
-    if mask and (m_info is None or m_info.dtype != np.float32):
+    m_info = None
+    if mask:
+        m_info = (TensorInfo(np.shape(g.constants[mask]), np.asarray(g.constants[mask]).dtype)
+                  if mask in g.constants else g.tensors.get(mask))
+    if mask and (m_info is None or m_info.dtype not in (np.float32, np.bool_)):
         return [n]
     three_d = len(infos[0].shape) == 3
     if three_d:
@@ -249,8 +259,10 @@ def expand_attention(g: Graph, n: Node) -> list[Node]:
     else:
         b, hq, sq, d = infos[0].shape
         hkv, skv, dv = infos[1].shape[1], infos[1].shape[2], infos[2].shape[3]
-    if mask and (len(m_info.shape) < 1 or m_info.shape[-1] != skv):
-        return [n]  # a mask shorter than the keys is padded with -inf by the kernel
+    new_kv, past = skv, (infos[3].shape[2] if past_k else 0)
+    skv = past + new_kv  # keys attended: the cache's, then the new ones
+    if mask and (len(m_info.shape) < 1 or m_info.shape[-1] > skv):
+        return [n]
     nodes: list[Node] = []
     tmp, const = _namers(g, n)
 
@@ -274,20 +286,49 @@ def expand_attention(g: Graph, n: Node) -> list[Node]:
         return add("Reshape", [e, const(f"{tag}_all", np.array([b, hq, skv, size], np.int64))], (b, hq, skv, size),
                    f"{tag}_all")
 
-    q4, k4, v4 = (heads(q, hq, sq, d, "q"), heads(k, hkv, skv, d, "k"), heads(v, hkv, skv, dv, "v")) if three_d \
-        else (q, k, v)
+    q4, k4, v4 = (heads(q, hq, sq, d, "q"), heads(k, hkv, new_kv, d, "k"), heads(v, hkv, new_kv, dv, "v")) \
+        if three_d else (q, k, v)
+    for i, (cache, t, size, tag) in enumerate(((past_k, k4, d, "key"), (past_v, v4, dv, "value")), 1):
+        if cache:  # present = the cache with the new keys/values appended (a graph output or not)
+            t = add("Concat", [cache, t], (b, hkv, skv, size), f"present_{tag}", out=outs[i] or None, axis=2)
+        elif outs[i]:
+            add("Identity", [t], (b, hkv, skv, size), f"present_{tag}", out=outs[i])
+        if tag == "key":
+            k4 = t
+        else:
+            v4 = t
     k4, v4 = grouped(k4, d, "k"), grouped(v4, dv, "v")
     kt = add("Transpose", [k4], (b, hq, d, skv), "kt", perm=[0, 1, 3, 2])
     s = add("MatMul", [q4, kt], (b, hq, sq, skv), "qk")
     scale = a.get("scale")
     s = add("Mul", [s, const("scale", np.float32(1.0 / np.sqrt(d) if scale is None else scale))], (b, hq, sq, skv),
             "scaled")
-    if mask:
+    stage = [s]  # the QK output modes: 0 scaled, 1 soft-capped, 2 masked, 3 probabilities
+    cap = float(a.get("softcap", 0.0))
+    if cap > 0:  # cap * tanh(s / cap), before the masks (so -inf stays -inf)
+        s = add("Div", [s, const("cap", np.float32(cap))], (b, hq, sq, skv), "capped_in")
+        s = add("Tanh", [s], (b, hq, sq, skv), "capped_tanh")
+        s = add("Mul", [s, const("cap_out", np.float32(cap))], (b, hq, sq, skv), "capped")
+    stage.append(s)
+    if mask and m_info.shape[-1] < skv:  # a mask shorter than the keys: the rest masked (-inf, or False)
+        rank, fill = len(m_info.shape), np.asarray(-np.inf if m_info.dtype == np.float32 else False, m_info.dtype)
+        padded = m_info.shape[:-1] + (skv,)
+        mask = add("Pad", [mask, const("mask_pads", np.array([0] * (2 * rank - 1) + [skv - m_info.shape[-1]], np.int64)),
+                           const("mask_fill", fill)], padded, "mask_padded")
+        g.set_info(mask, padded, m_info.dtype)
+    if mask and m_info.dtype == np.bool_:
+        s = add("Where", [mask, s, const("neg_inf", np.float32(-np.inf))], (b, hq, sq, skv), "masked")
+    elif mask:
         s = add("Add", [s, mask], (b, hq, sq, skv), "masked")
-    if int(a.get("is_causal", 0)):
-        s = add("Add", [s, const("causal", np.triu(np.full((sq, skv), -np.inf, np.float32), 1))], (b, hq, sq, skv),
-                "causal")
-    p = add("Softmax", [s], (b, hq, sq, skv), "softmax", axis=-1)
+    ok = allowed_keys(a, 1, sq, skv, past, None)[0, 0]  # causal and window limits: constants (static cache length)
+    if not ok.all():
+        s = add("Add", [s, const("limits", np.where(ok, np.float32(0), np.float32(-np.inf)))], (b, hq, sq, skv),
+                "limits")
+    stage.append(s)
+    p = add("SafeSoftmax", [s], (b, hq, sq, skv), "softmax", axis=-1)
+    stage.append(p)
+    if outs[3]:
+        add("Identity", [stage[int(a.get("qk_matmul_output_mode", 0))]], (b, hq, sq, skv), "qk_out", out=outs[3])
     if not three_d:
         add("MatMul", [p, v4], (b, hq, sq, dv), "pv", out=n.outputs[0])
         return nodes

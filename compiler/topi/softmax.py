@@ -5,8 +5,9 @@ from compiler import te
 from compiler.te import Tensor
 
 
-def softmax(shape: tuple[int, ...], axis: int = -1) -> tuple[list[Tensor], list[Tensor]]:
-    """``(inputs, stages)`` of softmax over ``axis`` of ``shape``; the last stage is the output."""
+def softmax(shape: tuple[int, ...], axis: int = -1, safe: bool = False) -> tuple[list[Tensor], list[Tensor]]:
+    """``(inputs, stages)`` of softmax over ``axis`` of ``shape``; the last stage is the output. ``safe``: a row
+    whose every value is -inf (a query with no key to attend) gives zeros, not NaN (ONNX Attention's rule)."""
     x = te.placeholder(shape, "float32", "x")
     ax = axis % len(shape)
     k = shape[ax]
@@ -17,10 +18,22 @@ def softmax(shape: tuple[int, ...], axis: int = -1) -> tuple[list[Tensor], list[
         return tuple(i[:ax]) + (v,) + tuple(i[ax + 1:])
 
     mx = te.compute(red, lambda *i: te.max_(x[at(i, r1)], axis=r1), name="row_max", dtype="float32")
-    ex = te.compute(shape, lambda *i: te.exp(x[i] - mx[at(i, 0)]), name="exp", dtype="float32")
+    zero = te.const(0.0, "float32")
+
+    def shift(i):  # safe: an all -inf row is shifted by 0, so its exps are 0 (not exp(-inf + inf) = NaN)
+        m = mx[at(i, 0)]
+        return te.select(m < te.const(-FLOAT_MAX, "float32"), zero, m) if safe else m
+    ex = te.compute(shape, lambda *i: te.exp(x[i] - shift(i)), name="exp", dtype="float32")
     sm = te.compute(red, lambda *i: te.sum(ex[at(i, r2)], r2), name="row_sum", dtype="float32")
-    out = te.compute(shape, lambda *i: ex[i] / sm[at(i, 0)], name="softmax", dtype="float32")
+
+    def prob(i):
+        total = sm[at(i, 0)]
+        return te.select(total > zero, ex[i] / total, zero) if safe else ex[i] / total
+    out = te.compute(shape, lambda *i: prob(i), name="softmax", dtype="float32")
     return [x], [mx, ex, sm, out]
+
+
+FLOAT_MAX = 3.4028234663852886e38  # float32's largest finite value: a row max below it is -inf
 
 
 def schedule_cpu(s, stages: list[Tensor]) -> None:

@@ -29,7 +29,7 @@ def _heads(x: np.ndarray, n: int) -> np.ndarray:
     return x.reshape(b, s, n, h // n).transpose(0, 2, 1, 3)
 
 
-def _allowed(a: dict, b: int, sq: int, skv: int, past: int, nonpad) -> np.ndarray:
+def allowed_keys(a: dict, b: int, sq: int, skv: int, past: int, nonpad) -> np.ndarray:
     """(batch, 1, sq, skv) keys each query may attend: causal (bottom-right, offset-aware), the left/right windows
     around the query's absolute position and the non-padding keys."""
     if nonpad is not None and past == 0:
@@ -81,7 +81,7 @@ def attention(a, q, k, v, attn_mask=None, past_key=None, past_value=None, nonpad
     if cap > 0:
         logits = cap * np.tanh(logits / cap)
     capped = logits
-    ok = _allowed(a, b, sq, skv, past, nonpad_kv_seqlen)
+    ok = allowed_keys(a, b, sq, skv, past, nonpad_kv_seqlen)
     if attn_mask is not None:
         m = np.asarray(attn_mask)
         if m.shape[-1] < skv:  # padded to the total length with -inf (bool: not allowed)

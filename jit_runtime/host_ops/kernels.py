@@ -340,6 +340,19 @@ def softmax(a, x):
     return (e / e.sum(axis=axis, keepdims=True)).astype(_float_type(x))
 
 
+@kernel("SafeSoftmax")
+def safe_softmax(a, x):
+    """Softmax where a row of only -inf (a query with no key to attend) gives zeros, not NaN: ONNX Attention's
+    rule, for the Attention rewrite (``compiler.frontend.expand.expand_attention``)."""
+    axis = int(a.get("axis", -1))
+    xf = _f32(x)
+    top = xf.max(axis=axis, keepdims=True)
+    e = np.exp(xf - np.where(np.isneginf(top), np.float32(0), top))
+    total = e.sum(axis=axis, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(total > 0, e / total, np.float32(0)).astype(_float_type(x))
+
+
 # ---- shape / data movement -----------------------------------------------------------------
 @kernel("Flatten")
 def flatten(a, x):

@@ -37,7 +37,7 @@ from compiler.backend.plans.plans import (COMPILED_GLUE, INDEX_ARITHMETIC_OPS, N
 
 # compiled on first use with lazy=True: from the operator library (compiler.topi, TE -> LLVM through build_op) ...
 LAZY_OPS = frozenset({"QConv2D", "QDense", "Relu", "Clip", "Add", "Sub", "Mul", "Div", "MaxPool", "QuantizeLinear",
-                      "DequantizeLinear", "Softmax", "QAdd", "QMul", "QLookup", "PackActivation", "UnpackActivation",
+                      "DequantizeLinear", "Softmax", "SafeSoftmax", "QAdd", "QMul", "QLookup", "PackActivation", "UnpackActivation",
                       "PackedMaxPool",
                       # ... and hand-written (compiler.backend.llvm.pool)
                       "GlobalAveragePool"})

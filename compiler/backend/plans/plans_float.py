@@ -458,7 +458,8 @@ def plan_pool(node: Node, infos, consts, target: str) -> OpPlan:
 
 
 def plan_softmax(node: Node, infos, consts, target: str) -> OpPlan:
-    """Softmax (``topi/softmax``) or LogSoftmax (``topi/reduce``) over one axis."""
+    """Softmax or SafeSoftmax (``topi/softmax``; safe: all -inf rows give zeros) or LogSoftmax (``topi/reduce``)
+    over one axis."""
     check_f32(node, infos)
     x = infos[0]
     shape = tuple(x.shape)
@@ -466,10 +467,11 @@ def plan_softmax(node: Node, infos, consts, target: str) -> OpPlan:
         raise UnsupportedOnTarget(f"node {node.name!r} ({node.op}): needs an input of rank >= 1")
     axis = int(node.attrs.get("axis", -1)) % len(shape)
     lib, op = (reduce, reduce.log_softmax) if node.op == "LogSoftmax" else (softmax, softmax.softmax)
+    extra = {"safe": True} if node.op == "SafeSoftmax" else {}
     key = (node.op, shape, axis, target)
 
     def make():
-        ins, stages = op(shape, axis)
+        ins, stages = op(shape, axis, **extra)
         sched = lib.schedule_gpu if target == "cuda" else lib.schedule_cpu
         return ins, stages[-1], lambda s: sched(s, stages)
 
@@ -544,7 +546,7 @@ def plan_lrn(node: Node, infos, consts, target: str) -> OpPlan:
 
 
 PLANNERS = {"Conv": plan_conv, "FusedConv": plan_conv, "Gemm": plan_dense, "FusedDense": plan_dense, "MatMul": plan_dense,
-            "MaxPool": plan_pool, "AveragePool": plan_pool, "GlobalAveragePool": plan_pool, "Softmax": plan_softmax,
+            "MaxPool": plan_pool, "AveragePool": plan_pool, "GlobalAveragePool": plan_pool, "Softmax": plan_softmax, "SafeSoftmax": plan_softmax,
             "BatchNormalization": plan_batchnorm, "Sum": plan_sum, "LRN": plan_lrn, "LayerNormalization": plan_layernorm,
             "RMSNormalization": plan_layernorm,
             **{k: plan_unary for k in UNARY}, **{k: plan_binary for k in BINARY}, "Pow": plan_pow,

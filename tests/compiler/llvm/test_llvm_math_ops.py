@@ -3,6 +3,8 @@ kernels (ref), each against a float64 numpy reference over a range with special 
 ops as numpy glue on llvm; the refusals (bad axes, shapes that do not broadcast, what llvm's library lacks)."""
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import onnx
 import pytest
@@ -470,10 +472,18 @@ def _attention_model(q_shape, k_shape, **attrs) -> onnx.ModelProto:
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 24)])
 
 
+def _safe_softmax_rows(s: np.ndarray) -> np.ndarray:
+    """float64 softmax over the last axis; a row of only -inf gives zeros (ONNX Attention's rule)."""
+    top = s.max(-1, keepdims=True)
+    e = np.exp(s - np.where(np.isneginf(top), 0, top))
+    total = e.sum(-1, keepdims=True)
+    return np.where(total > 0, e / np.where(total > 0, total, 1), 0)
+
+
 def test_attention_gqa_matches_a_float64_reference_on_ref_and_llvm():
     """Opset-24 Attention, 3-D inputs with 4 query heads over 2 key/value heads, causal: the host kernel (ref) and,
-    rewritten at import into MatMul/Softmax, llvm's kernels (onnx's own node tests check the rest: masks, caches,
-    windows, softcap); a bool mask keeps the fused node (fully masked rows give zeros), which llvm refuses by name."""
+    rewritten at import into MatMul/SafeSoftmax, llvm's kernels (onnx's own node tests check the rest on ref, sim and
+    llvm: masks, caches, windows, softcap, QK outputs)."""
     rng = np.random.default_rng(11)
     q, k, v = (rng.standard_normal((2, 5, 4 * 8)).astype(np.float32), rng.standard_normal((2, 5, 2 * 8)).astype(np.float32),
                rng.standard_normal((2, 5, 2 * 8)).astype(np.float32))
@@ -483,17 +493,55 @@ def test_attention_gqa_matches_a_float64_reference_on_ref_and_llvm():
     kh = np.repeat(k.astype(np.float64).reshape(2, 5, 2, 8).transpose(0, 2, 1, 3), 2, axis=1)
     vh = np.repeat(v.astype(np.float64).reshape(2, 5, 2, 8).transpose(0, 2, 1, 3), 2, axis=1)
     s = qh @ kh.transpose(0, 1, 3, 2) / np.sqrt(8) + np.triu(np.full((5, 5), -np.inf), 1)
-    p = np.exp(s - s.max(-1, keepdims=True))
-    want = ((p / p.sum(-1, keepdims=True)) @ vh).transpose(0, 2, 1, 3).reshape(2, 5, 32)
+    want = (_safe_softmax_rows(s) @ vh).transpose(0, 2, 1, 3).reshape(2, 5, 32)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     llvm = build(model, target="llvm", progress=False)
     np.testing.assert_allclose(llvm.run({"q": q, "k": k, "v": v})[0], want, rtol=1e-5, atol=1e-6)
-    assert {r["op"] for r in llvm.profile()} >= {"MatMul", "Softmax"}
-    masked = _attention_model(q.shape, k.shape, q_num_heads=4, kv_num_heads=2)
-    masked.graph.node[0].input.append("m")
-    masked.graph.input.append(helper.make_tensor_value_info("m", TensorProto.BOOL, [5, 5]))
-    with pytest.raises(UnsupportedOnTarget, match="operator Attention is not in the operator library"):
-        build(masked, target="llvm", progress=False)
+    assert {r["op"] for r in llvm.profile()} >= {"MatMul", "SafeSoftmax"}
+
+
+@pytest.mark.parametrize("mask_type", ["bool", "float"])
+def test_attention_short_mask_cache_and_dead_rows_on_llvm(mask_type):
+    """4-D Attention with a KV cache (present outputs), a mask shorter than the keys (the rest masked) in which
+    one query row masks every key: llvm (the import rewrite: Concat, Pad, Where/Add, SafeSoftmax) equals ref's host
+    kernel and a float64 numpy reference, the dead row gives zeros (not NaN) and the present outputs are the
+    cache with the new keys/values appended."""
+    rng = np.random.default_rng(5)
+    b, h, sq, new, past, d = 2, 2, 3, 4, 5, 8
+    skv, short = past + new, past + new - 2
+    f = TensorProto.FLOAT
+    allowed = rng.random((sq, short)) > 0.3
+    allowed[1] = False  # query 1 attends nothing
+    if mask_type == "bool":
+        mask, mtype = allowed, TensorProto.BOOL
+    else:
+        mask, mtype = np.where(allowed, rng.standard_normal((sq, short)), -np.inf).astype(np.float32), f
+    feeds = {"q": rng.standard_normal((b, h, sq, d)), "k": rng.standard_normal((b, h, new, d)),
+             "v": rng.standard_normal((b, h, new, d)), "pk": rng.standard_normal((b, h, past, d)),
+             "pv": rng.standard_normal((b, h, past, d))}
+    feeds = {n: x.astype(np.float32) for n, x in feeds.items()} | {"m": mask}
+    ins = [helper.make_tensor_value_info(n, f, list(x.shape)) for n, x in feeds.items() if n != "m"]
+    ins.append(helper.make_tensor_value_info("m", mtype, [sq, short]))
+    node = helper.make_node("Attention", ["q", "k", "v", "m", "pk", "pv"], ["y", "present_k", "present_v"])
+    g = helper.make_graph([node], "att", ins, [helper.make_tensor_value_info(n, f, None)
+                                               for n in ("y", "present_k", "present_v")])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 24)])
+    kk = np.concatenate([feeds["pk"], feeds["k"]], 2).astype(np.float64)
+    vv = np.concatenate([feeds["pv"], feeds["v"]], 2).astype(np.float64)
+    bias = np.full((sq, skv), -np.inf)
+    bias[:, :short] = np.where(allowed, 0, -np.inf) if mask_type == "bool" else mask
+    s = feeds["q"].astype(np.float64) @ kk.transpose(0, 1, 3, 2) / np.sqrt(d) + bias
+    want = _safe_softmax_rows(s) @ vv
+    assert np.all(want[:, :, 1] == 0)
+    for target in ("ref", "llvm"):
+        kw = {"quantize": False} if target == "ref" else {}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the float mask's -inf: a NonFiniteInputWarning
+            y, pk, pv = build(model, target=target, progress=False, **kw).run(feeds)
+        np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-6, err_msg=target)
+        assert np.all(y[:, :, 1] == 0)
+        np.testing.assert_array_equal(pk, kk.astype(np.float32))
+        np.testing.assert_array_equal(pv, vv.astype(np.float32))
 
 
 @pytest.mark.parametrize("q_shape,k_shape,attrs,message", [
