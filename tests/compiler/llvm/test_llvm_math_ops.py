@@ -414,6 +414,35 @@ def test_nms_selection_feeds_glue_on_llvm():
         np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("center", [0, 1])
+def test_nms_of_many_overlapping_boxes_equals_onnxruntime(center):
+    """The NMS host kernel at detector scale (2 images, 6 classes, 500 boxes in overlapping clusters, corner or
+    centre boxes, tied scores): the same selection, in the same order, as onnxruntime's."""
+    from compiler.quant.ort_tools import ort_run
+
+    rng = np.random.default_rng(center)
+    n = 500
+    centres = rng.uniform(0, 50, (2, 25, 2))[:, rng.integers(0, 25, n)] + rng.normal(0, 1.5, (2, n, 2))
+    size = rng.uniform(2, 8, (2, n, 2))
+    boxes = np.concatenate([centres, size] if center else [centres - size / 2, centres + size / 2], -1)
+    scores = np.round(rng.uniform(0, 1, (2, 6, n)), 2)  # ties
+    feeds = {"boxes": boxes.astype(np.float32), "scores": scores.astype(np.float32)}
+    f = TensorProto.FLOAT
+    g = helper.make_graph([helper.make_node("NonMaxSuppression", ["boxes", "scores", "maxn", "iou", "thr"], ["sel"],
+                                            center_point_box=center)], "nms",
+                          [helper.make_tensor_value_info("boxes", f, [2, n, 4]),
+                           helper.make_tensor_value_info("scores", f, [2, 6, n])],
+                          [helper.make_tensor_value_info("sel", TensorProto.INT64, None)],
+                          [onnx.numpy_helper.from_array(v, k) for k, v in
+                           (("maxn", np.array([60], np.int64)), ("iou", np.array([0.45], np.float32)),
+                            ("thr", np.array([0.1], np.float32)))])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    got = build(model, target="ref", quantize=False, progress=False).run(feeds)[0]
+    want = ort_run(model, feeds)[0]
+    assert len(want) > 300
+    np.testing.assert_array_equal(got, want)
+
+
 def test_einsum_matches_numpy():
     a = np.random.default_rng(7).standard_normal((2, 3, 4)).astype(np.float32)
     b = np.random.default_rng(8).standard_normal((2, 4, 5)).astype(np.float32)
