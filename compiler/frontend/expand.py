@@ -222,11 +222,41 @@ def expand_group_norm(g: Graph, n: Node) -> list[Node]:
             Node("Add", [scaled, const("bias", per[1].reshape(chan))], [y], {}, f"{n.name}/bias")]
 
 
+def _nonpad_allowed(g: Graph, a: dict, add, const, nonpad: str, b: int, sq: int, skv: int, past: int) -> str:
+    """The (b, 1, sq, skv) bool tensor of the keys each query may attend given ``nonpad_kv_seqlen`` (int64, one
+    length a batch), computed at run time as index glue: key < length, and without a cache the causal and window
+    limits around the query's position ``i + length - sq`` (ONNX's offset; with a cache they are constants)."""
+    i64 = np.int64
+    length = add("Reshape", [nonpad, const("np_shape", np.array([b, 1, 1, 1], i64))], (b, 1, 1, 1), "np_len")
+    g.set_info(length, (b, 1, 1, 1), i64)
+    keys = const("np_keys", np.arange(skv, dtype=i64).reshape(1, 1, 1, skv))
+
+    def bool_op(op: str, x: str, y: str, tag: str, shp=(b, 1, sq, skv)) -> str:
+        out = add(op, [x, y], shp, tag)
+        g.set_info(out, shp, np.bool_)
+        return out
+    ok = bool_op("Less", keys, length, "np_in", (b, 1, 1, skv))
+    left, right = int(a.get("left_window_size", -1)), int(a.get("right_window_size", -1))
+    if past == 0 and (int(a.get("is_causal", 0)) or left >= 0 or right >= 0):
+        # key - position = (key - i + sq) - length
+        rel = const("np_rel", (np.arange(skv, dtype=i64)[None, :] - np.arange(sq, dtype=i64)[:, None] + sq)
+                    .reshape(1, 1, sq, skv))
+        diff = add("Sub", [rel, length], (b, 1, sq, skv), "np_diff")
+        g.set_info(diff, (b, 1, sq, skv), i64)
+        if int(a.get("is_causal", 0)) or right >= 0:  # causal: diff <= 0 (tighter than any right window)
+            hi = 0 if int(a.get("is_causal", 0)) else right
+            ok = bool_op("And", ok, bool_op("LessOrEqual", diff, const("np_hi", np.array(hi, i64)), "np_before"),
+                         "np_ok_hi")
+        if left >= 0:
+            ok = bool_op("And", ok, bool_op("GreaterOrEqual", diff, const("np_lo", np.array(-left, i64)), "np_after"),
+                         "np_ok_lo")
+    return ok
+
+
 def expand_attention(g: Graph, n: Node) -> list[Node]:
-    """A float32 Attention whose shapes are static and which uses no padding lengths or reduced-precision softmax,
-    as ops every target has: ``[Reshape -> Transpose] (3-D) -> [Concat(past, new)] (KV cache: the present outputs)
+    """A float32 Attention whose shapes are static and whose softmax is float32, as ops every target has: ``[Reshape -> Transpose] (3-D) -> [Concat(past, new)] (KV cache: the present outputs)
     -> [Expand] (grouped heads) -> MatMul(Q, K^T) -> Mul(scale) -> [Div -> Tanh -> Mul] (softcap) -> [Add(float mask) | Where(bool mask, ., -inf)]
-    -> [Add(causal/window -inf bias)] -> SafeSoftmax -> MatMul(V) -> [Transpose -> Reshape]`` (and the mode's QK
+    -> [Where(padding lengths' mask, ., -inf)] -> [Add(causal/window -inf bias)] -> SafeSoftmax -> MatMul(V) -> [Transpose -> Reshape]`` (and the mode's QK
     tensor as its output), so llvm runs it on its GEMM and softmax kernels; SafeSoftmax gives a row with no key to attend zeros, as ONNX's Attention does (a
     plain softmax gives NaN). Anything else stays one node (the host kernel)."""
     from jit_runtime.host_ops.attention_kernels import allowed_keys
@@ -239,7 +269,9 @@ def expand_attention(g: Graph, n: Node) -> list[Node]:
     outs = list(n.outputs) + [""] * (4 - len(n.outputs))
     if past_k or past_v:
         infos += [g.tensors.get(past_k), g.tensors.get(past_v)]
-    if (nonpad or bool(past_k) != bool(past_v) or int(a.get("softmax_precision", 1)) != 1
+    np_info = g.tensors.get(nonpad) if nonpad else None
+    if (nonpad and (np_info is None or np_info.dtype != np.int64 or np_info.shape != (infos[0].shape[0],))
+            or bool(past_k) != bool(past_v) or int(a.get("softmax_precision", 1)) != 1
             or int(a.get("qk_matmul_output_mode", 0)) not in (0, 1, 2, 3)
             or any(i is None or i.dtype != np.float32 for i in infos)
             or any(d is None for i in infos for d in i.shape)):
@@ -320,8 +352,11 @@ def expand_attention(g: Graph, n: Node) -> list[Node]:
         s = add("Where", [mask, s, const("neg_inf", np.float32(-np.inf))], (b, hq, sq, skv), "masked")
     elif mask:
         s = add("Add", [s, mask], (b, hq, sq, skv), "masked")
+    if nonpad:  # keys past each batch's length masked; without a cache, its queries end at that length
+        s = add("Where", [_nonpad_allowed(g, a, add, const, nonpad, b, sq, skv, past), s,
+                          const("neg_inf_np", np.float32(-np.inf))], (b, hq, sq, skv), "nonpad_masked")
     ok = allowed_keys(a, 1, sq, skv, past, None)[0, 0]  # causal and window limits: constants (static cache length)
-    if not ok.all():
+    if not ok.all() and not (nonpad and past == 0):  # (with padding lengths and no cache: in the mask above)
         s = add("Add", [s, const("limits", np.where(ok, np.float32(0), np.float32(-np.inf)))], (b, hq, sq, skv),
                 "limits")
     stage.append(s)
