@@ -371,3 +371,84 @@ def expand_attention(g: Graph, n: Node) -> list[Node]:
     yt = add("Transpose", [y4], (b, sq, hq, dv), "y_t", perm=[0, 2, 1, 3])
     add("Reshape", [yt, const("y_shape", np.array([b, sq, hq * dv], np.int64))], (b, sq, hq * dv), "y", out=n.outputs[0])
     return nodes
+
+
+def expand_rotary(g: Graph, n: Node) -> list[Node]:
+    """A float32 RotaryEmbedding with static shapes as ops every target has: ``[Reshape (batch, seq, heads, size)]
+    (3-D input) -> Slice (the rotated features, and the pairs: halves, or even/odd with ``interleaved``) ->
+    Mul/Sub/Add (x1 cos - x2 sin, x2 cos + x1 sin) -> Concat (re-interleaved through an Unsqueeze/Reshape) ->
+    [Reshape]``, the caches gathered by ``position_ids`` (index glue) and broadcast over the heads, so llvm runs it
+    on its elementwise kernels. Anything else stays one node (the host kernel)."""
+    a = n.attrs
+    ins = list(n.inputs) + [""] * (4 - len(n.inputs))
+    x, cos_c, sin_c, pid = ins[:4]
+    info = g.tensors.get(x)
+    caches = [g.tensors.get(c) if c not in g.constants else TensorInfo(np.shape(g.constants[c]), g.constants[c].dtype)
+              for c in (cos_c, sin_c)]
+    if (info is None or info.dtype != np.float32 or any(d is None for d in info.shape) or len(info.shape) not in (3, 4)
+            or any(c is None or c.dtype != np.float32 for c in caches)):
+        return [n]
+    three_d = len(info.shape) == 3
+    if three_d:
+        heads = int(a.get("num_heads", 0))
+        if heads <= 0 or info.shape[2] % heads:
+            return [n]
+        b, sq, hidden = info.shape
+        shape4 = (b, sq, heads, hidden // heads)  # heads on axis 2: the caches broadcast as (b, s, 1, rot/2)
+    else:
+        shape4 = tuple(info.shape)  # (b, heads, s, size): the caches broadcast as (b, 1, s, rot/2)
+        b, _, sq, _ = shape4
+    size = shape4[3]
+    rot = int(a.get("rotary_embedding_dim", 0)) or size
+    half = rot // 2
+    if rot % 2 or rot > size or caches[0].shape[-1] < half:
+        return [n]
+    nodes: list[Node] = []
+    tmp, const = _namers(g, n)
+
+    def add(op: str, inputs: list[str], shp, tag: str, out: str | None = None, **attrs) -> str:
+        out = out or tmp(tag, shp)
+        nodes.append(Node(op, inputs, [out], attrs, f"{n.name}/{tag}"))
+        return out
+
+    def last(t: str, shp, start: int, stop: int, tag: str, step: int = 1) -> str:
+        size_out = len(range(start, stop, step))
+        return add("Slice", [t, const(f"{tag}_s", np.array([start], np.int64)), const(f"{tag}_e", np.array([stop], np.int64)),
+                             const(f"{tag}_a", np.array([-1], np.int64)), const(f"{tag}_st", np.array([step], np.int64))],
+                   shp[:-1] + (size_out,), tag)
+
+    cache_shape = (b, sq, 1, half) if three_d else (b, 1, sq, half)
+    angles = []
+    for c, info_c, tag in ((cos_c, caches[0], "cos"), (sin_c, caches[1], "sin")):
+        if pid:
+            c = add("Gather", [c, pid], (b, sq, info_c.shape[-1]), f"{tag}_at", axis=0)
+        if info_c.shape[-1] != half:
+            c = last(c, (b, sq, info_c.shape[-1]), 0, half, f"{tag}_half")
+        angles.append(add("Reshape", [c, const(f"{tag}_shape", np.array(cache_shape, np.int64))], cache_shape,
+                          f"{tag}_b"))
+    cos, sin = angles
+    x4 = add("Reshape", [x, const("x_shape", np.array(shape4, np.int64))], shape4, "x4") if three_d else x
+    part = last(x4, shape4, 0, rot, "part") if rot < size else x4
+    pshape = shape4[:3] + (rot,)
+    if a.get("interleaved", 0):
+        x1, x2 = last(part, pshape, 0, rot, "x1", 2), last(part, pshape, 1, rot, "x2", 2)
+    else:
+        x1, x2 = last(part, pshape, 0, half, "x1"), last(part, pshape, half, rot, "x2")
+    hshape = shape4[:3] + (half,)
+    r1 = add("Sub", [add("Mul", [x1, cos], hshape, "x1c"), add("Mul", [x2, sin], hshape, "x2s")], hshape, "r1")
+    r2 = add("Add", [add("Mul", [x2, cos], hshape, "x2c"), add("Mul", [x1, sin], hshape, "x1s")], hshape, "r2")
+    if a.get("interleaved", 0):
+        pairs = [add("Unsqueeze", [r, const(f"{t}_ax", np.array([-1], np.int64))], hshape + (1,), f"{t}_u")
+                 for r, t in ((r1, "r1"), (r2, "r2"))]
+        both = add("Concat", pairs, hshape + (2,), "pairs", axis=-1)
+        rotated = add("Reshape", [both, const("pairs_shape", np.array(pshape, np.int64))], pshape, "rotated")
+    else:
+        rotated = add("Concat", [r1, r2], pshape, "rotated", axis=-1)
+    if rot < size:
+        rotated = add("Concat", [rotated, last(x4, shape4, rot, size, "rest")], shape4, "joined", axis=-1)
+    if three_d:
+        add("Reshape", [rotated, const("y_shape", np.array(info.shape, np.int64))], tuple(info.shape), "y",
+            out=n.outputs[0])
+    else:
+        add("Identity", [rotated], shape4, "y", out=n.outputs[0])
+    return nodes

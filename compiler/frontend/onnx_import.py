@@ -9,7 +9,7 @@ import onnx
 from onnx import numpy_helper
 
 from compiler.frontend.errors import ModelInputError, UnsupportedOperatorError
-from compiler.frontend.expand import (expand_attention, expand_group_norm, expand_qlinear, expand_reduce_mean,
+from compiler.frontend.expand import (expand_attention, expand_rotary, expand_group_norm, expand_qlinear, expand_reduce_mean,
                                       expand_sum, explicit_pads, global_max_as_window, split_gemm_bias)
 from compiler.frontend.pattern_fuse import fuse_decomposed_layernorm
 from compiler.frontend.shape_fold import fold_shape_subgraphs
@@ -143,6 +143,8 @@ def onnx_to_graph(model: str | Path | onnx.ModelProto, input_shapes: dict | None
             g.nodes.extend(expand_group_norm(g, node))
         elif n.op_type == "Attention":
             g.nodes.extend(expand_attention(g, node))
+        elif n.op_type == "RotaryEmbedding":
+            g.nodes.extend(expand_rotary(g, node))
         elif n.op_type == "GlobalMaxPool":
             require_static_shape(g, node.inputs[0], node)
             g.nodes.append(global_max_as_window(g, node))

@@ -1,6 +1,7 @@
-"""onnx's fused Attention node tests on the ``llvm`` target: each case the import rewrite takes (float32, float
-softmax) runs on llvm's kernels and matches onnx's expected outputs (masks, windows, softcap, KV caches, padding
-lengths, QK outputs, fully masked rows); the others are refused by name before anything runs."""
+"""onnx's fused Attention and RotaryEmbedding node tests on the ``llvm`` target: each case the import rewrites
+take (float32; Attention: a float softmax) runs on llvm's kernels and matches onnx's expected outputs (masks,
+windows, softcap, KV caches, padding lengths, QK outputs, fully masked rows; half and interleaved rotations, partial
+rotation, position ids or per-token caches); the others are refused by name before anything runs."""
 from __future__ import annotations
 
 import onnx
@@ -11,7 +12,7 @@ from tests.onnx_node.test_node_tests import _cache_dir
 
 
 def _fused(config) -> list:
-    return [c for c in load_cases(_cache_dir(config)) if c.model.graph.node[0].op_type == "Attention"
+    return [c for c in load_cases(_cache_dir(config)) if c.model.graph.node[0].op_type in ("Attention", "RotaryEmbedding")
             and len(c.model.graph.node) == 1 and not skip_reason(c.name)]
 
 
@@ -27,6 +28,8 @@ def _rewritten(model: onnx.ModelProto) -> bool:
     node = model.graph.node[0]
     attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
     types = {i.name: i.type.tensor_type.elem_type for i in model.graph.input}
+    if node.op_type == "RotaryEmbedding":
+        return all(types[t] == onnx.TensorProto.FLOAT for t in node.input[:3])
     ins = list(node.input) + [""] * (7 - len(node.input))
     floats = [ins[i] for i in (0, 1, 2, 4, 5) if ins[i]]
     return (attrs.get("softmax_precision", 1) == 1
@@ -36,7 +39,10 @@ def _rewritten(model: onnx.ModelProto) -> bool:
 
 def test_most_fused_cases_run_on_llvm(request):
     cases = _fused(request.config)
-    assert len(cases) >= 90 and sum(_rewritten(c.model) for c in cases) >= 80
+    attention = [c for c in cases if c.model.graph.node[0].op_type == "Attention"]
+    rotary = [c for c in cases if c.model.graph.node[0].op_type == "RotaryEmbedding"]
+    assert len(attention) >= 90 and sum(_rewritten(c.model) for c in attention) >= 80
+    assert len(rotary) >= 8 and all(_rewritten(c.model) for c in rotary)
 
 
 def test_attention_case_on_llvm(attention_case):
@@ -45,5 +51,6 @@ def test_attention_case_on_llvm(attention_case):
     if _rewritten(attention_case.model):
         run_case(attention_case, "llvm")
     else:
-        with pytest.raises(UnsupportedOnTarget, match="node 'Attention_0': operator Attention is not in the operator"):
+        op = attention_case.model.graph.node[0].op_type
+        with pytest.raises(UnsupportedOnTarget, match=f"operator {op} is not in the operator library"):
             run_case(attention_case, "llvm")
