@@ -347,3 +347,24 @@ def test_in_model_check_times_each_layer_of_each_module(tiny_model):
     names = [r["name"] for r in a.profile()]
     assert set(ta) == set(tb) == set(names) and len(names) >= 3
     assert all(0 < t < 1e3 for t in [*ta.values(), *tb.values()])
+
+
+def test_in_model_check_that_cannot_run_warns_and_keeps_what_won_alone(tiny_model, tmp_path, monkeypatch):
+    """A model the seeded inputs cannot run (stubbed: layer_times raises) still builds: a TuningLogWarning says
+    so and the knobs that timed faster alone are kept."""
+    from compiler.executor import build
+
+    tasks = extract_llvm_tasks(str(tiny_model))
+    chosen = {t.key: _other_knobs(t) for t in tasks}
+    log = tmp_path / "t.log"
+    log.write_text("".join(_log_line(t, chosen[t.key]) + "\n" for t in tasks))
+    monkeypatch.setattr(lc.LlvmConvTask, "bound_call", lambda self, k: (self.key, k))
+    monkeypatch.setattr(lc, "time_call", lambda call, repeats=5, flush=False: 50 if call[1] == chosen[call[0]] else 100)
+
+    def fails(mods, feeds):
+        raise IndexError("index 0 is out of bounds")
+    monkeypatch.setattr(llvm_log, "layer_times", fails)
+    with pytest.warns(TuningLogWarning, match="could not run on seeded inputs .*IndexError.* kept the 2"):
+        tuned = build(str(tiny_model), target="llvm", progress=False, tuning_log=log)
+    used = [plan.key[-1] for plan, _ in tuned.cpu._plans.values() if plan.key[0] == "conv2d"]
+    assert sorted(map(repr, used)) == sorted(map(repr, chosen.values()))
