@@ -193,6 +193,20 @@ def _namers(g: Graph, n: Node):
     return tmp, const
 
 
+def _builder(g: Graph, n: Node):
+    """``(nodes, add, const)`` for a rewrite of ``n`` into several nodes: ``add(op, inputs, shape, tag, out=None,
+    **attrs)`` appends a node writing a fresh float32 tensor (or ``out``) and returns its name; ``const`` as in
+    :func:`_namers`."""
+    nodes: list[Node] = []
+    tmp, const = _namers(g, n)
+
+    def add(op: str, inputs: list[str], shp, tag: str, out: str | None = None, **attrs) -> str:
+        out = out or tmp(tag, shp)
+        nodes.append(Node(op, inputs, [out], attrs, f"{n.name}/{tag}"))
+        return out
+    return nodes, add, const
+
+
 def expand_group_norm(g: Graph, n: Node) -> list[Node]:
     """InstanceNormalization / GroupNormalization with a static input and constant scale and bias as ops the
     targets have: ``Reshape (N * groups, rest) -> LayerNormalization (axis 1, unit scale) -> Reshape -> Mul
@@ -295,13 +309,7 @@ def expand_attention(g: Graph, n: Node) -> list[Node]:
     skv = past + new_kv  # keys attended: the cache's, then the new ones
     if mask and (len(m_info.shape) < 1 or m_info.shape[-1] > skv):
         return [n]
-    nodes: list[Node] = []
-    tmp, const = _namers(g, n)
-
-    def add(op: str, inputs: list[str], shp, tag: str, out: str | None = None, **attrs) -> str:
-        out = out or tmp(tag, shp)
-        nodes.append(Node(op, inputs, [out], attrs, f"{n.name}/{tag}"))
-        return out
+    nodes, add, const = _builder(g, n)
 
     def heads(t: str, h: int, s: int, size: int, tag: str) -> str:
         r = add("Reshape", [t, const(f"{tag}_shape", np.array([b, s, h, size], np.int64))], (b, s, h, size), f"{tag}_split")
@@ -403,13 +411,7 @@ def expand_rotary(g: Graph, n: Node) -> list[Node]:
     half = rot // 2
     if rot % 2 or rot > size or caches[0].shape[-1] < half:
         return [n]
-    nodes: list[Node] = []
-    tmp, const = _namers(g, n)
-
-    def add(op: str, inputs: list[str], shp, tag: str, out: str | None = None, **attrs) -> str:
-        out = out or tmp(tag, shp)
-        nodes.append(Node(op, inputs, [out], attrs, f"{n.name}/{tag}"))
-        return out
+    nodes, add, const = _builder(g, n)
 
     def last(t: str, shp, start: int, stop: int, tag: str, step: int = 1) -> str:
         size_out = len(range(start, stop, step))
