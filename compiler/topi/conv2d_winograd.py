@@ -36,12 +36,14 @@ from compiler.topi.elementwise import activation
 
 KB = 16          # default output channels per GEMM vector block (two AVX2 vectors; AVX-512: see WIDE_KB)
 TILES = (6, 5, 4)  # default tiles per register tile: the one running the fewest tile slots (see default_tile)
-# AVX-512 (32 float32 lanes in two zmm vectors, 32 registers): 32-channel GEMM blocks and up to 7 tiles, 14
+# AVX-512 (32 float32 lanes in two zmm vectors, 32 registers): 32-channel GEMM blocks and up to 8 tiles, 16
 # accumulators. Kernels alone, two threads, Zen 5, min of alternating calls, vs the AVX2-sized default (16 channels,
 # one zmm): ResNet-18's 64-channel 56x56 layers (rows, T 7) 0.70-0.72, 128-channel 28x28 (rows, T 7; AVX2 takes KB 8)
-# 0.50-0.53, 256-channel 14x14 (staged, T 7) 0.76-0.81, 512-channel 7x7 (staged, T 4 of 16 tiles) 0.79-0.81.
+# 0.50-0.53, 256-channel 14x14 (staged, T 7) 0.76-0.81, 512-channel 7x7 (staged, T 4 of 16 tiles) 0.79-0.81. T 8
+# (two register tiles for a 7x7 map's 16 tiles, none ragged): those 7x7 layers in the model 0.555-0.570 -> 0.508-0.523
+# ms (per-layer minima of 15 runs, two builds each; the llvm tuner found it first).
 WIDE_KB = 32
-WIDE_TILES = (7, 6, 5, 4)
+WIDE_TILES = (8, 7, 6, 5, 4)
 _G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])
 
 # Where the default schedule takes Winograd (two threads, kernels called in turn, min of 30; ResNet-18's layers
@@ -85,7 +87,7 @@ def default_tile(tiles: int, lanes: int) -> int:
     """Tiles per register tile for ``tiles`` Winograd tiles of one image: of the target's candidates
     (:func:`gemm_blocks`: :data:`TILES` on AVX2), the one that runs the fewest tile slots counting one slot per
     register tile for its fixed work, ``ceil(tiles / T) * (T + 1)``, ties to the larger (AVX2: a 7x7 map's 16
-    tiles: 4; 14x14: 49 tiles, 5; 28x28: 6; AVX-512: 4, 7, 7). ResNet-18's 512-channel 7x7 conv (AVX2): T = 4 1.25
+    tiles: 4; 14x14: 49 tiles, 5; 28x28: 6; AVX-512: 8, 7, 7). ResNet-18's 512-channel 7x7 conv (AVX2): T = 4 1.25
     ms, 6 1.33 ms."""
     cands = gemm_blocks(lanes)[1]
     if tiles <= cands[-1]:

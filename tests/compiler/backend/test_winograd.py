@@ -96,20 +96,22 @@ def test_where_the_default_takes_winograd():
 
 
 def test_avx512_default_takes_two_zmm_blocks():
-    """16 float32 lanes (AVX-512): 32-channel GEMM blocks and up to 7 tiles where the channels split into 32s,
+    """16 float32 lanes (AVX-512): 32-channel GEMM blocks and up to 8 tiles where the channels split into 32s,
     else AVX2's blocks; the same convs take Winograd as on AVX2."""
     conv = lambda c, hw, o=None: S(1, c, hw, hw, o or c, 3, 3, (1, 1), (1, 1, 1, 1))  # noqa: E731
     assert cw.default_knobs(conv(64, 56), 16) == cd.CpuConvKnobs(32, 7, "rows", 1, "rc_ky_kx", W)  # 28 tiles a row
     assert cw.default_knobs(conv(128, 28), 16) == cd.CpuConvKnobs(32, 7, "rows", 1, "rc_ky_kx", W)  # 14 tiles a row
     assert cw.default_knobs(conv(256, 14), 16) == cd.CpuConvKnobs(32, 7, "fused", 1, "rc_ky_kx", W)  # 49: 7 x 7
-    assert cw.default_knobs(conv(512, 7), 16) == cd.CpuConvKnobs(32, 4, "fused", 1, "rc_ky_kx", W)  # 16: 4 x 4
+    assert cw.default_knobs(conv(512, 7), 16) == cd.CpuConvKnobs(32, 8, "fused", 1, "rc_ky_kx", W)  # 16: 2 x 8
     assert cw.default_knobs(conv(48, 56), 16) == cd.CpuConvKnobs(16, 4, "rows", 1, "rc_ky_kx", W)  # 48: no 32s
-    assert cw.default_tile(49, 16) == 7 and cw.default_tile(16, 16) == 4 and cw.default_tile(3, 16) == 3
+    assert cw.default_tile(49, 16) == 7 and cw.default_tile(16, 16) == 8 and cw.default_tile(3, 16) == 3
+    assert cw.default_tile(196, 16) == 7 and cw.default_tile(64, 16) == 8 and cw.default_tile(16, 8) == 4
     for spec in (conv(16, 56), conv(64, 56, 40), S(1, 64, 56, 56, 64, 3, 3, (2, 2), (1, 1, 1, 1))):
         assert cw.default_knobs(spec, 16) is None and cw.default_knobs(spec, 8) is None
-    for lanes in (8, 16):  # the default's kernel computes the conv
-        got, want = _run(conv(32, 14, 64), cw.default_knobs(conv(32, 14, 64), lanes), True, True, "relu")
-        np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-5 * np.abs(want).max())
+    for lanes in (8, 16):  # the default's kernel computes the conv (a 7x7 map: 16 tiles, T 8 on AVX-512)
+        for spec in (conv(32, 14, 64), conv(64, 7)):
+            got, want = _run(spec, cw.default_knobs(spec, lanes), True, True, "relu")
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-5 * np.abs(want).max())
 
 
 @pytest.mark.parametrize("spec,knobs,msg", [
