@@ -268,11 +268,13 @@ def _nonpad_allowed(g: Graph, a: dict, add, const, nonpad: str, b: int, sq: int,
 
 
 def expand_attention(g: Graph, n: Node) -> list[Node]:
-    """A float32 Attention whose shapes are static and whose softmax is float32, as ops every target has: ``[Reshape -> Transpose] (3-D) -> [Concat(past, new)] (KV cache: the present outputs)
-    -> [Expand] (grouped heads) -> MatMul(Q, K^T) -> Mul(scale) -> [Div -> Tanh -> Mul] (softcap) -> [Add(float mask) | Where(bool mask, ., -inf)]
-    -> [Where(padding lengths' mask, ., -inf)] -> [Add(causal/window -inf bias)] -> SafeSoftmax -> MatMul(V) -> [Transpose -> Reshape]`` (and the mode's QK
-    tensor as its output), so llvm runs it on its GEMM and softmax kernels; SafeSoftmax gives a row with no key to attend zeros, as ONNX's Attention does (a
-    plain softmax gives NaN). Anything else stays one node (the host kernel)."""
+    """A float32 Attention whose shapes are static and whose softmax is float32, as ops every target has:
+    ``[Reshape -> Transpose] (3-D) -> [Concat(past, new)] (KV cache: the present outputs) -> [Expand] (grouped
+    heads) -> MatMul(Q, K^T) -> Mul(scale) -> [Div -> Tanh -> Mul] (softcap) -> [Add(float mask) | Where(bool
+    mask, ., -inf)] -> [Where(padding lengths' mask, ., -inf)] -> [Add(causal/window -inf bias)] -> SafeSoftmax ->
+    MatMul(V) -> [Transpose -> Reshape]`` (and the mode's QK tensor as its output), so llvm runs it on its GEMM and
+    softmax kernels; SafeSoftmax gives a row with no key to attend zeros, as ONNX's Attention does (a plain softmax
+    gives NaN). Anything else stays one node (the host kernel)."""
     from jit_runtime.host_ops.attention_kernels import allowed_keys
 
     a = n.attrs
@@ -328,15 +330,14 @@ def expand_attention(g: Graph, n: Node) -> list[Node]:
 
     q4, k4, v4 = (heads(q, hq, sq, d, "q"), heads(k, hkv, new_kv, d, "k"), heads(v, hkv, new_kv, dv, "v")) \
         if three_d else (q, k, v)
-    for i, (cache, t, size, tag) in enumerate(((past_k, k4, d, "key"), (past_v, v4, dv, "value")), 1):
-        if cache:  # present = the cache with the new keys/values appended (a graph output or not)
-            t = add("Concat", [cache, t], (b, hkv, skv, size), f"present_{tag}", out=outs[i] or None, axis=2)
-        elif outs[i]:
-            add("Identity", [t], (b, hkv, skv, size), f"present_{tag}", out=outs[i])
-        if tag == "key":
-            k4 = t
-        else:
-            v4 = t
+    def present(cache: str, t: str, size: int, tag: str, out: str) -> str:
+        """The keys/values attended: the cache with the new ones appended (the present output, when read)."""
+        if cache:
+            return add("Concat", [cache, t], (b, hkv, skv, size), f"present_{tag}", out=out or None, axis=2)
+        if out:
+            add("Identity", [t], (b, hkv, skv, size), f"present_{tag}", out=out)
+        return t
+    k4, v4 = present(past_k, k4, d, "key", outs[1]), present(past_v, v4, dv, "value", outs[2])
     k4, v4 = grouped(k4, d, "k"), grouped(v4, dv, "v")
     kt = add("Transpose", [k4], (b, hq, d, skv), "kt", perm=[0, 1, 3, 2])
     s = add("MatMul", [q4, kt], (b, hq, sq, skv), "qk")
@@ -353,8 +354,8 @@ def expand_attention(g: Graph, n: Node) -> list[Node]:
     if mask and m_info.shape[-1] < skv:  # a mask shorter than the keys: the rest masked (-inf, or False)
         rank, fill = len(m_info.shape), np.asarray(-np.inf if m_info.dtype == np.float32 else False, m_info.dtype)
         padded = m_info.shape[:-1] + (skv,)
-        mask = add("Pad", [mask, const("mask_pads", np.array([0] * (2 * rank - 1) + [skv - m_info.shape[-1]], np.int64)),
-                           const("mask_fill", fill)], padded, "mask_padded")
+        pads = np.array([0] * (2 * rank - 1) + [skv - m_info.shape[-1]], np.int64)
+        mask = add("Pad", [mask, const("mask_pads", pads), const("mask_fill", fill)], padded, "mask_padded")
         g.set_info(mask, padded, m_info.dtype)
     if mask and m_info.dtype == np.bool_:
         s = add("Where", [mask, s, const("neg_inf", np.float32(-np.inf))], (b, hq, sq, skv), "masked")
@@ -377,7 +378,8 @@ def expand_attention(g: Graph, n: Node) -> list[Node]:
         return nodes
     y4 = add("MatMul", [p, v4], (b, hq, sq, dv), "pv")
     yt = add("Transpose", [y4], (b, sq, hq, dv), "y_t", perm=[0, 2, 1, 3])
-    add("Reshape", [yt, const("y_shape", np.array([b, sq, hq * dv], np.int64))], (b, sq, hq * dv), "y", out=n.outputs[0])
+    add("Reshape", [yt, const("y_shape", np.array([b, sq, hq * dv], np.int64))], (b, sq, hq * dv), "y",
+        out=n.outputs[0])
     return nodes
 
 
@@ -415,9 +417,9 @@ def expand_rotary(g: Graph, n: Node) -> list[Node]:
 
     def last(t: str, shp, start: int, stop: int, tag: str, step: int = 1) -> str:
         size_out = len(range(start, stop, step))
-        return add("Slice", [t, const(f"{tag}_s", np.array([start], np.int64)), const(f"{tag}_e", np.array([stop], np.int64)),
-                             const(f"{tag}_a", np.array([-1], np.int64)), const(f"{tag}_st", np.array([step], np.int64))],
-                   shp[:-1] + (size_out,), tag)
+        bounds = [const(f"{tag}_{k}", np.array([v], np.int64))
+                  for k, v in (("s", start), ("e", stop), ("a", -1), ("st", step))]
+        return add("Slice", [t] + bounds, shp[:-1] + (size_out,), tag)
 
     cache_shape = (b, sq, 1, half) if three_d else (b, 1, sq, half)
     angles = []

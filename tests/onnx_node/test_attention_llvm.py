@@ -12,7 +12,8 @@ from tests.onnx_node.test_node_tests import _cache_dir
 
 
 def _fused(config) -> list:
-    return [c for c in load_cases(_cache_dir(config)) if c.model.graph.node[0].op_type in ("Attention", "RotaryEmbedding")
+    ops = ("Attention", "RotaryEmbedding")
+    return [c for c in load_cases(_cache_dir(config)) if c.model.graph.node[0].op_type in ops
             and len(c.model.graph.node) == 1 and not skip_reason(c.name)]
 
 

@@ -37,8 +37,8 @@ def _decoder():
     ins = [h.make_tensor_value_info("x", f, [B, S, HID]), h.make_tensor_value_info("pos", T.INT64, [B, S]),
            h.make_tensor_value_info("past_k", f, [B, KV_HEADS, PAST, D]),
            h.make_tensor_value_info("past_v", f, [B, KV_HEADS, PAST, D])]
-    g = h.make_graph(nodes, "decoder", ins, [h.make_tensor_value_info(o, f, None) for o in ("y", "present_k", "present_v")],
-                     [nh.from_array(v, k) for k, v in inits.items()])
+    outs = [h.make_tensor_value_info(o, f, None) for o in ("y", "present_k", "present_v")]
+    g = h.make_graph(nodes, "decoder", ins, outs, [nh.from_array(v, k) for k, v in inits.items()])
     m = h.make_model(g, opset_imports=[h.make_opsetid("", 23)])
     m.ir_version = 10
     feeds = {"x": rng.standard_normal((B, S, HID)).astype(np.float32),
