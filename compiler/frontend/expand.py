@@ -91,6 +91,34 @@ def split_gemm_bias(g: Graph, n: Node) -> list[Node]:
     return nodes
 
 
+def _namers(g: Graph, n: Node, dtype=np.float32):
+    """``(tmp, const)`` for a rewrite of node ``n``: a fresh tensor name of ``dtype`` with its shape recorded, and a
+    fresh constant holding a value, both named after ``n``."""
+    def tmp(base: str, shp) -> str:
+        name = g.fresh_name(f"{n.name}/{base}")
+        g.set_info(name, shp, dtype)
+        return name
+
+    def const(base: str, v) -> str:
+        return g.add_constant(g.fresh_name(f"{n.name}/{base}"), np.asarray(v))
+    return tmp, const
+
+
+def _builder(g: Graph, n: Node, dtype=np.float32):
+    """``(nodes, add, const)`` for a rewrite of ``n`` into several nodes: ``add(op, inputs, shape, tag, out=None,
+    name=None, **attrs)`` appends a node (named ``name``, default ``n``'s name/``tag``) writing a fresh tensor of
+    ``dtype`` (or ``out``) and returns its name; ``const`` as in :func:`_namers`."""
+    nodes: list[Node] = []
+    tmp, const = _namers(g, n, dtype)
+
+    def add(op: str, inputs: list[str], shp, tag: str, out: str | None = None, name: str | None = None,
+            **attrs) -> str:
+        out = out or tmp(tag, shp)
+        nodes.append(Node(op, inputs, [out], attrs, name or f"{n.name}/{tag}"))
+        return out
+    return nodes, add, const
+
+
 def reduce_mean_axes(g: Graph, n: Node) -> list[int] | None:
     """The sorted, non-negative axes a ``ReduceMean`` averages over (attribute before opset 18, input from 18);
     None when the axes input is not a constant."""
@@ -127,36 +155,26 @@ def expand_reduce_mean(g: Graph, n: Node) -> list[Node]:
     keepdims = int(n.attrs.get("keepdims", 1))
     kept = [a for a in range(rank) if a not in axes]
     out_shape = [1 if a in axes else shape[a] for a in range(rank)] if keepdims else [shape[a] for a in kept]
-    dtype = g.tensors[x].dtype
-    nodes: list[Node] = []
+    nodes, add, const = _builder(g, n, g.tensors[x].dtype)
 
-    def tmp(base: str, shp) -> str:
-        name = g.fresh_name(f"{n.name}/{base}")
-        g.set_info(name, shp, dtype)
-        return name
-
-    def reshape(src: str, dst: str, shp, tag: str) -> None:
-        c = g.add_constant(g.fresh_name(f"{n.name}/{tag}_shape"), np.asarray(shp, np.int64))
-        nodes.append(Node("Reshape", [src, c], [dst], {}, f"{n.name}/{tag}"))
+    def reshape(src: str, shp, tag: str, out: str | None = None) -> str:
+        return add("Reshape", [src, const(f"{tag}_shape", np.asarray(shp, np.int64))], tuple(shp), tag, out=out)
 
     if rank >= 3 and axes == list(range(2, rank)):
-        pooled = y if keepdims else tmp("pool", shape[:2] + (1,) * (rank - 2))
-        nodes.append(Node("GlobalAveragePool", [x], [pooled], {}, n.name))
+        pooled = add("GlobalAveragePool", [x], shape[:2] + (1,) * (rank - 2), "pool", out=y if keepdims else None,
+                     name=n.name)
         if not keepdims:
-            reshape(pooled, y, out_shape, "squeeze")
+            reshape(pooled, out_shape, "squeeze", out=y)
         return nodes
     perm = kept + axes
     src = x
     if perm != list(range(rank)):
-        src = tmp("transpose", [shape[a] for a in perm])
-        nodes.append(Node("Transpose", [x], [src], {"perm": perm}, f"{n.name}/transpose"))
+        src = add("Transpose", [x], tuple(shape[a] for a in perm), "transpose", perm=perm)
     n_kept = int(np.prod([shape[a] for a in kept], dtype=np.int64))
     n_red = int(np.prod([shape[a] for a in axes], dtype=np.int64))
-    rows = tmp("rows", (1, n_kept, n_red))
-    reshape(src, rows, (1, n_kept, n_red), "rows")
-    pooled = tmp("pool", (1, n_kept, 1))
-    nodes.append(Node("GlobalAveragePool", [rows], [pooled], {}, n.name))
-    reshape(pooled, y, out_shape, "out")
+    rows = reshape(src, (1, n_kept, n_red), "rows")
+    pooled = add("GlobalAveragePool", [rows], (1, n_kept, 1), "pool", name=n.name)
+    reshape(pooled, out_shape, "out", out=y)
     return nodes
 
 
@@ -178,33 +196,6 @@ def global_max_as_window(g: Graph, n: Node) -> Node:
     spatial = [int(d) for d in g.tensors[n.inputs[0]].shape[2:]]
     return Node("MaxPool", list(n.inputs), list(n.outputs),
                 {"kernel_shape": spatial, "strides": [1] * len(spatial), "pads": [0] * (2 * len(spatial))}, n.name)
-
-
-def _namers(g: Graph, n: Node):
-    """``(tmp, const)`` for a rewrite of node ``n``: a fresh float32 tensor name with its shape recorded, and a
-    fresh constant holding a value, both named after ``n``."""
-    def tmp(base: str, shp) -> str:
-        name = g.fresh_name(f"{n.name}/{base}")
-        g.set_info(name, shp, np.float32)
-        return name
-
-    def const(base: str, v) -> str:
-        return g.add_constant(g.fresh_name(f"{n.name}/{base}"), np.asarray(v))
-    return tmp, const
-
-
-def _builder(g: Graph, n: Node):
-    """``(nodes, add, const)`` for a rewrite of ``n`` into several nodes: ``add(op, inputs, shape, tag, out=None,
-    **attrs)`` appends a node writing a fresh float32 tensor (or ``out``) and returns its name; ``const`` as in
-    :func:`_namers`."""
-    nodes: list[Node] = []
-    tmp, const = _namers(g, n)
-
-    def add(op: str, inputs: list[str], shp, tag: str, out: str | None = None, **attrs) -> str:
-        out = out or tmp(tag, shp)
-        nodes.append(Node(op, inputs, [out], attrs, f"{n.name}/{tag}"))
-        return out
-    return nodes, add, const
 
 
 def expand_group_norm(g: Graph, n: Node) -> list[Node]:
