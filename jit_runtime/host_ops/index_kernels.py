@@ -184,7 +184,8 @@ def _greedy_nms(lo, hi, area, t: float, limit: int, ids) -> list:
     """``ids`` of the boxes greedy NMS keeps, in order (boxes by descending score): a box is kept unless its IoU
     with a kept one exceeds ``t``, at most ``limit``. Blocks of :data:`NMS_BLOCK` candidates: one vector test
     against every kept box, then the greedy pass within the block on its pairwise IoUs (a Python step per
-    candidate, a vector one per kept box: 80 classes x 3,000 boxes in 33 ms, 0.24 s one candidate at a time)."""
+    candidate, a vector one per kept box: 80 classes x 3,000 boxes, 100 kept a class: 48-53 ms; 136-140 ms with
+    numpy calls per candidate)."""
     kept: list[int] = []
     for j in range(0, len(ids), NMS_BLOCK):
         if len(kept) >= limit:
