@@ -20,15 +20,16 @@ def softmax(shape: tuple[int, ...], axis: int = -1, safe: bool = False) -> tuple
     mx = te.compute(red, lambda *i: te.max_(x[at(i, r1)], axis=r1), name="row_max", dtype="float32")
     zero = te.const(0.0, "float32")
 
+    def dead(i):  # a row whose max is -inf: every value is -inf
+        return mx[at(i, 0)] < te.const(-FLOAT_MAX, "float32")
+
     def shift(i):  # safe: an all -inf row is shifted by 0, so its exps are 0 (not exp(-inf + inf) = NaN)
-        m = mx[at(i, 0)]
-        return te.select(m < te.const(-FLOAT_MAX, "float32"), zero, m) if safe else m
+        return te.select(dead(i), zero, mx[at(i, 0)]) if safe else mx[at(i, 0)]
     ex = te.compute(shape, lambda *i: te.exp(x[i] - shift(i)), name="exp", dtype="float32")
     sm = te.compute(red, lambda *i: te.sum(ex[at(i, r2)], r2), name="row_sum", dtype="float32")
 
-    def prob(i):
-        total = sm[at(i, 0)]
-        return te.select(total > zero, ex[i] / total, zero) if safe else ex[i] / total
+    def prob(i):  # safe: a dead row gives zeros (a NaN anywhere else still propagates)
+        return te.select(dead(i), zero, ex[i] / sm[at(i, 0)]) if safe else ex[i] / sm[at(i, 0)]
     out = te.compute(shape, lambda *i: prob(i), name="softmax", dtype="float32")
     return [x], [mx, ex, sm, out]
 

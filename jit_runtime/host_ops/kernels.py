@@ -347,10 +347,10 @@ def safe_softmax(a, x):
     axis = int(a.get("axis", -1))
     xf = _f32(x)
     top = xf.max(axis=axis, keepdims=True)
-    e = np.exp(xf - np.where(np.isneginf(top), np.float32(0), top))
-    total = e.sum(axis=axis, keepdims=True)
+    dead = np.isneginf(top)  # every value -inf (a NaN elsewhere still propagates)
+    e = np.exp(xf - np.where(dead, np.float32(0), top))
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(total > 0, e / total, np.float32(0)).astype(_float_type(x))
+        return np.where(dead, np.float32(0), e / e.sum(axis=axis, keepdims=True)).astype(_float_type(x))
 
 
 # ---- shape / data movement -----------------------------------------------------------------

@@ -581,3 +581,22 @@ def test_attention_short_mask_cache_and_dead_rows_on_llvm(mask_type):
 def test_bad_attention_is_refused_at_the_input(q_shape, k_shape, attrs, message):
     with pytest.raises(ModelError, match=message):
         build(_attention_model(q_shape, k_shape, **attrs), target="ref", quantize=False, progress=False)
+
+
+def test_safe_softmax_zeroes_only_dead_rows_and_keeps_nan():
+    """SafeSoftmax (the Attention rewrite's softmax) on ref and llvm: a row of only -inf gives zeros, a row with a
+    NaN stays NaN, a row with some -inf is an ordinary softmax (float64 reference)."""
+    from compiler.backend.build import build_op
+    from compiler.schedule import create_schedule
+    from compiler.topi import softmax as sm
+    from jit_runtime.host_ops.kernels import safe_softmax
+
+    x = np.array([[-np.inf] * 4, [1.0, np.nan, 0.0, 2.0], [0.5, -np.inf, 1.5, -1.0]], np.float32)
+    e = np.exp(np.array([0.5, -np.inf, 1.5, -1.0]) - 1.5)
+    want = np.array([[0.0] * 4, [np.nan] * 4, e / e.sum()])
+    np.testing.assert_allclose(safe_softmax({"axis": -1}, x), want, rtol=1e-6)
+    ins, stages = sm.softmax(x.shape, -1, safe=True)
+    s = create_schedule(stages[-1])
+    sm.schedule_cpu(s, stages)
+    got = np.asarray(build_op(s, args=ins + [stages[-1]])(x))
+    np.testing.assert_allclose(got, want, rtol=1e-6)
