@@ -1,6 +1,6 @@
 """An opset-23 decoder block (RMSNormalization, grouped-query Attention with a KV cache and RotaryEmbedding by
 position ids, a SiLU-gated MLP) runs whole on llvm (the import rewrites; no host kernel) and equals
-onnxruntime's outputs, the present KV cache included."""
+onnxruntime's outputs, the present KV cache included; calibrated to int8 it runs on the accelerator targets."""
 from __future__ import annotations
 
 import numpy as np
@@ -63,3 +63,22 @@ def test_opset23_decoder_block_runs_whole_on_llvm_and_equals_onnxruntime():
     ops = {r["op"]: r.get("cpu_backend") for r in mod.profile()}
     assert not {"Attention", "RotaryEmbedding"} & set(ops)
     assert ops["SafeSoftmax"] == ops["RMSNormalization"] == ops["MatMul"] == "llvm"
+
+
+def test_opset23_decoder_block_quantized_on_sim_equals_ref():
+    """Calibrated to int8 for the accelerator: its dense layers offload, the rewritten attention (SafeSoftmax) and
+    rotation stay float around them; sim equals ref bit for bit and stays within int8 accuracy of onnxruntime."""
+    import onnxruntime as ort
+
+    from compiler.executor import build
+
+    m, feeds = _decoder()
+    want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    rng = np.random.default_rng(1)
+    calib = [dict(feeds, x=rng.standard_normal(feeds["x"].shape).astype(np.float32)) for _ in range(4)]
+    sim = build(m, target="sim", calibration=calib, progress=False)
+    got = sim.run(feeds)[0]
+    np.testing.assert_array_equal(got, build(m, target="ref", calibration=calib, progress=False).run(feeds)[0])
+    assert np.linalg.norm(got - want) / np.linalg.norm(want) < 0.08
+    ops = {r["op"]: r["target"] for r in sim.profile()}
+    assert ops["AccelDense"] == "accel" and ops["SafeSoftmax"] == "cpu"
