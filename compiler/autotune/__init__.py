@@ -3,7 +3,7 @@
 Nothing below this package imports it; ``compiler.executor.build(..., tuning_log=FILE)`` applies a log.
 """
 from compiler.autotune.apply import apply_tuning_log, tuned_knobs
-from compiler.autotune.llvm_conv import CpuConvSpace, LlvmConvTask, LlvmMeasurer, apply_llvm_log
+from compiler.autotune.llvm_conv import CpuConvSpace, LlvmConvTask, LlvmMeasurer, logged_faster, use_knobs
 from compiler.autotune.measure import LocalMeasurer, RayMeasurer, Result, measure
 from compiler.autotune.network import TUNERS, make_tuner, progress_printer, tune_tasks
 from compiler.autotune.records import Record, TuningLog, TuningLogWarning, best_records, load_records
@@ -14,4 +14,4 @@ from compiler.autotune.tuners import GridTuner, RandomTuner, Tuner
 __all__ = ["apply_tuning_log", "tuned_knobs", "LocalMeasurer", "RayMeasurer", "Result", "measure", "TUNERS",
            "make_tuner", "progress_printer", "tune_tasks", "Record", "TuningLog", "TuningLogWarning", "best_records",
            "load_records", "ConvSpace", "Task", "extract_tasks", "GridTuner", "RandomTuner", "Tuner",
-           "CpuConvSpace", "LlvmConvTask", "LlvmMeasurer", "apply_llvm_log"]
+           "CpuConvSpace", "LlvmConvTask", "LlvmMeasurer", "logged_faster", "use_knobs"]

@@ -23,9 +23,9 @@ timings taken side by side would disturb each other).
 
 Log lines have the accelerator records' fields with ``"target": "llvm"``, ``"cpu": {"name", "hash"}`` (the
 LLVM target CPU and its feature string: a record is used only on the CPU it was measured for) in place of
-``"hw"``, and ``"result": {"ns", "gflops"}``. :func:`apply_llvm_log` applies a log to ``build(..., target="llvm",
-tuning_log=)``: per task the fastest usable record, timed against the library's default knobs at build time,
-the faster kept (a log never makes a task slower than the default).
+``"hw"``, and ``"result": {"ns", "gflops"}``. ``build(..., target="llvm", tuning_log=)`` applies a log: per task
+the fastest usable record, timed against the library's default knobs at build time (:func:`logged_faster`, then
+in the model: ``compiler.executor.llvm_log``), kept only where faster (a log never makes a task slower).
 """
 from __future__ import annotations
 
@@ -597,12 +597,3 @@ def use_knobs(backend, knobs: dict[str, CpuConvKnobs]) -> None:
         t = task_of_node(node, infos)
         return None if t is None else knobs.get(t.key)
     backend.tuned = lookup
-
-
-def apply_llvm_log(backend, graph, path: str | Path) -> dict[str, CpuConvKnobs]:
-    """Make ``backend`` (a ``TargetCpuBackend`` for llvm, before ``prepare``) compile the convs of ``graph`` with the
-    log's best knobs where they time faster than the default alone (:func:`logged_faster`; ``build`` also confirms
-    them in the model). Returns task key -> the knobs kept."""
-    kept = logged_faster(graph, path)
-    use_knobs(backend, kept)
-    return kept

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler.graph.ir import Graph, Node, TensorInfo
+from compiler.graph.ir import Graph, Node
 
 
 def expand_qlinear(g: Graph, n: Node) -> list[Node]:
@@ -283,10 +283,7 @@ def expand_attention(g: Graph, n: Node) -> list[Node]:
             or any(i is None or i.dtype != np.float32 for i in infos)
             or any(d is None for i in infos for d in i.shape)):
         return [n]
-    m_info = None
-    if mask:
-        m_info = (TensorInfo(np.shape(g.constants[mask]), np.asarray(g.constants[mask]).dtype)
-                  if mask in g.constants else g.tensors.get(mask))
+    m_info = g.tensors.get(mask) if mask else None  # (constants have their info too: Graph.add_constant)
     if mask and (m_info is None or m_info.dtype not in (np.float32, np.bool_)):
         return [n]
     three_d = len(infos[0].shape) == 3
@@ -384,8 +381,7 @@ def expand_rotary(g: Graph, n: Node) -> list[Node]:
     ins = list(n.inputs) + [""] * (4 - len(n.inputs))
     x, cos_c, sin_c, pid = ins[:4]
     info = g.tensors.get(x)
-    caches = [g.tensors.get(c) if c not in g.constants else TensorInfo(np.shape(g.constants[c]), g.constants[c].dtype)
-              for c in (cos_c, sin_c)]
+    caches = [g.tensors.get(c) for c in (cos_c, sin_c)]
     if (info is None or info.dtype != np.float32 or any(d is None for d in info.shape) or len(info.shape) not in (3, 4)
             or any(c is None or c.dtype != np.float32 for c in caches)):
         return [n]
