@@ -106,6 +106,20 @@ def _ray_call(item, fn, *shared):
     return fn(item, *shared)
 
 
+def _importing(fn, modules: tuple):
+    """``fn`` that first imports ``modules``, under ``fn``'s name (Ray titles a busy worker ``ray::<name>``)."""
+    import functools
+
+    @functools.wraps(fn)
+    def task(*args):
+        import importlib
+
+        for m in modules:
+            importlib.import_module(m)
+        return fn(*args)
+    return task
+
+
 def import_ray():
     """The ``ray`` module, or a ValueError saying how to install it."""
     try:
@@ -147,14 +161,18 @@ class RayRunner(Runner):
         self.workers = int(workers or ray.cluster_resources().get("CPU", 1))
         self.cpus_per_task, self.max_retries, self.resubmits = cpus_per_task, max_retries, resubmits
         self.lost = 0  # tasks that had to be submitted again after their retries ran out
+        self.modules: tuple[str, ...] = ()  # what warm() imported: every task imports it first
 
     def warm(self, modules: Sequence[str] = (), hold_s: float = 1.0) -> float:
         """Start every worker and import ``modules`` in it before the first real task (one task per worker, each
         held ``hold_s`` so that no worker takes two), as a process pool's workers have what their parent
-        imported; returns the seconds it took."""
+        imported; returns the seconds it took. Ray may still start a worker later (or keep one that no warming task
+        reached), so every task of :meth:`imap` imports ``modules`` too before it runs (a dictionary lookup where
+        the worker has them)."""
         import time
 
         ray = self._ray
+        self.modules = tuple(dict.fromkeys(self.modules + tuple(modules)))
         t0 = time.perf_counter()
         remote = ray.remote(num_cpus=self.cpus_per_task)(_import_modules)
         ray.get([remote.remote(tuple(modules), hold_s) for _ in range(int(self.workers / self.cpus_per_task))])
@@ -165,6 +183,8 @@ class RayRunner(Runner):
         # ray.remote takes plain functions only (a busy worker's title is then ``ray::<name>``); a bound method (the
         # synthesis stage's ResourceModel.evaluate) or another picklable callable travels as an argument of _ray_call
         task, lead = (fn, []) if inspect.isfunction(fn) else (_ray_call, [ray.put(fn)])
+        if self.modules:
+            task = _importing(task, self.modules)
         remote = ray.remote(num_cpus=self.cpus_per_task, max_retries=self.max_retries)(task)
         args = lead + [ray.put(s) for s in shared]
         pending = {remote.remote(item, *args): (i, 0) for i, item in enumerate(items)}

@@ -135,3 +135,23 @@ def test_warm_imports_the_modules_in_every_worker(cluster):
     assert not any(cluster.map(_module_loaded, ["wave"] * 2))  # a module nothing of the stack imports
     assert cluster.warm(("wave",), hold_s=0.5) > 0
     assert cluster.map(_module_loaded, ["wave"] * 4) == [True] * 4
+
+
+def _held_pid(hold_s: float) -> int:
+    time.sleep(hold_s)
+    return os.getpid()
+
+
+def test_a_worker_started_after_warm_has_the_modules(cluster):
+    """A worker Ray starts after warm() (here: in place of killed ones) imports the warmed modules before its first
+    task, and the task keeps its own name as the worker's title."""
+    cluster.warm(("wave",), hold_s=0.2)
+    for pid in set(cluster.map(_held_pid, [0.3] * 2)):
+        os.kill(pid, signal.SIGKILL)
+    assert cluster.map(_module_loaded, ["wave"] * 4) == [True] * 4
+    assert all(title.startswith(b"ray::_title") for title in cluster.map(_title, [0.5] * 2))
+
+
+def _title(hold_s: float) -> bytes:
+    time.sleep(hold_s)
+    return Path(f"/proc/{os.getpid()}/cmdline").read_bytes()
