@@ -317,6 +317,7 @@ def llvm_space(image_size: int, n_tasks: int, trials: int, batch: int, seeds, ne
     from compiler.autotune.llvm_conv import LlvmMeasurer
     from compiler.executor.llvm_tasks import extract_llvm_tasks
     from compiler.autotune.xgb_tuner import TransferData
+    from compiler.executor.llvm_log import rank_in_model
     from compiler.executor import build
     from compiler.zoo import get_model
     from vta.commands.tune import model_wall_ms
@@ -387,6 +388,10 @@ def llvm_space(image_size: int, n_tasks: int, trials: int, batch: int, seeds, ne
                 t1 = time.time()
                 res = tune_tasks(all_tasks, measure, "xgb", net_trials, batch, str(log), 0)
                 out["net_tune_s"] = round(time.time() - t1, 1)
+                t1 = time.time()  # as `vta tune --target llvm` ends: the fastest settings of each task in the model
+                ranked = rank_in_model(model, log, feeds=x)
+                out.update(net_in_model_s=round(time.time() - t1, 1), net_in_model_ranked=len(ranked),
+                           net_in_model_chosen=sum(v is not None for v in ranked.values()))
                 base = build(model, target="llvm", progress=False)
                 with warnings.catch_warnings(record=True) as caught:
                     warnings.simplefilter("always")

@@ -23,9 +23,11 @@ timings taken side by side would disturb each other).
 
 Log lines have the accelerator records' fields with ``"target": "llvm"``, ``"cpu": {"name", "hash"}`` (the
 LLVM target CPU and its feature string: a record is used only on the CPU it was measured for) in place of
-``"hw"``, and ``"result": {"ns", "gflops"}``. ``build(..., target="llvm", tuning_log=)`` applies a log: per task
-the fastest usable record, timed against the library's default knobs at build time (:func:`logged_faster`, then
-in the model: ``compiler.executor.llvm_log``), kept only where faster (a log never makes a task slower).
+``"hw"``, and ``"result": {"ns", "gflops"}``; an in-model choice (``vta tune --target llvm`` ends with one per task:
+``compiler.executor.llvm_log.rank_in_model``) has ``"in_model": {...}`` and no result. ``build(..., target="llvm",
+tuning_log=)`` applies a log: per task its last in-model choice, else the fastest usable record timed against the
+library's default knobs at build time (:func:`logged_faster`), then both confirmed in the model
+(``compiler.executor.llvm_log``), kept only where faster (a log never makes a task slower).
 """
 from __future__ import annotations
 
@@ -204,13 +206,16 @@ class LlvmConvTask:
         out = np.empty(fn.func.args[fn.func.num_inputs].shape, np.float32)
         return fn.bind(*args, out=out) or (lambda: fn(*args, out=out))
 
-    def record_line(self, knobs: CpuConvKnobs, res: Result, tuner: str = "") -> str:
-        """The JSON line of one trial (see the module docstring)."""
+    def record_line(self, knobs: CpuConvKnobs, res: Result, tuner: str = "", in_model: dict | None = None) -> str:
+        """The JSON line of one trial (see the module docstring); ``in_model``: the figures of an in-model choice
+        (its line then has no timed ``result``)."""
         result = None if res.cycles is None else {"ns": int(res.cycles), "gflops": round(self.rate(res.cycles), 4)}
-        return json.dumps({"vta_tuning": FORMAT, "target": "llvm", "cpu": cpu_ident(), "task": self.ident,
-                           "config": dataclasses.asdict(knobs), "result": result, "error": res.error,
-                           "time": round(time.time(), 3), "seconds": round(res.seconds, 3), "tuner": tuner},
-                          sort_keys=True)
+        line = {"vta_tuning": FORMAT, "target": "llvm", "cpu": cpu_ident(), "task": self.ident,
+                "config": dataclasses.asdict(knobs), "result": result, "error": res.error,
+                "time": round(time.time(), 3), "seconds": round(res.seconds, 3), "tuner": tuner}
+        if in_model is not None:
+            line["in_model"] = in_model
+        return json.dumps(line, sort_keys=True)
 
 
 def time_call(call: Callable[[], None], repeats: int = REPEATS, flush: bool = False) -> int:
@@ -484,11 +489,35 @@ def _warn(msg: str) -> None:
     warnings.warn(msg, TuningLogWarning, stacklevel=3)
 
 
-def load_llvm_records(path: str | Path) -> list[tuple[dict, CpuConvKnobs, int, str]]:
-    """``(task identity, knobs, ns, FILE:LINE)`` of every successful llvm record for the current target CPU in the
-    log at ``path``; other lines (bad JSON, malformed, other CPU, accelerator records) are skipped with a warning."""
+@dataclass
+class LlvmLog:
+    """The usable llvm records of a tuning log for the current target CPU: ``records``, the timed trials
+    ``(task identity, knobs, ns, FILE:LINE)``; ``in_model``, task key -> ``(knobs, FILE:LINE)`` of the task's last
+    in-model choice (:func:`compiler.executor.llvm_log.rank_in_model`: knobs equal to the default mean the default
+    ran fastest in the model)."""
+
+    records: list[tuple[dict, CpuConvKnobs, int, str]]
+    in_model: dict[str, tuple[CpuConvKnobs, str]]
+
+
+def _parse_record(obj: dict) -> tuple[dict, CpuConvKnobs]:
+    """``(task identity, knobs)`` of an llvm record; KeyError/TypeError/ValueError where malformed."""
+    conf = obj["config"]
+    unknown = sorted(set(conf) - set(KNOB_FIELDS))
+    if unknown:
+        raise ValueError(f"unknown knobs {unknown}")
+    knobs = CpuConvKnobs(**conf)
+    ident = obj["task"]
+    if not isinstance(ident, dict):
+        raise TypeError("task must be an object")
+    return ident, knobs
+
+
+def load_llvm_log(path: str | Path) -> LlvmLog:
+    """The :class:`LlvmLog` of the log at ``path``; other lines (bad JSON, malformed, other CPU, accelerator
+    records) are skipped with a warning."""
     want = cpu_ident()
-    out = []
+    out, in_model = [], {}
     for where, obj in log_lines(path):
         if not isinstance(obj, dict) or obj.get("vta_tuning") != FORMAT:
             _warn(f"{where}: not a vta-stack tuning record of format {FORMAT}; skipped")
@@ -503,33 +532,40 @@ def load_llvm_records(path: str | Path) -> list[tuple[dict, CpuConvKnobs, int, s
                   f"), but this build compiles for {want['name']!r} (hash {want['hash']}); skipped")
             continue
         try:
+            if obj.get("in_model") is not None:
+                if not isinstance(obj["in_model"], dict):
+                    raise TypeError("in_model must be an object")
+                ident, knobs = _parse_record(obj)
+                in_model[json.dumps(ident, sort_keys=True)] = (knobs, where)
+                continue
             if obj.get("result") is None:
                 continue
-            conf = obj["config"]
-            unknown = sorted(set(conf) - set(KNOB_FIELDS))
-            if unknown:
-                raise ValueError(f"unknown knobs {unknown}")
-            knobs = CpuConvKnobs(**conf)
+            ident, knobs = _parse_record(obj)
             ns = int(obj["result"]["ns"])
             if ns <= 0:
                 raise ValueError(f"ns {ns} must be > 0")
-            ident = obj["task"]
-            if not isinstance(ident, dict):
-                raise TypeError("task must be an object")
         except (KeyError, TypeError, ValueError) as exc:
             _warn(f"{where}: malformed llvm tuning record ({type(exc).__name__}: {exc}); skipped")
             continue
         out.append((ident, knobs, ns, where))
-    return out
+    return LlvmLog(out, in_model)
 
 
-def logged_knobs(tasks: list[LlvmConvTask], path: str | Path) -> dict[str, CpuConvKnobs]:
+def load_llvm_records(path: str | Path) -> list[tuple[dict, CpuConvKnobs, int, str]]:
+    """``(task identity, knobs, ns, FILE:LINE)`` of every timed llvm record for the current target CPU in the log at
+    ``path`` (:func:`load_llvm_log`'s ``records``)."""
+    return load_llvm_log(path).records
+
+
+def logged_knobs(tasks: list[LlvmConvTask], path: str | Path, log: LlvmLog | None = None,
+                 skip: frozenset = frozenset()) -> dict[str, CpuConvKnobs]:
     """Task key -> knobs of its fastest usable record in the log (warns for unknown tasks, unusable knobs, and
-    tasks no record covers)."""
+    tasks no record covers); tasks whose key is in ``skip`` are left out without a warning. ``log``: the log at
+    ``path`` already loaded."""
     by_key = {t.key: t for t in tasks}
     chosen: dict[str, CpuConvKnobs] = {}
     unknown: set[str] = set()
-    for ident, knobs, _ns, where in sorted(load_llvm_records(path), key=lambda r: r[2]):
+    for ident, knobs, _ns, where in sorted((log or load_llvm_log(path)).records, key=lambda r: r[2]):
         key = json.dumps(ident, sort_keys=True)
         task = by_key.get(key)
         if task is None:
@@ -537,14 +573,14 @@ def logged_knobs(tasks: list[LlvmConvTask], path: str | Path) -> dict[str, CpuCo
                 unknown.add(key)
                 _warn(f"{where}: record for a conv that is not in this model ({ident.get('spec')}); skipped")
             continue
-        if key in chosen:
+        if key in chosen or key in skip:
             continue
         why = task.make_space().reject(knobs)
         if why:
             _warn(f"{where}: knobs {knobs} cannot be used for {task.describe()} ({why}); skipped")
             continue
         chosen[key] = knobs
-    missing = [t for t in tasks if t.key not in chosen]
+    missing = [t for t in tasks if t.key not in chosen and t.key not in skip]
     if missing:
         _warn(f"tuning log {path}: no usable llvm record for {len(missing)} of {len(tasks)} conv task(s) "
               f"({'; '.join(t.describe() for t in missing[:4])}{'; ...' if len(missing) > 4 else ''}); they use the "
@@ -582,12 +618,25 @@ def faster_than_default(task: LlvmConvTask, knobs: CpuConvKnobs, rounds: int = 5
 
 
 def logged_faster(graph, path: str | Path) -> dict[str, CpuConvKnobs]:
-    """Task key -> the log's best knobs for the tunable convs of ``graph``, where they time faster than the default
-    alone, here and now (:func:`faster_than_default`); ``compiler.executor.llvm_log`` then confirms them in the
-    model."""
+    """Task key -> logged knobs for the tunable convs of ``graph``: a task's in-model choice where the log has one
+    (:func:`compiler.executor.llvm_log.rank_in_model`; none where that was the default), else its fastest record
+    where it times faster than the default alone, here and now (:func:`faster_than_default`);
+    ``compiler.executor.llvm_log`` then confirms them in the model."""
     tasks = graph_tasks(graph)
-    chosen = logged_knobs(tasks, path)
-    return {t.key: chosen[t.key] for t in tasks if t.key in chosen and faster_than_default(t, chosen[t.key])[0]}
+    log = load_llvm_log(path)
+    ranked: dict[str, CpuConvKnobs] = {}
+    for t in tasks:
+        knobs, where = log.in_model.get(t.key, (None, ""))
+        why = None if knobs is None or knobs == t.default_knobs() else t.make_space().reject(knobs)
+        if why:
+            _warn(f"{where}: in-model choice {knobs} cannot be used for {t.describe()} ({why}); its timed records "
+                  f"are used instead")
+        elif knobs is not None:
+            ranked[t.key] = knobs
+    chosen = logged_knobs(tasks, path, log, frozenset(ranked))
+    out = {t.key: ranked[t.key] for t in tasks if t.key in ranked and ranked[t.key] != t.default_knobs()}
+    out.update({t.key: chosen[t.key] for t in tasks if t.key in chosen and faster_than_default(t, chosen[t.key])[0]})
+    return out
 
 
 def use_knobs(backend, knobs: dict[str, CpuConvKnobs]) -> None:

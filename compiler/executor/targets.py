@@ -55,15 +55,11 @@ def build_for_target(model, cfg, target: str, *, calibration=None, quantize: boo
         cpu = TargetCpuBackend(target)
         cpu.prepare(compiled.graph)
         return Module(compiled, accel, cpu, progress)
-    from compiler.autotune.llvm_conv import logged_faster, use_knobs
-    from compiler.executor.llvm_log import confirm_in_model
+    from compiler.autotune.llvm_conv import logged_faster
+    from compiler.executor.llvm_log import confirm_in_model, cpu_with_knobs
 
-    def make_cpu(knobs: dict) -> TargetCpuBackend:
-        cpu = TargetCpuBackend(target)
-        use_knobs(cpu, knobs)
-        cpu.prepare(compiled.graph)
-        return cpu
-    mod, kept = confirm_in_model(compiled, accel, make_cpu, logged_faster(compiled.graph, tuning_log), progress)
+    mod, kept = confirm_in_model(compiled, accel, lambda knobs: cpu_with_knobs(compiled.graph, knobs),
+                                 logged_faster(compiled.graph, tuning_log), progress)
     compiled.stats["tuned_convs"] = len(kept)
     return mod
 

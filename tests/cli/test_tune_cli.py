@@ -55,6 +55,10 @@ def test_tune_errors_are_one_line(model_path, tmp_path, capsys):
     assert "invalid choice: 'gpu'" in err and "'sim'" in err and "'llvm'" in err
     assert main(["tune", str(model_path), "--target", "llvm", "--calibrate", "1", "--log", str(tmp_path / "x.log")]) == 2
     assert "float convs of a float model" in capsys.readouterr().err
+    assert main(["tune", str(model_path), "--target", "llvm", "--in-model", "-1", "--log", str(tmp_path / "x.log")]) == 2
+    assert "--in-model must be >= 0" in capsys.readouterr().err
+    assert main(["tune", str(model_path), "--calibrate", "1", "--in-model", "2", "--log", str(tmp_path / "x.log")]) == 2
+    assert "--in-model applies to --target llvm" in capsys.readouterr().err
 
 
 def test_tune_llvm_logs_cpu_records_and_times_the_model(model_path, tmp_path, capsys):
@@ -67,4 +71,12 @@ def test_tune_llvm_logs_cpu_records_and_times_the_model(model_path, tmp_path, ca
     assert res["target"] == "llvm" and res["tasks"] == 1 and res["wall_ms_after"] > 0
     assert res["tasks_kept"] in (0, 1) and f"kept logged knobs for {res['tasks_kept']} of 1 task(s)" in out
     lines = [json.loads(s) for s in log.read_text().splitlines()]
-    assert len(lines) == 2 and all(d["target"] == "llvm" and d["result"]["ns"] > 0 for d in lines)
+    timed = [d for d in lines if "in_model" not in d]
+    assert len(timed) == 2 and all(d["target"] == "llvm" and d["result"]["ns"] > 0 for d in timed)
+    # then each task's fastest settings other than the default (measured first) ran in the model (--in-model 4 by
+    # default): one line for the task where the two trials logged one, saying what it chose
+    ranked = [d for d in lines if "in_model" in d]
+    others = {json.dumps(d["config"], sort_keys=True) for d in timed[1:]} - {json.dumps(timed[0]["config"], sort_keys=True)}
+    assert len(ranked) == res["in_model_ranked"] == (1 if others else 0)
+    assert f"{res['in_model_chosen']} of {res['in_model_ranked']} task(s) ran faster" in out
+    assert all(d["in_model"]["default_ms"] > 0 and d["result"] is None for d in ranked)

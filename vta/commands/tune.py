@@ -32,6 +32,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "cluster address such as 'auto' (pip install 'vta-stack[ray]')")
     p.add_argument("--calibrate", type=int, metavar="N", help="quantize a float model with N seeded random samples")
     p.add_argument("--seed", type=int, default=0, help="seed of the tuners, the input and calibration data")
+    p.add_argument("--in-model", type=int, default=None, metavar="K",
+                   help="--target llvm: run each task's K fastest settings in the whole model and log the one its "
+                        "layers ran fastest with, or the default (default 4; 0: skip)")
     p.add_argument("--json", action="store_true", help="end with one JSON object (latencies, per-task results)")
     p.set_defaults(func=run)
 
@@ -55,6 +58,9 @@ def run(args: argparse.Namespace) -> int:
     logging.getLogger().setLevel(logging.ERROR)
     if args.target == "llvm":
         return run_llvm(args)
+    if args.in_model is not None:
+        raise ValueError("--in-model applies to --target llvm (the accelerator's cycles do not depend on the "
+                         "neighbouring layers)")
     model = load_model(args.model)
     inputs = model_inputs(model)
     feeds = random_inputs(inputs, args.seed)
@@ -113,6 +119,7 @@ def run_llvm(args: argparse.Namespace) -> int:
     compiled kernels on this CPU, then build with and without the log and time the whole model."""
     from compiler.autotune import progress_printer, tune_tasks
     from compiler.autotune.llvm_conv import MIN_GAIN, LlvmMeasurer
+    from compiler.executor.llvm_log import CANDIDATES as IN_MODEL, rank_in_model
     from compiler.executor.llvm_tasks import extract_llvm_tasks
     from compiler.executor import build
     from compiler.frontend.onnx_import import load_model
@@ -120,6 +127,10 @@ def run_llvm(args: argparse.Namespace) -> int:
 
     if args.ray:
         raise ValueError("--ray does not apply to --target llvm: kernels are timed on this CPU, one at a time")
+    if args.in_model is None:
+        args.in_model = IN_MODEL
+    if args.in_model < 0:
+        raise ValueError(f"--in-model must be >= 0 (settings run in the model per task; 0: skip), got {args.in_model}")
     model = load_model(args.model)
     if is_quantized(model) or args.calibrate:
         raise ValueError(f"--target llvm tunes the float convs of a float model; {args.model} is quantized or "
@@ -133,6 +144,11 @@ def run_llvm(args: argparse.Namespace) -> int:
         results = tune_tasks(tasks, measurer, args.tuner, args.trials, args.batch, args.log, args.seed,
                              progress_printer(sys.stdout))
     tune_s = time.perf_counter() - t0
+    ranked = {}
+    if args.in_model:
+        ranked = rank_in_model(model, args.log, input_shapes=shapes, candidates=args.in_model, feeds=feeds)
+        print(f"in the model ({args.in_model} fastest settings a task): {sum(v is not None for v in ranked.values())} "
+              f"of {len(ranked)} task(s) ran faster with a logged setting than with the default by {MIN_GAIN:.0%}")
     base = build(model, target="llvm", input_shapes=shapes, progress=False)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -154,7 +170,8 @@ def run_llvm(args: argparse.Namespace) -> int:
           f"speed-up {b / a:.3f}x")
     if args.json:
         print(json.dumps({"target": "llvm", "tasks": len(tasks), "trials": args.trials, "tuner": args.tuner,
-                          "tasks_kept": kept, "wall_ms_before": b, "wall_ms_after": a, "tune_seconds": round(tune_s, 2),
+                          "tasks_kept": kept, "in_model_chosen": sum(v is not None for v in ranked.values()),
+                          "in_model_ranked": len(ranked), "wall_ms_before": b, "wall_ms_after": a, "tune_seconds": round(tune_s, 2),
                           "per_task": [{"task": r.task.describe(), "ns": r.cycles, "trials": r.trials,
                                         "rejected": r.rejected} for r in results]}))
     return 0

@@ -368,3 +368,112 @@ def test_in_model_check_that_cannot_run_warns_and_keeps_what_won_alone(tiny_mode
         tuned = build(str(tiny_model), target="llvm", progress=False, tuning_log=log)
     used = [plan.key[-1] for plan, _ in tuned.cpu._plans.values() if plan.key[0] == "conv2d"]
     assert sorted(map(repr, used)) == sorted(map(repr, chosen.values()))
+
+
+def _two_other_knobs(task):
+    d, sp = task.default_knobs(), task.make_space()
+    others = [k for k in (sp.knobs(p) for p in sp.grid()) if k != d and sp.reject(k) is None]
+    return others[0], others[-1]
+
+
+def test_rank_in_model_logs_the_setting_fastest_in_the_model(tiny_model, tmp_path, monkeypatch):
+    """rank_in_model runs each task's fastest logged settings in the model (module j: every task's j-th) and logs
+    the one its layers ran fastest with, not the one fastest alone, or the default within MIN_GAIN; the build then
+    starts from those choices without timing them alone again."""
+    from compiler.executor import build
+
+    tasks = extract_llvm_tasks(str(tiny_model))
+    first, second = tasks
+    pairs = {t.key: _two_other_knobs(t) for t in tasks}
+    log = tmp_path / "t.log"
+    log.write_text("".join(_log_line(t, t.default_knobs(), 100) + "\n" + _log_line(t, pairs[t.key][0], 50) + "\n"
+                           + _log_line(t, pairs[t.key][1], 60) + "\n" for t in tasks))
+    seen = []
+
+    def layer_times(mods, feeds, rounds):
+        assert rounds == 5 and feeds["input"].shape == (1, 8, 6, 6)
+        layers = llvm_log.task_layers(mods[0].graph)
+        used = [{plan.key[-1] for plan, _ in m.cpu._plans.values() if plan.key[0] == "conv2d"} for m in mods]
+        seen.append(used)
+        # module 0 the default; module j each task's j-th fastest logged setting: the second runs fastest in the
+        # model for the first task (alone it was slower); for the second task no setting beats the default by 3 %
+        ms = {first.key: (1.0, 1.5, 0.5), second.key: (1.0, 0.99, 1.2)}
+        return [{n: ms[k][j] / len(names) for k, names in layers.items() for n in names} for j in range(len(mods))]
+    monkeypatch.setattr(llvm_log, "layer_times", layer_times)
+    chosen = llvm_log.rank_in_model(str(tiny_model), log, rounds=5)
+    assert chosen == {first.key: pairs[first.key][1], second.key: None}
+    assert seen[0][0] == {None} and seen[0][1] == {pairs[t.key][0] for t in tasks} \
+        and seen[0][2] == {pairs[t.key][1] for t in tasks}
+    lines = [json.loads(s) for s in log.read_text().splitlines()[6:]]
+    assert len(lines) == 2 and all(d["tuner"] == "in_model" and d["result"] is None for d in lines)
+    by_task = {json.dumps(d["task"], sort_keys=True): d for d in lines}
+    assert CpuConvKnobs(**by_task[first.key]["config"]) == pairs[first.key][1]
+    assert CpuConvKnobs(**by_task[second.key]["config"]) == second.default_knobs()
+    assert by_task[first.key]["in_model"]["candidates_ms"] == [1.5, 0.5]
+    assert by_task[first.key]["in_model"]["ms"] == 0.5 and by_task[second.key]["in_model"]["ms"] == 1.0
+    assert lc.load_llvm_log(log).in_model.keys() == {first.key, second.key}
+    assert len(lc.load_llvm_records(log)) == 6  # the in-model lines are not timed trials
+
+    def not_alone(*_a, **_k):
+        raise AssertionError("a task with an in-model choice is not timed alone again")
+    monkeypatch.setattr(lc, "time_call", not_alone)
+    monkeypatch.setattr(llvm_log, "layer_times", lambda mods, feeds: [
+        {n.name: t for n in m.graph.nodes} for m, t in zip(mods, (1.0, 0.5))])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TuningLogWarning)
+        tuned = build(str(tiny_model), target="llvm", progress=False, tuning_log=log)
+    used = {plan.key[-1] for plan, _ in tuned.cpu._plans.values() if plan.key[0] == "conv2d"}
+    assert used == {pairs[first.key][1], None} and tuned.compiled.stats["tuned_convs"] == 1
+
+
+def test_rank_in_model_runs_the_model(tiny_model, tmp_path):
+    """rank_in_model for real (no stubs): one line per task with a logged setting, positive layer times, and a
+    build with the log computes what the untuned build does."""
+    from compiler.executor import build
+
+    tasks = extract_llvm_tasks(str(tiny_model))
+    log = tmp_path / "t.log"
+    log.write_text(_log_line(tasks[0], _two_other_knobs(tasks[0])[0], 50) + "\n"
+                   + _log_line(tasks[1], tasks[1].default_knobs(), 50) + "\n")
+    chosen = llvm_log.rank_in_model(str(tiny_model), log, candidates=2, rounds=2)
+    assert list(chosen) == [tasks[0].key]  # the second task has no setting but the default: not ranked
+    rec = json.loads(log.read_text().splitlines()[-1])
+    assert rec["in_model"]["default_ms"] > 0 and len(rec["in_model"]["candidates_ms"]) == 1
+    assert rec["in_model"]["layers"] == llvm_log.task_layers(build(str(tiny_model), target="llvm",
+                                                                   progress=False).graph)[tasks[0].key]
+    x = np.random.default_rng(1).standard_normal((1, 8, 6, 6)).astype(np.float32)
+    tuned = build(str(tiny_model), target="llvm", progress=False, tuning_log=log)
+    base = build(str(tiny_model), target="llvm", progress=False)
+    np.testing.assert_allclose(np.asarray(tuned(input=x)[0]), np.asarray(base(input=x)[0]), rtol=1e-4, atol=1e-5)
+    with pytest.raises(ValueError, match="candidates .* must be >= 1, got 0"):
+        llvm_log.rank_in_model(str(tiny_model), log, candidates=0)
+    empty = tmp_path / "d.log"
+    empty.write_text(_log_line(tasks[0], tasks[0].default_knobs(), 50) + "\n")
+    assert llvm_log.rank_in_model(str(tiny_model), empty) == {} and len(empty.read_text().splitlines()) == 1
+
+
+def test_bad_in_model_lines_are_skipped_with_a_warning(tiny_model, tmp_path, monkeypatch):
+    """An in-model line that is malformed, or whose knobs the task cannot use, is skipped with a warning that says
+    which line and why; the task's timed records are used instead."""
+    from compiler.executor import build
+
+    tasks = extract_llvm_tasks(str(tiny_model))
+    t = tasks[0]
+    good = _other_knobs(t)
+    bad = json.loads(t.record_line(t.default_knobs(), Result(None, None, 0.0), "in_model", {"ms": 1.0}))
+    bad["config"]["ob"] = 7  # no 7-channel blocks
+    malformed = json.loads(t.record_line(t.default_knobs(), Result(None, None, 0.0), "in_model", {"ms": 1.0}))
+    malformed["in_model"] = 5
+    log = tmp_path / "t.log"
+    log.write_text(_log_line(t, good, 50) + "\n" + json.dumps(malformed) + "\n" + json.dumps(bad) + "\n")
+    monkeypatch.setattr(lc.LlvmConvTask, "bound_call", lambda self, k: (self.key, k))
+    monkeypatch.setattr(lc, "time_call", lambda call, repeats=5, flush=False: 50 if call[1] == good else 100)
+    monkeypatch.setattr(llvm_log, "layer_times", lambda mods, feeds: [
+        {n.name: v for n in m.graph.nodes} for m, v in zip(mods, (1.0, 0.5))])
+    with pytest.warns(TuningLogWarning) as caught:
+        tuned = build(str(tiny_model), target="llvm", progress=False, tuning_log=log)
+    msgs = " ".join(str(w.message) for w in caught)
+    assert "t.log:2: malformed llvm tuning record (TypeError: in_model must be an object)" in msgs
+    assert "t.log:3: in-model choice" in msgs and "its timed records are used instead" in msgs
+    used = {plan.key[-1] for plan, _ in tuned.cpu._plans.values() if plan.key[0] == "conv2d"}
+    assert good in used
