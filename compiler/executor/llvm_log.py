@@ -118,7 +118,8 @@ def rank_in_model(model, path, *, input_shapes=None, candidates: int = CANDIDATE
     combination (:func:`confirm_in_model`). ``feeds``: the inputs to run (default :func:`seeded_feeds`).
 
     Returns task key -> the chosen knobs, or None where the default stayed (tasks with no logged setting other
-    than the default are left out and get no line)."""
+    than the default are left out and get no line); ``{}`` with a ``TuningLogWarning`` where the model cannot run
+    on the inputs."""
     from compiler.autotune.llvm_conv import MIN_GAIN, graph_tasks, load_llvm_log
     from compiler.executor.build import build
 
@@ -142,7 +143,13 @@ def rank_in_model(model, path, *, input_shapes=None, candidates: int = CANDIDATE
     depth = max(map(len, cands.values()))
     mods = [base] + [Module(compiled, base.accel, cpu_with_knobs(g, {k: v[j] for k, v in cands.items() if len(v) > j}),
                             False) for j in range(depth)]
-    times = layer_times(mods, feeds if feeds is not None else seeded_feeds(g), int(rounds))
+    try:
+        times = layer_times(mods, feeds if feeds is not None else seeded_feeds(g), int(rounds))
+    except Exception as e:  # noqa: BLE001 - inputs this model cannot take: rank nothing, the build times alone
+        warnings.warn(f"tuning log: the model could not run on {'the given' if feeds is not None else 'seeded'} "
+                      f"inputs to rank the logged settings ({type(e).__name__}: {e}); no in-model choice logged",
+                      TuningLogWarning, stacklevel=2)
+        return {}
     chosen: dict[str, object] = {}
     lines = []
     for key, names in task_layers(g, cands).items():

@@ -447,6 +447,14 @@ def test_rank_in_model_runs_the_model(tiny_model, tmp_path):
     np.testing.assert_allclose(np.asarray(tuned(input=x)[0]), np.asarray(base(input=x)[0]), rtol=1e-4, atol=1e-5)
     with pytest.raises(ValueError, match="candidates .* must be >= 1, got 0"):
         llvm_log.rank_in_model(str(tiny_model), log, candidates=0)
+    def fails(mods, feeds, rounds):
+        raise IndexError("index 9 is out of bounds")
+    lines = log.read_text()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(llvm_log, "layer_times", fails)
+        with pytest.warns(TuningLogWarning, match="could not run on seeded inputs to rank .*IndexError"):
+            assert llvm_log.rank_in_model(str(tiny_model), log) == {}
+    assert log.read_text() == lines  # nothing logged
     empty = tmp_path / "d.log"
     empty.write_text(_log_line(tasks[0], tasks[0].default_knobs(), 50) + "\n")
     assert llvm_log.rank_in_model(str(tiny_model), empty) == {} and len(empty.read_text().splitlines()) == 1
