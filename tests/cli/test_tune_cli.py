@@ -55,9 +55,10 @@ def test_tune_errors_are_one_line(model_path, tmp_path, capsys):
     assert "invalid choice: 'gpu'" in err and "'sim'" in err and "'llvm'" in err
     assert main(["tune", str(model_path), "--target", "llvm", "--calibrate", "1", "--log", str(tmp_path / "x.log")]) == 2
     assert "float convs of a float model" in capsys.readouterr().err
-    assert main(["tune", str(model_path), "--target", "llvm", "--in-model", "-1", "--log", str(tmp_path / "x.log")]) == 2
+    log = str(tmp_path / "x.log")
+    assert main(["tune", str(model_path), "--target", "llvm", "--in-model", "-1", "--log", log]) == 2
     assert "--in-model must be >= 0" in capsys.readouterr().err
-    assert main(["tune", str(model_path), "--calibrate", "1", "--in-model", "2", "--log", str(tmp_path / "x.log")]) == 2
+    assert main(["tune", str(model_path), "--calibrate", "1", "--in-model", "2", "--log", log]) == 2
     assert "--in-model applies to --target llvm" in capsys.readouterr().err
 
 
@@ -76,7 +77,8 @@ def test_tune_llvm_logs_cpu_records_and_times_the_model(model_path, tmp_path, ca
     # then each task's fastest settings other than the default (measured first) ran in the model (--in-model 4 by
     # default): one line for the task where the two trials logged one, saying what it chose
     ranked = [d for d in lines if "in_model" in d]
-    others = {json.dumps(d["config"], sort_keys=True) for d in timed[1:]} - {json.dumps(timed[0]["config"], sort_keys=True)}
+    configs = [json.dumps(d["config"], sort_keys=True) for d in timed]
+    others = set(configs[1:]) - {configs[0]}
     assert len(ranked) == res["in_model_ranked"] == (1 if others else 0)
     assert f"{res['in_model_chosen']} of {res['in_model_ranked']} task(s) ran faster" in out
     assert all(d["in_model"]["default_ms"] > 0 and d["result"] is None for d in ranked)

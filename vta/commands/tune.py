@@ -34,7 +34,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the tuners, the input and calibration data")
     p.add_argument("--in-model", type=int, default=None, metavar="K",
                    help="--target llvm: run each task's K fastest settings in the whole model and log the one its "
-                        "layers ran fastest with, or the default (default 4; 0: skip)")
+                        "layers ran fastest with, or the default (default 4; 0: skip, and an in-model line an "
+                        "earlier run logged still decides)")
     p.add_argument("--json", action="store_true", help="end with one JSON object (latencies, per-task results)")
     p.set_defaults(func=run)
 
@@ -171,7 +172,8 @@ def run_llvm(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"target": "llvm", "tasks": len(tasks), "trials": args.trials, "tuner": args.tuner,
                           "tasks_kept": kept, "in_model_chosen": sum(v is not None for v in ranked.values()),
-                          "in_model_ranked": len(ranked), "wall_ms_before": b, "wall_ms_after": a, "tune_seconds": round(tune_s, 2),
+                          "in_model_ranked": len(ranked), "wall_ms_before": b, "wall_ms_after": a,
+                          "tune_seconds": round(tune_s, 2),
                           "per_task": [{"task": r.task.describe(), "ns": r.cycles, "trials": r.trials,
                                         "rejected": r.rejected} for r in results]}))
     return 0
