@@ -317,7 +317,7 @@ def llvm_space(image_size: int, n_tasks: int, trials: int, batch: int, seeds, ne
     from compiler.autotune.llvm_conv import LlvmMeasurer
     from compiler.executor.llvm_tasks import extract_llvm_tasks
     from compiler.autotune.xgb_tuner import TransferData
-    from compiler.executor.llvm_log import rank_in_model
+    from compiler.executor.llvm_rank import rank_in_model
     from compiler.executor import build
     from compiler.zoo import get_model
     from vta.commands.tune import model_wall_ms

@@ -24,7 +24,7 @@ timings taken side by side would disturb each other).
 Log lines have the accelerator records' fields with ``"target": "llvm"``, ``"cpu": {"name", "hash"}`` (the
 LLVM target CPU and its feature string: a record is used only on the CPU it was measured for) in place of
 ``"hw"``, and ``"result": {"ns", "gflops"}``; an in-model choice (``vta tune --target llvm`` ends with one per task:
-``compiler.executor.llvm_log.rank_in_model``) has ``"in_model": {...}`` and no result. ``build(..., target="llvm",
+``compiler.executor.llvm_rank.rank_in_model``) has ``"in_model": {...}`` and no result. ``build(..., target="llvm",
 tuning_log=)`` applies a log: per task its last in-model choice, else the fastest usable record timed against the
 library's default knobs at build time (:func:`logged_faster`), then both confirmed in the model
 (``compiler.executor.llvm_log``), kept only where faster (a log never makes a task slower).
@@ -493,7 +493,7 @@ def _warn(msg: str) -> None:
 class LlvmLog:
     """The usable llvm records of a tuning log for the current target CPU: ``records``, the timed trials
     ``(task identity, knobs, ns, FILE:LINE)``; ``in_model``, task key -> ``(knobs, FILE:LINE)`` of the task's last
-    in-model choice (:func:`compiler.executor.llvm_log.rank_in_model`: knobs equal to the default mean the default
+    in-model choice (:func:`compiler.executor.llvm_rank.rank_in_model`: knobs equal to the default mean the default
     ran fastest in the model)."""
 
     records: list[tuple[dict, CpuConvKnobs, int, str]]
@@ -619,7 +619,7 @@ def faster_than_default(task: LlvmConvTask, knobs: CpuConvKnobs, rounds: int = 5
 
 def logged_faster(graph, path: str | Path) -> dict[str, CpuConvKnobs]:
     """Task key -> logged knobs for the tunable convs of ``graph``: a task's in-model choice where the log has one
-    (:func:`compiler.executor.llvm_log.rank_in_model`; none where that was the default), else its fastest record
+    (:func:`compiler.executor.llvm_rank.rank_in_model`; none where that was the default), else its fastest record
     where it times faster than the default alone, here and now (:func:`faster_than_default`);
     ``compiler.executor.llvm_log`` then confirms them in the model."""
     tasks = graph_tasks(graph)

@@ -10,24 +10,20 @@ beats the default's by :data:`~compiler.autotune.llvm_conv.MIN_GAIN`.
 
 The tuner's search times kernels alone, so its fastest setting is often not the model's: ResNet-18's 56x56 Winograd
 convs ran 20-75 % slower in the model with each of the 8 fastest settings a 24-trial search found alone (Zen 5,
-two threads). :func:`rank_in_model` (the last step of ``vta tune --target llvm``) therefore runs each task's few
-fastest logged settings in the model and logs the one its layers ran fastest with, or the default; the build then
-starts from that choice.
+two threads). :func:`compiler.executor.llvm_rank.rank_in_model` (the last step of ``vta tune --target llvm``)
+therefore runs each task's few fastest logged settings in the model and logs the one its layers ran fastest with,
+or the default; the build then starts from that choice.
 """
 from __future__ import annotations
 
-import json
 import warnings
-from pathlib import Path
 
 import numpy as np
 
-from compiler.autotune.measure import Result
 from compiler.autotune.records import TuningLogWarning
 from compiler.executor.module import Module
 
 ROUNDS = 12  # alternating whole-model runs per side; a layer's time is its minimum over them
-CANDIDATES = 4  # rank_in_model: each task's fastest logged settings run in the model
 
 
 def seeded_feeds(graph, seed: int = 0) -> dict[str, np.ndarray]:
@@ -106,61 +102,3 @@ def confirm_in_model(compiled, accel, make_cpu, kept: dict, progress) -> tuple[M
     if len(confirmed) == len(kept):
         return tuned, kept
     return Module(compiled, accel, make_cpu(confirmed), progress), confirmed
-
-
-def rank_in_model(model, path, *, input_shapes=None, candidates: int = CANDIDATES, rounds: int = ROUNDS,
-                  feeds: dict | None = None) -> dict[str, object]:
-    """Run each conv task's ``candidates`` fastest logged settings (the log at ``path``: timed alone, the default
-    left out) in ``model`` on the llvm target and append a task's in-model choice to the log: the setting whose
-    layers (the sum of their minima over ``rounds`` alternating runs) beat the default module's by
-    :data:`~compiler.autotune.llvm_conv.MIN_GAIN`, the fastest such, else the default. Module ``j`` runs every
-    task's ``j``-th setting, so a task is timed next to other tasks' candidates; the build confirms the final
-    combination (:func:`confirm_in_model`). ``feeds``: the inputs to run (default :func:`seeded_feeds`).
-
-    Returns task key -> the chosen knobs, or None where the default stayed (tasks with no logged setting other
-    than the default are left out and get no line); ``{}`` with a ``TuningLogWarning`` where the model cannot run
-    on the inputs."""
-    from compiler.autotune.llvm_conv import MIN_GAIN, graph_tasks, load_llvm_log
-    from compiler.executor.build import build
-
-    if int(candidates) < 1:
-        raise ValueError(f"candidates (settings run in the model per task) must be >= 1, got {candidates}")
-    if int(rounds) < 1:
-        raise ValueError(f"rounds (alternating model runs) must be >= 1, got {rounds}")
-    base = build(model, target="llvm", input_shapes=input_shapes, progress=False)
-    compiled, g = base.compiled, base.compiled.graph
-    tasks = {t.key: t for t in graph_tasks(g)}
-    cands: dict[str, list] = {}
-    for ident, knobs, _ns, _where in sorted(load_llvm_log(path).records, key=lambda r: r[2]):
-        t = tasks.get(json.dumps(ident, sort_keys=True))
-        if t is None or knobs == t.default_knobs() or t.make_space().reject(knobs):
-            continue
-        mine = cands.setdefault(t.key, [])
-        if knobs not in mine and len(mine) < int(candidates):
-            mine.append(knobs)
-    if not cands:
-        return {}
-    depth = max(map(len, cands.values()))
-    mods = [base] + [Module(compiled, base.accel, cpu_with_knobs(g, {k: v[j] for k, v in cands.items() if len(v) > j}),
-                            False) for j in range(depth)]
-    try:
-        times = layer_times(mods, feeds if feeds is not None else seeded_feeds(g), int(rounds))
-    except Exception as e:  # noqa: BLE001 - inputs this model cannot take: rank nothing, the build times alone
-        warnings.warn(f"tuning log: the model could not run on {'the given' if feeds is not None else 'seeded'} "
-                      f"inputs to rank the logged settings ({type(e).__name__}: {e}); no in-model choice logged",
-                      TuningLogWarning, stacklevel=2)
-        return {}
-    chosen: dict[str, object] = {}
-    lines = []
-    for key, names in task_layers(g, cands).items():
-        ms = [sum(t[n] for n in names) for t in times[:len(cands[key]) + 1]]
-        best = min(range(1, len(ms)), key=ms.__getitem__)
-        pick = cands[key][best - 1] if ms[best] <= (1.0 - MIN_GAIN) * ms[0] else None
-        chosen[key] = pick
-        figures = {"layers": names, "ms": round(ms[best] if pick else ms[0], 4), "default_ms": round(ms[0], 4),
-                   "candidates_ms": [round(v, 4) for v in ms[1:]], "rounds": int(rounds)}
-        lines.append(tasks[key].record_line(pick or tasks[key].default_knobs(), Result(None, None, 0.0), "in_model",
-                                            figures))
-    with Path(path).open("a", encoding="utf-8") as f:
-        f.writelines(line + "\n" for line in lines)
-    return chosen

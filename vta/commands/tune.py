@@ -120,7 +120,7 @@ def run_llvm(args: argparse.Namespace) -> int:
     compiled kernels on this CPU, then build with and without the log and time the whole model."""
     from compiler.autotune import progress_printer, tune_tasks
     from compiler.autotune.llvm_conv import MIN_GAIN, LlvmMeasurer
-    from compiler.executor.llvm_log import CANDIDATES as IN_MODEL, rank_in_model
+    from compiler.executor.llvm_rank import CANDIDATES as IN_MODEL, rank_in_model
     from compiler.executor.llvm_tasks import extract_llvm_tasks
     from compiler.executor import build
     from compiler.frontend.onnx_import import load_model

@@ -11,7 +11,7 @@ import pytest
 from compiler.autotune import TuningLogWarning, make_tuner, tune_tasks
 from compiler.autotune import llvm_conv as lc
 from compiler.autotune.measure import Result
-from compiler.executor import llvm_log
+from compiler.executor import llvm_log, llvm_rank
 from compiler.executor.llvm_tasks import extract_llvm_tasks
 from compiler.topi import conv2d_direct as cd
 from compiler.topi.conv2d_direct import Conv2dSpec, CpuConvKnobs
@@ -400,7 +400,7 @@ def test_rank_in_model_logs_the_setting_fastest_in_the_model(tiny_model, tmp_pat
         ms = {first.key: (1.0, 1.5, 0.5), second.key: (1.0, 0.99, 1.2)}
         return [{n: ms[k][j] / len(names) for k, names in layers.items() for n in names} for j in range(len(mods))]
     monkeypatch.setattr(llvm_log, "layer_times", layer_times)
-    chosen = llvm_log.rank_in_model(str(tiny_model), log, rounds=5)
+    chosen = llvm_rank.rank_in_model(str(tiny_model), log, rounds=5)
     assert chosen == {first.key: pairs[first.key][1], second.key: None}
     assert seen[0][0] == {None} and seen[0][1] == {pairs[t.key][0] for t in tasks} \
         and seen[0][2] == {pairs[t.key][1] for t in tasks}
@@ -435,7 +435,7 @@ def test_rank_in_model_runs_the_model(tiny_model, tmp_path):
     log = tmp_path / "t.log"
     log.write_text(_log_line(tasks[0], _two_other_knobs(tasks[0])[0], 50) + "\n"
                    + _log_line(tasks[1], tasks[1].default_knobs(), 50) + "\n")
-    chosen = llvm_log.rank_in_model(str(tiny_model), log, candidates=2, rounds=2)
+    chosen = llvm_rank.rank_in_model(str(tiny_model), log, candidates=2, rounds=2)
     assert list(chosen) == [tasks[0].key]  # the second task has no setting but the default: not ranked
     rec = json.loads(log.read_text().splitlines()[-1])
     assert rec["in_model"]["default_ms"] > 0 and len(rec["in_model"]["candidates_ms"]) == 1
@@ -446,18 +446,18 @@ def test_rank_in_model_runs_the_model(tiny_model, tmp_path):
     base = build(str(tiny_model), target="llvm", progress=False)
     np.testing.assert_allclose(np.asarray(tuned(input=x)[0]), np.asarray(base(input=x)[0]), rtol=1e-4, atol=1e-5)
     with pytest.raises(ValueError, match="candidates .* must be >= 1, got 0"):
-        llvm_log.rank_in_model(str(tiny_model), log, candidates=0)
+        llvm_rank.rank_in_model(str(tiny_model), log, candidates=0)
     def fails(mods, feeds, rounds):
         raise IndexError("index 9 is out of bounds")
     lines = log.read_text()
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(llvm_log, "layer_times", fails)
         with pytest.warns(TuningLogWarning, match="could not run on seeded inputs to rank .*IndexError"):
-            assert llvm_log.rank_in_model(str(tiny_model), log) == {}
+            assert llvm_rank.rank_in_model(str(tiny_model), log) == {}
     assert log.read_text() == lines  # nothing logged
     empty = tmp_path / "d.log"
     empty.write_text(_log_line(tasks[0], tasks[0].default_knobs(), 50) + "\n")
-    assert llvm_log.rank_in_model(str(tiny_model), empty) == {} and len(empty.read_text().splitlines()) == 1
+    assert llvm_rank.rank_in_model(str(tiny_model), empty) == {} and len(empty.read_text().splitlines()) == 1
 
 
 def test_bad_in_model_lines_are_skipped_with_a_warning(tiny_model, tmp_path, monkeypatch):
