@@ -588,6 +588,21 @@ def logged_knobs(tasks: list[LlvmConvTask], path: str | Path, log: LlvmLog | Non
     return chosen
 
 
+def in_model_choices(tasks: list[LlvmConvTask], log: LlvmLog) -> dict[str, CpuConvKnobs]:
+    """Task key -> the knobs of the task's last in-model line in ``log`` (the default's where the default ran
+    fastest); a line whose knobs the task cannot use is skipped with a warning (its timed records then decide)."""
+    ranked: dict[str, CpuConvKnobs] = {}
+    for t in tasks:
+        knobs, where = log.in_model.get(t.key, (None, ""))
+        why = None if knobs is None or knobs == t.default_knobs() else t.make_space().reject(knobs)
+        if why:
+            _warn(f"{where}: in-model choice {knobs} cannot be used for {t.describe()} ({why}); its timed records "
+                  f"are used instead")
+        elif knobs is not None:
+            ranked[t.key] = knobs
+    return ranked
+
+
 MIN_GAIN = 0.03
 """How much faster (fraction of the default's time) logged knobs must run, hot and flushed, to replace the default:
 a tie is noise. ResNet-18's 56x56 Winograd convs with ``parallel='outer'`` timed 0.312 vs 0.312 ms alone (a
@@ -624,15 +639,7 @@ def logged_faster(graph, path: str | Path) -> dict[str, CpuConvKnobs]:
     ``compiler.executor.llvm_log`` then confirms them in the model."""
     tasks = graph_tasks(graph)
     log = load_llvm_log(path)
-    ranked: dict[str, CpuConvKnobs] = {}
-    for t in tasks:
-        knobs, where = log.in_model.get(t.key, (None, ""))
-        why = None if knobs is None or knobs == t.default_knobs() else t.make_space().reject(knobs)
-        if why:
-            _warn(f"{where}: in-model choice {knobs} cannot be used for {t.describe()} ({why}); its timed records "
-                  f"are used instead")
-        elif knobs is not None:
-            ranked[t.key] = knobs
+    ranked = in_model_choices(tasks, log)
     chosen = logged_knobs(tasks, path, log, frozenset(ranked))
     out = {t.key: ranked[t.key] for t in tasks if t.key in ranked and ranked[t.key] != t.default_knobs()}
     out.update({t.key: chosen[t.key] for t in tasks if t.key in chosen and faster_than_default(t, chosen[t.key])[0]})

@@ -23,6 +23,8 @@ choice through :class:`Choices`, so a coverage-guided fuzzer (atheris) and hypot
 * ``tunelog``: a tuning log (``vta tune``) of valid records with one record field set to an arbitrary
   JSON value or removed, or the text damaged; applied to its tasks: bad lines are warnings
   (``TuningLogWarning``), never an exception.
+* ``llvmlog``: the same for an llvm tuning log (``vta tune --target llvm``): timed records and in-model choices
+  of two conv tasks, read and chosen from as a build does (no timing): warnings, never an exception.
 """
 from __future__ import annotations
 
@@ -53,6 +55,7 @@ ALLOWED: dict[str, tuple[type[BaseException], ...]] = {
     "decode": (EncodingError, SimulatorError),
     "config": (ConfigError,),
     "tunelog": (),  # every bad line is a TuningLogWarning naming FILE:LINE; nothing may raise
+    "llvmlog": (),  # the same for llvm logs
     "declaration": (ConfigError,),  # register_intrinsic refuses a declaration with a ConfigError naming why
 }
 
@@ -636,6 +639,60 @@ def run_tunelog(data: bytes) -> None:
             tuned_knobs(tasks, path, cfg)
 
 
+def _llvmlog_tasks():
+    from compiler.autotune.llvm_conv import LlvmConvTask
+    from compiler.topi.conv2d_direct import Conv2dSpec
+
+    return [LlvmConvTask(Conv2dSpec(1, 16, 8, 8, 16, 3, 3, (1, 1), (1, 1, 1, 1)), True, False, "relu", (), "a"),
+            LlvmConvTask(Conv2dSpec(1, 16, 8, 8, 32, 1, 1), True, True, None, (), "b")]
+
+
+def mutated_llvm_log(data: bytes) -> str:
+    """Per task a timed record of its default and of another setting, and an in-model choice; then one damage
+    drawn from ``data`` (as :func:`mutated_tuning_log`)."""
+    from compiler.autotune.measure import Result
+
+    c = Choices(data)
+    lines = []
+    for t in _llvmlog_tasks():
+        sp = t.make_space()
+        other = next(k for k in map(sp.knobs, sp.candidates()) if k != t.default_knobs())
+        lines += [json.loads(t.record_line(t.default_knobs(), Result(900, None, 0.1), "xgb")),
+                  json.loads(t.record_line(other, Result(800, None, 0.1), "xgb")),
+                  json.loads(t.record_line(other, Result(None, None, 0.0), "in_model", {"ms": 0.8, "default_ms": 1.0}))]
+    kind = c.int(0, 2)
+    rec = lines[c.int(0, len(lines) - 1)]
+    if kind == 0:
+        nested = [k for k in ("cpu", "task", "config", "result", "in_model") if isinstance(rec.get(k), dict)]
+        target = rec if c.bool() else rec[c.pick(nested)]
+        target[c.pick(sorted(target))] = _json_value(c)
+    elif kind == 1:
+        rec.pop(c.pick(sorted(rec)))
+    text = "\n".join(json.dumps(r) for r in lines) + "\n"
+    if kind == 2:
+        raw = bytearray(text.encode())
+        for _ in range(c.int(1, 4)):
+            raw[c.int(0, len(raw) - 1)] = c.int(0, 255)
+        text = bytes(raw[:c.int(1, len(raw))]).decode("utf-8", errors="replace") + c.rest().decode("latin-1")
+    return text
+
+
+def run_llvmlog(data: bytes) -> None:
+    import warnings
+
+    from compiler.autotune.llvm_conv import in_model_choices, load_llvm_log, logged_knobs
+
+    tasks = _llvmlog_tasks()
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "cpu.log"
+        path.write_text(mutated_llvm_log(data), encoding="utf-8", errors="replace")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            log = load_llvm_log(path)
+            ranked = in_model_choices(tasks, log)
+            logged_knobs(tasks, path, log, frozenset(ranked))
+
+
 # ------------------------------------------------------------------------------------ declarations
 _AXES = ("p", "q", "r", "s")
 
@@ -709,4 +766,4 @@ def run_declaration(data: bytes) -> None:
 
 
 TARGETS = {"onnx": run_onnx, "vtaprog": run_vtaprog, "vtamod": run_vtamod, "decode": run_decode, "config": run_config,
-           "tunelog": run_tunelog, "declaration": run_declaration}
+           "tunelog": run_tunelog, "llvmlog": run_llvmlog, "declaration": run_declaration}
