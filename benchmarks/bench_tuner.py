@@ -388,11 +388,11 @@ def llvm_space(image_size: int, n_tasks: int, trials: int, batch: int, seeds, ne
                 t1 = time.time()
                 res = tune_tasks(all_tasks, measure, "xgb", net_trials, batch, str(log), 0)
                 out["net_tune_s"] = round(time.time() - t1, 1)
+                base = build(model, target="llvm", progress=False)
                 t1 = time.time()  # as `vta tune --target llvm` ends: the fastest settings of each task in the model
-                ranked = rank_in_model(model, log, feeds=x)
+                ranked = rank_in_model(model, log, feeds=x, base=base)
                 out.update(net_in_model_s=round(time.time() - t1, 1), net_in_model_ranked=len(ranked),
                            net_in_model_chosen=sum(v is not None for v in ranked.values()))
-                base = build(model, target="llvm", progress=False)
                 with warnings.catch_warnings(record=True) as caught:
                     warnings.simplefilter("always")
                     tuned = build(model, target="llvm", progress=False, tuning_log=log)

@@ -20,14 +20,15 @@ CANDIDATES = 4  # each task's fastest logged settings run in the model
 
 
 def rank_in_model(model, path, *, input_shapes=None, candidates: int = CANDIDATES, rounds: int = llvm_log.ROUNDS,
-                  feeds: dict | None = None) -> dict[str, object]:
+                  feeds: dict | None = None, base: Module | None = None) -> dict[str, object]:
     """Run each conv task's ``candidates`` fastest logged settings (the log at ``path``: timed alone, the default
     left out) in ``model`` on the llvm target and append a task's in-model choice to the log: the setting whose
     layers (the sum of their minima over ``rounds`` alternating runs) beat the default module's by
     :data:`~compiler.autotune.llvm_conv.MIN_GAIN`, the fastest such, else the default. Module ``j`` runs every
     task's ``j``-th setting, so a task is timed next to other tasks' candidates; the build confirms the final
     combination (:func:`~compiler.executor.llvm_log.confirm_in_model`). ``feeds``: the inputs to run (default
-    :func:`~compiler.executor.llvm_log.seeded_feeds`).
+    :func:`~compiler.executor.llvm_log.seeded_feeds`); ``base``: ``model`` already built for llvm without a log
+    (built here when None).
 
     Returns task key -> the chosen knobs, or None where the default stayed (tasks with no logged setting other
     than the default are left out and get no line); ``{}`` with a ``TuningLogWarning`` where the model cannot run
@@ -38,13 +39,15 @@ def rank_in_model(model, path, *, input_shapes=None, candidates: int = CANDIDATE
         raise ValueError(f"candidates (settings run in the model per task) must be >= 1, got {candidates}")
     if int(rounds) < 1:
         raise ValueError(f"rounds (alternating model runs) must be >= 1, got {rounds}")
-    base = build(model, target="llvm", input_shapes=input_shapes, progress=False)
+    if base is None:
+        base = build(model, target="llvm", input_shapes=input_shapes, progress=False)
     compiled, g = base.compiled, base.compiled.graph
     tasks = {t.key: t for t in graph_tasks(g)}
+    spaces = {k: t.make_space() for k, t in tasks.items()}
     cands: dict[str, list] = {}
     for ident, knobs, _ns, _where in sorted(load_llvm_log(path).records, key=lambda r: r[2]):
         t = tasks.get(json.dumps(ident, sort_keys=True))
-        if t is None or knobs == t.default_knobs() or t.make_space().reject(knobs):
+        if t is None or knobs == t.default_knobs() or spaces[t.key].reject(knobs):
             continue
         mine = cands.setdefault(t.key, [])
         if knobs not in mine and len(mine) < int(candidates):

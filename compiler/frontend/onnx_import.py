@@ -9,8 +9,8 @@ import onnx
 from onnx import numpy_helper
 
 from compiler.frontend.errors import ModelInputError, UnsupportedOperatorError
-from compiler.frontend.expand import (expand_attention, expand_rotary, expand_group_norm, expand_qlinear, expand_reduce_mean,
-                                      expand_sum, explicit_pads, global_max_as_window, split_gemm_bias)
+from compiler.frontend.expand import (expand_attention, expand_group_norm, expand_qlinear, expand_reduce_mean,
+                                      expand_rotary, expand_sum, explicit_pads, global_max_as_window, split_gemm_bias)
 from compiler.frontend.pattern_fuse import fuse_decomposed_layernorm
 from compiler.frontend.shape_fold import fold_shape_subgraphs
 from compiler.frontend.support import OP_SPECS, SUPPORTED_OPS, attr_value, check_supported

@@ -608,19 +608,25 @@ def mutated_tuning_log(data: bytes) -> str:
     _, tasks = _tunelog_tasks()
     lines = [json.loads(record_line(t, ConvKnobs(1, 1, 1, 1), Result(1000 + i, None, 0.1)))
              for i, t in enumerate(tasks)]
+    return _damaged_log(c, lines, ("hw", "task", "config"))
+
+
+def _damaged_log(c: Choices, lines: list[dict], nested: tuple[str, ...]) -> str:
+    """The JSON lines of ``lines`` after one damage drawn from ``c``: a field of a record (top level or one of its
+    ``nested`` objects) set to an arbitrary value, a top-level field removed, or the text damaged (flips,
+    truncation or inserted bytes)."""
     kind = c.int(0, 2)
     rec = lines[c.int(0, len(lines) - 1)]
-    if kind == 0:  # one field (top level or nested) set to an arbitrary value
-        target = rec if c.bool() else rec[c.pick(k for k in ("hw", "task", "config") if isinstance(rec[k], dict))]
+    if kind == 0:
+        target = rec if c.bool() else rec[c.pick(k for k in nested if isinstance(rec.get(k), dict))]
         target[c.pick(sorted(target))] = _json_value(c)
     elif kind == 1:
         rec.pop(c.pick(sorted(rec)))
     text = "\n".join(json.dumps(r) for r in lines) + "\n"
-    if kind == 2:  # damaged text: flips, truncation or inserted bytes
+    if kind == 2:
         raw = bytearray(text.encode())
         for _ in range(c.int(1, 4)):
-            pos = c.int(0, len(raw) - 1)
-            raw[pos] = c.int(0, 255)
+            raw[c.int(0, len(raw) - 1)] = c.int(0, 255)
         text = bytes(raw[:c.int(1, len(raw))]).decode("utf-8", errors="replace") + c.rest().decode("latin-1")
     return text
 
@@ -649,7 +655,7 @@ def _llvmlog_tasks():
 
 def mutated_llvm_log(data: bytes) -> str:
     """Per task a timed record of its default and of another setting, and an in-model choice; then one damage
-    drawn from ``data`` (as :func:`mutated_tuning_log`)."""
+    drawn from ``data`` (:func:`_damaged_log`)."""
     from compiler.autotune.measure import Result
 
     c = Choices(data)
@@ -660,21 +666,7 @@ def mutated_llvm_log(data: bytes) -> str:
         lines += [json.loads(t.record_line(t.default_knobs(), Result(900, None, 0.1), "xgb")),
                   json.loads(t.record_line(other, Result(800, None, 0.1), "xgb")),
                   json.loads(t.record_line(other, Result(None, None, 0.0), "in_model", {"ms": 0.8, "default_ms": 1.0}))]
-    kind = c.int(0, 2)
-    rec = lines[c.int(0, len(lines) - 1)]
-    if kind == 0:
-        nested = [k for k in ("cpu", "task", "config", "result", "in_model") if isinstance(rec.get(k), dict)]
-        target = rec if c.bool() else rec[c.pick(nested)]
-        target[c.pick(sorted(target))] = _json_value(c)
-    elif kind == 1:
-        rec.pop(c.pick(sorted(rec)))
-    text = "\n".join(json.dumps(r) for r in lines) + "\n"
-    if kind == 2:
-        raw = bytearray(text.encode())
-        for _ in range(c.int(1, 4)):
-            raw[c.int(0, len(raw) - 1)] = c.int(0, 255)
-        text = bytes(raw[:c.int(1, len(raw))]).decode("utf-8", errors="replace") + c.rest().decode("latin-1")
-    return text
+    return _damaged_log(c, lines, ("cpu", "task", "config", "result", "in_model"))
 
 
 def run_llvmlog(data: bytes) -> None:

@@ -145,12 +145,12 @@ def run_llvm(args: argparse.Namespace) -> int:
         results = tune_tasks(tasks, measurer, args.tuner, args.trials, args.batch, args.log, args.seed,
                              progress_printer(sys.stdout))
     tune_s = time.perf_counter() - t0
+    base = build(model, target="llvm", input_shapes=shapes, progress=False)
     ranked = {}
     if args.in_model:
-        ranked = rank_in_model(model, args.log, input_shapes=shapes, candidates=args.in_model, feeds=feeds)
+        ranked = rank_in_model(model, args.log, candidates=args.in_model, feeds=feeds, base=base)
         print(f"in the model ({args.in_model} fastest settings a task): {sum(v is not None for v in ranked.values())} "
               f"of {len(ranked)} task(s) ran faster with a logged setting than with the default by {MIN_GAIN:.0%}")
-    base = build(model, target="llvm", input_shapes=shapes, progress=False)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         tuned = build(model, target="llvm", input_shapes=shapes, progress=False, tuning_log=args.log)
