@@ -78,6 +78,9 @@ class Module:
         self._arena = aligned_zeros(self._plan.peak_bytes, np.uint8)  # slots at 64-byte offsets: on cache lines
         self._arena_addr = self._arena.ctypes.data
         self._slots: dict[str, np.ndarray | None] = {}  # tensor -> its arena view (the per-node path is hot)
+        # cuda: the arena stays on the device between kernels; the host side of the run says when it reads or
+        # writes the arena (compiler.backend.cuda.mirror)
+        self._mirrored = bool(getattr(self.cpu, "mirror_arena", lambda arena: False)(self._arena))
         # node index -> (the backend's repeat of its last call, its result, profile): accel layers whose next run
         # gets the same arrays (or views of the same memory) skip the backend's per-call work (see _run_accel_bound)
         self._accel_bound = LastCalls(views=True)
@@ -210,13 +213,16 @@ class Module:
         into = getattr(self.cpu, "run_node_into", None)  # optional: CpuBackend that fills given output arrays
         # what each node was given and returned, while a replay of this run stays possible (see _make_replay)
         trace: list | None = ([] if into is not None and hasattr(self.cpu, "repeat_call")
-                              and hasattr(self.cpu, "calls_version") else None)
+                              and hasattr(self.cpu, "calls_version") and not self._mirrored else None)
+        mirrored = self._mirrored
         for idx, n in enumerate(tqdm(g.nodes, desc="run", leave=False) if show else g.nodes):
             ins = [values[i] if i else None for i in n.inputs]
             slots = None
             t0 = time.perf_counter()
             target = node_target(n)
             if target == "accel":
+                if mirrored:  # the accelerator backend reads its inputs on the host
+                    self.cpu.to_host(ins)
                 try:
                     out, prof = self._run_accel_bound(idx, n, ins)
                 except (ValueError, RuntimeError) as exc:  # name the layer: the backend only sees arrays
@@ -239,11 +245,17 @@ class Module:
                     placed = values[name] = self._place(name, v)
                     if placed is not v and not _same_memory(placed, v):  # copied into its slot: a replay would not
                         trace = None
+                        if mirrored:
+                            self.cpu.host_wrote([placed])
+                    elif mirrored and target == "accel":
+                        self.cpu.host_wrote([placed])
             rows.append((n, target, dt, prof))  # the profile row is built when asked for (profile())
             if trace is not None:
                 trace.append((idx, n, target, ins, slots, outs))
             for t in self._free_after.get(idx, ()):
                 values.pop(t, None)
+        if mirrored:
+            self.cpu.to_host([values[o] for o in g.outputs])
         self._outputs = [np.array(values[o]) for o in g.outputs]  # copies: the arena is reused next run
         self._profile = rows
         self._details = details

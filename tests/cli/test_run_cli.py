@@ -177,3 +177,21 @@ def test_run_on_cuda_target_compiles_and_runs_only_with_a_gpu(tmp_path, capsys):
         assert rc == 0 and "row 0 top-5:" in captured.out
     else:
         assert rc == 2 and "GPU kernels, PTX) but this machine has no NVIDIA GPU" in captured.err
+        assert "VTA_CUDA_DEVICE=emulate" in captured.err
+
+
+def test_run_on_cuda_target_emulated(tmp_path, capsys, monkeypatch):
+    """``VTA_CUDA_DEVICE=emulate``: the GPU kernels run on this CPU; the top-5 classes are the llvm target's."""
+    import re
+
+    def classes(out: str) -> list[str]:
+        return [re.findall(r"(\d+) \(", ln) for ln in out.splitlines() if "top-5" in ln]
+
+    path = tmp_path / "r18.onnx"
+    onnx.save(resnet18_small(), str(path))
+    assert main(["run", str(path), "--target", "llvm", "--no-progress"]) == 0
+    want = classes(capsys.readouterr().out)
+    monkeypatch.setenv("VTA_CUDA_DEVICE", "emulate")
+    assert main(["run", str(path), "--target", "cuda", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert want and len(want[0]) == 5 and classes(out) == want and "cpu:cuda" in out

@@ -480,11 +480,12 @@ def run(args: argparse.Namespace) -> int:
     mod, cfg, _ = compile_for_cli(args, console, target=target, show=not args.no_progress)
     mod.keep_details = bool(args.trace)
     if target == "cuda":
-        from compiler.backend.cuda.runtime import gpu_present
+        from compiler.backend.cuda.device import device_kind, gpu_present
 
-        if not gpu_present():
+        if device_kind() == "gpu" and not gpu_present():
             raise ValueError(f"--target cuda: the model compiled ({len(getattr(mod.cpu, '_plans', {}))} GPU kernels, PTX) "
-                             "but this machine has no NVIDIA GPU to run them; use --target llvm to run on the CPU")
+                             "but this machine has no NVIDIA GPU to run them; use --target llvm to run on the CPU "
+                             "(or VTA_CUDA_DEVICE=emulate to check the GPU kernels' values on the CPU, slowly)")
     console.print(f"running on target {target} ...")
     outs = mod.run()
     clock = float(getattr(cfg, "clock_mhz", 100.0))

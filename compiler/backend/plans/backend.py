@@ -27,6 +27,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from compiler.backend.cuda.mirror import arrays_host_wrote, arrays_to_host, find_mirror, mirror_host_buffer
 from compiler.graph.bound_calls import LastCalls
 from compiler.graph.cpu_backend import NumpyCpuBackend
 from compiler.graph.ir import Graph, Node, TensorInfo
@@ -86,6 +87,27 @@ class TargetCpuBackend:
         # tuned(node, infos) -> CpuConvKnobs | None: a conv's knobs from a tuning log (set by compiler.autotune.llvm)
         self.tuned: Callable | None = None
         self._numpy_nodes: set[int] = set()  # ids of integer index-math nodes run by numpy (INDEX_ARITHMETIC_OPS)
+        # cuda: id(node) -> whether its kernel arguments are its (mirrored) inputs themselves, not host-made copies
+        self._in_place_args: dict[int, bool] = {}
+
+    def mirror_arena(self, arena: np.ndarray) -> bool:
+        """cuda: keep ``arena`` (the executor's intermediate tensors) on the device between kernels
+        (:mod:`compiler.backend.cuda.mirror`); the executor then calls :meth:`to_host`/:meth:`host_wrote` around
+        what it does with the arena on the host. False (nothing mirrored) on llvm."""
+        if self.target != "cuda":
+            return False
+        mirror_host_buffer(arena)
+        return True
+
+    @staticmethod
+    def to_host(arrays) -> None:
+        """Make the host copies of ``arrays`` current (those in a mirrored arena: their device-newer parts)."""
+        arrays_to_host(arrays)
+
+    @staticmethod
+    def host_wrote(arrays) -> None:
+        """The host wrote ``arrays``: where they lie in a mirrored arena, the device copy is stale there."""
+        arrays_host_wrote(arrays)
 
     def supports(self, op: str) -> bool:
         if self.lazy:
@@ -145,6 +167,8 @@ class TargetCpuBackend:
         """``run_node``, writing a library kernel's result into ``outs[0]`` when given (same shape and dtype as
         the node's output): the executor passes its arena slots, so no copy follows."""
         dst = outs[0] if outs else None
+        if self.target == "cuda":
+            return self._run_on_device(node, inputs, dst)
         call = self._bound.repeat(id(node), inputs, dst)
         if call is not None:  # the same arrays as last run, on this thread
             self.last_backend, self.last_compile_s = self.target, 0.0
@@ -165,6 +189,53 @@ class TargetCpuBackend:
         if self.target == "llvm":
             self._bind(node, fn, inputs, args, dst, shape)
         return [dst]
+
+    def _run_on_device(self, node: Node, inputs: Sequence[np.ndarray | None], dst: np.ndarray | None) -> list:
+        """cuda: ``node``'s kernel writes ``dst`` (its arena slot) on the device, reading its inputs there; any other
+        node runs on the host, on inputs brought up to date, and what it writes is marked host-newer."""
+        entry = self._plans.get(id(node)) if node.op not in VIEW_OPS else None
+        if entry is not None and dst is not None and dst.dtype == entry[0].out_dtype and dst.flags.c_contiguous:
+            plan, fn = entry
+            shape, dtype, size = self._out_meta.get(id(node)) or self._kernel_out(node, fn)
+            if dtype == dst.dtype and size == dst.size:
+                key = id(node)
+                if not self._in_place_args.get(key, False):
+                    arrays_to_host(inputs)  # the arguments may be host-made copies (casts) of the inputs
+                args = plan.args(inputs)
+                if key not in self._in_place_args:
+                    self._in_place_args[key] = _args_in_place(inputs, args)
+                self.last_backend, self.last_compile_s = self.target, 0.0
+                fn(*args, out=dst.reshape(shape))
+                return [dst]
+        if node.op in VIEW_OPS and dst is not None and self._view_on_device(node, inputs, dst):
+            return [dst]
+        arrays_to_host(inputs)
+        outs = self._view(node, inputs, dst) if node.op in VIEW_OPS else self.run_node(node, inputs)
+        ins = [a for a in inputs if isinstance(a, np.ndarray)]
+        arrays_host_wrote([o for o in outs if isinstance(o, np.ndarray)
+                           and not any(np.may_share_memory(o, a) for a in ins)])
+        return outs
+
+    def _view_on_device(self, node: Node, inputs: Sequence[np.ndarray | None], dst: np.ndarray) -> bool:
+        """cuda: a view node (a reshape of its first input's bytes) whose input and slot ``dst`` are both in the
+        mirrored arena copies the bytes on the device (the host copy of neither is touched); False where that
+        does not apply."""
+        from compiler.backend.cuda.device import get_device
+
+        x = inputs[0] if inputs else None
+        if not isinstance(x, np.ndarray) or not x.flags.c_contiguous or x.nbytes != dst.nbytes:
+            return False
+        src, into = find_mirror(x), find_mirror(dst)
+        if src is None or into is None or src[0] is not into[0] or not (src[2] <= into[1] or into[2] <= src[1]):
+            return False
+        arrays_to_host(inputs[1:])  # a shape operand computed at run time is read on the host
+        v = self.fallback.run_node(node, inputs)  # a reshape of contiguous memory reads no data
+        if (len(v) != 1 or not isinstance(v[0], np.ndarray) or not v[0].flags.c_contiguous or v[0].nbytes != x.nbytes
+                or v[0].__array_interface__["data"][0] != src[1] or v[0].dtype != dst.dtype):
+            return False
+        src[0].copy_within(get_device(), into[1], src[1], x.nbytes)
+        self.last_backend, self.last_compile_s = "view", 0.0
+        return True
 
     def repeat_call(self, node: Node, inputs: Sequence[np.ndarray | None],
                     outs: Sequence[np.ndarray | None]) -> "tuple[Callable[[], None], str, list] | None":
@@ -302,6 +373,19 @@ def _lazy_kernel(node: Node, ins: list[np.ndarray | None]) -> Callable | None:
         return None
     fn = compile_plan(op, "llvm")
     return lambda xs: [np.asarray(fn(*op.args(xs))).reshape(op.out_shape).astype(op.out_dtype, copy=False)]
+
+
+def _args_in_place(inputs: Sequence[np.ndarray | None], args: list) -> bool:
+    """Whether every input that lies in a mirrored arena reaches the kernel in place (an argument inside it), not
+    as a copy made on the host (which would read the host copy)."""
+    spans = [(a.__array_interface__["data"][0], a.__array_interface__["data"][0] + a.nbytes)
+             for a in args if isinstance(a, np.ndarray)]
+    for x in inputs:
+        if isinstance(x, np.ndarray) and find_mirror(x) is not None:
+            lo, hi = x.__array_interface__["data"][0], x.__array_interface__["data"][0] + x.nbytes
+            if not any(lo <= a < hi for a, _ in spans):
+                return False
+    return True
 
 
 def _plan_constants(plan: OpPlan, node: Node, g: Graph) -> list[np.ndarray]:

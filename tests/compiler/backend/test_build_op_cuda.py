@@ -129,22 +129,19 @@ def test_fused_reduction_gpu_schedule_values():
     np.testing.assert_allclose(out, np.maximum(av * 2 + bv, 0).sum(1), rtol=1e-5, atol=1e-4)
 
 
-def test_kernels_are_looked_up_by_the_names_the_loaded_ptx_defines(monkeypatch):
+def test_kernels_are_looked_up_by_the_names_the_loaded_ptx_defines():
     """On a GPU of another architecture than the one compiled for, the op loads PTX generated for that GPU;
     every kernel it asks the driver for must be an ``.entry`` of the PTX it loaded (a fresh code generation
     names its module afresh: looking up the first build's names failed with CUDA_ERROR_NOT_FOUND on an H100)."""
     import re
 
-    import compiler.backend.cuda.runtime as cuda_rt
+    from compiler.backend.cuda.device import GpuDevice
 
     op = compiler.build_op(_gpu_schedule(), target="cuda")
     assert op.arch != "sm_90"
     loaded: dict = {}
 
     class FakeDriver:
-        def cuCtxSetCurrent(self, ctx):
-            return (0,)
-
         def cuModuleLoadData(self, image):
             loaded["entries"] = set(re.findall(r"\.entry\s+(\w+)", image.decode().rstrip("\0")))
             loaded["target"] = re.search(r"\.target\s+(\w+)", image.decode()).group(1)
@@ -153,72 +150,38 @@ def test_kernels_are_looked_up_by_the_names_the_loaded_ptx_defines(monkeypatch):
         def cuModuleGetFunction(self, mod, name):
             return (0 if name.decode() in loaded["entries"] else 500), name.decode()
 
-    monkeypatch.setattr(cuda_rt, "_context", lambda: (FakeDriver(), "ctx", "sm_90"))
-    drv, fns = op._load()
-    assert loaded["target"] == "sm_90" and len(fns) == len(op.kernels) >= 1
+    dev = object.__new__(GpuDevice)  # the real class's load(), on a stand-in driver
+    dev.drv, dev.ctx, dev.arch = FakeDriver(), "ctx", "sm_90"
+    _, (_, fns), kernels = op._load(dev)
+    assert loaded["target"] == "sm_90" and len(fns) == len(kernels) == len(op.kernels) >= 1
     assert set(fns) <= loaded["entries"]
 
 
-class _CountingDriver:
-    """A stand-in for cuda-python's driver that records allocations and copies (kernels do nothing)."""
-
-    def __init__(self):
-        self.allocs, self.frees, self.h2d, self.d2h, self.next = [], [], [], [], 1
-
-    def cuCtxSetCurrent(self, ctx):
-        return (0,)
-
-    def cuModuleLoadData(self, image):
-        return 0, "module"
-
-    def cuModuleGetFunction(self, mod, name):
-        return 0, name
-
-    def cuMemAlloc(self, n):
-        self.next += 1
-        self.allocs.append(n)
-        return 0, self.next
-
-    def cuMemFree(self, d):
-        self.frees.append(d)
-        return (0,)
-
-    def cuMemcpyHtoD(self, d, src, n):
-        self.h2d.append((d, n))
-        return (0,)
-
-    def cuMemcpyDtoH(self, dst, d, n):
-        self.d2h.append((d, n))
-        return (0,)
-
-    def cuLaunchKernel(self, *args):
-        return (0,)
-
-    def cuCtxSynchronize(self):
-        return (0,)
-
-
 def test_pinned_constants_are_uploaded_once_and_buffers_are_reused(monkeypatch):
-    """A pinned array (a packed weight) is copied to the GPU at its first use only; the other arguments' device
-    buffers are allocated once and refilled on every call; a pinned array's device copy is freed with it."""
+    """A pinned array (a packed weight) is copied to the device at its first use only; the other arguments' device
+    buffers are allocated once and refilled on every call; a pinned array's device copy is freed with it
+    (on the emulated device, which counts the copies and holds the allocations)."""
     import gc
 
     import compiler.backend.cuda.runtime as cuda_rt
+    from compiler.backend.cuda.device import EmulatedDevice
 
     op = compiler.build_op(_gpu_schedule(), target="cuda")
-    drv = _CountingDriver()
-    monkeypatch.setattr(cuda_rt, "_context", lambda: (drv, "ctx", op.arch))
-    monkeypatch.setattr(cuda_rt, "_driver", lambda: drv)
+    dev = EmulatedDevice()
+    monkeypatch.setattr(cuda_rt, "get_device", lambda: dev)
+    uploads = []
+    upload = dev.upload
+    dev.upload = lambda d, src, n: (uploads.append((d, n)), upload(d, src, n))
     a = np.ones((64, 128), np.float32)
     b = np.ones(128, np.float32)
     op.pin(b)
     for _ in range(3):
-        op(a, b)
-    assert [n for _, n in drv.h2d] == [a.nbytes, b.nbytes, a.nbytes, a.nbytes]  # b once, a every call
-    assert len(drv.d2h) == 3 and len(drv.allocs) == 3  # a, b, the output: allocated once each
-    b_dev = drv.h2d[1][0]
+        np.testing.assert_allclose(op(a, b), np.full(64, 3.0 * 128), rtol=1e-6)
+    assert [n for _, n in uploads] == [a.nbytes, b.nbytes, a.nbytes, a.nbytes]  # b once, a every call
+    assert dev.downloads == 3 and len(dev._mem) == 3  # a, b, the output: allocated once each
+    b_dev = uploads[1][0]
     del b
     gc.collect()
-    assert drv.frees == [b_dev]
-    op(a, np.ones(128, np.float32))  # an unpinned array in that position is copied, into a reused buffer
-    assert drv.h2d[-1][1] == 128 * 4 and len(drv.allocs) == 4
+    assert b_dev not in dev._mem
+    op(a, np.ones(128, np.float32))  # an unpinned array in that position is copied, into a buffer of its own
+    assert uploads[-1][1] == 128 * 4 and len(dev._mem) == 3

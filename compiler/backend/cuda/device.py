@@ -1,0 +1,208 @@
+"""Where the ``cuda`` target's kernels run: an NVIDIA GPU through cuda-python's driver API, or this CPU.
+
+:class:`GpuDevice` is the real thing. :class:`EmulatedDevice` (``VTA_CUDA_DEVICE=emulate``) keeps "device memory" in
+host buffers of its own and runs each op's loop IR with every block/thread loop serial, compiled for this CPU: a
+shared-memory fill then runs once per thread instead of cooperatively, which gives the same values. It checks what
+a GPU run would compute and what crosses the bus (its own copies are counted), anywhere, slowly; it says nothing
+about the driver, the PTX or the speed. Both hand out device pointers as plain ints.
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+import glob
+import os
+import threading
+
+import numpy as np
+
+from compiler.tir.errors import TirError
+from compiler.tir.ir import For, IfThen, PrimFunc
+
+DEVICE_ENV = "VTA_CUDA_DEVICE"
+DEVICE_KINDS = ("gpu", "emulate")
+
+
+class NoGpuError(RuntimeError):
+    """No CUDA device (or no driver) on this machine: CUDA ops compile here but cannot run."""
+
+
+def gpu_present() -> bool:
+    """Whether an NVIDIA GPU device node exists (the driver is loaded)."""
+    return bool(glob.glob("/dev/nvidia[0-9]*"))
+
+
+def _driver():
+    try:
+        from cuda.bindings import driver  # cuda-python >= 12.6
+    except ImportError:
+        try:
+            from cuda import cuda as driver  # older cuda-python
+        except ImportError:
+            return None
+    return driver
+
+
+def _check(res):
+    err, *rest = res if isinstance(res, tuple) else (res,)
+    if int(err) != 0:
+        raise RuntimeError(f"CUDA driver error {err!r}")
+    return rest[0] if len(rest) == 1 else tuple(rest)
+
+
+class GpuDevice:
+    """The first NVIDIA GPU, its primary context made current on each calling thread."""
+
+    kind = "gpu"
+
+    def __init__(self) -> None:
+        if not gpu_present():
+            raise NoGpuError(f"no GPU: no /dev/nvidia* device on this machine; the CUDA target compiles PTX here "
+                             f"(CudaOp.ptx) but running it needs an NVIDIA GPU ({DEVICE_ENV}=emulate runs the "
+                             f"kernels' loop IR on this CPU instead, serially: to check values, not speed)")
+        drv = _driver()
+        if drv is None:
+            raise TirError("a GPU is present but cuda-python is not installed: pip install cuda-python")
+        _check(drv.cuInit(0))
+        if _check(drv.cuDeviceGetCount()) == 0:
+            raise NoGpuError("no GPU: the CUDA driver reports no device")
+        dev = _check(drv.cuDeviceGet(0))
+        self.drv = drv
+        self.ctx = _check(drv.cuDevicePrimaryCtxRetain(dev))
+        _check(drv.cuCtxSetCurrent(self.ctx))
+        attr = drv.CUdevice_attribute
+        major = _check(drv.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev))
+        minor = _check(drv.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev))
+        self.arch = f"sm_{major}{minor}"
+
+    def activate(self) -> None:
+        _check(self.drv.cuCtxSetCurrent(self.ctx))  # the context is per calling thread
+
+    def alloc(self, nbytes: int) -> int:
+        return int(_check(self.drv.cuMemAlloc(max(1, nbytes))))
+
+    def free(self, dptr: int) -> None:
+        self.drv.cuMemFree(self.drv.CUdeviceptr(dptr))  # best effort: the context may be gone at interpreter exit
+
+    def upload(self, dptr: int, src: int, nbytes: int) -> None:
+        _check(self.drv.cuMemcpyHtoD(self.drv.CUdeviceptr(dptr), src, nbytes))
+
+    def download(self, dst: int, dptr: int, nbytes: int) -> None:
+        _check(self.drv.cuMemcpyDtoH(dst, self.drv.CUdeviceptr(dptr), nbytes))
+
+    def copy(self, dst: int, src: int, nbytes: int) -> None:
+        """Device to device, ordered after the kernels launched before it."""
+        _check(self.drv.cuMemcpyDtoD(self.drv.CUdeviceptr(dst), self.drv.CUdeviceptr(src), nbytes))
+
+    def load(self, ptx: str, names: list[str]):
+        """The module of ``ptx`` and its kernels ``names``, ready to launch."""
+        mod = _check(self.drv.cuModuleLoadData(ptx.encode() + b"\0"))
+        return mod, [_check(self.drv.cuModuleGetFunction(mod, n.encode())) for n in names]
+
+    def launch(self, loaded, kernels: list, dptrs: list[int]) -> None:
+        """Launch every kernel of a loaded op in order on ``dptrs`` (its buffers' device pointers)."""
+        vals = np.array(dptrs, dtype=np.uint64)
+        params = np.array([vals[i:].ctypes.data for i in range(len(vals))], dtype=np.uint64)
+        for k, fn in zip(kernels, loaded[1]):
+            _check(self.drv.cuLaunchKernel(fn, *k.grid, *k.block, 0, 0, params.ctypes.data, 0))
+
+    def synchronize(self) -> None:
+        _check(self.drv.cuCtxSynchronize())
+
+
+def serial_copy(body: list) -> list:
+    """``body`` with every loop serial (block/thread bindings, vectorize and unroll dropped); statements other than
+    loops and guards are shared, not copied."""
+    out = []
+    for s in body:
+        if isinstance(s, For):
+            s = For(s.var, s.extent, serial_copy(s.body), "serial")
+        elif isinstance(s, IfThen):
+            s = IfThen(s.cond, serial_copy(s.body))
+        out.append(s)
+    return out
+
+
+class EmulatedDevice:
+    """A GPU played by this CPU: device memory in host buffers (pointers are their addresses), an op's kernels run
+    as its loop IR with every loop serial. ``uploads``/``downloads`` count the bytes copied each way."""
+
+    kind = "emulate"
+    arch = "sm_80"
+
+    def __init__(self) -> None:
+        self._mem: dict[int, np.ndarray] = {}
+        self._lock = threading.Lock()
+        self.uploads = self.downloads = 0
+        self.upload_bytes = self.download_bytes = 0
+
+    def activate(self) -> None:
+        pass
+
+    def alloc(self, nbytes: int) -> int:
+        a = np.empty(max(1, nbytes) + 64, np.uint8)
+        p = a.ctypes.data
+        p += -p % 64
+        with self._lock:
+            self._mem[p] = a
+        return p
+
+    def free(self, dptr: int) -> None:
+        with self._lock:
+            self._mem.pop(dptr, None)
+
+    def upload(self, dptr: int, src: int, nbytes: int) -> None:
+        ctypes.memmove(dptr, src, nbytes)
+        self.uploads += 1
+        self.upload_bytes += nbytes
+
+    def download(self, dst: int, dptr: int, nbytes: int) -> None:
+        ctypes.memmove(dst, dptr, nbytes)
+        self.downloads += 1
+        self.download_bytes += nbytes
+
+    def copy(self, dst: int, src: int, nbytes: int) -> None:
+        ctypes.memmove(dst, src, nbytes)
+
+    def load_func(self, func: PrimFunc):
+        """``func`` (a CUDA op's loop IR) compiled serially for this CPU: a ctypes function of its buffers."""
+        from compiler.backend.llvm import parallel
+        from compiler.backend.llvm.codegen import generate
+        from compiler.backend.llvm.jit import get_host_jit
+
+        serial = PrimFunc(func.name + "_emulated", func.args, func.temps, serial_copy(func.body), func.num_inputs,
+                          dict(func.meta))
+        module, symbol = generate(serial)
+        cfunc = get_host_jit().compile(module, symbol, len(func.args) + len(func.temps) + 1)
+        return functools.partial(cfunc, parallel.launch_address())
+
+    def launch(self, loaded, kernels: list, dptrs: list[int]) -> None:
+        loaded(*dptrs)
+
+    def synchronize(self) -> None:
+        pass
+
+
+_DEVICE: dict[str, object] = {}
+_DEVICE_LOCK = threading.Lock()
+
+
+def device_kind() -> str:
+    """The device kind ``VTA_CUDA_DEVICE`` asks for (``gpu`` when unset)."""
+    kind = os.environ.get(DEVICE_ENV, "").strip().lower() or "gpu"
+    if kind not in DEVICE_KINDS:
+        raise ValueError(f"{DEVICE_ENV}={os.environ[DEVICE_ENV]!r}: allowed values are {', '.join(DEVICE_KINDS)} "
+                         f"(gpu: the first NVIDIA GPU; emulate: this CPU runs the kernels' loop IR serially)")
+    return kind
+
+
+def get_device():
+    """The process's device of the kind ``VTA_CUDA_DEVICE`` names, created on first use (:class:`NoGpuError`
+    where ``gpu`` is asked for and there is none)."""
+    kind = device_kind()
+    with _DEVICE_LOCK:
+        dev = _DEVICE.get(kind)
+        if dev is None:
+            dev = _DEVICE[kind] = GpuDevice() if kind == "gpu" else EmulatedDevice()
+    dev.activate()
+    return dev
