@@ -25,6 +25,7 @@ from compiler.graph.accel_interface import (AccelBackend, check_conv_operands, d
 from jit_runtime.host_ops.requant import Requant
 from compiler.backend.plans.compile import compile_plan
 from compiler.backend.plans.plans import OpPlan
+from compiler.backend.plans.plans_int8 import int8_conv_kernel
 from compiler.topi import conv2d_direct, conv2d_int8, requant_int
 
 
@@ -138,7 +139,7 @@ class TargetAccelBackend(AccelBackend):
              bias, rq: Requant) -> np.ndarray:
         cached = self._weights.get(id(w_key))
         if cached is None or cached[0] is not w_key:
-            cached = (w_key, conv2d_direct.pack_weight(spec, w_oihw))
+            cached = (w_key, int8_conv_kernel(spec, w_oihw, rq, self.target)[2])
             self._weights[id(w_key)] = cached
         params = requant_int.requant_params(rq, bias, spec.o)
         fn = self._kernel(spec, rq)
@@ -148,15 +149,7 @@ class TargetAccelBackend(AccelBackend):
 
     def _kernel(self, spec: conv2d_direct.Conv2dSpec, rq: Requant):
         """The compiled int8 conv + requant kernel of ``spec`` (compiled once per shape and epilogue constants)."""
-        scal = (int(rq.pre_shift), int(rq.zero_point), int(rq.clip_low), int(rq.out_max))
-        key = ("qconv2d", spec, scal, self.target)
-
-        def make():
-            extra, fn, dt = requant_int.requant_stage(rq, spec.o)
-            op = conv2d_direct.conv2d(spec, stage=(extra, fn, dt))
-            sched = conv2d_direct.schedule_gpu if self.target == "cuda" else conv2d_direct.schedule_cpu
-            return op.inputs, op.out, lambda s: sched(op, s)
-
+        key, make, _ = int8_conv_kernel(spec, None, rq, self.target)
         return compile_plan(OpPlan(key, make, lambda ins: list(ins)), self.target)
 
     def prepare(self, g) -> int:

@@ -8,8 +8,8 @@ import numpy as np
 from jit_runtime.host_ops.pooling import pool_axes
 from compiler.graph.ir import Node, TensorInfo
 from compiler.backend.plans.oplan import OpPlan, UnsupportedOnTarget, check_f32, const_input, f32
-from compiler.topi import (conv2d_direct, conv2d_winograd, dense_float, elementwise, gemm, layernorm, lrn, pool,
-                           reduce, softmax)
+from compiler.topi import (conv2d_direct, conv2d_gpu, conv2d_winograd, dense_float, elementwise, gemm, layernorm, lrn,
+                           pool, reduce, softmax)
 from compiler.te import TeError
 from compiler.topi.injective import schedule_injective
 
@@ -47,8 +47,14 @@ def conv_spec(node: Node, infos) -> conv2d_direct.Conv2dSpec:
     return spec
 
 
-def plan_conv(node: Node, infos, consts, target: str, knobs: conv2d_direct.CpuConvKnobs | None = None) -> OpPlan:
-    """``knobs``: the CPU schedule's knobs (a tuning log's choice; llvm only), default the library's."""
+def plan_conv(node: Node, infos, consts, target: str,
+              knobs: "conv2d_direct.CpuConvKnobs | conv2d_gpu.GpuConvKnobs | None" = None) -> OpPlan:
+    """``knobs``: the schedule's knobs (a tuning log's choice: :class:`~compiler.topi.conv2d_direct.CpuConvKnobs`
+    on llvm, :class:`~compiler.topi.conv2d_gpu.GpuConvKnobs` on cuda), default the library's."""
+    want = conv2d_gpu.GpuConvKnobs if target == "cuda" else conv2d_direct.CpuConvKnobs
+    if knobs is not None and not isinstance(knobs, want):
+        raise UnsupportedOnTarget(f"node {node.name!r} ({node.op}): target {target!r} takes {want.__name__} knobs, "
+                                  f"got {type(knobs).__name__}")
     a = node.attrs
     w = const_input(consts, node.inputs[1], "weight", node).astype(np.float32)
     spec = conv_spec(node, [infos[0], w])
@@ -57,6 +63,8 @@ def plan_conv(node: Node, infos, consts, target: str, knobs: conv2d_direct.CpuCo
         raise UnsupportedOnTarget(f"node {node.name!r}: the conv bias must be a constant initializer")
     residual = bool(a.get("residual", False))
     act, params = a.get("activation"), tuple(a.get("act_params", ()))
+    if target == "cuda" and conv2d_gpu.gpu_conv_ok(spec):
+        return _plan_gpu_conv(spec, knobs, w, bias, residual, act, params)
     if target == "llvm" and knobs is None:
         from compiler.backend.llvm.host import float_lanes
 
@@ -86,6 +94,33 @@ def plan_conv(node: Node, infos, consts, target: str, knobs: conv2d_direct.CpuCo
 
     def args(ins):
         out = [f32(ins[0]).reshape(in_shape), wp]
+        if bp is not None:
+            out.append(bp)
+        if residual:
+            out.append(f32(ins[3]).reshape(out_shape))
+        return out
+
+    return OpPlan(key, make, args, (spec.n, spec.o, spec.oh, spec.ow), np.dtype(np.float32), spec.macs)
+
+
+def _plan_gpu_conv(spec: conv2d_direct.Conv2dSpec, knobs: "conv2d_gpu.GpuConvKnobs | None", w: np.ndarray,
+                   bias: np.ndarray | None, residual: bool, act: str | None, params: tuple) -> OpPlan:
+    """A float conv2d on the GPU as the tiled implicit GEMM (:mod:`compiler.topi.conv2d_gpu`) with ``knobs``
+    (default: :func:`~compiler.topi.conv2d_gpu.default_knobs`)."""
+    knobs = knobs or conv2d_gpu.default_knobs(spec)
+    knobs.check(spec)
+    wp = conv2d_gpu.pack_weight(spec, w, knobs)
+    bp = None if bias is None else f32(bias).reshape(-1)
+    key = ("conv2d_gpu", spec, bp is not None, residual, act, params, knobs)
+
+    def make():
+        op = conv2d_gpu.conv2d(spec, knobs, bp is not None, residual, act, params)
+        return op.inputs, op.out, lambda s: conv2d_gpu.schedule_gpu(op, s)
+
+    out_shape = conv2d_gpu.output_shape(spec)
+
+    def args(ins):
+        out = [f32(ins[0]).reshape(spec.n, spec.c, spec.h, spec.w), wp]
         if bp is not None:
             out.append(bp)
         if residual:

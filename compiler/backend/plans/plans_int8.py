@@ -7,7 +7,7 @@ import numpy as np
 from compiler import te
 from compiler.graph.ir import Node
 from compiler.backend.plans.oplan import OpPlan, UnsupportedOnTarget, check_f32, const_input, f32
-from compiler.topi import conv2d_direct, elementwise, quantize
+from compiler.topi import conv2d_direct, conv2d_gpu, elementwise, quantize
 from compiler.topi.injective import PARALLEL_MIN, schedule_injective
 
 
@@ -33,19 +33,36 @@ def plan_qconv(node: Node, infos, consts, target: str) -> OpPlan:
         spec.check()
     except Exception as exc:
         raise UnsupportedOnTarget(f"node {node.name!r} (QConv2D): {exc}") from None
-    wp = conv2d_direct.pack_weight(spec, w)
     params = requant_int.requant_params(rq, bias, spec.o)
     dt = requant_int.out_dtype(rq)
-    key = ("qconv2d", spec, int(rq.pre_shift), int(rq.zero_point), int(rq.clip_low), int(rq.out_max), dt, target)
+    key, make, wp = int8_conv_kernel(spec, w, rq, target)
+    return OpPlan(key, make, lambda ins: [np.ascontiguousarray(ins[0]), wp, *params],
+                  (spec.n, spec.o, spec.oh, spec.ow), np.dtype(dt), spec.macs)
+
+
+def int8_conv_kernel(spec: conv2d_direct.Conv2dSpec, w: np.ndarray | None, rq, target: str) -> tuple:
+    """``(key, make, packed weight)`` of an int8 conv + requant kernel on ``target``: cuda's tiled implicit GEMM
+    (:mod:`compiler.topi.conv2d_gpu`) where it applies, else the direct conv (its GPU or CPU schedule); the packed
+    weight is None where ``w`` is."""
+    from compiler.topi import requant_int
+
+    scal = (int(rq.pre_shift), int(rq.zero_point), int(rq.clip_low), int(rq.out_max), requant_int.out_dtype(rq))
+    if target == "cuda" and conv2d_gpu.gpu_conv_ok(spec):
+        knobs = conv2d_gpu.default_knobs(spec)
+
+        def make_gpu():
+            op = conv2d_gpu.conv2d(spec, knobs, stage=requant_int.requant_stage(rq, spec.o))
+            return op.inputs, op.out, lambda s: conv2d_gpu.schedule_gpu(op, s)
+
+        wp = None if w is None else conv2d_gpu.pack_weight(spec, w, knobs)
+        return ("qconv2d_gpu", spec, *scal, knobs), make_gpu, wp
 
     def make():
-        extra, fn, odt = requant_int.requant_stage(rq, spec.o)
-        op = conv2d_direct.conv2d(spec, stage=(extra, fn, odt))
+        op = conv2d_direct.conv2d(spec, stage=requant_int.requant_stage(rq, spec.o))
         sched = conv2d_direct.schedule_gpu if target == "cuda" else conv2d_direct.schedule_cpu
         return op.inputs, op.out, lambda s: sched(op, s)
 
-    return OpPlan(key, make, lambda ins: [np.ascontiguousarray(ins[0]), wp, *params],
-                  (spec.n, spec.o, spec.oh, spec.ow), np.dtype(dt), spec.macs)
+    return ("qconv2d", spec, *scal, target), make, None if w is None else conv2d_direct.pack_weight(spec, w)
 
 
 def plan_qdense(node: Node, infos, consts, target: str) -> OpPlan:
@@ -63,16 +80,9 @@ def plan_qdense(node: Node, infos, consts, target: str) -> OpPlan:
     n, k = x.shape
     m = w.shape[0]
     spec = conv2d_direct.Conv2dSpec(n, k, 1, 1, m, 1, 1, dtype="int8")
-    wp = conv2d_direct.pack_weight(spec, w.reshape(m, k, 1, 1))
     params = requant_int.requant_params(rq, bias, m)
     dt = requant_int.out_dtype(rq)
-    key = ("qdense", spec, int(rq.pre_shift), int(rq.zero_point), int(rq.clip_low), int(rq.out_max), dt, target)
-
-    def make():
-        extra, fn, odt = requant_int.requant_stage(rq, m)
-        op = conv2d_direct.conv2d(spec, stage=(extra, fn, odt))
-        sched = conv2d_direct.schedule_gpu if target == "cuda" else conv2d_direct.schedule_cpu
-        return op.inputs, op.out, lambda s: sched(op, s)
+    key, make, wp = int8_conv_kernel(spec, w.reshape(m, k, 1, 1), rq, target)
 
     return OpPlan(key, make, lambda ins: [np.ascontiguousarray(ins[0]).reshape(n, k, 1, 1), wp, *params], (n, m),
                   np.dtype(dt), n * k * m)
