@@ -21,7 +21,7 @@ def build(model: str | Path | onnx.ModelProto, config=None, target: str = "sim",
     """Compile ``model`` and bind it to accelerator backend ``target`` ("ref", "sim", ...), or compile the
     whole model for a CPU/GPU target (``"llvm"``, ``"cuda"``: :mod:`compiler.executor.targets`; float models run
     in float32 unless ``calibration`` is given, QDQ models in int8; ``cpu``/``target_options`` do not apply there,
-    ``tuning_log`` only to ``"llvm"``: a log of ``vta tune --target llvm``).
+    ``tuning_log`` does: a log of ``vta tune --target llvm|cuda``).
 
     ``config``: an ``isa.HwConfig``, a preset name or None (batch 1, 16x16 blocks).
     ``calibration``: data for quantizing float models (array or list of feed dicts).
@@ -34,7 +34,9 @@ def build(model: str | Path | onnx.ModelProto, config=None, target: str = "sim",
     ``tuning_log``: a log written by ``vta tune`` / ``compiler.autotune``: each task uses its best record's
     knobs; tasks without a usable record use the analytic choice (a ``TuningLogWarning`` says which). On
     ``target="llvm"`` the float convs' schedule knobs, each kept only where it times faster than the library's
-    default at build time, alone and then in the model (:mod:`compiler.executor.llvm_log`).
+    default at build time, alone and then in the model (:mod:`compiler.executor.llvm_log`); on ``target="cuda"``
+    the float convs' GPU schedule knobs, each kept only where it runs faster than the default on this device at
+    build time (:mod:`compiler.autotune.cuda_conv`).
     """
     if tuning_log is not None and not Path(tuning_log).is_file():
         raise FileNotFoundError(f"tuning log {tuning_log} does not exist")
@@ -45,12 +47,9 @@ def build(model: str | Path | onnx.ModelProto, config=None, target: str = "sim",
 
     if target in MODEL_TARGETS:
         extra = [k for k, v in (("cpu", cpu), ("target_options", target_options)) if v]
-        if tuning_log is not None and target != "llvm":
-            extra.append("tuning_log")
         if extra:
             raise ValueError(f"target {target!r} compiles the whole model with the operator library; {extra} apply "
-                             f"only to accelerator targets ({', '.join(available_accel_backends())})"
-                             + ("; tuning_log also to target 'llvm'" if "tuning_log" in extra else ""))
+                             f"only to accelerator targets ({', '.join(available_accel_backends())})")
         return build_for_target(model, cfg, target, calibration=calibration, quantize=quantize,
                                 input_shapes=input_shapes, progress=progress, checked=True, tuning_log=tuning_log)
     backend = create_accel_backend(target, cfg, **(target_options or {}))  # fail fast on unknown targets

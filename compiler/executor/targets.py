@@ -18,8 +18,9 @@ def build_for_target(model, cfg, target: str, *, calibration=None, quantize: boo
                      input_shapes=None, progress: bool | None = None, checked: bool = False,
                      tuning_log=None) -> Module:
     """Compile the loaded ONNX ``model`` for ``target`` (see the module docstring); ``checked``: it was folded and
-    checked for operator support already (``build`` does it first). ``tuning_log`` (llvm, float models): the float
-    convs use the log's knobs where they time faster than the default (:mod:`compiler.autotune.llvm_conv`)."""
+    checked for operator support already (``build`` does it first). ``tuning_log`` (float models): the float
+    convs use the log's knobs where they time faster than the default (:mod:`compiler.autotune.llvm_conv`,
+    :mod:`compiler.autotune.cuda_conv`)."""
     from compiler.graph.memory_plan import plan_memory
     from compiler.graph.partition import partition_graph
     from compiler.backend.plans.accel import TargetAccelBackend
@@ -47,13 +48,20 @@ def build_for_target(model, cfg, target: str, *, calibration=None, quantize: boo
         compiled.stats["epilogues_fused"] = fuse_conv_epilogues(compiled.graph)
         compiled.partitions = partition_graph(compiled.graph)
         compiled.memory_plan = plan_memory(compiled.graph)
-    if tuning_log is not None and target != "llvm":
-        raise ValueError(f"tuning_log applies to target 'llvm' (and the accelerator targets), not {target!r}")
     accel = TargetAccelBackend(cfg, target)
     compiled.stats["int8_layers_compiled"] = accel.prepare(compiled.graph)
     if tuning_log is None:
         cpu = TargetCpuBackend(target)
         cpu.prepare(compiled.graph)
+        return Module(compiled, accel, cpu, progress)
+    if target == "cuda":
+        from compiler.autotune.cuda_conv import logged_faster as gpu_logged_faster, use_knobs
+
+        kept = gpu_logged_faster(compiled.graph, tuning_log)
+        cpu = TargetCpuBackend(target)
+        use_knobs(cpu, kept)
+        cpu.prepare(compiled.graph)
+        compiled.stats["tuned_convs"] = len(kept)
         return Module(compiled, accel, cpu, progress)
     from compiler.autotune.llvm_conv import logged_faster
     from compiler.executor.llvm_log import confirm_in_model, cpu_with_knobs

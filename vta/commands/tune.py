@@ -9,7 +9,7 @@ import sys
 import time
 import warnings
 
-TARGETS = ("sim", "llvm")
+TARGETS = ("sim", "llvm", "cuda")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -20,7 +20,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("model", help="ONNX model file (int8 QDQ, or float with --calibrate)")
     p.add_argument("--target", default="sim", choices=TARGETS,
                    help="what to tune: sim (default: the accelerator kernels, measured on the cycle-accurate "
-                        "simulator) or llvm (the float convs' CPU schedules of a float model, timed on this CPU)")
+                        "simulator), llvm (the float convs' CPU schedules of a float model, timed on this CPU) or "
+                        "cuda (their GPU schedules, timed on the GPU)")
     p.add_argument("--config", default="pynq-z1", help="hardware preset or JSON file (default pynq-z1)")
     p.add_argument("--trials", type=int, default=32, help="measured candidates per task (default 32)")
     p.add_argument("--log", required=True, help="tuning log (JSON lines; appended to)")
@@ -59,6 +60,8 @@ def run(args: argparse.Namespace) -> int:
     logging.getLogger().setLevel(logging.ERROR)
     if args.target == "llvm":
         return run_llvm(args)
+    if args.target == "cuda":
+        return run_cuda(args)
     if args.in_model is not None:
         raise ValueError("--in-model applies to --target llvm (the accelerator's cycles do not depend on the "
                          "neighbouring layers)")
@@ -173,6 +176,69 @@ def run_llvm(args: argparse.Namespace) -> int:
         print(json.dumps({"target": "llvm", "tasks": len(tasks), "trials": args.trials, "tuner": args.tuner,
                           "tasks_kept": kept, "in_model_chosen": sum(v is not None for v in ranked.values()),
                           "in_model_ranked": len(ranked), "wall_ms_before": b, "wall_ms_after": a,
+                          "tune_seconds": round(tune_s, 2),
+                          "per_task": [{"task": r.task.describe(), "ns": r.cycles, "trials": r.trials,
+                                        "rejected": r.rejected} for r in results]}))
+    return 0
+
+
+def run_cuda(args: argparse.Namespace) -> int:
+    """``vta tune MODEL --target cuda``: tune the float convs' GPU schedules (knobs of ``conv2d_gpu.schedule_gpu``)
+    by timing compiled kernels on the device, then build with and without the log and time the whole model."""
+    from compiler.autotune import progress_printer, tune_tasks
+    from compiler.autotune.cuda_conv import CudaMeasurer, device_ident, graph_tasks
+    from compiler.autotune.llvm_conv import MIN_GAIN
+    from compiler.backend.cuda.device import NoGpuError, get_device
+    from compiler.executor import build
+    from compiler.frontend.onnx_import import load_model
+    from vta.commands.run import is_quantized, model_inputs, random_inputs
+
+    if args.ray:
+        raise ValueError("--ray does not apply to --target cuda: kernels are timed on this machine's GPU, one at a time")
+    if args.in_model is not None:
+        raise ValueError("--in-model applies to --target llvm (CPU kernels that share caches and cores with their "
+                         "neighbours); --target cuda keeps a logged schedule where it beats the default alone")
+    model = load_model(args.model)
+    if is_quantized(model) or args.calibrate:
+        raise ValueError(f"--target cuda tunes the float convs of a float model; {args.model} is quantized or "
+                         f"--calibrate was given (int8 GPU kernels have no tuning space yet)")
+    try:
+        get_device()  # before anything is compiled
+    except NoGpuError as exc:
+        raise ValueError(f"--target cuda times kernels on a GPU: {exc}") from None
+    feeds = random_inputs(model_inputs(model), args.seed)
+    shapes = {k: tuple(v.shape) for k, v in feeds.items()}
+    base = build(model, target="cuda", input_shapes=shapes, progress=False)
+    tasks = graph_tasks(base.graph)
+    dev = device_ident()
+    print(f"{len(tasks)} cuda conv task(s) to tune with {args.tuner}, {args.trials} trials each, on {dev['name']} "
+          f"({dev['arch']}); log: {args.log}")
+    t0 = time.perf_counter()
+    with CudaMeasurer() as measurer:
+        results = tune_tasks(tasks, measurer, args.tuner, args.trials, args.batch, args.log, args.seed,
+                             progress_printer(sys.stdout))
+    tune_s = time.perf_counter() - t0
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        tuned = build(model, target="cuda", input_shapes=shapes, progress=False, tuning_log=args.log)
+    for w in caught:
+        print(f"warning: {w.message}", file=sys.stderr)
+    before, after = [], []
+    for _ in range(3):  # alternating, min of each side
+        before.append(model_wall_ms(base, feeds))
+        after.append(model_wall_ms(tuned, feeds))
+    b, a = min(before), min(after)
+    kept = tuned.compiled.stats.get("tuned_convs", 0)
+    print(f"tuned {len(tasks)} task(s) in {tune_s:.1f} s; rejected before measurement: "
+          f"{sum(sum(r.rejected.values()) for r in results)}; failed measurements: "
+          f"{sum(r.invalid_measured for r in results)}")
+    print(f"the build kept logged knobs for {kept} of {len(tasks)} task(s) (the others: no faster than the default "
+          f"by {MIN_GAIN:.0%} on this device)")
+    print(f"network wall time (min of alternating medians): before {b:.3f} ms, after {a:.3f} ms, "
+          f"speed-up {b / a:.3f}x")
+    if args.json:
+        print(json.dumps({"target": "cuda", "device": dev, "tasks": len(tasks), "trials": args.trials,
+                          "tuner": args.tuner, "tasks_kept": kept, "wall_ms_before": b, "wall_ms_after": a,
                           "tune_seconds": round(tune_s, 2),
                           "per_task": [{"task": r.task.describe(), "ns": r.cycles, "trials": r.trials,
                                         "rejected": r.rejected} for r in results]}))

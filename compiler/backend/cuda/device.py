@@ -74,6 +74,10 @@ class GpuDevice:
         major = _check(drv.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev))
         minor = _check(drv.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev))
         self.arch = f"sm_{major}{minor}"
+        try:  # the product name keys tuning records ("NVIDIA H200"); the architecture alone where unreadable
+            self.name = bytes(_check(drv.cuDeviceGetName(256, dev))).split(b"\0")[0].decode().strip() or self.arch
+        except Exception:  # noqa: BLE001 - a name is a label, not a requirement
+            self.name = self.arch
 
     def activate(self) -> None:
         _check(self.drv.cuCtxSetCurrent(self.ctx))  # the context is per calling thread
@@ -128,6 +132,7 @@ class EmulatedDevice:
     as its loop IR with every loop serial. ``uploads``/``downloads`` count the bytes copied each way."""
 
     kind = "emulate"
+    name = "emulate"
     arch = "sm_80"
 
     def __init__(self) -> None:

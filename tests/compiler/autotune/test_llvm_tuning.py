@@ -312,15 +312,6 @@ def test_build_applies_logged_pixel_knobs(tmp_path, monkeypatch):
     np.testing.assert_allclose(np.asarray(tuned(input=x)[0]), np.asarray(base(input=x)[0]), rtol=1e-4, atol=1e-5)
 
 
-def test_tuning_log_on_cuda_is_refused(tiny_model, tmp_path):
-    from compiler.executor import build
-
-    log = tmp_path / "t.log"
-    log.write_text("")
-    with pytest.raises(ValueError, match="tuning_log also to target 'llvm'"):
-        build(str(tiny_model), target="cuda", progress=False, tuning_log=log)
-
-
 def test_a_flushed_measurement_sweeps_the_caches_before_each_call(monkeypatch):
     """``measure_cost(flush=True)``: one call a timed run, each after a sweep of at least twice the last-level
     cache (the build-time check times logged knobs so too)."""
