@@ -9,8 +9,10 @@ Models: the zoo's full-size ResNet-18 (and optionally MobileNetV2), 1x3x224x224.
 
 Latency: min over ``--repeat`` runs after a warm-up, next to onnxruntime's CUDA provider when the
 installed onnxruntime has it (``ort_cuda_ms``; else null) and its CPU provider (``ort_cpu_ms``, all cores).
-Needs an NVIDIA GPU and cuda-python; without a GPU it prints ``{"gpu": false}`` and exits 0.
-The last line is one JSON object.
+Needs an NVIDIA GPU and cuda-python; without a GPU it prints ``{"gpu": false}`` and exits 0, unless
+``VTA_CUDA_DEVICE=emulate`` is set: then the same runs go through the emulated device (this CPU plays the GPU,
+serially: the errors and mismatches mean what they mean on a GPU, the times are the CPU's; use --repeat 1).
+``device`` names the device (``{"name": "NVIDIA H200", "arch": "sm_90"}``). The last line is one JSON object.
 
     python benchmarks/bench_gpu_target.py [--models resnet18,mobilenet_v2] [--repeat 10]
 """
@@ -89,12 +91,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=10)
     args = ap.parse_args(argv)
     logging.getLogger().setLevel(logging.ERROR)
-    from compiler.backend.cuda.runtime import gpu_present
+    from compiler.backend.cuda.device import device_kind, get_device, gpu_present
 
-    if not gpu_present():
-        print("bench_gpu_target: no GPU on this machine (no /dev/nvidia*); nothing measured")
+    if device_kind() == "gpu" and not gpu_present():
+        print("bench_gpu_target: no GPU on this machine (no /dev/nvidia*); nothing measured "
+              "(VTA_CUDA_DEVICE=emulate checks the values on this CPU)")
         print(json.dumps({"gpu": False}))
         return 0
+    dev = get_device()
+    device = {"name": dev.name, "arch": dev.arch}
+    print(f"  device: {device['name']} ({device['arch']})", flush=True)
     models = {}
     for name in [m.strip() for m in args.models.split(",") if m.strip()]:
         r = models[name] = bench_model(name, args.repeat)
@@ -103,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{f['ort_cuda_ms']}, max rel err {f['max_rel_err']:.2e}", flush=True)
         print(f"  {name} int8: cuda {i['cuda_ms']:.2f} ms, ORT CPU {i['ort_cpu_ms']:.2f} ms, "
               f"mismatches vs ref {i['mismatches']}", flush=True)
-    summary = {"gpu": True, "repeat": args.repeat, "models": models,
+    summary = {"gpu": device_kind() == "gpu", "device": device, "repeat": args.repeat, "models": models,
                "fp32_max_rel_err": max(m["fp32"]["max_rel_err"] for m in models.values()),
                "int8_mismatches": sum(m["int8"]["mismatches"] for m in models.values())}
     print(json.dumps(summary))
