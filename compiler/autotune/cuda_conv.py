@@ -21,27 +21,24 @@ when both are timed alternately on the device at build time (a log never makes a
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import json
 import math
 import time
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
+from compiler.autotune.conv_task import (FloatConvTask, KnobGrid, distinct_tasks, fastest_usable, knobs_from,
+                                        measure_task, node_conv, other_target, warn_log)
 from compiler.autotune.llvm_conv import MIN_GAIN, MIN_RUN_S, REPEATS
 from compiler.autotune.measure import Result, _Measurer
-from compiler.autotune.records import FORMAT, TuningLogWarning, log_lines
-from compiler.autotune.space import GridSpace
+from compiler.autotune.records import FORMAT, log_lines
 from compiler.topi import conv2d_gpu as cg
-from compiler.topi.conv2d_direct import Conv2dSpec
 from compiler.topi.conv2d_gpu import GpuConvKnobs
 
 Point = tuple[int, ...]
-KNOB_FIELDS = tuple(f.name for f in dataclasses.fields(GpuConvKnobs))
 TILE_CHOICES = (4, 8, 16, 32, 64, 128)
 THREAD_TILE_CHOICES = (1, 2, 4, 8)
 RK_CHOICES = (4, 8, 16)
@@ -58,49 +55,20 @@ def device_ident() -> dict:
 
 
 @dataclass(frozen=True)
-class CudaConvTask:
+class CudaConvTask(FloatConvTask):
     """One float conv2d as the cuda target compiles it: geometry ``spec``, its fused epilogue (``bias``,
     ``residual``, ``act`` with ``act_params``), and the node's ``name`` (not part of the identity)."""
 
-    spec: Conv2dSpec
-    bias: bool = False
-    residual: bool = False
-    act: str | None = None
-    act_params: tuple = ()
-    name: str = dataclasses.field(default="", compare=False)
+    OP = "conv2d_float_gpu"
+    DROP = ("oc_block", "pixel_tile", "pad_value", "in_block", "pixel_vectors", "row_tile", "dtype")
 
     def __post_init__(self) -> None:
         if self.spec.dtype != "float32" or not cg.gpu_conv_ok(self.spec):
             raise ValueError(f"cuda conv tasks are float32 convolutions of one group, got dtype {self.spec.dtype}, "
                              f"groups {self.spec.groups}")
 
-    @property
-    def ident(self) -> dict:
-        s = dataclasses.asdict(self.spec)
-        for k in ("oc_block", "pixel_tile", "pad_value", "in_block", "pixel_vectors", "row_tile", "dtype"):
-            s.pop(k)
-        return {"op": "conv2d_float_gpu", "spec": s, "bias": self.bias, "residual": self.residual, "act": self.act,
-                "act_params": list(self.act_params)}
-
-    @property
-    def key(self) -> str:
-        return json.dumps(self.ident, sort_keys=True)
-
-    def macs(self) -> int:
-        return self.spec.macs
-
-    def ideal(self) -> float:
-        """Scale of the cost model's target (ns per 1000 MACs: layers of different sizes share one model)."""
-        return self.spec.macs / 1000.0
-
-    def rate(self, ns: int) -> float:
-        """GFLOPS (2 per MAC) at ``ns`` nanoseconds."""
-        return 2 * self.spec.macs / ns
-
-    def describe(self) -> str:
-        s = self.spec
-        return (f"{self.name + ': ' if self.name else ''}gpu conv {s.kh}x{s.kw}/{s.stride[0]} {s.c}->{s.o}ch "
-                f"{s.h}x{s.w}{' +res' if self.residual else ''}{' ' + self.act if self.act else ''}")
+    def label(self) -> str:
+        return "gpu conv"
 
     def make_space(self) -> "GpuConvSpace":
         return GpuConvSpace(self)
@@ -186,66 +154,28 @@ def time_device_call(call: Callable[[], None], dev, repeats: int = REPEATS) -> i
 def task_of_node(node, infos) -> CudaConvTask | None:
     """The task of a ``Conv``/``FusedConv`` graph node (``infos``: its inputs' TensorInfos), or None when the cuda
     target does not tune it (not a float32 2-D conv of one group)."""
-    from compiler.backend.plans.oplan import UnsupportedOnTarget
-    from compiler.backend.plans.plans_float import conv_spec
-
-    if node.op not in ("Conv", "FusedConv") or len(infos) < 2 or infos[0] is None or infos[1] is None:
+    conv = node_conv(node, infos)
+    if conv is None or not cg.gpu_conv_ok(conv[0]) or conv[0].dtype != "float32":
         return None
-    try:
-        spec = conv_spec(node, infos)
-    except UnsupportedOnTarget:
-        return None
-    if not cg.gpu_conv_ok(spec):
-        return None
-    a = node.attrs
-    return CudaConvTask(spec, len(node.inputs) > 2 and bool(node.inputs[2]), bool(a.get("residual", False)),
-                        a.get("activation"), tuple(a.get("act_params", ())), node.name)
+    return CudaConvTask(conv[0], *conv[1], node.name)
 
 
 def graph_tasks(g) -> list[CudaConvTask]:
     """Distinct tunable conv tasks of graph ``g`` (after epilogue fusion), in graph order."""
-    tasks: dict[str, CudaConvTask] = {}
-    for n in g.nodes:
-        t = task_of_node(n, [g.tensors.get(i) if i else None for i in n.inputs])
-        if t is not None:
-            tasks.setdefault(t.key, t)
-    return list(tasks.values())
+    return distinct_tasks(g, task_of_node)
 
 
-class GpuConvSpace(GridSpace):
+class GpuConvSpace(KnobGrid):
     """All knob settings of one :class:`CudaConvTask`: bo x bp x vo x vp x rk x split (see the module docstring)."""
 
+    KNOBS = GpuConvKnobs
     structure_axis = 5  # split: one kernel or two, and the grid's size
     structure_share = 1.0
     stepped_axes = (0, 1, 2, 3, 4, 5)  # every knob is an ordered size
 
     def __init__(self, task: CudaConvTask) -> None:
-        self.task = task
-        self.axes = [("bo", list(TILE_CHOICES)), ("bp", list(TILE_CHOICES)), ("vo", list(THREAD_TILE_CHOICES)),
-                     ("vp", list(THREAD_TILE_CHOICES)), ("rk", list(RK_CHOICES)), ("split", list(SPLIT_CHOICES))]
-        self.dims = tuple(len(v) for _, v in self.axes)
-
-    def __len__(self) -> int:
-        return math.prod(self.dims)
-
-    def knobs(self, p: Point) -> GpuConvKnobs:
-        return GpuConvKnobs(**{name: vals[i] for (name, vals), i in zip(self.axes, p)})
-
-    def point(self, k: GpuConvKnobs) -> Point | None:
-        """The point of knobs ``k``, or None when they lie outside this space."""
-        try:
-            return tuple(vals.index(getattr(k, name)) for name, vals in self.axes)
-        except ValueError:
-            return None
-
-    def grid(self):
-        return itertools.product(*(range(d) for d in self.dims))
-
-    def candidates(self) -> list[Point]:
-        """Every valid point (the XGB tuner ranks them all by its model)."""
-        if not hasattr(self, "_candidates"):
-            self._candidates = [p for p in self.grid() if self.reject(self.knobs(p)) is None]
-        return self._candidates
+        self._axes(task, [("bo", list(TILE_CHOICES)), ("bp", list(TILE_CHOICES)), ("vo", list(THREAD_TILE_CHOICES)),
+                          ("vp", list(THREAD_TILE_CHOICES)), ("rk", list(RK_CHOICES)), ("split", list(SPLIT_CHOICES))])
 
     def reject(self, k: GpuConvKnobs) -> str | None:
         """Why ``k`` cannot (or need not) be measured for this task, or None."""
@@ -284,20 +214,6 @@ class GpuConvSpace(GridSpace):
         return np.asarray(feats, dtype=np.float32)
 
 
-def measure_cuda(task: CudaConvTask, knobs: GpuConvKnobs) -> Result:
-    """Compile and time ``task`` with ``knobs``: a :class:`Result` whose ``cycles`` holds the median nanoseconds."""
-    t0 = time.perf_counter()
-    try:
-        ns = task.measure_cost(knobs)
-    except Exception as exc:  # noqa: BLE001 - a failed candidate is a result, not a crash of the tuner
-        return Result(None, f"{type(exc).__name__}: {exc}", time.perf_counter() - t0)
-    return Result(ns, None, time.perf_counter() - t0)
-
-
-def _measure_item(knobs: GpuConvKnobs, task: CudaConvTask) -> Result:
-    return measure_cuda(task, knobs)
-
-
 class CudaMeasurer(_Measurer):
     """Time candidates in this process on this process's device, one after the other (kernels timed side by side
     would share the GPU)."""
@@ -311,11 +227,10 @@ class CudaMeasurer(_Measurer):
         self.workers = 1
 
     def __call__(self, task: CudaConvTask, batch: list[GpuConvKnobs]) -> list[Result]:
-        return self._runner.map(_measure_item, batch, (task,))
+        return self._runner.map(measure_task, batch, (task,))
 
 
-def _warn(msg: str) -> None:
-    warnings.warn(msg, TuningLogWarning, stacklevel=3)
+_warn = warn_log
 
 
 def load_cuda_records(path: str | Path) -> list[tuple[dict, GpuConvKnobs, int, str]]:
@@ -328,7 +243,7 @@ def load_cuda_records(path: str | Path) -> list[tuple[dict, GpuConvKnobs, int, s
             _warn(f"{where}: not a vta-stack tuning record of format {FORMAT}; skipped")
             continue
         if obj.get("target") != "cuda":
-            _warn(f"{where}: a record for target {obj.get('target') or 'sim'!r}, not cuda; skipped")
+            _warn(f"{where}: {other_target(obj, 'cuda')}; skipped")
             continue
         gpu = obj.get("gpu")
         if gpu != want:
@@ -337,11 +252,7 @@ def load_cuda_records(path: str | Path) -> list[tuple[dict, GpuConvKnobs, int, s
         if obj.get("result") is None:
             continue
         try:
-            conf = obj["config"]
-            unknown = sorted(set(conf) - set(KNOB_FIELDS))
-            if unknown:
-                raise ValueError(f"unknown knobs {unknown}")
-            knobs = GpuConvKnobs(**conf)
+            knobs = knobs_from(obj["config"], GpuConvKnobs)
             ident = obj["task"]
             if not isinstance(ident, dict):
                 raise TypeError("task must be an object")
@@ -358,30 +269,7 @@ def load_cuda_records(path: str | Path) -> list[tuple[dict, GpuConvKnobs, int, s
 def logged_knobs(tasks: list[CudaConvTask], path: str | Path) -> dict[str, GpuConvKnobs]:
     """Task key -> knobs of its fastest usable record in the log (warns for unknown tasks, unusable knobs, and
     tasks no record covers)."""
-    by_key = {t.key: t for t in tasks}
-    chosen: dict[str, GpuConvKnobs] = {}
-    unknown: set[str] = set()
-    for ident, knobs, _ns, where in sorted(load_cuda_records(path), key=lambda r: r[2]):
-        key = json.dumps(ident, sort_keys=True)
-        task = by_key.get(key)
-        if task is None:
-            if key not in unknown:
-                unknown.add(key)
-                _warn(f"{where}: record for a conv that is not in this model ({ident.get('spec')}); skipped")
-            continue
-        if key in chosen:
-            continue
-        why = task.make_space().reject(knobs)
-        if why:
-            _warn(f"{where}: knobs {knobs} cannot be used for {task.describe()} ({why}); skipped")
-            continue
-        chosen[key] = knobs
-    missing = [t for t in tasks if t.key not in chosen]
-    if missing:
-        _warn(f"tuning log {path}: no usable cuda record for {len(missing)} of {len(tasks)} conv task(s) "
-              f"({'; '.join(t.describe() for t in missing[:4])}{'; ...' if len(missing) > 4 else ''}); they use the "
-              f"library's default schedule")
-    return chosen
+    return fastest_usable(tasks, load_cuda_records(path), path, "cuda")
 
 
 def faster_than_default(task: CudaConvTask, knobs: GpuConvKnobs, rounds: int = 5) -> tuple[bool, int, int]:

@@ -33,31 +33,28 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import itertools
 import json
 import math
 import time
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
+from compiler.autotune.conv_task import (FloatConvTask, KnobGrid, distinct_tasks, fastest_usable, knobs_from,
+                                        measure_task, node_conv, other_target, warn_log)
 from compiler.autotune.measure import Result, _Measurer
-from compiler.autotune.records import FORMAT, TuningLogWarning, log_lines
-from compiler.autotune.space import GridSpace
+from compiler.autotune.records import FORMAT, log_lines
 from compiler.topi import conv2d_direct as cd
 from compiler.topi import conv2d_winograd as cw
-from compiler.topi.conv2d_direct import (ORDER_CHOICES, PARALLEL_CHOICES, PIXEL_PARALLEL_CHOICES, Conv2dSpec,
-                                         CpuConvKnobs)
+from compiler.topi.conv2d_direct import ORDER_CHOICES, PARALLEL_CHOICES, PIXEL_PARALLEL_CHOICES, CpuConvKnobs
 from compiler.topi.row_tiles import row_vectors
 
 Point = tuple[int, ...]
 OB_CHOICES = (8, 16, 32)
 XT_CHOICES = tuple(range(1, 9))
 UNROLL_CHOICES = (0, 1, 2)
-KNOB_FIELDS = tuple(f.name for f in dataclasses.fields(CpuConvKnobs))
 REPEATS = 5          # timed runs per measurement (the median is the cost)
 MIN_RUN_S = 2e-3     # a timed run calls the kernel enough times to last about this long
 SWEEP_MIN_BYTES = 64 << 20  # a flushed measurement first reads at least this much (else twice the L3 cache)
@@ -95,16 +92,12 @@ def cpu_ident() -> dict:
 
 # ------------------------------------------------------------------------------------------------ tasks
 @dataclass(frozen=True)
-class LlvmConvTask:
+class LlvmConvTask(FloatConvTask):
     """One float conv2d as the llvm target compiles it: geometry ``spec`` (no knob fields set), its fused epilogue
     (``bias``, ``residual``, ``act`` with ``act_params``), and the node's ``name`` (not part of the identity)."""
 
-    spec: Conv2dSpec
-    bias: bool = False
-    residual: bool = False
-    act: str | None = None
-    act_params: tuple = ()
-    name: str = dataclasses.field(default="", compare=False)
+    OP = "conv2d_float"
+    DROP = ("oc_block", "pixel_tile", "pad_value", "in_block")  # in_block: chosen by CpuConvKnobs.apply
 
     def __post_init__(self) -> None:
         s = self.spec
@@ -114,34 +107,8 @@ class LlvmConvTask:
         if s.oc_block or s.pixel_tile or s.pixel_vectors or s.row_tile:
             raise ValueError("a task's spec carries no knobs (oc_block and pixel_tile must be 0)")
 
-    @property
-    def ident(self) -> dict:
-        s = dataclasses.asdict(self.spec)
-        for k in ("oc_block", "pixel_tile", "pad_value", "in_block"):  # in_block: chosen by CpuConvKnobs.apply
-            s.pop(k)
-        return {"op": "conv2d_float", "spec": s, "bias": self.bias, "residual": self.residual, "act": self.act,
-                "act_params": list(self.act_params)}
-
-    @property
-    def key(self) -> str:
-        return json.dumps(self.ident, sort_keys=True)
-
-    def macs(self) -> int:
-        return self.spec.macs
-
-    def ideal(self) -> float:
-        """Scale of the cost model's target (ns per 1000 MACs: layers of different sizes share one model)."""
-        return self.spec.macs / 1000.0
-
-    def rate(self, ns: int) -> float:
-        """GFLOPS (2 per MAC) at ``ns`` nanoseconds."""
-        return 2 * self.spec.macs / ns
-
-    def describe(self) -> str:
-        s = self.spec
-        return (f"{self.name + ': ' if self.name else ''}{'depthwise ' if s.depthwise else ''}conv "
-                f"{s.kh}x{s.kw}/{s.stride[0]} {s.c}->{s.o}ch "
-                f"{s.h}x{s.w}{' +res' if self.residual else ''}{' ' + self.act if self.act else ''}")
+    def label(self) -> str:
+        return "depthwise conv" if self.spec.depthwise else "conv"
 
     def make_space(self) -> "CpuConvSpace | PixelConvSpace":
         return PixelConvSpace(self) if self.default_knobs().algo == "pixels" else CpuConvSpace(self)
@@ -240,77 +207,38 @@ def task_of_node(node, infos) -> LlvmConvTask | None:
     target does not tune it (not float32, not a 2-D conv, grouped, or depthwise in the channel-vector layout:
     :func:`compiler.topi.conv2d_direct.cpu_spec`)."""
     from compiler.backend.llvm.host import float_lanes
-    from compiler.backend.plans.oplan import UnsupportedOnTarget
-    from compiler.backend.plans.plans_float import conv_spec
 
-    if node.op not in ("Conv", "FusedConv") or len(infos) < 2 or infos[0] is None or infos[1] is None:
+    conv = node_conv(node, infos)
+    if conv is None:
         return None
-    try:
-        spec = conv_spec(node, infos)
-    except UnsupportedOnTarget:
-        return None
+    spec, epilogue = conv
     if spec.dtype != "float32" or not (spec.groups == 1 or spec.depthwise):
         return None
     if spec.depthwise and not cd.cpu_spec(spec, float_lanes()).pixel_vectors:  # channel vectors: no knobs
         return None
-    a = node.attrs
-    return LlvmConvTask(spec, len(node.inputs) > 2 and bool(node.inputs[2]), bool(a.get("residual", False)),
-                        a.get("activation"), tuple(a.get("act_params", ())), node.name)
+    return LlvmConvTask(spec, *epilogue, node.name)
 
 
 def graph_tasks(g) -> list[LlvmConvTask]:
     """Distinct tunable conv tasks of graph ``g`` (after epilogue fusion), in graph order."""
-    tasks: dict[str, LlvmConvTask] = {}
-    for n in g.nodes:
-        t = task_of_node(n, [g.tensors.get(i) if i else None for i in n.inputs])
-        if t is not None:
-            tasks.setdefault(t.key, t)
-    return list(tasks.values())
+    return distinct_tasks(g, task_of_node)
 
 
 # ------------------------------------------------------------------------------------------------ space
-class _KnobGrid(GridSpace):
-    """A product of :class:`CpuConvKnobs` fields (``axes``: ``(field, values)``), the other fields ``fixed``; the
-    target's float32 lanes, vector registers and the thread count, for the subclasses' rules and features. A
-    subclass says which settings to skip (``reject(knobs)``: why, or None)."""
+class _KnobGrid(KnobGrid):
+    """A grid of :class:`CpuConvKnobs` (:class:`~compiler.autotune.conv_task.KnobGrid`) with the target's float32
+    lanes, vector registers and the thread count, for the subclasses' rules and features."""
 
-    axes: list[tuple[str, list]]
-    fixed: dict = {}
+    KNOBS = CpuConvKnobs
 
     def _set_axes(self, task: LlvmConvTask, axes: list[tuple[str, list]]) -> None:
         from compiler.backend.llvm.host import float_lanes, vector_bits
         from compiler.backend.llvm.parallel import num_threads
 
-        self.task = task
-        self.axes = axes
-        self.dims = tuple(len(v) for _, v in axes)
+        self._axes(task, axes)
         self.lanes = float_lanes()
         self.registers = 32 if vector_bits() == 512 else 16
         self.threads = num_threads()
-
-    def __len__(self) -> int:
-        return math.prod(self.dims)
-
-    def knobs(self, p: Point) -> CpuConvKnobs:
-        return CpuConvKnobs(**{name: vals[i] for (name, vals), i in zip(self.axes, p)}, **self.fixed)
-
-    def point(self, k: CpuConvKnobs) -> Point | None:
-        """The point of knobs ``k``, or None when they lie outside this space."""
-        if any(getattr(k, name) != v for name, v in self.fixed.items()):
-            return None
-        try:
-            return tuple(vals.index(getattr(k, name)) for name, vals in self.axes)
-        except ValueError:
-            return None
-
-    def grid(self):
-        return itertools.product(*(range(d) for d in self.dims))
-
-    def candidates(self) -> list[Point]:
-        """Every valid point (at most a few hundred: the XGB tuner ranks them all by its model, no annealing)."""
-        if not hasattr(self, "_candidates"):
-            self._candidates = [p for p in self.grid() if self.reject(self.knobs(p)) is None]
-        return self._candidates
 
 
 class CpuConvSpace(_KnobGrid):
@@ -458,16 +386,7 @@ class PixelConvSpace(_KnobGrid):
 # ------------------------------------------------------------------------------------------------ measurement
 def measure_llvm(task: LlvmConvTask, knobs: CpuConvKnobs) -> Result:
     """Compile and time ``task`` with ``knobs``: a :class:`Result` whose ``cycles`` holds the median nanoseconds."""
-    t0 = time.perf_counter()
-    try:
-        ns = task.measure_cost(knobs)
-    except Exception as exc:  # noqa: BLE001 - a failed candidate is a result, not a crash of the tuner
-        return Result(None, f"{type(exc).__name__}: {exc}", time.perf_counter() - t0)
-    return Result(ns, None, time.perf_counter() - t0)
-
-
-def _measure_item(knobs: CpuConvKnobs, task: LlvmConvTask) -> Result:
-    return measure_llvm(task, knobs)
+    return measure_task(knobs, task)
 
 
 class LlvmMeasurer(_Measurer):
@@ -481,12 +400,11 @@ class LlvmMeasurer(_Measurer):
         self.workers = 1
 
     def __call__(self, task: LlvmConvTask, batch: list[CpuConvKnobs]) -> list[Result]:
-        return self._runner.map(_measure_item, batch, (task,))
+        return self._runner.map(measure_task, batch, (task,))
 
 
 # ------------------------------------------------------------------------------------------------ logs
-def _warn(msg: str) -> None:
-    warnings.warn(msg, TuningLogWarning, stacklevel=3)
+_warn = warn_log
 
 
 @dataclass
@@ -502,11 +420,7 @@ class LlvmLog:
 
 def _parse_record(obj: dict) -> tuple[dict, CpuConvKnobs]:
     """``(task identity, knobs)`` of an llvm record; KeyError/TypeError/ValueError where malformed."""
-    conf = obj["config"]
-    unknown = sorted(set(conf) - set(KNOB_FIELDS))
-    if unknown:
-        raise ValueError(f"unknown knobs {unknown}")
-    knobs = CpuConvKnobs(**conf)
+    knobs = knobs_from(obj["config"], CpuConvKnobs)
     ident = obj["task"]
     if not isinstance(ident, dict):
         raise TypeError("task must be an object")
@@ -523,7 +437,7 @@ def load_llvm_log(path: str | Path) -> LlvmLog:
             _warn(f"{where}: not a vta-stack tuning record of format {FORMAT}; skipped")
             continue
         if obj.get("target") != "llvm":
-            _warn(f"{where}: a record for the accelerator, not the llvm target; skipped")
+            _warn(f"{where}: {other_target(obj, 'llvm')}; skipped")
             continue
         cpu = obj.get("cpu")
         if not isinstance(cpu, dict) or cpu.get("hash") != want["hash"]:
@@ -562,30 +476,7 @@ def logged_knobs(tasks: list[LlvmConvTask], path: str | Path, log: LlvmLog | Non
     """Task key -> knobs of its fastest usable record in the log (warns for unknown tasks, unusable knobs, and
     tasks no record covers); tasks whose key is in ``skip`` are left out without a warning. ``log``: the log at
     ``path`` already loaded."""
-    by_key = {t.key: t for t in tasks}
-    chosen: dict[str, CpuConvKnobs] = {}
-    unknown: set[str] = set()
-    for ident, knobs, _ns, where in sorted((log or load_llvm_log(path)).records, key=lambda r: r[2]):
-        key = json.dumps(ident, sort_keys=True)
-        task = by_key.get(key)
-        if task is None:
-            if key not in unknown:
-                unknown.add(key)
-                _warn(f"{where}: record for a conv that is not in this model ({ident.get('spec')}); skipped")
-            continue
-        if key in chosen or key in skip:
-            continue
-        why = task.make_space().reject(knobs)
-        if why:
-            _warn(f"{where}: knobs {knobs} cannot be used for {task.describe()} ({why}); skipped")
-            continue
-        chosen[key] = knobs
-    missing = [t for t in tasks if t.key not in chosen and t.key not in skip]
-    if missing:
-        _warn(f"tuning log {path}: no usable llvm record for {len(missing)} of {len(tasks)} conv task(s) "
-              f"({'; '.join(t.describe() for t in missing[:4])}{'; ...' if len(missing) > 4 else ''}); they use the "
-              f"library's default schedule")
-    return chosen
+    return fastest_usable(tasks, (log or load_llvm_log(path)).records, path, "llvm", skip)
 
 
 def in_model_choices(tasks: list[LlvmConvTask], log: LlvmLog) -> dict[str, CpuConvKnobs]:

@@ -118,6 +118,34 @@ def model_wall_ms(mod, feeds, repeats: int = 5) -> float:
     return 1e3 * sorted(ts)[len(ts) // 2]
 
 
+def _build_tuned_and_compare(model, target: str, shapes: dict, log: str, base, feeds: dict, tasks: list,
+                             results: list, tune_s: float, where: str) -> tuple[int, float, float]:
+    """Build ``model`` for ``target`` with ``log`` (its warnings printed), time it against ``base`` (the untuned
+    build) alternately, print the summary lines; ``(tasks kept, ms before, ms after)``."""
+    from compiler.autotune.llvm_conv import MIN_GAIN
+    from compiler.executor import build
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        tuned = build(model, target=target, input_shapes=shapes, progress=False, tuning_log=log)
+    for w in caught:
+        print(f"warning: {w.message}", file=sys.stderr)
+    before, after = [], []
+    for _ in range(3):  # alternating, min of each side
+        before.append(model_wall_ms(base, feeds))
+        after.append(model_wall_ms(tuned, feeds))
+    b, a = min(before), min(after)
+    kept = tuned.compiled.stats.get("tuned_convs", 0)
+    print(f"tuned {len(tasks)} task(s) in {tune_s:.1f} s; rejected before measurement: "
+          f"{sum(sum(r.rejected.values()) for r in results)}; failed measurements: "
+          f"{sum(r.invalid_measured for r in results)}")
+    print(f"the build kept logged knobs for {kept} of {len(tasks)} task(s) (the others: no faster than the default "
+          f"by {MIN_GAIN:.0%}, {where})")
+    print(f"network wall time (min of alternating medians): before {b:.3f} ms, after {a:.3f} ms, "
+          f"speed-up {b / a:.3f}x")
+    return kept, b, a
+
+
 def run_llvm(args: argparse.Namespace) -> int:
     """``vta tune MODEL --target llvm``: tune the float convs' CPU schedules (knobs of ``schedule_cpu``) by timing
     compiled kernels on this CPU, then build with and without the log and time the whole model."""
@@ -154,24 +182,8 @@ def run_llvm(args: argparse.Namespace) -> int:
         ranked = rank_in_model(model, args.log, candidates=args.in_model, feeds=feeds, base=base)
         print(f"in the model ({args.in_model} fastest settings a task): {sum(v is not None for v in ranked.values())} "
               f"of {len(ranked)} task(s) ran faster with a logged setting than with the default by {MIN_GAIN:.0%}")
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        tuned = build(model, target="llvm", input_shapes=shapes, progress=False, tuning_log=args.log)
-    for w in caught:
-        print(f"warning: {w.message}", file=sys.stderr)
-    before, after = [], []
-    for _ in range(3):  # alternating, min of each side
-        before.append(model_wall_ms(base, feeds))
-        after.append(model_wall_ms(tuned, feeds))
-    b, a = min(before), min(after)
-    print(f"tuned {len(tasks)} task(s) in {tune_s:.1f} s; rejected before measurement: "
-          f"{sum(sum(r.rejected.values()) for r in results)}; failed measurements: "
-          f"{sum(r.invalid_measured for r in results)}")
-    kept = tuned.compiled.stats.get("tuned_convs", 0)
-    print(f"the build kept logged knobs for {kept} of {len(tasks)} task(s) (the others: no faster than the default "
-          f"by {MIN_GAIN:.0%}, alone and in the model)")
-    print(f"network wall time (min of alternating medians): before {b:.3f} ms, after {a:.3f} ms, "
-          f"speed-up {b / a:.3f}x")
+    kept, b, a = _build_tuned_and_compare(model, "llvm", shapes, args.log, base, feeds, tasks, results, tune_s,
+                                          "alone and in the model")
     if args.json:
         print(json.dumps({"target": "llvm", "tasks": len(tasks), "trials": args.trials, "tuner": args.tuner,
                           "tasks_kept": kept, "in_model_chosen": sum(v is not None for v in ranked.values()),
@@ -187,7 +199,6 @@ def run_cuda(args: argparse.Namespace) -> int:
     by timing compiled kernels on the device, then build with and without the log and time the whole model."""
     from compiler.autotune import progress_printer, tune_tasks
     from compiler.autotune.cuda_conv import CudaMeasurer, device_ident, graph_tasks
-    from compiler.autotune.llvm_conv import MIN_GAIN
     from compiler.backend.cuda.device import NoGpuError, get_device
     from compiler.executor import build
     from compiler.frontend.onnx_import import load_model
@@ -218,24 +229,8 @@ def run_cuda(args: argparse.Namespace) -> int:
         results = tune_tasks(tasks, measurer, args.tuner, args.trials, args.batch, args.log, args.seed,
                              progress_printer(sys.stdout))
     tune_s = time.perf_counter() - t0
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        tuned = build(model, target="cuda", input_shapes=shapes, progress=False, tuning_log=args.log)
-    for w in caught:
-        print(f"warning: {w.message}", file=sys.stderr)
-    before, after = [], []
-    for _ in range(3):  # alternating, min of each side
-        before.append(model_wall_ms(base, feeds))
-        after.append(model_wall_ms(tuned, feeds))
-    b, a = min(before), min(after)
-    kept = tuned.compiled.stats.get("tuned_convs", 0)
-    print(f"tuned {len(tasks)} task(s) in {tune_s:.1f} s; rejected before measurement: "
-          f"{sum(sum(r.rejected.values()) for r in results)}; failed measurements: "
-          f"{sum(r.invalid_measured for r in results)}")
-    print(f"the build kept logged knobs for {kept} of {len(tasks)} task(s) (the others: no faster than the default "
-          f"by {MIN_GAIN:.0%} on this device)")
-    print(f"network wall time (min of alternating medians): before {b:.3f} ms, after {a:.3f} ms, "
-          f"speed-up {b / a:.3f}x")
+    kept, b, a = _build_tuned_and_compare(model, "cuda", shapes, args.log, base, feeds, tasks, results, tune_s,
+                                          "on this device")
     if args.json:
         print(json.dumps({"target": "cuda", "device": dev, "tasks": len(tasks), "trials": args.trials,
                           "tuner": args.tuner, "tasks_kept": kept, "wall_ms_before": b, "wall_ms_after": a,
