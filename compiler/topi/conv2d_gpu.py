@@ -91,14 +91,18 @@ def _pow2_at_most(v: int, cap: int) -> int:
 
 
 def default_knobs(spec: Conv2dSpec) -> GpuConvKnobs:
-    """Tiles from the layer's shape: 64 x 64 blocks of 4 x 4 threads (smaller where the output is), ``rk`` 8 (or
-    the reduction), and the reduction split until about :data:`TARGET_BLOCKS` blocks run (parts of at least 64
-    steps)."""
-    p, k = spec.oh * spec.ow, reduction(spec)
-    bo = max(4, _pow2_at_most(spec.o, 64))
-    bp = max(4, _pow2_at_most(p, 64))
+    """Tiles from the layer's shape (:func:`default_tiles` of its output channels, pixels, reduction and batch)."""
+    return default_tiles(spec.o, spec.oh * spec.ow, reduction(spec), spec.n)
+
+
+def default_tiles(rows: int, cols: int, k: int, batch: int = 1) -> GpuConvKnobs:
+    """Knobs of a tiled product of ``rows x cols`` outputs over a reduction of ``k``, ``batch`` times: 64 x 64
+    blocks of 4 x 4 threads (smaller where the output is), ``rk`` 8 (or the reduction), and the reduction split until
+    about :data:`TARGET_BLOCKS` blocks run (parts of at least 64 steps)."""
+    bo = max(4, _pow2_at_most(rows, 64))
+    bp = max(4, _pow2_at_most(cols, 64))
     vo, vp = min(4, bo), min(4, bp)
-    blocks = -(-spec.o // bo) * -(-p // bp) * spec.n
+    blocks = -(-rows // bo) * -(-cols // bp) * batch
     split = 1
     while blocks * split * 2 <= TARGET_BLOCKS and k // (split * 2) >= 64:
         split *= 2
@@ -230,16 +234,24 @@ def schedule_gpu(op: GpuConvOp, s) -> None:
     """Blocks over (split part, batch) x channel tiles x pixel tiles; each thread's ``vo x vp`` accumulators in
     registers over shared-memory chunks of the reduction; with split-K a second kernel sums the parts into the
     output stage (one thread per output)."""
-    k = op.knobs
     s[op.col].compute_inline()
-    main = op.part if op.part is not None else op.out
-    if op.part is not None:
-        acc = s.cache_write(op.part, "local")
+    schedule_tiled(s, op.knobs, part=op.part, conv=op.conv, out=op.out, sources=[op.col, op.inputs[1]])
+
+
+def schedule_tiled(s, k: GpuConvKnobs, *, part: Tensor | None, conv: Tensor, out: Tensor,
+                   sources: list[Tensor]) -> None:
+    """The tiled product's schedule: ``out`` (or, with split-K, ``part``) has axes ``(*lead, rows, cols)``, tiled
+    ``bo x bp`` per block (lead axes fused on blockIdx.z) and ``vo x vp`` per thread; the accumulator (``conv``, or
+    ``part``'s local cache) runs in registers over ``rk``-deep chunks of the reduction, each chunk of ``sources``
+    (the two operands) staged in shared memory first; with split-K, ``out`` sums ``part`` (``conv``, one thread
+    per output)."""
+    main = part if part is not None else out
+    if part is not None:
+        acc = s.cache_write(part, "local")
     else:
-        acc = op.conv
-        s[op.conv].set_scope("local")
-    col_sh = s.cache_read(op.col, "shared", [acc])
-    w_sh = s.cache_read(op.inputs[1], "shared", [acc])
+        acc = conv
+        s[conv].set_scope("local")
+    caches = [s.cache_read(t, "shared", [acc]) for t in sources]
     m = s[main]
     *lead, oc, q = m.leaf_iter_vars
     oo, oi = m.split(oc, min(k.bo, oc.extent))
@@ -247,10 +259,11 @@ def schedule_gpu(op: GpuConvOp, s) -> None:
     oit, oiv = m.split(oi, min(k.vo, oi.extent))
     pit, piv = m.split(pi, min(k.vp, pi.extent))
     m.reorder(*lead, oo, po, oit, pit, oiv, piv)
-    z = lead[0]
-    for a in lead[1:]:
-        z = m.fuse(z, a)
-    m.bind(z, "blockIdx.z")
+    if lead:
+        z = lead[0]
+        for a in lead[1:]:
+            z = m.fuse(z, a)
+        m.bind(z, "blockIdx.z")
     m.bind(oo, "blockIdx.y")
     m.bind(po, "blockIdx.x")
     m.bind(oit, "threadIdx.y")
@@ -263,12 +276,10 @@ def schedule_gpu(op: GpuConvOp, s) -> None:
     a.unroll(ki)
     for d in data[-2:]:
         a.unroll(d)
-    s[col_sh].compute_at(a, ko)
-    s[w_sh].compute_at(a, ko)
-    ty, tx = oit.extent, pit.extent
-    _fill_cooperatively(s, col_sh, ty, tx)
-    _fill_cooperatively(s, w_sh, ty, tx)
-    if op.part is not None:
-        schedule_injective_gpu(s, op.out)
-        s[op.conv].set_scope("local")
-        s[op.conv].compute_at(s[op.out], s[op.out].leaf_iter_vars[-1])
+    for c in caches:
+        s[c].compute_at(a, ko)
+        _fill_cooperatively(s, c, oit.extent, pit.extent)
+    if part is not None:
+        schedule_injective_gpu(s, out)
+        s[conv].set_scope("local")
+        s[conv].compute_at(s[out], s[out].leaf_iter_vars[-1])

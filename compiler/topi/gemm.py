@@ -114,10 +114,3 @@ def schedule_cpu(op: GemmOp, s) -> None:
     sa.unroll(ci)
     sa.unroll(cjo)
     sa.vectorize(cji)
-
-
-def schedule_gpu(op: GemmOp, s) -> None:
-    """One thread per output element (each reduction serial, ``b`` read through its packed copy)."""
-    from compiler.topi.injective import schedule_data_gpu
-
-    schedule_data_gpu(s, [op.pack, op.acc, op.out])

@@ -8,8 +8,8 @@ import numpy as np
 from jit_runtime.host_ops.pooling import pool_axes
 from compiler.graph.ir import Node, TensorInfo
 from compiler.backend.plans.oplan import OpPlan, UnsupportedOnTarget, check_f32, const_input, f32
-from compiler.topi import (conv2d_direct, conv2d_gpu, conv2d_winograd, dense_float, elementwise, gemm, layernorm, lrn,
-                           pool, reduce, softmax)
+from compiler.topi import (conv2d_direct, conv2d_gpu, conv2d_winograd, dense_float, elementwise, gemm, gemm_gpu,
+                           layernorm, lrn, pool, reduce, softmax)
 from compiler.te import TeError
 from compiler.topi.injective import schedule_injective
 
@@ -184,7 +184,7 @@ def plan_dense(node: Node, infos, consts, target: str) -> OpPlan:
     act, params = a.get("activation"), tuple(a.get("act_params", ()))
     bp = None if bias is None else f32(bias).reshape(-1)
     out_shape = lead + (m,) if node.op == "MatMul" else (n, m)
-    if n >= GEMM_MIN_ROWS and target == "llvm":  # many rows (a transformer's tokens): the tiled GEMM on W^T
+    if n >= GEMM_MIN_ROWS:  # many rows (a transformer's tokens): the tiled GEMM on W^T
         w_km = f32(w_mk.T)
         key, make = _gemm_kernel((n, k), (k, m), target, bias=bp is not None, act=act, act_params=params)
         return OpPlan(key, make, lambda ins: [f32(ins[0]).reshape(n, k), w_km] + ([bp] if bp is not None else []),
@@ -203,23 +203,29 @@ def plan_dense(node: Node, infos, consts, target: str) -> OpPlan:
     return OpPlan(key, make, args, out_shape, np.dtype(np.float32), n * k * m)
 
 
-GEMM_MIN_ROWS = 4  # llvm: dense layers of at least this many rows run as gemm (the one-row classifier: dense_float)
+GEMM_MIN_ROWS = 4  # dense layers of at least this many rows run as gemm (the one-row classifier: dense_float)
 
 
 def _gemm_kernel(sa: tuple, sb: tuple, target: str, **epilogue) -> tuple:
     """``(key, make)`` of :func:`compiler.topi.gemm.gemm` for operands ``sa`` @ ``sb`` on ``target`` (llvm: tiles
-    for this CPU's vector width), for an :class:`OpPlan` whose arguments and output the caller gives."""
-    lanes = 8
-    if target == "llvm":
-        from compiler.backend.llvm.host import float_lanes
+    for this CPU's vector width; cuda: :func:`compiler.topi.gemm_gpu.gemm`, shared-memory tiles), for an
+    :class:`OpPlan` whose arguments and output the caller gives."""
+    if target == "cuda":
+        knobs = gemm_gpu.default_knobs(sa, sb)
 
-        lanes = float_lanes()
+        def make_gpu():
+            op = gemm_gpu.gemm(sa, sb, knobs, **epilogue)
+            return op.inputs, op.out, lambda s: gemm_gpu.schedule_gpu(op, s)
+
+        return ("gemm_gpu", sa, sb, tuple(sorted(epilogue.items())), knobs), make_gpu
+    from compiler.backend.llvm.host import float_lanes
+
+    lanes = float_lanes()
     key = ("gemm", sa, sb, lanes, tuple(sorted(epilogue.items())), target)
 
     def make():
         op = gemm.gemm(sa, sb, lanes, **epilogue)
-        sched = gemm.schedule_gpu if target == "cuda" else gemm.schedule_cpu
-        return op.inputs, op.out, lambda s: sched(op, s)
+        return op.inputs, op.out, lambda s: gemm.schedule_cpu(op, s)
 
     return key, make
 
