@@ -1,15 +1,18 @@
-"""Tuning the cuda target's conv2d schedule (:func:`compiler.topi.conv2d_gpu.schedule_gpu`) on the device.
+"""Tuning the cuda target's tiled schedule (:func:`compiler.topi.conv2d_gpu.schedule_tiled`: convs and GEMMs) on
+the device.
 
-A task (:class:`CudaConvTask`) is one float conv2d of one group as ``build(model, target="cuda")`` compiles it
-(a ``Conv``/``FusedConv`` node after epilogue fusion: geometry, bias, fused residual, activation). Its space
-(:class:`GpuConvSpace`) is the product of the schedule's knobs (:class:`~compiler.topi.conv2d_gpu.GpuConvKnobs`):
-the block tile's output channels ``bo`` and pixels ``bp`` (4-128), each thread's ``vo`` x ``vp`` accumulators
-(1-8 each, at most 64 registers of them), the shared-memory chunk ``rk`` (4, 8, 16) and the split of the reduction
+A task is one float conv2d of one group as ``build(model, target="cuda")`` compiles it (:class:`CudaConvTask`: a
+``Conv``/``FusedConv`` node after epilogue fusion: geometry, bias, fused residual, activation) or one product it
+compiles to the tiled GEMM (:class:`CudaGemmTask`: a dense layer over many rows or an attention MatMul,
+:mod:`compiler.topi.gemm_gpu`, whose knobs are the conv's). Its space (:class:`GpuTileSpace`) is the product of the
+schedule's knobs (:class:`~compiler.topi.conv2d_gpu.GpuConvKnobs`): the block tile's output channels (a
+product: rows) ``bo`` and pixels (columns) ``bp`` (4-128), each thread's ``vo`` x ``vp`` accumulators (1-8 each,
+at most 64 registers of them), the shared-memory chunk ``rk`` (4, 8, 16) and the split of the reduction
 ``split`` (1-16). A measurement compiles the kernel and times it on the device
 (:func:`compiler.backend.cuda.device.get_device`): the weight and input uploaded once, the output left on the
 device, one warm-up call, then the median of ``repeats`` timed runs, each of enough calls to last about 2 ms
 and closed by a synchronize; the cost is nanoseconds a call, launch included (what a model pays). The tuners, the
-XGBoost model (on :meth:`GpuConvSpace.features`) and the log loop are the accelerator's and the llvm target's.
+XGBoost model (on :meth:`GpuTileSpace.features`) and the log loop are the accelerator's and the llvm target's.
 
 Log lines have the llvm records' fields with ``"target": "cuda"`` and ``"gpu": {"name", "arch"}`` (the device a
 record was measured on: a record is used only on a device of that name and architecture; the emulated device,
@@ -36,7 +39,9 @@ from compiler.autotune.llvm_conv import MIN_GAIN, MIN_RUN_S, REPEATS
 from compiler.autotune.measure import Result, _Measurer
 from compiler.autotune.records import FORMAT, log_lines
 from compiler.topi import conv2d_gpu as cg
+from compiler.topi import gemm_gpu
 from compiler.topi.conv2d_gpu import GpuConvKnobs
+from compiler.topi.elementwise import broadcast_shape
 
 Point = tuple[int, ...]
 TILE_CHOICES = (4, 8, 16, 32, 64, 128)
@@ -54,8 +59,49 @@ def device_ident() -> dict:
     return {"name": dev.name, "arch": dev.arch}
 
 
+class _DeviceTimed:
+    """What the cuda tasks share: the space, the kernel bound to seeded inputs on the device, its timing and its log
+    line. A task gives ``kernel(knobs)``, ``inputs(knobs)``, ``out_shape()``, ``product()`` (rows, columns,
+    reduction, batch of the tiled product), ``geometry()`` (8 features) and ``check_knobs(knobs)``."""
+
+    def make_space(self) -> "GpuTileSpace":
+        return GpuTileSpace(self)
+
+    def bound_call(self, knobs: GpuConvKnobs) -> tuple[Callable[[], None], object]:
+        """``(call, device)``: the kernel with ``knobs`` on its seeded inputs, uploaded once (pinned), its output
+        kept on the device (a mirrored host buffer, as a model's arena), as a model calls it."""
+        from compiler.backend.cuda.device import get_device
+        from compiler.backend.cuda.mirror import mirror_host_buffer
+
+        fn = self.kernel(knobs)
+        args = self.inputs(knobs)
+        fn.pin(*args)
+        shape = self.out_shape()
+        arena = np.empty(math.prod(shape) * 4, np.uint8)
+        mirror_host_buffer(arena)
+        out = arena.view(np.float32).reshape(shape)
+
+        def call() -> None:
+            fn(*args, out=out)
+        call.keep = (fn, args, arena)  # type: ignore[attr-defined]  (alive while the call is)
+        return call, get_device()
+
+    def measure_cost(self, knobs: GpuConvKnobs, repeats: int = REPEATS) -> int:
+        """Median nanoseconds a call of the kernel with ``knobs`` (see the module docstring)."""
+        call, dev = self.bound_call(knobs)
+        return time_device_call(call, dev, repeats)
+
+    def record_line(self, knobs: GpuConvKnobs, res: Result, tuner: str = "") -> str:
+        """The JSON line of one trial (see the module docstring)."""
+        result = None if res.cycles is None else {"ns": int(res.cycles), "gflops": round(self.rate(res.cycles), 4)}
+        return json.dumps({"vta_tuning": FORMAT, "target": "cuda", "gpu": device_ident(), "task": self.ident,
+                           "config": dataclasses.asdict(knobs), "result": result, "error": res.error,
+                           "time": round(time.time(), 3), "seconds": round(res.seconds, 3), "tuner": tuner},
+                          sort_keys=True)
+
+
 @dataclass(frozen=True)
-class CudaConvTask(FloatConvTask):
+class CudaConvTask(_DeviceTimed, FloatConvTask):
     """One float conv2d as the cuda target compiles it: geometry ``spec``, its fused epilogue (``bias``,
     ``residual``, ``act`` with ``act_params``), and the node's ``name`` (not part of the identity)."""
 
@@ -70,12 +116,24 @@ class CudaConvTask(FloatConvTask):
     def label(self) -> str:
         return "gpu conv"
 
-    def make_space(self) -> "GpuConvSpace":
-        return GpuConvSpace(self)
-
     def default_knobs(self) -> GpuConvKnobs:
         """The knobs a build without a log uses (:func:`compiler.topi.conv2d_gpu.default_knobs`)."""
         return cg.default_knobs(self.spec)
+
+    def check_knobs(self, knobs: GpuConvKnobs) -> None:
+        knobs.check(self.spec)
+
+    def product(self) -> tuple[int, int, int, int]:
+        s = self.spec
+        return s.o, s.oh * s.ow, cg.reduction(s), s.n
+
+    def geometry(self) -> list[float]:
+        s = self.spec
+        return [_lg(s.c), _lg(s.o), _lg(s.oh), _lg(s.ow), float(s.kh * s.kw), float(s.stride[0]), _lg(s.macs),
+                float(self.residual)]
+
+    def out_shape(self) -> tuple[int, ...]:
+        return cg.output_shape(self.spec)
 
     def kernel(self, knobs: GpuConvKnobs):
         """The compiled kernel with ``knobs`` (a ``CudaOp``)."""
@@ -99,37 +157,81 @@ class CudaConvTask(FloatConvTask):
             out.append(rng.standard_normal(cg.output_shape(s)).astype(np.float32))
         return out
 
-    def bound_call(self, knobs: GpuConvKnobs) -> tuple[Callable[[], None], object]:
-        """``(call, device)``: the kernel with ``knobs`` on its seeded inputs, uploaded once (pinned), its output
-        kept on the device (a mirrored host buffer, as a model's arena), as a model calls it."""
-        from compiler.backend.cuda.device import get_device
-        from compiler.backend.cuda.mirror import mirror_host_buffer
 
-        fn = self.kernel(knobs)
-        args = self.inputs(knobs)
-        fn.pin(*args)
-        shape = cg.output_shape(self.spec)
-        arena = np.empty(math.prod(shape) * 4, np.uint8)
-        mirror_host_buffer(arena)
-        out = arena.view(np.float32).reshape(shape)
+@dataclass(frozen=True)
+class CudaGemmTask(_DeviceTimed):
+    """One float product as the cuda target compiles it (:mod:`compiler.topi.gemm_gpu`): ``a`` (..., M, K) times
+    ``b`` (..., K, N) with a ``bias`` and ``act``; a dense layer over a transformer's tokens or an attention
+    MatMul. ``name``: the node's (not part of the identity)."""
 
-        def call() -> None:
-            fn(*args, out=out)
-        call.keep = (fn, args, arena)  # type: ignore[attr-defined]  (alive while the call is)
-        return call, get_device()
+    a: tuple[int, ...]
+    b: tuple[int, ...]
+    bias: bool = False
+    act: str | None = None
+    act_params: tuple = ()
+    name: str = dataclasses.field(default="", compare=False)
 
-    def measure_cost(self, knobs: GpuConvKnobs, repeats: int = REPEATS) -> int:
-        """Median nanoseconds a call of the kernel with ``knobs`` (see the module docstring)."""
-        call, dev = self.bound_call(knobs)
-        return time_device_call(call, dev, repeats)
+    @property
+    def ident(self) -> dict:
+        return {"op": "gemm_float_gpu", "a": list(self.a), "b": list(self.b), "bias": self.bias, "act": self.act,
+                "act_params": list(self.act_params)}
 
-    def record_line(self, knobs: GpuConvKnobs, res: Result, tuner: str = "") -> str:
-        """The JSON line of one trial (see the module docstring)."""
-        result = None if res.cycles is None else {"ns": int(res.cycles), "gflops": round(self.rate(res.cycles), 4)}
-        return json.dumps({"vta_tuning": FORMAT, "target": "cuda", "gpu": device_ident(), "task": self.ident,
-                           "config": dataclasses.asdict(knobs), "result": result, "error": res.error,
-                           "time": round(time.time(), 3), "seconds": round(res.seconds, 3), "tuner": tuner},
-                          sort_keys=True)
+    @property
+    def key(self) -> str:
+        return json.dumps(self.ident, sort_keys=True)
+
+    def batch(self) -> int:
+        return math.prod(broadcast_shape(tuple(self.a[:-2]), tuple(self.b[:-2])))
+
+    def macs(self) -> int:
+        return self.batch() * self.a[-2] * self.a[-1] * self.b[-1]
+
+    def ideal(self) -> float:
+        return self.macs() / 1000.0
+
+    def rate(self, ns: int) -> float:
+        return 2 * self.macs() / ns
+
+    def describe(self) -> str:
+        return (f"{self.name + ': ' if self.name else ''}gpu gemm {'x'.join(map(str, self.a))} @ "
+                f"{'x'.join(map(str, self.b))}{' ' + self.act if self.act else ''}")
+
+    def default_knobs(self) -> GpuConvKnobs:
+        return gemm_gpu.default_knobs(self.a, self.b)
+
+    def check_knobs(self, knobs: GpuConvKnobs) -> None:
+        knobs.check_product(self.a[-1])
+
+    def product(self) -> tuple[int, int, int, int]:
+        return self.a[-2], self.b[-1], self.a[-1], self.batch()
+
+    def geometry(self) -> list[float]:
+        m, n, k, batch = self.product()
+        return [_lg(k), _lg(m), _lg(n), _lg(batch), 1.0, 1.0, _lg(self.macs()), 0.0]
+
+    def out_shape(self) -> tuple[int, ...]:
+        return broadcast_shape(tuple(self.a[:-2]), tuple(self.b[:-2])) + (self.a[-2], self.b[-1])
+
+    def kernel(self, knobs: GpuConvKnobs):
+        """The compiled kernel with ``knobs`` (a ``CudaOp``)."""
+        from compiler.backend.build import build_op
+        from compiler.schedule import create_schedule
+
+        op = gemm_gpu.gemm(self.a, self.b, knobs, bias=self.bias, act=self.act, act_params=self.act_params)
+        s = create_schedule(op.out)
+        gemm_gpu.schedule_gpu(op, s)
+        return build_op(s, args=op.inputs + [op.out], target="cuda", name="gemm_gpu_tune")
+
+    def inputs(self, knobs: GpuConvKnobs, seed: int = 0) -> list[np.ndarray]:
+        rng = np.random.default_rng(seed)
+        out = [rng.standard_normal(self.a).astype(np.float32), rng.standard_normal(self.b).astype(np.float32)]
+        if self.bias:
+            out.append(rng.standard_normal(self.b[-1]).astype(np.float32))
+        return out
+
+
+def _lg(x) -> float:
+    return math.log2(max(float(x), 1.0))
 
 
 def time_device_call(call: Callable[[], None], dev, repeats: int = REPEATS) -> int:
@@ -160,57 +262,81 @@ def task_of_node(node, infos) -> CudaConvTask | None:
     return CudaConvTask(conv[0], *conv[1], node.name)
 
 
-def graph_tasks(g) -> list[CudaConvTask]:
-    """Distinct tunable conv tasks of graph ``g`` (after epilogue fusion), in graph order."""
-    return distinct_tasks(g, task_of_node)
+GEMM_OPS = ("Gemm", "FusedDense", "MatMul")
 
 
-class GpuConvSpace(KnobGrid):
-    """All knob settings of one :class:`CudaConvTask`: bo x bp x vo x vp x rk x split (see the module docstring)."""
+def gemm_task_of_node(node, infos, consts) -> CudaGemmTask | None:
+    """The task of a product node (``Gemm``/``FusedDense``/``MatMul``; ``consts``: the graph's constants) that the
+    cuda target compiles to the tiled GEMM, from its plan (the operands' shapes and epilogue in the plan's key), or
+    None."""
+    from compiler.backend.plans.oplan import UnsupportedOnTarget
+    from compiler.backend.plans.plans import PLANNERS
+
+    if node.op not in GEMM_OPS or any(i is None for i in infos[:2]):
+        return None
+    try:
+        plan = PLANNERS[node.op](node, infos, consts, "cuda")
+    except (UnsupportedOnTarget, ValueError, TypeError, KeyError):
+        return None
+    if plan.key[0] != "gemm_gpu":
+        return None
+    _, sa, sb, epilogue, _ = plan.key
+    epi = dict(epilogue)
+    return CudaGemmTask(tuple(sa), tuple(sb), bool(epi.get("bias", False)), epi.get("act"),
+                        tuple(epi.get("act_params", ())), node.name)
+
+
+def graph_tasks(g) -> list:
+    """Distinct tunable tasks of graph ``g`` (after epilogue fusion), in graph order: its convs, then its products."""
+    consts = g.constants
+    return distinct_tasks(g, task_of_node) + distinct_tasks(g, lambda n, infos: gemm_task_of_node(n, infos, consts))
+
+
+class GpuTileSpace(KnobGrid):
+    """All knob settings of one cuda task (a conv or a product): bo x bp x vo x vp x rk x split (see the module
+    docstring)."""
 
     KNOBS = GpuConvKnobs
     structure_axis = 5  # split: one kernel or two, and the grid's size
     structure_share = 1.0
     stepped_axes = (0, 1, 2, 3, 4, 5)  # every knob is an ordered size
 
-    def __init__(self, task: CudaConvTask) -> None:
+    def __init__(self, task) -> None:
         self._axes(task, [("bo", list(TILE_CHOICES)), ("bp", list(TILE_CHOICES)), ("vo", list(THREAD_TILE_CHOICES)),
                           ("vp", list(THREAD_TILE_CHOICES)), ("rk", list(RK_CHOICES)), ("split", list(SPLIT_CHOICES))])
+        self.rows, self.cols, self.depth, self.batch = task.product()
 
     def reject(self, k: GpuConvKnobs) -> str | None:
         """Why ``k`` cannot (or need not) be measured for this task, or None."""
-        s = self.task.spec
         try:
-            k.check(s)
+            self.task.check_knobs(k)
         except Exception as exc:  # noqa: BLE001 - the knob's own message
             return f"bad knob: {exc}"
         if k.vo * k.vp > MAX_ACCUMULATORS:
             return f"{k.vo * k.vp} accumulators a thread (at most {MAX_ACCUMULATORS})"
-        p = s.oh * s.ow
-        if (k.bo > TILE_CHOICES[0] and k.bo // 2 >= s.o) or (k.bp > TILE_CHOICES[0] and k.bp // 2 >= p):
+        rows, cols = self.rows, self.cols
+        if (k.bo > TILE_CHOICES[0] and k.bo // 2 >= rows) or (k.bp > TILE_CHOICES[0] and k.bp // 2 >= cols):
             return "a block tile the half of which covers the output (the same program as that smaller tile)"
-        if (k.vo > 1 and k.vo // 2 >= min(k.bo, s.o)) or (k.vp > 1 and k.vp // 2 >= min(k.bp, p)):
+        if (k.vo > 1 and k.vo // 2 >= min(k.bo, rows)) or (k.vp > 1 and k.vp // 2 >= min(k.bp, cols)):
             return "a thread tile the half of which covers the block tile (the same program as that smaller tile)"
         return None
 
     def features(self, k: GpuConvKnobs) -> np.ndarray:
-        """Analytic, scale-free features: knobs, threads, registers, shared memory, waste, blocks, reduction."""
-        s = self.task.spec
-        p, kk = s.oh * s.ow, cg.reduction(s)
-        bo, bp = min(k.bo, s.o), min(k.bp, p)
-        tiles_o, tiles_p = -(-s.o // bo), -(-p // bp)
-        blocks = tiles_o * tiles_p * s.n * k.split
-        waste = tiles_o * bo * tiles_p * bp / (s.o * p) - 1.0
+        """Analytic, scale-free features: knobs, threads, registers, shared memory, waste, blocks, reduction, and the
+        task's geometry (convs and products alike, slot by slot, so one model learns both)."""
+        rows, cols, kk = self.rows, self.cols, self.depth
+        bo, bp = min(k.bo, rows), min(k.bp, cols)
+        tiles_o, tiles_p = -(-rows // bo), -(-cols // bp)
+        blocks = tiles_o * tiles_p * self.batch * k.split
+        waste = tiles_o * bo * tiles_p * bp / (rows * cols) - 1.0
         part = -(-kk // k.split)
         chunks = -(-part // k.rk)
-        lg = lambda x: math.log2(max(float(x), 1.0))  # noqa: E731
-        feats = [lg(k.bo), lg(k.bp), lg(k.vo), lg(k.vp), lg(k.rk), lg(k.split), lg(k.threads),
+        feats = [_lg(k.bo), _lg(k.bp), _lg(k.vo), _lg(k.vp), _lg(k.rk), _lg(k.split), _lg(k.threads),
                  float(k.vo * k.vp), (k.vo * k.vp) / (k.vo + k.vp),  # FMAs per shared load
-                 lg(4 * k.rk * (k.bo + k.bp)), waste, lg(blocks), lg(blocks * k.threads), lg(part), lg(chunks),
+                 _lg(4 * k.rk * (k.bo + k.bp)), waste, _lg(blocks), _lg(blocks * k.threads), _lg(part), _lg(chunks),
                  (bo * bp) / (bo + bp),  # FMAs per element staged in shared memory
-                 float(k.split > 1) * lg(s.n * s.o * p * k.split),  # the partial sums' traffic
-                 lg(s.c), lg(s.o), lg(s.oh), lg(s.ow), float(s.kh * s.kw), float(s.stride[0]), lg(s.macs),
-                 float(self.task.residual)]
+                 float(k.split > 1) * _lg(self.batch * rows * cols * k.split),  # the partial sums' traffic
+                 *self.task.geometry()]
         return np.asarray(feats, dtype=np.float32)
 
 
@@ -295,10 +421,12 @@ def logged_faster(graph, path: str | Path) -> dict[str, GpuConvKnobs]:
     return {t.key: chosen[t.key] for t in tasks if t.key in chosen and faster_than_default(t, chosen[t.key])[0]}
 
 
-def use_knobs(backend, knobs: dict[str, GpuConvKnobs]) -> None:
-    """Make ``backend`` (a ``TargetCpuBackend`` for cuda, before ``prepare``) compile the convs whose task key is in
-    ``knobs`` with those knobs (the others with the default)."""
+def use_knobs(backend, knobs: dict[str, GpuConvKnobs], graph) -> None:
+    """Make ``backend`` (a ``TargetCpuBackend`` for cuda, before ``prepare``) compile the convs and products of
+    ``graph`` whose task key is in ``knobs`` with those knobs (the others with the default)."""
+    consts = graph.constants
+
     def lookup(node, infos) -> GpuConvKnobs | None:
-        t = task_of_node(node, infos)
+        t = task_of_node(node, infos) or gemm_task_of_node(node, infos, consts)
         return None if t is None else knobs.get(t.key)
     backend.tuned = lookup

@@ -59,7 +59,7 @@ def build_for_target(model, cfg, target: str, *, calibration=None, quantize: boo
 
         kept = gpu_logged_faster(compiled.graph, tuning_log)
         cpu = TargetCpuBackend(target)
-        use_knobs(cpu, kept)
+        use_knobs(cpu, kept, compiled.graph)
         cpu.prepare(compiled.graph)
         compiled.stats["tuned_convs"] = len(kept)
         return Module(compiled, accel, cpu, progress)

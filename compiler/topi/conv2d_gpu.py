@@ -53,6 +53,10 @@ class GpuConvKnobs:
         if not gpu_conv_ok(spec):
             raise te.TeError(f"conv2d_gpu: one group and float32 or int8 needed, got groups={spec.groups} "
                              f"{spec.dtype}")
+        self.check_product(reduction(spec))
+
+    def check_product(self, k: int) -> None:
+        """Raise :class:`te.TeError` naming the knob that does not fit a tiled product over a reduction of ``k``."""
         for name in ("bo", "bp", "vo", "vp", "rk", "split"):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
@@ -63,7 +67,6 @@ class GpuConvKnobs:
         if not 1 <= self.threads <= MAX_THREADS:
             raise te.TeError(f"conv2d_gpu: (bo/vo) x (bp/vp) = {self.threads} threads a block; 1..{MAX_THREADS} "
                              f"allowed")
-        k = reduction(spec)
         if self.split > k:
             raise te.TeError(f"conv2d_gpu: split={self.split} exceeds the reduction's {k} steps")
         if self.rk > -(-k // self.split):

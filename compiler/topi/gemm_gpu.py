@@ -48,12 +48,7 @@ def gemm(a_shape: tuple[int, ...], b_shape: tuple[int, ...], knobs: GpuConvKnobs
     k2, n = b_shape[-2:]
     if k != k2 or min(m, k, n) < 1:
         raise te.TeError(f"gemm_gpu: {a_shape} @ {b_shape}: inner sizes {k} and {k2} differ or a size is 0")
-    for name in ("bo", "bp", "vo", "vp", "rk", "split"):
-        v = getattr(knobs, name)
-        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-            raise te.TeError(f"gemm_gpu: knob {name} must be a positive int, got {v!r}")
-    if knobs.split > k:
-        raise te.TeError(f"gemm_gpu: split={knobs.split} exceeds the reduction's {k} steps")
+    knobs.check_product(k)
     batch = broadcast_shape(tuple(a_shape[:-2]), tuple(b_shape[:-2]))
     nb = len(batch)
     split = knobs.split

@@ -224,8 +224,8 @@ def run_cuda(args: argparse.Namespace) -> int:
     base = build(model, target="cuda", input_shapes=shapes, progress=False)
     tasks = graph_tasks(base.graph)
     dev = device_ident()
-    print(f"{len(tasks)} cuda conv task(s) to tune with {args.tuner}, {args.trials} trials each, on {dev['name']} "
-          f"({dev['arch']}); log: {args.log}")
+    print(f"{len(tasks)} cuda task(s) (convs and products) to tune with {args.tuner}, {args.trials} trials each, "
+          f"on {dev['name']} ({dev['arch']}); log: {args.log}")
     t0 = time.perf_counter()
     with CudaMeasurer() as measurer:
         results = tune_tasks(tasks, measurer, args.tuner, args.trials, args.batch, args.log, args.seed,

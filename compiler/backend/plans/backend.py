@@ -58,8 +58,8 @@ def _nothing() -> None:
 _nothing.native = NO_OP  # type: ignore[attr-defined]
 
 
-# ops whose CPU schedule takes knobs (compiler.topi.conv2d_direct.CpuConvKnobs) from a tuning log
-TUNABLE_OPS = frozenset({"Conv", "FusedConv"})
+# ops whose schedule takes knobs from a tuning log (convs on llvm and cuda; products on cuda)
+TUNABLE_OPS = frozenset({"Conv", "FusedConv", "Gemm", "FusedDense", "MatMul"})
 
 
 class TargetCpuBackend:

@@ -155,12 +155,16 @@ def _plan_winograd(spec: conv2d_direct.Conv2dSpec, knobs: conv2d_direct.CpuConvK
     return OpPlan(key, make, args, (spec.n, spec.o, spec.oh, spec.ow), np.dtype(np.float32), spec.macs)
 
 
-def plan_dense(node: Node, infos, consts, target: str) -> OpPlan:
+def plan_dense(node: Node, infos, consts, target: str, knobs: "conv2d_gpu.GpuConvKnobs | None" = None) -> OpPlan:
+    """``knobs``: cuda's tiled GEMM knobs (a tuning log's choice) where the product runs as one, else ignored."""
     check_f32(node, infos)
     a = node.attrs
     x = infos[0]
+    if knobs is not None and (target != "cuda" or not isinstance(knobs, conv2d_gpu.GpuConvKnobs)):
+        raise UnsupportedOnTarget(f"node {node.name!r} ({node.op}): GEMM knobs apply to target 'cuda' "
+                                  f"(GpuConvKnobs), got {type(knobs).__name__} for {target!r}")
     if node.op == "MatMul" and (node.inputs[1] not in consts or np.ndim(consts[node.inputs[1]]) != 2):
-        return plan_batch_matmul(node, infos, consts, target)  # two activations (attention): a batched product
+        return plan_batch_matmul(node, infos, consts, target, knobs)  # two activations (attention): a batched product
     lead = tuple(x.shape[:-1])  # MatMul: (..., K) @ (K, M) is a dense over the flattened leading axes
     if node.op == "MatMul" and len(x.shape) > 2:
         x = TensorInfo((int(np.prod(lead)), x.shape[-1]), x.dtype)
@@ -186,7 +190,7 @@ def plan_dense(node: Node, infos, consts, target: str) -> OpPlan:
     out_shape = lead + (m,) if node.op == "MatMul" else (n, m)
     if n >= GEMM_MIN_ROWS:  # many rows (a transformer's tokens): the tiled GEMM on W^T
         w_km = f32(w_mk.T)
-        key, make = _gemm_kernel((n, k), (k, m), target, bias=bp is not None, act=act, act_params=params)
+        key, make = _gemm_kernel((n, k), (k, m), target, knobs, bias=bp is not None, act=act, act_params=params)
         return OpPlan(key, make, lambda ins: [f32(ins[0]).reshape(n, k), w_km] + ([bp] if bp is not None else []),
                       out_shape, np.dtype(np.float32), n * k * m)
     wp = dense_float.pack_dense_weight(w_mk)
@@ -206,12 +210,13 @@ def plan_dense(node: Node, infos, consts, target: str) -> OpPlan:
 GEMM_MIN_ROWS = 4  # dense layers of at least this many rows run as gemm (the one-row classifier: dense_float)
 
 
-def _gemm_kernel(sa: tuple, sb: tuple, target: str, **epilogue) -> tuple:
+def _gemm_kernel(sa: tuple, sb: tuple, target: str, knobs: "conv2d_gpu.GpuConvKnobs | None" = None,
+                 **epilogue) -> tuple:
     """``(key, make)`` of :func:`compiler.topi.gemm.gemm` for operands ``sa`` @ ``sb`` on ``target`` (llvm: tiles
     for this CPU's vector width; cuda: :func:`compiler.topi.gemm_gpu.gemm`, shared-memory tiles), for an
     :class:`OpPlan` whose arguments and output the caller gives."""
     if target == "cuda":
-        knobs = gemm_gpu.default_knobs(sa, sb)
+        knobs = knobs or gemm_gpu.default_knobs(sa, sb)
 
         def make_gpu():
             op = gemm_gpu.gemm(sa, sb, knobs, **epilogue)
@@ -230,7 +235,8 @@ def _gemm_kernel(sa: tuple, sb: tuple, target: str, **epilogue) -> tuple:
     return key, make
 
 
-def plan_batch_matmul(node: Node, infos, consts, target: str) -> OpPlan:
+def plan_batch_matmul(node: Node, infos, consts, target: str,
+                      knobs: "conv2d_gpu.GpuConvKnobs | None" = None) -> OpPlan:
     """ONNX MatMul of float32 operands as numpy's ``matmul``: batched over the leading axes (broadcast), a 1-D
     operand a row (left) or a column (right) whose axis the result drops; the second operand an activation or a
     constant that is not a 2-D weight."""
@@ -253,7 +259,7 @@ def plan_batch_matmul(node: Node, infos, consts, target: str) -> OpPlan:
         raise UnsupportedOnTarget(f"node {node.name!r} (MatMul): {sa} @ {sb}: inner sizes {sa[-1]} and {sb[-2]} differ")
     kernel_shape = batch + (sa[-2], sb[-1])
     out_shape = tuple(d for i, d in enumerate(kernel_shape) if i - len(kernel_shape) not in drop)
-    key, make = _gemm_kernel(sa, sb, target)
+    key, make = _gemm_kernel(sa, sb, target, knobs)
     return OpPlan(key, make, lambda ins: [f32(ins[0]).reshape(sa), f32(ins[1]).reshape(sb)], out_shape,
                   np.dtype(np.float32), int(np.prod(kernel_shape)) * sa[-1])
 

@@ -152,3 +152,45 @@ def test_vta_tune_target_cuda(tiny_model, tmp_path, capsys, monkeypatch):
     assert out["target"] == "cuda" and out["device"] == {"name": "emulate", "arch": "sm_80"} and out["tasks"] == 2
     assert [t["trials"] for t in out["per_task"]] == [3, 3] and 0 <= out["tasks_kept"] <= 2
     assert len(open(log).read().splitlines()) == 6
+
+
+def test_products_are_tuned_and_applied_like_convs(tmp_path, monkeypatch, emulated):
+    """A transformer's dense layers and attention MatMuls are cuda tasks too (the tiled GEMM's knobs): their space
+    holds the defaults and shares the convs' features; trials are logged and read back; a build with the log
+    compiles the chosen knobs (kept: stubbed faster) and computes what the untuned build computes."""
+    from compiler.autotune import tune_tasks
+    from compiler.executor import build
+    from compiler.zoo.modern import bert, sample_inputs
+
+    model = bert()
+    base = build(model, target="cuda", progress=False)
+    tasks = cc.graph_tasks(base.graph)
+    gemms = [t for t in tasks if isinstance(t, cc.CudaGemmTask)]
+    products = {plan.key[1:3] for plan, _ in base.cpu._plans.values() if plan.key[0] == "gemm_gpu"}
+    assert {(t.a, t.b) for t in gemms} == products and len(gemms) >= 3
+    conv_space = cc.CudaConvTask(SPEC).make_space()
+    for t in gemms:
+        space = t.make_space()
+        d = t.default_knobs()
+        assert space.point(d) is not None and space.reject(d) is None, t.describe()
+        assert space.features(d).shape == conv_space.features(default_knobs(SPEC)).shape
+    task = gemms[0]
+    log = tmp_path / "g.log"
+    with cc.CudaMeasurer() as m:
+        res = tune_tasks([task], m, "random", 2, 2, str(log), 0)
+    assert res[0].trials == 2 and res[0].invalid_measured == 0
+    recs = cc.load_cuda_records(log)
+    assert len(recs) == 2 and recs[0][0]["op"] == "gemm_float_gpu"
+    chosen = GpuConvKnobs(8, 16, 2, 4, 4, 2)
+    assert task.make_space().reject(chosen) is None
+    log.write_text(task.record_line(chosen, Result(10, None, 0.0), "test") + "\n")
+    monkeypatch.setattr(cc, "faster_than_default", lambda t, knobs: (True, 1, 2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TuningLogWarning)  # the tasks without a record
+        tuned = build(model, target="cuda", progress=False, tuning_log=log)
+    assert tuned.compiled.stats["tuned_convs"] == 1
+    used = [plan.key[-1] for plan, _ in tuned.cpu._plans.values() if plan.key[0] == "gemm_gpu"
+            and plan.key[1:3] == (task.a, task.b)]
+    assert used and all(k == chosen for k in used)
+    feeds = sample_inputs(model, 1)[0]
+    np.testing.assert_allclose(np.asarray(tuned(**feeds)), np.asarray(base(**feeds)), rtol=1e-5, atol=1e-5)
