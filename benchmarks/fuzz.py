@@ -24,7 +24,7 @@ import traceback
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-TARGET_NAMES = ("onnx", "vtaprog", "vtamod", "decode", "config", "tunelog", "llvmlog", "declaration")
+TARGET_NAMES = ("onnx", "vtaprog", "vtamod", "decode", "config", "tunelog", "llvmlog", "cudalog", "declaration")
 MAX_EXAMPLES = 5  # foreign exceptions listed per target
 PROJECT_PACKAGES = ("compiler", "isa", "jit_runtime", "simulator", "tests.fuzz")
 

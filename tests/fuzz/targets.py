@@ -25,6 +25,8 @@ choice through :class:`Choices`, so a coverage-guided fuzzer (atheris) and hypot
   (``TuningLogWarning``), never an exception.
 * ``llvmlog``: the same for an llvm tuning log (``vta tune --target llvm``): timed records and in-model choices
   of two conv tasks, read and chosen from as a build does (no timing): warnings, never an exception.
+* ``cudalog``: the same for a cuda tuning log (``vta tune --target cuda``, recorded on the emulated device):
+  timed records of a conv task and a product task, read and chosen from as a build does.
 """
 from __future__ import annotations
 
@@ -56,6 +58,7 @@ ALLOWED: dict[str, tuple[type[BaseException], ...]] = {
     "config": (ConfigError,),
     "tunelog": (),  # every bad line is a TuningLogWarning naming FILE:LINE; nothing may raise
     "llvmlog": (),  # the same for llvm logs
+    "cudalog": (),  # and for cuda logs
     "declaration": (ConfigError,),  # register_intrinsic refuses a declaration with a ConfigError naming why
 }
 
@@ -685,6 +688,58 @@ def run_llvmlog(data: bytes) -> None:
             logged_knobs(tasks, path, log, frozenset(ranked))
 
 
+def _cudalog_tasks():
+    from compiler.autotune.cuda_conv import CudaConvTask, CudaGemmTask
+    from compiler.topi.conv2d_direct import Conv2dSpec
+
+    return [CudaConvTask(Conv2dSpec(1, 16, 8, 8, 16, 3, 3, (1, 1), (1, 1, 1, 1)), True, False, "relu", (), "a"),
+            CudaGemmTask((32, 64), (64, 48), True, "gelu", (), "b")]
+
+
+def _emulated(fn):
+    """Run ``fn()`` with ``VTA_CUDA_DEVICE=emulate`` (records name their device; no GPU here)."""
+    import os
+
+    old = os.environ.get("VTA_CUDA_DEVICE")
+    os.environ["VTA_CUDA_DEVICE"] = "emulate"
+    try:
+        return fn()
+    finally:
+        if old is None:
+            os.environ.pop("VTA_CUDA_DEVICE", None)
+        else:
+            os.environ["VTA_CUDA_DEVICE"] = old
+
+
+def mutated_cuda_log(data: bytes) -> str:
+    """Per task a timed record of its default and of another setting; then one damage drawn from ``data``
+    (:func:`_damaged_log`)."""
+    from compiler.autotune.measure import Result
+
+    c = Choices(data)
+    lines = []
+    for t in _cudalog_tasks():
+        sp = t.make_space()
+        other = next(k for k in map(sp.knobs, sp.candidates()) if k != t.default_knobs())
+        lines += [json.loads(_emulated(lambda: t.record_line(t.default_knobs(), Result(900, None, 0.1), "xgb"))),
+                  json.loads(_emulated(lambda: t.record_line(other, Result(800, None, 0.1), "xgb")))]
+    return _damaged_log(c, lines, ("gpu", "task", "config", "result"))
+
+
+def run_cudalog(data: bytes) -> None:
+    import warnings
+
+    from compiler.autotune.cuda_conv import logged_knobs
+
+    tasks = _cudalog_tasks()
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "gpu.log"
+        path.write_text(mutated_cuda_log(data), encoding="utf-8", errors="replace")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            _emulated(lambda: logged_knobs(tasks, path))
+
+
 # ------------------------------------------------------------------------------------ declarations
 _AXES = ("p", "q", "r", "s")
 
@@ -758,4 +813,5 @@ def run_declaration(data: bytes) -> None:
 
 
 TARGETS = {"onnx": run_onnx, "vtaprog": run_vtaprog, "vtamod": run_vtamod, "decode": run_decode, "config": run_config,
-           "tunelog": run_tunelog, "llvmlog": run_llvmlog, "declaration": run_declaration}
+           "tunelog": run_tunelog, "llvmlog": run_llvmlog, "cudalog": run_cudalog,
+           "declaration": run_declaration}

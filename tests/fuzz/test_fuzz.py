@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 from tests.fuzz.targets import ALLOWED, MUTATIONS, TARGETS, mutated_model, run_model
 
 CASES = {"onnx": 80, "vtaprog": 150, "vtamod": 120, "decode": 300, "config": 200, "tunelog": 300, "llvmlog": 300,
-         "declaration": 300}
+         "cudalog": 300, "declaration": 300}
 HANG_SECONDS = {"onnx": 20, "vtaprog": 10, "vtamod": 20, "decode": 10, "config": 5, "tunelog": 5, "llvmlog": 5,
-                "declaration": 5}
+                "cudalog": 5, "declaration": 5}
 
 
 def _property(target: str):
