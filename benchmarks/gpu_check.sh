@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The cuda target's checks for a session that is lent a GPU machine, as one prepared command (docs/compiler.md):
+# the GPU's name and driver, the cuda tests (the GPU-only ones run for real there; the others check the loop IR
+# on the CPU and the emulated device), then benchmarks/bench_gpu_target.py on ResNet-18 and MobileNetV2 (device,
+# fp32 error, int8 mismatches, cuda_ms next to onnxruntime's CPU provider). Run from the repository root:
+#     bash benchmarks/gpu_check.sh            # results also under $OUT (default /tmp/gpu_check)
+# PYTHON picks the interpreter (default python3: on the lent machines, the image's, which has numpy, onnx,
+# onnxruntime, llvmlite and cuda-bindings); REPEAT the timed runs per model (default 20).
+set -u
+OUT=${OUT:-/tmp/gpu_check}
+PY=${PYTHON:-python3}
+mkdir -p "$OUT"
+export PYTHONPATH=. PYTHONUNBUFFERED=1
+(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>&1 || echo "no nvidia-smi") | tee "$OUT/gpu.txt"
+$PY -m pytest -q -p no:cacheprovider -x tests/compiler/backend/test_build_op_cuda.py \
+    tests/compiler/backend/test_cuda_residency.py tests/compiler/topi/test_conv2d_gpu.py \
+    tests/compiler/topi/test_gemm_gpu.py tests/compiler/plans/test_model_targets.py \
+    tests/compiler/plans/test_gpu_schedules.py 2>&1 | tee "$OUT/tests.txt" | tail -25
+$PY benchmarks/bench_gpu_target.py --models resnet18,mobilenet_v2 --repeat "${REPEAT:-20}" 2>&1 | tee "$OUT/bench.txt"
