@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, ClassVar
 
-from compiler.autotune.measure import Result
+from compiler.autotune.measure import Result, _Measurer
 from compiler.autotune.records import TuningLogWarning
 from compiler.autotune.space import GridSpace
 from compiler.topi.conv2d_direct import Conv2dSpec
@@ -194,3 +194,17 @@ def measure_task(knobs, task) -> Result:
     except Exception as exc:  # noqa: BLE001 - a failed candidate is a result, not a crash of the tuner
         return Result(None, f"{type(exc).__name__}: {exc}", time.perf_counter() - t0)
     return Result(ns, None, time.perf_counter() - t0)
+
+
+class InProcessMeasurer(_Measurer):
+    """Time candidates through a :class:`compiler.scaleout.LoopRunner`: in this process, one after the other (the
+    JIT's code lives in this process, and kernels timed side by side would share the cores or the GPU)."""
+
+    def __init__(self) -> None:
+        from compiler.scaleout import LoopRunner
+
+        self._runner = LoopRunner()
+        self.workers = 1
+
+    def __call__(self, task, batch: list) -> list[Result]:
+        return self._runner.map(measure_task, batch, (task,))

@@ -33,10 +33,11 @@ from typing import Callable
 
 import numpy as np
 
-from compiler.autotune.conv_task import (FloatConvTask, KnobGrid, distinct_tasks, fastest_usable, knobs_from,
-                                        measure_task, node_conv, other_target, warn_log)
+from compiler.autotune.conv_task import (FloatConvTask, InProcessMeasurer, KnobGrid, distinct_tasks, fastest_usable,
+                                        knobs_from,
+                                        node_conv, other_target, warn_log)
 from compiler.autotune.llvm_conv import MIN_GAIN, MIN_RUN_S, REPEATS
-from compiler.autotune.measure import Result, _Measurer
+from compiler.autotune.measure import Result
 from compiler.autotune.records import FORMAT, log_lines
 from compiler.topi import conv2d_gpu as cg
 from compiler.topi import gemm_gpu
@@ -340,20 +341,15 @@ class GpuTileSpace(KnobGrid):
         return np.asarray(feats, dtype=np.float32)
 
 
-class CudaMeasurer(_Measurer):
+class CudaMeasurer(InProcessMeasurer):
     """Time candidates in this process on this process's device, one after the other (kernels timed side by side
     would share the GPU)."""
 
     def __init__(self) -> None:
         from compiler.backend.cuda.device import get_device
-        from compiler.scaleout import LoopRunner
 
         get_device()  # no device: NoGpuError now, before any tuning
-        self._runner = LoopRunner()
-        self.workers = 1
-
-    def __call__(self, task: CudaConvTask, batch: list[GpuConvKnobs]) -> list[Result]:
-        return self._runner.map(measure_task, batch, (task,))
+        super().__init__()
 
 
 _warn = warn_log

@@ -42,9 +42,10 @@ from typing import Callable
 
 import numpy as np
 
-from compiler.autotune.conv_task import (FloatConvTask, KnobGrid, distinct_tasks, fastest_usable, knobs_from,
+from compiler.autotune.conv_task import (FloatConvTask, InProcessMeasurer, KnobGrid, distinct_tasks, fastest_usable,
+                                        knobs_from,
                                         measure_task, node_conv, other_target, warn_log)
-from compiler.autotune.measure import Result, _Measurer
+from compiler.autotune.measure import Result
 from compiler.autotune.records import FORMAT, log_lines
 from compiler.topi import conv2d_direct as cd
 from compiler.topi import conv2d_winograd as cw
@@ -389,18 +390,9 @@ def measure_llvm(task: LlvmConvTask, knobs: CpuConvKnobs) -> Result:
     return measure_task(knobs, task)
 
 
-class LlvmMeasurer(_Measurer):
-    """Time candidates through a :class:`compiler.scaleout.LoopRunner`: in this process, one after the other (the
-    JIT's code lives in this process, and kernels timed side by side would share the cores)."""
-
-    def __init__(self) -> None:
-        from compiler.scaleout import LoopRunner
-
-        self._runner = LoopRunner()
-        self.workers = 1
-
-    def __call__(self, task: LlvmConvTask, batch: list[CpuConvKnobs]) -> list[Result]:
-        return self._runner.map(measure_task, batch, (task,))
+class LlvmMeasurer(InProcessMeasurer):
+    """Time llvm candidates in this process, one after the other
+    (:class:`~compiler.autotune.conv_task.InProcessMeasurer`)."""
 
 
 # ------------------------------------------------------------------------------------------------ logs

@@ -46,26 +46,38 @@ def clamp_index(i, n: int, padded: int):
     return te.min_(i, te.const(n - 1, "int32")) if padded > n else i
 
 
+def product_dims(a_shape: tuple[int, ...], b_shape: tuple[int, ...], what: str = "gemm") -> tuple:
+    """``(m, k, n, batch)`` of ``a`` (..., M, K) times ``b`` (..., K, N), the batch axes broadcast; a
+    :class:`te.TeError` (prefixed ``what``) where an operand is below 2-D, the inner sizes differ or a size is 0."""
+    if len(a_shape) < 2 or len(b_shape) < 2:
+        raise te.TeError(f"{what}: both operands must be at least 2-D, got {a_shape} and {b_shape}")
+    m, k = a_shape[-2:]
+    k2, n = b_shape[-2:]
+    if k != k2 or min(m, k, n) < 1:
+        raise te.TeError(f"{what}: {a_shape} @ {b_shape}: inner sizes {k} and {k2} differ or a size is 0")
+    return m, k, n, broadcast_shape(tuple(a_shape[:-2]), tuple(b_shape[:-2]))
+
+
+def batch_index(shape: tuple[int, ...], i: tuple, nb: int) -> tuple:
+    """An operand of ``shape``'s batch index inside the output's index ``i`` (``nb`` batch axes; size-1 axes
+    broadcast)."""
+    lead = nb - (len(shape) - 2)
+    return tuple(0 if shape[q] == 1 else i[lead + q] for q in range(len(shape) - 2))
+
+
 def gemm(a_shape: tuple[int, ...], b_shape: tuple[int, ...], lanes: int, *, bias: bool = False,
          act: str | None = None, act_params: tuple = ()) -> GemmOp:
     """The op for ``a`` of ``a_shape`` (..., M, K) times ``b`` of ``b_shape`` (..., K, N) (both >= 2-D), with a
     ``bias`` placeholder (N,) and activation ``act``; tiles for vectors of ``lanes`` float32 lanes."""
-    if len(a_shape) < 2 or len(b_shape) < 2:
-        raise te.TeError(f"gemm: both operands must be at least 2-D, got {a_shape} and {b_shape}")
-    m, k = a_shape[-2:]
-    k2, n = b_shape[-2:]
-    if k != k2 or min(m, k, n) < 1:
-        raise te.TeError(f"gemm: {a_shape} @ {b_shape}: inner sizes {k} and {k2} differ or a size is 0")
-    batch = broadcast_shape(a_shape[:-2], b_shape[:-2])
+    m, k, n, batch = product_dims(a_shape, b_shape)
     nb = len(batch)
     bm, vec, bn = tile_sizes(m, n, lanes)
     mp, np_ = -(-m // bm) * bm, -(-n // bn) * bn
     a = te.placeholder(a_shape, "float32", "a")
     b = te.placeholder(b_shape, "float32", "b")
 
-    def at(shape, i):  # an operand's batch index inside the output's (size-1 axes broadcast)
-        lead = nb - (len(shape) - 2)
-        return tuple(0 if shape[q] == 1 else i[lead + q] for q in range(len(shape) - 2))
+    def at(shape, i):
+        return batch_index(shape, i, nb)
 
     pack = te.compute(batch + (np_ // bn, k, bn), lambda *i: b[at(b_shape, i) + (
         i[nb + 1], clamp_index(i[nb] * bn + i[nb + 2], n, np_))], name="b_pack", dtype="float32")

@@ -15,6 +15,7 @@ from compiler import te
 from compiler.te import Tensor
 from compiler.topi.conv2d_gpu import GpuConvKnobs, default_tiles, schedule_tiled
 from compiler.topi.elementwise import activation, broadcast_shape
+from compiler.topi.gemm import batch_index, product_dims
 
 
 @dataclass
@@ -42,14 +43,8 @@ def default_knobs(a_shape: tuple[int, ...], b_shape: tuple[int, ...]) -> GpuConv
 def gemm(a_shape: tuple[int, ...], b_shape: tuple[int, ...], knobs: GpuConvKnobs, *, bias: bool = False,
          act: str | None = None, act_params: tuple = ()) -> GpuGemmOp:
     """The op for ``a`` (..., M, K) times ``b`` (..., K, N) (both >= 2-D) with a ``bias`` (N,) and ``act``."""
-    if len(a_shape) < 2 or len(b_shape) < 2:
-        raise te.TeError(f"gemm_gpu: both operands must be at least 2-D, got {a_shape} and {b_shape}")
-    m, k = a_shape[-2:]
-    k2, n = b_shape[-2:]
-    if k != k2 or min(m, k, n) < 1:
-        raise te.TeError(f"gemm_gpu: {a_shape} @ {b_shape}: inner sizes {k} and {k2} differ or a size is 0")
+    m, k, n, batch = product_dims(a_shape, b_shape, "gemm_gpu")
     knobs.check_product(k)
-    batch = broadcast_shape(tuple(a_shape[:-2]), tuple(b_shape[:-2]))
     nb = len(batch)
     split = knobs.split
     ks = -(-k // split)
@@ -66,9 +61,8 @@ def gemm(a_shape: tuple[int, ...], b_shape: tuple[int, ...], knobs: GpuConvKnobs
         a_in = te.compute(tuple(a_shape), lambda *i: a[i], name="a_in", dtype="float32")
         b_in = te.compute(tuple(b_shape), lambda *i: b[i], name="b_in", dtype="float32")
 
-    def at(shape, i):  # an operand's batch index inside the output's (size-1 axes broadcast)
-        lead = nb - (len(shape) - 2)
-        return tuple(0 if shape[q] == 1 else i[lead + q] for q in range(len(shape) - 2))
+    def at(shape, i):
+        return batch_index(shape, i, nb)
 
     rr = te.reduce_axis(ks, "rr")
     part = None

@@ -22,3 +22,23 @@ def serial_on_cpu(s, args=None) -> CpuOp:
     walk(func.body)
     mod, sym = generate(func)
     return CpuOp(func, mod, sym)
+
+
+def assert_assembles_without_spills(op) -> None:
+    """Where ``ptxas`` is installed: the CUDA op's PTX assembles for its architecture and no kernel spills registers
+    (``ptxas -v``: its accumulators stay in registers)."""
+    import re
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    from compiler.backend.cuda.nvcc import have_ptxas
+
+    if not have_ptxas():
+        return
+    with tempfile.TemporaryDirectory() as d:
+        (Path(d) / "k.ptx").write_text(op.ptx)
+        r = subprocess.run(["ptxas", "-v", f"-arch={op.arch}", f"{d}/k.ptx", "-o", f"{d}/k.cubin"],
+                           capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert all(int(v) == 0 for v in re.findall(r"(\d+) bytes spill stores", r.stderr))

@@ -90,17 +90,21 @@ def plan_conv(node: Node, infos, consts, target: str,
             return op.inputs, op.out, lambda s: conv2d_direct.schedule_gpu(op, s)
         return op.inputs, op.out, lambda s: conv2d_direct.schedule_cpu(op, s, knobs)
 
-    in_shape, out_shape = conv2d_direct.input_shape(spec), conv2d_direct.output_shape(spec)
+    args = _conv_args(conv2d_direct.input_shape(spec), wp, bp, conv2d_direct.output_shape(spec) if residual else None)
+    return OpPlan(key, make, args, (spec.n, spec.o, spec.oh, spec.ow), np.dtype(np.float32), spec.macs)
 
+
+def _conv_args(in_shape: tuple, wp: np.ndarray, bp: np.ndarray | None, res_shape: tuple | None):
+    """A float conv plan's ``args(inputs)``: the data viewed as the kernel's ``in_shape``, the packed weight, the
+    bias where given, and the fused residual (the node's fourth input) viewed as ``res_shape`` where given."""
     def args(ins):
         out = [f32(ins[0]).reshape(in_shape), wp]
         if bp is not None:
             out.append(bp)
-        if residual:
-            out.append(f32(ins[3]).reshape(out_shape))
+        if res_shape is not None:
+            out.append(f32(ins[3]).reshape(res_shape))
         return out
-
-    return OpPlan(key, make, args, (spec.n, spec.o, spec.oh, spec.ow), np.dtype(np.float32), spec.macs)
+    return args
 
 
 def _plan_gpu_conv(spec: conv2d_direct.Conv2dSpec, knobs: "conv2d_gpu.GpuConvKnobs | None", w: np.ndarray,
@@ -117,16 +121,7 @@ def _plan_gpu_conv(spec: conv2d_direct.Conv2dSpec, knobs: "conv2d_gpu.GpuConvKno
         op = conv2d_gpu.conv2d(spec, knobs, bp is not None, residual, act, params)
         return op.inputs, op.out, lambda s: conv2d_gpu.schedule_gpu(op, s)
 
-    out_shape = conv2d_gpu.output_shape(spec)
-
-    def args(ins):
-        out = [f32(ins[0]).reshape(spec.n, spec.c, spec.h, spec.w), wp]
-        if bp is not None:
-            out.append(bp)
-        if residual:
-            out.append(f32(ins[3]).reshape(out_shape))
-        return out
-
+    args = _conv_args((spec.n, spec.c, spec.h, spec.w), wp, bp, conv2d_gpu.output_shape(spec) if residual else None)
     return OpPlan(key, make, args, (spec.n, spec.o, spec.oh, spec.ow), np.dtype(np.float32), spec.macs)
 
 
@@ -142,16 +137,8 @@ def _plan_winograd(spec: conv2d_direct.Conv2dSpec, knobs: conv2d_direct.CpuConvK
         op = conv2d_winograd.op_for(spec, knobs, bp is not None, residual, act, params)
         return op.inputs, op.out, lambda s: conv2d_winograd.schedule_cpu(op, s, knobs)
 
-    out_shape = conv2d_winograd.output_shape(spec, knobs.ob)
-
-    def args(ins):
-        out = [f32(ins[0]).reshape(spec.n, spec.c, spec.h, spec.w), wp]
-        if bp is not None:
-            out.append(bp)
-        if residual:
-            out.append(f32(ins[3]).reshape(out_shape))
-        return out
-
+    args = _conv_args((spec.n, spec.c, spec.h, spec.w), wp, bp,
+                      conv2d_winograd.output_shape(spec, knobs.ob) if residual else None)
     return OpPlan(key, make, args, (spec.n, spec.o, spec.oh, spec.ow), np.dtype(np.float32), spec.macs)
 
 

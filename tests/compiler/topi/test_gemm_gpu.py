@@ -3,18 +3,16 @@ the CPU), broadcast batches, split-K with a ragged reduction, launch shapes, PTX
 whose dense layers and attention products use it, run on the emulated device."""
 from __future__ import annotations
 
-import re
 
 import numpy as np
 import pytest
 
 import compiler
 from compiler import te
-from compiler.backend.cuda.nvcc import have_ptxas
 from compiler.schedule import create_schedule
 from compiler.topi import gemm_gpu as GG
 from compiler.topi.conv2d_gpu import GpuConvKnobs
-from tests.compiler.gpu_on_cpu import serial_on_cpu
+from tests.compiler.gpu_on_cpu import assert_assembles_without_spills, serial_on_cpu
 
 CASES = [
     ((6, 20), (20, 9), None, True),  # a small dense: tiles cut to the output
@@ -49,17 +47,7 @@ def test_gpu_gemm_values_and_kernels(case):
     batch = int(np.prod(np.broadcast_shapes(sa[:-2], sb[:-2]))) * knobs.split
     assert cuda.kernels[0].grid == (-(-n // bp), -(-m // bo), batch)
     assert len(cuda.kernels) == (1 if knobs.split == 1 else 2)
-    if have_ptxas():
-        import subprocess
-        import tempfile
-        from pathlib import Path
-
-        with tempfile.TemporaryDirectory() as d:
-            (Path(d) / "k.ptx").write_text(cuda.ptx)
-            r = subprocess.run(["ptxas", "-v", f"-arch={cuda.arch}", f"{d}/k.ptx", "-o", f"{d}/k.cubin"],
-                               capture_output=True, text=True)
-        assert r.returncode == 0, r.stderr
-        assert all(int(v) == 0 for v in re.findall(r"(\d+) bytes spill stores", r.stderr))
+    assert_assembles_without_spills(cuda)
 
 
 def test_gpu_gemm_refuses_bad_operands_and_knobs():
