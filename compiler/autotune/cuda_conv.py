@@ -107,6 +107,7 @@ class CudaConvTask(_DeviceTimed, FloatConvTask):
     ``residual``, ``act`` with ``act_params``), and the node's ``name`` (not part of the identity)."""
 
     OP = "conv2d_float_gpu"
+    cost_model = "cuda_tile"  # convs and products share one XGB model (GpuTileSpace's features, slot by slot)
     DROP = ("oc_block", "pixel_tile", "pad_value", "in_block", "pixel_vectors", "row_tile", "dtype")
 
     def __post_init__(self) -> None:
@@ -171,6 +172,8 @@ class CudaGemmTask(_DeviceTimed):
     act: str | None = None
     act_params: tuple = ()
     name: str = dataclasses.field(default="", compare=False)
+
+    cost_model = "cuda_tile"
 
     @property
     def ident(self) -> dict:

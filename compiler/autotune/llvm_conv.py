@@ -50,6 +50,7 @@ from compiler.autotune.records import FORMAT, log_lines
 from compiler.topi import conv2d_direct as cd
 from compiler.topi import conv2d_winograd as cw
 from compiler.topi.conv2d_direct import ORDER_CHOICES, PARALLEL_CHOICES, PIXEL_PARALLEL_CHOICES, CpuConvKnobs
+from compiler.topi.gemm import CpuGemmKnobs
 from compiler.topi.row_tiles import row_vectors
 
 Point = tuple[int, ...]
@@ -92,8 +93,39 @@ def cpu_ident() -> dict:
 
 
 # ------------------------------------------------------------------------------------------------ tasks
+class HostTimed:
+    """What the llvm tasks share: the kernel bound to seeded inputs as a model calls it, its timing and its log line.
+    A task gives ``kernel(knobs)`` (a ``CpuOp``), ``inputs(knobs)``, ``ident`` and ``rate(ns)``."""
+
+    def measure_cost(self, knobs, repeats: int = REPEATS, flush: bool = False) -> int:
+        """Median nanoseconds of the kernel with ``knobs`` (one warm-up call, then ``repeats`` timed runs), called
+        as a model calls it: the bound call on fixed arrays (``CpuOp.bind``), not ``CpuOp.__call__``, whose
+        argument checks cost ~10-15 us a call (a third of a 14x14 1x1 conv's time). ``flush``: each timed run is
+        one call after :func:`sweep_caches` (weights and inputs in memory, not cache)."""
+        return time_call(self.bound_call(knobs), repeats, flush)
+
+    def bound_call(self, knobs) -> Callable[[], None]:
+        """The kernel with ``knobs`` bound to its seeded inputs (:meth:`inputs`) and an output array, as a model calls
+        it (``CpuOp.bind``; the call keeps its arrays alive)."""
+        fn = self.kernel(knobs)
+        args = self.inputs(knobs)
+        out = np.empty(fn.func.args[fn.func.num_inputs].shape, np.float32)
+        return fn.bind(*args, out=out) or (lambda: fn(*args, out=out))
+
+    def record_line(self, knobs, res: Result, tuner: str = "", in_model: dict | None = None) -> str:
+        """The JSON line of one trial (see the module docstring); ``in_model``: the figures of an in-model choice
+        (its line then has no timed ``result``)."""
+        result = None if res.cycles is None else {"ns": int(res.cycles), "gflops": round(self.rate(res.cycles), 4)}
+        line = {"vta_tuning": FORMAT, "target": "llvm", "cpu": cpu_ident(), "task": self.ident,
+                "config": dataclasses.asdict(knobs), "result": result, "error": res.error,
+                "time": round(time.time(), 3), "seconds": round(res.seconds, 3), "tuner": tuner}
+        if in_model is not None:
+            line["in_model"] = in_model
+        return json.dumps(line, sort_keys=True)
+
+
 @dataclass(frozen=True)
-class LlvmConvTask(FloatConvTask):
+class LlvmConvTask(HostTimed, FloatConvTask):
     """One float conv2d as the llvm target compiles it: geometry ``spec`` (no knob fields set), its fused epilogue
     (``bias``, ``residual``, ``act`` with ``act_params``), and the node's ``name`` (not part of the identity)."""
 
@@ -159,32 +191,6 @@ class LlvmConvTask(FloatConvTask):
             out.append(rng.standard_normal(shape).astype(np.float32))
         return out
 
-    def measure_cost(self, knobs: CpuConvKnobs, repeats: int = REPEATS, flush: bool = False) -> int:
-        """Median nanoseconds of the kernel with ``knobs`` (one warm-up call, then ``repeats`` timed runs), called
-        as a model calls it: the bound call on fixed arrays (``CpuOp.bind``), not ``CpuOp.__call__``, whose
-        argument checks cost ~10-15 us a call (a third of a 14x14 1x1 conv's time). ``flush``: each timed run is
-        one call after :func:`sweep_caches` (weights and inputs in memory, not cache)."""
-        return time_call(self.bound_call(knobs), repeats, flush)
-
-    def bound_call(self, knobs: CpuConvKnobs) -> Callable[[], None]:
-        """The kernel with ``knobs`` bound to its seeded inputs (:meth:`inputs`) and an output array, as a model calls
-        it (``CpuOp.bind``; the call keeps its arrays alive)."""
-        fn = self.kernel(knobs)
-        args = self.inputs(knobs)
-        out = np.empty(fn.func.args[fn.func.num_inputs].shape, np.float32)
-        return fn.bind(*args, out=out) or (lambda: fn(*args, out=out))
-
-    def record_line(self, knobs: CpuConvKnobs, res: Result, tuner: str = "", in_model: dict | None = None) -> str:
-        """The JSON line of one trial (see the module docstring); ``in_model``: the figures of an in-model choice
-        (its line then has no timed ``result``)."""
-        result = None if res.cycles is None else {"ns": int(res.cycles), "gflops": round(self.rate(res.cycles), 4)}
-        line = {"vta_tuning": FORMAT, "target": "llvm", "cpu": cpu_ident(), "task": self.ident,
-                "config": dataclasses.asdict(knobs), "result": result, "error": res.error,
-                "time": round(time.time(), 3), "seconds": round(res.seconds, 3), "tuner": tuner}
-        if in_model is not None:
-            line["in_model"] = in_model
-        return json.dumps(line, sort_keys=True)
-
 
 def time_call(call: Callable[[], None], repeats: int = REPEATS, flush: bool = False) -> int:
     """Median nanoseconds of ``call`` (see :meth:`LlvmConvTask.measure_cost`)."""
@@ -220,9 +226,22 @@ def task_of_node(node, infos) -> LlvmConvTask | None:
     return LlvmConvTask(spec, *epilogue, node.name)
 
 
-def graph_tasks(g) -> list[LlvmConvTask]:
-    """Distinct tunable conv tasks of graph ``g`` (after epilogue fusion), in graph order."""
-    return distinct_tasks(g, task_of_node)
+def node_task(node, infos, consts):
+    """The llvm task of graph node ``node`` (``infos``: its inputs' TensorInfos; ``consts``: the graph's constants):
+    its :class:`LlvmConvTask`, or its :class:`~compiler.autotune.llvm_gemm.LlvmGemmTask` where it is a product the
+    target runs as a GEMM, else None."""
+    from compiler.autotune.llvm_gemm import gemm_task_of_node  # above this module: it builds on HostTimed
+
+    return task_of_node(node, infos) or gemm_task_of_node(node, infos, consts)
+
+
+def graph_tasks(g) -> list:
+    """Distinct tunable tasks of graph ``g`` (after epilogue fusion), in graph order: its convs, then its products
+    (:class:`~compiler.autotune.llvm_gemm.LlvmGemmTask`)."""
+    from compiler.autotune.llvm_gemm import gemm_task_of_node
+
+    consts = g.constants
+    return distinct_tasks(g, task_of_node) + distinct_tasks(g, lambda n, infos: gemm_task_of_node(n, infos, consts))
 
 
 # ------------------------------------------------------------------------------------------------ space
@@ -410,13 +429,15 @@ class LlvmLog:
     in_model: dict[str, tuple[CpuConvKnobs, str]]
 
 
-def _parse_record(obj: dict) -> tuple[dict, CpuConvKnobs]:
-    """``(task identity, knobs)`` of an llvm record; KeyError/TypeError/ValueError where malformed."""
-    knobs = knobs_from(obj["config"], CpuConvKnobs)
+def _parse_record(obj: dict) -> tuple[dict, "CpuConvKnobs | CpuGemmKnobs"]:
+    """``(task identity, knobs)`` of an llvm record (the knob class by the task's op: a GEMM's
+    :class:`~compiler.topi.gemm.CpuGemmKnobs`, else a conv's); KeyError/TypeError/ValueError where malformed."""
     ident = obj["task"]
     if not isinstance(ident, dict):
         raise TypeError("task must be an object")
-    return ident, knobs
+    if not isinstance(obj["config"], dict):
+        raise TypeError("config must be an object")
+    return ident, knobs_from(obj["config"], CpuGemmKnobs if ident.get("op") == "gemm_float" else CpuConvKnobs)
 
 
 def load_llvm_log(path: str | Path) -> LlvmLog:
@@ -529,10 +550,12 @@ def logged_faster(graph, path: str | Path) -> dict[str, CpuConvKnobs]:
     return out
 
 
-def use_knobs(backend, knobs: dict[str, CpuConvKnobs]) -> None:
-    """Make ``backend`` (a ``TargetCpuBackend`` for llvm, before ``prepare``) compile the convs whose task key is in
-    ``knobs`` with those knobs (the others with the default)."""
-    def lookup(node, infos) -> CpuConvKnobs | None:
-        t = task_of_node(node, infos)
+def use_knobs(backend, knobs: dict, graph) -> None:
+    """Make ``backend`` (a ``TargetCpuBackend`` for llvm, before ``prepare``) compile the convs and products of
+    ``graph`` whose task key is in ``knobs`` with those knobs (the others with the default)."""
+    consts = graph.constants
+
+    def lookup(node, infos) -> "CpuConvKnobs | CpuGemmKnobs | None":
+        t = node_task(node, infos, consts)
         return None if t is None else knobs.get(t.key)
     backend.tuned = lookup

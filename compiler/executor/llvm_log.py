@@ -61,18 +61,18 @@ def cpu_with_knobs(graph, knobs: dict):
     from compiler.backend.plans.backend import TargetCpuBackend
 
     cpu = TargetCpuBackend("llvm")
-    use_knobs(cpu, knobs)
+    use_knobs(cpu, knobs, graph)
     cpu.prepare(graph)
     return cpu
 
 
 def task_layers(graph, keys=None) -> dict[str, list[str]]:
-    """Task key -> the names of ``graph``'s conv nodes of that llvm task (only the keys in ``keys`` if given)."""
-    from compiler.autotune.llvm_conv import task_of_node
+    """Task key -> the names of ``graph``'s nodes of that llvm task (only the keys in ``keys`` if given)."""
+    from compiler.autotune.llvm_conv import node_task
 
     layers: dict[str, list[str]] = {}
     for n in graph.nodes:
-        t = task_of_node(n, [graph.tensors.get(i) if i else None for i in n.inputs])
+        t = node_task(n, [graph.tensors.get(i) if i else None for i in n.inputs], graph.constants)
         if t is not None and (keys is None or t.key in keys):
             layers.setdefault(t.key, []).append(n.name)
     return layers

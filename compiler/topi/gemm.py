@@ -7,10 +7,14 @@ schedule is :mod:`compiler.backend.llvm.matmul`'s, per batch: column blocks of `
 tiles of ``bm``, each block's panel of ``b`` packed contiguous into a stack buffer by the thread that uses it, a
 ``bm x bn`` accumulator tile in registers over the whole reduction (rows and vectors unrolled, columns vectorized),
 the epilogue applied as the tile is stored; (batch, column block) pairs run in parallel. Ragged edges: a last row
-tile computes clamped rows it never stores, a last column block reads clamped columns of ``b``.
+tile computes clamped rows it never stores, a last column block reads clamped columns of ``b``. The schedule's knobs
+(:class:`CpuGemmKnobs`: rows and vectors of the register tile, the parallel loop, the reduction's unrolling) are
+what the llvm target's tuner searches (:mod:`compiler.autotune.llvm_gemm`); :func:`default_cpu_knobs` is the
+library's choice.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from compiler import te
@@ -18,6 +22,43 @@ from compiler.te import Tensor
 from compiler.topi.elementwise import activation, broadcast_shape
 
 PARALLEL_MIN_MACS = 1 << 17  # multiply-adds from which the (batch x column block) loop runs on all threads
+GEMM_PARALLEL_CHOICES = ("cols", "none")
+KUNROLL_CHOICES = (1, 2, 4)
+
+
+@dataclass(frozen=True)
+class CpuGemmKnobs:
+    """The CPU GEMM schedule's knobs: a register tile of ``bm`` rows by ``nvec`` vectors of the target's float lanes
+    (cut down to the extents), ``parallel`` ``"cols"`` (the (batch x column block) loop on all threads) or
+    ``"none"``, and ``kunroll``: the reduction loop unrolled by 1, 2 or 4 (a factor that divides it)."""
+
+    bm: int = 6
+    nvec: int = 2
+    parallel: str = "cols"
+    kunroll: int = 1
+
+    def check(self, k: int | None = None) -> None:
+        """A :class:`te.TeError` naming the knob that is out of range (``k``: the reduction, for ``kunroll``)."""
+        for name, v, top in (("bm", self.bm, 16), ("nvec", self.nvec, 8)):
+            if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= top:
+                raise te.TeError(f"CpuGemmKnobs: {name}={v!r} must be an int in 1..{top}")
+        if self.parallel not in GEMM_PARALLEL_CHOICES:
+            raise te.TeError(f"CpuGemmKnobs: parallel={self.parallel!r}; allowed: {GEMM_PARALLEL_CHOICES}")
+        if isinstance(self.kunroll, bool) or self.kunroll not in KUNROLL_CHOICES:
+            raise te.TeError(f"CpuGemmKnobs: kunroll={self.kunroll!r}; allowed: {KUNROLL_CHOICES}")
+        if k is not None and k % self.kunroll:
+            raise te.TeError(f"CpuGemmKnobs: kunroll={self.kunroll} must divide the reduction ({k})")
+
+
+def default_cpu_knobs(m: int, k: int, n: int, batch: int, lanes: int) -> CpuGemmKnobs:
+    """The library's knobs for an ``m x k`` by ``k x n`` product over ``batch`` batches with vectors of ``lanes``:
+    6 rows by 2 vectors (12 accumulators: fits the 16 vector registers of AVX2 and leaves AVX-512's room), parallel
+    from :data:`PARALLEL_MIN_MACS` over two or more column blocks; cut down to the extents (as :func:`tile_sizes`
+    cuts them), so equal programs have equal knobs."""
+    bm, vec, bn = tile_sizes(m, n, lanes)
+    outer = batch * -(-n // bn)
+    par = "cols" if batch * m * k * n >= PARALLEL_MIN_MACS and outer >= 2 else "none"
+    return CpuGemmKnobs(bm=bm, nvec=bn // vec, parallel=par)
 
 
 @dataclass
@@ -29,6 +70,7 @@ class GemmOp:
     bm: int
     vec: int
     bn: int
+    knobs: CpuGemmKnobs
 
 
 def tile_sizes(m: int, n: int, lanes: int, bm: int = 6, nvec: int = 2) -> tuple[int, int, int]:
@@ -66,12 +108,15 @@ def batch_index(shape: tuple[int, ...], i: tuple, nb: int) -> tuple:
 
 
 def gemm(a_shape: tuple[int, ...], b_shape: tuple[int, ...], lanes: int, *, bias: bool = False,
-         act: str | None = None, act_params: tuple = ()) -> GemmOp:
+         act: str | None = None, act_params: tuple = (), knobs: CpuGemmKnobs | None = None) -> GemmOp:
     """The op for ``a`` of ``a_shape`` (..., M, K) times ``b`` of ``b_shape`` (..., K, N) (both >= 2-D), with a
-    ``bias`` placeholder (N,) and activation ``act``; tiles for vectors of ``lanes`` float32 lanes."""
+    ``bias`` placeholder (N,) and activation ``act``; tiles for vectors of ``lanes`` float32 lanes, of ``knobs``'
+    size (default :func:`default_cpu_knobs`)."""
     m, k, n, batch = product_dims(a_shape, b_shape)
     nb = len(batch)
-    bm, vec, bn = tile_sizes(m, n, lanes)
+    knobs = knobs or default_cpu_knobs(m, k, n, math.prod(batch), lanes)
+    knobs.check(k)
+    bm, vec, bn = tile_sizes(m, n, lanes, knobs.bm, knobs.nvec)
     mp, np_ = -(-m // bm) * bm, -(-n // bn) * bn
     a = te.placeholder(a_shape, "float32", "a")
     b = te.placeholder(b_shape, "float32", "b")
@@ -93,7 +138,7 @@ def gemm(a_shape: tuple[int, ...], b_shape: tuple[int, ...], lanes: int, *, bias
     zero = te.const(0.0, "float32")
     out = te.compute(batch + (m, n), lambda *i: activation(acc[i] + (bt[i[nb + 1]] if bt is not None else zero),
                                                            act, act_params), name="gemm", dtype="float32")
-    return GemmOp(inputs, pack, acc, out, bm, vec, bn)
+    return GemmOp(inputs, pack, acc, out, bm, vec, bn, knobs)
 
 
 def schedule_cpu(op: GemmOp, s) -> None:
@@ -105,11 +150,8 @@ def schedule_cpu(op: GemmOp, s) -> None:
     outer = jo
     for v in reversed(batch):
         outer = so.fuse(v, outer)
-    macs = 1
-    for d in op.out.shape:
-        macs *= int(d)
-    macs *= op.acc.op.reduce_axes[0].extent
-    if outer.extent >= 2 and macs >= PARALLEL_MIN_MACS:
+    knobs = op.knobs
+    if outer.extent >= 2 and knobs.parallel == "cols":
         so.parallel(outer)
     jvo, jvi = so.split(ji, op.vec)
     so.unroll(jvo)
@@ -122,7 +164,12 @@ def schedule_cpu(op: GemmOp, s) -> None:
     sa.compute_at(so, io)
     *_b, ci, cj, ck = sa.leaf_iter_vars
     cjo, cji = sa.split(cj, op.vec)
-    sa.reorder(ck, ci, cjo, cji)
+    if knobs.kunroll > 1:
+        cko, cki = sa.split(ck, knobs.kunroll)
+        sa.reorder(cko, cki, ci, cjo, cji)
+        sa.unroll(cki)
+    else:
+        sa.reorder(ck, ci, cjo, cji)
     sa.unroll(ci)
     sa.unroll(cjo)
     sa.vectorize(cji)

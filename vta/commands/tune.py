@@ -16,14 +16,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("tune", help="auto-tune a model's kernels (accelerator: simulator cycles; llvm/cuda: "
                                     "timed on this CPU/GPU)",
                        description="Extracts the model's tasks (the accelerator's conv2d/dense, or the float convs "
-                                   "of --target llvm|cuda, per shape and epilogue), tunes each with measurements, "
+                                   "and products of --target llvm|cuda, per shape and epilogue), tunes each with measurements, "
                                    "appends every trial to --log, then builds with the log and prints the network "
                                    "latency before and after.")
     p.add_argument("model", help="ONNX model file (int8 QDQ, or float with --calibrate)")
     p.add_argument("--target", default="sim", choices=TARGETS,
                    help="what to tune: sim (default: the accelerator kernels, measured on the cycle-accurate "
-                        "simulator), llvm (the float convs' CPU schedules of a float model, timed on this CPU) or "
-                        "cuda (their GPU schedules, timed on the GPU)")
+                        "simulator), llvm (the float convs' and GEMMs' CPU schedules of a float model, timed on "
+                        "this CPU) or cuda (their GPU schedules, timed on the GPU)")
     p.add_argument("--config", default="pynq-z1", help="hardware preset or JSON file (default pynq-z1)")
     p.add_argument("--trials", type=int, default=32, help="measured candidates per task (default 32)")
     p.add_argument("--log", required=True, help="tuning log (JSON lines; appended to)")
@@ -149,7 +149,8 @@ def _build_tuned_and_compare(model, target: str, shapes: dict, log: str, base, f
 
 
 def run_llvm(args: argparse.Namespace) -> int:
-    """``vta tune MODEL --target llvm``: tune the float convs' CPU schedules (knobs of ``schedule_cpu``) by timing
+    """``vta tune MODEL --target llvm``: tune the float convs' and GEMMs' CPU schedules (their ``schedule_cpu``'s
+    knobs) by timing
     compiled kernels on this CPU, then build with and without the log and time the whole model."""
     from compiler.autotune import progress_printer, tune_tasks
     from compiler.autotune.llvm_conv import MIN_GAIN, LlvmMeasurer
@@ -167,12 +168,13 @@ def run_llvm(args: argparse.Namespace) -> int:
         raise ValueError(f"--in-model must be >= 0 (settings run in the model per task; 0: skip), got {args.in_model}")
     model = load_model(args.model)
     if is_quantized(model) or args.calibrate:
-        raise ValueError(f"--target llvm tunes the float convs of a float model; {args.model} is quantized or "
-                         f"--calibrate was given (int8 CPU kernels have no tuning space yet)")
+        raise ValueError(f"--target llvm tunes the float convs and GEMMs of a float model; {args.model} is "
+                         f"quantized or --calibrate was given (int8 CPU kernels have no tuning space yet)")
     feeds = random_inputs(model_inputs(model), args.seed)
     shapes = {k: tuple(v.shape) for k, v in feeds.items()}
     tasks = extract_llvm_tasks(model, shapes)
-    print(f"{len(tasks)} llvm conv task(s) to tune with {args.tuner}, {args.trials} trials each; log: {args.log}")
+    print(f"{len(tasks)} llvm task(s) (convs and products) to tune with {args.tuner}, {args.trials} trials each; "
+          f"log: {args.log}")
     t0 = time.perf_counter()
     with LlvmMeasurer() as measurer:
         results = tune_tasks(tasks, measurer, args.tuner, args.trials, args.batch, args.log, args.seed,

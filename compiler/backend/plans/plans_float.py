@@ -142,14 +142,24 @@ def _plan_winograd(spec: conv2d_direct.Conv2dSpec, knobs: conv2d_direct.CpuConvK
     return OpPlan(key, make, args, (spec.n, spec.o, spec.oh, spec.ow), np.dtype(np.float32), spec.macs)
 
 
-def plan_dense(node: Node, infos, consts, target: str, knobs: "conv2d_gpu.GpuConvKnobs | None" = None) -> OpPlan:
-    """``knobs``: cuda's tiled GEMM knobs (a tuning log's choice) where the product runs as one, else ignored."""
+def _check_gemm_knobs(node: Node, target: str, knobs) -> None:
+    """UnsupportedOnTarget where ``knobs`` are not the GEMM knob class of ``target`` (cuda: GpuConvKnobs, llvm:
+    CpuGemmKnobs)."""
+    want = {"cuda": conv2d_gpu.GpuConvKnobs, "llvm": gemm.CpuGemmKnobs}.get(target)
+    if knobs is not None and (want is None or not isinstance(knobs, want)):
+        raise UnsupportedOnTarget(f"node {node.name!r} ({node.op}): GEMM knobs apply to targets 'cuda' (GpuConvKnobs) "
+                                  f"and 'llvm' (CpuGemmKnobs), got {type(knobs).__name__} for {target!r}")
+
+
+def plan_dense(node: Node, infos, consts, target: str,
+               knobs: "conv2d_gpu.GpuConvKnobs | gemm.CpuGemmKnobs | None" = None) -> OpPlan:
+    """``knobs``: the GEMM schedule's knobs (a tuning log's choice: cuda's tiled GEMM, the llvm target's
+    :class:`~compiler.topi.gemm.CpuGemmKnobs`), for a product that runs as a GEMM (at least
+    :data:`GEMM_MIN_ROWS` rows, or two activations)."""
     check_f32(node, infos)
     a = node.attrs
     x = infos[0]
-    if knobs is not None and (target != "cuda" or not isinstance(knobs, conv2d_gpu.GpuConvKnobs)):
-        raise UnsupportedOnTarget(f"node {node.name!r} ({node.op}): GEMM knobs apply to target 'cuda' "
-                                  f"(GpuConvKnobs), got {type(knobs).__name__} for {target!r}")
+    _check_gemm_knobs(node, target, knobs)
     if node.op == "MatMul" and (node.inputs[1] not in consts or np.ndim(consts[node.inputs[1]]) != 2):
         return plan_batch_matmul(node, infos, consts, target, knobs)  # two activations (attention): a batched product
     lead = tuple(x.shape[:-1])  # MatMul: (..., K) @ (K, M) is a dense over the flattened leading axes
@@ -180,6 +190,9 @@ def plan_dense(node: Node, infos, consts, target: str, knobs: "conv2d_gpu.GpuCon
         key, make = _gemm_kernel((n, k), (k, m), target, knobs, bias=bp is not None, act=act, act_params=params)
         return OpPlan(key, make, lambda ins: [f32(ins[0]).reshape(n, k), w_km] + ([bp] if bp is not None else []),
                       out_shape, np.dtype(np.float32), n * k * m)
+    if knobs is not None:
+        raise UnsupportedOnTarget(f"node {node.name!r} ({node.op}): GEMM knobs apply to products of at least "
+                                  f"{GEMM_MIN_ROWS} rows; this dense has {n} (the one-row schedule has no knobs)")
     wp = dense_float.pack_dense_weight(w_mk)
     key = ("dense", n, k, m, bp is not None, act, params, target)
 
@@ -197,11 +210,11 @@ def plan_dense(node: Node, infos, consts, target: str, knobs: "conv2d_gpu.GpuCon
 GEMM_MIN_ROWS = 4  # dense layers of at least this many rows run as gemm (the one-row classifier: dense_float)
 
 
-def _gemm_kernel(sa: tuple, sb: tuple, target: str, knobs: "conv2d_gpu.GpuConvKnobs | None" = None,
+def _gemm_kernel(sa: tuple, sb: tuple, target: str, knobs: "conv2d_gpu.GpuConvKnobs | gemm.CpuGemmKnobs | None" = None,
                  **epilogue) -> tuple:
     """``(key, make)`` of :func:`compiler.topi.gemm.gemm` for operands ``sa`` @ ``sb`` on ``target`` (llvm: tiles
-    for this CPU's vector width; cuda: :func:`compiler.topi.gemm_gpu.gemm`, shared-memory tiles), for an
-    :class:`OpPlan` whose arguments and output the caller gives."""
+    for this CPU's vector width, of ``knobs``' size; cuda: :func:`compiler.topi.gemm_gpu.gemm`, shared-memory
+    tiles), for an :class:`OpPlan` whose arguments and output the caller gives."""
     if target == "cuda":
         knobs = knobs or gemm_gpu.default_knobs(sa, sb)
 
@@ -213,20 +226,27 @@ def _gemm_kernel(sa: tuple, sb: tuple, target: str, knobs: "conv2d_gpu.GpuConvKn
     from compiler.backend.llvm.host import float_lanes
 
     lanes = float_lanes()
-    key = ("gemm", sa, sb, lanes, tuple(sorted(epilogue.items())), target)
+    m, k, n, batch = gemm.product_dims(sa, sb)
+    knobs = knobs or gemm.default_cpu_knobs(m, k, n, int(np.prod(batch)), lanes)
+    try:
+        knobs.check(k)
+    except TeError as exc:
+        raise UnsupportedOnTarget(f"{sa} @ {sb}: {exc}") from None
+    key = ("gemm", sa, sb, lanes, tuple(sorted(epilogue.items())), target, knobs)
 
     def make():
-        op = gemm.gemm(sa, sb, lanes, **epilogue)
+        op = gemm.gemm(sa, sb, lanes, knobs=knobs, **epilogue)
         return op.inputs, op.out, lambda s: gemm.schedule_cpu(op, s)
 
     return key, make
 
 
 def plan_batch_matmul(node: Node, infos, consts, target: str,
-                      knobs: "conv2d_gpu.GpuConvKnobs | None" = None) -> OpPlan:
+                      knobs: "conv2d_gpu.GpuConvKnobs | gemm.CpuGemmKnobs | None" = None) -> OpPlan:
     """ONNX MatMul of float32 operands as numpy's ``matmul``: batched over the leading axes (broadcast), a 1-D
     operand a row (left) or a column (right) whose axis the result drops; the second operand an activation or a
     constant that is not a 2-D weight."""
+    _check_gemm_knobs(node, target, knobs)
     xa, xb = infos[0], infos[1]
     if xb is None:
         xb = TensorInfo(np.shape(consts[node.inputs[1]]), np.asarray(consts[node.inputs[1]]).dtype)

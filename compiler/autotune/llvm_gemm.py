@@ -1,0 +1,194 @@
+"""Tuning the llvm target's GEMM schedule (:func:`compiler.topi.gemm.schedule_cpu`): dense layers over many rows (a
+transformer's tokens) and attention's batched MatMuls.
+
+A task (:class:`LlvmGemmTask`) is one float product ``a`` (..., M, K) times ``b`` (..., K, N) with its fused bias
+and activation, as ``build(model, target="llvm")`` compiles it (read from the node's plan, so exactly the products
+the target runs as a GEMM: a ``Gemm``/``FusedDense``/``MatMul`` of at least
+:data:`~compiler.backend.plans.plans_float.GEMM_MIN_ROWS` rows or of two activations; the one-row classifier keeps
+its own schedule and is not tuned). Its space (:class:`CpuGemmSpace`) is the product of the schedule's knobs
+(:class:`~compiler.topi.gemm.CpuGemmKnobs`): register-tile rows ``bm`` (1-8, 10, 12) and vectors ``nvec`` (1-4)
+(their accumulators, the column vectors and a broadcast within the target's vector registers), the parallel loop
+(``"cols"``, the (batch x column block) loop, or ``"none"``) and the reduction's unrolling ``kunroll`` (1, 2, 4,
+dividing K). Measurement, records (``"task": {"op": "gemm_float", ...}``), logs and applying a log are the llvm
+conv tasks' (:mod:`compiler.autotune.llvm_conv`): the same timing, the same CPU key, the same in-model ranking and
+confirmation.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from compiler.autotune.llvm_conv import HostTimed, _KnobGrid
+from compiler.topi import gemm
+from compiler.topi.elementwise import broadcast_shape
+from compiler.topi.gemm import GEMM_PARALLEL_CHOICES, KUNROLL_CHOICES, CpuGemmKnobs
+
+OP = "gemm_float"
+BM_CHOICES = (1, 2, 3, 4, 5, 6, 7, 8, 10, 12)
+NVEC_CHOICES = (1, 2, 3, 4)
+GEMM_OPS = ("Gemm", "FusedDense", "MatMul")
+
+
+@dataclass(frozen=True)
+class LlvmGemmTask(HostTimed):
+    """One float product as the llvm target compiles it (:mod:`compiler.topi.gemm`): ``a`` (..., M, K) times ``b``
+    (..., K, N), batch axes broadcast, with a ``bias`` and ``act``. ``name``: the node's (not part of the
+    identity)."""
+
+    a: tuple[int, ...]
+    b: tuple[int, ...]
+    bias: bool = False
+    act: str | None = None
+    act_params: tuple = ()
+    name: str = dataclasses.field(default="", compare=False)
+
+    cost_model = "llvm_gemm"  # the XGB tuner shares data only among tasks whose features mean the same
+
+    def __post_init__(self) -> None:
+        gemm.product_dims(tuple(self.a), tuple(self.b), "llvm gemm task")  # a TeError naming the bad shapes
+
+    @property
+    def ident(self) -> dict:
+        return {"op": OP, "a": list(self.a), "b": list(self.b), "bias": self.bias, "act": self.act,
+                "act_params": list(self.act_params)}
+
+    @property
+    def key(self) -> str:
+        return json.dumps(self.ident, sort_keys=True)
+
+    def dims(self) -> tuple[int, int, int, int]:
+        """``(m, k, n, batch)``: rows, reduction, columns and the number of products."""
+        m, k, n, batch = gemm.product_dims(tuple(self.a), tuple(self.b))
+        return m, k, n, math.prod(batch)
+
+    def macs(self) -> int:
+        m, k, n, batch = self.dims()
+        return batch * m * k * n
+
+    def ideal(self) -> float:
+        """Scale of the cost model's target (ns per 1000 MACs)."""
+        return self.macs() / 1000.0
+
+    def rate(self, ns: int) -> float:
+        """GFLOPS (2 per MAC) at ``ns`` nanoseconds."""
+        return 2 * self.macs() / ns
+
+    def describe(self) -> str:
+        return (f"{self.name + ': ' if self.name else ''}gemm {'x'.join(map(str, self.a))} @ "
+                f"{'x'.join(map(str, self.b))}{' +bias' if self.bias else ''}{' ' + self.act if self.act else ''}")
+
+    def default_knobs(self) -> CpuGemmKnobs:
+        """The knobs a build without a log uses (:func:`compiler.topi.gemm.default_cpu_knobs`)."""
+        from compiler.backend.llvm.host import float_lanes
+
+        return gemm.default_cpu_knobs(*self.dims(), float_lanes())
+
+    def make_space(self) -> "CpuGemmSpace":
+        return CpuGemmSpace(self)
+
+    def out_shape(self) -> tuple[int, ...]:
+        return broadcast_shape(tuple(self.a[:-2]), tuple(self.b[:-2])) + (self.a[-2], self.b[-1])
+
+    def kernel(self, knobs: CpuGemmKnobs):
+        """The compiled kernel with ``knobs`` (``compiler.backend.build.CpuOp``)."""
+        from compiler.backend.build import build_op
+        from compiler.backend.llvm.host import float_lanes
+        from compiler.schedule import create_schedule
+
+        op = gemm.gemm(tuple(self.a), tuple(self.b), float_lanes(), bias=self.bias, act=self.act,
+                       act_params=tuple(self.act_params), knobs=knobs)
+        s = create_schedule(op.out)
+        gemm.schedule_cpu(op, s)
+        return build_op(s, args=op.inputs + [op.out], name="gemm_tune")
+
+    def inputs(self, knobs: CpuGemmKnobs, seed: int = 0) -> list[np.ndarray]:
+        """Seeded random arguments (the GEMM packs ``b`` itself, so they do not depend on ``knobs``)."""
+        rng = np.random.default_rng(seed)
+        out = [rng.standard_normal(self.a).astype(np.float32), rng.standard_normal(self.b).astype(np.float32)]
+        if self.bias:
+            out.append(rng.standard_normal(self.b[-1]).astype(np.float32))
+        return out
+
+
+def gemm_task_of_node(node, infos, consts) -> LlvmGemmTask | None:
+    """The task of a product node (``Gemm``/``FusedDense``/``MatMul``; ``consts``: the graph's constants) that the
+    llvm target compiles to the GEMM, read from its plan (the operands' shapes and epilogue in the plan's key), or
+    None."""
+    from compiler.backend.plans.oplan import UnsupportedOnTarget
+    from compiler.backend.plans.plans import PLANNERS
+
+    if node.op not in GEMM_OPS or len(infos) < 2 or infos[0] is None:
+        return None
+    try:
+        plan = PLANNERS[node.op](node, infos, consts, "llvm")
+    except (UnsupportedOnTarget, ValueError, TypeError, KeyError):
+        return None
+    if plan.key[0] != "gemm":
+        return None
+    _, sa, sb, _lanes, epilogue, _target, _knobs = plan.key
+    epi = dict(epilogue)
+    return LlvmGemmTask(tuple(sa), tuple(sb), bool(epi.get("bias", False)), epi.get("act"),
+                        tuple(epi.get("act_params", ())), node.name)
+
+
+class CpuGemmSpace(_KnobGrid):
+    """All knob settings of one :class:`LlvmGemmTask`: bm x nvec x parallel x kunroll (see the module docstring)."""
+
+    KNOBS = CpuGemmKnobs
+    structure_axis = 2  # parallel: one thread or all
+    structure_share = 1.0
+    stepped_axes = (0, 1, 3)  # bm, nvec and kunroll are ordered sizes
+
+    def __init__(self, task: LlvmGemmTask) -> None:
+        self._set_axes(task, [("bm", list(BM_CHOICES)), ("nvec", list(NVEC_CHOICES)),
+                              ("parallel", list(GEMM_PARALLEL_CHOICES)), ("kunroll", list(KUNROLL_CHOICES))])
+        self.m, self.k, self.n, self.batch = task.dims()
+
+    def tile(self, k: CpuGemmKnobs) -> tuple[int, int, int]:
+        """``(bm, vec, bn)`` the schedule runs with ``k`` (cut down to the extents)."""
+        return gemm.tile_sizes(self.m, self.n, self.lanes, k.bm, k.nvec)
+
+    def outer(self, k: CpuGemmKnobs) -> int:
+        """Iterations of the (batch x column block) loop."""
+        return self.batch * -(-self.n // self.tile(k)[2])
+
+    def reject(self, k: CpuGemmKnobs) -> str | None:
+        """Why ``k`` cannot (or need not) be measured for this task, or None."""
+        try:
+            k.check(self.k)
+        except Exception as exc:  # noqa: BLE001 - the knob's own message
+            return f"bad knob: {exc}"
+        bm, vec, bn = self.tile(k)
+        vecs = bn // vec
+        if k.bm > bm:
+            return f"bm={k.bm} exceeds the {self.m} rows (the same program as bm={bm})"
+        if k.nvec > vecs:
+            return f"nvec={k.nvec} exceeds the {self.n} columns' vectors (the same program as nvec={vecs})"
+        if bm * vecs + vecs + 1 > self.registers:
+            return f"{bm * vecs} accumulators, {vecs} column vectors and a broadcast exceed the {self.registers} " \
+                   f"vector registers"
+        if k.parallel == "cols" and self.outer(k) < 2:
+            return "parallel='cols' over one column block (the same program as parallel='none')"
+        return None
+
+    def features(self, k: CpuGemmKnobs) -> np.ndarray:
+        """Analytic, scale-free features: the register tile, its loads per FMA, waste on ragged edges, the parallel
+        loop's balance, the packed panel's size, and the product's geometry."""
+        bm, vec, bn = self.tile(k)
+        vecs = bn // vec
+        m, kk, n, batch = self.m, self.k, self.n, self.batch
+        waste_m = -(-m // bm) * bm / m - 1.0
+        waste_n = -(-n // bn) * bn / n - 1.0
+        chunks = self.outer(k) if k.parallel == "cols" else 1
+        th = self.threads
+        balance = -(-chunks // th) * th / chunks - 1.0
+        lg = lambda x: math.log2(max(float(x), 1.0))  # noqa: E731
+        feats = [float(bm), float(vecs), lg(bm * vecs), float(bm * vecs + vecs + 1), (bm * vecs) / (bm + vecs),
+                 waste_m, waste_n, float(k.parallel == "cols"), lg(chunks), balance,
+                 lg(batch * m * kk * n / chunks), float(k.kunroll), lg(kk * bn * 4),  # the packed panel's bytes
+                 lg(m), lg(kk), lg(n), lg(batch), lg(batch * m * kk * n), lg(-(-m // bm)), lg(vec)]
+        return np.asarray(feats, dtype=np.float32)
