@@ -80,8 +80,9 @@ def task_layers(graph, keys=None) -> dict[str, list[str]]:
 
 def confirm_in_model(compiled, accel, make_cpu, kept: dict, progress) -> tuple[Module, dict]:
     """The module with ``kept`` (task key -> knobs, from ``logged_faster``) narrowed to the tasks whose layers run
-    faster in the model; ``make_cpu(knobs_by_key)`` returns a prepared CPU backend compiling those knobs.
-    Returns ``(module, kept)``."""
+    faster in the model, kept only where the whole model (the sum of its layers' minima) then runs faster than
+    without the log (else the untuned module, nothing kept); ``make_cpu(knobs_by_key)`` returns a prepared CPU
+    backend compiling those knobs. Returns ``(module, kept)``."""
     from compiler.autotune.llvm_conv import MIN_GAIN
 
     g = compiled.graph
@@ -99,6 +100,11 @@ def confirm_in_model(compiled, accel, make_cpu, kept: dict, progress) -> tuple[M
         return tuned, kept
     confirmed = {key: kept[key] for key, names in layers.items()
                  if sum(t_tuned[n] for n in names) <= (1.0 - MIN_GAIN) * sum(t_base[n] for n in names)}
-    if len(confirmed) == len(kept):
-        return tuned, kept
-    return Module(compiled, accel, make_cpu(confirmed), progress), confirmed
+    if not confirmed:
+        return base, confirmed
+    if len(confirmed) < len(kept):
+        tuned = Module(compiled, accel, make_cpu(confirmed), progress)
+        t_base, t_tuned = layer_times([base, tuned], seeded_feeds(g))
+    if sum(t_tuned.values()) >= sum(t_base.values()):  # faster layers, a slower model (their neighbours paid)
+        return base, {}
+    return tuned, confirmed
