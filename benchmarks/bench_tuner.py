@@ -25,7 +25,7 @@ choice measured first, XGB, ``--net-trials``) and built with and without the log
 (:mod:`compiler.autotune.llvm_conv`: ResNet-18's float conv tasks at ``--llvm-image-size``, the first
 ``--llvm-tasks``): the landscape (``--llvm-landscape``, 0: the whole space, at most 432 settings a task) is timed
 in ``--llvm-passes`` alternating passes (forward, then reversed), the minimum kept, and shared by the tuners and
-seeds; then every conv task of that ResNet-18 is tuned (``--llvm-net-trials``, XGB, default knobs first) and the
+seeds; then every task of that ResNet-18 (convs and its max pool) is tuned (``--llvm-net-trials``, XGB, default knobs first) and the
 whole model timed untuned and tuned (min of alternating medians): ``tuned_over_untuned_ms``.
 Wall-clock measurements: run it on an idle machine.
 The last line is one JSON object; ``spaces`` holds the acceptance summary of each space.
@@ -313,8 +313,10 @@ class TimedCache:
 
 def llvm_space(image_size: int, n_tasks: int, trials: int, batch: int, seeds, net_trials: int,
                landscape: int = 0, passes: int = 2, cache: str | None = None) -> dict:
-    """The llvm space's summary: cold XGB vs random on ResNet-18 conv tasks, then the tuned model's wall time."""
+    """The llvm space's summary: cold XGB vs random on ResNet-18's first ``n_tasks`` tasks (its convs, in graph order;
+    0: all, its max pool too), then the tuned model's wall time (every task tuned)."""
     from compiler.autotune.llvm_conv import LlvmMeasurer
+    from compiler.autotune.network import cost_model
     from compiler.executor.llvm_tasks import extract_llvm_tasks
     from compiler.autotune.xgb_tuner import TransferData
     from compiler.executor.llvm_rank import rank_in_model
@@ -340,8 +342,9 @@ def llvm_space(image_size: int, n_tasks: int, trials: int, batch: int, seeds, ne
                 lands[task.key]["costs"] = [r.cycles for r in measure(task, ks) if r.cycles is not None]
         all_tuners = {}
         for seed in seeds:
-            transfer = TransferData()
+            transfers: dict = {}  # one cold model per family of tasks whose features mean the same (convs, pools)
             for task in tasks:
+                transfer = transfers.setdefault(cost_model(task), TransferData())
                 tuners = {}
                 for kind in kinds:
                     tuner = make_tuner(kind.split("_")[0], task, seed, transfer if kind == "xgb_cold" else None,

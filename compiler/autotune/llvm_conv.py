@@ -51,6 +51,7 @@ from compiler.topi import conv2d_direct as cd
 from compiler.topi import conv2d_winograd as cw
 from compiler.topi.conv2d_direct import ORDER_CHOICES, PARALLEL_CHOICES, PIXEL_PARALLEL_CHOICES, CpuConvKnobs
 from compiler.topi.gemm import CpuGemmKnobs
+from compiler.topi.pool import CpuPoolKnobs
 from compiler.topi.row_tiles import row_vectors
 
 Point = tuple[int, ...]
@@ -226,22 +227,34 @@ def task_of_node(node, infos) -> LlvmConvTask | None:
     return LlvmConvTask(spec, *epilogue, node.name)
 
 
+def _other_kinds() -> tuple:
+    """The node -> task functions of the llvm tasks other than convs (``(node, infos, consts)``): GEMMs and max
+    pools (their modules build on :class:`HostTimed`, so they are imported here, not above)."""
+    from compiler.autotune.llvm_gemm import gemm_task_of_node
+    from compiler.autotune.llvm_pool import pool_task_of_node
+
+    return gemm_task_of_node, pool_task_of_node
+
+
 def node_task(node, infos, consts):
     """The llvm task of graph node ``node`` (``infos``: its inputs' TensorInfos; ``consts``: the graph's constants):
-    its :class:`LlvmConvTask`, or its :class:`~compiler.autotune.llvm_gemm.LlvmGemmTask` where it is a product the
-    target runs as a GEMM, else None."""
-    from compiler.autotune.llvm_gemm import gemm_task_of_node  # above this module: it builds on HostTimed
-
-    return task_of_node(node, infos) or gemm_task_of_node(node, infos, consts)
+    its :class:`LlvmConvTask`, :class:`~compiler.autotune.llvm_gemm.LlvmGemmTask` (a product the target runs as a
+    GEMM) or :class:`~compiler.autotune.llvm_pool.LlvmPoolTask` (a max pool on the row schedule), else None."""
+    t = task_of_node(node, infos)
+    for kind in _other_kinds():
+        t = t or kind(node, infos, consts)
+    return t
 
 
 def graph_tasks(g) -> list:
     """Distinct tunable tasks of graph ``g`` (after epilogue fusion), in graph order: its convs, then its products
-    (:class:`~compiler.autotune.llvm_gemm.LlvmGemmTask`)."""
-    from compiler.autotune.llvm_gemm import gemm_task_of_node
-
+    (:class:`~compiler.autotune.llvm_gemm.LlvmGemmTask`), then its max pools
+    (:class:`~compiler.autotune.llvm_pool.LlvmPoolTask`)."""
     consts = g.constants
-    return distinct_tasks(g, task_of_node) + distinct_tasks(g, lambda n, infos: gemm_task_of_node(n, infos, consts))
+    out = distinct_tasks(g, task_of_node)
+    for kind in _other_kinds():
+        out += distinct_tasks(g, lambda n, infos, kind=kind: kind(n, infos, consts))
+    return out
 
 
 # ------------------------------------------------------------------------------------------------ space
@@ -429,15 +442,19 @@ class LlvmLog:
     in_model: dict[str, tuple[CpuConvKnobs, str]]
 
 
-def _parse_record(obj: dict) -> tuple[dict, "CpuConvKnobs | CpuGemmKnobs"]:
-    """``(task identity, knobs)`` of an llvm record (the knob class by the task's op: a GEMM's
-    :class:`~compiler.topi.gemm.CpuGemmKnobs`, else a conv's); KeyError/TypeError/ValueError where malformed."""
+KNOBS_OF_OP = {"gemm_float": CpuGemmKnobs, "max_pool_float": CpuPoolKnobs}  # a record's knob class by its task's op
+# (a conv's otherwise)
+
+
+def _parse_record(obj: dict) -> tuple[dict, "CpuConvKnobs | CpuGemmKnobs | CpuPoolKnobs"]:
+    """``(task identity, knobs)`` of an llvm record (the knob class by the task's op, :data:`KNOBS_OF_OP`);
+    KeyError/TypeError/ValueError where malformed."""
     ident = obj["task"]
     if not isinstance(ident, dict):
         raise TypeError("task must be an object")
     if not isinstance(obj["config"], dict):
         raise TypeError("config must be an object")
-    return ident, knobs_from(obj["config"], CpuGemmKnobs if ident.get("op") == "gemm_float" else CpuConvKnobs)
+    return ident, knobs_from(obj["config"], KNOBS_OF_OP.get(ident.get("op"), CpuConvKnobs))
 
 
 def load_llvm_log(path: str | Path) -> LlvmLog:
@@ -555,7 +572,7 @@ def use_knobs(backend, knobs: dict, graph) -> None:
     ``graph`` whose task key is in ``knobs`` with those knobs (the others with the default)."""
     consts = graph.constants
 
-    def lookup(node, infos) -> "CpuConvKnobs | CpuGemmKnobs | None":
+    def lookup(node, infos) -> "CpuConvKnobs | CpuGemmKnobs | CpuPoolKnobs | None":
         t = node_task(node, infos, consts)
         return None if t is None else knobs.get(t.key)
     backend.tuned = lookup

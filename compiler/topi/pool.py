@@ -192,6 +192,42 @@ def max_pool_rows(spec: PoolSpec, xt: int, yt: int) -> tuple[list[Tensor], Tenso
     return [data], out, pad, window
 
 
+POOL_PARALLEL_CHOICES = ("nc", "none")
+
+
+@dataclass(frozen=True)
+class CpuPoolKnobs:
+    """The CPU max-pool row schedule's knobs (:func:`schedule_rows_cpu`): a register tile of ``xt`` output pixels
+    (in the vector lanes) by ``yt`` rows, and ``parallel``: ``"nc"`` (the (image, channel) loop on all threads) or
+    ``"none"``."""
+
+    xt: int
+    yt: int
+    parallel: str = "nc"
+
+    def check(self, spec: PoolSpec) -> None:
+        """A :class:`te.TeError` naming the knob that does not fit ``spec``'s output."""
+        for name, v, top in (("xt", self.xt, spec.ow), ("yt", self.yt, spec.oh)):
+            if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= top:
+                raise te.TeError(f"CpuPoolKnobs: {name}={v!r} must be an int in 1..{top} (the output's "
+                                 f"{'width' if name == 'xt' else 'height'})")
+        if self.parallel not in POOL_PARALLEL_CHOICES:
+            raise te.TeError(f"CpuPoolKnobs: parallel={self.parallel!r}; allowed: {POOL_PARALLEL_CHOICES}")
+
+
+def default_pool_knobs(spec: PoolSpec, lanes: int) -> CpuPoolKnobs | None:
+    """The library's knobs (:func:`row_tiles`; parallel from a quarter of
+    :data:`~compiler.topi.injective.PARALLEL_MIN` window reads over two or more planes), or None where no row tile
+    fits (the library's other max pool then)."""
+    from compiler.topi.injective import PARALLEL_MIN
+
+    xt, yt = row_tiles(spec, lanes)
+    if not xt:
+        return None
+    work = spec.n * spec.c * spec.oh * spec.ow * spec.kh * spec.kw
+    return CpuPoolKnobs(xt, yt, "nc" if work >= PARALLEL_MIN // 4 and spec.n * spec.c > 1 else "none")
+
+
 def row_tiles(spec: PoolSpec, lanes: int) -> tuple[int, int]:
     """``(xt, yt)`` output pixels x rows per register tile of :func:`max_pool_rows`: the row tile of
     :func:`~compiler.topi.row_tiles.row_tile` (ResNet-18's 56-pixel rows on AVX-512: the whole row), rows of
@@ -203,19 +239,17 @@ def row_tiles(spec: PoolSpec, lanes: int) -> tuple[int, int]:
     return xt, tile_rows(spec.oh, row_vectors(xt, lanes), 8)
 
 
-def schedule_rows_cpu(s, out: Tensor, pad: Tensor, window: Tensor, xt: int, yt: int) -> None:
-    """Parallel over (image, channel) when large; per channel its padded plane in a local buffer (vector row loads),
-    then per ``yt`` x ``xt`` output tile the window max in registers (pixels in the vector lanes)."""
-    from compiler.topi.injective import PARALLEL_MIN
-
+def schedule_rows_cpu(s, out: Tensor, pad: Tensor, window: Tensor, knobs: CpuPoolKnobs) -> None:
+    """Parallel over (image, channel) with ``knobs.parallel="nc"``; per channel its padded plane in a local buffer
+    (vector row loads), then per ``yt`` x ``xt`` output tile (``knobs``; :func:`max_pool_rows` built for them) the
+    window max in registers (pixels in the vector lanes)."""
     so = s[out]
     n, c, y, x = so.leaf_iter_vars
-    yo, yi = so.split(y, yt)
-    xo, xi = so.split(x, xt)
+    yo, yi = so.split(y, knobs.yt)
+    xo, xi = so.split(x, knobs.xt)
     so.reorder(n, c, yo, xo, yi, xi)
     nc = so.fuse(n, c)
-    work = int(np.prod(out.shape)) * int(np.prod([a.extent for a in s[window].op.reduce_axes]))
-    if work >= PARALLEL_MIN // 4 and out.shape[0] * out.shape[1] > 1:
+    if knobs.parallel == "nc" and nc.extent > 1:
         so.parallel(nc)
     so.vectorize(xi)
     sp = s[pad]

@@ -59,7 +59,7 @@ _nothing.native = NO_OP  # type: ignore[attr-defined]
 
 
 # ops whose schedule takes knobs from a tuning log (convs on llvm and cuda; products on cuda)
-TUNABLE_OPS = frozenset({"Conv", "FusedConv", "Gemm", "FusedDense", "MatMul"})
+TUNABLE_OPS = frozenset({"Conv", "FusedConv", "Gemm", "FusedDense", "MatMul", "MaxPool"})
 
 
 class TargetCpuBackend:
@@ -84,7 +84,7 @@ class TargetCpuBackend:
         # id(node) -> (node, memmove args, result) of a view node's last run, for the same inputs and slot (see _view)
         self._views = LastCalls()
         self._lazy_plans: "weakref.WeakKeyDictionary[Node, tuple]" = weakref.WeakKeyDictionary()
-        # tuned(node, infos) -> CpuConvKnobs | None: a conv's knobs from a tuning log (set by compiler.autotune.llvm)
+        # tuned(node, infos) -> knobs | None: a tunable node's knobs from a tuning log (compiler.autotune's use_knobs)
         self.tuned: Callable | None = None
         self._numpy_nodes: set[int] = set()  # ids of integer index-math nodes run by numpy (INDEX_ARITHMETIC_OPS)
         # cuda: id(node) -> whether its kernel arguments are its (mirrored) inputs themselves, not host-made copies

@@ -443,8 +443,13 @@ def plan_binary(node: Node, infos, consts, target: str) -> OpPlan:
     return OpPlan(key, make, args, out_shape, np.dtype(dt))
 
 
-def plan_pool(node: Node, infos, consts, target: str) -> OpPlan:
+def plan_pool(node: Node, infos, consts, target: str, knobs: "pool.CpuPoolKnobs | None" = None) -> OpPlan:
+    """``knobs``: the llvm target's float32 MaxPool row schedule's knobs (a tuning log's choice), default the
+    library's."""
     x = infos[0]
+    if knobs is not None and (target != "llvm" or not isinstance(knobs, pool.CpuPoolKnobs)):
+        raise UnsupportedOnTarget(f"node {node.name!r} ({node.op}): pooling knobs apply to target 'llvm' "
+                                  f"(CpuPoolKnobs), got {type(knobs).__name__} for {target!r}")
     if node.op != "MaxPool" or str(x.dtype) not in ("int8", "uint8"):
         check_f32(node, infos)
     cdt = _COMPUTE.get(str(x.dtype), str(x.dtype))
@@ -486,18 +491,27 @@ def plan_pool(node: Node, infos, consts, target: str) -> OpPlan:
     include = bool(a.get("count_include_pad", 0))
     key = (node.op, spec, include, cdt, target)
 
-    rows = (0, 0)
+    rows = None
     if node.op == "MaxPool" and cdt == "float32" and target == "llvm":
         from compiler.backend.llvm.host import float_lanes
 
-        rows = pool.row_tiles(spec, float_lanes())
-    if rows[0]:  # pixels in the vector lanes over a padded plane per channel (the select per tap ran 4x ORT)
-        key = key + rows
+        rows = pool.default_pool_knobs(spec, float_lanes())
+    if knobs is not None:
+        if rows is None:
+            raise UnsupportedOnTarget(f"node {node.name!r} ({node.op}): pooling knobs apply to float32 MaxPools "
+                                      f"whose rows take pixel vectors; this pool runs the plain schedule")
+        try:
+            knobs.check(spec)
+        except TeError as exc:
+            raise UnsupportedOnTarget(f"node {node.name!r} ({node.op}): {exc}") from None
+        rows = knobs
+    if rows is not None:  # pixels in the vector lanes over a padded plane per channel (the select per tap ran 4x ORT)
+        key = key + (rows,)
 
     def make():
-        if rows[0]:
-            ins, y, pad, window = pool.max_pool_rows(spec, *rows)
-            return ins, y, lambda s: pool.schedule_rows_cpu(s, y, pad, window, *rows)
+        if rows is not None:
+            ins, y, pad, window = pool.max_pool_rows(spec, rows.xt, rows.yt)
+            return ins, y, lambda s: pool.schedule_rows_cpu(s, y, pad, window, rows)
         if node.op == "MaxPool":
             ins, y = pool.max_pool(spec, cdt)
             stages = [y]

@@ -306,6 +306,6 @@ def test_max_pool_rows_match_numpy(shape, attrs):
     assert 1 <= xt <= spec.ow and 1 <= yt <= spec.oh
     ins, out, pad, window = pool.max_pool_rows(spec, xt, yt)
     s = create_schedule(out)
-    pool.schedule_rows_cpu(s, out, pad, window, xt, yt)
+    pool.schedule_rows_cpu(s, out, pad, window, pool.default_pool_knobs(spec, lanes))
     x = RNG.standard_normal(shape).astype(np.float32)
     np.testing.assert_array_equal(build_op(s, args=ins + [out])(x), KERNELS["MaxPool"](attrs, x))
