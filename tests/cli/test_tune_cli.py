@@ -54,7 +54,7 @@ def test_tune_errors_are_one_line(model_path, tmp_path, capsys):
     err = capsys.readouterr().err
     assert "invalid choice: 'gpu'" in err and "'sim'" in err and "'llvm'" in err
     assert main(["tune", str(model_path), "--target", "llvm", "--calibrate", "1", "--log", str(tmp_path / "x.log")]) == 2
-    assert "float convs of a float model" in capsys.readouterr().err
+    assert "float convs and GEMMs of a float model" in capsys.readouterr().err
     log = str(tmp_path / "x.log")
     assert main(["tune", str(model_path), "--target", "llvm", "--in-model", "-1", "--log", log]) == 2
     assert "--in-model must be >= 0" in capsys.readouterr().err
