@@ -316,7 +316,6 @@ def llvm_space(image_size: int, n_tasks: int, trials: int, batch: int, seeds, ne
     """The llvm space's summary: cold XGB vs random on ResNet-18's first ``n_tasks`` tasks (its convs, in graph order;
     0: all, its max pool too), then the tuned model's wall time (every task tuned)."""
     from compiler.autotune.llvm_conv import LlvmMeasurer
-    from compiler.autotune.network import cost_model
     from compiler.executor.llvm_tasks import extract_llvm_tasks
     from compiler.autotune.xgb_tuner import TransferData
     from compiler.executor.llvm_rank import rank_in_model
@@ -342,9 +341,8 @@ def llvm_space(image_size: int, n_tasks: int, trials: int, batch: int, seeds, ne
                 lands[task.key]["costs"] = [r.cycles for r in measure(task, ks) if r.cycles is not None]
         all_tuners = {}
         for seed in seeds:
-            transfers: dict = {}  # one cold model per family of tasks whose features mean the same (convs, pools)
+            transfer = TransferData()  # the XGB tuner takes its space's family of it (convs, pools)
             for task in tasks:
-                transfer = transfers.setdefault(cost_model(task), TransferData())
                 tuners = {}
                 for kind in kinds:
                     tuner = make_tuner(kind.split("_")[0], task, seed, transfer if kind == "xgb_cold" else None,

@@ -129,7 +129,8 @@ def fastest_usable(tasks: list, records: list, path: str | Path, target: str, sk
         if task is None:
             if key not in unknown:
                 unknown.add(key)
-                warn_log(f"{where}: record for a conv that is not in this model ({ident.get('spec')}); skipped")
+                warn_log(f"{where}: record for a task that is not in this model ({ident.get('op')}: "
+                         f"{ident.get('spec')}); skipped")
             continue
         if key in chosen or key in skip:
             continue
@@ -140,7 +141,7 @@ def fastest_usable(tasks: list, records: list, path: str | Path, target: str, sk
         chosen[key] = knobs
     missing = [t for t in tasks if t.key not in chosen and t.key not in skip]
     if missing:
-        warn_log(f"tuning log {path}: no usable {target} record for {len(missing)} of {len(tasks)} conv task(s) "
+        warn_log(f"tuning log {path}: no usable {target} record for {len(missing)} of {len(tasks)} task(s) "
                  f"({'; '.join(t.describe() for t in missing[:4])}{'; ...' if len(missing) > 4 else ''}); they use "
                  f"the library's default schedule")
     return chosen

@@ -13,6 +13,8 @@ at most 64 registers of them), the shared-memory chunk ``rk`` (4, 8, 16) and the
 device, one warm-up call, then the median of ``repeats`` timed runs, each of enough calls to last about 2 ms
 and closed by a synchronize; the cost is nanoseconds a call, launch included (what a model pays). The tuners, the
 XGBoost model (on :meth:`GpuTileSpace.features`) and the log loop are the accelerator's and the llvm target's.
+The convs the tiled kernel does not take (depthwise and other grouped convs) and the pools are tasks too, on
+their own schedules' knobs (:mod:`compiler.autotune.cuda_direct`); :func:`graph_tasks` returns them all.
 
 Log lines have the llvm records' fields with ``"target": "cuda"`` and ``"gpu": {"name", "arch"}`` (the device a
 record was measured on: a record is used only on a device of that name and architecture; the emulated device,
@@ -41,7 +43,9 @@ from compiler.autotune.measure import Result
 from compiler.autotune.records import FORMAT, log_lines
 from compiler.topi import conv2d_gpu as cg
 from compiler.topi import gemm_gpu
+from compiler.topi.conv2d_direct import DirectGpuKnobs
 from compiler.topi.conv2d_gpu import GpuConvKnobs
+from compiler.topi.pool import PoolGpuKnobs
 from compiler.topi.elementwise import broadcast_shape
 
 Point = tuple[int, ...]
@@ -77,7 +81,7 @@ class _DeviceTimed:
         fn = self.kernel(knobs)
         args = self.inputs(knobs)
         fn.pin(*args)
-        shape = self.out_shape()
+        shape = self.out_shape_for(knobs)
         arena = np.empty(math.prod(shape) * 4, np.uint8)
         mirror_host_buffer(arena)
         out = arena.view(np.float32).reshape(shape)
@@ -86,6 +90,10 @@ class _DeviceTimed:
             fn(*args, out=out)
         call.keep = (fn, args, arena)  # type: ignore[attr-defined]  (alive while the call is)
         return call, get_device()
+
+    def out_shape_for(self, knobs) -> tuple[int, ...]:
+        """The kernel's output shape with ``knobs`` (``out_shape()`` unless the knobs change the layout)."""
+        return self.out_shape()
 
     def measure_cost(self, knobs: GpuConvKnobs, repeats: int = REPEATS) -> int:
         """Median nanoseconds a call of the kernel with ``knobs`` (see the module docstring)."""
@@ -107,7 +115,6 @@ class CudaConvTask(_DeviceTimed, FloatConvTask):
     ``residual``, ``act`` with ``act_params``), and the node's ``name`` (not part of the identity)."""
 
     OP = "conv2d_float_gpu"
-    cost_model = "cuda_tile"  # convs and products share one XGB model (GpuTileSpace's features, slot by slot)
     DROP = ("oc_block", "pixel_tile", "pad_value", "in_block", "pixel_vectors", "row_tile", "dtype")
 
     def __post_init__(self) -> None:
@@ -172,8 +179,6 @@ class CudaGemmTask(_DeviceTimed):
     act: str | None = None
     act_params: tuple = ()
     name: str = dataclasses.field(default="", compare=False)
-
-    cost_model = "cuda_tile"
 
     @property
     def ident(self) -> dict:
@@ -291,9 +296,14 @@ def gemm_task_of_node(node, infos, consts) -> CudaGemmTask | None:
 
 
 def graph_tasks(g) -> list:
-    """Distinct tunable tasks of graph ``g`` (after epilogue fusion), in graph order: its convs, then its products."""
+    """Distinct tunable tasks of graph ``g`` (after epilogue fusion), in graph order: its one-group convs, its
+    products, its grouped convs, then its pools."""
+    from compiler.autotune.cuda_direct import direct_task_of_node, pool_task_of_node
+
     consts = g.constants
-    return distinct_tasks(g, task_of_node) + distinct_tasks(g, lambda n, infos: gemm_task_of_node(n, infos, consts))
+    return (distinct_tasks(g, task_of_node) + distinct_tasks(g, lambda n, infos: gemm_task_of_node(n, infos, consts))
+            + distinct_tasks(g, direct_task_of_node)
+            + distinct_tasks(g, lambda n, infos: pool_task_of_node(n, infos, consts)))
 
 
 class GpuTileSpace(KnobGrid):
@@ -357,10 +367,17 @@ class CudaMeasurer(InProcessMeasurer):
 
 _warn = warn_log
 
+# a record's task op -> the knob class its config is read with
+DIRECT_OP = "conv2d_direct_gpu"
+POOL_OP = "pool_float_gpu"
+RECORD_KNOBS: dict[str, type] = {CudaConvTask.OP: GpuConvKnobs, "gemm_float_gpu": GpuConvKnobs,
+                                 DIRECT_OP: DirectGpuKnobs, POOL_OP: PoolGpuKnobs}
 
-def load_cuda_records(path: str | Path) -> list[tuple[dict, GpuConvKnobs, int, str]]:
+
+def load_cuda_records(path: str | Path) -> list[tuple[dict, object, int, str]]:
     """``(task identity, knobs, ns, FILE:LINE)`` of every timed cuda record for this process's device in the log at
-    ``path``; other lines (bad JSON, malformed, other devices or targets) are skipped with a warning."""
+    ``path``, the knobs of the class of the task's op (:data:`RECORD_KNOBS`); other lines (bad JSON, malformed,
+    unknown ops, other devices or targets) are skipped with a warning."""
     want = device_ident()
     out = []
     for where, obj in log_lines(path):
@@ -377,10 +394,19 @@ def load_cuda_records(path: str | Path) -> list[tuple[dict, GpuConvKnobs, int, s
         if obj.get("result") is None:
             continue
         try:
-            knobs = knobs_from(obj["config"], GpuConvKnobs)
             ident = obj["task"]
             if not isinstance(ident, dict):
                 raise TypeError("task must be an object")
+            op = ident["op"]
+            if not isinstance(op, str):
+                raise TypeError(f"task op must be a string, got {op!r}")
+            if op not in RECORD_KNOBS:
+                _warn(f"{where}: cuda tuning record of an unknown task op {op!r} (known: {sorted(RECORD_KNOBS)}); "
+                      f"skipped")
+                continue
+            if not isinstance(obj["config"], dict):
+                raise TypeError("config must be an object")
+            knobs = knobs_from(obj["config"], RECORD_KNOBS[op])
             ns = int(obj["result"]["ns"])
             if ns <= 0:
                 raise ValueError(f"ns {ns} must be > 0")
@@ -413,19 +439,22 @@ def faster_than_default(task: CudaConvTask, knobs: GpuConvKnobs, rounds: int = 5
 
 
 def logged_faster(graph, path: str | Path) -> dict[str, GpuConvKnobs]:
-    """Task key -> logged knobs for the tunable convs of ``graph`` that run faster than the default on this device,
+    """Task key -> logged knobs for the tasks of ``graph`` that run faster than the default on this device,
     here and now (:func:`faster_than_default`)."""
     tasks = graph_tasks(graph)
     chosen = logged_knobs(tasks, path)
     return {t.key: chosen[t.key] for t in tasks if t.key in chosen and faster_than_default(t, chosen[t.key])[0]}
 
 
-def use_knobs(backend, knobs: dict[str, GpuConvKnobs], graph) -> None:
-    """Make ``backend`` (a ``TargetCpuBackend`` for cuda, before ``prepare``) compile the convs and products of
-    ``graph`` whose task key is in ``knobs`` with those knobs (the others with the default)."""
+def use_knobs(backend, knobs: dict, graph) -> None:
+    """Make ``backend`` (a ``TargetCpuBackend`` for cuda, before ``prepare``) compile the convs, products and pools
+    of ``graph`` whose task key is in ``knobs`` with those knobs (the others with the default)."""
     consts = graph.constants
 
-    def lookup(node, infos) -> GpuConvKnobs | None:
-        t = task_of_node(node, infos) or gemm_task_of_node(node, infos, consts)
+    from compiler.autotune.cuda_direct import direct_task_of_node, pool_task_of_node
+
+    def lookup(node, infos):
+        t = (task_of_node(node, infos) or gemm_task_of_node(node, infos, consts) or direct_task_of_node(node, infos)
+             or pool_task_of_node(node, infos, consts))
         return None if t is None else knobs.get(t.key)
     backend.tuned = lookup

@@ -46,8 +46,6 @@ class LlvmGemmTask(HostTimed):
     act_params: tuple = ()
     name: str = dataclasses.field(default="", compare=False)
 
-    cost_model = "llvm_gemm"  # the XGB tuner shares data only among tasks whose features mean the same
-
     def __post_init__(self) -> None:
         gemm.product_dims(tuple(self.a), tuple(self.b), "llvm gemm task")  # a TeError naming the bad shapes
 
@@ -139,6 +137,7 @@ class CpuGemmSpace(_KnobGrid):
     """All knob settings of one :class:`LlvmGemmTask`: bm x nvec x parallel x kunroll (see the module docstring)."""
 
     KNOBS = CpuGemmKnobs
+    transfer_family = "llvm_gemm"  # its features are its own: the XGB tuner keeps its data apart from the convs'
     structure_axis = 2  # parallel: one thread or all
     structure_share = 1.0
     stepped_axes = (0, 1, 3)  # bm, nvec and kunroll are ordered sizes

@@ -35,8 +35,6 @@ class LlvmPoolTask(HostTimed):
     spec: PoolSpec
     name: str = dataclasses.field(default="", compare=False)
 
-    cost_model = "llvm_pool"
-
     def __post_init__(self) -> None:
         s = self.spec
         if min(s.n, s.c, s.h, s.w, s.kh, s.kw, s.oh, s.ow, *s.stride) < 1:
@@ -118,6 +116,7 @@ class CpuPoolSpace(_KnobGrid):
     """All knob settings of one :class:`LlvmPoolTask`: xt x yt x parallel (see the module docstring)."""
 
     KNOBS = CpuPoolKnobs
+    transfer_family = "llvm_pool"
     structure_axis = 2
     structure_share = 1.0
     stepped_axes = (0, 1)

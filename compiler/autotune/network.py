@@ -70,30 +70,23 @@ def progress_printer(stream: TextIO = sys.stdout) -> Callable:
     return cb
 
 
-def cost_model(task) -> str:
-    """The family of tasks whose features mean the same, slot by slot (their XGB tuners share measurements): the
-    task's ``cost_model`` where it names one, else its class."""
-    return getattr(task, "cost_model", type(task).__name__)
-
-
 def tune_tasks(tasks: list[Task], measure, kind: str = "xgb", n_trial: int = 32, batch_size: int = 8,
                log: str | None = None, seed: int = 0, callback: Callable | None = None,
                include_default: bool = True) -> list[TaskResult]:
-    """Tune each task with a fresh tuner of ``kind`` (XGB tuners share their data forward among the tasks of one
-    :func:`cost_model`); log every trial.
+    """Tune each task with a fresh tuner of ``kind`` (XGB tuners share their data forward among the tasks whose
+    spaces share a feature family: ``TransferData.family``); log every trial.
 
     ``include_default``: the default build's knobs (:func:`default_knobs`) are measured first (one of the
     ``n_trial``), so the log's best for a task is never slower than the default (a build with the log also
     times its choice against the default in each layer's context and keeps the faster)."""
-    transfers: dict[str, object] = {}
+    transfer = None
+    if kind == "xgb":
+        from compiler.autotune.xgb_tuner import TransferData
+
+        transfer = TransferData()  # one family per space's transfer_family (TransferData.family)
     out = []
     tlog = TuningLog(log)
     for i, task in enumerate(tasks, 1):
-        transfer = None
-        if kind == "xgb":
-            from compiler.autotune.xgb_tuner import TransferData
-
-            transfer = transfers.setdefault(cost_model(task), TransferData())
         tuner = make_tuner(kind, task, seed, transfer)
         if include_default:
             tuner.seed_points([default_knobs(task)])

@@ -35,6 +35,14 @@ class TransferData:
         self.y: list[float] = []
         self.groups: list[int] = []
         self._n_groups = 0
+        self._families: dict[str, TransferData] = {}
+
+    def family(self, name: str | None) -> "TransferData":
+        """The data of the tasks whose spaces share the feature family ``name`` (a space's ``transfer_family``:
+        features of other knobs mean other things); None: this one (the spaces without a family share it)."""
+        if name is None:
+            return self
+        return self._families.setdefault(name, TransferData())
 
     def add(self, X: list[np.ndarray], y: list[float]) -> None:
         """Rows of one task (each call is one group for the ranking objective)."""
@@ -119,6 +127,8 @@ class XGBTuner(Tuner):
                  explore_when_wrong: float = 0.25, max_same_threads: float | None = None) -> None:
         super().__init__(task, space, seed)
         _xgb()  # fail at construction when xgboost is missing
+        if transfer is not None:
+            transfer = transfer.family(getattr(self.space, "transfer_family", None))
         if not 0.0 <= explore <= 1.0:
             raise ValueError(f"explore must be in [0, 1], got {explore}")
         self.transfer = transfer

@@ -27,7 +27,8 @@ stored NCHW as whole vectors with no transpose): :func:`pointwise_tiles`, :func:
 which the caller passes in (the backend asks the target CPU; this module never does), and :func:`cpu_spec` fixes
 the tiles in the spec.
 
-The GPU schedule binds (batch, channel block) and (row, pixel block) to blocks and (pixel, channel) to threads.
+The GPU schedule binds (batch, channel block) and (row, pixel block) to blocks and (pixel, channel) to threads;
+:class:`DirectGpuKnobs` (a tuning log's choice) set its block size, register tile and the taps' unrolling.
 """
 from __future__ import annotations
 
@@ -1076,14 +1077,91 @@ def _schedule_direct_rows(op: Conv2dOp, s, parallel: bool) -> None:
     sc.vectorize(cx)
 
 
-def schedule_gpu(op: Conv2dOp, s) -> None:
-    """Blocks over (batch x channel block, row), threads over output pixels x channels in the block."""
+MAX_GPU_THREADS = 1024
+MAX_GPU_ACCUMULATORS = 64  # xt x yt registers of accumulators a thread may hold (beyond: spills on every GPU)
+
+
+@dataclass(frozen=True)
+class DirectGpuKnobs:
+    """Knobs of :func:`schedule_gpu` for grouped convs (depthwise and the others that do not go to
+    :mod:`compiler.topi.conv2d_gpu`): ``ob`` output channels per block of the layout (the threads' channel axis;
+    the weight is packed for it), at most ``threads`` threads a block (``threads // ob`` pixel columns, fewer where
+    a row has fewer tiles), ``xt`` x ``yt`` output pixels x rows per thread (a register tile: the accumulators in
+    registers, then stored), ``unroll`` the taps. :func:`default_gpu_knobs` (``xt = yt = 1``, 256 threads, the
+    spec's block, taps not unrolled) is the schedule of a build without knobs."""
+
+    ob: int = OC_BLOCK
+    threads: int = GPU_THREADS
+    xt: int = 1
+    yt: int = 1
+    unroll: bool = False
+
+    def check(self, spec: Conv2dSpec) -> None:
+        """Raise :class:`te.TeError` (a ValueError) naming the knob that does not fit ``spec``."""
+        if spec.groups < 2 or spec.pixel_vectors:
+            raise te.TeError(f"conv2d_direct: DirectGpuKnobs take grouped convs (groups > 1, not pixel_vectors); got "
+                             f"groups={spec.groups} (one-group convs take conv2d_gpu.GpuConvKnobs)")
+        for name in ("ob", "threads", "xt", "yt"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise te.TeError(f"conv2d_direct: knob {name} must be a positive int, got {v!r}")
+        if not isinstance(self.unroll, bool):
+            raise te.TeError(f"conv2d_direct: knob unroll must be a bool, got {self.unroll!r}")
+        if spec.depthwise and spec.o % self.ob:
+            raise te.TeError(f"conv2d_direct: knob ob={self.ob} must divide the {spec.o} channels")
+        if not spec.depthwise and spec.og % self.ob:
+            raise te.TeError(f"conv2d_direct: knob ob={self.ob} must divide the {spec.og} output channels a group")
+        if self.threads > MAX_GPU_THREADS or self.threads % self.ob:
+            raise te.TeError(f"conv2d_direct: knob threads={self.threads} must be a multiple of ob={self.ob} and at "
+                             f"most {MAX_GPU_THREADS}")
+        if self.xt > spec.ow or self.yt > spec.oh:
+            raise te.TeError(f"conv2d_direct: knobs xt={self.xt} and yt={self.yt} must be at most the output's "
+                             f"{spec.ow} pixels and {spec.oh} rows")
+        if self.xt * self.yt > MAX_GPU_ACCUMULATORS:
+            raise te.TeError(f"conv2d_direct: xt x yt = {self.xt * self.yt} accumulators a thread; at most "
+                             f"{MAX_GPU_ACCUMULATORS}")
+
+    def apply(self, spec: Conv2dSpec) -> Conv2dSpec:
+        """``spec`` with this layout block (checked)."""
+        self.check(spec)
+        return dataclasses.replace(spec, oc_block=self.ob)
+
+    def columns(self, spec: Conv2dSpec) -> int:
+        """Thread columns of a block: pixel tiles of a row (``xt`` pixels each), at most ``threads // ob``."""
+        return max(1, min(-(-spec.ow // self.xt), self.threads // self.ob))
+
+
+def default_gpu_knobs(spec: Conv2dSpec) -> DirectGpuKnobs:
+    """The knobs of the untuned schedule: the spec's channel block, one output a thread, 256 threads at most."""
+    return DirectGpuKnobs(spec.block)
+
+
+def schedule_gpu(op: Conv2dOp, s, knobs: DirectGpuKnobs | None = None) -> None:
+    """Blocks over (batch x channel block, row tile), threads over output pixel tiles x channels in the block.
+    ``knobs`` (grouped convs; ``op`` built for ``knobs.apply(spec)``): the block's threads, each thread's register
+    tile of ``xt`` x ``yt`` outputs (accumulated in registers, the taps outermost) and the taps' unrolling; None:
+    ``xt = yt = 1``, ``GPU_THREADS // ob`` columns."""
     spec = op.spec
     if spec.pixel_vectors:
         raise te.TeError("conv2d: pixel_vectors is the CPU schedule's layout; the GPU schedule takes the spec "
                          "without it")
+    if knobs is not None:
+        knobs.check(spec)
+        if knobs.ob != spec.block:
+            raise te.TeError(f"conv2d_direct: knobs for ob={knobs.ob}, but the op was built with blocks of "
+                             f"{spec.block} channels (build it for knobs.apply(spec))")
     if op.pad is not op.inputs[0]:
         schedule_injective_gpu(s, op.pad)
+    if knobs is not None and (knobs.xt > 1 or knobs.yt > 1):
+        _schedule_gpu_tiles(op, s, knobs)
+    else:
+        _schedule_gpu_plain(op, s, knobs)
+    schedule_injective_gpu(s, op.out)
+
+
+def _schedule_gpu_plain(op: Conv2dOp, s, knobs: DirectGpuKnobs | None) -> None:
+    """One output a thread (the untuned schedule; ``knobs``: its block size and the taps' unrolling)."""
+    spec = op.spec
     sc = s[op.conv]
     if spec.flat:  # one pixel axis
         n, oo, q, oi = sc.leaf_iter_vars[:4]
@@ -1094,7 +1172,39 @@ def schedule_gpu(op: Conv2dOp, s) -> None:
     else:
         n, oo, y, x, oi = sc.leaf_iter_vars[:5]
         sc.bind(sc.fuse(n, oo), "blockIdx.y")
-        xo, xi = sc.split(x, max(1, min(spec.ow, GPU_THREADS // spec.block)))
+        cols = knobs.columns(spec) if knobs is not None else max(1, min(spec.ow, GPU_THREADS // spec.block))
+        xo, xi = sc.split(x, cols)
         sc.bind(sc.fuse(y, xo), "blockIdx.x")
         sc.bind(sc.fuse(xi, oi), "threadIdx.x")
-    schedule_injective_gpu(s, op.out)
+    if knobs is not None and knobs.unroll:
+        for a in [v for v in sc.leaf_iter_vars if v.kind == "reduce"][-2:]:  # ky, kx
+            sc.unroll(a)
+
+
+def _schedule_gpu_tiles(op: Conv2dOp, s, k: DirectGpuKnobs) -> None:
+    """Register tiles: each thread accumulates ``yt`` x ``xt`` outputs of one channel in registers (a local cache of
+    ``conv``, the taps outermost so neighbouring outputs reuse a loaded input row), then stores them."""
+    spec = op.spec
+    acc = s.cache_write(op.conv, "local")
+    sc = s[op.conv]
+    n, oo, y, x, oi = sc.leaf_iter_vars
+    yo, yv = sc.split(y, k.yt)
+    xo, xi = sc.split(x, min(spec.ow, k.xt * k.columns(spec)))
+    xi, xv = sc.split(xi, k.xt)
+    sc.reorder(n, oo, yo, xo, xi, oi, yv, xv)
+    sc.bind(sc.fuse(n, oo), "blockIdx.y")
+    sc.bind(sc.fuse(yo, xo), "blockIdx.x")
+    thread = sc.fuse(xi, oi)
+    sc.bind(thread, "threadIdx.x")
+    sc.unroll(yv)
+    sc.unroll(xv)
+    a = s[acc]
+    a.compute_at(sc, thread)
+    data = [v for v in a.leaf_iter_vars if v.kind == "data"]
+    red = [v for v in a.leaf_iter_vars if v.kind == "reduce"]
+    a.reorder(*red, *data)
+    for d in data[-3:]:  # y, x, the one channel
+        a.unroll(d)
+    if k.unroll:
+        for r in red[-2:]:  # ky, kx (a grouped conv's channels stay a loop)
+            a.unroll(r)

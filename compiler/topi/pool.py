@@ -1,4 +1,5 @@
-"""Pooling in TE on NCHW float32: max and average pooling (ONNX pads, strides, count_include_pad) and global average."""
+"""Pooling in TE on NCHW float32: max and average pooling (ONNX pads, strides, count_include_pad) and global average;
+the CPU and GPU schedules (the GPU's knobs: :class:`PoolGpuKnobs`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -156,18 +157,103 @@ def schedule_cpu(s, outs: list[Tensor]) -> None:
             st.parallel(st.leaf_iter_vars[1])
 
 
-def schedule_gpu(s, outs: list[Tensor]) -> None:
+POOL_GPU_THREADS = 64  # threads a block of the untuned schedule
+POOL_AXES = ("flat", "plane")
+MAX_THREADS = 1024
+FLOAT_POOLS = ("MaxPool", "AveragePool", "GlobalAveragePool")
+
+
+@dataclass(frozen=True)
+class PoolGpuKnobs:
+    """Knobs of :func:`schedule_gpu` (pools on cuda): ``threads`` a block, ``vt`` outputs a thread (``threads``
+    apart: a warp's loads and stores stay coalesced), ``axes`` what blocks run over (``"flat"``: all outputs in
+    one range; ``"plane"``: blockIdx.y over the (image, channel) planes, blockIdx.x x threads over a plane's
+    pixels), ``fused`` (two-stage pools: average, global average) the window sum kept in a register of the
+    output's thread (one kernel, no sums in memory; a one-stage pool has nothing to fuse), ``unroll`` the window's
+    taps. The defaults (64 threads, one output each, flat, two kernels, loops) are the untuned schedule."""
+
+    threads: int = POOL_GPU_THREADS
+    vt: int = 1
+    axes: str = "flat"
+    fused: bool = False
+    unroll: bool = False
+
+    def check(self) -> None:
+        """Raise :class:`te.TeError` (a ValueError) naming a knob with a value it cannot take."""
+        for name in ("threads", "vt"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise te.TeError(f"pool: knob {name} must be a positive int, got {v!r}")
+        if self.threads > MAX_THREADS:
+            raise te.TeError(f"pool: knob threads={self.threads}; at most {MAX_THREADS}")
+        if self.axes not in POOL_AXES:
+            raise te.TeError(f"pool: knob axes={self.axes!r}; allowed: {', '.join(POOL_AXES)}")
+        for name in ("fused", "unroll"):
+            if not isinstance(getattr(self, name), bool):
+                raise te.TeError(f"pool: knob {name} must be a bool, got {getattr(self, name)!r}")
+
+
+def float_pool(kind: str, spec: PoolSpec, count_include_pad: bool = False,
+               dtype: str = "float32") -> tuple[list[Tensor], Tensor, list[Tensor]]:
+    """``(inputs, out, stages)`` of a ``MaxPool`` (any ``dtype`` :func:`max_pool` takes), ``AveragePool`` or
+    ``GlobalAveragePool`` (``spec``: the whole plane one window, 1 x 1 out) for the GPU schedule (``stages``: what
+    :func:`schedule_gpu` schedules, the window reduction first)."""
+    if kind == "MaxPool":
+        ins, y = max_pool(spec, dtype)
+        return ins, y, [y]
+    if dtype != "float32":
+        raise te.TeError(f"pool: {kind} takes float32, got {dtype}")
+    if kind == "AveragePool":
+        ins, y = avg_pool(spec, count_include_pad)
+    elif kind == "GlobalAveragePool":
+        ins, y = global_avg_pool(spec.n, spec.c, spec.h, spec.w)
+    else:
+        raise te.TeError(f"pool: unknown pool {kind!r}; allowed: {', '.join(FLOAT_POOLS)}")
+    return ins, y, [y.op.inputs[0], y]
+
+
+def schedule_gpu(s, outs: list[Tensor], knobs: PoolGpuKnobs | None = None) -> None:
+    """Each stage of ``outs`` (data axes, then its reductions) a kernel of one output a thread, 64 threads a block;
+    ``knobs``: :class:`PoolGpuKnobs` (``fused``: a reduction stage followed by its one consumer in ``outs`` is
+    computed in that consumer's threads)."""
+    k = knobs or PoolGpuKnobs()
+    k.check()
+    inline: list[Tensor] = []  # reduction stages computed in their consumer's threads
+    if k.fused:
+        for a, b in zip(outs, outs[1:]):
+            if s[a].op.reduce_axes and any(x is a for x in b.op.inputs):
+                inline.append(a)
     for t in outs:
+        if any(t is a for a in inline):
+            continue
         st = s[t]
         data = [a for a in st.leaf_iter_vars if a.kind == "data"]
         red = [a for a in st.leaf_iter_vars if a.kind == "reduce"]
         st.reorder(*data, *red)
+        if k.axes == "plane" and len(data) > 2:
+            st.bind(st.fuse(data[0], data[1]), "blockIdx.y")
+            data = data[2:]
         flat = data[0]
         for a in data[1:]:
             flat = st.fuse(flat, a)
-        bx, tx = st.split(flat, min(64, flat.extent))
+        if k.vt > 1 and flat.extent > 1:
+            rest, v = st.split(flat, min(k.vt, flat.extent))
+            bx, tx = st.split(rest, min(k.threads, rest.extent))
+            st.reorder(bx, v, tx)  # a thread's outputs ``threads`` apart
+        else:
+            bx, tx = st.split(flat, min(k.threads, flat.extent))
         st.bind(bx, "blockIdx.x")
         st.bind(tx, "threadIdx.x")
+        if k.unroll:
+            for r in red:
+                st.unroll(r)
+        for src in [a for a in inline if any(x is a for x in t.op.inputs)]:
+            ss = s[src]
+            ss.set_scope("local")
+            ss.compute_at(st, tx)
+            if k.unroll:
+                for r in [a for a in ss.leaf_iter_vars if a.kind == "reduce"]:
+                    ss.unroll(r)
 
 
 def max_pool_rows(spec: PoolSpec, xt: int, yt: int) -> tuple[list[Tensor], Tensor, Tensor, Tensor]:

@@ -26,7 +26,7 @@ choice through :class:`Choices`, so a coverage-guided fuzzer (atheris) and hypot
 * ``llvmlog``: the same for an llvm tuning log (``vta tune --target llvm``): timed records and in-model choices
   of two conv tasks, read and chosen from as a build does (no timing): warnings, never an exception.
 * ``cudalog``: the same for a cuda tuning log (``vta tune --target cuda``, recorded on the emulated device):
-  timed records of a conv task and a product task, read and chosen from as a build does.
+  timed records of a conv, a product, a depthwise conv and a pool task, read and chosen from as a build does.
 """
 from __future__ import annotations
 
@@ -690,10 +690,15 @@ def run_llvmlog(data: bytes) -> None:
 
 def _cudalog_tasks():
     from compiler.autotune.cuda_conv import CudaConvTask, CudaGemmTask
+    from compiler.autotune.cuda_direct import CudaDepthwiseTask, CudaPoolTask
     from compiler.topi.conv2d_direct import Conv2dSpec
+    from compiler.topi.pool import PoolSpec
 
     return [CudaConvTask(Conv2dSpec(1, 16, 8, 8, 16, 3, 3, (1, 1), (1, 1, 1, 1)), True, False, "relu", (), "a"),
-            CudaGemmTask((32, 64), (64, 48), True, "gelu", (), "b")]
+            CudaGemmTask((32, 64), (64, 48), True, "gelu", (), "b"),
+            CudaDepthwiseTask(Conv2dSpec(1, 16, 8, 8, 16, 3, 3, (1, 1), (1, 1, 1, 1), groups=16), True, False, "clip",
+                              (0.0, 6.0), "c"),
+            CudaPoolTask("AveragePool", PoolSpec(1, 16, 8, 8, 3, 3, (2, 2), (1, 1, 1, 1), 4, 4), True, "d")]
 
 
 def _emulated(fn):

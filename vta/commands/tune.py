@@ -22,8 +22,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("model", help="ONNX model file (int8 QDQ, or float with --calibrate)")
     p.add_argument("--target", default="sim", choices=TARGETS,
                    help="what to tune: sim (default: the accelerator kernels, measured on the cycle-accurate "
-                        "simulator), llvm (the float convs' and GEMMs' CPU schedules of a float model, timed on "
-                        "this CPU) or cuda (their GPU schedules, timed on the GPU)")
+                        "simulator), llvm (the float convs', GEMMs' and max pools' CPU schedules of a float model, "
+                        "timed on this CPU) or cuda (the GPU schedules of its convs, depthwise convs, products and "
+                        "pools, timed on the GPU)")
     p.add_argument("--config", default="pynq-z1", help="hardware preset or JSON file (default pynq-z1)")
     p.add_argument("--trials", type=int, default=32, help="measured candidates per task (default 32)")
     p.add_argument("--log", required=True, help="tuning log (JSON lines; appended to)")
@@ -199,7 +200,8 @@ def run_llvm(args: argparse.Namespace) -> int:
 
 
 def run_cuda(args: argparse.Namespace) -> int:
-    """``vta tune MODEL --target cuda``: tune the float convs' GPU schedules (knobs of ``conv2d_gpu.schedule_gpu``)
+    """``vta tune MODEL --target cuda``: tune the float convs', products' and pools' GPU schedules (knobs of
+    ``conv2d_gpu.schedule_gpu``, ``conv2d_direct.schedule_gpu``, ``pool.schedule_gpu``)
     by timing compiled kernels on the device, then build with and without the log and time the whole model."""
     from compiler.autotune import progress_printer, tune_tasks
     from compiler.autotune.cuda_conv import CudaMeasurer, device_ident, graph_tasks
@@ -226,8 +228,8 @@ def run_cuda(args: argparse.Namespace) -> int:
     base = build(model, target="cuda", input_shapes=shapes, progress=False)
     tasks = graph_tasks(base.graph)
     dev = device_ident()
-    print(f"{len(tasks)} cuda task(s) (convs and products) to tune with {args.tuner}, {args.trials} trials each, "
-          f"on {dev['name']} ({dev['arch']}); log: {args.log}")
+    print(f"{len(tasks)} cuda task(s) (convs, products and pools) to tune with {args.tuner}, {args.trials} trials "
+          f"each, on {dev['name']} ({dev['arch']}); log: {args.log}")
     t0 = time.perf_counter()
     with CudaMeasurer() as measurer:
         results = tune_tasks(tasks, measurer, args.tuner, args.trials, args.batch, args.log, args.seed,

@@ -58,8 +58,10 @@ def _nothing() -> None:
 _nothing.native = NO_OP  # type: ignore[attr-defined]
 
 
-# ops whose schedule takes knobs from a tuning log (convs on llvm and cuda; products on cuda)
-TUNABLE_OPS = frozenset({"Conv", "FusedConv", "Gemm", "FusedDense", "MatMul", "MaxPool"})
+# ops whose schedule takes knobs from a tuning log (convs on llvm and cuda; products on llvm and cuda; max pools on
+# llvm; pools on cuda)
+TUNABLE_OPS = frozenset({"Conv", "FusedConv", "Gemm", "FusedDense", "MatMul", "MaxPool", "AveragePool",
+                         "GlobalAveragePool"})
 
 
 class TargetCpuBackend:

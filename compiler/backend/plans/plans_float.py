@@ -48,16 +48,21 @@ def conv_spec(node: Node, infos) -> conv2d_direct.Conv2dSpec:
 
 
 def plan_conv(node: Node, infos, consts, target: str,
-              knobs: "conv2d_direct.CpuConvKnobs | conv2d_gpu.GpuConvKnobs | None" = None) -> OpPlan:
+              knobs: "conv2d_direct.CpuConvKnobs | conv2d_gpu.GpuConvKnobs | conv2d_direct.DirectGpuKnobs | None"
+              = None) -> OpPlan:
     """``knobs``: the schedule's knobs (a tuning log's choice: :class:`~compiler.topi.conv2d_direct.CpuConvKnobs`
-    on llvm, :class:`~compiler.topi.conv2d_gpu.GpuConvKnobs` on cuda), default the library's."""
-    want = conv2d_gpu.GpuConvKnobs if target == "cuda" else conv2d_direct.CpuConvKnobs
-    if knobs is not None and not isinstance(knobs, want):
-        raise UnsupportedOnTarget(f"node {node.name!r} ({node.op}): target {target!r} takes {want.__name__} knobs, "
-                                  f"got {type(knobs).__name__}")
+    on llvm; on cuda :class:`~compiler.topi.conv2d_gpu.GpuConvKnobs` for one-group convs, else
+    :class:`~compiler.topi.conv2d_direct.DirectGpuKnobs`), default the library's."""
     a = node.attrs
     w = const_input(consts, node.inputs[1], "weight", node).astype(np.float32)
     spec = conv_spec(node, [infos[0], w])
+    if target != "cuda":
+        want = conv2d_direct.CpuConvKnobs
+    else:
+        want = conv2d_gpu.GpuConvKnobs if conv2d_gpu.gpu_conv_ok(spec) else conv2d_direct.DirectGpuKnobs
+    if knobs is not None and not isinstance(knobs, want):
+        raise UnsupportedOnTarget(f"node {node.name!r} ({node.op}): target {target!r} takes {want.__name__} knobs "
+                                  f"for this conv (groups={spec.groups}), got {type(knobs).__name__}")
     bias = consts.get(node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] else None
     if len(node.inputs) > 2 and node.inputs[2] and bias is None:
         raise UnsupportedOnTarget(f"node {node.name!r}: the conv bias must be a constant initializer")
@@ -73,8 +78,12 @@ def plan_conv(node: Node, infos, consts, target: str,
         if knobs.algo == "winograd":
             return _plan_winograd(spec, knobs, w, bias, residual, act, params)
         spec = knobs.apply(spec)
+    elif knobs is not None:  # cuda, a grouped conv: the knobs' channel block
+        try:
+            spec = knobs.apply(spec)
+        except TeError as exc:
+            raise UnsupportedOnTarget(f"node {node.name!r} ({node.op}): {exc}") from None
     else:
-        knobs = None
         if target == "llvm":  # the CPU layout choice (1x1 convs: pixels in the vector lanes where they divide)
             from compiler.backend.llvm.host import float_lanes
 
@@ -87,7 +96,7 @@ def plan_conv(node: Node, infos, consts, target: str,
     def make():
         op = conv2d_direct.conv2d(spec, bias=bp is not None, residual=residual, act=act, act_params=params)
         if target == "cuda":
-            return op.inputs, op.out, lambda s: conv2d_direct.schedule_gpu(op, s)
+            return op.inputs, op.out, lambda s: conv2d_direct.schedule_gpu(op, s, knobs)
         return op.inputs, op.out, lambda s: conv2d_direct.schedule_cpu(op, s, knobs)
 
     args = _conv_args(conv2d_direct.input_shape(spec), wp, bp, conv2d_direct.output_shape(spec) if residual else None)
@@ -443,13 +452,25 @@ def plan_binary(node: Node, infos, consts, target: str) -> OpPlan:
     return OpPlan(key, make, args, out_shape, np.dtype(dt))
 
 
-def plan_pool(node: Node, infos, consts, target: str, knobs: "pool.CpuPoolKnobs | None" = None) -> OpPlan:
-    """``knobs``: the llvm target's float32 MaxPool row schedule's knobs (a tuning log's choice), default the
-    library's."""
+def plan_pool(node: Node, infos, consts, target: str,
+              knobs: "pool.CpuPoolKnobs | pool.PoolGpuKnobs | None" = None) -> OpPlan:
+    """MaxPool (float32, int8, uint8), AveragePool, GlobalAveragePool. ``knobs``: a tuning log's choice, default
+    the library's: the cuda schedule's :class:`~compiler.topi.pool.PoolGpuKnobs`, or on llvm the float32 MaxPool
+    row schedule's :class:`~compiler.topi.pool.CpuPoolKnobs`."""
+    want = {"cuda": pool.PoolGpuKnobs, "llvm": pool.CpuPoolKnobs}.get(target)
+    if knobs is not None and (want is None or not isinstance(knobs, want)):
+        raise UnsupportedOnTarget(f"node {node.name!r} ({node.op}): pooling knobs apply to targets 'cuda' "
+                                  f"(PoolGpuKnobs) and 'llvm' (CpuPoolKnobs), got {type(knobs).__name__} for "
+                                  f"{target!r}")
+    if isinstance(knobs, pool.CpuPoolKnobs) and node.op != "MaxPool":
+        raise UnsupportedOnTarget(f"node {node.name!r} ({node.op}): the llvm target's pooling knobs apply to float32 "
+                                  f"MaxPools whose rows take pixel vectors")
+    if isinstance(knobs, pool.PoolGpuKnobs):
+        try:
+            knobs.check()
+        except TeError as exc:
+            raise UnsupportedOnTarget(f"node {node.name!r} ({node.op}): {exc}") from None
     x = infos[0]
-    if knobs is not None and (target != "llvm" or not isinstance(knobs, pool.CpuPoolKnobs)):
-        raise UnsupportedOnTarget(f"node {node.name!r} ({node.op}): pooling knobs apply to target 'llvm' "
-                                  f"(CpuPoolKnobs), got {type(knobs).__name__} for {target!r}")
     if node.op != "MaxPool" or str(x.dtype) not in ("int8", "uint8"):
         check_f32(node, infos)
     cdt = _COMPUTE.get(str(x.dtype), str(x.dtype))
@@ -457,7 +478,7 @@ def plan_pool(node: Node, infos, consts, target: str, knobs: "pool.CpuPoolKnobs 
     if node.op == "GlobalAveragePool" and len(x.shape) >= 3 and len(x.shape) != 4:  # 1-D, 3-D, ...: pool (N, C, S, 1)
         n, c = x.shape[:2]
         s = int(np.prod(x.shape[2:]))
-        flat = plan_pool(node, [TensorInfo((n, c, s, 1), x.dtype)], consts, target)
+        flat = plan_pool(node, [TensorInfo((n, c, s, 1), x.dtype)], consts, target, knobs)
         out = tuple(x.shape[:2]) + (1,) * (len(x.shape) - 2)
         return OpPlan(flat.key, flat.make, lambda ins: flat.args([f32(ins[0]).reshape(n, c, s, 1)]), out,
                       flat.out_dtype, flat.macs)
@@ -472,13 +493,15 @@ def plan_pool(node: Node, infos, consts, target: str, knobs: "pool.CpuPoolKnobs 
             return ins, y, lambda s: pool.schedule_gap_cpu(s, y, part)
 
         return OpPlan(key, make_gap_cpu, lambda ins: [f32(ins[0]).reshape(n, c, h * w)], (n, c, 1, 1))
+    tuned = (knobs,) if isinstance(knobs, pool.PoolGpuKnobs) else ()  # the untuned plan's key stays as it was
     if node.op == "GlobalAveragePool":
-        key = ("gap", tuple(x.shape), target)
+        key = ("gap", tuple(x.shape), target) + tuned
 
         def make_gap():
             ins, y = pool.global_avg_pool(n, c, h, w)
-            sched = pool.schedule_gpu if target == "cuda" else pool.schedule_cpu
-            return ins, y, lambda s: sched(s, [y.op.inputs[0], y])
+            if target == "cuda":
+                return ins, y, lambda s: pool.schedule_gpu(s, [y.op.inputs[0], y], knobs)
+            return ins, y, lambda s: pool.schedule_cpu(s, [y.op.inputs[0], y])
 
         return OpPlan(key, make_gap, lambda ins: [f32(ins[0])], (n, c, 1, 1))
     if len(node.outputs) > 1 and node.outputs[1]:
@@ -489,14 +512,14 @@ def plan_pool(node: Node, infos, consts, target: str, knobs: "pool.CpuPoolKnobs 
     spec = pool.PoolSpec(n, c, h, w, ax[0].k, ax[1].k, (ax[0].s, ax[1].s),
                          (ax[0].begin, ax[1].begin, ax[0].end, ax[1].end), ax[0].out, ax[1].out)
     include = bool(a.get("count_include_pad", 0))
-    key = (node.op, spec, include, cdt, target)
+    key = (node.op, spec, include, cdt, target) + tuned
 
     rows = None
     if node.op == "MaxPool" and cdt == "float32" and target == "llvm":
         from compiler.backend.llvm.host import float_lanes
 
         rows = pool.default_pool_knobs(spec, float_lanes())
-    if knobs is not None:
+    if isinstance(knobs, pool.CpuPoolKnobs):
         if rows is None:
             raise UnsupportedOnTarget(f"node {node.name!r} ({node.op}): pooling knobs apply to float32 MaxPools "
                                       f"whose rows take pixel vectors; this pool runs the plain schedule")
@@ -512,14 +535,10 @@ def plan_pool(node: Node, infos, consts, target: str, knobs: "pool.CpuPoolKnobs 
         if rows is not None:
             ins, y, pad, window = pool.max_pool_rows(spec, rows.xt, rows.yt)
             return ins, y, lambda s: pool.schedule_rows_cpu(s, y, pad, window, rows)
-        if node.op == "MaxPool":
-            ins, y = pool.max_pool(spec, cdt)
-            stages = [y]
-        else:
-            ins, y = pool.avg_pool(spec, include)
-            stages = [y.op.inputs[0], y]
-        sched = pool.schedule_gpu if target == "cuda" else pool.schedule_cpu
-        return ins, y, lambda s: sched(s, stages)
+        ins, y, stages = pool.float_pool(node.op, spec, include, cdt)
+        if target == "cuda":
+            return ins, y, lambda s: pool.schedule_gpu(s, stages, knobs)
+        return ins, y, lambda s: pool.schedule_cpu(s, stages)
 
     return OpPlan(key, make, lambda ins: [np.ascontiguousarray(ins[0], dtype=cdt)], (n, c, spec.oh, spec.ow),
                   np.dtype(x.dtype))

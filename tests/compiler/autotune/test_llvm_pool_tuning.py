@@ -134,7 +134,7 @@ def test_plan_pool_refuses_knobs_it_cannot_use():
     node = Node("MaxPool", ["x"], ["y"], {"kernel_shape": [2, 2], "strides": [2, 2]}, name="mp")
     info = [TensorInfo((1, 4, 32, 32), np.dtype(np.float32))]
     assert plan_pool(node, info, {}, "llvm", knobs=CpuPoolKnobs(8, 2, "none")).key[-1] == CpuPoolKnobs(8, 2, "none")
-    with pytest.raises(UnsupportedOnTarget, match="apply to target 'llvm'"):
+    with pytest.raises(UnsupportedOnTarget, match="got CpuPoolKnobs for 'cuda'"):
         plan_pool(node, info, {}, "cuda", knobs=CpuPoolKnobs(8, 2))
     with pytest.raises(UnsupportedOnTarget, match="xt=17 must be an int in 1..16"):
         plan_pool(node, info, {}, "llvm", knobs=CpuPoolKnobs(17, 2))
