@@ -277,7 +277,7 @@ class TimedCache:
     again and keeps the minimum (alternating passes over a landscape: a load burst hits one pass, not both)."""
 
     def __init__(self, inner, path: str | None = None) -> None:
-        from compiler.autotune.llvm_conv import cpu_ident
+        from compiler.autotune.host_timed import cpu_ident
 
         self.inner, self.cache, self.timed, self.reused = inner, {}, 0, 0
         self.path, self.cpu = path, cpu_ident()["hash"]

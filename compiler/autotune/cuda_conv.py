@@ -28,18 +28,17 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
 from compiler.autotune.conv_task import (FloatConvTask, InProcessMeasurer, KnobGrid, distinct_tasks, fastest_usable,
                                         knobs_from,
                                         node_conv, other_target, warn_log)
-from compiler.autotune.llvm_conv import MIN_GAIN, MIN_RUN_S, REPEATS
-from compiler.autotune.measure import Result
+from compiler.autotune.cuda_direct import POOL_OP, CudaDepthwiseTask, direct_task_of_node, pool_task_of_node
+from compiler.autotune.device_timed import GPU_SPEC_DROP, DeviceTimed, device_ident, lg, time_device_call
+from compiler.autotune.llvm_conv import MIN_GAIN
 from compiler.autotune.records import FORMAT, log_lines
 from compiler.topi import conv2d_gpu as cg
 from compiler.topi import gemm_gpu
@@ -56,66 +55,22 @@ SPLIT_CHOICES = (1, 2, 4, 8, 16)
 MAX_ACCUMULATORS = 64  # vo x vp registers of accumulators a thread may hold (beyond: spills on every GPU)
 
 
-def device_ident() -> dict:
-    """The device records are keyed by: its name and architecture (``{"name": "emulate", ...}`` when emulated)."""
-    from compiler.backend.cuda.device import get_device
-
-    dev = get_device()
-    return {"name": dev.name, "arch": dev.arch}
-
-
-class _DeviceTimed:
-    """What the cuda tasks share: the space, the kernel bound to seeded inputs on the device, its timing and its log
-    line. A task gives ``kernel(knobs)``, ``inputs(knobs)``, ``out_shape()``, ``product()`` (rows, columns,
-    reduction, batch of the tiled product), ``geometry()`` (8 features) and ``check_knobs(knobs)``."""
+class _TiledTask(DeviceTimed):
+    """A task of the tiled schedule (a conv or a product): its space is :class:`GpuTileSpace`; it gives
+    ``product()`` (rows, columns, reduction, batch of the tiled product), ``geometry()`` (8 features) and
+    ``check_knobs(knobs)``."""
 
     def make_space(self) -> "GpuTileSpace":
         return GpuTileSpace(self)
 
-    def bound_call(self, knobs: GpuConvKnobs) -> tuple[Callable[[], None], object]:
-        """``(call, device)``: the kernel with ``knobs`` on its seeded inputs, uploaded once (pinned), its output
-        kept on the device (a mirrored host buffer, as a model's arena), as a model calls it."""
-        from compiler.backend.cuda.device import get_device
-        from compiler.backend.cuda.mirror import mirror_host_buffer
-
-        fn = self.kernel(knobs)
-        args = self.inputs(knobs)
-        fn.pin(*args)
-        shape = self.out_shape_for(knobs)
-        arena = np.empty(math.prod(shape) * 4, np.uint8)
-        mirror_host_buffer(arena)
-        out = arena.view(np.float32).reshape(shape)
-
-        def call() -> None:
-            fn(*args, out=out)
-        call.keep = (fn, args, arena)  # type: ignore[attr-defined]  (alive while the call is)
-        return call, get_device()
-
-    def out_shape_for(self, knobs) -> tuple[int, ...]:
-        """The kernel's output shape with ``knobs`` (``out_shape()`` unless the knobs change the layout)."""
-        return self.out_shape()
-
-    def measure_cost(self, knobs: GpuConvKnobs, repeats: int = REPEATS) -> int:
-        """Median nanoseconds a call of the kernel with ``knobs`` (see the module docstring)."""
-        call, dev = self.bound_call(knobs)
-        return time_device_call(call, dev, repeats)
-
-    def record_line(self, knobs: GpuConvKnobs, res: Result, tuner: str = "") -> str:
-        """The JSON line of one trial (see the module docstring)."""
-        result = None if res.cycles is None else {"ns": int(res.cycles), "gflops": round(self.rate(res.cycles), 4)}
-        return json.dumps({"vta_tuning": FORMAT, "target": "cuda", "gpu": device_ident(), "task": self.ident,
-                           "config": dataclasses.asdict(knobs), "result": result, "error": res.error,
-                           "time": round(time.time(), 3), "seconds": round(res.seconds, 3), "tuner": tuner},
-                          sort_keys=True)
-
 
 @dataclass(frozen=True)
-class CudaConvTask(_DeviceTimed, FloatConvTask):
+class CudaConvTask(_TiledTask, FloatConvTask):
     """One float conv2d as the cuda target compiles it: geometry ``spec``, its fused epilogue (``bias``,
     ``residual``, ``act`` with ``act_params``), and the node's ``name`` (not part of the identity)."""
 
     OP = "conv2d_float_gpu"
-    DROP = ("oc_block", "pixel_tile", "pad_value", "in_block", "pixel_vectors", "row_tile", "dtype")
+    DROP = GPU_SPEC_DROP
 
     def __post_init__(self) -> None:
         if self.spec.dtype != "float32" or not cg.gpu_conv_ok(self.spec):
@@ -138,7 +93,7 @@ class CudaConvTask(_DeviceTimed, FloatConvTask):
 
     def geometry(self) -> list[float]:
         s = self.spec
-        return [_lg(s.c), _lg(s.o), _lg(s.oh), _lg(s.ow), float(s.kh * s.kw), float(s.stride[0]), _lg(s.macs),
+        return [lg(s.c), lg(s.o), lg(s.oh), lg(s.ow), float(s.kh * s.kw), float(s.stride[0]), lg(s.macs),
                 float(self.residual)]
 
     def out_shape(self) -> tuple[int, ...]:
@@ -168,7 +123,7 @@ class CudaConvTask(_DeviceTimed, FloatConvTask):
 
 
 @dataclass(frozen=True)
-class CudaGemmTask(_DeviceTimed):
+class CudaGemmTask(_TiledTask):
     """One float product as the cuda target compiles it (:mod:`compiler.topi.gemm_gpu`): ``a`` (..., M, K) times
     ``b`` (..., K, N) with a ``bias`` and ``act``; a dense layer over a transformer's tokens or an attention
     MatMul. ``name``: the node's (not part of the identity)."""
@@ -216,7 +171,7 @@ class CudaGemmTask(_DeviceTimed):
 
     def geometry(self) -> list[float]:
         m, n, k, batch = self.product()
-        return [_lg(k), _lg(m), _lg(n), _lg(batch), 1.0, 1.0, _lg(self.macs()), 0.0]
+        return [lg(k), lg(m), lg(n), lg(batch), 1.0, 1.0, lg(self.macs()), 0.0]
 
     def out_shape(self) -> tuple[int, ...]:
         return broadcast_shape(tuple(self.a[:-2]), tuple(self.b[:-2])) + (self.a[-2], self.b[-1])
@@ -237,29 +192,6 @@ class CudaGemmTask(_DeviceTimed):
         if self.bias:
             out.append(rng.standard_normal(self.b[-1]).astype(np.float32))
         return out
-
-
-def _lg(x) -> float:
-    return math.log2(max(float(x), 1.0))
-
-
-def time_device_call(call: Callable[[], None], dev, repeats: int = REPEATS) -> int:
-    """Median nanoseconds of ``call`` on ``dev``: a warm-up, then ``repeats`` runs of as many calls as last about
-    :data:`~compiler.autotune.llvm_conv.MIN_RUN_S`, each ended by a synchronize."""
-    call()
-    dev.synchronize()
-    t0 = time.perf_counter()
-    call()
-    dev.synchronize()
-    number = max(1, min(1000, int(MIN_RUN_S / max(time.perf_counter() - t0, 1e-7))))
-    runs = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for _ in range(number):
-            call()
-        dev.synchronize()
-        runs.append((time.perf_counter() - t0) / number)
-    return max(1, int(round(float(np.median(runs)) * 1e9)))
 
 
 def task_of_node(node, infos) -> CudaConvTask | None:
@@ -298,8 +230,6 @@ def gemm_task_of_node(node, infos, consts) -> CudaGemmTask | None:
 def graph_tasks(g) -> list:
     """Distinct tunable tasks of graph ``g`` (after epilogue fusion), in graph order: its one-group convs, its
     products, its grouped convs, then its pools."""
-    from compiler.autotune.cuda_direct import direct_task_of_node, pool_task_of_node
-
     consts = g.constants
     return (distinct_tasks(g, task_of_node) + distinct_tasks(g, lambda n, infos: gemm_task_of_node(n, infos, consts))
             + distinct_tasks(g, direct_task_of_node)
@@ -345,11 +275,11 @@ class GpuTileSpace(KnobGrid):
         waste = tiles_o * bo * tiles_p * bp / (rows * cols) - 1.0
         part = -(-kk // k.split)
         chunks = -(-part // k.rk)
-        feats = [_lg(k.bo), _lg(k.bp), _lg(k.vo), _lg(k.vp), _lg(k.rk), _lg(k.split), _lg(k.threads),
+        feats = [lg(k.bo), lg(k.bp), lg(k.vo), lg(k.vp), lg(k.rk), lg(k.split), lg(k.threads),
                  float(k.vo * k.vp), (k.vo * k.vp) / (k.vo + k.vp),  # FMAs per shared load
-                 _lg(4 * k.rk * (k.bo + k.bp)), waste, _lg(blocks), _lg(blocks * k.threads), _lg(part), _lg(chunks),
+                 lg(4 * k.rk * (k.bo + k.bp)), waste, lg(blocks), lg(blocks * k.threads), lg(part), lg(chunks),
                  (bo * bp) / (bo + bp),  # FMAs per element staged in shared memory
-                 float(k.split > 1) * _lg(self.batch * rows * cols * k.split),  # the partial sums' traffic
+                 float(k.split > 1) * lg(self.batch * rows * cols * k.split),  # the partial sums' traffic
                  *self.task.geometry()]
         return np.asarray(feats, dtype=np.float32)
 
@@ -368,10 +298,8 @@ class CudaMeasurer(InProcessMeasurer):
 _warn = warn_log
 
 # a record's task op -> the knob class its config is read with
-DIRECT_OP = "conv2d_direct_gpu"
-POOL_OP = "pool_float_gpu"
 RECORD_KNOBS: dict[str, type] = {CudaConvTask.OP: GpuConvKnobs, "gemm_float_gpu": GpuConvKnobs,
-                                 DIRECT_OP: DirectGpuKnobs, POOL_OP: PoolGpuKnobs}
+                                 CudaDepthwiseTask.OP: DirectGpuKnobs, POOL_OP: PoolGpuKnobs}
 
 
 def load_cuda_records(path: str | Path) -> list[tuple[dict, object, int, str]]:
@@ -450,8 +378,6 @@ def use_knobs(backend, knobs: dict, graph) -> None:
     """Make ``backend`` (a ``TargetCpuBackend`` for cuda, before ``prepare``) compile the convs, products and pools
     of ``graph`` whose task key is in ``knobs`` with those knobs (the others with the default)."""
     consts = graph.constants
-
-    from compiler.autotune.cuda_direct import direct_task_of_node, pool_task_of_node
 
     def lookup(node, infos):
         t = (task_of_node(node, infos) or gemm_task_of_node(node, infos, consts) or direct_task_of_node(node, infos)

@@ -12,7 +12,7 @@ schedule_gpu`); its space (:class:`PoolGpuSpace`) is the product of :class:`~com
 ``threads`` (32-1024), ``vt`` outputs a thread (1, 2, 4, 8), ``axes`` ("flat", "plane"), ``fused`` and ``unroll``.
 
 Both are measured, logged and applied as the tiled kernel's tasks (:class:`~compiler.autotune.cuda_conv.
-_DeviceTimed`: seeded inputs on the device, a warm-up, the median of repeats); their records' ``task.op`` is
+DeviceTimed`: seeded inputs on the device, a warm-up, the median of repeats); their records' ``task.op`` is
 ``conv2d_direct_gpu`` / ``pool_float_gpu``, which :func:`~compiler.autotune.cuda_conv.load_cuda_records` reads with
 the matching knob class. Each space has its own analytic features and transfer family (the XGB tuner learns a
 family's tasks together, not with the tiled kernel's).
@@ -21,16 +21,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from compiler.autotune.conv_task import FloatConvTask, KnobGrid, node_conv
-from compiler.autotune.cuda_conv import DIRECT_OP, POOL_OP, CudaConvTask, _DeviceTimed
+from compiler.autotune.device_timed import GPU_SPEC_DROP, DeviceTimed, lg
 from compiler.topi import conv2d_direct as cd
 from compiler.topi import pool
-from compiler.topi.conv2d_direct import Conv2dSpec, DirectGpuKnobs
+from compiler.topi.conv2d_direct import DirectGpuKnobs
 from compiler.topi.pool import PoolGpuKnobs, PoolSpec
 
 OB_CHOICES = (1, 2, 4, 8, 16, 32)
@@ -39,10 +38,8 @@ XT_CHOICES = (1, 2, 4, 8)
 YT_CHOICES = (1, 2, 4)
 VT_CHOICES = (1, 2, 4, 8)
 MAX_UNROLLED_TAPS = 64  # a pool window unrolled beyond this many taps only grows the code
-
-
-def _lg(x) -> float:
-    return math.log2(max(float(x), 1.0))
+DIRECT_OP = "conv2d_direct_gpu"  # the task ops of their records
+POOL_OP = "pool_float_gpu"
 
 
 def _canonical_threads(threads: int, default: int, saturated) -> str | None:
@@ -57,12 +54,12 @@ def _canonical_threads(threads: int, default: int, saturated) -> str | None:
 
 
 @dataclass(frozen=True)
-class CudaDepthwiseTask(_DeviceTimed, FloatConvTask):
+class CudaDepthwiseTask(DeviceTimed, FloatConvTask):
     """One float conv2d of more than one group as the cuda target compiles it (:func:`compiler.topi.conv2d_direct.
     schedule_gpu`): geometry ``spec``, its fused epilogue, and the node's ``name`` (not part of the identity)."""
 
     OP = DIRECT_OP
-    DROP = CudaConvTask.DROP
+    DROP = GPU_SPEC_DROP
 
     def __post_init__(self) -> None:
         s = self.spec
@@ -162,15 +159,15 @@ class DirectGpuSpace(KnobGrid):
         span_y = (k.yt - 1) * s.stride[0] + (s.kh - 1) * s.dilations[0] + 1
         loads = span_x * span_y / (acc * s.kh * s.kw)  # distinct input loads a MAC (reuse within the tile)
         taps = s.kh * s.kw
-        feats = [_lg(k.ob), _lg(k.threads), _lg(k.xt), _lg(k.yt), float(k.unroll), _lg(threads),
-                 threads / (32 * -(-threads // 32)), _lg(blocks), _lg(blocks * threads), waste, float(acc), loads,
-                 float(k.unroll) * taps * acc, _lg(s.c), _lg(s.o), _lg(s.oh), _lg(s.ow), float(taps),
-                 float(s.stride[0]), _lg(s.macs), float(self.task.residual), float(s.depthwise), _lg(s.cg)]
+        feats = [lg(k.ob), lg(k.threads), lg(k.xt), lg(k.yt), float(k.unroll), lg(threads),
+                 threads / (32 * -(-threads // 32)), lg(blocks), lg(blocks * threads), waste, float(acc), loads,
+                 float(k.unroll) * taps * acc, lg(s.c), lg(s.o), lg(s.oh), lg(s.ow), float(taps),
+                 float(s.stride[0]), lg(s.macs), float(self.task.residual), float(s.depthwise), lg(s.cg)]
         return np.asarray(feats, dtype=np.float32)
 
 
 @dataclass(frozen=True)
-class CudaPoolTask(_DeviceTimed):
+class CudaPoolTask(DeviceTimed):
     """One float pool as the cuda target compiles it (:func:`compiler.topi.pool.schedule_gpu`): ``kind``
     (``MaxPool``, ``AveragePool``, ``GlobalAveragePool``: ``spec`` one window over the whole plane), its geometry
     ``spec``, ``count_include_pad`` (average) and the node's ``name`` (not part of the identity)."""
@@ -304,11 +301,11 @@ class PoolGpuSpace(KnobGrid):
         waste = blocks * threads * vt / (s.n * s.c * s.oh * s.ow) - 1.0
         taps = s.kh * s.kw
         kernels = t.stages() - (1 if k.fused and t.stages() == 2 else 0)
-        feats = [_lg(k.threads), _lg(k.vt), float(k.axes == "plane"), float(k.fused), float(k.unroll), _lg(threads),
-                 _lg(blocks), _lg(blocks * threads), waste, float(kernels), _lg(taps), float(k.unroll) * taps * vt,
+        feats = [lg(k.threads), lg(k.vt), float(k.axes == "plane"), float(k.fused), float(k.unroll), lg(threads),
+                 lg(blocks), lg(blocks * threads), waste, float(kernels), lg(taps), float(k.unroll) * taps * vt,
                  float(s.stride[0]), taps / (s.stride[0] * s.stride[1]),  # input reads an output, relative
-                 *(float(t.kind == p) for p in pool.FLOAT_POOLS), _lg(s.n * s.c), _lg(s.oh * s.ow), _lg(s.h * s.w),
-                 _lg(t.macs())]
+                 *(float(t.kind == p) for p in pool.FLOAT_POOLS), lg(s.n * s.c), lg(s.oh * s.ow), lg(s.h * s.w),
+                 lg(t.macs())]
         return np.asarray(feats, dtype=np.float32)
 
 

@@ -32,19 +32,18 @@ library's default knobs at build time (:func:`logged_faster`), then both confirm
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import math
-import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
-from compiler.autotune.conv_task import (FloatConvTask, InProcessMeasurer, KnobGrid, distinct_tasks, fastest_usable,
-                                        knobs_from,
+from compiler.autotune.conv_task import (FloatConvTask, InProcessMeasurer, distinct_tasks, fastest_usable, knobs_from,
                                         measure_task, node_conv, other_target, warn_log)
+from compiler.autotune.host_timed import HostKnobGrid, HostTimed, cpu_ident, time_call
+from compiler.autotune.llvm_gemm import gemm_task_of_node
+from compiler.autotune.llvm_pool import pool_task_of_node
 from compiler.autotune.measure import Result
 from compiler.autotune.records import FORMAT, log_lines
 from compiler.topi import conv2d_direct as cd
@@ -58,73 +57,7 @@ Point = tuple[int, ...]
 OB_CHOICES = (8, 16, 32)
 XT_CHOICES = tuple(range(1, 9))
 UNROLL_CHOICES = (0, 1, 2)
-REPEATS = 5          # timed runs per measurement (the median is the cost)
-MIN_RUN_S = 2e-3     # a timed run calls the kernel enough times to last about this long
-SWEEP_MIN_BYTES = 64 << 20  # a flushed measurement first reads at least this much (else twice the L3 cache)
-_sweep: list[np.ndarray] = []
-
-
-def last_level_cache_bytes() -> int:
-    """The largest CPU cache of this machine (Linux sysfs), 0 where unknown."""
-    sizes = []
-    for f in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*/size"):
-        try:
-            text = f.read_text().strip().upper()
-            sizes.append(int(text[:-1]) << {"K": 10, "M": 20}[text[-1]] if text[-1] in "KM" else int(text))
-        except (OSError, ValueError):
-            continue
-    return max(sizes, default=0)
-
-
-def sweep_caches() -> None:
-    """Evict this machine's caches: read a buffer of twice the last-level cache (at least
-    :data:`SWEEP_MIN_BYTES`), so the next call finds its weights and inputs in memory, as a network runs a layer
-    whose weights the other layers have pushed out (TVM's ``enable_cpu_cache_flush``)."""
-    if not _sweep:
-        _sweep.append(np.ones(max(SWEEP_MIN_BYTES, 2 * last_level_cache_bytes()) // 4, np.float32))
-    _sweep[0].max()
-
-
-def cpu_ident() -> dict:
-    """The LLVM target CPU records are keyed by: its name and a hash of its feature string."""
-    from compiler.backend.llvm.host import target_cpu
-
-    t = target_cpu()
-    return {"name": t.cpu, "hash": hashlib.sha256(f"{t.cpu}|{t.features}".encode()).hexdigest()[:12]}
-
-
 # ------------------------------------------------------------------------------------------------ tasks
-class HostTimed:
-    """What the llvm tasks share: the kernel bound to seeded inputs as a model calls it, its timing and its log line.
-    A task gives ``kernel(knobs)`` (a ``CpuOp``), ``inputs(knobs)``, ``ident`` and ``rate(ns)``."""
-
-    def measure_cost(self, knobs, repeats: int = REPEATS, flush: bool = False) -> int:
-        """Median nanoseconds of the kernel with ``knobs`` (one warm-up call, then ``repeats`` timed runs), called
-        as a model calls it: the bound call on fixed arrays (``CpuOp.bind``), not ``CpuOp.__call__``, whose
-        argument checks cost ~10-15 us a call (a third of a 14x14 1x1 conv's time). ``flush``: each timed run is
-        one call after :func:`sweep_caches` (weights and inputs in memory, not cache)."""
-        return time_call(self.bound_call(knobs), repeats, flush)
-
-    def bound_call(self, knobs) -> Callable[[], None]:
-        """The kernel with ``knobs`` bound to its seeded inputs (:meth:`inputs`) and an output array, as a model calls
-        it (``CpuOp.bind``; the call keeps its arrays alive)."""
-        fn = self.kernel(knobs)
-        args = self.inputs(knobs)
-        out = np.empty(fn.func.args[fn.func.num_inputs].shape, np.float32)
-        return fn.bind(*args, out=out) or (lambda: fn(*args, out=out))
-
-    def record_line(self, knobs, res: Result, tuner: str = "", in_model: dict | None = None) -> str:
-        """The JSON line of one trial (see the module docstring); ``in_model``: the figures of an in-model choice
-        (its line then has no timed ``result``)."""
-        result = None if res.cycles is None else {"ns": int(res.cycles), "gflops": round(self.rate(res.cycles), 4)}
-        line = {"vta_tuning": FORMAT, "target": "llvm", "cpu": cpu_ident(), "task": self.ident,
-                "config": dataclasses.asdict(knobs), "result": result, "error": res.error,
-                "time": round(time.time(), 3), "seconds": round(res.seconds, 3), "tuner": tuner}
-        if in_model is not None:
-            line["in_model"] = in_model
-        return json.dumps(line, sort_keys=True)
-
-
 @dataclass(frozen=True)
 class LlvmConvTask(HostTimed, FloatConvTask):
     """One float conv2d as the llvm target compiles it: geometry ``spec`` (no knob fields set), its fused epilogue
@@ -193,23 +126,6 @@ class LlvmConvTask(HostTimed, FloatConvTask):
         return out
 
 
-def time_call(call: Callable[[], None], repeats: int = REPEATS, flush: bool = False) -> int:
-    """Median nanoseconds of ``call`` (see :meth:`LlvmConvTask.measure_cost`)."""
-    t0 = time.perf_counter()
-    call()  # warm-up: caches, page faults, the thread pool
-    one = max(time.perf_counter() - t0, 1e-7)
-    number = 1 if flush else max(1, min(1000, int(MIN_RUN_S / one)))
-    runs = []
-    for _ in range(repeats):
-        if flush:
-            sweep_caches()
-        t0 = time.perf_counter()
-        for _ in range(number):
-            call()
-        runs.append((time.perf_counter() - t0) / number)
-    return max(1, int(round(float(np.median(runs)) * 1e9)))
-
-
 def task_of_node(node, infos) -> LlvmConvTask | None:
     """The task of a ``Conv``/``FusedConv`` graph node (``infos``: its inputs' TensorInfos), or None when the llvm
     target does not tune it (not float32, not a 2-D conv, grouped, or depthwise in the channel-vector layout:
@@ -227,23 +143,12 @@ def task_of_node(node, infos) -> LlvmConvTask | None:
     return LlvmConvTask(spec, *epilogue, node.name)
 
 
-def _other_kinds() -> tuple:
-    """The node -> task functions of the llvm tasks other than convs (``(node, infos, consts)``): GEMMs and max
-    pools (their modules build on :class:`HostTimed`, so they are imported here, not above)."""
-    from compiler.autotune.llvm_gemm import gemm_task_of_node
-    from compiler.autotune.llvm_pool import pool_task_of_node
-
-    return gemm_task_of_node, pool_task_of_node
-
-
 def node_task(node, infos, consts):
     """The llvm task of graph node ``node`` (``infos``: its inputs' TensorInfos; ``consts``: the graph's constants):
     its :class:`LlvmConvTask`, :class:`~compiler.autotune.llvm_gemm.LlvmGemmTask` (a product the target runs as a
     GEMM) or :class:`~compiler.autotune.llvm_pool.LlvmPoolTask` (a max pool on the row schedule), else None."""
-    t = task_of_node(node, infos)
-    for kind in _other_kinds():
-        t = t or kind(node, infos, consts)
-    return t
+    return task_of_node(node, infos) or gemm_task_of_node(node, infos, consts) or pool_task_of_node(node, infos,
+                                                                                                     consts)
 
 
 def graph_tasks(g) -> list:
@@ -251,32 +156,15 @@ def graph_tasks(g) -> list:
     (:class:`~compiler.autotune.llvm_gemm.LlvmGemmTask`), then its max pools
     (:class:`~compiler.autotune.llvm_pool.LlvmPoolTask`)."""
     consts = g.constants
-    out = distinct_tasks(g, task_of_node)
-    for kind in _other_kinds():
-        out += distinct_tasks(g, lambda n, infos, kind=kind: kind(n, infos, consts))
-    return out
+    return (distinct_tasks(g, task_of_node) + distinct_tasks(g, lambda n, infos: gemm_task_of_node(n, infos, consts))
+            + distinct_tasks(g, lambda n, infos: pool_task_of_node(n, infos, consts)))
 
 
 # ------------------------------------------------------------------------------------------------ space
-class _KnobGrid(KnobGrid):
-    """A grid of :class:`CpuConvKnobs` (:class:`~compiler.autotune.conv_task.KnobGrid`) with the target's float32
-    lanes, vector registers and the thread count, for the subclasses' rules and features."""
-
-    KNOBS = CpuConvKnobs
-
-    def _set_axes(self, task: LlvmConvTask, axes: list[tuple[str, list]]) -> None:
-        from compiler.backend.llvm.host import float_lanes, vector_bits
-        from compiler.backend.llvm.parallel import num_threads
-
-        self._axes(task, axes)
-        self.lanes = float_lanes()
-        self.registers = 32 if vector_bits() == 512 else 16
-        self.threads = num_threads()
-
-
-class CpuConvSpace(_KnobGrid):
+class CpuConvSpace(HostKnobGrid):
     """All knob settings of one :class:`LlvmConvTask`: ob x xt x parallel x unroll x order (see module docstring)."""
 
+    KNOBS = CpuConvKnobs
     structure_axis = 2  # the axis that changes the program's structure most (the XGB tuner spreads batches over it)
     # no cap on a batch's share of one parallel choice: the parallel knob has a clear winner per task, and capping
     # it spent trials on the losers (cold XGB over random 0.25 -> 0.19 on 12 seeds of a measured landscape)
@@ -344,7 +232,7 @@ class CpuConvSpace(_KnobGrid):
         return np.asarray(feats, dtype=np.float32)
 
 
-class PixelConvSpace(_KnobGrid):
+class PixelConvSpace(HostKnobGrid):
     """The knob settings of a conv the library puts in a pixel-vector layout (``algo="pixels"``; see the module
     docstring): output channels per register tile ``ob`` (1 for depthwise), pixels per tile ``xt`` (1x1 convs:
     1-4 vectors over the flattened pixels; others along a row: half a vector to four, or the whole row), output
@@ -353,6 +241,7 @@ class PixelConvSpace(_KnobGrid):
     structure_axis = 3
     structure_share = 1.0
     stepped_axes = (0, 1, 2)
+    KNOBS = CpuConvKnobs
     fixed = {"unroll": 1, "order": "rc_ky_kx", "algo": "pixels"}
 
     def __init__(self, task: LlvmConvTask) -> None:

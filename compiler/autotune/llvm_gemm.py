@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from compiler.autotune.llvm_conv import HostTimed, _KnobGrid
+from compiler.autotune.host_timed import HostKnobGrid, HostTimed
 from compiler.topi import gemm
 from compiler.topi.elementwise import broadcast_shape
 from compiler.topi.gemm import GEMM_PARALLEL_CHOICES, KUNROLL_CHOICES, CpuGemmKnobs
@@ -133,7 +133,7 @@ def gemm_task_of_node(node, infos, consts) -> LlvmGemmTask | None:
                         tuple(epi.get("act_params", ())), node.name)
 
 
-class CpuGemmSpace(_KnobGrid):
+class CpuGemmSpace(HostKnobGrid):
     """All knob settings of one :class:`LlvmGemmTask`: bm x nvec x parallel x kunroll (see the module docstring)."""
 
     KNOBS = CpuGemmKnobs

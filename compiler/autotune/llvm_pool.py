@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from compiler.autotune.llvm_conv import HostTimed, _KnobGrid
+from compiler.autotune.host_timed import HostKnobGrid, HostTimed
 from compiler.topi import pool
 from compiler.topi.pool import POOL_PARALLEL_CHOICES, CpuPoolKnobs, PoolSpec
 from compiler.topi.row_tiles import row_vectors
@@ -112,7 +112,7 @@ def pool_task_of_node(node, infos, consts) -> LlvmPoolTask | None:
     return LlvmPoolTask(plan.key[1], node.name)
 
 
-class CpuPoolSpace(_KnobGrid):
+class CpuPoolSpace(HostKnobGrid):
     """All knob settings of one :class:`LlvmPoolTask`: xt x yt x parallel (see the module docstring)."""
 
     KNOBS = CpuPoolKnobs

@@ -24,7 +24,8 @@ choice through :class:`Choices`, so a coverage-guided fuzzer (atheris) and hypot
   JSON value or removed, or the text damaged; applied to its tasks: bad lines are warnings
   (``TuningLogWarning``), never an exception.
 * ``llvmlog``: the same for an llvm tuning log (``vta tune --target llvm``): timed records and in-model choices
-  of two conv tasks, read and chosen from as a build does (no timing): warnings, never an exception.
+  of two conv tasks, a GEMM and a max pool, read and chosen from as a build does (no timing): warnings, never an
+  exception.
 * ``cudalog``: the same for a cuda tuning log (``vta tune --target cuda``, recorded on the emulated device):
   timed records of a conv, a product, a depthwise conv and a pool task, read and chosen from as a build does.
 """
@@ -650,10 +651,15 @@ def run_tunelog(data: bytes) -> None:
 
 def _llvmlog_tasks():
     from compiler.autotune.llvm_conv import LlvmConvTask
+    from compiler.autotune.llvm_gemm import LlvmGemmTask
+    from compiler.autotune.llvm_pool import LlvmPoolTask
     from compiler.topi.conv2d_direct import Conv2dSpec
+    from compiler.topi.pool import PoolSpec
 
     return [LlvmConvTask(Conv2dSpec(1, 16, 8, 8, 16, 3, 3, (1, 1), (1, 1, 1, 1)), True, False, "relu", (), "a"),
-            LlvmConvTask(Conv2dSpec(1, 16, 8, 8, 32, 1, 1), True, True, None, (), "b")]
+            LlvmConvTask(Conv2dSpec(1, 16, 8, 8, 32, 1, 1), True, True, None, (), "b"),
+            LlvmGemmTask((32, 64), (64, 48), True, "gelu", (), "c"),
+            LlvmPoolTask(PoolSpec(1, 16, 40, 40, 3, 3, (2, 2), (1, 1, 1, 1), 20, 20), "d")]
 
 
 def mutated_llvm_log(data: bytes) -> str:

@@ -9,6 +9,7 @@ import onnx
 import pytest
 
 from compiler.autotune import TuningLogWarning, make_tuner, tune_tasks
+from compiler.autotune import host_timed as ht
 from compiler.autotune import llvm_conv as lc
 from compiler.autotune.measure import Result
 from compiler.executor import llvm_log, llvm_rank
@@ -214,7 +215,7 @@ def test_tune_logs_records_keyed_by_cpu(tiny_model, tmp_path):
     with lc.LlvmMeasurer() as m:
         res = tune_tasks(tasks[:1], m, "random", 3, 3, str(log), 0)
     lines = [json.loads(s) for s in log.read_text().splitlines()]
-    assert len(lines) == 3 and all(d["target"] == "llvm" and d["cpu"] == lc.cpu_ident() for d in lines)
+    assert len(lines) == 3 and all(d["target"] == "llvm" and d["cpu"] == ht.cpu_ident() for d in lines)
     assert lines[0]["config"] == vars(tasks[0].default_knobs()) or \
         CpuConvKnobs(**lines[0]["config"]) == tasks[0].default_knobs()  # the default is measured first
     assert res[0].invalid_measured == 0 and all(d["result"]["ns"] > 0 for d in lines)
@@ -323,11 +324,11 @@ def test_a_flushed_measurement_sweeps_the_caches_before_each_call(monkeypatch):
     cache (the build-time check times logged knobs so too)."""
     task = lc.LlvmConvTask(Conv2dSpec(1, 16, 8, 8, 16, 3, 3, (1, 1), (1, 1, 1, 1)), True, False, "relu", (), "c")
     sweeps = []
-    real = lc.sweep_caches
-    monkeypatch.setattr(lc, "sweep_caches", lambda: (sweeps.append(1), real()))
+    real = ht.sweep_caches
+    monkeypatch.setattr(ht, "sweep_caches", lambda: (sweeps.append(1), real()))
     assert task.measure_cost(task.default_knobs(), repeats=3, flush=True) > 0
     assert len(sweeps) == 3
-    assert lc._sweep[0].nbytes >= max(lc.SWEEP_MIN_BYTES, 2 * lc.last_level_cache_bytes())
+    assert ht._sweep[0].nbytes >= max(ht.SWEEP_MIN_BYTES, 2 * ht.last_level_cache_bytes())
     assert task.measure_cost(task.default_knobs(), repeats=2) > 0 and len(sweeps) == 3  # hot: no sweep
 
 
