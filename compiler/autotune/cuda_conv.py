@@ -25,27 +25,23 @@ when both are timed alternately on the device at build time (a log never makes a
 """
 from __future__ import annotations
 
-import dataclasses
-import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from compiler.autotune.conv_task import (FloatConvTask, InProcessMeasurer, KnobGrid, distinct_tasks, fastest_usable,
-                                        knobs_from,
-                                        node_conv, other_target, warn_log)
+                                        knobs_from, node_conv, other_target, warn_log)
 from compiler.autotune.cuda_direct import POOL_OP, CudaDepthwiseTask, direct_task_of_node, pool_task_of_node
 from compiler.autotune.device_timed import GPU_SPEC_DROP, DeviceTimed, device_ident, lg, time_device_call
 from compiler.autotune.llvm_conv import MIN_GAIN
+from compiler.autotune.product_task import FloatProductTask
 from compiler.autotune.records import FORMAT, log_lines
 from compiler.topi import conv2d_gpu as cg
 from compiler.topi import gemm_gpu
 from compiler.topi.conv2d_direct import DirectGpuKnobs
 from compiler.topi.conv2d_gpu import GpuConvKnobs
 from compiler.topi.pool import PoolGpuKnobs
-from compiler.topi.elementwise import broadcast_shape
 
 Point = tuple[int, ...]
 TILE_CHOICES = (4, 8, 16, 32, 64, 128)
@@ -123,42 +119,15 @@ class CudaConvTask(_TiledTask, FloatConvTask):
 
 
 @dataclass(frozen=True)
-class CudaGemmTask(_TiledTask):
-    """One float product as the cuda target compiles it (:mod:`compiler.topi.gemm_gpu`): ``a`` (..., M, K) times
-    ``b`` (..., K, N) with a ``bias`` and ``act``; a dense layer over a transformer's tokens or an attention
-    MatMul. ``name``: the node's (not part of the identity)."""
+class CudaGemmTask(_TiledTask, FloatProductTask):
+    """One float product as the cuda target compiles it (:mod:`compiler.topi.gemm_gpu`; see
+    :class:`~compiler.autotune.product_task.FloatProductTask`): a dense layer over a transformer's tokens or an
+    attention MatMul."""
 
-    a: tuple[int, ...]
-    b: tuple[int, ...]
-    bias: bool = False
-    act: str | None = None
-    act_params: tuple = ()
-    name: str = dataclasses.field(default="", compare=False)
-
-    @property
-    def ident(self) -> dict:
-        return {"op": "gemm_float_gpu", "a": list(self.a), "b": list(self.b), "bias": self.bias, "act": self.act,
-                "act_params": list(self.act_params)}
-
-    @property
-    def key(self) -> str:
-        return json.dumps(self.ident, sort_keys=True)
-
-    def batch(self) -> int:
-        return math.prod(broadcast_shape(tuple(self.a[:-2]), tuple(self.b[:-2])))
-
-    def macs(self) -> int:
-        return self.batch() * self.a[-2] * self.a[-1] * self.b[-1]
-
-    def ideal(self) -> float:
-        return self.macs() / 1000.0
-
-    def rate(self, ns: int) -> float:
-        return 2 * self.macs() / ns
-
-    def describe(self) -> str:
-        return (f"{self.name + ': ' if self.name else ''}gpu gemm {'x'.join(map(str, self.a))} @ "
-                f"{'x'.join(map(str, self.b))}{' ' + self.act if self.act else ''}")
+    OP = "gemm_float_gpu"
+    LABEL = "gpu gemm"
+    TARGET = "cuda"
+    PLAN = "gemm_gpu"
 
     def default_knobs(self) -> GpuConvKnobs:
         return gemm_gpu.default_knobs(self.a, self.b)
@@ -167,14 +136,12 @@ class CudaGemmTask(_TiledTask):
         knobs.check_product(self.a[-1])
 
     def product(self) -> tuple[int, int, int, int]:
-        return self.a[-2], self.b[-1], self.a[-1], self.batch()
+        m, k, n, batch = self.dims()
+        return m, n, k, batch
 
     def geometry(self) -> list[float]:
         m, n, k, batch = self.product()
         return [lg(k), lg(m), lg(n), lg(batch), 1.0, 1.0, lg(self.macs()), 0.0]
-
-    def out_shape(self) -> tuple[int, ...]:
-        return broadcast_shape(tuple(self.a[:-2]), tuple(self.b[:-2])) + (self.a[-2], self.b[-1])
 
     def kernel(self, knobs: GpuConvKnobs):
         """The compiled kernel with ``knobs`` (a ``CudaOp``)."""
@@ -186,13 +153,6 @@ class CudaGemmTask(_TiledTask):
         gemm_gpu.schedule_gpu(op, s)
         return build_op(s, args=op.inputs + [op.out], target="cuda", name="gemm_gpu_tune")
 
-    def inputs(self, knobs: GpuConvKnobs, seed: int = 0) -> list[np.ndarray]:
-        rng = np.random.default_rng(seed)
-        out = [rng.standard_normal(self.a).astype(np.float32), rng.standard_normal(self.b).astype(np.float32)]
-        if self.bias:
-            out.append(rng.standard_normal(self.b[-1]).astype(np.float32))
-        return out
-
 
 def task_of_node(node, infos) -> CudaConvTask | None:
     """The task of a ``Conv``/``FusedConv`` graph node (``infos``: its inputs' TensorInfos), or None when the cuda
@@ -203,28 +163,10 @@ def task_of_node(node, infos) -> CudaConvTask | None:
     return CudaConvTask(conv[0], *conv[1], node.name)
 
 
-GEMM_OPS = ("Gemm", "FusedDense", "MatMul")
-
-
 def gemm_task_of_node(node, infos, consts) -> CudaGemmTask | None:
-    """The task of a product node (``Gemm``/``FusedDense``/``MatMul``; ``consts``: the graph's constants) that the
-    cuda target compiles to the tiled GEMM, from its plan (the operands' shapes and epilogue in the plan's key), or
-    None."""
-    from compiler.backend.plans.oplan import UnsupportedOnTarget
-    from compiler.backend.plans.plans import PLANNERS
-
-    if node.op not in GEMM_OPS or any(i is None for i in infos[:2]):
-        return None
-    try:
-        plan = PLANNERS[node.op](node, infos, consts, "cuda")
-    except (UnsupportedOnTarget, ValueError, TypeError, KeyError):
-        return None
-    if plan.key[0] != "gemm_gpu":
-        return None
-    _, sa, sb, epilogue, _ = plan.key
-    epi = dict(epilogue)
-    return CudaGemmTask(tuple(sa), tuple(sb), bool(epi.get("bias", False)), epi.get("act"),
-                        tuple(epi.get("act_params", ())), node.name)
+    """The task of a product node that the cuda target compiles to the tiled GEMM, or None
+    (:meth:`~compiler.autotune.product_task.FloatProductTask.of_node`)."""
+    return CudaGemmTask.of_node(node, infos, consts)
 
 
 def graph_tasks(g) -> list:
@@ -298,7 +240,7 @@ class CudaMeasurer(InProcessMeasurer):
 _warn = warn_log
 
 # a record's task op -> the knob class its config is read with
-RECORD_KNOBS: dict[str, type] = {CudaConvTask.OP: GpuConvKnobs, "gemm_float_gpu": GpuConvKnobs,
+RECORD_KNOBS: dict[str, type] = {CudaConvTask.OP: GpuConvKnobs, CudaGemmTask.OP: GpuConvKnobs,
                                  CudaDepthwiseTask.OP: DirectGpuKnobs, POOL_OP: PoolGpuKnobs}
 
 

@@ -20,13 +20,13 @@ family's tasks together, not with the tiled kernel's).
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass
 
 import numpy as np
 
 from compiler.autotune.conv_task import FloatConvTask, KnobGrid, node_conv
 from compiler.autotune.device_timed import GPU_SPEC_DROP, DeviceTimed, lg
+from compiler.autotune.pool_task import PoolWindows
 from compiler.topi import conv2d_direct as cd
 from compiler.topi import pool
 from compiler.topi.conv2d_direct import DirectGpuKnobs
@@ -167,7 +167,7 @@ class DirectGpuSpace(KnobGrid):
 
 
 @dataclass(frozen=True)
-class CudaPoolTask(DeviceTimed):
+class CudaPoolTask(PoolWindows, DeviceTimed):
     """One float pool as the cuda target compiles it (:func:`compiler.topi.pool.schedule_gpu`): ``kind``
     (``MaxPool``, ``AveragePool``, ``GlobalAveragePool``: ``spec`` one window over the whole plane), its geometry
     ``spec``, ``count_include_pad`` (average) and the node's ``name`` (not part of the identity)."""
@@ -190,22 +190,6 @@ class CudaPoolTask(DeviceTimed):
     def ident(self) -> dict:
         return {"op": POOL_OP, "kind": self.kind, "spec": dataclasses.asdict(self.spec),
                 "count_include_pad": self.count_include_pad}
-
-    @property
-    def key(self) -> str:
-        return json.dumps(self.ident, sort_keys=True)
-
-    def macs(self) -> int:
-        """Window operations (a compare or an add per tap and output)."""
-        s = self.spec
-        return s.n * s.c * s.oh * s.ow * s.kh * s.kw
-
-    def ideal(self) -> float:
-        return self.macs() / 1000.0
-
-    def rate(self, ns: int) -> float:
-        """G window operations a second at ``ns`` nanoseconds."""
-        return self.macs() / ns
 
     def describe(self) -> str:
         s = self.spec

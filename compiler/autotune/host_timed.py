@@ -72,8 +72,8 @@ class HostTimed:
         return fn.bind(*args, out=out) or (lambda: fn(*args, out=out))
 
     def record_line(self, knobs, res: Result, tuner: str = "", in_model: dict | None = None) -> str:
-        """The JSON line of one trial (see :mod:`compiler.autotune.llvm_conv`); ``in_model``: the figures of an in-model choice
-        (its line then has no timed ``result``)."""
+        """The JSON line of one trial (see :mod:`compiler.autotune.llvm_conv`); ``in_model``: the figures of an
+        in-model choice (its line then has no timed ``result``)."""
         result = None if res.cycles is None else {"ns": int(res.cycles), "gflops": round(self.rate(res.cycles), 4)}
         line = {"vta_tuning": FORMAT, "target": "llvm", "cpu": cpu_ident(), "task": self.ident,
                 "config": dataclasses.asdict(knobs), "result": result, "error": res.error,

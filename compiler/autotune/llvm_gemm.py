@@ -15,69 +15,29 @@ confirmation.
 """
 from __future__ import annotations
 
-import dataclasses
-import json
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from compiler.autotune.host_timed import HostKnobGrid, HostTimed
+from compiler.autotune.product_task import FloatProductTask
 from compiler.topi import gemm
-from compiler.topi.elementwise import broadcast_shape
 from compiler.topi.gemm import GEMM_PARALLEL_CHOICES, KUNROLL_CHOICES, CpuGemmKnobs
 
 OP = "gemm_float"
 BM_CHOICES = (1, 2, 3, 4, 5, 6, 7, 8, 10, 12)
 NVEC_CHOICES = (1, 2, 3, 4)
-GEMM_OPS = ("Gemm", "FusedDense", "MatMul")
 
 
 @dataclass(frozen=True)
-class LlvmGemmTask(HostTimed):
-    """One float product as the llvm target compiles it (:mod:`compiler.topi.gemm`): ``a`` (..., M, K) times ``b``
-    (..., K, N), batch axes broadcast, with a ``bias`` and ``act``. ``name``: the node's (not part of the
-    identity)."""
+class LlvmGemmTask(HostTimed, FloatProductTask):
+    """One float product as the llvm target compiles it (:mod:`compiler.topi.gemm`; see
+    :class:`~compiler.autotune.product_task.FloatProductTask`)."""
 
-    a: tuple[int, ...]
-    b: tuple[int, ...]
-    bias: bool = False
-    act: str | None = None
-    act_params: tuple = ()
-    name: str = dataclasses.field(default="", compare=False)
-
-    def __post_init__(self) -> None:
-        gemm.product_dims(tuple(self.a), tuple(self.b), "llvm gemm task")  # a TeError naming the bad shapes
-
-    @property
-    def ident(self) -> dict:
-        return {"op": OP, "a": list(self.a), "b": list(self.b), "bias": self.bias, "act": self.act,
-                "act_params": list(self.act_params)}
-
-    @property
-    def key(self) -> str:
-        return json.dumps(self.ident, sort_keys=True)
-
-    def dims(self) -> tuple[int, int, int, int]:
-        """``(m, k, n, batch)``: rows, reduction, columns and the number of products."""
-        m, k, n, batch = gemm.product_dims(tuple(self.a), tuple(self.b))
-        return m, k, n, math.prod(batch)
-
-    def macs(self) -> int:
-        m, k, n, batch = self.dims()
-        return batch * m * k * n
-
-    def ideal(self) -> float:
-        """Scale of the cost model's target (ns per 1000 MACs)."""
-        return self.macs() / 1000.0
-
-    def rate(self, ns: int) -> float:
-        """GFLOPS (2 per MAC) at ``ns`` nanoseconds."""
-        return 2 * self.macs() / ns
-
-    def describe(self) -> str:
-        return (f"{self.name + ': ' if self.name else ''}gemm {'x'.join(map(str, self.a))} @ "
-                f"{'x'.join(map(str, self.b))}{' +bias' if self.bias else ''}{' ' + self.act if self.act else ''}")
+    OP = OP
+    TARGET = "llvm"
+    PLAN = "gemm"
 
     def default_knobs(self) -> CpuGemmKnobs:
         """The knobs a build without a log uses (:func:`compiler.topi.gemm.default_cpu_knobs`)."""
@@ -87,9 +47,6 @@ class LlvmGemmTask(HostTimed):
 
     def make_space(self) -> "CpuGemmSpace":
         return CpuGemmSpace(self)
-
-    def out_shape(self) -> tuple[int, ...]:
-        return broadcast_shape(tuple(self.a[:-2]), tuple(self.b[:-2])) + (self.a[-2], self.b[-1])
 
     def kernel(self, knobs: CpuGemmKnobs):
         """The compiled kernel with ``knobs`` (``compiler.backend.build.CpuOp``)."""
@@ -103,34 +60,11 @@ class LlvmGemmTask(HostTimed):
         gemm.schedule_cpu(op, s)
         return build_op(s, args=op.inputs + [op.out], name="gemm_tune")
 
-    def inputs(self, knobs: CpuGemmKnobs, seed: int = 0) -> list[np.ndarray]:
-        """Seeded random arguments (the GEMM packs ``b`` itself, so they do not depend on ``knobs``)."""
-        rng = np.random.default_rng(seed)
-        out = [rng.standard_normal(self.a).astype(np.float32), rng.standard_normal(self.b).astype(np.float32)]
-        if self.bias:
-            out.append(rng.standard_normal(self.b[-1]).astype(np.float32))
-        return out
-
 
 def gemm_task_of_node(node, infos, consts) -> LlvmGemmTask | None:
-    """The task of a product node (``Gemm``/``FusedDense``/``MatMul``; ``consts``: the graph's constants) that the
-    llvm target compiles to the GEMM, read from its plan (the operands' shapes and epilogue in the plan's key), or
-    None."""
-    from compiler.backend.plans.oplan import UnsupportedOnTarget
-    from compiler.backend.plans.plans import PLANNERS
-
-    if node.op not in GEMM_OPS or len(infos) < 2 or infos[0] is None:
-        return None
-    try:
-        plan = PLANNERS[node.op](node, infos, consts, "llvm")
-    except (UnsupportedOnTarget, ValueError, TypeError, KeyError):
-        return None
-    if plan.key[0] != "gemm":
-        return None
-    _, sa, sb, _lanes, epilogue, _target, _knobs = plan.key
-    epi = dict(epilogue)
-    return LlvmGemmTask(tuple(sa), tuple(sb), bool(epi.get("bias", False)), epi.get("act"),
-                        tuple(epi.get("act_params", ())), node.name)
+    """The task of a product node that the llvm target compiles to the GEMM, or None
+    (:meth:`~compiler.autotune.product_task.FloatProductTask.of_node`)."""
+    return LlvmGemmTask.of_node(node, infos, consts)
 
 
 class CpuGemmSpace(HostKnobGrid):

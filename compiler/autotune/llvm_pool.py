@@ -12,13 +12,13 @@ target's vector registers) and the parallel (image, channel) loop on or off. Mea
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from compiler.autotune.host_timed import HostKnobGrid, HostTimed
+from compiler.autotune.pool_task import PoolWindows
 from compiler.topi import pool
 from compiler.topi.pool import POOL_PARALLEL_CHOICES, CpuPoolKnobs, PoolSpec
 from compiler.topi.row_tiles import row_vectors
@@ -28,7 +28,7 @@ YT_CHOICES = (1, 2, 3, 4, 5, 6, 7, 8, 12, 16)
 
 
 @dataclass(frozen=True)
-class LlvmPoolTask(HostTimed):
+class LlvmPoolTask(PoolWindows, HostTimed):
     """One float32 max pool as the llvm target compiles it (``spec``: geometry and output size); ``name``: the
     node's (not part of the identity)."""
 
@@ -42,24 +42,7 @@ class LlvmPoolTask(HostTimed):
 
     @property
     def ident(self) -> dict:
-        s = dataclasses.asdict(self.spec)
-        return {"op": OP, "spec": {k: list(v) if isinstance(v, tuple) else v for k, v in s.items()}}
-
-    @property
-    def key(self) -> str:
-        return json.dumps(self.ident, sort_keys=True)
-
-    def macs(self) -> int:
-        """Window reads (one compare each)."""
-        s = self.spec
-        return s.n * s.c * s.oh * s.ow * s.kh * s.kw
-
-    def ideal(self) -> float:
-        return self.macs() / 1000.0
-
-    def rate(self, ns: int) -> float:
-        """Billions of window reads a second at ``ns`` nanoseconds (counted as two operations each, as a MAC)."""
-        return 2 * self.macs() / ns
+        return {"op": OP, "spec": dataclasses.asdict(self.spec)}
 
     def describe(self) -> str:
         s = self.spec

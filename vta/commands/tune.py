@@ -15,10 +15,10 @@ TARGETS = ("sim", "llvm", "cuda")
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("tune", help="auto-tune a model's kernels (accelerator: simulator cycles; llvm/cuda: "
                                     "timed on this CPU/GPU)",
-                       description="Extracts the model's tasks (the accelerator's conv2d/dense, or the float convs "
-                                   "and products of --target llvm|cuda, per shape and epilogue), tunes each with measurements, "
-                                   "appends every trial to --log, then builds with the log and prints the network "
-                                   "latency before and after.")
+                       description="Extracts the model's tasks (the accelerator's conv2d/dense, or the float convs, "
+                                   "products and pools of --target llvm|cuda, per shape and epilogue), tunes each "
+                                   "with measurements, appends every trial to --log, then builds with the log and "
+                                   "prints the network latency before and after.")
     p.add_argument("model", help="ONNX model file (int8 QDQ, or float with --calibrate)")
     p.add_argument("--target", default="sim", choices=TARGETS,
                    help="what to tune: sim (default: the accelerator kernels, measured on the cycle-accurate "

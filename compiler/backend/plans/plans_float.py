@@ -241,7 +241,7 @@ def _gemm_kernel(sa: tuple, sb: tuple, target: str, knobs: "conv2d_gpu.GpuConvKn
         knobs.check(k)
     except TeError as exc:
         raise UnsupportedOnTarget(f"{sa} @ {sb}: {exc}") from None
-    key = ("gemm", sa, sb, lanes, tuple(sorted(epilogue.items())), target, knobs)
+    key = ("gemm", sa, sb, tuple(sorted(epilogue.items())), lanes, target, knobs)  # fields 1-3 as the cuda key's
 
     def make():
         op = gemm.gemm(sa, sb, lanes, knobs=knobs, **epilogue)
