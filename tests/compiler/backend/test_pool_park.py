@@ -31,10 +31,18 @@ def _ref(v: int) -> np.ndarray:
     return np.broadcast_to(v * 3 + np.arange(97)[:, None], (97, 16))
 
 
+def _state() -> str:
+    """The pool's native record and queue, for a timed-out wait's message (which condition did not hold)."""
+    rec = parallel._record
+    names = ("SPINNING", "QUEUED", "BUSY", "THREADS", "PARKED", "PYJOBS", "WAKES", "RETURN")
+    return ", ".join(f"{n}={int(rec[getattr(native_pool, n)])}" for n in names) + \
+        f", queue={parallel._pool.jobs.qsize()}, pool threads={parallel._pool.size}"
+
+
 def _until(cond, what: str, seconds: float = 20.0) -> None:
     deadline = time.monotonic() + seconds
     while not cond():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        assert time.monotonic() < deadline, f"timed out waiting for {what} ({_state()})"
         time.sleep(0.001)
 
 
