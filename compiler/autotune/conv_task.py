@@ -179,6 +179,16 @@ class KnobGrid(GridSpace):
     def grid(self):
         return itertools.product(*(range(d) for d in self.dims))
 
+    @staticmethod
+    def knob_error(check: Callable[[], None]) -> str | None:
+        """``"bad knob: <the knob's own message>"`` where ``check()`` raises (a setting the schedule refuses), else
+        None: the first reason a subclass's ``reject`` gives."""
+        try:
+            check()
+        except Exception as exc:  # noqa: BLE001 - the knob's own message
+            return f"bad knob: {exc}"
+        return None
+
     def candidates(self) -> list[Point]:
         """Every valid point (the XGB tuner ranks them all by its model, no annealing)."""
         if not hasattr(self, "_candidates"):

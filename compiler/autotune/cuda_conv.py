@@ -194,10 +194,9 @@ class GpuTileSpace(KnobGrid):
 
     def reject(self, k: GpuConvKnobs) -> str | None:
         """Why ``k`` cannot (or need not) be measured for this task, or None."""
-        try:
-            self.task.check_knobs(k)
-        except Exception as exc:  # noqa: BLE001 - the knob's own message
-            return f"bad knob: {exc}"
+        why = self.knob_error(lambda: self.task.check_knobs(k))
+        if why:
+            return why
         if k.vo * k.vp > MAX_ACCUMULATORS:
             return f"{k.vo * k.vp} accumulators a thread (at most {MAX_ACCUMULATORS})"
         rows, cols = self.rows, self.cols

@@ -132,10 +132,9 @@ class DirectGpuSpace(KnobGrid):
     def reject(self, k: DirectGpuKnobs) -> str | None:
         """Why ``k`` cannot (or need not) be measured for this task, or None."""
         s = self.task.spec
-        try:
-            self.task.check_knobs(k)
-        except Exception as exc:  # noqa: BLE001 - the knob's own message
-            return f"bad knob: {exc}"
+        why = self.knob_error(lambda: self.task.check_knobs(k))
+        if why:
+            return why
         tiles = -(-s.ow // k.xt)
         why = _canonical_threads(k.threads, cd.GPU_THREADS, lambda t: t // k.ob >= tiles)
         if why:
@@ -253,10 +252,9 @@ class PoolGpuSpace(KnobGrid):
     def reject(self, k: PoolGpuKnobs) -> str | None:
         """Why ``k`` cannot (or need not) be measured for this task, or None."""
         s = self.task.spec
-        try:
-            self.task.check_knobs(k)
-        except Exception as exc:  # noqa: BLE001 - the knob's own message
-            return f"bad knob: {exc}"
+        why = self.knob_error(lambda: self.task.check_knobs(k))
+        if why:
+            return why
         taps = s.kh * s.kw
         if k.fused and self.task.stages() == 1:
             return "fused with a one-stage pool (the same program as fused=False)"

@@ -191,10 +191,10 @@ class CpuConvSpace(HostKnobGrid):
         """Why ``k`` cannot (or need not) be measured for this task, or None."""
         if k.algo == "winograd" and (k.order != "rc_ky_kx" or k.unroll == 2):
             return "order/unroll=2 with algo=winograd (the same program as rc_ky_kx, unroll=1)"
-        try:
-            cw.check_knobs(self.task.spec, k) if k.algo == "winograd" else k.check(self.task.spec)
-        except Exception as exc:  # noqa: BLE001 - the knob's own message
-            return f"bad knob: {exc}"
+        spec = self.task.spec
+        why = self.knob_error(lambda: cw.check_knobs(spec, k) if k.algo == "winograd" else k.check(spec))
+        if why:
+            return why
         if k.xt > self.extent(k):
             return "xt exceeds the tiled extent (the same program as a smaller xt)"
         if k.unroll == 2 and self.task.spec.kw == 1:
@@ -268,10 +268,9 @@ class PixelConvSpace(HostKnobGrid):
         """Why ``k`` cannot (or need not) be measured for this task, or None."""
         if k.algo != "pixels":
             return f"algo={k.algo!r}: this conv's space is its pixel-vector layout (algo='pixels')"
-        try:
-            k.check(self.task.spec)
-        except Exception as exc:  # noqa: BLE001 - the knob's own message
-            return f"bad knob: {exc}"
+        why = self.knob_error(lambda: k.check(self.task.spec))
+        if why:
+            return why
         if self.accumulators(k) > self.registers:
             return f"{self.accumulators(k)} accumulator registers (the target has {self.registers})"
         return None

@@ -91,10 +91,9 @@ class CpuGemmSpace(HostKnobGrid):
 
     def reject(self, k: CpuGemmKnobs) -> str | None:
         """Why ``k`` cannot (or need not) be measured for this task, or None."""
-        try:
-            k.check(self.k)
-        except Exception as exc:  # noqa: BLE001 - the knob's own message
-            return f"bad knob: {exc}"
+        why = self.knob_error(lambda: k.check(self.k))
+        if why:
+            return why
         bm, vec, bn = self.tile(k)
         vecs = bn // vec
         if k.bm > bm:

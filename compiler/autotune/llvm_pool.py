@@ -121,10 +121,9 @@ class CpuPoolSpace(HostKnobGrid):
     def reject(self, k: CpuPoolKnobs) -> str | None:
         """Why ``k`` cannot (or need not) be measured for this task, or None."""
         s = self.task.spec
-        try:
-            k.check(s)
-        except Exception as exc:  # noqa: BLE001 - the knob's own message
-            return f"bad knob: {exc}"
+        why = self.knob_error(lambda: k.check(s))
+        if why:
+            return why
         if self.accumulators(k) + 2 > self.registers:
             return f"{self.accumulators(k)} accumulator registers and two for loads exceed the {self.registers}"
         if k.parallel == "nc" and s.n * s.c < 2:

@@ -635,18 +635,24 @@ def _damaged_log(c: Choices, lines: list[dict], nested: tuple[str, ...]) -> str:
     return text
 
 
-def run_tunelog(data: bytes) -> None:
+def _read_log(text: str, name: str, read) -> None:
+    """Write ``text`` to a log file ``name`` in a fresh folder and call ``read(path)`` with warnings silenced (bad
+    lines are warnings; only an exception is a finding)."""
     import warnings
 
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / name
+        path.write_text(text, encoding="utf-8", errors="replace")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            read(path)
+
+
+def run_tunelog(data: bytes) -> None:
     from compiler.autotune.apply import tuned_knobs
 
     cfg, tasks = _tunelog_tasks()
-    with tempfile.TemporaryDirectory() as d:
-        path = Path(d) / "tune.log"
-        path.write_text(mutated_tuning_log(data), encoding="utf-8", errors="replace")
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            tuned_knobs(tasks, path, cfg)
+    _read_log(mutated_tuning_log(data), "tune.log", lambda path: tuned_knobs(tasks, path, cfg))
 
 
 def _llvmlog_tasks():
@@ -679,19 +685,14 @@ def mutated_llvm_log(data: bytes) -> str:
 
 
 def run_llvmlog(data: bytes) -> None:
-    import warnings
-
     from compiler.autotune.llvm_conv import in_model_choices, load_llvm_log, logged_knobs
 
     tasks = _llvmlog_tasks()
-    with tempfile.TemporaryDirectory() as d:
-        path = Path(d) / "cpu.log"
-        path.write_text(mutated_llvm_log(data), encoding="utf-8", errors="replace")
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            log = load_llvm_log(path)
-            ranked = in_model_choices(tasks, log)
-            logged_knobs(tasks, path, log, frozenset(ranked))
+
+    def read(path) -> None:
+        log = load_llvm_log(path)
+        logged_knobs(tasks, path, log, frozenset(in_model_choices(tasks, log)))
+    _read_log(mutated_llvm_log(data), "cpu.log", read)
 
 
 def _cudalog_tasks():
@@ -738,17 +739,10 @@ def mutated_cuda_log(data: bytes) -> str:
 
 
 def run_cudalog(data: bytes) -> None:
-    import warnings
-
     from compiler.autotune.cuda_conv import logged_knobs
 
     tasks = _cudalog_tasks()
-    with tempfile.TemporaryDirectory() as d:
-        path = Path(d) / "gpu.log"
-        path.write_text(mutated_cuda_log(data), encoding="utf-8", errors="replace")
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            _emulated(lambda: logged_knobs(tasks, path))
+    _read_log(mutated_cuda_log(data), "gpu.log", lambda path: _emulated(lambda: logged_knobs(tasks, path)))
 
 
 # ------------------------------------------------------------------------------------ declarations
