@@ -23,7 +23,7 @@ choice measured first, XGB, ``--net-trials``) and built with and without the log
 
 ``--spaces llvm`` (default: both) does the same on the llvm target's conv schedule space
 (:mod:`compiler.autotune.llvm_conv`: ResNet-18's float conv tasks at ``--llvm-image-size``, the first
-``--llvm-tasks``): the landscape (``--llvm-landscape``, 0: the whole space, at most 432 settings a task) is timed
+``--llvm-tasks``): the landscape (``--llvm-landscape``, 0: the whole space, at most 576 settings a task) is timed
 in ``--llvm-passes`` alternating passes (forward, then reversed), the minimum kept, and shared by the tuners and
 seeds; then every task of that ResNet-18 (convs and its max pool) is tuned (``--llvm-net-trials``, XGB, default
 knobs first) and the whole model timed untuned and tuned (min of alternating medians): ``tuned_over_untuned_ms``.

@@ -99,14 +99,18 @@ PIXEL_SPECS = [Conv2dSpec(1, 16, 8, 8, 24, 1, 1),                               
 
 @pytest.mark.parametrize("spec", PIXEL_SPECS)
 def test_pixel_knob_settings_compute_the_conv(spec):
-    """Convs the library lays out with pixels in the vector lanes get the pixel space (algo 'pixels'), which holds
-    the library's default; a spread of its valid settings (tiles, rows, serial or parallel) computes the conv."""
+    """Convs the library lays out with pixels in the vector lanes get the pixel settings (algo 'pixels'; depthwise
+    convs only those, 1x1 convs and stems also the channel-vector ones), which hold the library's default; a spread
+    of the valid settings of each layout (tiles, rows, serial or parallel) computes the conv."""
     res = spec.pointwise
     task = lc.LlvmConvTask(spec, bias=True, residual=res, act="relu")
     sp = task.make_space()
-    assert isinstance(sp, lc.PixelConvSpace) and task.default_knobs().algo == "pixels"
-    assert sp.point(task.default_knobs()) in sp.candidates()
-    pts = sp.candidates()
+    assert isinstance(sp, lc.PixelConvSpace if spec.depthwise else lc.ConvLayoutsSpace)
+    assert task.default_knobs().algo == "pixels" and sp.point(task.default_knobs()) in sp.candidates()
+    pts = [p for p in sp.candidates() if sp.knobs(p).algo == "pixels"]
+    other = [p for p in sp.candidates() if sp.knobs(p).algo != "pixels"]
+    assert bool(other) != spec.depthwise
+    pts += other[::max(1, len(other) // 4)]
     rng = np.random.default_rng(1)
     w = rng.standard_normal((spec.o, spec.cg, spec.kh, spec.kw)).astype(np.float32)
     b = rng.standard_normal(spec.o).astype(np.float32)
@@ -143,6 +147,29 @@ def test_pixel_knobs_say_what_is_allowed():
     assert "this conv's space is its pixel-vector layout" in sp.reject(CpuConvKnobs(8, 4))
     assert "accumulator registers" in sp.reject(CpuConvKnobs(1, 13, "outer", 1, "rc_ky_kx", "pixels", 13))
     assert lc.LlvmConvTask(conv3).make_space().reject(CpuConvKnobs(1, 8, "outer", 1, "rc_ky_kx", "pixels")) is not None
+
+
+@pytest.mark.parametrize("spec", [Conv2dSpec(1, 64, 14, 14, 96, 1, 1),                       # 1x1, ragged pixels
+                                  Conv2dSpec(1, 3, 30, 30, 32, 7, 7, (2, 2), (3, 3, 3, 3))])  # a 7x7 image stem
+def test_a_conv_of_both_layouts_gets_the_settings_of_each(spec):
+    """A 1x1 conv or an image stem can take either layout: its space holds exactly the channel-vector space's and
+    the pixel-vector space's valid settings (the default among them), says why a point of the merged grid belongs
+    to neither, and gives every setting its layout space's features."""
+    task = lc.LlvmConvTask(spec, bias=True)
+    sp = task.make_space()
+    assert isinstance(sp, lc.ConvLayoutsSpace)
+    cv, px = lc.CpuConvSpace(task), lc.PixelConvSpace(task)
+    got = {sp.knobs(p) for p in sp.candidates()}
+    want = {cv.knobs(p) for p in cv.candidates()} | {px.knobs(p) for p in px.candidates()}
+    assert got == want and {k.algo for k in got} >= {"direct", "pixels"}
+    assert sp.point(task.default_knobs()) in sp.candidates()
+    assert "not a setting of the channel-vector layout's space" in sp.reject(CpuConvKnobs(6, 4))  # a pixel ob
+    assert "not a setting of the pixel-vector layout's space" in sp.reject(
+        CpuConvKnobs(1, 8, "fused", 1, "rc_ky_kx", "pixels"))
+    for k in list(got)[::7]:
+        own = px if k.algo == "pixels" else cv
+        np.testing.assert_array_equal(sp.features(k), own.features(k))
+        assert sp.knobs(sp.point(k)) == k
 
 
 def test_xgb_tuner_cold_on_the_llvm_space_measures_only_valid_settings():
@@ -286,9 +313,11 @@ def test_build_applies_a_log_only_where_it_is_faster(tiny_model, tmp_path, monke
                                rtol=1e-4, atol=1e-5)
 
 
-def test_build_applies_logged_pixel_knobs(tmp_path, monkeypatch):
-    """A model of a 1x1 and a depthwise conv (both pixel-vector layouts): logged pixel knobs that time faster are
-    compiled in, and the model computes what it does without the log."""
+@pytest.mark.parametrize("layout", [("pixels", "pixels"), ("direct", "pixels")])
+def test_build_applies_logged_pixel_knobs(tmp_path, monkeypatch, layout):
+    """A model of a 1x1 and a depthwise conv (both pixel-vector layouts by default): logged knobs that time faster
+    are compiled in, pixel-vector ones or, for the 1x1 conv, the channel-vector layout, and the model computes what
+    it does without the log."""
     from compiler.executor import build
 
     bld = OnnxBuilder(7)
@@ -302,7 +331,8 @@ def test_build_applies_logged_pixel_knobs(tmp_path, monkeypatch):
     chosen = {}
     for t in tasks:
         sp, d = t.make_space(), t.default_knobs()
-        chosen[t.key] = next(k for k in map(sp.knobs, sp.candidates()) if k.xt != d.xt or k.rows != d.rows)
+        chosen[t.key] = next(k for k in map(sp.knobs, sp.candidates())
+                             if k.algo == layout[t.spec.depthwise] and (k.xt != d.xt or k.rows != d.rows))
     log = tmp_path / "t.log"
     log.write_text("".join(_log_line(t, chosen[t.key]) + "\n" for t in tasks))
     monkeypatch.setattr(lc.LlvmConvTask, "bound_call", lambda self, k: (self.key, k))
