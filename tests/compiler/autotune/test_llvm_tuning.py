@@ -217,6 +217,25 @@ def test_xgb_batches_on_the_llvm_space_are_not_capped_per_parallel_choice():
     assert sum(k.parallel == "outer" for k, _ in tuner.history[16:]) > 4  # more than the 0.5 cap would allow
 
 
+def test_xgb_batches_on_a_both_layouts_space_measure_each_layout():
+    """A conv of both layouts: at most half an XGB batch takes one layout, so the one the model does not favour is
+    measured every batch (a cold model that had seen only channel vectors filled its batches with them)."""
+    pytest.importorskip("xgboost")
+    from compiler.autotune.xgb_tuner import XGBTuner
+
+    task = lc.LlvmConvTask(Conv2dSpec(1, 64, 14, 14, 96, 1, 1), bias=True)
+    sp = task.make_space()
+    assert XGBTuner(task, sp).max_same_threads == 0.5
+
+    def measure(t, batch):  # channel vectors look better; the best setting is a pixel-vector one
+        return [Result(500 if (k.algo, k.ob, k.xt) == ("pixels", 3, 32) else 1000 + 200 * (k.algo == "pixels")
+                       + 10 * abs(k.xt - 4), None, 0.0) for k in batch]
+    tuner = XGBTuner(task, sp, seed=0)
+    tuner.tune(32, measure, 8)
+    for i in range(0, 32, 8):
+        assert 0 < sum(k.algo == "pixels" for k, _ in tuner.history[i:i + 8]) <= 4
+
+
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory):
     b = OnnxBuilder(5)
