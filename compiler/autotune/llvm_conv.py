@@ -11,8 +11,10 @@ tiled extent), what runs in parallel, the unrolling and the reduction order, and
 or Winograd where the conv allows it: ``ob`` and ``xt`` are then the GEMM's block and tiles per register tile; the
 default knobs are Winograd's where the library's default takes it). Convs the library puts in a pixel-vector
 layout (1x1 unit-stride convs whose pixels split into vectors, depthwise convs, small image stems:
-:func:`~compiler.topi.conv2d_direct.cpu_spec`) get :class:`PixelConvSpace` instead: channels per register tile,
-pixels per tile, rows per tile (depthwise) and the parallel loop on or off (``algo="pixels"``). A measurement
+:func:`~compiler.topi.conv2d_direct.cpu_spec`) have that layout's settings (:class:`PixelConvSpace`): channels per
+register tile, pixels per tile, rows per tile (depthwise) and the parallel loop on or off (``algo="pixels"``); a
+depthwise conv has only those, a conv that can take either layout (1x1 unit-stride convs and small image stems,
+whichever the library picks) the settings of both (:class:`ConvLayoutsSpace`). A measurement
 compiles the kernel
 for the current LLVM target CPU and times it on seeded random data: one warm-up call, then the median of
 ``repeats`` timed runs (each long enough to time: several calls when one is short); the cost is nanoseconds.
