@@ -343,6 +343,7 @@ class ConvLayoutsSpace(HostKnobGrid):
         self._set_axes(task, axes)
 
     def layout(self, k: CpuConvKnobs) -> str:
+        """The layout of ``k``: "pixel-vector" (``algo="pixels"``) or "channel-vector" (direct or Winograd)."""
         return "pixel-vector" if k.algo == "pixels" else "channel-vector"
 
     def reject(self, k: CpuConvKnobs) -> str | None:
