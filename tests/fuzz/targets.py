@@ -669,17 +669,20 @@ def _llvmlog_tasks():
 
 
 def mutated_llvm_log(data: bytes) -> str:
-    """Per task a timed record of its default and of another setting, and an in-model choice; then one damage
-    drawn from ``data`` (:func:`_damaged_log`)."""
+    """Per task a timed record of its default and of another setting (and of the other layout's, for a conv of both
+    layouts), and an in-model choice; then one damage drawn from ``data`` (:func:`_damaged_log`)."""
     from compiler.autotune.measure import Result
 
     c = Choices(data)
     lines = []
     for t in _llvmlog_tasks():
-        sp = t.make_space()
-        other = next(k for k in map(sp.knobs, sp.candidates()) if k != t.default_knobs())
-        lines += [json.loads(t.record_line(t.default_knobs(), Result(900, None, 0.1), "xgb")),
+        sp, d = t.make_space(), t.default_knobs()
+        other = next(k for k in map(sp.knobs, sp.candidates()) if k != d)
+        layouts = {getattr(k, "algo", None) == "pixels": k for k in map(sp.knobs, sp.candidates())}
+        lines += [json.loads(t.record_line(d, Result(900, None, 0.1), "xgb")),
                   json.loads(t.record_line(other, Result(800, None, 0.1), "xgb")),
+                  *(json.loads(t.record_line(k, Result(850, None, 0.1), "xgb")) for k in layouts.values()
+                    if k not in (d, other)),
                   json.loads(t.record_line(other, Result(None, None, 0.0), "in_model", {"ms": 0.8, "default_ms": 1.0}))]
     return _damaged_log(c, lines, ("cpu", "task", "config", "result", "in_model"))
 
