@@ -328,8 +328,9 @@ class ConvLayoutsSpace(HostKnobGrid):
     # 0.21 -> 0.18 (4 seeds)
     structure_share = 0.5
     NAMES = ("ob", "xt", "parallel", "unroll", "order", "algo", "rows")
+    STEPPED = ("ob", "xt", "rows")  # sizes: their merged values sorted, a move steps; the others jump
     structure_axis = NAMES.index("algo")  # the layout: the largest change of the program
-    stepped_axes = (0, 1, 6)  # ob, xt and rows (sorted values) step; the others jump
+    stepped_axes = tuple(map(NAMES.index, STEPPED))
 
     def __init__(self, task: LlvmConvTask) -> None:
         self.layouts = {"channel-vector": CpuConvSpace(task), "pixel-vector": PixelConvSpace(task)}
@@ -339,7 +340,7 @@ class ConvLayoutsSpace(HostKnobGrid):
             for sp in self.layouts.values():
                 own = dict(sp.axes).get(name, [sp.fixed.get(name)])
                 vals += [v for v in own if v not in vals]
-            axes.append((name, sorted(vals) if name in ("ob", "xt", "rows") else vals))
+            axes.append((name, sorted(vals) if name in self.STEPPED else vals))
         self._set_axes(task, axes)
 
     def layout(self, k: CpuConvKnobs) -> str:
