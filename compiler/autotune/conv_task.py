@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Callable, ClassVar
 
 from compiler.autotune.measure import Result, _Measurer
-from compiler.autotune.records import TuningLogWarning
+from compiler.autotune.records import SkippedLines, TuningLogWarning
 from compiler.autotune.space import GridSpace
 from compiler.topi.conv2d_direct import Conv2dSpec
 
@@ -122,23 +122,22 @@ def fastest_usable(tasks: list, records: list, path: str | Path, target: str, sk
     covers; tasks whose key is in ``skip`` are left out without a warning."""
     by_key = {t.key: t for t in tasks}
     chosen: dict = {}
-    unknown: set[str] = set()
+    skipped = SkippedLines()
     for ident, knobs, _ns, where in sorted(records, key=lambda r: r[2]):
         key = json.dumps(ident, sort_keys=True)
         task = by_key.get(key)
         if task is None:
-            if key not in unknown:
-                unknown.add(key)
-                warn_log(f"{where}: record for a task that is not in this model ({ident.get('op')}: "
-                         f"{ident.get('spec')}); skipped")
+            skipped.add(where, "record for a task that is not in this model",
+                        f" ({ident.get('op')}: {ident.get('spec')})")
             continue
         if key in chosen or key in skip:
             continue
         why = task.make_space().reject(knobs)
         if why:
-            warn_log(f"{where}: knobs {knobs} cannot be used for {task.describe()} ({why}); skipped")
+            skipped.add(where, f"knobs {knobs} cannot be used for {task.describe()} ({why})")
             continue
         chosen[key] = knobs
+    skipped.warn()
     missing = [t for t in tasks if t.key not in chosen and t.key not in skip]
     if missing:
         warn_log(f"tuning log {path}: no usable {target} record for {len(missing)} of {len(tasks)} task(s) "

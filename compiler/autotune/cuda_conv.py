@@ -31,12 +31,12 @@ from pathlib import Path
 import numpy as np
 
 from compiler.autotune.conv_task import (FloatConvTask, InProcessMeasurer, KnobGrid, distinct_tasks, fastest_usable,
-                                        knobs_from, node_conv, other_target, warn_log)
+                                        knobs_from, node_conv, other_target)
 from compiler.autotune.cuda_direct import POOL_OP, CudaDepthwiseTask, direct_task_of_node, pool_task_of_node
 from compiler.autotune.device_timed import GPU_SPEC_DROP, DeviceTimed, device_ident, lg, time_device_call
 from compiler.autotune.llvm_conv import MIN_GAIN
 from compiler.autotune.product_task import FloatProductTask
-from compiler.autotune.records import FORMAT, log_lines
+from compiler.autotune.records import FORMAT, SkippedLines, log_lines
 from compiler.topi import conv2d_gpu as cg
 from compiler.topi import gemm_gpu
 from compiler.topi.conv2d_direct import DirectGpuKnobs
@@ -236,7 +236,6 @@ class CudaMeasurer(InProcessMeasurer):
         super().__init__()
 
 
-_warn = warn_log
 
 # a record's task op -> the knob class its config is read with
 RECORD_KNOBS: dict[str, type] = {CudaConvTask.OP: GpuConvKnobs, CudaGemmTask.OP: GpuConvKnobs,
@@ -249,16 +248,17 @@ def load_cuda_records(path: str | Path) -> list[tuple[dict, object, int, str]]:
     unknown ops, other devices or targets) are skipped with a warning."""
     want = device_ident()
     out = []
-    for where, obj in log_lines(path):
+    skipped = SkippedLines()
+    for where, obj in log_lines(path, skipped):
         if not isinstance(obj, dict) or obj.get("vta_tuning") != FORMAT:
-            _warn(f"{where}: not a vta-stack tuning record of format {FORMAT}; skipped")
+            skipped.add(where, f"not a vta-stack tuning record of format {FORMAT}")
             continue
         if obj.get("target") != "cuda":
-            _warn(f"{where}: {other_target(obj, 'cuda')}; skipped")
+            skipped.add(where, other_target(obj, "cuda"))
             continue
         gpu = obj.get("gpu")
         if gpu != want:
-            _warn(f"{where}: record for device {gpu!r}, but this build runs on {want!r}; skipped")
+            skipped.add(where, f"record for device {gpu!r}, but this build runs on {want!r}")
             continue
         if obj.get("result") is None:
             continue
@@ -270,8 +270,7 @@ def load_cuda_records(path: str | Path) -> list[tuple[dict, object, int, str]]:
             if not isinstance(op, str):
                 raise TypeError(f"task op must be a string, got {op!r}")
             if op not in RECORD_KNOBS:
-                _warn(f"{where}: cuda tuning record of an unknown task op {op!r} (known: {sorted(RECORD_KNOBS)}); "
-                      f"skipped")
+                skipped.add(where, f"cuda tuning record of an unknown task op {op!r} (known: {sorted(RECORD_KNOBS)})")
                 continue
             if not isinstance(obj["config"], dict):
                 raise TypeError("config must be an object")
@@ -280,9 +279,10 @@ def load_cuda_records(path: str | Path) -> list[tuple[dict, object, int, str]]:
             if ns <= 0:
                 raise ValueError(f"ns {ns} must be > 0")
         except (KeyError, TypeError, ValueError, OverflowError) as exc:
-            _warn(f"{where}: malformed cuda tuning record ({type(exc).__name__}: {exc}); skipped")
+            skipped.add(where, f"malformed cuda tuning record ({type(exc).__name__}: {exc})")
             continue
         out.append((ident, knobs, ns, where))
+    skipped.warn()
     return out
 
 

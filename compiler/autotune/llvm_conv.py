@@ -47,7 +47,7 @@ from compiler.autotune.host_timed import HostKnobGrid, HostTimed, cpu_ident, tim
 from compiler.autotune.llvm_gemm import gemm_task_of_node
 from compiler.autotune.llvm_pool import pool_task_of_node
 from compiler.autotune.measure import Result
-from compiler.autotune.records import FORMAT, log_lines
+from compiler.autotune.records import FORMAT, SkippedLines, log_lines
 from compiler.topi import conv2d_direct as cd
 from compiler.topi import conv2d_winograd as cw
 from compiler.topi.conv2d_direct import ORDER_CHOICES, PARALLEL_CHOICES, PIXEL_PARALLEL_CHOICES, CpuConvKnobs
@@ -405,18 +405,20 @@ def load_llvm_log(path: str | Path) -> LlvmLog:
     records) are skipped with a warning."""
     want = cpu_ident()
     out, in_model = [], {}
-    for where, obj in log_lines(path):
+    skipped = SkippedLines()
+    for where, obj in log_lines(path, skipped):
         if not isinstance(obj, dict) or obj.get("vta_tuning") != FORMAT:
-            _warn(f"{where}: not a vta-stack tuning record of format {FORMAT}; skipped")
+            skipped.add(where, f"not a vta-stack tuning record of format {FORMAT}")
             continue
         if obj.get("target") != "llvm":
-            _warn(f"{where}: {other_target(obj, 'llvm')}; skipped")
+            skipped.add(where, other_target(obj, "llvm"))
             continue
         cpu = obj.get("cpu")
         if not isinstance(cpu, dict) or cpu.get("hash") != want["hash"]:
             got = cpu.get("name") if isinstance(cpu, dict) else cpu
-            _warn(f"{where}: record for LLVM target CPU {got!r} (hash {cpu.get('hash') if isinstance(cpu, dict) else '?'}"
-                  f"), but this build compiles for {want['name']!r} (hash {want['hash']}); skipped")
+            skipped.add(where, f"record for LLVM target CPU {got!r} (hash "
+                               f"{cpu.get('hash') if isinstance(cpu, dict) else '?'}), but this build compiles for "
+                               f"{want['name']!r} (hash {want['hash']})")
             continue
         try:
             if obj.get("in_model") is not None:
@@ -432,9 +434,10 @@ def load_llvm_log(path: str | Path) -> LlvmLog:
             if ns <= 0:
                 raise ValueError(f"ns {ns} must be > 0")
         except (KeyError, TypeError, ValueError) as exc:
-            _warn(f"{where}: malformed llvm tuning record ({type(exc).__name__}: {exc}); skipped")
+            skipped.add(where, f"malformed llvm tuning record ({type(exc).__name__}: {exc})")
             continue
         out.append((ident, knobs, ns, where))
+    skipped.warn()
     return LlvmLog(out, in_model)
 
 

@@ -3,8 +3,9 @@
 A line: ``{"vta_tuning": 1, "hw": {"name", "hash"}, "task": {...}, "config": {knobs}, "result":
 {"cycles", "gops"} | null, "error": str | null, "time": unix seconds, "tuner": name}``.
 Reading never raises on bad content: a line that is not JSON, not a tuning record, for another
-hardware config, or with knobs the task cannot use becomes a :class:`TuningLogWarning` naming
-``FILE:LINE`` and is skipped.
+hardware config, or with knobs the task cannot use is skipped with a :class:`TuningLogWarning` naming
+``FILE:LINE``; lines skipped for the same reason share one warning (:class:`SkippedLines`: a log of another
+hardware config is one warning, not one per line).
 """
 from __future__ import annotations
 
@@ -59,27 +60,63 @@ def record_line(task: Task, knobs: ConvKnobs, res: Result, tuner: str = "") -> s
                       sort_keys=True)
 
 
-def _warn(msg: str) -> None:
-    warnings.warn(msg, TuningLogWarning, stacklevel=3)
+MAX_RANGES = 8  # line ranges a grouped warning lists before "..."
 
 
-def _parse(obj, where: str, cfg: HwConfig) -> Record | None:
+def line_ranges(wheres: list[str]) -> str:
+    """``FILE:LINE`` locations (one file) as their sorted line numbers in ranges: ``"3-7, 9, 12-40"`` (at most
+    :data:`MAX_RANGES` ranges, then ``", ..."``)."""
+    lines = sorted({int(w.rsplit(":", 1)[1]) for w in wheres})
+    runs: list[list[int]] = []
+    for n in lines:
+        if runs and n == runs[-1][1] + 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    text = [f"{a}" if a == b else f"{a}-{b}" for a, b in runs[:MAX_RANGES]]
+    return ", ".join(text) + (", ..." if len(runs) > MAX_RANGES else "")
+
+
+class SkippedLines:
+    """A tuning log's skipped lines by reason. :meth:`warn` emits one :class:`TuningLogWarning` per reason, at its
+    first line (``"FILE:LINE: reason; skipped"``, with that line's ``detail``) and naming the other lines skipped for
+    the same reason, so a log of another CPU, device or hardware config, or of another target, is one warning."""
+
+    def __init__(self) -> None:
+        self._by_reason: dict[str, list[tuple[str, str]]] = {}
+
+    def add(self, where: str, reason: str, detail: str = "") -> None:
+        """Skip the line at ``where`` (``FILE:LINE``) for ``reason``; ``detail`` is shown for the first such line."""
+        self._by_reason.setdefault(reason, []).append((where, detail))
+
+    def warn(self, stacklevel: int = 3) -> None:
+        """Emit the warnings (``stacklevel`` as for ``warnings.warn``, counted from the caller) and forget them."""
+        for reason, lines in self._by_reason.items():
+            (where, detail), rest = lines[0], lines[1:]
+            more = (f" (as are {len(rest)} more line(s) for the same reason: {line_ranges([w for w, _ in rest])})"
+                    if rest else "")
+            warnings.warn(f"{where}: {reason}{detail}; skipped{more}", TuningLogWarning, stacklevel=stacklevel)
+        self._by_reason.clear()
+
+
+def _parse(obj, where: str, cfg: HwConfig, skipped: SkippedLines) -> Record | None:
     if not isinstance(obj, dict) or obj.get("vta_tuning") is None:
-        _warn(f"{where}: not a vta-stack tuning record (no 'vta_tuning' field); skipped")
+        skipped.add(where, "not a vta-stack tuning record (no 'vta_tuning' field)")
         return None
     if obj["vta_tuning"] != FORMAT:
-        _warn(f"{where}: tuning record format {obj['vta_tuning']!r}, this version reads {FORMAT}; skipped")
+        skipped.add(where, f"tuning record format {obj['vta_tuning']!r}, this version reads {FORMAT}")
         return None
     missing = [f for f in ("hw", "task", "config", "result", "error", "time") if f not in obj]
     if missing:
-        _warn(f"{where}: tuning record lacks fields {missing}; skipped")
+        skipped.add(where, f"tuning record lacks fields {missing}")
         return None
     hw = obj["hw"]
     want = config_hash(cfg)
     if not isinstance(hw, dict) or hw.get("hash") != want:
         got = hw.get("name") if isinstance(hw, dict) else hw
-        _warn(f"{where}: record for hardware config {got!r} (hash {hw.get('hash') if isinstance(hw, dict) else '?'}), "
-              f"but this build is for {cfg.name!r} (hash {want}); skipped")
+        skipped.add(where, f"record for hardware config {got!r} (hash "
+                           f"{hw.get('hash') if isinstance(hw, dict) else '?'}), but this build is for {cfg.name!r} "
+                           f"(hash {want})")
         return None
     try:
         cs = shape_from_ident(obj["task"])
@@ -97,7 +134,7 @@ def _parse(obj, where: str, cfg: HwConfig) -> Record | None:
         if obj["error"] is not None and not isinstance(obj["error"], str):
             raise TypeError(f"error must be a string or null, not {type(obj['error']).__name__}")
     except (KeyError, TypeError, ValueError, OverflowError) as exc:
-        _warn(f"{where}: malformed tuning record ({type(exc).__name__}: {exc}); skipped")
+        skipped.add(where, f"malformed tuning record ({type(exc).__name__}: {exc})")
         return None
     return Record(obj["task"], knobs, cycles, obj["error"], t, str(obj.get("tuner", "")), where)
 
@@ -105,16 +142,18 @@ def _parse(obj, where: str, cfg: HwConfig) -> Record | None:
 def load_records(path: str | Path, cfg: HwConfig) -> list[Record]:
     """Every usable record of the log at ``path`` for hardware config ``cfg`` (bad lines: warnings, skipped)."""
     out = []
-    for where, obj in log_lines(path):
-        rec = _parse(obj, where, cfg)
+    skipped = SkippedLines()
+    for where, obj in log_lines(path, skipped):
+        rec = _parse(obj, where, cfg, skipped)
         if rec is not None:
             out.append(rec)
+    skipped.warn()
     return out
 
 
-def log_lines(path: str | Path) -> Iterator[tuple[str, object]]:
+def log_lines(path: str | Path, skipped: SkippedLines) -> Iterator[tuple[str, object]]:
     """``(FILE:LINE, object)`` for each JSON line of the tuning log at ``path``: blank lines are skipped, lines that
-    are not JSON skipped with a :class:`TuningLogWarning`; a missing file is a FileNotFoundError."""
+    are not JSON added to ``skipped``; a missing file is a FileNotFoundError."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"tuning log {path} does not exist")
@@ -126,8 +165,7 @@ def log_lines(path: str | Path) -> Iterator[tuple[str, object]]:
             try:
                 obj = json.loads(line)
             except json.JSONDecodeError as exc:
-                warnings.warn(f"{where}: not JSON ({exc.msg} at column {exc.colno}); skipped", TuningLogWarning,
-                              stacklevel=3)
+                skipped.add(where, f"not JSON ({exc.msg} at column {exc.colno})")
                 continue
             yield where, obj
 
