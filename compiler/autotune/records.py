@@ -106,6 +106,9 @@ def _parse(obj, where: str, cfg: HwConfig, skipped: SkippedLines) -> Record | No
     if obj["vta_tuning"] != FORMAT:
         skipped.add(where, f"tuning record format {obj['vta_tuning']!r}, this version reads {FORMAT}")
         return None
+    if obj.get("target") is not None:  # the llvm and cuda targets' records name their target
+        skipped.add(where, f"a record for target {obj['target']!r}, not the accelerator")
+        return None
     missing = [f for f in ("hw", "task", "config", "result", "error", "time") if f not in obj]
     if missing:
         skipped.add(where, f"tuning record lacks fields {missing}")

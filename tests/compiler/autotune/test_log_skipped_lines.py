@@ -97,11 +97,14 @@ def test_an_accelerator_log_of_another_config_is_one_warning(tmp_path):
     line = {"vta_tuning": 1, "hw": {"name": "ultra96", "hash": "0123456789ab"}, "task": {}, "config": {},
             "result": None, "error": None, "time": 0.0}
     log = tmp_path / "a.log"
-    log.write_text("\n".join(json.dumps(line) for _ in range(25)) + "\n")
+    llvm = _llvm_line(_llvm_task())
+    log.write_text("\n".join([json.dumps(line)] * 25 + [llvm] * 3) + "\n")
     recs, msgs = _caught(lambda: load_records(log, cfg))
-    assert recs == [] and len(msgs) == 1
+    assert recs == [] and len(msgs) == 2
     assert msgs[0].startswith(f"{log}:1: record for hardware config 'ultra96' (hash 0123456789ab)")
     assert msgs[0].endswith("; skipped (as are 24 more line(s) for the same reason: 2-25)")
+    assert msgs[1] == (f"{log}:26: a record for target 'llvm', not the accelerator; skipped (as are 2 more line(s) "
+                       "for the same reason: 27-28)")
 
 
 def test_a_cuda_log_of_another_device_is_one_warning(tmp_path, monkeypatch):
