@@ -241,7 +241,7 @@ class CpuConvSpace(HostKnobGrid):
 class PixelConvSpace(HostKnobGrid):
     """The knob settings of a conv the library puts in a pixel-vector layout (``algo="pixels"``; see the module
     docstring): output channels per register tile ``ob`` (1 for depthwise), pixels per tile ``xt`` (1x1 convs:
-    1-4 vectors over the flattened pixels; others along a row: half a vector to four, or the whole row), output
+    1-4 vectors over the flattened pixels; others along a row: 4 pixels, half a vector to four, or the whole row), output
     rows per tile ``rows`` (depthwise: 1-8, 12, 16, 24) and ``parallel`` ("none" or the layout's parallel loop)."""
 
     structure_axis = 3
@@ -260,7 +260,8 @@ class PixelConvSpace(HostKnobGrid):
             p = s.oh * s.ow
             xts = [v * lanes for v in (1, 2, 3, 4) if (v - 1) * lanes < p]
         else:
-            xts = sorted({x for x in (lanes // 2, lanes, 2 * lanes, 3 * lanes, 4 * lanes, s.ow) if 1 <= x <= s.ow})
+            xts = sorted({x for x in (cd.NARROW_TILE, lanes // 2, lanes, 2 * lanes, 3 * lanes, 4 * lanes, s.ow)
+                          if 1 <= x <= s.ow})
         rows = sorted(r for r in {*range(1, 9), 12, 16, 24, task.default_knobs().rows} if r <= s.oh) if s.depthwise \
             else [0]
         self._set_axes(task, [("ob", obs), ("xt", xts), ("rows", rows), ("parallel", list(PIXEL_PARALLEL_CHOICES))])

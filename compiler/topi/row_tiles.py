@@ -19,8 +19,8 @@ def row_tile(width: int, lanes: int) -> int:
     threads, Zen 5); 28- and 20-pixel rows 1.2-2x faster on AVX2 and AVX-512. 7-pixel rows on AVX-512 (960
     channels, 7x7): 0.030 ms with 8-channel vectors gathered from NCHW, 0.020 as rows (the depthwise conv has since
     copied its channel-blocked input by in-register transposes, 0.014 ms alone but slower in the model: it keeps
-    these rows; strided ones below half a vector take channel vectors,
-    :func:`~compiler.topi.conv2d_direct.depthwise_row_tile`)."""
+    rows, and now tiles 7-pixel rows by 4 pixels instead of these pieces; strided ones below half a vector take
+    channel vectors, :func:`~compiler.topi.conv2d_direct.depthwise_row_tile`)."""
     if width < lanes:
         return width if 2 * width >= lanes or width >= DW_MIN_ROW_PIXELS else 0
     for xt in (2 * lanes, lanes):

@@ -84,12 +84,14 @@ DEPTHWISE = [
     S(1, 3, 9, 70, 3, 3, 3, (1, 1), (1, 1, 1, 1), groups=3),          # 70 wide: ragged last tile (64 + 6 on AVX2)
     S(2, 4, 11, 13, 4, 3, 3, (2, 2), (1, 0, 2, 1), groups=4),         # stride 2, odd pads, batch 2
     S(1, 2, 10, 19, 2, 5, 5, (2, 2), (2, 2, 2, 2), (2, 1), groups=2),  # 5x5, stride 2, dilation (2, 1)
-    S(1, 5, 7, 7, 5, 3, 3, (1, 1), (1, 1, 1, 1), groups=5),           # 7 wide: a 7-pixel vector
+    S(1, 5, 7, 7, 5, 3, 3, (1, 1), (1, 1, 1, 1), groups=5),           # 7 wide: two 4-pixel tiles, the second ragged
+    S(1, 24, 14, 14, 24, 3, 3, (2, 2), (1, 1, 1, 1), groups=24),      # MobileNetV2's stride 2 to 7x7: the same
     S(1, 8, 16, 32, 8, 3, 3, (1, 1), (0, 0, 0, 0), groups=8),         # no padding, whole tiles
 ]
 
 
-@pytest.mark.parametrize("spec", DEPTHWISE, ids=["whole-row", "ragged-row", "stride2", "5x5-dilated", "narrow", "no-pad"])
+@pytest.mark.parametrize("spec", DEPTHWISE, ids=["whole-row", "ragged-row", "stride2", "5x5-dilated", "narrow",
+                                                 "narrow-stride2", "no-pad"])
 def test_depthwise_pixel_vectors_match_numpy(spec):
     lanes = float_lanes()  # the feature level's: 4, 8 or 16
     xt = cd.depthwise_row_tile(spec, lanes)
@@ -104,7 +106,7 @@ def test_depthwise_pixel_vectors_match_numpy(spec):
 
 
 NARROW = [  # strided, output rows narrower than half an AVX-512 vector: channel vectors over a channel-blocked copy
-    S(1, 24, 14, 14, 24, 3, 3, (2, 2), (1, 1, 1, 1), groups=24),        # MobileNetV2's stride 2 to 7x7, 3 blocks
+    S(1, 24, 12, 12, 24, 3, 3, (2, 2), (1, 1, 1, 1), groups=24),        # stride 2 to 6x6 (4 + 2 pieces), 3 blocks
     S(2, 8, 9, 12, 8, 5, 5, (1, 2), (2, 2, 2, 2), (2, 1), groups=8),    # 5x5, 6-wide rows, dilation, batch 2
     S(1, 8, 6, 6, 8, 3, 3, (2, 2), (1, 1, 1, 1), groups=8),             # padded rows of 8 to 3 pixels
     S(1, 8, 5, 5, 8, 3, 3, (2, 2), (1, 1, 1, 1), groups=8),             # padded rows of 7: under one 8-lane block
@@ -119,7 +121,7 @@ def test_narrow_strided_depthwise_takes_channel_vectors(spec):
     sp = cd.cpu_spec(spec, 16)
     assert not sp.pixel_vectors and sp.block == 8 and cd.depthwise_row_tile(spec, 16) == 0
     assert cd.depthwise_row_tile(spec, 8) == (spec.ow if 2 * spec.ow >= 8 else 0)
-    assert cd.depthwise_row_tile(S(1, 8, 7, 7, 8, 3, 3, (1, 1), (1, 1, 1, 1), groups=8), 16) == 7
+    assert cd.depthwise_row_tile(S(1, 8, 7, 7, 8, 3, 3, (1, 1), (1, 1, 1, 1), groups=8), 16) == 4  # 7 wide: 4s
     got, want = _run(sp)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     if cd.conv2d(sp).pad.shape[-2] >= 8:
@@ -199,6 +201,17 @@ def test_cpu_spec_picks_the_layout_per_shape():
     dw56s = cd.cpu_spec(S(1, 96, 112, 112, 96, 3, 3, (2, 2), (1, 1, 1, 1), groups=96), 16)
     assert (dw56s.tile, dw56s.row_tile) == (56, 4)
     assert cd.depthwise_row_tile(S(1, 8, 5, 5, 8, 3, 3, groups=8), 8) == 0      # 3 wide: channel vectors
+    # 7-pixel rows (4 + 2 + 1 pieces: three operations a tap) take two 4-pixel tiles, the second ragged, every row in
+    # one tile (one register a row), on every target and stride; 5 and 6 (two pieces, as many as 4-pixel tiles) and
+    # 14 (8 + 4 + 2: three, against four tiles) keep their pieces
+    for lanes in (4, 8, 16):
+        for stride, size in (((1, 1), 7), ((2, 2), 14), ((2, 2), 13)):
+            sp = cd.cpu_spec(S(1, 96, size, size, 96, 3, 3, stride, (1, 1, 1, 1), groups=96), lanes)
+            assert (sp.pixel_vectors, sp.tile, sp.row_tile) == (True, 4, 7), (lanes, stride, size)
+        for w in (5, 6):  # whole rows below 16 lanes; under half of 16 lanes (and not 7 wide): channel vectors
+            assert cd.depthwise_row_tile(S(1, 8, w, w, 8, 3, 3, pads=(1, 1, 1, 1), groups=8), lanes) == \
+                (w if lanes < 16 else 0)
+        assert cd.depthwise_row_tile(S(1, 8, 14, 14, 8, 3, 3, pads=(1, 1, 1, 1), groups=8), lanes) != 4
     for spec in (S(1, 16, 8, 8, 16, 1, 1, (2, 2)), S(1, 16, 8, 8, 16, 3, 3),
                  S(1, 16, 8, 8, 16, 1, 1, pads=(1, 1, 1, 1)), S(1, 16, 8, 8, 16, 1, 1, dtype="int8"), S(1, 16, 8, 8, 16, 1, 1, groups=2),
                  S(1, 5, 8, 8, 16, 3, 3, (2, 2), (1, 1, 1, 1))):  # 5 input channels: not a stem
