@@ -236,7 +236,6 @@ class CudaMeasurer(InProcessMeasurer):
         super().__init__()
 
 
-
 # a record's task op -> the knob class its config is read with
 RECORD_KNOBS: dict[str, type] = {CudaConvTask.OP: GpuConvKnobs, CudaGemmTask.OP: GpuConvKnobs,
                                  CudaDepthwiseTask.OP: DirectGpuKnobs, POOL_OP: PoolGpuKnobs}

@@ -241,8 +241,9 @@ class CpuConvSpace(HostKnobGrid):
 class PixelConvSpace(HostKnobGrid):
     """The knob settings of a conv the library puts in a pixel-vector layout (``algo="pixels"``; see the module
     docstring): output channels per register tile ``ob`` (1 for depthwise), pixels per tile ``xt`` (1x1 convs:
-    1-4 vectors over the flattened pixels; others along a row: 4 pixels, half a vector to four, or the whole row), output
-    rows per tile ``rows`` (depthwise: 1-8, 12, 16, 24) and ``parallel`` ("none" or the layout's parallel loop)."""
+    1-4 vectors over the flattened pixels; others along a row: 4 pixels, half a vector to four, or the whole row),
+    output rows per tile ``rows`` (depthwise: 1-8, 12, 16, 24) and ``parallel`` ("none" or the layout's parallel
+    loop)."""
 
     structure_axis = 3
     structure_share = 1.0

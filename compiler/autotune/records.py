@@ -65,8 +65,11 @@ MAX_RANGES = 8  # line ranges a grouped warning lists before "..."
 
 def line_ranges(wheres: list[str]) -> str:
     """``FILE:LINE`` locations (one file) as their sorted line numbers in ranges: ``"3-7, 9, 12-40"`` (at most
-    :data:`MAX_RANGES` ranges, then ``", ..."``)."""
-    lines = sorted({int(w.rsplit(":", 1)[1]) for w in wheres})
+    :data:`MAX_RANGES` ranges, then ``", ..."``); locations without a line number are listed as they are."""
+    tails = [w.rsplit(":", 1)[-1] for w in wheres]
+    if not all(t.isdigit() for t in tails):
+        return ", ".join(wheres[:MAX_RANGES]) + (", ..." if len(wheres) > MAX_RANGES else "")
+    lines = sorted({int(t) for t in tails})
     runs: list[list[int]] = []
     for n in lines:
         if runs and n == runs[-1][1] + 1:
@@ -90,7 +93,8 @@ class SkippedLines:
         self._by_reason.setdefault(reason, []).append((where, detail))
 
     def warn(self, stacklevel: int = 3) -> None:
-        """Emit the warnings (``stacklevel`` as for ``warnings.warn``, counted from the caller) and forget them."""
+        """Emit the warnings and forget them; ``stacklevel`` as ``warnings.warn`` takes it, from this method (3: the
+        warning points at the caller of the function that calls this)."""
         for reason, lines in self._by_reason.items():
             (where, detail), rest = lines[0], lines[1:]
             more = (f" (as are {len(rest)} more line(s) for the same reason: {line_ranges([w for w, _ in rest])})"

@@ -410,14 +410,14 @@ def depthwise_row_tile(spec: Conv2dSpec, lanes: int) -> int:
     :func:`~compiler.topi.row_tiles.row_tile` of the output row; 0 (the channel-vector layout, its blocked input
     copied by in-register transposes) for a strided conv whose output row is narrower than half a vector (the rows
     would de-interleave their input for under half a vector of pixels).
-    7-pixel rows (MobileNetV2's 7x7 maps: three 960-channel unit-stride convs and the 576-channel stride-2 one), in the
-    model, Zen 4, two threads, min of 15 alternating runs, three runs each: 4-pixel tiles of all 7 rows over 7-pixel
-    pieces of 4 rows 0.113 -> 0.091 ms as AVX2 code, 0.148 -> 0.102 on AVX-512 (where the stride-2 conv had taken
-    channel vectors: 0.055 -> 0.032); 7-pixel pieces of 7 rows did not do it (0.113 -> 0.127, 0.150 -> 0.133), and
-    4-pixel tiles of 14-pixel rows lost (0.166 -> 0.236, 0.168 -> 0.240: four operations a tap against three). (Earlier, Zen 5: the
-    576-channel stride-2 conv to 7x7 0.025 -> 0.015 ms alone and 0.061 -> 0.041 in the model with channel vectors
-    against 7-pixel pieces; the 960-channel unit-stride ones faster so alone (0.018 -> 0.014) but slower in the
-    model (0.024 -> 0.027: the copy is a second parallel pass).)"""
+    7-pixel rows (MobileNetV2's 7x7 maps: three 960-channel unit-stride convs and the 576-channel stride-2 one), in
+    the model, Zen 4, two threads, min of 15 alternating runs, three runs each: 4-pixel tiles of all 7 rows over
+    7-pixel pieces of 4 rows 0.113 -> 0.091 ms as AVX2 code, 0.148 -> 0.102 on AVX-512 (where the stride-2 conv
+    had taken channel vectors: 0.055 -> 0.032); 7-pixel pieces of 7 rows did not do it (0.113 -> 0.127, 0.150 ->
+    0.133), and 4-pixel tiles of 14-pixel rows lost (0.166 -> 0.236, 0.168 -> 0.240: four operations a tap
+    against three). (Earlier, Zen 5: the 576-channel stride-2 conv to 7x7 0.025 -> 0.015 ms alone and 0.061 ->
+    0.041 in the model with channel vectors against 7-pixel pieces; the 960-channel unit-stride ones faster so
+    alone (0.018 -> 0.014) but slower in the model (0.024 -> 0.027: the copy is a second parallel pass).)"""
     w = spec.ow
     if NARROW_TILE < w < 2 * NARROW_TILE and len(pow2_pieces(w)) > -(-w // NARROW_TILE):
         return NARROW_TILE

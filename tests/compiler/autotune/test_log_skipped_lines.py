@@ -28,6 +28,7 @@ def _caught(fn):
 def test_line_ranges_sorts_and_joins_runs():
     assert line_ranges(["f.log:12", "f.log:3", "f.log:4", "f.log:5", "f.log:9", "f.log:4"]) == "3-5, 9, 12"
     assert line_ranges(["a:b:7"]) == "7"  # the line is after the last colon
+    assert line_ranges(["x.log:3", "somewhere"]) == "x.log:3, somewhere"  # no line number: as they are
     many = [f"f.log:{2 * k}" for k in range(MAX_RANGES + 3)]
     assert line_ranges(many) == ", ".join(str(2 * k) for k in range(MAX_RANGES)) + ", ..."
 
@@ -38,7 +39,8 @@ def test_skipped_lines_warn_once_per_reason_at_the_first_line():
         s.add(f"x.log:{n}", "record for CPU 'a'", f" (detail {n})")
     s.add("x.log:7", "not JSON (Expecting value at column 1)")
     _, msgs = _caught(s.warn)
-    assert msgs == ["x.log:4: record for CPU 'a' (detail 4); skipped (as are 3 more line(s) for the same reason: 5-6, 9)",
+    assert msgs == ["x.log:4: record for CPU 'a' (detail 4); skipped (as are 3 more line(s) for the same reason: "
+                    "5-6, 9)",
                     "x.log:7: not JSON (Expecting value at column 1); skipped"]
     _, again = _caught(s.warn)
     assert again == []  # warned once
