@@ -51,18 +51,30 @@ def _parked() -> bool:
     return rec[native_pool.PARKED] >= 1 and rec[native_pool.SPINNING] == 0 and parallel._pool.jobs.qsize() == 0
 
 
-def _wakes_while_parked() -> int:
-    """The WAKES count read while the worker is parked: read first, then the worker seen parked (a worker counts
-    itself spinning before it counts a wake, so one that woke after the read still moves WAKES). Read after the
-    parked look, a worker woken by the launch before (parked and uncounted for a moment) slipped its wake into the
-    reading, then spun through the next launch and never moved WAKES again (CI, once in ~30 runs)."""
+RELAUNCH_S = 2.0  # a setup wait for a parked worker launches again after this long
+
+
+def _park(f) -> int:
+    """Setup: launch ``f`` until the worker is parked (within 20 s); returns the WAKES count read while it is.
+
+    One launch is not always enough in the full suite: a launch that counts a worker in native code (spinning or
+    parked) queues no spin job for it, and a worker that leaves for the queue after that count (an earlier test's
+    Python launch moved ``RETURN``) then waits there until the next launch queues one (CI, once in ~6 runs: every
+    count 0 after 20 s, two pool threads). A later launch brings it back, as it does outside the tests.
+    WAKES is read first, then the worker seen parked (a worker counts itself spinning before it counts a wake, so
+    one that woke after the read still moves WAKES). Read after the parked look, a worker woken by the launch
+    before (parked and uncounted for a moment) slipped its wake into the reading, then spun through the next launch
+    and never moved WAKES again (CI, once in ~30 runs)."""
     deadline = time.monotonic() + 20.0
     while True:
-        wakes = parallel._record[native_pool.WAKES]
-        if _parked():
-            return wakes
-        assert time.monotonic() < deadline, "timed out waiting for the worker to park after its ~3 ms spin"
-        time.sleep(0.001)
+        f(np.zeros((97, 16), np.int32))
+        again = time.monotonic() + RELAUNCH_S
+        while time.monotonic() < again:
+            count = parallel._record[native_pool.WAKES]
+            if _parked():
+                return count
+            time.sleep(0.001)
+        assert time.monotonic() < deadline, f"timed out waiting for the worker to park ({_state()})"
 
 
 @parks
@@ -71,7 +83,7 @@ def test_idle_workers_park_natively_and_a_launch_wakes_them():
     set_num_threads(2)
     try:
         np.testing.assert_array_equal(f(np.zeros((97, 16), np.int32)), _ref(0))  # a Python launch starts the worker
-        wakes = _wakes_while_parked()
+        wakes = _park(f)
         threads = parallel._pool.size
         gen = parallel.generation()
         for v in range(1, 41):
@@ -94,8 +106,7 @@ def test_a_spin_job_left_in_the_queue_is_taken_before_the_worker_parks():
     f = _kernel()
     set_num_threads(2)
     try:
-        f(np.zeros((97, 16), np.int32))
-        _until(_parked, "the worker to park")
+        _park(f)
         with parallel._lock:  # the job such a race leaves: queued and counted, the worker parked natively
             parallel._record[native_pool.QUEUED] += 1
             parallel._pool.jobs.put((parallel._native_worker_job, None))
@@ -115,8 +126,7 @@ def test_the_python_launch_path_calls_parked_workers_back_to_its_queue():
     set_num_threads(2)
     native = parallel._native()
     try:
-        f(np.zeros((97, 16), np.int32))
-        _until(_parked, "the worker to park")
+        _park(f)
         with parallel._lock:  # a spin job queued ahead of the launch's jobs (as a wake while the GIL was held
             parallel._record[native_pool.QUEUED] += 1  # leaves): the worker that takes it must not stay in native code
         parallel._pool.jobs.put((parallel._native_worker_job, None))
