@@ -57,10 +57,10 @@ RELAUNCH_S = 2.0  # a setup wait for a parked worker launches again after this l
 def _park(f) -> int:
     """Setup: launch ``f`` until the worker is parked (within 20 s); returns the WAKES count read while it is.
 
-    One launch is not always enough in the full suite: a launch that counts a worker in native code (spinning or
-    parked) queues no spin job for it, and a worker that leaves for the queue after that count (an earlier test's
-    Python launch moved ``RETURN``) then waits there until the next launch queues one (CI, once in ~6 runs: every
-    count 0 after 20 s, two pool threads). A later launch brings it back, as it does outside the tests.
+    One launch is not always enough in the full suite (CI, once in ~6 runs: every count 0 after 20 s, two pool
+    threads, the cause not found): a launch that counts a worker in native code (spinning or parked) queues no spin
+    job for it, so a worker that has left for the queue after that count (as ``RETURN`` or ``PYJOBS`` send it)
+    waits there until a later launch, which finds none in native code, queues one, as it does outside the tests.
     WAKES is read first, then the worker seen parked (a worker counts itself spinning before it counts a wake, so
     one that woke after the read still moves WAKES). Read after the parked look, a worker woken by the launch
     before (parked and uncounted for a moment) slipped its wake into the reading, then spun through the next launch
