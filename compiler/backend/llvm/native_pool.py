@@ -335,13 +335,14 @@ def _build(record: int, slow: int) -> dict:
         "wake": ctypes.CFUNCTYPE(None, ctypes.c_void_p)(addr("vta_pool_wake")),
         "move_off": ctypes.CFUNCTYPE(None, ctypes.c_int64)(addr("vta_pool_move_off")),
         "launch": addr("vta_pool_launch"),
+        "parks": bool(sys_addr),  # idle workers sleep on the futex (else a tired worker returns to the queue)
     }
 
 
 def functions(record: int, slow: int) -> dict:
-    """The compiled ``work``/``worker``/``wait``/``try_busy``/``wake``/``move_off`` functions and the address of
+    """The compiled ``work``/``worker``/``wait``/``try_busy``/``wake``/``move_off`` functions, the address of
     ``launch`` (built on first use for the record at address ``record``, with ``slow`` the address of the Python
-    launch callback)."""
+    launch callback) and ``parks`` (whether idle workers sleep on the futex)."""
     global _fns
     if _fns is None:
         fns = _build(record, slow)

@@ -92,10 +92,19 @@ def _native() -> dict:
 
 
 def _native_worker_job() -> None:
+    """A queued spin job: the worker spins (and parks) in native code until something sends it back to the queue.
+    Where workers park, one sent back by ``RETURN`` when no Python launch is in progress any more (``PYJOBS`` 0: it
+    woke after that launch had ended without it) and with no spin job waiting (``QUEUED``) goes straight back in:
+    at the queue it would wait with no job, as a native launch that counted it parked queued none for it."""
     with _lock:  # the record's QUEUED: native spin jobs queued and not started (written here under the lock only)
         _record[_QUEUED] -= 1
     _leave_launcher_cpu()
-    _native()["worker"](_record_addr, SPIN_ITERATIONS)
+    native = _native()
+    while True:
+        native["worker"](_record_addr, SPIN_ITERATIONS)
+        with _lock:  # a Python launch counts itself in PYJOBS under this lock before it sends workers back
+            if not native["parks"] or _record[_PYJOBS] or _record[_QUEUED]:
+                return
 
 
 def _current_cpu() -> int:

@@ -57,10 +57,12 @@ RELAUNCH_S = 2.0  # a setup wait for a parked worker launches again after this l
 def _park(f) -> int:
     """Setup: launch ``f`` until the worker is parked (within 20 s); returns the WAKES count read while it is.
 
-    One launch is not always enough in the full suite (CI, once in ~6 runs: every count 0 after 20 s, two pool
-    threads, the cause not found): a launch that counts a worker in native code (spinning or parked) queues no spin
-    job for it, so a worker that has left for the queue after that count (as ``RETURN`` or ``PYJOBS`` send it)
-    waits there until a later launch, which finds none in native code, queues one, as it does outside the tests.
+    One launch was not always enough in the full suite (CI, once in ~6 runs: every count 0 after 20 s, two pool
+    threads): a worker parked during a Python launch that ended without it woke late, after the next launch had
+    counted it parked (so queued no spin job), and left for the queue on the moved ``RETURN``, where it waited
+    with no job. That worker now goes back to native code (reproduced and tested by
+    :func:`test_a_worker_sent_back_after_the_python_launch_ended_returns_to_native_code`); the setup still
+    launches again while no worker has parked, so a precondition never fails on another such path.
     WAKES is read first, then the worker seen parked (a worker counts itself spinning before it counts a wake, so
     one that woke after the read still moves WAKES). Read after the parked look, a worker woken by the launch
     before (parked and uncounted for a moment) slipped its wake into the reading, then spun through the next launch
@@ -141,6 +143,29 @@ def test_the_python_launch_path_calls_parked_workers_back_to_its_queue():
         assert not t.is_alive(), "the queue launch hung: its worker stayed parked"
         np.testing.assert_array_equal(out["y"], _ref(5))
         np.testing.assert_array_equal(f(np.full((97, 16), 6, np.int32)), _ref(6))  # native again afterwards
+    finally:
+        set_num_threads(None)
+
+
+@parks
+def test_a_worker_sent_back_after_the_python_launch_ended_returns_to_native_code():
+    """A parked worker that wakes late, after the Python launch that bumped ``RETURN`` has finished without it
+    (``PYJOBS`` 0 again), left native code for the queue anyway, and a native launch that had counted it parked
+    queued no spin job for it: both pool threads then waited in the queue with no job until a later launch (the
+    CI flake of this file's setup waits: every count 0, two pool threads). Such a worker now goes straight back
+    to spinning (and parks again), with no launch to bring it."""
+    f = _kernel()
+    set_num_threads(2)
+    try:
+        _park(f)
+        with parallel._lock:  # what the finished Python launch leaves the late sleeper: RETURN moved, PYJOBS 0
+            parallel._record[native_pool.RETURN] += 1
+        wakes = parallel._record[native_pool.WAKES]
+        parallel._native()["wake"](parallel._record_addr)
+        _until(lambda: parallel._record[native_pool.WAKES] > wakes, "the parked worker to wake")
+        _until(_parked, "the worker to spin and park again (no launch)", seconds=5.0)
+        assert parallel._record[native_pool.QUEUED] == 0
+        np.testing.assert_array_equal(f(np.full((97, 16), 7, np.int32)), _ref(7))
     finally:
         set_num_threads(None)
 
