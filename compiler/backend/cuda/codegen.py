@@ -43,6 +43,10 @@ def _tags(body: list, out: dict) -> dict:
     return out
 
 
+SM_REGISTERS = 65536  # 32-bit registers a block may use, every CUDA GPU since sm_50
+MAX_THREAD_REGISTERS = 255  # ptxas's most registers a thread
+
+
 class CudaCodegen(LlvmCodegen):
     """Emits an NVPTX module with one kernel per root statement of the loop IR."""
 
@@ -82,11 +86,22 @@ class CudaCodegen(LlvmCodegen):
         return self.module
 
     def _annotate(self) -> None:
-        """Mark the kernels for the NVPTX backend (``nvvm.annotations``)."""
+        """Mark the kernels for the NVPTX backend (``nvvm.annotations``): each is a kernel, and one whose block has
+        more threads than an SM's registers allow at ptxas's own limit (255 a thread: above 256 threads) declares
+        its block as its most threads (PTX ``.maxntid``, CUDA C's ``__launch_bounds__``), so ``ptxas`` keeps its
+        registers within what such a block may use (65,536 a block) rather than leave a kernel the launch refuses
+        (``CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES``: a 1,024-thread tile conv kernel took 66 registers a thread for
+        sm_90 without it). Smaller blocks are left to ptxas: with ``.maxntid`` it also cut their registers for
+        occupancy (72 -> 64 with spills at 128 threads); ``.maxnreg`` at the block's limit instead raised the
+        registers of other kernels (240 tuner settings of ResNet-18's convs, both ways)."""
         md = self.module.add_named_metadata("nvvm.annotations")
+        i32 = ir.IntType(32)
         for k in self.kernels:
             fn = self.module.get_global(k.name)
-            md.add(self.module.add_metadata([fn, "kernel", ir.Constant(ir.IntType(32), 1)]))
+            md.add(self.module.add_metadata([fn, "kernel", ir.Constant(i32, 1)]))
+            if k.block[0] * k.block[1] * k.block[2] * MAX_THREAD_REGISTERS > SM_REGISTERS:
+                for axis, n in zip("xyz", k.block):
+                    md.add(self.module.add_metadata([fn, f"maxntid{axis}", ir.Constant(i32, n)]))
 
     def stmt(self, s) -> None:
         if isinstance(s, Sync):
