@@ -7,7 +7,8 @@
 # PYTHON picks the interpreter (default python3: on the lent machines, the image's, which has numpy, onnx,
 # onnxruntime, llvmlite and cuda-bindings); REPEAT the timed runs per model (default 20). Last, a short
 # `vta tune --target cuda` of MobileNetV2-small (its convs, products, depthwise convs and pools timed on the GPU,
-# the log applied; TRIALS a task, default 8; 0 skips it).
+# the log applied; TRIALS a task, default 8; 0 skips it) with TUNER (default xgb where xgboost imports, else random:
+# the H200 image has no xgboost; carry the xgboost-cpu wheel for Python 3.12 as the device README describes).
 set -u
 OUT=${OUT:-/tmp/gpu_check}
 PY=${PYTHON:-python3}
@@ -17,11 +18,14 @@ export PYTHONPATH=. PYTHONUNBUFFERED=1
 $PY -m pytest -q -p no:cacheprovider -x tests/compiler/backend/test_build_op_cuda.py \
     tests/compiler/backend/test_cuda_residency.py tests/compiler/topi/test_conv2d_gpu.py \
     tests/compiler/topi/test_gemm_gpu.py tests/compiler/topi/test_direct_pool_gpu.py \
-    tests/compiler/plans/test_model_targets.py tests/compiler/plans/test_gpu_schedules.py 2>&1 \
+    tests/compiler/plans/test_model_targets.py tests/compiler/plans/test_gpu_schedules.py \
+    tests/compiler/backend/test_cuda_launch_bounds.py 2>&1 \
     | tee "$OUT/tests.txt" | tail -25
 $PY benchmarks/bench_gpu_target.py --models resnet18,mobilenet_v2 --repeat "${REPEAT:-20}" 2>&1 | tee "$OUT/bench.txt"
+TUNER=${TUNER:-$($PY -c "import xgboost" > /dev/null 2>&1 && echo xgb || echo random)}
 if [ "${TRIALS:-8}" != 0 ]; then
+    echo "tuner: $TUNER" | tee "$OUT/tuner.txt"
     $PY -c "import onnx; from compiler.zoo.mobilenet import mobilenet_v2_small; onnx.save(mobilenet_v2_small(), '$OUT/mnv2s.onnx')"
     $PY -c "from vta.cli import main; raise SystemExit(main())" tune "$OUT/mnv2s.onnx" --target cuda \
-        --trials "${TRIALS:-8}" --log "$OUT/cuda_tune.log" --json 2>&1 | tee "$OUT/tune.txt" | tail -6
+        --trials "${TRIALS:-8}" --tuner "$TUNER" --log "$OUT/cuda_tune.log" --json 2>&1 | tee "$OUT/tune.txt" | tail -6
 fi
