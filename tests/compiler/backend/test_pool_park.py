@@ -158,11 +158,13 @@ def test_a_worker_sent_back_after_the_python_launch_ended_returns_to_native_code
     set_num_threads(2)
     try:
         _park(f)
+        # WAKES read before RETURN moves: a worker counted parked may still be at its last look before sleeping,
+        # where it sees RETURN move and leaves the park at once (CI, once); either way WAKES moves after this read
+        wakes = parallel._record[native_pool.WAKES]
         with parallel._lock:  # what the finished Python launch leaves the late sleeper: RETURN moved, PYJOBS 0
             parallel._record[native_pool.RETURN] += 1
-        wakes = parallel._record[native_pool.WAKES]
         parallel._native()["wake"](parallel._record_addr)
-        _until(lambda: parallel._record[native_pool.WAKES] > wakes, "the parked worker to wake")
+        _until(lambda: parallel._record[native_pool.WAKES] > wakes, "the parked worker to leave the park")
         _until(_parked, "the worker to spin and park again (no launch)", seconds=5.0)
         assert parallel._record[native_pool.QUEUED] == 0
         np.testing.assert_array_equal(f(np.full((97, 16), 7, np.int32)), _ref(7))
