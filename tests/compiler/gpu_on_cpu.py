@@ -38,3 +38,55 @@ def assert_assembles_without_spills(op) -> None:
         r = res[k.name]
         assert r.spill_bytes == 0, (k, r)
         assert r.registers * int(np.prod(k.block)) <= 65536, (k, r)
+
+
+def shared_races(func) -> list[str]:
+    """Where a GPU function's loop IR touches a shared-memory buffer with no ``sync_threads`` since another access
+    that conflicts with it, every thread of a block running every statement: a read after a write (the fill not
+    yet finished) or a write after a read (the next fill overwriting what a slower thread still reads). Loop bodies
+    are walked twice, so a write at the top of an iteration meets the reads at the bottom of the one before. The
+    GPU's own barrier semantics, checked without a GPU (the emulator runs each thread alone and cannot see a
+    missing barrier); indices are not looked at, so a thread reading only what it wrote would be flagged too."""
+    from compiler.te.expr import walk
+    from compiler.tir.ir import BufLoad, Store, Sync
+
+    def shared_reads(e):
+        for n in walk(e):
+            if isinstance(n, BufLoad):
+                if n.buffer.scope == "shared":
+                    yield n.buffer.name
+                yield from shared_reads(n.index)
+
+    found: list[str] = []
+    written: set[str] = set()
+    read: set[str] = set()
+
+    def visit(body, where):
+        for s in body:
+            if isinstance(s, Sync):
+                written.clear()
+                read.clear()
+            elif isinstance(s, Store):
+                for b in {*shared_reads(s.value), *shared_reads(s.index)}:
+                    if b in written:
+                        found.append(f"{where}: {b} read after a write with no sync between")
+                    read.add(b)
+                if s.buffer.scope == "shared":
+                    if s.buffer.name in read:
+                        found.append(f"{where}: {s.buffer.name} written after a read with no sync between")
+                    written.add(s.buffer.name)
+            elif isinstance(s, For):
+                for _ in range(2):
+                    visit(s.body, f"{where}/{s.var.name}")
+            elif isinstance(s, IfThen):
+                for b in shared_reads(s.cond):
+                    if b in written:
+                        found.append(f"{where}: {b} read (in a guard) after a write with no sync between")
+                    read.add(b)
+                visit(s.body, where)
+
+    for k, root in enumerate(func.body):
+        written.clear()
+        read.clear()
+        visit([root], f"kernel {k}")
+    return sorted(set(found))

@@ -1,0 +1,54 @@
+"""The cuda kernels' shared-memory barriers, checked on their loop IR (``shared_races``): the emulated device runs
+each thread alone, so a missing ``sync_threads`` gives it the right values while a GPU's threads race."""
+from __future__ import annotations
+
+import pytest
+
+from compiler.autotune.cuda_conv import CudaConvTask
+from compiler.tir.ir import For, IfThen, Sync
+from compiler.topi.conv2d_direct import Conv2dSpec
+from tests.compiler.gpu_on_cpu import shared_races
+
+TASK = CudaConvTask(Conv2dSpec(1, 16, 8, 8, 16, 3, 3, pads=(1, 1, 1, 1)), bias=True, act="relu")
+
+
+def _syncs(body: list, out: list) -> list:
+    """``(containing list, Sync)`` of every barrier in ``body``, in order."""
+    for s in body:
+        if isinstance(s, Sync):
+            out.append((body, s))
+        elif isinstance(s, (For, IfThen)):
+            _syncs(s.body, out)
+    return out
+
+
+def test_a_missing_barrier_is_found():
+    """The tile conv stages its input (col) and weight chunks in shared memory: a barrier before the fills (the last
+    chunk's reads are done), two between them and one before the products (the fills are done). Without the first,
+    the next fill overwrites what a slower thread still reads; without the last, the products read a fill in
+    progress; either of the middle two alone is redundant with the last."""
+    op = TASK.kernel(TASK.default_knobs())
+    assert shared_races(op.func) == []
+    assert len(_syncs(op.func.body, [])) == 4
+    found = {}
+    for i in range(4):
+        func = TASK.kernel(TASK.default_knobs()).func
+        body, sync = _syncs(func.body, [])[i]
+        body.remove(sync)
+        found[i] = [r.split(": ", 1)[1] for r in shared_races(func)]
+    assert found == {0: ["col.shared written after a read with no sync between"], 1: [], 2: [],
+                     3: ["weight.shared read after a write with no sync between"]}
+
+
+@pytest.mark.parametrize("model", ["resnet18", "mobilenet_v2"])
+def test_every_kernel_of_a_model_syncs_its_shared_memory(model, monkeypatch):
+    from compiler.backend.cuda.runtime import CudaOp
+    from compiler.executor import build
+    from compiler.zoo import mobilenet_v2_small, resnet18
+
+    monkeypatch.setenv("VTA_CUDA_DEVICE", "emulate")
+    m = resnet18(1, image_size=32, num_classes=10, base_width=16, seed=0) if model == "resnet18" \
+        else mobilenet_v2_small()
+    ops = [fn for _, fn in build(m, target="cuda", progress=False).cpu._plans.values() if isinstance(fn, CudaOp)]
+    assert sum("shared" in op.loop_ir for op in ops) >= 10  # the tile convs and products stage in shared memory
+    assert {op.func.name: shared_races(op.func) for op in ops} == {op.func.name: [] for op in ops}
