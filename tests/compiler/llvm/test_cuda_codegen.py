@@ -32,3 +32,19 @@ def test_ptxas_assembles_library_kernels():
     plan = plan_node(node, [TensorInfo((4, 100), np.dtype(np.float32))], {}, "cuda")
     s, args = build_schedule(plan)
     assert len(assemble_ptx(compiler.build_op(s, target="cuda", args=args).ptx)) > 0
+
+
+@needs_nvcc
+@needs_ptxas
+def test_ptx_resources_reads_each_kernel_and_reports_ptxas_errors():
+    from compiler.backend.cuda import ptx_resources
+
+    ptx = compile_cuda('extern "C" __global__ void twice(float* x) { x[threadIdx.x] *= 2.0f; }\n'
+                       'extern "C" __global__ void tile(float* x) { __shared__ float t[256]; '
+                       't[threadIdx.x] = x[threadIdx.x]; __syncthreads(); x[threadIdx.x] = t[255 - threadIdx.x]; }')
+    res = ptx_resources(ptx, "sm_90")
+    assert set(res) == {"twice", "tile"}
+    assert res["tile"].shared_bytes == 256 * 4 and res["twice"].shared_bytes == 0
+    assert all(r.registers > 0 and r.spill_bytes == 0 for r in res.values())
+    with pytest.raises(CudaToolError, match="ptxas failed"):
+        ptx_resources(".version 7.8\n.target sm_90\n.address_size 64\n.visible .entry k( { bogus; }", "sm_90")
