@@ -2,6 +2,8 @@
 same values (shared-memory fills become redundant), so the lowering (cache regions, indices) is checked anywhere."""
 from __future__ import annotations
 
+import functools
+
 from compiler.backend.build import CpuOp
 from compiler.backend.llvm.codegen import generate
 from compiler.tir import For, IfThen, lower_loops
@@ -61,16 +63,19 @@ def shared_races(func) -> list[str]:
     written: set[str] = set()
     read: set[str] = set()
 
+    def reads(bufs, where, what=""):
+        for b in bufs:
+            if b in written:
+                found.append(f"{where}: {b} read{what} after a write with no sync between")
+            read.add(b)
+
     def visit(body, where):
         for s in body:
             if isinstance(s, Sync):
                 written.clear()
                 read.clear()
             elif isinstance(s, Store):
-                for b in {*shared_reads(s.value), *shared_reads(s.index)}:
-                    if b in written:
-                        found.append(f"{where}: {b} read after a write with no sync between")
-                    read.add(b)
+                reads({*shared_reads(s.value), *shared_reads(s.index)}, where)
                 if s.buffer.scope == "shared":
                     if s.buffer.name in read:
                         found.append(f"{where}: {s.buffer.name} written after a read with no sync between")
@@ -79,10 +84,7 @@ def shared_races(func) -> list[str]:
                 for _ in range(2):
                     visit(s.body, f"{where}/{s.var.name}")
             elif isinstance(s, IfThen):
-                for b in shared_reads(s.cond):
-                    if b in written:
-                        found.append(f"{where}: {b} read (in a guard) after a write with no sync between")
-                    read.add(b)
+                reads(set(shared_reads(s.cond)), where, " (in a guard)")
                 visit(s.body, where)
 
     for k, root in enumerate(func.body):
@@ -90,3 +92,16 @@ def shared_races(func) -> list[str]:
         read.clear()
         visit([root], f"kernel {k}")
     return sorted(set(found))
+
+
+@functools.lru_cache(maxsize=None)
+def model_cuda_ops(model: str) -> tuple:
+    """The CudaOps of a whole-model cuda build (compiled here, no GPU needed), built once per process:
+    ``"resnet18"`` (32 px, base width 16) or ``"mobilenet_v2"`` (MobileNetV2-small)."""
+    from compiler.backend.cuda.runtime import CudaOp
+    from compiler.executor import build
+    from compiler.zoo import mobilenet_v2_small, resnet18
+
+    m = resnet18(1, image_size=32, num_classes=10, base_width=16, seed=0) if model == "resnet18" \
+        else mobilenet_v2_small()
+    return tuple(fn for _, fn in build(m, target="cuda", progress=False).cpu._plans.values() if isinstance(fn, CudaOp))

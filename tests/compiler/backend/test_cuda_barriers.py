@@ -7,7 +7,7 @@ import pytest
 from compiler.autotune.cuda_conv import CudaConvTask
 from compiler.tir.ir import For, IfThen, Sync
 from compiler.topi.conv2d_direct import Conv2dSpec
-from tests.compiler.gpu_on_cpu import shared_races
+from tests.compiler.gpu_on_cpu import model_cuda_ops, shared_races
 
 TASK = CudaConvTask(Conv2dSpec(1, 16, 8, 8, 16, 3, 3, pads=(1, 1, 1, 1)), bias=True, act="relu")
 
@@ -41,14 +41,7 @@ def test_a_missing_barrier_is_found():
 
 
 @pytest.mark.parametrize("model", ["resnet18", "mobilenet_v2"])
-def test_every_kernel_of_a_model_syncs_its_shared_memory(model, monkeypatch):
-    from compiler.backend.cuda.runtime import CudaOp
-    from compiler.executor import build
-    from compiler.zoo import mobilenet_v2_small, resnet18
-
-    monkeypatch.setenv("VTA_CUDA_DEVICE", "emulate")
-    m = resnet18(1, image_size=32, num_classes=10, base_width=16, seed=0) if model == "resnet18" \
-        else mobilenet_v2_small()
-    ops = [fn for _, fn in build(m, target="cuda", progress=False).cpu._plans.values() if isinstance(fn, CudaOp)]
+def test_every_kernel_of_a_model_syncs_its_shared_memory(model):
+    ops = model_cuda_ops(model)
     assert sum("shared" in op.loop_ir for op in ops) >= 10  # the tile convs and products stage in shared memory
     assert {op.func.name: shared_races(op.func) for op in ops} == {op.func.name: [] for op in ops}

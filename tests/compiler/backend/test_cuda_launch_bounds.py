@@ -14,6 +14,7 @@ from compiler.backend.cuda.codegen import generate_ptx
 from compiler.backend.cuda.nvcc import KernelResources, have_ptxas, parse_ptxas_report, ptx_resources
 from compiler.topi.conv2d_direct import Conv2dSpec
 from compiler.topi.conv2d_gpu import GpuConvKnobs
+from tests.compiler.gpu_on_cpu import model_cuda_ops
 
 needs_ptxas = pytest.mark.skipif(not have_ptxas(), reason="needs ptxas (the CUDA toolkit)")
 SM_REGISTERS = 65536  # a block's registers at most, every CUDA GPU since sm_50
@@ -62,18 +63,10 @@ def test_a_1024_thread_tile_kernel_fits_an_sm(arch):
 
 @needs_ptxas
 @pytest.mark.parametrize("model", ["resnet18", "mobilenet_v2"])
-def test_every_kernel_of_a_model_fits_an_sm(model, monkeypatch):
+def test_every_kernel_of_a_model_fits_an_sm(model):
     """Every kernel of a whole network's cuda build (small input) assembles for an H100/H200 (sm_90) with a block
     that fits an SM: registers x threads, static shared memory, no spills."""
-    from compiler.backend.cuda.runtime import CudaOp
-    from compiler.executor import build
-    from compiler.zoo import mobilenet_v2_small, resnet18
-
-    monkeypatch.setenv("VTA_CUDA_DEVICE", "emulate")
-    m = resnet18(1, image_size=32, num_classes=10, base_width=16, seed=0) if model == "resnet18" \
-        else mobilenet_v2_small()
-    mod = build(m, target="cuda", progress=False)
-    ops = [fn for _, fn in mod.cpu._plans.values() if isinstance(fn, CudaOp)]
+    ops = model_cuda_ops(model)
     assert len(ops) >= 10
     for op in ops:
         ptx, kernels, _ = generate_ptx(op.func, "sm_90")
