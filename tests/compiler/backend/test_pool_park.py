@@ -157,10 +157,11 @@ def test_a_worker_sent_back_after_the_python_launch_ended_returns_to_native_code
     f = _kernel()
     set_num_threads(2)
     try:
-        _park(f)
-        # WAKES read before RETURN moves: a worker counted parked may still be at its last look before sleeping,
-        # where it sees RETURN move and leaves the park at once (CI, once); either way WAKES moves after this read
-        wakes = parallel._record[native_pool.WAKES]
+        # WAKES as _park read it, before its parked look: read after that look, a worker the setup's launch had
+        # woken (still counted parked) slipped its wake into the reading, then left on RETURN, went back in and
+        # parked with WAKES never moving again (CI, once); read after RETURN moved, one still at its last look
+        # before sleeping left the park at once, uncounted (CI, once). Either way WAKES moves after this count
+        wakes = _park(f)
         with parallel._lock:  # what the finished Python launch leaves the late sleeper: RETURN moved, PYJOBS 0
             parallel._record[native_pool.RETURN] += 1
         parallel._native()["wake"](parallel._record_addr)
