@@ -331,12 +331,27 @@ class _Lowering:
         return wrap(stmts, leaves, inf.conds, True)
 
     def children(self, st: "Stage", lv: IterVar) -> list:
-        out = []
+        """The stages attached at ``lv``, each allocated then computed. Shared-memory fills run between barriers:
+        one before a run of consecutive fills (the last iteration's readers are done with the buffers), one after
+        it (every fill is complete before anyone reads it), and one inside it only where a fill reads a buffer an
+        earlier fill of the run wrote."""
+        out: list = []
+        run: set = set()  # tensors the current run of shared fills writes (empty: no run open)
         for c in self.stages:
-            if c.attach is not None and c.attach[0] is st and c.attach[1] is lv:
-                cinf = self.info[c]
-                shared = cinf.buffer.scope == "shared"
-                out += ([Sync()] if shared else []) + [Allocate(cinf.buffer)] + self.nest(c) + ([Sync()] if shared else [])
+            if c.attach is None or c.attach[0] is not st or c.attach[1] is not lv:
+                continue
+            cinf = self.info[c]
+            if cinf.buffer.scope == "shared":
+                if not run or any(ld.tensor in run for ld in loads(self.body(c))):
+                    out.append(Sync())
+                    run = set()
+                run.add(c.tensor)
+            elif run:
+                out.append(Sync())
+                run = set()
+            out += [Allocate(cinf.buffer)] + self.nest(c)
+        if run:
+            out.append(Sync())
         return out
 
     def run(self) -> PrimFunc:
