@@ -4,7 +4,7 @@ from __future__ import annotations
 import warnings
 from pathlib import Path
 
-from compiler.autotune.records import SkippedLines, TuningLogWarning, load_records
+from compiler.autotune.records import TuningLogWarning, fastest_per_task, load_records
 from compiler.autotune.space import ConvSpace
 from compiler.autotune.task import Task, extract_tasks
 from compiler.topi.knobs import ConvKnobs
@@ -16,31 +16,11 @@ def tuned_knobs(tasks: list[Task], path: str | Path, cfg) -> dict[str, ConvKnobs
     Warns (:class:`TuningLogWarning`, naming ``FILE:LINE``; lines skipped for the same reason in one warning) for
     bad lines, records of tasks not in ``tasks``, records whose knobs the task cannot use, and tasks that no record
     covers."""
-    records = load_records(path, cfg)
-    by_key = {t.key: t for t in tasks}
     spaces: dict[str, ConvSpace] = {}
-    chosen: dict[str, ConvKnobs] = {}
-    skipped = SkippedLines()
-    for r in sorted((r for r in records if r.cycles is not None), key=lambda r: r.cycles):
-        task = by_key.get(r.task_key)
-        if task is None:
-            skipped.add(r.where, "record for a task that is not in this model", f" ({r.task['shape']})")
-            continue
-        if task.key in chosen:
-            continue
-        sp = spaces.setdefault(task.key, ConvSpace(task))
-        why = sp.reject(r.knobs)
-        if why:
-            skipped.add(r.where, f"knobs {r.knobs} cannot be used for {task.describe()} ({why})")
-            continue
-        chosen[task.key] = r.knobs
-    skipped.warn(stacklevel=3)
-    missing = [t for t in tasks if t.key not in chosen]
-    if missing:
-        warnings.warn(f"tuning log {path}: no usable record for {len(missing)} of {len(tasks)} task(s) "
-                      f"({'; '.join(t.describe() for t in missing[:4])}{'; ...' if len(missing) > 4 else ''}); "
-                      f"they use the analytic choice", TuningLogWarning, stacklevel=2)
-    return chosen
+    rows = [(r.task_key, r.knobs, r.cycles, r.where, r.task["shape"]) for r in load_records(path, cfg)
+            if r.cycles is not None]
+    return fastest_per_task(tasks, rows, path, lambda t, k: spaces.setdefault(t.key, ConvSpace(t)).reject(k),
+                            "the analytic choice")
 
 
 def apply_tuning_log(backend, compiled, path: str | Path) -> dict[str, ConvKnobs]:

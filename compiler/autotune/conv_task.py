@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Callable, ClassVar
 
 from compiler.autotune.measure import Result, _Measurer
-from compiler.autotune.records import SkippedLines, TuningLogWarning
+from compiler.autotune.records import TuningLogWarning, fastest_per_task
 from compiler.autotune.space import GridSpace
 from compiler.topi.conv2d_direct import Conv2dSpec
 
@@ -120,30 +120,10 @@ def fastest_usable(tasks: list, records: list, path: str | Path, target: str, sk
     """Task key -> knobs of its fastest usable record among ``records`` (``(task identity, knobs, ns, FILE:LINE)``
     of the log at ``path``); warns for records of unknown tasks, knobs a task's space rejects, and tasks no record
     covers; tasks whose key is in ``skip`` are left out without a warning."""
-    by_key = {t.key: t for t in tasks}
-    chosen: dict = {}
-    skipped = SkippedLines()
-    for ident, knobs, _ns, where in sorted(records, key=lambda r: r[2]):
-        key = json.dumps(ident, sort_keys=True)
-        task = by_key.get(key)
-        if task is None:
-            skipped.add(where, "record for a task that is not in this model",
-                        f" ({ident.get('op')}: {ident.get('spec')})")
-            continue
-        if key in chosen or key in skip:
-            continue
-        why = task.make_space().reject(knobs)
-        if why:
-            skipped.add(where, f"knobs {knobs} cannot be used for {task.describe()} ({why})")
-            continue
-        chosen[key] = knobs
-    skipped.warn()
-    missing = [t for t in tasks if t.key not in chosen and t.key not in skip]
-    if missing:
-        warn_log(f"tuning log {path}: no usable {target} record for {len(missing)} of {len(tasks)} task(s) "
-                 f"({'; '.join(t.describe() for t in missing[:4])}{'; ...' if len(missing) > 4 else ''}); they use "
-                 f"the library's default schedule")
-    return chosen
+    rows = [(json.dumps(ident, sort_keys=True), knobs, ns, where, f"{ident.get('op')}: {ident.get('spec')}")
+            for ident, knobs, ns, where in records]
+    return fastest_per_task(tasks, rows, path, lambda t, k: t.make_space().reject(k), "the library's default schedule",
+                            f"{target} ", skip)
 
 
 class KnobGrid(GridSpace):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -101,6 +101,37 @@ class SkippedLines:
                     if rest else "")
             warnings.warn(f"{where}: {reason}{detail}; skipped{more}", TuningLogWarning, stacklevel=stacklevel)
         self._by_reason.clear()
+
+
+def fastest_per_task(tasks: list, rows, path: str | Path, reject: Callable, fallback: str, what: str = "",
+                     skip: frozenset = frozenset()) -> dict:
+    """Task key -> knobs of its fastest usable record. ``rows``: ``(task key, knobs, cost, FILE:LINE, label)`` of the
+    log at ``path`` (``label`` names a record's task where the model lacks it); ``reject(task, knobs)``: why the task
+    cannot use the knobs, or None. Warns (:class:`TuningLogWarning`, at the caller's caller) for records of tasks not
+    in ``tasks``, knobs a task rejects, and tasks no record covers (they use ``fallback``); tasks whose key is in
+    ``skip`` are left out without a warning. ``what`` names the records in that last warning (``"llvm "``)."""
+    by_key = {t.key: t for t in tasks}
+    chosen: dict = {}
+    skipped = SkippedLines()
+    for key, knobs, _cost, where, label in sorted(rows, key=lambda r: r[2]):
+        task = by_key.get(key)
+        if task is None:
+            skipped.add(where, "record for a task that is not in this model", f" ({label})")
+            continue
+        if key in chosen or key in skip:
+            continue
+        why = reject(task, knobs)
+        if why:
+            skipped.add(where, f"knobs {knobs} cannot be used for {task.describe()} ({why})")
+            continue
+        chosen[key] = knobs
+    skipped.warn(stacklevel=4)
+    missing = [t for t in tasks if t.key not in chosen and t.key not in skip]
+    if missing:
+        warnings.warn(f"tuning log {path}: no usable {what}record for {len(missing)} of {len(tasks)} task(s) "
+                      f"({'; '.join(t.describe() for t in missing[:4])}{'; ...' if len(missing) > 4 else ''}); "
+                      f"they use {fallback}", TuningLogWarning, stacklevel=3)
+    return chosen
 
 
 def _parse(obj, where: str, cfg: HwConfig, skipped: SkippedLines) -> Record | None:
