@@ -405,7 +405,7 @@ def llvm_space(image_size: int, n_tasks: int, trials: int, batch: int, seeds, ne
                        tuned_ms=round(min(after), 3), tuned_over_untuned_ms=round(min(after) / min(before), 4),
                        net_invalid_measured=sum(r.invalid_measured for r in res),
                        # tasks whose logged knobs the build kept (faster alone and in the model)
-                       kept_logged_tasks=tuned.compiled.stats["tuned_convs"],
+                       kept_logged_tasks=tuned.compiled.stats["tuned_tasks"],
                        build_warnings=[str(w.message)[:200] for w in caught])
     return out
 

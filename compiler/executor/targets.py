@@ -61,14 +61,14 @@ def build_for_target(model, cfg, target: str, *, calibration=None, quantize: boo
         cpu = TargetCpuBackend(target)
         use_knobs(cpu, kept, compiled.graph)
         cpu.prepare(compiled.graph)
-        compiled.stats["tuned_convs"] = len(kept)
+        compiled.stats["tuned_tasks"] = len(kept)
         return Module(compiled, accel, cpu, progress)
     from compiler.autotune.llvm_conv import logged_faster
     from compiler.executor.llvm_log import confirm_in_model, cpu_with_knobs
 
     mod, kept = confirm_in_model(compiled, accel, lambda knobs: cpu_with_knobs(compiled.graph, knobs),
                                  logged_faster(compiled.graph, tuning_log), progress)
-    compiled.stats["tuned_convs"] = len(kept)
+    compiled.stats["tuned_tasks"] = len(kept)
     return mod
 
 

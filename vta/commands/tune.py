@@ -138,7 +138,7 @@ def _build_tuned_and_compare(model, target: str, shapes: dict, log: str, base, f
         before.append(model_wall_ms(base, feeds))
         after.append(model_wall_ms(tuned, feeds))
     b, a = min(before), min(after)
-    kept = tuned.compiled.stats.get("tuned_convs", 0)
+    kept = tuned.compiled.stats.get("tuned_tasks", 0)
     print(f"tuned {len(tasks)} task(s) in {tune_s:.1f} s; rejected before measurement: "
           f"{sum(sum(r.rejected.values()) for r in results)}; failed measurements: "
           f"{sum(r.invalid_measured for r in results)}")

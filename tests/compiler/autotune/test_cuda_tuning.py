@@ -128,7 +128,7 @@ def test_build_applies_a_cuda_log(tiny_model, tmp_path, monkeypatch, emulated):
     with warnings.catch_warnings():
         warnings.simplefilter("error", TuningLogWarning)
         tuned = build(str(tiny_model), target="cuda", progress=False, tuning_log=log)
-    assert tuned.compiled.stats["tuned_convs"] == 3
+    assert tuned.compiled.stats["tuned_tasks"] == 3
     used = [plan.key[-1] for plan, _ in tuned.cpu._plans.values() if plan.key[0] in ("conv2d_gpu", "gap")]
     assert used == [GpuConvKnobs(16, 4, 4, 1, 4, 2)] * 2 + [PoolGpuKnobs(64, 2, "flat", True, True)]
     x = np.random.default_rng(0).standard_normal((1, 8, 6, 6)).astype(np.float32)
@@ -137,7 +137,7 @@ def test_build_applies_a_cuda_log(tiny_model, tmp_path, monkeypatch, emulated):
     log.write_text("".join(json.dumps(dict(ln, gpu={"name": "other", "arch": "sm_90"})) + "\n" for ln in lines))
     with pytest.warns(TuningLogWarning, match="no usable cuda record for 3 of 3"):
         again = build(str(tiny_model), target="cuda", progress=False, tuning_log=log)
-    assert again.compiled.stats["tuned_convs"] == 0
+    assert again.compiled.stats["tuned_tasks"] == 0
 
 
 def test_vta_tune_target_cuda(tiny_model, tmp_path, capsys, monkeypatch):
@@ -195,7 +195,7 @@ def test_products_are_tuned_and_applied_like_convs(tmp_path, monkeypatch, emulat
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", TuningLogWarning)  # the tasks without a record
         tuned = build(model, target="cuda", progress=False, tuning_log=log)
-    assert tuned.compiled.stats["tuned_convs"] == 1
+    assert tuned.compiled.stats["tuned_tasks"] == 1
     used = [plan.key[-1] for plan, _ in tuned.cpu._plans.values() if plan.key[0] == "gemm_gpu"
             and plan.key[1:3] == (task.a, task.b)]
     assert used and all(k == chosen for k in used)
@@ -302,7 +302,7 @@ def test_depthwise_and_pools_are_tuned_logged_and_applied(dw_pool_model, tmp_pat
     monkeypatch.setattr(cc, "faster_than_default", lambda t, knobs: (True, 1, 2))
     with pytest.warns(TuningLogWarning, match="no usable cuda record for 1 of 5"):  # the one-group conv
         tuned = build(str(dw_pool_model), target="cuda", progress=False, tuning_log=log)
-    assert tuned.compiled.stats["tuned_convs"] == 4
+    assert tuned.compiled.stats["tuned_tasks"] == 4
     keys = [plan.key for plan, _ in tuned.cpu._plans.values()]
     dw_keys = [k for k in keys if k[0] == "conv2d"]
     assert len(dw_keys) == 1 and dw_keys[0][-1] == chosen[dw.key] and dw_keys[0][1].oc_block == 4

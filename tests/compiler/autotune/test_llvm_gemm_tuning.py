@@ -155,7 +155,7 @@ def test_build_applies_logged_gemm_knobs_only_where_faster(tmp_path, monkeypatch
     used = sorted(repr(plan.key[-1]) for plan, _ in tuned.cpu._plans.values() if plan.key[0] == "gemm")
     defaults = sorted(repr(t.default_knobs()) for t in tasks)
     assert used == (sorted(map(repr, chosen.values())) if logged_wins else defaults)
-    assert tuned.compiled.stats["tuned_convs"] == (3 if logged_wins else 0)
+    assert tuned.compiled.stats["tuned_tasks"] == (3 if logged_wins else 0)
     h = np.maximum(x.reshape(20, 24).astype(np.float64) @ _weights(path)[0] + _weights(path)[1], 0).reshape(2, 10, 40)
     want = np.matmul(np.matmul(h, h.transpose(0, 2, 1)), h)
     for mod in (base, tuned):
