@@ -9,6 +9,30 @@ from compiler.backend.llvm.codegen import generate
 from compiler.tir import For, IfThen, lower_loops
 
 
+def gpu_matmul(m: int = 64, n: int = 48, k: int = 80, t: int = 16, chained: bool = False):
+    """A ``t x t``-tiled GPU matmul schedule of ``(m, k) @ (k, n)`` float32 whose A and B chunks are staged in shared
+    memory per ``t``-deep reduction step; ``chained``: A's chunk is staged twice, the second fill reading the first."""
+    from compiler import te
+    from compiler.schedule import create_schedule
+
+    a = te.placeholder((m, k), "float32", "A")
+    b = te.placeholder((k, n), "float32", "B")
+    r = te.reduce_axis(k, "k")
+    c = te.compute((m, n), lambda i, j: te.sum(a[i, r] * b[r, j], axis=r), name="C")
+    s = create_schedule(c)
+    io, jo, ii, ji = s[c].tile(*c.op.axes, t, t)
+    for iv, tag in ((io, "blockIdx.y"), (jo, "blockIdx.x"), (ii, "threadIdx.y"), (ji, "threadIdx.x")):
+        s[c].bind(iv, tag)
+    ko, _ = s[c].split(r, t)
+    first = s.cache_read(a, "shared", [c])
+    fills = [first, s.cache_read(first, "shared", [c])] if chained else [first]
+    for sh in fills + [s.cache_read(b, "shared", [c])]:
+        s[sh].compute_at(s[c], ko)
+        s[sh].bind(s[sh].op.axes[0], "threadIdx.y")
+        s[sh].bind(s[sh].op.axes[1], "threadIdx.x")
+    return s
+
+
 def serial_on_cpu(s, args=None) -> CpuOp:
     """Lower schedule ``s`` (over ``args``), make every bound loop serial and compile it for this CPU."""
     func = lower_loops(s, args) if args is not None else lower_loops(s)

@@ -8,25 +8,7 @@ from compiler.backend.cuda.nvcc import have_ptxas
 from compiler.schedule import create_schedule
 from compiler.backend.cuda.runtime import NoGpuError, gpu_present
 from compiler.tir import TirError
-from tests.compiler.gpu_on_cpu import serial_on_cpu
-
-
-def _gpu_matmul(m=64, n=48, k=80, t=16):
-    A = te.placeholder((m, k), "float32", "A")
-    B = te.placeholder((k, n), "float32", "B")
-    r = te.reduce_axis(k, "k")
-    C = te.compute((m, n), lambda i, j: te.sum(A[i, r] * B[r, j], axis=r), name="C")
-    s = create_schedule(C)
-    io, jo, ii, ji = s[C].tile(*C.op.axes, t, t)
-    for iv, tag in ((io, "blockIdx.y"), (jo, "blockIdx.x"), (ii, "threadIdx.y"), (ji, "threadIdx.x")):
-        s[C].bind(iv, tag)
-    ko, ki = s[C].split(r, t)
-    for src in (A, B):
-        sh = s.cache_read(src, "shared", [C])
-        s[sh].compute_at(s[C], ko)
-        s[sh].bind(s[sh].op.axes[0], "threadIdx.y")
-        s[sh].bind(s[sh].op.axes[1], "threadIdx.x")
-    return s
+from tests.compiler.gpu_on_cpu import gpu_matmul, serial_on_cpu
 
 
 def _gpu_schedule(n=64, m=128, tx=32):
@@ -105,7 +87,7 @@ def test_math_functions_compile_for_cuda(fn):
 def test_shared_tiles_cover_the_whole_thread_block():
     """A and B tiles in shared memory: each is one t x t region per block (threads relaxed), filled one element per
     thread; the loop IR computes the matmul (run serially on the CPU) and the kernel assembles."""
-    s = _gpu_matmul()
+    s = gpu_matmul()
     op = compiler.build_op(s, target="cuda")
     assert "allocate shared A.shared: float32[16, 16]" in op.loop_ir
     assert "allocate shared B.shared: float32[16, 16]" in op.loop_ir
@@ -116,7 +98,7 @@ def test_shared_tiles_cover_the_whole_thread_block():
     rng = np.random.default_rng(7)
     a = rng.standard_normal((64, 80)).astype(np.float32)
     b = rng.standard_normal((80, 48)).astype(np.float32)
-    np.testing.assert_allclose(serial_on_cpu(_gpu_matmul())(a, b), a @ b, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(serial_on_cpu(gpu_matmul())(a, b), a @ b, rtol=1e-4, atol=1e-4)
     if gpu_present():
         np.testing.assert_allclose(op(a, b), a @ b, rtol=1e-4, atol=1e-4)
 

@@ -6,12 +6,10 @@ import numpy as np
 import pytest
 
 import compiler
-from compiler import te
 from compiler.autotune.cuda_conv import CudaConvTask
 from compiler.tir.ir import For, IfThen, Sync
-from compiler.schedule import create_schedule
 from compiler.topi.conv2d_direct import Conv2dSpec
-from tests.compiler.gpu_on_cpu import model_cuda_ops, serial_on_cpu, shared_races
+from tests.compiler.gpu_on_cpu import gpu_matmul, model_cuda_ops, serial_on_cpu, shared_races
 
 TASK = CudaConvTask(Conv2dSpec(1, 16, 8, 8, 16, 3, 3, pads=(1, 1, 1, 1)), bias=True, act="relu")
 
@@ -46,31 +44,10 @@ def test_a_missing_barrier_is_found():
                          "weight.shared read after a write with no sync between"]}
 
 
-def _chained_fills(n: int = 32, t: int = 8):
-    """A matmul whose A chunk is staged in shared memory twice, the second fill reading the first (then B's)."""
-    a = te.placeholder((n, n), "float32", "A")
-    b = te.placeholder((n, n), "float32", "B")
-    r = te.reduce_axis(n, "k")
-    c = te.compute((n, n), lambda i, j: te.sum(a[i, r] * b[r, j], axis=r), name="C")
-    s = create_schedule(c)
-    io, jo, ii, ji = s[c].tile(*c.op.axes, t, t)
-    for iv, tag in ((io, "blockIdx.y"), (jo, "blockIdx.x"), (ii, "threadIdx.y"), (ji, "threadIdx.x")):
-        s[c].bind(iv, tag)
-    ko, _ = s[c].split(r, t)
-    first = s.cache_read(a, "shared", [c])
-    second = s.cache_read(first, "shared", [c])
-    bs = s.cache_read(b, "shared", [c])
-    for sh in (first, second, bs):
-        s[sh].compute_at(s[c], ko)
-        s[sh].bind(s[sh].op.axes[0], "threadIdx.y")
-        s[sh].bind(s[sh].op.axes[1], "threadIdx.x")
-    return s, a, b
-
-
 def test_a_fill_that_reads_an_earlier_fill_waits_for_it():
     """Consecutive fills share one barrier before and one after, plus one between two fills where the later reads
     what the earlier wrote: here the second copy of A's chunk reads the first (then B's fill follows, unsynced)."""
-    s, a, b = _chained_fills()
+    s = gpu_matmul(32, 32, 32, 8, chained=True)
     op = compiler.build_op(s, target="cuda")
     assert shared_races(op.func) == []
     assert len(_syncs(op.func.body, [])) == 3
