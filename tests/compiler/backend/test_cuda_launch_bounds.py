@@ -14,11 +14,9 @@ from compiler.backend.cuda.codegen import generate_ptx
 from compiler.backend.cuda.nvcc import KernelResources, have_ptxas, parse_ptxas_report, ptx_resources
 from compiler.topi.conv2d_direct import Conv2dSpec
 from compiler.topi.conv2d_gpu import GpuConvKnobs
-from tests.compiler.gpu_on_cpu import model_cuda_ops
+from tests.compiler.gpu_on_cpu import SM_REGISTERS, SM_STATIC_SHARED, model_cuda_ops
 
 needs_ptxas = pytest.mark.skipif(not have_ptxas(), reason="needs ptxas (the CUDA toolkit)")
-SM_REGISTERS = 65536  # a block's registers at most, every CUDA GPU since sm_50
-SM_STATIC_SHARED = 48 << 10
 
 # 256 -> 256 channels 3x3 at 14x14: a 128 x 128 block tile with 2 x 8 accumulators a thread, the reduction split in 4
 TASK = CudaConvTask(Conv2dSpec(1, 256, 14, 14, 256, 3, 3, pads=(1, 1, 1, 1)), bias=True, act="relu")
