@@ -86,6 +86,9 @@ class Module:
         self._accel_bound = LastCalls(views=True)
         self._staged: dict[str, np.ndarray] = {}  # input name -> the module's own copy of it (see run)
         self._replay: _Replay | None = None  # the last run's nodes as recorded calls, where all had one (see run)
+        # cuda: the last run's device operations (a RunRecording) and, once two runs made the same, their replay
+        self._device_last = None
+        self._device_replay: tuple | None = None
 
     # -- inputs / outputs ---------------------------------------------------------------
     @property
@@ -206,14 +209,45 @@ class Module:
                 and replay.versions == self._calls_version()):
             return self._run_replay(replay)
         self._replay = None
+        if self._device_replay is not None:
+            outs = self._run_device_replay(staged)
+            if outs is not None:
+                return outs
         values: dict = dict(g.constants)
         values.update(staged)
-        rows, details = [], []
         show = self.progress if self.progress is not None else len(g.nodes) >= PROGRESS_MIN_NODES
         into = getattr(self.cpu, "run_node_into", None)  # optional: CpuBackend that fills given output arrays
         # what each node was given and returned, while a replay of this run stays possible (see _make_replay)
         trace: list | None = ([] if into is not None and hasattr(self.cpu, "repeat_call")
                               and hasattr(self.cpu, "calls_version") and not self._mirrored else None)
+        mirrored = self._mirrored
+        # cuda: this run's device operations, to replay later runs where it is steady (see _run_device_replay)
+        recording = self.cpu.record_device_run() if mirrored and not self.keep_details else None
+        try:
+            rows, details, trace = self._run_nodes(values, show, into, trace, recording)
+        except BaseException:
+            if recording is not None:
+                recording.abandon()
+            raise
+        if mirrored:
+            self.cpu.to_host([values[o] for o in g.outputs])
+        if recording is not None:
+            recording.finish()
+            self._note_device_run(recording, rows, staged, [values[o] for o in g.outputs])
+        self._outputs = [np.array(values[o]) for o in g.outputs]  # copies: the arena is reused next run
+        self._profile = rows
+        self._details = details
+        if trace is not None and not self.keep_details:
+            self._replay = self._make_replay(trace, [values[o] for o in g.outputs])
+        return list(self._outputs)
+
+    def _run_nodes(self, values: dict, show: bool, into, trace: list | None,
+                   recording) -> tuple[list, list, list | None]:
+        """The general path of :meth:`run`: every node on ``values`` (the constants and inputs; each node's outputs
+        are added); the profile rows, the accel layers' details and ``trace`` with each node's call appended (see
+        :meth:`_make_replay`; None where a replay is not possible). Each node is marked done in ``recording``."""
+        g = self.graph
+        rows, details = [], []
         mirrored = self._mirrored
         for idx, n in enumerate(tqdm(g.nodes, desc="run", leave=False) if show else g.nodes):
             ins = [values[i] if i else None for i in n.inputs]
@@ -228,14 +262,17 @@ class Module:
                 except (ValueError, RuntimeError) as exc:  # name the layer: the backend only sees arrays
                     raise _with_layer(exc, n) from exc
                 outs = [out]
+                on_device = False
                 if self.keep_details:
                     details.append(prof)
             elif into is not None:  # the backend writes straight into the outputs' arena slots
                 slots = [self._slot(o) for o in n.outputs]
                 outs = into(n, ins, slots)
+                on_device = getattr(self.cpu, "last_on_device", False)
                 prof = {"cpu_backend": getattr(self.cpu, "last_backend", self.cpu.name),
                         "compile_s": getattr(self.cpu, "last_compile_s", 0.0)}
             else:
+                on_device = False
                 outs = self.cpu.run_node(n, ins)
                 prof = {"cpu_backend": getattr(self.cpu, "last_backend", self.cpu.name),
                         "compile_s": getattr(self.cpu, "last_compile_s", 0.0)}
@@ -244,7 +281,7 @@ class Module:
                 if name:
                     placed = values[name] = self._place(name, v)
                     if placed is not v and not _same_memory(placed, v):  # copied into its slot: a replay would not
-                        trace = None
+                        trace, on_device = None, False
                         if mirrored:
                             self.cpu.host_wrote([placed])
                     elif mirrored and target == "accel":
@@ -252,15 +289,38 @@ class Module:
             rows.append((n, target, dt, prof))  # the profile row is built when asked for (profile())
             if trace is not None:
                 trace.append((idx, n, target, ins, slots, outs))
+            if recording is not None:
+                recording.node_done(on_device)
             for t in self._free_after.get(idx, ()):
                 values.pop(t, None)
-        if mirrored:
-            self.cpu.to_host([values[o] for o in g.outputs])
-        self._outputs = [np.array(values[o]) for o in g.outputs]  # copies: the arena is reused next run
-        self._profile = rows
-        self._details = details
-        if trace is not None and not self.keep_details:
-            self._replay = self._make_replay(trace, [values[o] for o in g.outputs])
+        return rows, details, trace
+
+    def _note_device_run(self, recording, rows: list, staged: dict, outputs: list) -> None:
+        """Keep the device replay of the run just recorded where it was steady (see
+        :class:`~compiler.backend.cuda.run_replay.DeviceReplay`), else remember it to compare with the next."""
+        from compiler.backend.cuda.run_replay import DeviceReplay
+
+        last, self._device_last = self._device_last, recording
+        replay = DeviceReplay.from_runs(last, recording)
+        if replay is not None:
+            self._device_replay = (replay, threading.get_ident(), self._calls_version(), staged,
+                                   [(n, t, p) for n, t, _dt, p in rows], outputs)
+
+    def _run_device_replay(self, staged: dict) -> list[np.ndarray] | None:
+        """:meth:`run` as the device replay's operations alone, where it still holds: the same thread, records and
+        input buffers as when it was made, and the device and mirrors as it left them; None (and the replay
+        dropped) otherwise."""
+        replay, thread, versions, inputs, steps, outputs = self._device_replay
+        secs = None
+        if (not self.keep_details and thread == threading.get_ident() and versions == self._calls_version()
+                and staged.keys() == inputs.keys() and all(staged[k] is inputs[k] for k in inputs)):
+            secs = replay.run()
+        if secs is None:
+            self._device_replay = self._device_last = None
+            return None
+        self._outputs = [np.array(v) for v in outputs]  # copies: the arena is reused next run
+        self._profile = [(n, t, dt, p) for (n, t, p), dt in zip(steps, secs)]
+        self._details = []
         return list(self._outputs)
 
     def _input_buffer(self, name: str, a: np.ndarray) -> np.ndarray:

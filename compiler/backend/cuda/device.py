@@ -13,6 +13,7 @@ import functools
 import glob
 import os
 import threading
+from collections.abc import Callable
 
 import numpy as np
 
@@ -41,6 +42,45 @@ def _driver():
         except ImportError:
             return None
     return driver
+
+
+_RECORDING = threading.local()  # .device, .ops: the device whose operations this thread records (record_ops)
+
+
+class record_ops:
+    """While open (``with record_ops(dev) as ops:``), every copy, launch and synchronize that ``dev`` makes on this
+    thread is appended to ``ops`` as ``(kind, *args)``: ``("upload", dptr, src, nbytes)``, ``("download", dst,
+    dptr, nbytes)``, ``("copy", dst, src, nbytes)``, ``("launch", loaded, kernels, dptrs)``, ``("sync",)``.
+    :func:`replayable` turns each back into a call (:mod:`compiler.backend.cuda.run_replay`)."""
+
+    def __init__(self, dev) -> None:
+        self.dev, self.ops = dev, []
+
+    def __enter__(self) -> list:
+        if getattr(_RECORDING, "device", None) is not None:
+            raise RuntimeError("record_ops: this thread is already recording device operations")
+        _RECORDING.device, _RECORDING.ops = self.dev, self.ops
+        return self.ops
+
+    def __exit__(self, *exc) -> None:
+        _RECORDING.device = _RECORDING.ops = None
+
+
+def _log(dev, *op) -> None:
+    if getattr(_RECORDING, "device", None) is dev:
+        _RECORDING.ops.append(op)
+
+
+def replayable(dev, op: tuple) -> Callable[[], None]:
+    """The call that repeats recorded operation ``op`` (see :class:`record_ops`) on ``dev``, not recorded again."""
+    kind, *args = op
+    if kind == "launch":
+        return dev.launcher(*args)
+    if kind == "sync":
+        return dev.synchronize
+    if kind not in ("upload", "download", "copy"):
+        raise ValueError(f"replayable: unknown device operation {kind!r}")
+    return functools.partial(getattr(dev, kind), *args)
 
 
 def _check(res):
@@ -89,13 +129,16 @@ class GpuDevice:
         self.drv.cuMemFree(self.drv.CUdeviceptr(dptr))  # best effort: the context may be gone at interpreter exit
 
     def upload(self, dptr: int, src: int, nbytes: int) -> None:
+        _log(self, "upload", dptr, src, nbytes)
         _check(self.drv.cuMemcpyHtoD(self.drv.CUdeviceptr(dptr), src, nbytes))
 
     def download(self, dst: int, dptr: int, nbytes: int) -> None:
+        _log(self, "download", dst, dptr, nbytes)
         _check(self.drv.cuMemcpyDtoH(dst, self.drv.CUdeviceptr(dptr), nbytes))
 
     def copy(self, dst: int, src: int, nbytes: int) -> None:
         """Device to device, ordered after the kernels launched before it."""
+        _log(self, "copy", dst, src, nbytes)
         _check(self.drv.cuMemcpyDtoD(self.drv.CUdeviceptr(dst), self.drv.CUdeviceptr(src), nbytes))
 
     def load(self, ptx: str, names: list[str]):
@@ -103,14 +146,26 @@ class GpuDevice:
         mod = _check(self.drv.cuModuleLoadData(ptx.encode() + b"\0"))
         return mod, [_check(self.drv.cuModuleGetFunction(mod, n.encode())) for n in names]
 
-    def launch(self, loaded, kernels: list, dptrs: list[int]) -> None:
-        """Launch every kernel of a loaded op in order on ``dptrs`` (its buffers' device pointers)."""
+    def launcher(self, loaded, kernels: list, dptrs) -> Callable[[], None]:
+        """The call that launches every kernel of a loaded op in order on ``dptrs`` (its buffers' device pointers),
+        its parameter block built once."""
         vals = np.array(dptrs, dtype=np.uint64)
         params = np.array([vals[i:].ctypes.data for i in range(len(vals))], dtype=np.uint64)
-        for k, fn in zip(kernels, loaded[1]):
-            _check(self.drv.cuLaunchKernel(fn, *k.grid, *k.block, 0, 0, params.ctypes.data, 0))
+        drv, block = self.drv, params.ctypes.data
+        calls = [(fn, *k.grid, *k.block) for k, fn in zip(kernels, loaded[1])]
+
+        def launch(_keep=(vals, params)) -> None:  # the parameter block lives as long as the call
+            for fn, gx, gy, gz, bx, by, bz in calls:
+                _check(drv.cuLaunchKernel(fn, gx, gy, gz, bx, by, bz, 0, 0, block, 0))
+        return launch
+
+    def launch(self, loaded, kernels: list, dptrs: list[int]) -> None:
+        """Launch every kernel of a loaded op in order on ``dptrs`` (its buffers' device pointers)."""
+        _log(self, "launch", loaded, kernels, tuple(dptrs))
+        self.launcher(loaded, kernels, dptrs)()
 
     def synchronize(self) -> None:
+        _log(self, "sync")
         _check(self.drv.cuCtxSynchronize())
 
 
@@ -157,16 +212,19 @@ class EmulatedDevice:
             self._mem.pop(dptr, None)
 
     def upload(self, dptr: int, src: int, nbytes: int) -> None:
+        _log(self, "upload", dptr, src, nbytes)
         ctypes.memmove(dptr, src, nbytes)
         self.uploads += 1
         self.upload_bytes += nbytes
 
     def download(self, dst: int, dptr: int, nbytes: int) -> None:
+        _log(self, "download", dst, dptr, nbytes)
         ctypes.memmove(dst, dptr, nbytes)
         self.downloads += 1
         self.download_bytes += nbytes
 
     def copy(self, dst: int, src: int, nbytes: int) -> None:
+        _log(self, "copy", dst, src, nbytes)
         ctypes.memmove(dst, src, nbytes)
 
     def load_func(self, func: PrimFunc):
@@ -181,11 +239,15 @@ class EmulatedDevice:
         cfunc = get_host_jit().compile(module, symbol, len(func.args) + len(func.temps) + 1)
         return functools.partial(cfunc, parallel.launch_address())
 
+    def launcher(self, loaded, kernels: list, dptrs) -> Callable[[], None]:
+        return functools.partial(loaded, *dptrs)
+
     def launch(self, loaded, kernels: list, dptrs: list[int]) -> None:
+        _log(self, "launch", loaded, kernels, tuple(dptrs))
         loaded(*dptrs)
 
     def synchronize(self) -> None:
-        pass
+        _log(self, "sync")
 
 
 _DEVICE: dict[str, object] = {}

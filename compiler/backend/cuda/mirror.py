@@ -160,6 +160,14 @@ def find_mirror(a: np.ndarray) -> "tuple[DeviceMirror, int, int] | None":
     return None
 
 
+def snapshot() -> tuple:
+    """Every live mirror's device copy and byte-range states, comparable with ``==``: two equal snapshots mean the
+    same copies would cross the bus for the same kernel reads and host reads."""
+    with _LOCK:
+        mirrors = list(_MIRRORS.items())
+    return tuple((k, m._dbase, tuple(m._starts), tuple(m._states)) for k, m in mirrors)
+
+
 def arrays_to_host(arrays) -> None:
     """Make the host copies of ``arrays`` (any that lie in a mirrored buffer) current."""
     for a in arrays:

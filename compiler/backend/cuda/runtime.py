@@ -48,6 +48,10 @@ class CudaOp:
                 self._pinned[id(a)] = None
                 weakref.finalize(a, self._unpin, id(a))
 
+    def is_pinned(self, a: np.ndarray) -> bool:
+        """Whether ``a`` was declared constant with :meth:`pin`."""
+        return id(a) in self._pinned
+
     def _unpin(self, key: int) -> None:
         d = self._pinned.pop(key, None)
         if d is not None:

@@ -91,6 +91,7 @@ class TargetCpuBackend:
         self._numpy_nodes: set[int] = set()  # ids of integer index-math nodes run by numpy (INDEX_ARITHMETIC_OPS)
         # cuda: id(node) -> whether its kernel arguments are its (mirrored) inputs themselves, not host-made copies
         self._in_place_args: dict[int, bool] = {}
+        self.last_on_device = False  # cuda: the last run_node_into made only device operations (see run_replay)
 
     def mirror_arena(self, arena: np.ndarray) -> bool:
         """cuda: keep ``arena`` (the executor's intermediate tensors) on the device between kernels
@@ -100,6 +101,15 @@ class TargetCpuBackend:
             return False
         mirror_host_buffer(arena)
         return True
+
+    def record_device_run(self):
+        """cuda: a :class:`~compiler.backend.cuda.run_replay.RunRecording` of the device operations from now until
+        its ``finish()``, for the executor to replay steady runs; None on llvm."""
+        if self.target != "cuda":
+            return None
+        from compiler.backend.cuda.run_replay import RunRecording
+
+        return RunRecording()
 
     @staticmethod
     def to_host(arrays) -> None:
@@ -201,16 +211,20 @@ class TargetCpuBackend:
             shape, dtype, size = self._out_meta.get(id(node)) or self._kernel_out(node, fn)
             if dtype == dst.dtype and size == dst.size:
                 key = id(node)
-                if not self._in_place_args.get(key, False):
+                in_place = self._in_place_args.get(key, False)
+                if not in_place:
                     arrays_to_host(inputs)  # the arguments may be host-made copies (casts) of the inputs
                 args = plan.args(inputs)
                 if key not in self._in_place_args:
                     self._in_place_args[key] = _args_in_place(inputs, args)
                 self.last_backend, self.last_compile_s = self.target, 0.0
+                self.last_on_device = in_place and _args_resident(inputs, args, fn)
                 fn(*args, out=dst.reshape(shape))
                 return [dst]
         if node.op in VIEW_OPS and dst is not None and self._view_on_device(node, inputs, dst):
+            self.last_on_device = True
             return [dst]
+        self.last_on_device = False
         arrays_to_host(inputs)
         outs = self._view(node, inputs, dst) if node.op in VIEW_OPS else self.run_node(node, inputs)
         ins = [a for a in inputs if isinstance(a, np.ndarray)]
@@ -387,6 +401,21 @@ def _args_in_place(inputs: Sequence[np.ndarray | None], args: list) -> bool:
             lo, hi = x.__array_interface__["data"][0], x.__array_interface__["data"][0] + x.nbytes
             if not any(lo <= a < hi for a, _ in spans):
                 return False
+    return True
+
+
+def _args_resident(inputs: Sequence[np.ndarray | None], args: list, fn) -> bool:
+    """Whether every array argument of cuda kernel ``fn`` outlives the call where it is: in a mirrored arena, pinned
+    on the device, or inside a node input's memory (the executor's input buffers and the graph's constants), so
+    that the same call next run reads what the node would give it then, not a host-made array of this run."""
+    spans = [(x.__array_interface__["data"][0], x.__array_interface__["data"][0] + x.nbytes)
+             for x in inputs if isinstance(x, np.ndarray)]
+    for a in args:
+        if not isinstance(a, np.ndarray) or fn.is_pinned(a) or find_mirror(a) is not None:
+            continue
+        lo = a.__array_interface__["data"][0]
+        if not any(x_lo <= lo and lo + a.nbytes <= x_hi for x_lo, x_hi in spans):
+            return False
     return True
 
 

@@ -37,6 +37,7 @@ CALLS = {
     "copy": lambda d: d.copy(8192, 4096, HOST.nbytes),
     "load": lambda d: d.load(".version 8.0\n.target sm_80\n.address_size 64\n", ["k0", "k1"]),
     "launch": lambda d: d.launch((drv.CUmodule(0), [drv.CUfunction(0), drv.CUfunction(0)]), KERNELS, [4096, 8192]),
+    "launcher": lambda d: d.launcher((drv.CUmodule(0), [drv.CUfunction(0), drv.CUfunction(0)]), KERNELS, (4096, 8192))(),
     "synchronize": lambda d: d.synchronize(),
 }
 

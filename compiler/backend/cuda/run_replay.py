@@ -1,0 +1,81 @@
+"""A model run's device work, recorded and replayed: the cuda target's answer to per-node dispatch.
+
+Run on the cuda target, a model whose every node runs on the device (kernels on the mirrored arena, views copied
+device to device) makes the same device operations each run once it is steady: the same launches on the same
+device pointers, the same input upload from the module's input buffer, the same output download. The executor
+records each run's operations (:class:`RunRecording`); where two runs in a row made the same ones and the second
+left every mirror as it found it, later runs are :class:`DeviceReplay`: the operations alone, each launch's
+parameter block built once, none of the per-node Python (argument checks, mirror lookups, state updates).
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from compiler.backend.cuda import mirror
+from compiler.backend.cuda.device import get_device, record_ops, replayable
+
+
+class RunRecording:
+    """One run's device operations on the process's device, with the node boundaries (:meth:`node_done`) and the
+    mirrors' states before and after (:meth:`finish`)."""
+
+    def __init__(self) -> None:
+        self.device = get_device()
+        self.before = mirror.snapshot()
+        self.after: tuple | None = None
+        self.marks: list[int] = []  # ops recorded when each node was done
+        self.host_work = False  # some node ran (partly) on the host: its work is not in the operations
+        self._rec = record_ops(self.device)
+        self.ops = self._rec.__enter__()
+
+    def node_done(self, on_device: bool) -> None:
+        """The next node is done; ``on_device``: all it did was device operations (recorded)."""
+        self.marks.append(len(self.ops))
+        self.host_work |= not on_device
+
+    def finish(self) -> None:
+        """Stop recording (the run's last operations, such as the outputs' downloads, are the tail)."""
+        self._rec.__exit__(None, None, None)
+        self.after = mirror.snapshot()
+
+    def abandon(self) -> None:
+        """Stop recording after a failed run."""
+        self._rec.__exit__(None, None, None)
+
+    def same_work(self, other: "RunRecording | None") -> bool:
+        return (other is not None and other.device is self.device and other.marks == self.marks
+                and other.ops == self.ops)
+
+
+class DeviceReplay:
+    """The device operations of a steady run (see :meth:`from_runs`), grouped by node, as ready calls."""
+
+    def __init__(self, rec: RunRecording) -> None:
+        self.device = rec.device
+        self.state = rec.after
+        calls = [replayable(rec.device, op) for op in rec.ops]
+        bounds = [0, *rec.marks, len(calls)]
+        self.groups: list[list[Callable[[], None]]] = [calls[a:b] for a, b in zip(bounds, bounds[1:])]
+
+    @classmethod
+    def from_runs(cls, last: RunRecording | None, this: RunRecording) -> "DeviceReplay | None":
+        """The replay of ``this`` run where it did only device work, made the same operations as the ``last`` run
+        and left every mirror as it found it (so the next run would make them again); else None."""
+        if this.host_work or this.after != this.before or not this.same_work(last):
+            return None
+        return cls(this)
+
+    def run(self) -> list[float] | None:
+        """Make the operations again; the seconds each node's took (the last entry: the run's tail, the output
+        downloads). None (nothing done) where the device or a mirror's state is not what was recorded."""
+        if get_device() is not self.device or mirror.snapshot() != self.state:
+            return None
+        clock = time.perf_counter
+        secs = []
+        for group in self.groups:
+            t0 = clock()
+            for call in group:
+                call()
+            secs.append(clock() - t0)
+        return secs
