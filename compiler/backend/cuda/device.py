@@ -56,14 +56,26 @@ class record_ops:
     def __init__(self, dev) -> None:
         self.dev, self.ops = dev, []
 
-    def __enter__(self) -> list:
-        if getattr(_RECORDING, "device", None) is not None:
+    def start(self) -> list:
+        """Begin recording on this thread (one recording per thread at a time); the list the operations go to."""
+        if recording():
             raise RuntimeError("record_ops: this thread is already recording device operations")
         _RECORDING.device, _RECORDING.ops = self.dev, self.ops
         return self.ops
 
-    def __exit__(self, *exc) -> None:
+    def stop(self) -> None:
         _RECORDING.device = _RECORDING.ops = None
+
+    def __enter__(self) -> list:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def recording() -> bool:
+    """Whether this thread is recording device operations (:class:`record_ops`)."""
+    return getattr(_RECORDING, "device", None) is not None
 
 
 def _log(dev, *op) -> None:

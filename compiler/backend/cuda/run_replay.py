@@ -27,7 +27,7 @@ class RunRecording:
         self.marks: list[int] = []  # ops recorded when each node was done
         self.host_work = False  # some node ran (partly) on the host: its work is not in the operations
         self._rec = record_ops(self.device)
-        self.ops = self._rec.__enter__()
+        self.ops = self._rec.start()
 
     def node_done(self, on_device: bool) -> None:
         """The next node is done; ``on_device``: all it did was device operations (recorded)."""
@@ -36,12 +36,12 @@ class RunRecording:
 
     def finish(self) -> None:
         """Stop recording (the run's last operations, such as the outputs' downloads, are the tail)."""
-        self._rec.__exit__(None, None, None)
+        self._rec.stop()
         self.after = mirror.snapshot()
 
     def abandon(self) -> None:
         """Stop recording after a failed run."""
-        self._rec.__exit__(None, None, None)
+        self._rec.stop()
 
     def same_work(self, other: "RunRecording | None") -> bool:
         return (other is not None and other.device is self.device and other.marks == self.marks

@@ -104,8 +104,11 @@ class TargetCpuBackend:
 
     def record_device_run(self):
         """cuda: a :class:`~compiler.backend.cuda.run_replay.RunRecording` of the device operations from now until
-        its ``finish()``, for the executor to replay steady runs; None on llvm."""
-        if self.target != "cuda":
+        its ``finish()``, for the executor to replay steady runs; None on llvm, and within another recording (a
+        model run from inside another's node)."""
+        from compiler.backend.cuda.device import recording
+
+        if self.target != "cuda" or recording():
             return None
         from compiler.backend.cuda.run_replay import RunRecording
 

@@ -158,7 +158,7 @@ def test_recorded_operations_replay_the_same_bytes():
     np.testing.assert_array_equal(dst, src)
     with record_ops(dev):
         with pytest.raises(RuntimeError, match="already recording"):
-            record_ops(dev).__enter__()
+            record_ops(dev).start()
     with pytest.raises(ValueError, match="unknown device operation 'free'"):
         replayable(dev, ("free", d0))
 
