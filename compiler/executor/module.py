@@ -86,6 +86,10 @@ class Module:
         self._accel_bound = LastCalls(views=True)
         self._staged: dict[str, np.ndarray] = {}  # input name -> the module's own copy of it (see run)
         self._replay: _Replay | None = None  # the last run's nodes as recorded calls, where all had one (see run)
+        # cuda: time each node's device work in replayed runs (profile()'s time_ms is then the GPU's, not the host's);
+        # timed_on_device: the last run's profile holds such times
+        self.device_timing = False
+        self.timed_on_device = False
         # cuda: the last run's device operations (a RunRecording) and, once two runs made the same, their replay
         self._device_last = None
         self._device_replay: tuple | None = None
@@ -187,6 +191,7 @@ class Module:
         the last run found every node's call already bound to those arrays (the llvm backends' bound kernel calls,
         kept views and repeated accelerator layers: see :meth:`_make_replay`), the run replays those calls in
         order with none of the per-node dispatch; the results and the profile are the same."""
+        self.timed_on_device = False
         replay = self._replay
         if replay is not None and replay.native is not None:
             outs = self._run_native(replay, {**inputs, **kw} if inputs else kw)
@@ -314,12 +319,13 @@ class Module:
         secs = None
         if (not self.keep_details and thread == threading.get_ident() and versions == self._calls_version()
                 and staged.keys() == inputs.keys() and all(staged[k] is inputs[k] for k in inputs)):
-            secs = replay.run()
+            secs = replay.run(on_device=self.device_timing)
         if secs is None:
             self._device_replay = self._device_last = None
             return None
         self._outputs = [np.array(v) for v in outputs]  # copies: the arena is reused next run
         self._profile = [(n, t, dt, p) for (n, t, p), dt in zip(steps, secs)]
+        self.timed_on_device = self.device_timing
         self._details = []
         return list(self._outputs)
 

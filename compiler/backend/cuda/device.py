@@ -13,6 +13,7 @@ import functools
 import glob
 import os
 import threading
+import time
 from collections.abc import Callable
 
 import numpy as np
@@ -180,6 +181,34 @@ class GpuDevice:
         _log(self, "sync")
         _check(self.drv.cuCtxSynchronize())
 
+    def timer(self, marks: int) -> "GpuTimer":
+        """A timer of ``marks`` points in the device's work (CUDA events; see :class:`GpuTimer`)."""
+        return GpuTimer(self.drv, marks)
+
+
+class GpuTimer:
+    """``marks`` CUDA events: :meth:`mark` records the next one after the work launched so far, :meth:`seconds`
+    waits for the last and returns the device time between consecutive marks."""
+
+    def __init__(self, drv, marks: int) -> None:
+        self.drv = drv
+        self.events = [_check(drv.cuEventCreate(0)) for _ in range(marks)]
+        self._next = 0
+
+    def mark(self) -> None:
+        _check(self.drv.cuEventRecord(self.events[self._next], 0))
+        self._next += 1
+
+    def seconds(self) -> list[float]:
+        done = self.events[:self._next]
+        if done:
+            _check(self.drv.cuEventSynchronize(done[-1]))
+        ms = [_check(self.drv.cuEventElapsedTime(a, b)) for a, b in zip(done, done[1:])]
+        for e in self.events:
+            self.drv.cuEventDestroy(e)
+        self.events, self._next = [], 0
+        return [float(x) / 1e3 for x in ms]
+
 
 def serial_copy(body: list) -> list:
     """``body`` with every loop serial (block/thread bindings, vectorize and unroll dropped); statements other than
@@ -260,6 +289,24 @@ class EmulatedDevice:
 
     def synchronize(self) -> None:
         _log(self, "sync")
+
+    def timer(self, marks: int) -> "HostTimer":
+        """A timer of ``marks`` points in the work (this CPU runs the kernels as they are launched: the host's
+        clock times them)."""
+        return HostTimer()
+
+
+class HostTimer:
+    """:class:`GpuTimer`'s interface on the host's clock, for a device whose operations finish when called."""
+
+    def __init__(self) -> None:
+        self.times: list[float] = []
+
+    def mark(self) -> None:
+        self.times.append(time.perf_counter())
+
+    def seconds(self) -> list[float]:
+        return [b - a for a, b in zip(self.times, self.times[1:])]
 
 
 _DEVICE: dict[str, object] = {}

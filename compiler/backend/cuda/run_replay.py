@@ -66,11 +66,21 @@ class DeviceReplay:
             return None
         return cls(this)
 
-    def run(self) -> list[float] | None:
+    def run(self, on_device: bool = False) -> list[float] | None:
         """Make the operations again; the seconds each node's took (the last entry: the run's tail, the output
-        downloads). None (nothing done) where the device or a mirror's state is not what was recorded."""
+        downloads): the host's time to make them, or with ``on_device`` the device's time to do them (its timer:
+        CUDA events between the nodes' operations). None (nothing done) where the device or a mirror's state is not
+        what was recorded."""
         if get_device() is not self.device or mirror.snapshot() != self.state:
             return None
+        if on_device:
+            timer = self.device.timer(len(self.groups) + 1)
+            timer.mark()
+            for group in self.groups:
+                for call in group:
+                    call()
+                timer.mark()
+            return timer.seconds()
         clock = time.perf_counter
         secs = []
         for group in self.groups:

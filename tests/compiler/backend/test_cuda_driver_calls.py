@@ -26,6 +26,25 @@ def _device() -> cuda_device.GpuDevice:
     return dev
 
 
+class _Synchronized:
+    """The real bindings, with the wait for an event answered "done" (so the calls after it are reached)."""
+
+    def __getattr__(self, name):
+        return getattr(drv, name)
+
+    @staticmethod
+    def cuEventSynchronize(event):
+        assert isinstance(event, drv.CUevent)
+        return (drv.CUresult.CUDA_SUCCESS,)
+
+
+def _timer(recorded: int, bindings=drv) -> cuda_device.GpuTimer:
+    """A GpuTimer on the real bindings with null events, ``recorded`` of them marked."""
+    t = object.__new__(cuda_device.GpuTimer)
+    t.drv, t.events, t._next = bindings, [drv.CUevent(0), drv.CUevent(0)], recorded
+    return t
+
+
 HOST = np.zeros(16, np.float32)
 KERNELS = [KernelInfo("k0", (4, 2, 1), (16, 8, 1)), KernelInfo("k1", (7, 1, 1), (256, 1, 1))]
 CALLS = {
@@ -39,6 +58,10 @@ CALLS = {
     "launch": lambda d: d.launch((drv.CUmodule(0), [drv.CUfunction(0), drv.CUfunction(0)]), KERNELS, [4096, 8192]),
     "launcher": lambda d: d.launcher((drv.CUmodule(0), [drv.CUfunction(0), drv.CUfunction(0)]), KERNELS, (4096, 8192))(),
     "synchronize": lambda d: d.synchronize(),
+    "timer": lambda d: d.timer(2),
+    "timer.mark": lambda d: _timer(0).mark(),
+    "timer.seconds": lambda d: _timer(2).seconds(),
+    "timer.seconds.elapsed": lambda d: _timer(2, _Synchronized()).seconds(),
 }
 
 

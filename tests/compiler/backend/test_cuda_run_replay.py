@@ -40,8 +40,8 @@ def replays(monkeypatch):
     made = []
     real = DeviceReplay.run
 
-    def spy(self):
-        secs = real(self)
+    def spy(self, on_device=False):
+        secs = real(self, on_device)
         made.append(secs is not None)
         return secs
     monkeypatch.setattr(DeviceReplay, "run", spy)
@@ -182,3 +182,30 @@ def test_kernel_arguments_made_on_the_host_are_not_resident():
     assert _args_resident([graph_input, in_arena], [graph_input.reshape(8), in_arena, weights], op)
     assert not _args_resident([graph_input], [graph_input.astype(np.float64)], op)
     assert not _args_resident([in_arena], [in_arena.copy()], op)
+
+
+def test_device_timing_puts_the_devices_times_in_the_profile(emulated, small, replays, monkeypatch):
+    """``device_timing``: a replayed run marks the device's timer before the first node's operations and after each
+    node's (and the tail's); the profile's times are the timer's intervals (the emulated device's timer is the
+    host clock: its kernels finish as they are launched)."""
+    from compiler.backend.cuda.device import HostTimer
+
+    timers = []
+
+    class Spy(HostTimer):
+        def seconds(self):
+            self.got = super().seconds()
+            return self.got
+    monkeypatch.setattr(EmulatedDevice, "timer", lambda self, marks: timers.append((marks, Spy())) or timers[-1][1])
+    mod = build(small, target="cuda", progress=False)
+    mod.device_timing = True
+    for seed in range(5):
+        np.testing.assert_allclose(mod(input=_x(seed)), ort_run(small, {"input": _x(seed)})[0], rtol=1e-4, atol=1e-4)
+    assert replays == [True, True] and len(timers) == 2
+    nodes = len(mod.graph.nodes)
+    marks, timer = timers[-1]
+    assert marks == nodes + 2 and len(timer.times) == nodes + 2
+    rows = mod.profile()
+    np.testing.assert_allclose([r["time_ms"] for r in rows], np.array(timer.got[:nodes]) * 1e3)
+    convs = [r["time_ms"] for r in rows if r["op"] in ("FusedConv", "Conv")]
+    assert convs and min(convs) > 0
