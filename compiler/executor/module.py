@@ -230,12 +230,12 @@ class Module:
         recording = self.cpu.record_device_run() if mirrored and not self.keep_details else None
         try:
             rows, details, trace = self._run_nodes(values, show, into, trace, recording)
+            if mirrored:
+                self.cpu.to_host([values[o] for o in g.outputs])
         except BaseException:
             if recording is not None:
                 recording.abandon()
             raise
-        if mirrored:
-            self.cpu.to_host([values[o] for o in g.outputs])
         if recording is not None:
             recording.finish()
             self._note_device_run(recording, rows, staged, [values[o] for o in g.outputs])

@@ -104,15 +104,18 @@ class TargetCpuBackend:
 
     def record_device_run(self):
         """cuda: a :class:`~compiler.backend.cuda.run_replay.RunRecording` of the device operations from now until
-        its ``finish()``, for the executor to replay steady runs; None on llvm, and within another recording (a
-        model run from inside another's node)."""
-        from compiler.backend.cuda.device import recording
+        its ``finish()``, for the executor to replay steady runs; None on llvm, within another recording (a
+        model run from inside another's node) and without a device (the first kernel says so)."""
+        from compiler.backend.cuda.device import NoGpuError, recording
 
         if self.target != "cuda" or recording():
             return None
         from compiler.backend.cuda.run_replay import RunRecording
 
-        return RunRecording()
+        try:
+            return RunRecording()
+        except NoGpuError:
+            return None
 
     @staticmethod
     def to_host(arrays) -> None:

@@ -114,18 +114,21 @@ def test_other_threads_and_details_take_the_general_path(emulated, small, replay
     assert replays == [True]  # neither the other thread's run nor the detailed one replayed
 
 
-def test_a_failed_run_stops_its_recording(emulated, small, replays, monkeypatch):
+@pytest.mark.parametrize("where", ["run_node_into", "to_host"])
+def test_a_failed_run_stops_its_recording(emulated, small, replays, monkeypatch, where):
+    """A run that fails in a node or in the outputs' download leaves no recording open: later runs record and
+    replay again."""
     mod = build(small, target="cuda", progress=False)
     mod(input=_x(0))
-    real = type(mod.cpu).run_node_into
-    calls = {"n": 0}
+    real = getattr(mod.cpu, where)
+    calls, fail_at = {"n": 0}, 3 if where == "run_node_into" else 1  # a node in the middle; the download
 
-    def fail_once(self, node, ins, outs):
+    def fail_once(*args):
         calls["n"] += 1
-        if calls["n"] == 3:
+        if calls["n"] == fail_at:
             raise RuntimeError("injected")
-        return real(self, node, ins, outs)
-    monkeypatch.setattr(type(mod.cpu), "run_node_into", fail_once)
+        return real(*args)
+    monkeypatch.setattr(mod.cpu, where, fail_once)
     with pytest.raises(RuntimeError, match="injected"):
         mod(input=_x(1))
     for seed in range(2, 6):
