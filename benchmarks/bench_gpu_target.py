@@ -2,8 +2,9 @@
 
 Models: the zoo's full-size ResNet-18 (and optionally MobileNetV2), 1x3x224x224. Per model:
 
-* fp32: ``build(model, target="cuda")`` (operator-library kernels, PTX from llvmlite's NVPTX backend)
-  vs onnxruntime's CPU session of the same float model; ``max_rel_err`` = max |ours - ort| / max |ort|.
+* fp32: ``build(model, target="cuda")`` (operator-library kernels, PTX from llvmlite's NVPTX backend; with
+  ``--tuning-log``, the schedules a ``vta tune --target cuda`` log keeps: ``tuned_tasks``) vs onnxruntime's CPU
+  session of the same float model; ``max_rel_err`` = max |ours - ort| / max |ort|.
 * int8: the model quantized by onnxruntime ``quantize_static`` (QDQ, default arguments) built for
   ``cuda``, checked bit for bit against our ``ref`` integer executor (``mismatches``).
 
@@ -16,7 +17,8 @@ Needs an NVIDIA GPU and cuda-python; without a GPU it prints ``{"gpu": false}`` 
 serially: the errors and mismatches mean what they mean on a GPU, the times are the CPU's; use --repeat 1).
 ``device`` names the device (``{"name": "NVIDIA H200", "arch": "sm_90"}``). The last line is one JSON object.
 
-    python benchmarks/bench_gpu_target.py [--models resnet18,mobilenet_v2] [--repeat 10]
+    python benchmarks/bench_gpu_target.py [--models resnet18,mobilenet_v2] [--repeat 10] [--fp32-only]
+        [--tuning-log cuda.log]
 """
 from __future__ import annotations
 
@@ -71,7 +73,8 @@ def device_profile(mod, x: np.ndarray, top: int = 8) -> dict:
         mod.device_timing = False
 
 
-def bench_model(name: str, repeat: int, seed: int = 0) -> dict:
+def bench_model(name: str, repeat: int, seed: int = 0, int8: bool = True, tuning_log: str | None = None) -> dict:
+    """fp32 (built with ``tuning_log`` where given) and, with ``int8``, the QDQ model (see the module docstring)."""
     from compiler.executor import build
     from compiler.quant.ort_tools import ort_quantize_static
     from compiler.zoo import get_model
@@ -80,7 +83,7 @@ def bench_model(name: str, repeat: int, seed: int = 0) -> dict:
     x = rng.standard_normal(SHAPE).astype(np.float32)
     model = get_model(name)
     t0 = time.perf_counter()
-    mod = build(model, target="cuda", progress=False)
+    mod = build(model, target="cuda", progress=False, tuning_log=tuning_log)
     build_s = time.perf_counter() - t0
     cpu = _ort(model, "CPUExecutionProvider")
     ref = cpu.run(None, {"input": x})[0]
@@ -91,7 +94,10 @@ def bench_model(name: str, repeat: int, seed: int = 0) -> dict:
         "ort_cpu_ms": _min_ms(lambda: cpu.run(None, {"input": x}), repeat),
         "ort_cuda_ms": None if gpu_ort is None else _min_ms(lambda: gpu_ort.run(None, {"input": x}), repeat),
         "max_rel_err": float(np.abs(out - ref).max() / np.abs(ref).max()), "build_s": build_s,
-        "reference": "onnxruntime fp32 (CPU provider)", "device_profile": device_profile(mod, x)}}
+        "reference": "onnxruntime fp32 (CPU provider)", "device_profile": device_profile(mod, x),
+        "tuning_log": tuning_log, "tuned_tasks": mod.compiled.stats.get("tuned_tasks", 0)}}
+    if not int8:
+        return res
     calib = [{"input": rng.standard_normal(SHAPE).astype(np.float32)} for _ in range(4)]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -113,6 +119,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default="resnet18")
     ap.add_argument("--repeat", type=int, default=10)
+    ap.add_argument("--fp32-only", action="store_true", help="skip the int8 (QDQ) builds")
+    ap.add_argument("--tuning-log", help="build the fp32 models with this log of `vta tune --target cuda`")
     args = ap.parse_args(argv)
     logging.getLogger().setLevel(logging.ERROR)
     from compiler.backend.cuda.device import device_kind, get_device, gpu_present
@@ -127,19 +135,22 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  device: {device['name']} ({device['arch']})", flush=True)
     models = {}
     for name in [m.strip() for m in args.models.split(",") if m.strip()]:
-        r = models[name] = bench_model(name, args.repeat)
-        f, i = r["fp32"], r["int8"]
+        r = models[name] = bench_model(name, args.repeat, int8=not args.fp32_only, tuning_log=args.tuning_log)
+        f = r["fp32"]
         print(f"  {name} fp32: cuda {f['cuda_ms']:.2f} ms, ORT CPU {f['ort_cpu_ms']:.2f} ms, ORT CUDA "
               f"{f['ort_cuda_ms']}, max rel err {f['max_rel_err']:.2e}", flush=True)
         prof = f["device_profile"]
         if prof.get("timed_on_device"):
             print(f"  {name} fp32 on the device: {prof['device_ms']:.2f} ms over the nodes; slowest "
                   + ", ".join(f"{n} ({op}) {ms:.3f}" for n, op, ms in prof["top"][:4]), flush=True)
-        print(f"  {name} int8: cuda {i['cuda_ms']:.2f} ms, ORT CPU {i['ort_cpu_ms']:.2f} ms, "
-              f"mismatches vs ref {i['mismatches']}", flush=True)
+        if "int8" in r:
+            i = r["int8"]
+            print(f"  {name} int8: cuda {i['cuda_ms']:.2f} ms, ORT CPU {i['ort_cpu_ms']:.2f} ms, "
+                  f"mismatches vs ref {i['mismatches']}", flush=True)
     summary = {"gpu": device_kind() == "gpu", "device": device, "repeat": args.repeat, "models": models,
                "fp32_max_rel_err": max(m["fp32"]["max_rel_err"] for m in models.values()),
-               "int8_mismatches": sum(m["int8"]["mismatches"] for m in models.values())}
+               "int8_mismatches": (None if args.fp32_only else
+                                   sum(m["int8"]["mismatches"] for m in models.values()))}
     print(json.dumps(summary))
     return 0
 

@@ -2,13 +2,15 @@
 # The cuda target's checks for a session that is lent a GPU machine, as one prepared command (docs/compiler.md):
 # the GPU's name and driver, the cuda tests (the GPU-only ones run for real there; the others check the loop IR
 # on the CPU and the emulated device), then benchmarks/bench_gpu_target.py on ResNet-18 and MobileNetV2 (device,
-# fp32 error, int8 mismatches, cuda_ms next to onnxruntime's CPU provider). Run from the repository root:
+# fp32 error, int8 mismatches, cuda_ms next to onnxruntime's CPU provider, the device's time per node). Run from
+# the repository root:
 #     bash benchmarks/gpu_check.sh            # results also under $OUT (default /tmp/gpu_check)
 # PYTHON picks the interpreter (default python3: on the lent machines, the image's, which has numpy, onnx,
 # onnxruntime, llvmlite and cuda-bindings); REPEAT the timed runs per model (default 20). Last, a short
-# `vta tune --target cuda` of MobileNetV2-small (its convs, products, depthwise convs and pools timed on the GPU,
-# the log applied; TRIALS a task, default 8; 0 skips it) with TUNER (default xgb where xgboost imports, else random:
-# the H200 image has no xgboost; carry the xgboost-cpu wheel for Python 3.12 as the device README describes).
+# `vta tune --target cuda` of the full ResNet-18 (its 17 conv and pool tasks timed on the GPU, TRIALS a task,
+# default 8; 0 skips it; the tool prints the model's time before and after) with TUNER (default xgb where xgboost
+# imports, else random: the H200 image has no xgboost; carry the xgboost-cpu wheel for Python 3.12 as the device
+# README describes), then bench_gpu_target.py --fp32-only with that log (bench_tuned.txt): the acceptance figure.
 set -u
 OUT=${OUT:-/tmp/gpu_check}
 PY=${PYTHON:-python3}
@@ -25,7 +27,11 @@ $PY benchmarks/bench_gpu_target.py --models resnet18,mobilenet_v2 --repeat "${RE
 TUNER=${TUNER:-$($PY -c "import xgboost" > /dev/null 2>&1 && echo xgb || echo random)}
 if [ "${TRIALS:-8}" != 0 ]; then
     echo "tuner: $TUNER" | tee "$OUT/tuner.txt"
-    $PY -c "import onnx; from compiler.zoo.mobilenet import mobilenet_v2_small; onnx.save(mobilenet_v2_small(), '$OUT/mnv2s.onnx')"
-    $PY -c "from vta.cli import main; raise SystemExit(main())" tune "$OUT/mnv2s.onnx" --target cuda \
+    MODEL_DIR=$(mktemp -d)  # the float model is ~47 MB: kept out of $OUT
+    $PY -c "import onnx; from compiler.zoo import get_model; onnx.save(get_model('resnet18'), '$MODEL_DIR/resnet18.onnx')"
+    $PY -c "from vta.cli import main; raise SystemExit(main())" tune "$MODEL_DIR/resnet18.onnx" --target cuda \
         --trials "${TRIALS:-8}" --tuner "$TUNER" --log "$OUT/cuda_tune.log" --json 2>&1 | tee "$OUT/tune.txt" | tail -6
+    $PY benchmarks/bench_gpu_target.py --models resnet18 --fp32-only --tuning-log "$OUT/cuda_tune.log" \
+        --repeat "${REPEAT:-20}" 2>&1 | tee "$OUT/bench_tuned.txt"
+    rm -rf "$MODEL_DIR"
 fi
