@@ -53,6 +53,19 @@ class _Replay(NamedTuple):
     native: "tuple | None" = None
 
 
+class _DeviceRun(NamedTuple):
+    """A cuda run kept as its device operations (:class:`~compiler.backend.cuda.run_replay.DeviceReplay`): the thread
+    and record versions it was made on, the input buffers it uploads from, the profile's ``(node, target,
+    profile)`` per node and the graph outputs' arena views."""
+
+    replay: object
+    thread: int
+    versions: tuple
+    inputs: dict
+    steps: list
+    outputs: list
+
+
 class Module:
     """A compiled model bound to an accelerator backend and a CPU backend."""
 
@@ -92,7 +105,7 @@ class Module:
         self.timed_on_device = False
         # cuda: the last run's device operations (a RunRecording) and, once two runs made the same, their replay
         self._device_last = None
-        self._device_replay: tuple | None = None
+        self._device_replay: _DeviceRun | None = None
 
     # -- inputs / outputs ---------------------------------------------------------------
     @property
@@ -227,7 +240,8 @@ class Module:
                               and hasattr(self.cpu, "calls_version") and not self._mirrored else None)
         mirrored = self._mirrored
         # cuda: this run's device operations, to replay later runs where it is steady (see _run_device_replay)
-        recording = self.cpu.record_device_run() if mirrored and not self.keep_details else None
+        record = getattr(self.cpu, "record_device_run", None) if mirrored and not self.keep_details else None
+        recording = record() if record is not None else None
         try:
             rows, details, trace = self._run_nodes(values, show, into, trace, recording)
             if mirrored:
@@ -308,8 +322,8 @@ class Module:
         last, self._device_last = self._device_last, recording
         replay = DeviceReplay.from_runs(last, recording)
         if replay is not None:
-            self._device_replay = (replay, threading.get_ident(), self._calls_version(), staged,
-                                   [(n, t, p) for n, t, _dt, p in rows], outputs)
+            self._device_replay = _DeviceRun(replay, threading.get_ident(), self._calls_version(), staged,
+                                             [(n, t, p) for n, t, _dt, p in rows], outputs)
 
     def _run_device_replay(self, staged: dict) -> list[np.ndarray] | None:
         """:meth:`run` as the device replay's operations alone, where it still holds: the same thread, records and

@@ -413,11 +413,16 @@ def _args_in_place(inputs: Sequence[np.ndarray | None], args: list) -> bool:
 def _args_resident(inputs: Sequence[np.ndarray | None], args: list, fn) -> bool:
     """Whether every array argument of cuda kernel ``fn`` outlives the call where it is: in a mirrored arena, pinned
     on the device, or inside a node input's memory (the executor's input buffers and the graph's constants), so
-    that the same call next run reads what the node would give it then, not a host-made array of this run."""
+    that the same call next run reads what the node would give it then, not a host-made array of this run (nor
+    the op's contiguous copy of a strided one)."""
     spans = [(x.__array_interface__["data"][0], x.__array_interface__["data"][0] + x.nbytes)
              for x in inputs if isinstance(x, np.ndarray)]
     for a in args:
-        if not isinstance(a, np.ndarray) or fn.is_pinned(a) or find_mirror(a) is not None:
+        if not isinstance(a, np.ndarray):
+            continue
+        if not a.flags.c_contiguous:
+            return False
+        if fn.is_pinned(a) or find_mirror(a) is not None:
             continue
         lo = a.__array_interface__["data"][0]
         if not any(x_lo <= lo and lo + a.nbytes <= x_hi for x_lo, x_hi in spans):

@@ -185,6 +185,7 @@ def test_kernel_arguments_made_on_the_host_are_not_resident():
     assert _args_resident([graph_input, in_arena], [graph_input.reshape(8), in_arena, weights], op)
     assert not _args_resident([graph_input], [graph_input.astype(np.float64)], op)
     assert not _args_resident([in_arena], [in_arena.copy()], op)
+    assert not _args_resident([graph_input], [graph_input[:, ::2]], op)  # the op would copy it (contiguous)
 
 
 def test_device_timing_puts_the_devices_times_in_the_profile(emulated, small, replays, monkeypatch):
