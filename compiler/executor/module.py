@@ -103,6 +103,7 @@ class Module:
         # timed_on_device: the last run's profile holds such times
         self.device_timing = False
         self.timed_on_device = False
+        self.device_only = False  # cuda: the last general run did only device work (so later runs can replay)
         # cuda: the last run's device operations (a RunRecording) and, once two runs made the same, their replay
         self._device_last = None
         self._device_replay: _DeviceRun | None = None
@@ -320,6 +321,7 @@ class Module:
         from compiler.backend.cuda.run_replay import DeviceReplay
 
         last, self._device_last = self._device_last, recording
+        self.device_only = not recording.host_work
         replay = DeviceReplay.from_runs(last, recording)
         if replay is not None:
             self._device_replay = _DeviceRun(replay, threading.get_ident(), self._calls_version(), staged,

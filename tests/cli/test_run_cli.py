@@ -8,6 +8,7 @@ import numpy as np
 import onnx
 import pytest
 
+from compiler.executor.module import Module
 from compiler.quant.ort_tools import ort_quantize_static, ort_run
 from compiler.zoo import resnet18_small
 from compiler.zoo.builder import OnnxBuilder
@@ -195,3 +196,22 @@ def test_run_on_cuda_target_emulated(tmp_path, capsys, monkeypatch):
     assert main(["run", str(path), "--target", "cuda", "--no-progress"]) == 0
     out = capsys.readouterr().out
     assert want and len(want[0]) == 5 and classes(out) == want and "cpu:cuda" in out
+    # the per-layer times are the device's, from the 4th run (the first runs load kernels and weights, then two
+    # runs that agree make it a replay)
+    assert "per-layer times: the device's own (timed between its events), of a replayed run (run 4" in out
+
+
+def test_run_on_cuda_target_with_host_layers_says_whose_times(tmp_path, capsys, monkeypatch):
+    """A model with layers on the host (Concat, Transpose) is never replayed: one run more (the second run tells),
+    and the table says its times are the host's."""
+    from tests.compiler.backend.test_cuda_residency import _branchy_model
+
+    path = tmp_path / "branchy.onnx"
+    onnx.save(_branchy_model(), str(path))
+    monkeypatch.setenv("VTA_CUDA_DEVICE", "emulate")
+    runs = []
+    real = Module.run
+    monkeypatch.setattr(Module, "run", lambda self, *a, **k: runs.append(1) or real(self, *a, **k))
+    assert main(["run", str(path), "--target", "cuda", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "per-layer times: this host's time to launch each layer" in out and len(runs) == 2
