@@ -242,7 +242,7 @@ class Module:
         mirrored = self._mirrored
         # cuda: this run's device operations, to replay later runs where it is steady (see _run_device_replay)
         record = getattr(self.cpu, "record_device_run", None) if mirrored and not self.keep_details else None
-        recording = record() if record is not None else None
+        recording = record(self._arena) if record is not None else None
         try:
             rows, details, trace = self._run_nodes(values, show, into, trace, recording)
             if mirrored:

@@ -60,6 +60,11 @@ class DeviceMirror:
             self._device.free(self._dbase)
             self._dbase = None
 
+    def snapshot(self) -> tuple:
+        """The device copy and the byte-range states, comparable with ``==``: two equal snapshots mean the same
+        copies would cross the bus for the same kernel reads and host reads."""
+        return self._device, self._dbase, tuple(self._starts), tuple(self._states)
+
     def covers(self, lo: int, hi: int) -> bool:
         return self.lo <= lo and hi <= self.hi and lo < hi
 
@@ -158,14 +163,6 @@ def find_mirror(a: np.ndarray) -> "tuple[DeviceMirror, int, int] | None":
         if m.covers(lo, hi):
             return m, lo, hi
     return None
-
-
-def snapshot() -> tuple:
-    """Every live mirror's device copy and byte-range states, comparable with ``==``: two equal snapshots mean the
-    same copies would cross the bus for the same kernel reads and host reads."""
-    with _LOCK:
-        mirrors = list(_MIRRORS.items())
-    return tuple((k, m._dbase, tuple(m._starts), tuple(m._states)) for k, m in mirrors)
 
 
 def arrays_to_host(arrays) -> None:

@@ -4,7 +4,7 @@ Run on the cuda target, a model whose every node runs on the device (kernels on 
 device to device) makes the same device operations each run once it is steady: the same launches on the same
 device pointers, the same input upload from the module's input buffer, the same output download. The executor
 records each run's operations (:class:`RunRecording`); where two runs in a row made the same ones and the second
-left every mirror as it found it, later runs are :class:`DeviceReplay`: the operations alone, each launch's
+left the arena's mirror as it found it, later runs are :class:`DeviceReplay`: the operations alone, each launch's
 parameter block built once, none of the per-node Python (argument checks, mirror lookups, state updates).
 """
 from __future__ import annotations
@@ -12,17 +12,18 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from compiler.backend.cuda import mirror
 from compiler.backend.cuda.device import get_device, record_ops, replayable
 
 
 class RunRecording:
     """One run's device operations on the process's device, with the node boundaries (:meth:`node_done`) and the
-    mirrors' states before and after (:meth:`finish`)."""
+    states of ``mirrors`` (the run's arena: what its kernels read and write in place) before and after
+    (:meth:`finish`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, mirrors: list) -> None:
         self.device = get_device()
-        self.before = mirror.snapshot()
+        self.mirrors = list(mirrors)
+        self.before = self.states()
         self.after: tuple | None = None
         self.marks: list[int] = []  # ops recorded when each node was done
         self.host_work = False  # some node ran (partly) on the host: its work is not in the operations
@@ -37,15 +38,18 @@ class RunRecording:
     def finish(self) -> None:
         """Stop recording (the run's last operations, such as the outputs' downloads, are the tail)."""
         self._rec.stop()
-        self.after = mirror.snapshot()
+        self.after = self.states()
+
+    def states(self) -> tuple:
+        return tuple(m.snapshot() for m in self.mirrors)
 
     def abandon(self) -> None:
         """Stop recording after a failed run."""
         self._rec.stop()
 
     def same_work(self, other: "RunRecording | None") -> bool:
-        return (other is not None and other.device is self.device and other.marks == self.marks
-                and other.ops == self.ops)
+        return (other is not None and other.device is self.device and other.mirrors == self.mirrors
+                and other.marks == self.marks and other.ops == self.ops)
 
 
 class DeviceReplay:
@@ -54,6 +58,7 @@ class DeviceReplay:
     def __init__(self, rec: RunRecording) -> None:
         self.device = rec.device
         self.state = rec.after
+        self.states = rec.states
         calls = [replayable(rec.device, op) for op in rec.ops]
         bounds = [0, *rec.marks, len(calls)]
         self.groups: list[list[Callable[[], None]]] = [calls[a:b] for a, b in zip(bounds, bounds[1:])]
@@ -61,7 +66,7 @@ class DeviceReplay:
     @classmethod
     def from_runs(cls, last: RunRecording | None, this: RunRecording) -> "DeviceReplay | None":
         """The replay of ``this`` run where it did only device work, made the same operations as the ``last`` run
-        and left every mirror as it found it (so the next run would make them again); else None."""
+        and left its mirrors as it found them (so the next run would make them again); else None."""
         if this.host_work or this.after != this.before or not this.same_work(last):
             return None
         return cls(this)
@@ -69,9 +74,9 @@ class DeviceReplay:
     def run(self, on_device: bool = False) -> list[float] | None:
         """Make the operations again; the seconds each node's took (the last entry: the run's tail, the output
         downloads): the host's time to make them, or with ``on_device`` the device's time to do them (its timer:
-        CUDA events between the nodes' operations). None (nothing done) where the device or a mirror's state is not
-        what was recorded."""
-        if get_device() is not self.device or mirror.snapshot() != self.state:
+        CUDA events between the nodes' operations). None (nothing done) where the device or the mirrors' states are
+        not what was recorded."""
+        if get_device() is not self.device or self.states() != self.state:
             return None
         if on_device:
             timer = self.device.timer(len(self.groups) + 1)

@@ -102,18 +102,20 @@ class TargetCpuBackend:
         mirror_host_buffer(arena)
         return True
 
-    def record_device_run(self):
+    def record_device_run(self, arena: np.ndarray):
         """cuda: a :class:`~compiler.backend.cuda.run_replay.RunRecording` of the device operations from now until
-        its ``finish()``, for the executor to replay steady runs; None on llvm, within another recording (a
-        model run from inside another's node) and without a device (the first kernel says so)."""
+        its ``finish()`` on mirrored ``arena`` (see :meth:`mirror_arena`), for the executor to replay steady runs;
+        None on llvm, within another recording (a model run from inside another's node) and without a device (the
+        first kernel says so)."""
         from compiler.backend.cuda.device import NoGpuError, recording
 
-        if self.target != "cuda" or recording():
+        hit = find_mirror(arena)
+        if self.target != "cuda" or recording() or hit is None:
             return None
         from compiler.backend.cuda.run_replay import RunRecording
 
         try:
-            return RunRecording()
+            return RunRecording([hit[0]])
         except NoGpuError:
             return None
 

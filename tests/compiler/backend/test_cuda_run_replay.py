@@ -82,7 +82,8 @@ def test_a_run_with_host_nodes_is_never_replayed(emulated, replays):
 
 def test_replay_refused_where_the_state_moved(emulated, small, replays, monkeypatch):
     """The device changed, or the host wrote the arena (its device copy is stale): the replay is dropped, the
-    general path runs, values stay right, and the replay comes back once two runs agree again."""
+    general path runs, values stay right, and the replay comes back once two runs agree again. Another arena's
+    mirror is none of its business."""
     mod = build(small, target="cuda", progress=False)
 
     def check(seed):
@@ -95,9 +96,14 @@ def test_replay_refused_where_the_state_moved(emulated, small, replays, monkeypa
         check(seed)
     # refused on the new device (its first run moves the arena and the weights there), made again once two agreed
     assert replays == [True, False, True]
-    mod.cpu.host_wrote([mod._arena])
+    other_arena = np.zeros(4096, np.uint8)  # another model's arena (or a tuner's) comes and changes: not this run's
+    mirror_host_buffer(other_arena)
+    mod.cpu.host_wrote([other_arena])
     check(8)
-    assert replays == [True, False, True, False]
+    assert replays == [True, False, True, True]
+    mod.cpu.host_wrote([mod._arena])
+    check(9)
+    assert replays == [True, False, True, True, False]
 
 
 def test_other_threads_and_details_take_the_general_path(emulated, small, replays):
