@@ -47,7 +47,8 @@ def is_qdq(g: Graph) -> bool:
 
 def compile_model(model, config, *, calibration=None, quantize: bool | None = None, input_shapes=None,
                   progress: bool | None = None, fuse_residual: bool = True, widen_convs: bool = True,
-                  checked: bool = False, fold_taps: bool = True, standalone_adds: bool = True) -> CompiledGraph:
+                  checked: bool = False, fold_taps: bool = True, standalone_adds: bool = True,
+                  packed_layout: bool = True) -> CompiledGraph:
     """Run the whole graph-level pipeline. ``quantize``: None = auto (QDQ models and float models
     with a calibration set run int8), False = keep float on the CPU, True = require int8.
     ``fuse_residual``: fuse quantized residual Adds into the producing accelerator conv's epilogue (and, with
@@ -56,8 +57,11 @@ def compile_model(model, config, *, calibration=None, quantize: bool | None = No
     more MACs: dilated kernels zero-inserted (:mod:`compiler.graph.dilation_expand`), groups that do not fill
     blocks merged (:mod:`compiler.graph.group_merge`). ``fold_taps``: fold the taps of convs with few input channels
 into the channel axis (:mod:`compiler.graph.tap_fold`; the llvm target's packed int8 conv skips the zero
-channels instead and needs no ``FoldTaps`` copy). ``checked``: ``model`` was folded and checked for operator
-    support already (:func:`compiler.frontend.onnx_import.check_model_support`, which ``build`` runs first)."""
+channels instead and needs no ``FoldTaps`` copy). ``packed_layout``: int8 layers in the accelerator's packed
+    layout and shapes (convs wider than it takes split, then :func:`~compiler.graph.layout.pack_layouts`); False keeps
+    them NCHW (``QConv2D``, ``QDense``): the cuda target's kernels run them so, on the device. ``checked``: ``model``
+    was folded and checked for operator support already (:func:`compiler.frontend.onnx_import.check_model_support`,
+    which ``build`` runs first)."""
     g = onnx_to_graph(model, input_shapes, checked=checked)
     show = progress if progress is not None else len(g.nodes) >= PROGRESS_MIN_NODES
     stats: dict = {"imported_nodes": len(g.nodes)}
@@ -89,8 +93,8 @@ channels instead and needs no ``FoldTaps`` copy). ``checked``: ``model`` was fol
     stats["dilations_expanded"] = expand_dilated_convs(g) if widen_convs else 0
     stats["taps_folded"] = fold_conv_taps(g, config) if fold_taps else 0
     stats["conv_groups_merged"] = merge_conv_groups(g, config) if widen_convs else 0
-    stats["convs_split_by_width"] = split_wide_convs(g, config)
-    step("layout_transforms", pack_layouts(g, config))
+    stats["convs_split_by_width"] = split_wide_convs(g, config) if packed_layout else 0
+    step("layout_transforms", pack_layouts(g, config) if packed_layout else 0)
     stats["residual_adds_fused"] = fuse_residual_adds(g, config) if fuse_residual else 0
     stats["residual_adds_standalone"] = offload_standalone_adds(g, config) if fuse_residual and standalone_adds else 0
     groups = fuse_operators(g)

@@ -2,8 +2,9 @@
 
 float models (no calibration) run in float32: the graph pipeline with ``quantize=False``, then conv/dense
 epilogue fusion (:mod:`compiler.graph.float_fuse`). int8 QDQ models (or float models with ``calibration``)
-go through the same lowering as for the accelerator; their integer conv/dense layers run on
-:class:`~compiler.backend.plans.accel.TargetAccelBackend`. Every kernel comes from the operator library
+go through the same lowering as for the accelerator; on llvm their integer conv/dense layers keep its packed
+layout and run on :class:`~compiler.backend.plans.accel.TargetAccelBackend`; on cuda they stay NCHW
+(``QConv2D``/``QDense``) and run as the other nodes' kernels do, on the device's arena. Every kernel comes from the operator library
 (:mod:`compiler.topi`) and is compiled at build time.
 """
 from __future__ import annotations
@@ -40,7 +41,9 @@ def build_for_target(model, cfg, target: str, *, calibration=None, quantize: boo
                              input_shapes=input_shapes, progress=progress,
                              fuse_residual=target == "llvm", standalone_adds=False,  # llvm: Adds in conv epilogues
                              widen_convs=False, checked=checked,  # the CPU would do the widened convs' extra MACs
-                             fold_taps=target != "llvm")  # llvm: the packed int8 conv skips zero input channels
+                             # llvm: the packed int8 conv skips zero input channels; cuda: NCHW int8 layers, whose
+                             # kernels read and write the device's arena (no repacking on the host between them)
+                             fold_taps=False, packed_layout=target == "llvm")
     _refuse_value_shaped_kernels(compiled.graph, target)
     if not quantize:
         # ConvTranspose as ZeroInsert (numpy) -> Conv (a library kernel), as on the accelerator path

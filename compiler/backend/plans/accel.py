@@ -1,4 +1,5 @@
-"""``TargetAccelBackend``: the int8 conv2d/dense layers of a lowered QDQ model on a CPU/GPU target.
+"""``TargetAccelBackend``: the int8 conv2d/dense layers of a lowered QDQ model on a CPU/GPU target (models built for
+llvm; on cuda a model's int8 layers stay NCHW and run as ordinary kernels: :mod:`compiler.executor.targets`).
 
 The same layer contract as :class:`compiler.graph.ref_backend.RefAccelBackend` (packed int8 in and out,
 int32 accumulation, the requant epilogue), computed by the operator library's integer direct conv2d

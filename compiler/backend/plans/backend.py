@@ -13,7 +13,7 @@ Two ways to get its kernels:
 
 Metadata reshapes run as numpy views, and data movement plus the int8 pipeline's remaining glue
 (:data:`~compiler.backend.plans.plans.NUMPY_GLUE_OPS`) by the numpy reference kernels, except that :meth:`prepare`
-on llvm compiles the :data:`~compiler.backend.plans.plans.COMPILED_GLUE` ops (``QGlobalAveragePool``) where their
+compiles the :data:`~compiler.backend.plans.plans.COMPILED_GLUE` ops (``QGlobalAveragePool``) where their
 planner takes the node; ``last_backend`` says which
 ran the last node ("llvm"/"cuda", "view" or "numpy") and ``last_compile_s`` how long its JIT compilation took.
 """
@@ -147,7 +147,7 @@ class TargetCpuBackend:
             if node_target(n) != "cpu" or n.op in VIEW_OPS:
                 continue
             if n.op in NUMPY_GLUE_OPS:
-                if self.target == "llvm" and n.op in COMPILED_GLUE and not self.lazy:  # a kernel where it applies
+                if n.op in COMPILED_GLUE and not self.lazy:  # a kernel where it applies
                     self._prepare_glue(n, g)
                 continue
             infos = [g.tensors.get(i) if i else None for i in n.inputs]

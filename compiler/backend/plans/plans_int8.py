@@ -208,15 +208,16 @@ def plan_packed_maxpool(node: Node, infos, consts, target: str) -> OpPlan:
 
 def plan_qgap(node: Node, infos, consts, target: str) -> OpPlan:
     """``QGlobalAveragePool`` of an int8 tensor (packed ``(N/B, C/BI, H, W, B, BI)``: over H, W; else NC...: over the
-    spatial axes) as one reduction and rescale on the CPU (llvm); the numpy kernel runs the rest."""
+    spatial axes) as one reduction and rescale (llvm: the sum vectorized over a packed pixel's channels; cuda: a
+    thread per output); the numpy kernel runs the rest."""
     from compiler.topi import qelementwise
 
     x = infos[0]
     packed = bool(node.attrs.get("packed"))
     shape = tuple(int(v) for v in x.shape)
-    if target != "llvm" or x.dtype != np.int8 or len(shape) < 3 or (packed and len(shape) != 6):
-        raise UnsupportedOnTarget(f"node {node.name!r} (QGlobalAveragePool): an int8 input on llvm only, got "
-                                  f"{x.dtype} {shape} on {target!r}")
+    if x.dtype != np.int8 or len(shape) < 3 or (packed and len(shape) != 6):
+        raise UnsupportedOnTarget(f"node {node.name!r} (QGlobalAveragePool): an int8 input of 3 or more axes (6 "
+                                  f"packed), got {x.dtype} {shape}")
     axes = (2, 3) if packed else tuple(range(2, len(shape)))
     front, count = int(np.prod(shape[:axes[0]])), int(np.prod([shape[k] for k in axes]))
     back = int(np.prod(shape[axes[-1] + 1:]))
@@ -228,7 +229,11 @@ def plan_qgap(node: Node, infos, consts, target: str) -> OpPlan:
     key = ("QGlobalAveragePool", (front, count, back), p, target)
 
     def make():
+        from compiler.topi.injective import schedule_data_gpu
+
         ins, y = qelementwise.qgap(front, count, back, p)
+        if target == "cuda":
+            return ins, y, lambda s: schedule_data_gpu(s, [y.op.inputs[0], y])
         return ins, y, lambda s: qelementwise.schedule_qgap_cpu(s, y)
 
     out_shape = tuple(1 if k in axes else d for k, d in enumerate(shape))
