@@ -4,7 +4,8 @@ float models (no calibration) run in float32: the graph pipeline with ``quantize
 epilogue fusion (:mod:`compiler.graph.float_fuse`). int8 QDQ models (or float models with ``calibration``)
 go through the same lowering as for the accelerator; on llvm their integer conv/dense layers keep its packed
 layout and run on :class:`~compiler.backend.plans.accel.TargetAccelBackend`; on cuda they stay NCHW
-(``QConv2D``/``QDense``) and run as the other nodes' kernels do, on the device's arena. Every kernel comes from the operator library
+(``QConv2D``/``QDense``) and run as the other nodes' kernels do, on the device's arena (a model with an int8
+product of two activations, attention's, keeps the packed layout: that backend takes its weight at run time). Every kernel comes from the operator library
 (:mod:`compiler.topi`) and is compiled at build time.
 """
 from __future__ import annotations
@@ -37,13 +38,20 @@ def build_for_target(model, cfg, target: str, *, calibration=None, quantize: boo
         quantize = calibration is not None or qdq
     if quantize and calibration is None and not qdq:
         raise ValueError("quantize=True on a float model needs calibration data (calibration=...)")
-    compiled = compile_model(model, cfg, calibration=calibration, quantize=None if quantize else False,
+    def compile_packed(packed: bool):
+        return compile_model(model, cfg, calibration=calibration, quantize=None if quantize else False,
                              input_shapes=input_shapes, progress=progress,
                              fuse_residual=target == "llvm", standalone_adds=False,  # llvm: Adds in conv epilogues
                              widen_convs=False, checked=checked,  # the CPU would do the widened convs' extra MACs
-                             # llvm: the packed int8 conv skips zero input channels; cuda: NCHW int8 layers, whose
-                             # kernels read and write the device's arena (no repacking on the host between them)
-                             fold_taps=False, packed_layout=target == "llvm")
+                             # llvm: the packed int8 conv skips zero input channels (no FoldTaps copy)
+                             fold_taps=packed and target != "llvm", packed_layout=packed)
+
+    # cuda: NCHW int8 layers, whose kernels read and write the device's arena (no repacking on the host between
+    # them); a product of two activations (attention's int8 MatMuls) needs the packed layers' backend, which takes
+    # its weight at run time: such a model keeps the packed layout
+    compiled = compile_packed(target == "llvm")
+    if target == "cuda" and _runtime_int8_weights(compiled.graph):
+        compiled = compile_packed(True)
     _refuse_value_shaped_kernels(compiled.graph, target)
     if not quantize:
         # ConvTranspose as ZeroInsert (numpy) -> Conv (a library kernel), as on the accelerator path
@@ -73,6 +81,12 @@ def build_for_target(model, cfg, target: str, *, calibration=None, quantize: boo
                                  logged_faster(compiled.graph, tuning_log), progress)
     compiled.stats["tuned_tasks"] = len(kept)
     return mod
+
+
+def _runtime_int8_weights(g) -> bool:
+    """Whether an NCHW int8 conv/dense layer of ``g`` takes its weight from another layer (not a constant)."""
+    return any(n.op in ("QConv2D", "QDense") and len(n.inputs) > 1 and n.inputs[1] not in g.constants
+               for n in g.nodes)
 
 
 def _refuse_value_shaped_kernels(g, target: str) -> None:

@@ -63,3 +63,23 @@ def test_llvm_keeps_the_packed_layout():
     mod = build(_quantized(resnet18_small, False), target="llvm", progress=False)
     ops = {n.op for n in mod.graph.nodes}
     assert "AccelConv2D" in ops and "QConv2D" not in ops
+
+
+def test_attention_products_keep_the_packed_layout(emulated):
+    """An int8 product of two activations (a ViT's attention) takes its weight at run time, which the NCHW
+    layers' kernels do not: such a model keeps the packed layout on cuda too, and still equals ``ref``."""
+    from compiler.zoo.modern import sample_inputs, vit
+
+    model = vit()
+    calib = sample_inputs(model, 2, seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        q = ort_quantize_static(model, calib, per_channel=False, defaults=True)
+        ref = build(q, target="ref", progress=False, fuse_residual=False)
+    mod = build(q, target="cuda", progress=False)
+    ops = {n.op for n in mod.graph.nodes}
+    assert "AccelDense" in ops and "QDense" not in ops
+    for feeds in sample_inputs(model, 2, seed=3):
+        got, want = mod.run(feeds), ref.run(feeds)
+        for a, b in zip(got, want):
+            np.testing.assert_allclose(a, b, rtol=0, atol=1e-6)  # the float tail (LayerNorm, Softmax) may differ in order
