@@ -35,3 +35,12 @@ def pytest_runtest_makereport(item, call):
     if call.excinfo is not None and call.excinfo.errisinstance(HostLacksFeatures):
         rep.outcome = "skipped"
         rep.longrepr = (str(item.path), item.location[1] or 0, f"compile-only: {call.excinfo.value}")
+
+
+@pytest.fixture
+def emulated(monkeypatch):
+    """The emulated CUDA device (``VTA_CUDA_DEVICE=emulate``: this CPU plays the GPU, counting what crosses the bus)."""
+    from compiler.backend.cuda.device import get_device
+
+    monkeypatch.setenv("VTA_CUDA_DEVICE", "emulate")
+    return get_device()

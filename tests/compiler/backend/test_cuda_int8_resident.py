@@ -9,7 +9,6 @@ import warnings
 import numpy as np
 import pytest
 
-from compiler.backend.cuda.device import get_device
 from compiler.backend.cuda.run_replay import DeviceReplay
 from compiler.executor import build
 from compiler.quant.ort_tools import ort_quantize_static
@@ -17,12 +16,6 @@ from compiler.zoo import mobilenet_v2_small, resnet18_small
 
 logging.getLogger().setLevel(logging.ERROR)
 SHAPE = (1, 3, 32, 32)
-
-
-@pytest.fixture
-def emulated(monkeypatch):
-    monkeypatch.setenv("VTA_CUDA_DEVICE", "emulate")
-    return get_device()
 
 
 def _quantized(make, per_channel: bool, seed: int = 0):

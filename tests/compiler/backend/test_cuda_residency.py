@@ -20,12 +20,6 @@ logging.getLogger().setLevel(logging.ERROR)
 RNG = np.random.default_rng(5)
 
 
-@pytest.fixture
-def emulated(monkeypatch):
-    monkeypatch.setenv("VTA_CUDA_DEVICE", "emulate")
-    return get_device()
-
-
 def _counts(dev) -> tuple[int, int, int, int]:
     return dev.uploads, dev.upload_bytes, dev.downloads, dev.download_bytes
 

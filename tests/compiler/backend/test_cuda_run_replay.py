@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from compiler.backend.cuda import device as cuda_device
-from compiler.backend.cuda.device import EmulatedDevice, get_device, record_ops, replayable
+from compiler.backend.cuda.device import EmulatedDevice, record_ops, replayable
 from compiler.backend.cuda.mirror import mirror_host_buffer
 from compiler.backend.cuda.run_replay import DeviceReplay
 from compiler.backend.plans.backend import _args_resident
@@ -21,12 +21,6 @@ from tests.compiler.backend.test_cuda_residency import _branchy_model
 
 logging.getLogger().setLevel(logging.ERROR)
 SHAPE = (1, 3, 32, 32)
-
-
-@pytest.fixture
-def emulated(monkeypatch):
-    monkeypatch.setenv("VTA_CUDA_DEVICE", "emulate")
-    return get_device()
 
 
 @pytest.fixture(scope="module")
