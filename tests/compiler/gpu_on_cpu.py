@@ -124,11 +124,24 @@ def shared_races(func) -> list[str]:
 @functools.lru_cache(maxsize=None)
 def model_cuda_ops(model: str) -> tuple:
     """The CudaOps of a whole-model cuda build (compiled here, no GPU needed), built once per process:
-    ``"resnet18"`` (32 px, base width 16) or ``"mobilenet_v2"`` (MobileNetV2-small)."""
+    ``"resnet18"`` (32 px, base width 16) or ``"mobilenet_v2"`` (MobileNetV2-small); with ``"_int8"`` appended,
+    the model quantized by onnxruntime's defaults (its int8 convs' kernels)."""
+    import warnings
+
+    import numpy as np
+
     from compiler.backend.cuda.runtime import CudaOp
     from compiler.executor import build
+    from compiler.quant.ort_tools import ort_quantize_static
     from compiler.zoo import mobilenet_v2_small, resnet18
 
-    m = resnet18(1, image_size=32, num_classes=10, base_width=16, seed=0) if model == "resnet18" \
+    name, int8 = model.removesuffix("_int8"), model.endswith("_int8")
+    m = resnet18(1, image_size=32, num_classes=10, base_width=16, seed=0) if name == "resnet18" \
         else mobilenet_v2_small()
+    if int8:
+        rng = np.random.default_rng(0)
+        calib = [{"input": rng.standard_normal((1, 3, 32, 32)).astype(np.float32)} for _ in range(2)]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            m = ort_quantize_static(m, calib, per_channel=False, defaults=True)
     return tuple(fn for _, fn in build(m, target="cuda", progress=False).cpu._plans.values() if isinstance(fn, CudaOp))

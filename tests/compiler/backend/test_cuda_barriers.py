@@ -56,7 +56,7 @@ def test_a_fill_that_reads_an_earlier_fill_waits_for_it():
     np.testing.assert_allclose(serial_on_cpu(s)(x, y), x @ y, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("model", ["resnet18", "mobilenet_v2"])
+@pytest.mark.parametrize("model", ["resnet18", "mobilenet_v2", "resnet18_int8", "mobilenet_v2_int8"])
 def test_every_kernel_of_a_model_syncs_its_shared_memory(model):
     ops = model_cuda_ops(model)
     assert sum("shared" in op.loop_ir for op in ops) >= 10  # the tile convs and products stage in shared memory

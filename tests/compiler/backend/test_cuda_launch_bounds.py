@@ -60,7 +60,7 @@ def test_a_1024_thread_tile_kernel_fits_an_sm(arch):
 
 
 @needs_ptxas
-@pytest.mark.parametrize("model", ["resnet18", "mobilenet_v2"])
+@pytest.mark.parametrize("model", ["resnet18", "mobilenet_v2", "resnet18_int8", "mobilenet_v2_int8"])
 def test_every_kernel_of_a_model_fits_an_sm(model):
     """Every kernel of a whole network's cuda build (small input) assembles for an H100/H200 (sm_90) with a block
     that fits an SM: registers x threads, static shared memory, no spills."""
