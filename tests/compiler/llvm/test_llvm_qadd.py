@@ -73,17 +73,22 @@ def test_llvm_qgap_matches_numpy(shape, packed, scales, zx):
 
 
 def test_qgap_plan_declines_what_it_cannot_sum():
-    """A uint8 input or another target keeps numpy's qgap (the planner says why)."""
+    """A uint8 input (or a packed one of the wrong rank) keeps numpy's qgap (the planner says why) on either
+    target; an int8 one is planned on both."""
     from compiler.backend.plans.oplan import UnsupportedOnTarget
     from compiler.backend.plans.plans_int8 import plan_qgap
     from compiler.graph.ir import TensorInfo
     from jit_runtime.host_ops.int_elementwise import choose_qgap
 
     n = Node("QGlobalAveragePool", ["x"], ["y"], {"qgap": choose_qgap(0.1, 0, 0.1, 0, 4), "packed": False}, "gap")
-    for info, target in ((TensorInfo((1, 2, 2, 2), np.dtype(np.uint8)), "llvm"),
-                         (TensorInfo((1, 2, 2, 2), np.dtype(np.int8)), "cuda")):
-        with pytest.raises(UnsupportedOnTarget, match="int8 input on llvm"):
-            plan_qgap(n, [info], {}, target)
+    packed = Node("QGlobalAveragePool", ["x"], ["y"], {"qgap": choose_qgap(0.1, 0, 0.1, 0, 4), "packed": True}, "gap")
+    for target in ("llvm", "cuda"):
+        with pytest.raises(UnsupportedOnTarget, match=r"an int8 input of 3 or more axes \(6 packed\), got uint8"):
+            plan_qgap(n, [TensorInfo((1, 2, 2, 2), np.dtype(np.uint8))], {}, target)
+        with pytest.raises(UnsupportedOnTarget, match=r"got int8 \(1, 2, 2, 2\)"):
+            plan_qgap(packed, [TensorInfo((1, 2, 2, 2), np.dtype(np.int8))], {}, target)
+        plan = plan_qgap(n, [TensorInfo((1, 2, 2, 2), np.dtype(np.int8))], {}, target)
+        assert plan.out_shape == (1, 2, 1, 1) and target in plan.key
 
 
 def test_qgap_plan_declines_sums_int32_cannot_hold():
