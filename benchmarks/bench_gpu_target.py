@@ -56,11 +56,8 @@ def device_profile(mod, x: np.ndarray, top: int = 8) -> dict:
     device between events), its sum and its ``top`` slowest nodes; an error is reported, not raised (the
     latency figures stand without it)."""
     try:
-        mod.device_timing = True
-        for _ in range(5):  # a fresh module replays from its 4th run
-            mod(input=x)
-            if mod.timed_on_device:
-                break
+        mod.set_input("input", x)
+        mod.time_on_device(4)  # a fresh module replays from its 4th run
         if not mod.timed_on_device:
             return {"timed_on_device": False}
         rows = mod.profile()

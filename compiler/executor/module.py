@@ -103,7 +103,9 @@ class Module:
         # timed_on_device: the last run's profile holds such times
         self.device_timing = False
         self.timed_on_device = False
-        self.device_only = False  # cuda: the last general run did only device work (so later runs can replay)
+        # cuda: the last general run did only device work (so later runs can replay); None: not known yet (a first
+        # run always does some host work, finding which kernel arguments lie on the device)
+        self.device_only: bool | None = None
         # cuda: the last run's device operations (a RunRecording) and, once two runs made the same, their replay
         self._device_last = None
         self._device_replay: _DeviceRun | None = None
@@ -321,11 +323,22 @@ class Module:
         from compiler.backend.cuda.run_replay import DeviceReplay
 
         last, self._device_last = self._device_last, recording
-        self.device_only = not recording.host_work
+        self.device_only = None if last is None else not recording.host_work
         replay = DeviceReplay.from_runs(last, recording)
         if replay is not None:
             self._device_replay = _DeviceRun(replay, threading.get_ident(), self._calls_version(), staged,
                                              [(n, t, p) for n, t, _dt, p in rows], outputs)
+
+    def time_on_device(self, most: int = 3) -> int:
+        """cuda: run again (the inputs as set, ``most`` times at most) until a run is replayed with
+        :attr:`device_timing` on, so :meth:`profile` holds the device's own times (:attr:`timed_on_device`); stops
+        early where a run did host work (:attr:`device_only` False: such a model is never replayed). The runs made."""
+        self.device_timing = True
+        runs = 0
+        while not self.timed_on_device and runs < most and self.device_only is not False:
+            self.run()
+            runs += 1
+        return runs
 
     def _run_device_replay(self, staged: dict) -> list[np.ndarray] | None:
         """:meth:`run` as the device replay's operations alone, where it still holds: the same thread, records and

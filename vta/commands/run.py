@@ -288,19 +288,6 @@ def json_line(args, cfg_name: str, clock: float, names, outs, rows, summary, ext
                        "summary": summary, "layers": json_rows(rows), **extra}, default=float)
 
 
-def _gpu_layer_times(mod, most: int = 3) -> int:
-    """cuda: run ``mod`` again (its inputs as set, ``most`` times at most) until a run is replayed with the device
-    timing each layer (:attr:`Module.device_timing`), so its profile holds the GPU's times; the runs it made (one
-    where the second run did host work: such a model is never replayed; the first always does some, finding
-    which kernel arguments lie on the device)."""
-    mod.device_timing = True
-    runs = 0
-    while not mod.timed_on_device and runs < most and (runs == 0 or mod.device_only):
-        mod.run()
-        runs += 1
-    return runs
-
-
 def plot_profile(path: str, rows: list[dict], clock_mhz: float, title: str) -> None:
     """``--plot``: time per layer (accelerator at the clock, host measured) and accelerator utilization."""
     import matplotlib
@@ -502,7 +489,7 @@ def run(args: argparse.Namespace) -> int:
     console.print(f"running on target {target} ...")
     outs = mod.run()
     if target == "cuda" and not args.trace:
-        extra_runs = _gpu_layer_times(mod)
+        extra_runs = mod.time_on_device()
     clock = float(getattr(cfg, "clock_mhz", 100.0))
     for name, out in zip(mod.output_names, outs):
         for line in output_summary(name, out):

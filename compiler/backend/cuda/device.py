@@ -285,7 +285,7 @@ class EmulatedDevice:
 
     def launch(self, loaded, kernels: list, dptrs: list[int]) -> None:
         _log(self, "launch", loaded, kernels, tuple(dptrs))
-        loaded(*dptrs)
+        self.launcher(loaded, kernels, dptrs)()
 
     def synchronize(self) -> None:
         _log(self, "sync")
@@ -297,7 +297,8 @@ class EmulatedDevice:
 
 
 class HostTimer:
-    """:class:`GpuTimer`'s interface on the host's clock, for a device whose operations finish when called."""
+    """:class:`GpuTimer`'s interface on the host's clock: for a device whose operations finish when called, or the
+    host's own time to make them."""
 
     def __init__(self) -> None:
         self.times: list[float] = []

@@ -9,10 +9,9 @@ parameter block built once, none of the per-node Python (argument checks, mirror
 """
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
-from compiler.backend.cuda.device import get_device, record_ops, replayable
+from compiler.backend.cuda.device import HostTimer, get_device, record_ops, replayable
 
 
 class RunRecording:
@@ -78,19 +77,10 @@ class DeviceReplay:
         not what was recorded."""
         if get_device() is not self.device or self.states() != self.state:
             return None
-        if on_device:
-            timer = self.device.timer(len(self.groups) + 1)
-            timer.mark()
-            for group in self.groups:
-                for call in group:
-                    call()
-                timer.mark()
-            return timer.seconds()
-        clock = time.perf_counter
-        secs = []
+        timer = self.device.timer(len(self.groups) + 1) if on_device else HostTimer()
+        timer.mark()
         for group in self.groups:
-            t0 = clock()
             for call in group:
                 call()
-            secs.append(clock() - t0)
-        return secs
+            timer.mark()
+        return timer.seconds()
