@@ -10,8 +10,9 @@ Models: the zoo's full-size ResNet-18 (and optionally MobileNetV2), 1x3x224x224.
 
 Latency: min over ``--repeat`` runs after a warm-up, next to onnxruntime's CUDA provider when the
 installed onnxruntime has it (``ort_cuda_ms``; else null) and its CPU provider (``ort_cpu_ms``, all cores).
-``device_profile`` (fp32): the device's own time per node (CUDA events around each node's operations in a
-replayed run, ``Module.device_timing``): ``device_ms`` (their sum) and the slowest nodes.
+``device_profile`` (fp32 and int8): the device's own time per node (CUDA events around each node's operations in
+a replayed run, ``Module.device_timing``): ``device_ms`` (their sum) and the slowest nodes; ``timed_on_device``
+false: no run was replayed (a node did host work) and the times are the host's clock per node.
 Needs an NVIDIA GPU and cuda-python; without a GPU it prints ``{"gpu": false}`` and exits 0, unless
 ``VTA_CUDA_DEVICE=emulate`` is set: then the same runs go through the emulated device (this CPU plays the GPU,
 serially: the errors and mismatches mean what they mean on a GPU, the times are the CPU's; use --repeat 1).
@@ -53,16 +54,15 @@ def _ort(model, provider: str):
 
 def device_profile(mod, x: np.ndarray, top: int = 8) -> dict:
     """Where the device's time goes: a replayed run with ``device_timing`` (each node's operations timed by the
-    device between events), its sum and its ``top`` slowest nodes; an error is reported, not raised (the
-    latency figures stand without it)."""
+    device between events), its sum and its ``top`` slowest nodes; where no run could be replayed (a node with
+    host work), ``timed_on_device`` is false and the times are the host's wall clock per node. An error is
+    reported, not raised (the latency figures stand without it)."""
     try:
         mod.set_input("input", x)
         mod.time_on_device(4)  # a fresh module replays from its 4th run
-        if not mod.timed_on_device:
-            return {"timed_on_device": False}
         rows = mod.profile()
         slow = sorted(rows, key=lambda r: -r["time_ms"])[:top]
-        return {"timed_on_device": True, "device_ms": sum(r["time_ms"] for r in rows),
+        return {"timed_on_device": bool(mod.timed_on_device), "device_ms": sum(r["time_ms"] for r in rows),
                 "top": [[r["name"], r["op"], round(r["time_ms"], 4)] for r in slow]}
     except Exception as exc:  # noqa: BLE001 - a diagnostic: the measured latency above is kept
         return {"error": f"{type(exc).__name__}: {exc}"}
@@ -108,8 +108,15 @@ def bench_model(name: str, repeat: int, seed: int = 0, int8: bool = True, tuning
     res["int8"] = {"cuda_ms": _min_ms(lambda: qmod(input=x), repeat),
                    "ort_cpu_ms": _min_ms(lambda: qcpu.run(None, {"input": x}), repeat),
                    "mismatches": int(np.count_nonzero(got != exact)), "build_s": build_s,
-                   "reference": "ref integer executor"}
+                   "reference": "ref integer executor", "device_profile": device_profile(qmod, x)}
     return res
+
+
+def _print_profile(what: str, prof: dict) -> None:
+    if "top" in prof:
+        where = "on the device" if prof["timed_on_device"] else "on the host's clock (no run replayed)"
+        print(f"  {what} {where}: {prof['device_ms']:.2f} ms over the nodes; slowest "
+              + ", ".join(f"{n} ({op}) {ms:.3f}" for n, op, ms in prof["top"][:4]), flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -136,14 +143,12 @@ def main(argv: list[str] | None = None) -> int:
         f = r["fp32"]
         print(f"  {name} fp32: cuda {f['cuda_ms']:.2f} ms, ORT CPU {f['ort_cpu_ms']:.2f} ms, ORT CUDA "
               f"{f['ort_cuda_ms']}, max rel err {f['max_rel_err']:.2e}", flush=True)
-        prof = f["device_profile"]
-        if prof.get("timed_on_device"):
-            print(f"  {name} fp32 on the device: {prof['device_ms']:.2f} ms over the nodes; slowest "
-                  + ", ".join(f"{n} ({op}) {ms:.3f}" for n, op, ms in prof["top"][:4]), flush=True)
+        _print_profile(f"{name} fp32", f["device_profile"])
         if "int8" in r:
             i = r["int8"]
             print(f"  {name} int8: cuda {i['cuda_ms']:.2f} ms, ORT CPU {i['ort_cpu_ms']:.2f} ms, "
                   f"mismatches vs ref {i['mismatches']}", flush=True)
+            _print_profile(f"{name} int8", i["device_profile"])
     summary = {"gpu": device_kind() == "gpu", "device": device, "repeat": args.repeat, "models": models,
                "fp32_max_rel_err": max(m["fp32"]["max_rel_err"] for m in models.values()),
                "int8_mismatches": (None if args.fp32_only else

@@ -213,7 +213,7 @@ def test_a_model_built_for_llvm_takes_winograd_where_the_default_says():
     g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 32, 12, 12])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 32, 6, 6])],
                           [numpy_helper.from_array(a, n) for a, n in ((w1, "w1"), (b1, "b1"), (w2, "w2"))])
-    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
     model.ir_version = 8
     x = RNG.standard_normal((1, 32, 12, 12)).astype(np.float32)
     mod = compiler.build(model, target="llvm", progress=False)

@@ -18,7 +18,8 @@ RNG = np.random.default_rng(0)
 def _model(nodes, inputs, inits, opset=17):
     g = h.make_graph(nodes, "g", inputs, [h.make_tensor_value_info("y", T.FLOAT, None)],
                      [nh.from_array(np.asarray(v), k) for k, v in inits.items()])
-    return h.make_model(g, opset_imports=[h.make_opsetid("", opset)])
+    return h.make_model(g, opset_imports=[h.make_opsetid("", opset)],
+        ir_version=max(8, h.find_min_ir_version_for([h.make_opsetid("", opset)])))
 
 
 def _reshape_by_computed_shape(op_in_chain: str = "Div"):
@@ -89,7 +90,7 @@ def test_fold_keeps_quantized_weights_and_graph_outputs():
     g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, [2, 3])],
                      [h.make_tensor_value_info("y", T.FLOAT, None), h.make_tensor_value_info("xs", T.INT64, None)],
                      [nh.from_array(np.ones((3, 2), np.int8), "wq"), nh.from_array(np.array(0.5, np.float32), "sc")])
-    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)], ir_version=8)
     folded = fold_with_input_shapes(m)
     assert [n.op_type for n in folded.graph.node] == ["DequantizeLinear", "MatMul", "Constant"]
     mod = build(m, target="ref", quantize=False)

@@ -25,7 +25,8 @@ def _model(nodes, inputs, outputs, inits=None, opset=17):
     g = h.make_graph(nodes, "g", [h.make_tensor_value_info(n, t, s) for n, t, s in inputs],
                      [h.make_tensor_value_info(n, t, None) for n, t in outputs],
                      [nh.from_array(np.asarray(v), k) for k, v in (inits or {}).items()])
-    return h.make_model(g, opset_imports=[h.make_opsetid("", opset)])
+    return h.make_model(g, opset_imports=[h.make_opsetid("", opset)],
+        ir_version=max(8, h.find_min_ir_version_for([h.make_opsetid("", opset)])))
 
 
 def _check(model, feeds, exact=False):

@@ -229,7 +229,7 @@ def _relu_model() -> onnx.ModelProto:
     g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "relu",
                           [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 4])],
                           [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 4])])
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
 def test_non_finite_model_input_is_reported_with_a_warning_and_runs():
@@ -257,7 +257,7 @@ def _one_node(node: onnx.NodeProto, x_shape, inits=(), x_type=onnx.TensorProto.F
     g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", x_type, list(x_shape))],
                           [helper.make_tensor_value_info(node.output[0], onnx.TensorProto.FLOAT, y_shape)],
                           [numpy_helper.from_array(a, n) for n, a in inits])
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
 
 
 def test_3d_pool_with_dilations_and_indices_is_accepted():

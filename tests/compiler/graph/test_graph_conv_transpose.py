@@ -35,7 +35,7 @@ def decoder(attrs, k=2, group=1, c=16, o=16):
                      [h.make_tensor_value_info("y", T.FLOAT, None)],
                      [nh.from_array(_f(c, 8, 3, 3), "w0"), nh.from_array(_f(c, o // group, k, k), "wt"),
                       nh.from_array(_f(o), "bt")])
-    return h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 17)], ir_version=8)
 
 
 CASES = [({"strides": [2, 2]}, 2, 1),

@@ -37,7 +37,7 @@ def ffn(shape=(2, 8, 32), hidden=64):
                      [h.make_tensor_value_info("y", T.FLOAT, None)],
                      [nh.from_array(_f(d, hidden), "w1"), nh.from_array(_f(hidden), "b1"),
                       nh.from_array(_f(hidden, d), "w2"), nh.from_array(_f(d), "b2")])
-    return h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 17)], ir_version=8)
 
 
 @pytest.mark.parametrize("shape", [(2, 8, 32), (1, 2, 5, 16), (3, 16)])
@@ -91,7 +91,7 @@ def attention(b=1, s=8, hid=32, heads=4):
                  scale=np.float32(1 / np.sqrt(d)), wo=_f(hid, hid), bo=_f(hid))
     g = h.make_graph(nodes, "attn", [h.make_tensor_value_info("x", T.FLOAT, [b, s, hid])],
                      [h.make_tensor_value_info("y", T.FLOAT, None)], [nh.from_array(np.asarray(v), k) for k, v in inits.items()])
-    return h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 17)], ir_version=8)
 
 
 def test_attention_matmuls_of_two_activations_run_on_the_accelerator():

@@ -69,7 +69,7 @@ def test_wide_head_builds_and_runs_on_pynq_z1_sim():
     g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, [1, 16, 4, 2100])],
                      [h.make_tensor_value_info("y", T.FLOAT, None)],
                      [nh.from_array(RNG.standard_normal((1, 16, 1, 1)).astype(np.float32), "w")])
-    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)], ir_version=8)
     outs = {}
     for target in ("ref", "sim"):
         with warnings.catch_warnings():

@@ -30,7 +30,8 @@ def _model(op: str, x_shape, consts: dict | None = None, opset: int = 18, **attr
     g = helper.make_graph([node], op.lower(), [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x_shape))],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
                           [onnx.numpy_helper.from_array(np.asarray(v), k) for k, v in consts.items()])
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)],
+        ir_version=max(8, helper.find_min_ir_version_for([helper.make_opsetid("", opset)])))
 
 
 def _close(got, want, rtol: float, atol: float) -> None:
@@ -179,7 +180,8 @@ def test_masks_and_arg_max_run_as_numpy_glue_on_llvm():
                                             helper.make_tensor_value_info("i", TensorProto.INT64, None)],
                           [onnx.numpy_helper.from_array(np.float32(0.5), "t"),
                            onnx.numpy_helper.from_array(np.float32(-1.0), "z")])
-    mod = build(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]), target="llvm", progress=False)
+    mod = build(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)], ir_version=8), target="llvm",
+                progress=False)
     v = np.round(np.random.default_rng(2).standard_normal((3, 8)), 0).astype(np.float32)  # ties for the last index
     y, i = mod.run({"x": v})
     np.testing.assert_array_equal(y, np.where(v > 0.5, -1.0, v))
@@ -222,14 +224,14 @@ def test_a_shape_set_by_input_values_runs_on_ref_and_is_refused_by_llvm():
     g = helper.make_graph(nodes, "m", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3]),
                                        helper.make_tensor_value_info("p", TensorProto.INT64, [2])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
-    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
     mod = build(model, target="ref", quantize=False, progress=False)
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
     for p in ([0, 0], [2, 1], [5, 9]):
         np.testing.assert_array_equal(mod.run({"x": x, "p": np.asarray(p, np.int64)})[0], np.pad(x, [(p[0],) * 2, (p[1],) * 2]))
     g.node.append(helper.make_node("Relu", ["y"], ["r"], name="relu_of_pad"))  # a compiled kernel reads it
     g.output[0].name = "r"
-    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
     with pytest.raises(UnsupportedOnTarget, match=r"node 'relu_of_pad' \(Relu\) reads tensor 'y', whose shape"):
         build(model, target="llvm", progress=False)
 
@@ -249,7 +251,7 @@ def test_a_quantized_cnn_keeps_the_new_ops_in_float_between_accelerator_convs():
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
                           [onnx.numpy_helper.from_array(w1, "w1"), onnx.numpy_helper.from_array(w2, "w2"),
                            onnx.numpy_helper.from_array(np.array([2, 3], np.int64), "ax")])
-    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
     cal = rng.standard_normal((8, 3, 16, 16)).astype(np.float32)
     x = rng.standard_normal((1, 3, 16, 16)).astype(np.float32)
     sim = build(model, target="sim", calibration=cal, progress=False)
@@ -284,7 +286,7 @@ def test_rearrangement_and_index_ops_on_llvm_match_onnxruntime():
               ("k3", np.array([3], np.int64)), ("where", np.array([[0, 1], [1, 6], [0, 1]], np.int64)),
               ("upd", np.array([1.5, -2.0, 4.0], np.float32)), ("bias", np.linspace(0, 1, 7).astype(np.float32)))]
     model = helper.make_model(helper.make_graph(nodes, "m", ins, outs, inits),
-                              opset_imports=[helper.make_opsetid("", 18)])
+                              opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
     rng = np.random.default_rng(4)
     feeds = {"ones": np.ones((2, 6), np.int64), "sq": rng.standard_normal((3, 5, 5)).astype(np.float32),
              "x": rng.standard_normal((1, 8, 3, 3)).astype(np.float32),
@@ -354,7 +356,7 @@ def test_integer_index_math_runs_on_numpy_and_float_refusals_stay():
                           [onnx.numpy_helper.from_array(v, n) for n, v in
                            (("ax", np.array(1, np.int64)), ("one", np.array(1, np.int64)),
                             ("ax1", np.array([1], np.int64)))])
-    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
     mod = build(model, target="llvm", progress=False)
     mask = np.array([[1, 1, 1, 0, 0, 0], [1, 1, 1, 1, 1, 1]], np.int64)
     for got, want in zip(mod.run({"mask": mask}), ort_run(model, {"mask": mask})):
@@ -375,7 +377,7 @@ def test_a_value_probe_the_graph_cannot_run_is_skipped():
                                        helper.make_tensor_value_info("p", TensorProto.INT64, [2])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
                           [onnx.numpy_helper.from_array(np.arange(40, dtype=np.float32).reshape(10, 4), "table")])
-    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
     mod = build(model, target="ref", quantize=False, progress=False)
     ids, p = np.array([9, 0, 4], np.int64), np.array([1, 2], np.int64)
     want = np.pad(np.arange(40, dtype=np.float32).reshape(10, 4)[ids], [(1, 1), (2, 2)])
@@ -401,7 +403,7 @@ def test_nms_selection_feeds_glue_on_llvm():
                            (("maxn", np.array([5], np.int64)), ("iou", np.array([0.4], np.float32)),
                             ("thr", np.array([0.2], np.float32)), ("col2", np.array(2, np.int64)),
                             ("flat_shape", np.array([20, 4], np.int64)))])
-    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
     rng = np.random.default_rng(6)
     xy = rng.uniform(0, 10, (1, 20, 2)).astype(np.float32)
     feeds = {"boxes": np.concatenate([xy, xy + rng.uniform(1, 4, (1, 20, 2)).astype(np.float32)], -1),
@@ -436,7 +438,7 @@ def test_nms_of_many_overlapping_boxes_equals_onnxruntime(center):
                           [onnx.numpy_helper.from_array(v, k) for k, v in
                            (("maxn", np.array([60], np.int64)), ("iou", np.array([0.45], np.float32)),
                             ("thr", np.array([0.1], np.float32)))])
-    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
     got = build(model, target="ref", quantize=False, progress=False).run(feeds)[0]
     want = ort_run(model, feeds)[0]
     assert len(want) > 300
@@ -450,12 +452,12 @@ def test_einsum_matches_numpy():
                           [helper.make_tensor_value_info("a", TensorProto.FLOAT, [2, 3, 4]),
                            helper.make_tensor_value_info("b", TensorProto.FLOAT, [2, 4, 5])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
-    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
     got = build(model, target="ref", quantize=False, progress=False).run({"a": a, "b": b})[0]
     np.testing.assert_allclose(got, np.einsum("bij,bjk->bik", a.astype(np.float64), b), rtol=1e-5, atol=1e-6)
     bad = helper.make_model(helper.make_graph([helper.make_node("Einsum", ["a", "b"], ["y"], equation="ij,jk->ik")],
                                               "e", list(g.input), list(g.output)),
-                            opset_imports=[helper.make_opsetid("", 18)])
+                            opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
     with pytest.raises(ModelError, match="does not fit input 0"):
         build(bad, target="ref", quantize=False, progress=False)
 
@@ -486,7 +488,8 @@ def test_reduce_log_sum_and_bit_ops_on_llvm():
                            helper.make_node("BitwiseXor", ["s", "a"], ["y"])], "b",
                           [helper.make_tensor_value_info("a", u, [6])], [helper.make_tensor_value_info("y", u, None)],
                           [onnx.numpy_helper.from_array(np.array([0, 1, 2, 3, 7, 8], np.uint8), "n")])
-    mod = build(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]), target="llvm", progress=False)
+    mod = build(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)], ir_version=8), target="llvm",
+                progress=False)
     a = np.array([255, 3, 17, 129, 1, 200], np.uint8)
     np.testing.assert_array_equal(mod.run({"a": a})[0], np.left_shift(a, [0, 1, 2, 3, 7, 8]).astype(np.uint8) ^ a)
 
@@ -498,7 +501,7 @@ def _attention_model(q_shape, k_shape, **attrs) -> onnx.ModelProto:
                            helper.make_tensor_value_info("k", f, list(k_shape)),
                            helper.make_tensor_value_info("v", f, list(k_shape))],
                           [helper.make_tensor_value_info("y", f, None)])
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 24)])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 24)], ir_version=12)
 
 
 def _safe_softmax_rows(s: np.ndarray) -> np.ndarray:
@@ -554,7 +557,7 @@ def test_attention_short_mask_cache_and_dead_rows_on_llvm(mask_type):
     node = helper.make_node("Attention", ["q", "k", "v", "m", "pk", "pv"], ["y", "present_k", "present_v"])
     g = helper.make_graph([node], "att", ins, [helper.make_tensor_value_info(n, f, None)
                                                for n in ("y", "present_k", "present_v")])
-    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 24)])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 24)], ir_version=12)
     kk = np.concatenate([feeds["pk"], feeds["k"]], 2).astype(np.float64)
     vv = np.concatenate([feeds["pv"], feeds["v"]], 2).astype(np.float64)
     bias = np.full((sq, skv), -np.inf)

@@ -29,7 +29,7 @@ def _model(op: str, inputs: dict, out_shape, consts: dict | None = None, **attrs
                           [helper.make_tensor_value_info(k, TensorProto.FLOAT, s) for k, s in inputs.items()],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, out_shape)],
                           [onnx.numpy_helper.from_array(np.asarray(v, np.float32), k) for k, v in consts.items()])
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
 def _check(model, feeds, tol: float = 1e-5):
@@ -80,7 +80,8 @@ def test_layer_norm_refusals():
                            helper.make_tensor_value_info("mean", TensorProto.FLOAT, (2, 1))],
                           [onnx.numpy_helper.from_array(np.ones(8, np.float32), "scale")])
     with pytest.raises(UnsupportedOnTarget, match="first output only"):
-        build(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), target="llvm", progress=False)
+        build(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), target="llvm",
+              progress=False)
 
 
 @pytest.mark.parametrize("sa,sb", [((1, 4, 17, 16), (1, 4, 16, 17)), ((2, 1, 5, 3), (4, 3, 7)), ((6, 24), (24, 9)),
@@ -192,7 +193,7 @@ def test_dense_over_many_rows(rows, trans_b, relu):
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, (rows, m))],
                           [onnx.numpy_helper.from_array(w.astype(np.float32), "w"),
                            onnx.numpy_helper.from_array(rng.standard_normal(m).astype(np.float32), "b")])
-    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
     mod = _check(model, {"x": rng.standard_normal((rows, k)).astype(np.float32)})
     kernels = [r["cpu_backend"] for r in mod.profile()]
     assert kernels == ["llvm"]

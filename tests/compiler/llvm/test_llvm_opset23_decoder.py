@@ -39,7 +39,7 @@ def _decoder():
            h.make_tensor_value_info("past_v", f, [B, KV_HEADS, PAST, D])]
     outs = [h.make_tensor_value_info(o, f, None) for o in ("y", "present_k", "present_v")]
     g = h.make_graph(nodes, "decoder", ins, outs, [nh.from_array(v, k) for k, v in inits.items()])
-    m = h.make_model(g, opset_imports=[h.make_opsetid("", 23)])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 23)], ir_version=11)
     m.ir_version = 10
     feeds = {"x": rng.standard_normal((B, S, HID)).astype(np.float32),
              "pos": np.tile(np.arange(PAST, PAST + S), (B, 1)).astype(np.int64),

@@ -151,7 +151,7 @@ def test_preactivation_batchnorm_and_nary_sum_on_llvm_match_onnxruntime():
              helper.make_node("Sum", ["y", "x", "bias_c"], ["out"])]
     graph = helper.make_graph(nodes, "preact", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c, 10, 10])],
                               [helper.make_tensor_value_info("out", TensorProto.FLOAT, [1, c, 10, 10])], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
     x = rng.standard_normal((1, c, 10, 10)).astype(np.float32)
     mod = build(model, target="llvm", progress=False)
     got = mod(x=x)
@@ -167,7 +167,7 @@ def test_lrn_on_llvm_matches_onnxruntime(size):
     node = helper.make_node("LRN", ["x"], ["y"], size=size, alpha=2e-3, beta=0.75, bias=2.0)
     graph = helper.make_graph([node], "lrn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 7, 5, 6])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 7, 5, 6])])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
     x = (np.random.default_rng(size).standard_normal((1, 7, 5, 6)) * 4).astype(np.float32)
     got = build(model, target="llvm", progress=False)(x=x)
     # the ONNX definition in float64: channels [c - floor((size-1)/2), c + ceil((size-1)/2)] clipped
@@ -186,6 +186,6 @@ def test_lrn_with_non_positive_bias_is_refused_at_build():
     node = helper.make_node("LRN", ["x"], ["y"], size=3, bias=0.0)
     graph = helper.make_graph([node], "lrn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 3, 3])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 3, 3])])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
     with pytest.raises(UnsupportedOnTarget, match="bias must be > 0"):
         build(model, target="llvm", progress=False)

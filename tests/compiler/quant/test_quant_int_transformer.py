@@ -165,7 +165,7 @@ def _block(t=8, h=32, seed=0):
     ]
     g = helper.make_graph(nodes, "block", [helper.make_tensor_value_info("x", TensorProto.FLOAT, (1, t, h))],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, (1, t, h))], init)
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
 def _feeds(n, seed, t=8, h=32):
@@ -215,7 +215,7 @@ def _masked_attention(t=8, h=16, seed=3):
              helper.make_node("MatMul", ["probs", "x"], ["y"])]
     g = helper.make_graph(nodes, "masked", [helper.make_tensor_value_info("x", TensorProto.FLOAT, (1, t, h))],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, (1, t, h))], init)
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
 def test_ptq_keeps_a_masked_softmax_in_float_and_reports_it():
