@@ -113,6 +113,27 @@ def test_logged_knobs_are_kept_only_where_faster_than_the_default(monkeypatch, e
     assert cc.faster_than_default(task, default_knobs(SPEC)) == (False, 0, 0)
 
 
+def test_kernels_are_timed_on_the_device_not_with_the_host_calls(emulated):
+    """A trial's cost is its call's device operations made again between the device timer's marks: a call that
+    spends 30 ms on the host before it launches the kernel costs what the kernel costs (the host's per-call Python
+    outlasts most kernels on a GPU); a call that makes no device operation is refused, naming why."""
+    import time
+
+    from compiler.autotune.device_timed import time_device_call
+
+    task = cc.CudaConvTask(SPEC, True, False, "relu")
+    plain, dev = task.bound_call(task.default_knobs())
+
+    def slow() -> None:
+        time.sleep(0.03)
+        plain()
+    kernel = time_device_call(plain, dev, repeats=3)
+    assert 0 < kernel < 10e6
+    assert time_device_call(slow, dev, repeats=3) < min(10e6, 20 * kernel)
+    with pytest.raises(ValueError, match="made no device operations"):
+        time_device_call(lambda: None, dev)
+
+
 def test_build_applies_a_cuda_log(tiny_model, tmp_path, monkeypatch, emulated):
     """A log naming knobs for both convs: the build compiles them where they beat the default (stubbed: always)
     and computes what the untuned build computes; a log of another device changes nothing."""
