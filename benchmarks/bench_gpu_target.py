@@ -12,7 +12,8 @@ Latency: min over ``--repeat`` runs after a warm-up, next to onnxruntime's CUDA 
 installed onnxruntime has it (``ort_cuda_ms``; else null) and its CPU provider (``ort_cpu_ms``, all cores).
 ``device_profile`` (fp32 and int8): the device's own time per node (CUDA events around each node's operations in
 a replayed run, ``Module.device_timing``): ``device_ms`` (their sum) and the slowest nodes; ``timed_on_device``
-false: no run was replayed (a node did host work) and the times are the host's clock per node.
+false: no run was replayed and the times are the host's clock per node (``not_replayed`` says why: the nodes
+that did host work, or what changed between runs).
 Needs an NVIDIA GPU and cuda-python; without a GPU it prints ``{"gpu": false}`` and exits 0, unless
 ``VTA_CUDA_DEVICE=emulate`` is set: then the same runs go through the emulated device (this CPU plays the GPU,
 serially: the errors and mismatches mean what they mean on a GPU, the times are the CPU's; use --repeat 1).
@@ -62,8 +63,11 @@ def device_profile(mod, x: np.ndarray, top: int = 8) -> dict:
         mod.time_on_device(4)  # a fresh module replays from its 4th run
         rows = mod.profile()
         slow = sorted(rows, key=lambda r: -r["time_ms"])[:top]
-        return {"timed_on_device": bool(mod.timed_on_device), "device_ms": sum(r["time_ms"] for r in rows),
-                "top": [[r["name"], r["op"], round(r["time_ms"], 4)] for r in slow]}
+        out = {"timed_on_device": bool(mod.timed_on_device), "device_ms": sum(r["time_ms"] for r in rows),
+               "top": [[r["name"], r["op"], round(r["time_ms"], 4)] for r in slow]}
+        if not mod.timed_on_device:
+            out["not_replayed"] = mod.replay_refusal
+        return out
     except Exception as exc:  # noqa: BLE001 - a diagnostic: the measured latency above is kept
         return {"error": f"{type(exc).__name__}: {exc}"}
     finally:
@@ -114,7 +118,8 @@ def bench_model(name: str, repeat: int, seed: int = 0, int8: bool = True, tuning
 
 def _print_profile(what: str, prof: dict) -> None:
     if "top" in prof:
-        where = "on the device" if prof["timed_on_device"] else "on the host's clock (no run replayed)"
+        where = ("on the device" if prof["timed_on_device"]
+                 else f"on the host's clock (not replayed: {prof.get('not_replayed')})")
         print(f"  {what} {where}: {prof['device_ms']:.2f} ms over the nodes; slowest "
               + ", ".join(f"{n} ({op}) {ms:.3f}" for n, op, ms in prof["top"][:4]), flush=True)
 

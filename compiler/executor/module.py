@@ -106,6 +106,9 @@ class Module:
         # cuda: the last general run did only device work (so later runs can replay); None: not known yet (a first
         # run always does some host work, finding which kernel arguments lie on the device)
         self.device_only: bool | None = None
+        # cuda: why the last general run was not kept as a replay (host work names its nodes); None: it was, or none
+        # was recorded
+        self.replay_refusal: str | None = None
         # cuda: the last run's device operations (a RunRecording) and, once two runs made the same, their replay
         self._device_last = None
         self._device_replay: _DeviceRun | None = None
@@ -324,6 +327,11 @@ class Module:
 
         last, self._device_last = self._device_last, recording
         self.device_only = None if last is None else not recording.host_work
+        why = DeviceReplay.refusal(last, recording)
+        if why is not None and recording.host_nodes:
+            nodes = self.graph.nodes
+            why += ": " + ", ".join(f"{nodes[i].name} ({nodes[i].op})" for i in recording.host_nodes[:6])
+        self.replay_refusal = why
         replay = DeviceReplay.from_runs(last, recording)
         if replay is not None:
             self._device_replay = _DeviceRun(replay, threading.get_ident(), self._calls_version(), staged,

@@ -524,8 +524,10 @@ def run(args: argparse.Namespace) -> int:
         extra["layer_times"] = "device" if mod.timed_on_device else "host"
         console.print("per-layer times: the device's own (timed between its events), of a replayed run (run "
                       f"{1 + extra_runs}: the first ones load the kernels and weights)" if mod.timed_on_device else
-                      "per-layer times: this host's time to launch each layer (the model has layers that run on the "
-                      "host, so its runs are not replayed and timed on the device)")
+                      "per-layer times: this host's time to launch each layer (its runs are not replayed and timed on "
+                      f"the device: {mod.replay_refusal})")
+        if not mod.timed_on_device:
+            extra["not_replayed"] = mod.replay_refusal
     plan = mod.compiled.memory_plan
     console.print(f"intermediate tensors: {plan.peak_bytes / 1024:,.1f} KiB arena (static memory plan; "
                   f"{plan.no_reuse_bytes / 1024:,.1f} KiB without reuse)")

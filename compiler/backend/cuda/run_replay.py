@@ -25,12 +25,15 @@ class RunRecording:
         self.before = self.states()
         self.after: tuple | None = None
         self.marks: list[int] = []  # ops recorded when each node was done
+        self.host_nodes: list[int] = []  # the nodes (by position) that ran (partly) on the host
         self.host_work = False  # some node ran (partly) on the host: its work is not in the operations
         self._rec = record_ops(self.device)
         self.ops = self._rec.start()
 
     def node_done(self, on_device: bool) -> None:
         """The next node is done; ``on_device``: all it did was device operations (recorded)."""
+        if not on_device:
+            self.host_nodes.append(len(self.marks))
         self.marks.append(len(self.ops))
         self.host_work |= not on_device
 
@@ -62,13 +65,24 @@ class DeviceReplay:
         bounds = [0, *rec.marks, len(calls)]
         self.groups: list[list[Callable[[], None]]] = [calls[a:b] for a, b in zip(bounds, bounds[1:])]
 
+    @staticmethod
+    def refusal(last: RunRecording | None, this: RunRecording) -> str | None:
+        """Why ``this`` run cannot be replayed (see :meth:`from_runs`), in words; None where it can."""
+        if this.host_work:
+            return f"host work in {len(this.host_nodes)} node(s)"
+        if this.after != this.before:
+            return "the run left its arena's device mirror otherwise than it found it (a host write into it, a first upload)"
+        if last is None:
+            return "one run recorded: a replay needs two that made the same operations"
+        if not this.same_work(last):
+            return "its device operations differ from the run before"
+        return None
+
     @classmethod
     def from_runs(cls, last: RunRecording | None, this: RunRecording) -> "DeviceReplay | None":
         """The replay of ``this`` run where it did only device work, made the same operations as the ``last`` run
         and left its mirrors as it found them (so the next run would make them again); else None."""
-        if this.host_work or this.after != this.before or not this.same_work(last):
-            return None
-        return cls(this)
+        return None if cls.refusal(last, this) is not None else cls(this)
 
     def run(self, on_device: bool = False) -> list[float] | None:
         """Make the operations again; the seconds each node's took (the last entry: the run's tail, the output

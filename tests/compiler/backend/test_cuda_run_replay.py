@@ -49,11 +49,17 @@ def _x(seed: int, shape=SHAPE) -> np.ndarray:
 def test_steady_runs_replay_with_new_inputs(emulated, small, replays):
     """Two runs in a row that make the same device operations (the first run also uploads the weights: the second
     and third agree) make the next onwards a replay: each still uploads its own input once and downloads the output
-    once, and equals onnxruntime; the profile keeps a row per node."""
+    once, and equals onnxruntime; the profile keeps a row per node. Until then, the module says why not."""
     mod = build(small, target="cuda", progress=False)
-    for seed in range(3):
-        mod(input=_x(seed))
-    assert replays == [] and mod._device_replay is not None
+    mod(input=_x(0))
+    assert mod.replay_refusal.startswith("host work in ")  # the first run finds which arguments lie on the device
+    mod(input=_x(1))
+    # the weights' and arena's first uploads: not the steady state yet
+    assert mod.replay_refusal in ("its device operations differ from the run before",
+                                  "the run left its arena's device mirror otherwise than it found it (a host write "
+                                  "into it, a first upload)")
+    mod(input=_x(2))
+    assert replays == [] and mod._device_replay is not None and mod.replay_refusal is None
     for seed in range(3, 7):
         up, down = emulated.uploads, emulated.downloads
         got = mod(input=_x(seed))
@@ -72,6 +78,9 @@ def test_a_run_with_host_nodes_is_never_replayed(emulated, replays):
         x = _x(seed, (1, 3, 12, 12))
         np.testing.assert_allclose(mod(input=x), ort_run(model, {"input": x})[0], rtol=1e-4, atol=1e-4)
     assert replays == [] and mod._device_replay is None
+    host = [n for n in mod.graph.nodes if n.op in ("Transpose", "Concat")]
+    assert host and mod.replay_refusal.startswith(f"host work in {len(host)} node(s): ")
+    assert all(f"{n.name} ({n.op})" in mod.replay_refusal for n in host)
 
 
 def test_replay_refused_where_the_state_moved(emulated, small, replays, monkeypatch):
