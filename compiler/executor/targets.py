@@ -65,17 +65,18 @@ def build_for_target(model, cfg, target: str, *, calibration=None, quantize: boo
         cpu = TargetCpuBackend(target)
         cpu.prepare(compiled.graph)
         return Module(compiled, accel, cpu, progress)
-    if target == "cuda":
-        from compiler.autotune.cuda_conv import logged_faster as gpu_logged_faster, use_knobs
+    from compiler.executor.llvm_log import confirm_in_model
 
-        kept = gpu_logged_faster(compiled.graph, tuning_log)
-        cpu = TargetCpuBackend(target)
-        use_knobs(cpu, kept, compiled.graph)
-        cpu.prepare(compiled.graph)
+    if target == "cuda":
+        from compiler.autotune import cuda_conv
+
+        mod, kept = confirm_in_model(compiled, accel, lambda knobs: cuda_conv.cpu_with_knobs(compiled.graph, knobs),
+                                     cuda_conv.logged_faster(compiled.graph, tuning_log), progress,
+                                     layers_of=cuda_conv.task_layers)
         compiled.stats["tuned_tasks"] = len(kept)
-        return Module(compiled, accel, cpu, progress)
+        return mod
     from compiler.autotune.llvm_conv import logged_faster
-    from compiler.executor.llvm_log import confirm_in_model, cpu_with_knobs
+    from compiler.executor.llvm_log import cpu_with_knobs
 
     mod, kept = confirm_in_model(compiled, accel, lambda knobs: cpu_with_knobs(compiled.graph, knobs),
                                  logged_faster(compiled.graph, tuning_log), progress)

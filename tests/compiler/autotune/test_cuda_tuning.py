@@ -14,6 +14,7 @@ from compiler.autotune import cuda_conv as cc
 from compiler.autotune import cuda_direct as cdir
 from compiler.autotune.measure import Result
 from compiler.autotune.records import TuningLogWarning
+from compiler.executor import llvm_log
 from compiler.topi.conv2d_direct import Conv2dSpec
 from compiler.topi.conv2d_direct import DirectGpuKnobs
 from compiler.topi.conv2d_gpu import GpuConvKnobs, default_knobs
@@ -27,6 +28,20 @@ SPEC = Conv2dSpec(1, 8, 6, 6, 16, 3, 3, (1, 1), (1, 1, 1, 1))
 @pytest.fixture
 def emulated(monkeypatch):
     monkeypatch.setenv("VTA_CUDA_DEVICE", "emulate")
+
+
+def in_model(monkeypatch, tuned_layer_ms: float = 0.5, other_ms: float = 1.0) -> None:
+    """Stub the build's in-model check (``llvm_log.layer_times``: [default module, module with the kept knobs]):
+    each tuned task's layers take ``tuned_layer_ms`` with the knobs (1.0 without), the other layers ``other_ms``
+    (1.0 without)."""
+    def layer_times(mods, feeds):
+        assert len(mods) == 2
+        g = mods[0].graph
+        tuned = {n for names in cc.task_layers(g).values() for n in names}
+        names = [n.name for n in g.nodes]
+        return [dict.fromkeys(names, 1.0),
+                {n: tuned_layer_ms if n in tuned else other_ms for n in names}]
+    monkeypatch.setattr(llvm_log, "layer_times", layer_times)
 
 
 @pytest.fixture(scope="module")
@@ -146,6 +161,7 @@ def test_build_applies_a_cuda_log(tiny_model, tmp_path, monkeypatch, emulated):
     log = tmp_path / "c.log"
     log.write_text("".join(t.record_line(chosen[t.key], Result(1000, None, 0.0), "test") + "\n" for t in tasks))
     monkeypatch.setattr(cc, "faster_than_default", lambda task, knobs: (True, 1, 2))
+    in_model(monkeypatch)
     with warnings.catch_warnings():
         warnings.simplefilter("error", TuningLogWarning)
         tuned = build(str(tiny_model), target="cuda", progress=False, tuning_log=log)
@@ -159,6 +175,53 @@ def test_build_applies_a_cuda_log(tiny_model, tmp_path, monkeypatch, emulated):
     with pytest.warns(TuningLogWarning, match="no usable cuda record for 3 of 3"):
         again = build(str(tiny_model), target="cuda", progress=False, tuning_log=log)
     assert again.compiled.stats["tuned_tasks"] == 0
+
+
+@pytest.mark.parametrize("case", ["slower-in-the-model", "neighbours-pay"])
+def test_a_log_that_slows_the_model_is_not_kept(tiny_model, tmp_path, monkeypatch, emulated, case):
+    """Knobs that beat the default alone (stubbed) but whose layers run slower in the model, or whose layers run
+    faster while the model as a whole runs slower (its other layers pay), are dropped: the build is the untuned
+    one (as on an H200, where a kept 1x1 conv ran 13 -> 32 us in the model and ResNet-18 3 % slower)."""
+    from compiler.executor import build
+
+    base = build(str(tiny_model), target="cuda", progress=False)
+    tasks = cc.graph_tasks(base.graph)
+    log = tmp_path / "c.log"
+    log.write_text("".join(t.record_line(GpuConvKnobs(16, 4, 4, 1, 4, 2), Result(1000, None, 0.0), "test") + "\n"
+                           for t in tasks[:2]))
+    monkeypatch.setattr(cc, "faster_than_default", lambda task, knobs: (True, 1, 2))
+    if case == "slower-in-the-model":
+        in_model(monkeypatch, tuned_layer_ms=2.0)
+    else:
+        in_model(monkeypatch, tuned_layer_ms=0.9, other_ms=1.5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TuningLogWarning)  # the pool has no record
+        tuned = build(str(tiny_model), target="cuda", progress=False, tuning_log=log)
+    assert tuned.compiled.stats["tuned_tasks"] == 0
+    assert [plan.key for plan, _ in tuned.cpu._plans.values()] == [plan.key for plan, _ in base.cpu._plans.values()]
+
+
+def test_cuda_layers_are_timed_on_the_device_in_the_model(tiny_model, emulated, monkeypatch):
+    """The in-model check times a cuda module's layers in its replayed runs on the device's timer (the emulated
+    device's: its host clock around the replayed operations), every layer, and leaves device timing off."""
+    from compiler.backend.cuda.run_replay import DeviceReplay
+    from compiler.executor import build
+
+    mods = [build(str(tiny_model), target="cuda", progress=False) for _ in range(2)]
+    timed = []
+    real = DeviceReplay.run
+
+    def spy(self, on_device=False):
+        timed.append(on_device)
+        return real(self, on_device)
+    monkeypatch.setattr(DeviceReplay, "run", spy)
+    feeds = llvm_log.seeded_feeds(mods[0].graph)
+    times = llvm_log.layer_times(mods, feeds, rounds=3)
+    names = [n.name for n in mods[0].graph.nodes]
+    assert [sorted(t) for t in times] == [sorted(names)] * 2
+    assert all(0 <= v < 1e3 for t in times for v in t.values())
+    assert timed and all(timed) and len(timed) >= 2 * 3
+    assert not any(m.device_timing for m in mods)
 
 
 def test_vta_tune_target_cuda(tiny_model, tmp_path, capsys, monkeypatch):
@@ -213,6 +276,7 @@ def test_products_are_tuned_and_applied_like_convs(tmp_path, monkeypatch, emulat
     assert task.make_space().reject(chosen) is None
     log.write_text(task.record_line(chosen, Result(10, None, 0.0), "test") + "\n")
     monkeypatch.setattr(cc, "faster_than_default", lambda t, knobs: (True, 1, 2))
+    in_model(monkeypatch)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", TuningLogWarning)  # the tasks without a record
         tuned = build(model, target="cuda", progress=False, tuning_log=log)
@@ -321,6 +385,7 @@ def test_depthwise_and_pools_are_tuned_logged_and_applied(dw_pool_model, tmp_pat
         assert t.make_space().reject(chosen[t.key]) is None, t.describe()
     log.write_text("".join(t.record_line(chosen[t.key], Result(10, None, 0.0), "test") + "\n" for t in tasks[1:]))
     monkeypatch.setattr(cc, "faster_than_default", lambda t, knobs: (True, 1, 2))
+    in_model(monkeypatch)
     with pytest.warns(TuningLogWarning, match="no usable cuda record for 1 of 5"):  # the one-group conv
         tuned = build(str(dw_pool_model), target="cuda", progress=False, tuning_log=log)
     assert tuned.compiled.stats["tuned_tasks"] == 4
