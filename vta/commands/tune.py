@@ -214,7 +214,8 @@ def run_cuda(args: argparse.Namespace) -> int:
         raise ValueError("--ray does not apply to --target cuda: kernels are timed on this machine's GPU, one at a time")
     if args.in_model is not None:
         raise ValueError("--in-model applies to --target llvm (CPU kernels that share caches and cores with their "
-                         "neighbours); --target cuda keeps a logged schedule where it beats the default alone")
+                         "neighbours); --target cuda's build keeps each task's fastest logged schedule where it "
+                         "beats the default alone and in the model")
     model = load_model(args.model)
     if is_quantized(model) or args.calibrate:
         raise ValueError(f"--target cuda tunes the float convs of a float model; {args.model} is quantized or "
@@ -236,7 +237,7 @@ def run_cuda(args: argparse.Namespace) -> int:
                              progress_printer(sys.stdout))
     tune_s = time.perf_counter() - t0
     kept, b, a = _build_tuned_and_compare(model, "cuda", shapes, args.log, base, feeds, tasks, results, tune_s,
-                                          "on this device")
+                                          "alone and in the model, on this device")
     if args.json:
         print(json.dumps({"target": "cuda", "device": dev, "tasks": len(tasks), "trials": args.trials,
                           "tuner": args.tuner, "tasks_kept": kept, "wall_ms_before": b, "wall_ms_after": a,
