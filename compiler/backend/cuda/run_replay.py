@@ -71,7 +71,8 @@ class DeviceReplay:
         if this.host_work:
             return f"host work in {len(this.host_nodes)} node(s)"
         if this.after != this.before:
-            return "the run left its arena's device mirror otherwise than it found it (a host write into it, a first upload)"
+            return ("the run left its arena's device mirror otherwise than it found it (a host write into it, a first "
+                    "upload)")
         if last is None:
             return "one run recorded: a replay needs two that made the same operations"
         if not this.same_work(last):
