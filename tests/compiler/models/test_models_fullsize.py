@@ -48,7 +48,10 @@ def _check_run(name: str, mod, x, ort_model) -> None:
     c = cosine(ours, ref)
     assert c >= 0.999, f"{name}: cosine {c:.6f} < 0.999"
     s = mod.profile_summary()
-    assert s["accel_layers"] == ACCEL_LAYERS[name]
+    # and a depthwise 1x1 layer for each BatchNormalization the quantizer left standalone (onnxruntime <= 1.30's
+    # quant_pre_process does not fold them into the convs; 1.32's does)
+    standalone_bns = sum(n.op_type == "BatchNormalization" for n in ort_model.graph.node)
+    assert s["accel_layers"] == ACCEL_LAYERS[name] + standalone_bns
     assert s["accel_cycles"] > 0 and s["macs"] > 0
 
 
