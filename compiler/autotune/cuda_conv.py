@@ -320,16 +320,6 @@ def node_task(node, infos, consts):
             or pool_task_of_node(node, infos, consts))
 
 
-def task_layers(graph, keys=None) -> dict[str, list[str]]:
-    """Task key -> the names of ``graph``'s nodes of that cuda task (only the keys in ``keys`` if given)."""
-    layers: dict[str, list[str]] = {}
-    for n in graph.nodes:
-        t = node_task(n, [graph.tensors.get(i) if i else None for i in n.inputs], graph.constants)
-        if t is not None and (keys is None or t.key in keys):
-            layers.setdefault(t.key, []).append(n.name)
-    return layers
-
-
 def use_knobs(backend, knobs: dict, graph) -> None:
     """Make ``backend`` (a ``TargetCpuBackend`` for cuda, before ``prepare``) compile the convs, products and pools
     of ``graph`` whose task key is in ``knobs`` with those knobs (the others with the default)."""
@@ -340,13 +330,3 @@ def use_knobs(backend, knobs: dict, graph) -> None:
         return None if t is None else knobs.get(t.key)
     backend.tuned = lookup
 
-
-def cpu_with_knobs(graph, knobs: dict):
-    """A prepared cuda ``TargetCpuBackend`` for ``graph`` whose tasks with a key in ``knobs`` compile with those
-    knobs (the others with the default)."""
-    from compiler.backend.plans.backend import TargetCpuBackend
-
-    cpu = TargetCpuBackend("cuda")
-    use_knobs(cpu, knobs, graph)
-    cpu.prepare(graph)
-    return cpu

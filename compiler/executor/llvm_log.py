@@ -68,22 +68,29 @@ def layer_times(mods: list[Module], feeds: dict, rounds: int = ROUNDS) -> list[d
     return best
 
 
-def cpu_with_knobs(graph, knobs: dict):
-    """A prepared llvm ``TargetCpuBackend`` for ``graph`` whose convs with a task key in ``knobs`` compile with those
-    knobs (the others with the default)."""
-    from compiler.autotune.llvm_conv import use_knobs
+def _target_tasks(target: str):
+    """The autotune module of ``target``'s tasks (``use_knobs``, ``node_task``): llvm's or cuda's."""
+    if target == "cuda":
+        from compiler.autotune import cuda_conv
+        return cuda_conv
+    from compiler.autotune import llvm_conv
+    return llvm_conv
+
+
+def cpu_with_knobs(graph, knobs: dict, target: str = "llvm"):
+    """A prepared ``TargetCpuBackend`` of ``target`` for ``graph`` whose tasks with a key in ``knobs`` compile with
+    those knobs (the others with the default)."""
     from compiler.backend.plans.backend import TargetCpuBackend
 
-    cpu = TargetCpuBackend("llvm")
-    use_knobs(cpu, knobs, graph)
+    cpu = TargetCpuBackend(target)
+    _target_tasks(target).use_knobs(cpu, knobs, graph)
     cpu.prepare(graph)
     return cpu
 
 
-def task_layers(graph, keys=None) -> dict[str, list[str]]:
-    """Task key -> the names of ``graph``'s nodes of that llvm task (only the keys in ``keys`` if given)."""
-    from compiler.autotune.llvm_conv import node_task
-
+def task_layers(graph, keys=None, target: str = "llvm") -> dict[str, list[str]]:
+    """Task key -> the names of ``graph``'s nodes of that ``target`` task (only the keys in ``keys`` if given)."""
+    node_task = _target_tasks(target).node_task
     layers: dict[str, list[str]] = {}
     for n in graph.nodes:
         t = node_task(n, [graph.tensors.get(i) if i else None for i in n.inputs], graph.constants)
@@ -92,16 +99,18 @@ def task_layers(graph, keys=None) -> dict[str, list[str]]:
     return layers
 
 
-def confirm_in_model(compiled, accel, make_cpu, kept: dict, progress, layers_of=None) -> tuple[Module, dict]:
+def confirm_in_model(compiled, accel, kept: dict, progress, target: str = "llvm") -> tuple[Module, dict]:
     """The module with ``kept`` (task key -> knobs, from ``logged_faster``) narrowed to the tasks whose layers run
     faster in the model, kept only where the whole model (the sum of its layers' minima) then runs faster than
-    without the log (else the untuned module, nothing kept); ``make_cpu(knobs_by_key)`` returns a prepared CPU
-    backend compiling those knobs; ``layers_of(graph, keys)``: task key -> its layers' names (default: the llvm
-    tasks', :func:`task_layers`). Returns ``(module, kept)``."""
+    without the log (else the untuned module, nothing kept); ``target``: llvm or cuda (whose tasks and backends).
+    Returns ``(module, kept)``."""
     from compiler.autotune.llvm_conv import MIN_GAIN
 
     g = compiled.graph
-    layers = (layers_of or task_layers)(g, kept)
+    layers = task_layers(g, kept, target)
+
+    def make_cpu(knobs: dict):
+        return cpu_with_knobs(g, knobs, target)
     tuned = Module(compiled, accel, make_cpu(kept), progress)
     if not layers:
         return tuned, kept

@@ -68,18 +68,10 @@ def build_for_target(model, cfg, target: str, *, calibration=None, quantize: boo
     from compiler.executor.llvm_log import confirm_in_model
 
     if target == "cuda":
-        from compiler.autotune import cuda_conv
-
-        mod, kept = confirm_in_model(compiled, accel, lambda knobs: cuda_conv.cpu_with_knobs(compiled.graph, knobs),
-                                     cuda_conv.logged_faster(compiled.graph, tuning_log), progress,
-                                     layers_of=cuda_conv.task_layers)
-        compiled.stats["tuned_tasks"] = len(kept)
-        return mod
-    from compiler.autotune.llvm_conv import logged_faster
-    from compiler.executor.llvm_log import cpu_with_knobs
-
-    mod, kept = confirm_in_model(compiled, accel, lambda knobs: cpu_with_knobs(compiled.graph, knobs),
-                                 logged_faster(compiled.graph, tuning_log), progress)
+        from compiler.autotune.cuda_conv import logged_faster
+    else:
+        from compiler.autotune.llvm_conv import logged_faster
+    mod, kept = confirm_in_model(compiled, accel, logged_faster(compiled.graph, tuning_log), progress, target)
     compiled.stats["tuned_tasks"] = len(kept)
     return mod
 

@@ -37,7 +37,7 @@ def in_model(monkeypatch, tuned_layer_ms: float = 0.5, other_ms: float = 1.0) ->
     def layer_times(mods, feeds):
         assert len(mods) == 2
         g = mods[0].graph
-        tuned = {n for names in cc.task_layers(g).values() for n in names}
+        tuned = {n for names in llvm_log.task_layers(g, target="cuda").values() for n in names}
         names = [n.name for n in g.nodes]
         return [dict.fromkeys(names, 1.0),
                 {n: tuned_layer_ms if n in tuned else other_ms for n in names}]
