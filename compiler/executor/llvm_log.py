@@ -48,24 +48,30 @@ def seeded_feeds(graph, seed: int = 0) -> dict[str, np.ndarray]:
 def layer_times(mods: list[Module], feeds: dict, rounds: int = ROUNDS) -> list[dict[str, float]]:
     """Each module's per-layer minimum ms over ``rounds`` runs, the modules run in turn each round (one warm-up).
     A cuda module's layers are timed on the device (``Module.device_timing``: CUDA events in its replayed runs,
-    which start after a few warm-up runs); one that is never replayed (a layer runs on the host) keeps the host's
-    time per layer, whose sum is still the run's."""
+    which start after a few warm-up runs; a run that was not replayed is left out, its times being the host's to
+    launch); one that is never replayed (a layer runs on the host) keeps the host's time per layer, whose sum is
+    still the run's."""
+    on_device = []
     for m in mods:
         m.run(feeds)
         if getattr(m.cpu, "target", None) == "cuda":
             m.device_timing = True
             m.time_on_device()
-    best: list[dict[str, float]] = [{} for _ in mods]
+        on_device.append(m.timed_on_device)
+    # per module: [the layers' minima over runs timed on the device, over the others]
+    best: list[list[dict[str, float]]] = [[{}, {}] for _ in mods]
     try:
         for _ in range(rounds):
             for m, acc in zip(mods, best):
                 m.run(feeds)
+                into = acc[0] if m.timed_on_device else acc[1]
                 for r in m.profile():
-                    acc[r["name"]] = min(acc.get(r["name"], np.inf), r["time_ms"])
+                    into[r["name"]] = min(into.get(r["name"], np.inf), r["time_ms"])
     finally:
         for m in mods:
             m.device_timing = False
-    return best
+    # a cuda module's runs that were not replayed hold the host's times to launch: left out where it has others
+    return [dev if device and dev else host for (dev, host), device in zip(best, on_device)]
 
 
 def _target_tasks(target: str):

@@ -224,6 +224,30 @@ def test_cuda_layers_are_timed_on_the_device_in_the_model(tiny_model, emulated, 
     assert not any(m.device_timing for m in mods)
 
 
+def test_in_model_times_leave_out_runs_that_were_not_replayed():
+    """A cuda module's run that was not replayed (its replay dropped for a run) holds the host's times to launch each
+    layer, far below the device's: the layer's minimum is taken over the replayed runs only; a module that is never
+    replayed keeps its host times."""
+    from types import SimpleNamespace
+
+    class Fake:
+        def __init__(self, replays: list[bool]) -> None:
+            self.cpu = SimpleNamespace(target="cuda")
+            self.replays, self.timed_on_device, self.device_timing = iter(replays), False, False
+
+        def run(self, feeds=None) -> None:
+            self.timed_on_device = next(self.replays)
+
+        def time_on_device(self) -> None:
+            self.run()
+
+        def profile(self) -> list[dict]:
+            return [{"name": "conv", "time_ms": 1.0 if self.timed_on_device else 0.001}]
+    flaky, never = Fake([False, True, True, False, True]), Fake([False] * 5)
+    assert llvm_log.layer_times([flaky, never], {}, rounds=3) == [{"conv": 1.0}, {"conv": 0.001}]
+    assert not flaky.device_timing and not never.device_timing
+
+
 def test_vta_tune_target_cuda(tiny_model, tmp_path, capsys, monkeypatch):
     log = str(tmp_path / "c.log")
     monkeypatch.setenv("VTA_CUDA_DEVICE", "gpu")
