@@ -438,7 +438,10 @@ def _plan_constants(plan: OpPlan, node: Node, g: Graph) -> list[np.ndarray]:
     def placeholders() -> list[np.ndarray | None]:
         vals = []
         for name in node.inputs:
-            info = g.tensors.get(name) if name else None
+            if not name:  # an absent optional input (a conv without bias): absent at run time too
+                vals.append(None)
+                continue
+            info = g.tensors.get(name)
             if name in g.constants:
                 vals.append(np.asarray(g.constants[name]))
             elif info is None or any(not isinstance(d, int) for d in info.shape):
