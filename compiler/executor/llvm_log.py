@@ -55,8 +55,7 @@ def layer_times(mods: list[Module], feeds: dict, rounds: int = ROUNDS) -> list[d
     for m in mods:
         m.run(feeds)
         if getattr(m.cpu, "target", None) == "cuda":
-            m.device_timing = True
-            m.time_on_device()
+            m.time_on_device()  # device timing on, until a run is replayed
         on_device.append(m.timed_on_device)
     # per module: [the layers' minima over runs timed on the device, over the others]
     best: list[list[dict[str, float]]] = [[{}, {}] for _ in mods]

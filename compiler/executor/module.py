@@ -332,10 +332,9 @@ class Module:
             nodes = self.graph.nodes
             why += ": " + ", ".join(f"{nodes[i].name} ({nodes[i].op})" for i in recording.host_nodes[:6])
         self.replay_refusal = why
-        replay = DeviceReplay.from_runs(last, recording)
-        if replay is not None:
-            self._device_replay = _DeviceRun(replay, threading.get_ident(), self._calls_version(), staged,
-                                             [(n, t, p) for n, t, _dt, p in rows], outputs)
+        if why is None:
+            self._device_replay = _DeviceRun(DeviceReplay(recording), threading.get_ident(), self._calls_version(),
+                                             staged, [(n, t, p) for n, t, _dt, p in rows], outputs)
 
     def time_on_device(self, most: int = 3) -> int:
         """cuda: run again (the inputs as set, ``most`` times at most) until a run is replayed with

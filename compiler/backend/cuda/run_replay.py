@@ -26,7 +26,6 @@ class RunRecording:
         self.after: tuple | None = None
         self.marks: list[int] = []  # ops recorded when each node was done
         self.host_nodes: list[int] = []  # the nodes (by position) that ran (partly) on the host
-        self.host_work = False  # some node ran (partly) on the host: its work is not in the operations
         self._rec = record_ops(self.device)
         self.ops = self._rec.start()
 
@@ -35,7 +34,11 @@ class RunRecording:
         if not on_device:
             self.host_nodes.append(len(self.marks))
         self.marks.append(len(self.ops))
-        self.host_work |= not on_device
+
+    @property
+    def host_work(self) -> bool:
+        """Some node ran (partly) on the host: its work is not in the operations."""
+        return bool(self.host_nodes)
 
     def finish(self) -> None:
         """Stop recording (the run's last operations, such as the outputs' downloads, are the tail)."""
@@ -55,7 +58,8 @@ class RunRecording:
 
 
 class DeviceReplay:
-    """The device operations of a steady run (see :meth:`from_runs`), grouped by node, as ready calls."""
+    """The device operations of a steady run (one :meth:`refusal` finds nothing against), grouped by node, as
+    ready calls."""
 
     def __init__(self, rec: RunRecording) -> None:
         self.device = rec.device
@@ -67,7 +71,9 @@ class DeviceReplay:
 
     @staticmethod
     def refusal(last: RunRecording | None, this: RunRecording) -> str | None:
-        """Why ``this`` run cannot be replayed (see :meth:`from_runs`), in words; None where it can."""
+        """Why ``this`` run cannot be replayed, in words; None where it can: it did only device work, made the same
+        operations as the ``last`` run and left its mirrors as it found them (so the next run would make them
+        again)."""
         if this.host_work:
             return f"host work in {len(this.host_nodes)} node(s)"
         if this.after != this.before:
@@ -78,12 +84,6 @@ class DeviceReplay:
         if not this.same_work(last):
             return "its device operations differ from the run before"
         return None
-
-    @classmethod
-    def from_runs(cls, last: RunRecording | None, this: RunRecording) -> "DeviceReplay | None":
-        """The replay of ``this`` run where it did only device work, made the same operations as the ``last`` run
-        and left its mirrors as it found them (so the next run would make them again); else None."""
-        return None if cls.refusal(last, this) is not None else cls(this)
 
     def run(self, on_device: bool = False) -> list[float] | None:
         """Make the operations again; the seconds each node's took (the last entry: the run's tail, the output
